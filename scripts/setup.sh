@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything the project needs on a fresh Debian 12 machine:
+#   1. apt packages (podman + runc + mmdebstrap for the emulator hosts, iproute2 for their netns)
+#   2. the podman settings this kind of VM needs (reference: shared/reference/test-substrate.md)
+#   3. .venv with the project (editable) and its tools, pinned by requirements/constraints.txt
+#   4. the Ansible collections, taken from the `ansible` wheel on PyPI (Galaxy is unreachable)
+#   5. the emulator hosts' container image, built locally from Debian's mirror (no registry)
+#   6. the wheelhouse the sglang_server role installs the emulator from
+# Each step is skipped when its stamp says it is already done, so `make test` stays cheap.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+STAMPS="$ROOT/.cache/setup"
+mkdir -p "$STAMPS"
+IMAGE=${SGLANG_EMU_IMAGE:-localhost/sglang-emulator-host:bookworm}
+ANSIBLE_WHEEL_VERSION=12.3.0      # carries the collection versions pinned in requirements.yml
+PY=${PYTHON:-python3}
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+need_root() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: step '$1' needs root (apt, podman, network namespaces)" >&2
+    exit 1
+  fi
+}
+
+step_apt() {
+  local pkgs=(podman runc mmdebstrap iproute2 make)
+  local missing=()
+  for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  need_root apt
+  log "apt: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+step_podman_conf() {
+  # crun 1.8 refuses cgroup-v1 hybrid hosts and podman's default nofile limit exceeds this VM's
+  # hard limit; a drop-in keeps every podman call (ours, molecule's, Ansible's connection plugin)
+  # on runc with limits the VM allows.
+  local conf=/etc/containers/containers.conf.d/50-sglang-tune.conf
+  local nofile
+  nofile=$(ulimit -Hn)
+  [ "$nofile" = unlimited ] && nofile=1048576
+  local want
+  want=$(printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=32768:32768"]\n[engine]\nruntime = "runc"\n' "$nofile" "$nofile")
+  if [ -f "$conf" ] && [ "$(cat "$conf")" = "$want" ]; then return 0; fi
+  need_root podman-conf
+  log "podman: writing $conf (runc, nofile=$nofile)"
+  mkdir -p "$(dirname "$conf")"
+  printf '%s\n' "$want" >"$conf"
+}
+
+step_venv() {
+  local stamp="$STAMPS/venv.$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)"
+  [ -f "$stamp" ] && [ -x .venv/bin/python ] && return 0
+  log "venv: installing the project and its tools into .venv"
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade 'pip>=24' wheel
+  .venv/bin/python -m pip install -q -c requirements/constraints.txt -e '.[tuner,dev]'
+  rm -f "$STAMPS"/venv.*
+  touch "$stamp"
+}
+
+step_collections() {
+  local dest="$ROOT/.ansible/collections"
+  local stamp="$STAMPS/collections.$ANSIBLE_WHEEL_VERSION.$(sha256sum requirements.yml | cut -c1-16)"
+  [ -f "$stamp" ] && return 0
+  log "collections: extracting from ansible==$ANSIBLE_WHEEL_VERSION (PyPI)"
+  mkdir -p .cache/dl
+  .venv/bin/python -m pip download -q --no-deps -d .cache/dl "ansible==$ANSIBLE_WHEEL_VERSION"
+  rm -rf "$dest"
+  .venv/bin/python scripts/extract_collections.py ".cache/dl/ansible-$ANSIBLE_WHEEL_VERSION-py3-none-any.whl" requirements.yml "$dest"
+  rm -f "$STAMPS"/collections.*
+  touch "$stamp"
+}
+
+mirror_lines() {
+  # mmdebstrap needs the mirror spelled out: reuse the one apt already uses on this machine.
+  local base sec
+  base=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -v security | head -n1)
+  sec=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep security | head -n1)
+  base=${base:-http://deb.debian.org/debian/}
+  sec=${sec:-http://deb.debian.org/debian-security/}
+  printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' "$base" "$base" "$sec"
+}
+
+step_image() {
+  if podman image exists "$IMAGE" 2>/dev/null; then return 0; fi
+  need_root image
+  log "image: building $IMAGE with mmdebstrap (about 40 s)"
+  local -a mirrors
+  mapfile -t mirrors < <(mirror_lines)
+  mmdebstrap --quiet --variant=minbase \
+    --include=systemd,systemd-sysv,dbus,python3,python3-venv,procps \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --format=tar bookworm - "${mirrors[@]}" </dev/null \
+    | podman import --change 'CMD ["/sbin/init"]' - "$IMAGE" >/dev/null
+}
+
+step_wheelhouse() {
+  .venv/bin/python scripts/build_wheelhouse.py --quiet
+}
+
+main() {
+  local steps=("$@")
+  [ ${#steps[@]} -eq 0 ] && steps=(apt podman_conf venv collections image wheelhouse)
+  for s in "${steps[@]}"; do "step_$s"; done
+}
+
+main "$@"
