@@ -1,0 +1,779 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache-2.0 (see pyproject.toml)
+"""Pure parsers for SGLang's start-up log.
+
+Shared by the ``sglang_ready`` Ansible module (imported as
+``ansible.module_utils.sglang_log``) and the tuner (``sglang_utils.sglang_log``), so it uses the
+standard library only and imports nothing from this package.
+
+Everything here takes text or lists of lines and returns plain ``dict``/``list`` values that
+Ansible can serialise. Lines that do not parse are skipped: a log is evidence from a process
+that may have been killed mid-write, and a report with ``None`` in it beats a crash.
+
+Facts cited as "facts §x.y" are in ``reference/sglang-facts.md`` of the project's shared notes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+__all__ = [
+    "LogLine",
+    "split_lines",
+    "parse_line",
+    "parse_lines",
+    "parse_timestamp",
+    "is_primary_rank",
+    "parse_repr_kwargs",
+    "parse_server_args",
+    "parse_capacity",
+    "parse_kv_pools",
+    "parse_mamba_cache",
+    "parse_speculative",
+    "find_warnings",
+    "find_fatal",
+    "current_launch",
+    "is_ready_line",
+    "redact",
+    "summarize",
+]
+
+# --------------------------------------------------------------------------------------------
+# Line level
+# --------------------------------------------------------------------------------------------
+
+# facts §1.1: "[%(asctime)s{maybe_ms}{prefix}] %(message)s", datefmt "%Y-%m-%d %H:%M:%S",
+# maybe_ms ".%(msecs)03d" with SGLANG_LOG_MS=1, prefix " DPn"/" PPn"/" ATTN_CPn"/" MOE_DPn"/
+# " TPn"/" EPn" (TP only when tp_size > 1). The prefix is searched for, not anchored: journald
+# short formats, `docker logs -t` timestamps and tqdm progress bars written without a newline
+# all end up in front of it in real logs.
+_PREFIX_RE = re.compile(
+    r"\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)"
+    r"(?P<ranks>(?:\s+[A-Z][A-Z_]*\d+)*)\]\s?(?P<msg>.*)$"
+)
+_RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)$")
+# Uvicorn's "[%(asctime)s] %(levelprefix)s %(message)s" (facts §1.1) and the level-tagged form
+# that SGLang's main process uses before the server_args line, e.g.
+# "[2026-02-27 14:33:03] WARNING server_args.py:2326: KV cache is forced as chunk cache ...".
+_UVICORN_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
+_LEVEL_RE = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<where>[\w./-]+\.py:\d+):\s?(?P<msg>.*)$"
+)
+
+
+# Prefixes that log collectors put in front of a line without SGLang's own prefix (a traceback
+# line, a foreign library): `docker logs -t` (RFC 3339), journalctl short/short-iso/short-precise.
+_COLLECTOR_RE = re.compile(
+    r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
+    r"(?:\S+ \S+?\[\d+\]: )?"
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+?\[\d+\]: )"
+)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log line, split into SGLang's prefix fields and the message.
+
+    ``timestamp`` is ``None`` for lines without SGLang's prefix (tracebacks, tqdm bars, other
+    libraries); their ``message`` is the stripped raw text.
+    """
+
+    raw: str
+    message: str
+    timestamp: Optional[str] = None
+    ranks: Dict[str, int] = field(default_factory=dict)
+    level: Optional[str] = None
+    where: Optional[str] = None
+    uvicorn: bool = False
+
+    @property
+    def sglang(self) -> bool:
+        return self.timestamp is not None
+
+    @property
+    def rank_label(self) -> str:
+        return " ".join("%s%d" % (k, v) for k, v in self.ranks.items())
+
+
+def split_lines(text: str) -> List[str]:
+    """Split on ``\\n``, ``\\r\\n`` and lone ``\\r`` (tqdm redraws with carriage returns)."""
+    if not text:
+        return []
+    return [ln for ln in re.split(r"\r\n|\r|\n", text)]
+
+
+def _parse_ranks(text: str) -> Dict[str, int]:
+    ranks: Dict[str, int] = {}
+    for token in text.split():
+        m = _RANK_RE.match(token)
+        if m:
+            ranks[m.group(1)] = int(m.group(2))
+    return ranks
+
+
+def parse_line(raw: str) -> Optional[LogLine]:
+    """Parse one line; ``None`` for blank lines."""
+    if raw is None:
+        return None
+    text = raw.rstrip("\n")
+    if not text.strip():
+        return None
+    m = _PREFIX_RE.search(text)
+    if not m:
+        bare = _COLLECTOR_RE.sub("", text, count=1)
+        return LogLine(raw=text, message=bare.strip())
+    msg = m.group("msg").rstrip()
+    level = where = None
+    uvicorn = False
+    um = _UVICORN_RE.match(msg)
+    if um:
+        level, msg, uvicorn = um.group("level"), um.group("msg"), True
+    else:
+        lm = _LEVEL_RE.match(msg)
+        if lm:
+            level, where, msg = lm.group("level"), lm.group("where"), lm.group("msg")
+    return LogLine(
+        raw=text,
+        message=msg,
+        timestamp=m.group("ts"),
+        ranks=_parse_ranks(m.group("ranks")),
+        level=level,
+        where=where,
+        uvicorn=uvicorn,
+    )
+
+
+def parse_lines(lines: Iterable[str]) -> List[LogLine]:
+    out: List[LogLine] = []
+    for raw in lines:
+        for piece in split_lines(raw) if ("\r" in raw or "\n" in raw) else [raw]:
+            parsed = parse_line(piece)
+            if parsed is not None:
+                out.append(parsed)
+    return out
+
+
+def _as_parsed(lines: Sequence[Any]) -> List[LogLine]:
+    if lines and isinstance(lines[0], LogLine):
+        return list(lines)
+    return parse_lines(lines)
+
+
+def parse_timestamp(ts: Optional[str]) -> Optional[float]:
+    """SGLang timestamp (local time of the server host) -> epoch seconds, or ``None``."""
+    if not ts:
+        return None
+    m = re.match(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?$", ts)
+    if not m:
+        return None
+    parts = [int(x) for x in m.groups()[:6]]
+    frac = float("0." + m.group(7)) if m.group(7) else 0.0
+    try:
+        return time.mktime((parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], 0, 0, -1)) + frac
+    except (OverflowError, ValueError):
+        return None
+
+
+def is_primary_rank(ranks: Dict[str, int]) -> bool:
+    """True for the process that speaks for the server: no prefix (TP=1) or every rank 0."""
+    return all(v == 0 for v in ranks.values())
+
+
+def _primary(lines: List[LogLine], pred) -> List[LogLine]:
+    """Lines matching ``pred`` from the primary rank; if none, from the first rank seen.
+
+    facts §1.2/§1.3: the capacity line is printed by TP rank 0 only, the pool lines by every
+    rank; a log that lost rank 0's lines (truncated, filtered) still has the others.
+    """
+    hits = [ln for ln in lines if pred(ln)]
+    primary = [ln for ln in hits if is_primary_rank(ln.ranks)]
+    if primary or not hits:
+        return primary
+    first = hits[0].ranks
+    return [ln for ln in hits if ln.ranks == first]
+
+
+# --------------------------------------------------------------------------------------------
+# server_args=ServerArgs(...)
+# --------------------------------------------------------------------------------------------
+
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _scan_value(text: str, i: int) -> int:
+    """Index just past the value starting at ``text[i]`` (a Python repr), tolerant of truncation."""
+    depth: List[str] = []
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c in "'\"":
+            q = c
+            i += 1
+            while i < n and text[i] != q:
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+            continue
+        if c in _CLOSERS:
+            depth.append(_CLOSERS[c])
+        elif depth and c == depth[-1]:
+            depth.pop()
+        elif not depth and (c == "," or c == ")"):
+            return i
+        i += 1
+    return n
+
+
+def _literal(token: str) -> Any:
+    token = token.strip()
+    try:
+        return ast.literal_eval(token)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return token
+
+
+def parse_repr_kwargs(text: str) -> Dict[str, Any]:
+    """Parse ``key=value, key=value`` as printed by a dataclass ``repr``.
+
+    Values are read with :func:`ast.literal_eval` (never ``eval``); anything else (enum reprs,
+    objects, a value cut off by truncation) is kept as its source text. A truncated trailing
+    value is dropped rather than returned half-read.
+    """
+    out: Dict[str, Any] = {}
+    i, n = 0, len(text)
+    key_re = re.compile(r"\s*([A-Za-z_]\w*)=")
+    while i < n:
+        m = key_re.match(text, i)
+        if not m:
+            break
+        start = m.end()
+        end = _scan_value(text, start)
+        if end >= n and not text.rstrip().endswith(")"):
+            break  # value runs off the end of a truncated line
+        out[m.group(1)] = _literal(text[start:end])
+        i = end + 1
+        if end < n and text[end] == ")":
+            break
+    return out
+
+
+_SERVER_ARGS_RE = re.compile(r"server_args=\w*\((.*)$")
+
+
+def parse_server_args(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+    """The last ``server_args=ServerArgs(...)`` line as a dict (facts §1.3: resolved values)."""
+    parsed = _as_parsed(lines)
+    for ln in reversed(parsed):
+        m = _SERVER_ARGS_RE.search(ln.message)
+        if m:
+            return parse_repr_kwargs(m.group(1))
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity, pools
+# --------------------------------------------------------------------------------------------
+
+# facts §1.2: "max_total_num_tokens={}, chunked_prefill_size={}, max_prefill_tokens={},
+# max_running_requests={}, context_len={}, available_gpu_mem={:.2f} GB" (available_cpu_mem on
+# CPU); builds before ~0.4.4 end at context_len. Fields are matched by name, each one only when
+# it is complete (followed by ",", " GB" or the end of a line that is not cut mid-number).
+_CAPACITY_START_RE = re.compile(r"(?:^|\s)max_total_num_tokens=\d")
+_FIELD_RE = re.compile(r"(?P<key>[a-z_]+)=(?P<val>-?\d+(?:\.\d+)?)(?P<tail>\s*GB)?(?P<end>,|\s|$)")
+CAPACITY_KEYS = (
+    "max_total_num_tokens",
+    "max_running_requests",
+    "max_prefill_tokens",
+    "chunked_prefill_size",
+    "context_len",
+    "available_gpu_mem_gb",
+)
+
+
+def _capacity_fields(message: str) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for m in _FIELD_RE.finditer(message):
+        key, val = m.group("key"), m.group("val")
+        if key.startswith("available_") and key.endswith("_mem"):
+            if not m.group("tail"):
+                continue  # "available_gpu_mem=14.8" without " GB": cut off
+            out[key + "_gb"] = float(val)
+        elif "." not in val:
+            out[key] = int(val)
+    return out
+
+
+def parse_capacity(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+    """The capacity line's fields (``None`` when the line is absent).
+
+    Always returns every key of :data:`CAPACITY_KEYS` (missing ones ``None``), plus
+    ``available_cpu_mem_gb`` on CPU builds and ``rank`` (e.g. ``"TP0"``, ``""`` for TP=1).
+    """
+    parsed = _as_parsed(lines)
+    hits = _primary(parsed, lambda ln: bool(_CAPACITY_START_RE.search(ln.message)))
+    if not hits:
+        return None
+    line = hits[-1]
+    start = _CAPACITY_START_RE.search(line.message).start()
+    fields = _capacity_fields(line.message[start:])
+    out: Dict[str, Any] = {k: fields.get(k) for k in CAPACITY_KEYS}
+    if "available_cpu_mem_gb" in fields:
+        out["available_cpu_mem_gb"] = fields["available_cpu_mem_gb"]
+    out["rank"] = line.rank_label
+    out["timestamp"] = line.timestamp
+    return out
+
+
+# facts §1.3 (0.5.5–0.5.12): "KV Cache is allocated. #tokens: {n}, K size: {x:.2f} GB, V size:
+# {y:.2f} GB" (MHA/GQA) or "..., KV size: {x:.2f} GB" (MLA); 0.5.23: "{label }KV Cache is
+# allocated. dtype: {dtype}, #tokens: ..." or "... VA upper bound. ..." in post-capture sizing.
+_KV_RE = re.compile(
+    r"^(?:(?P<label>\S.*?)\s+)?KV Cache (?P<kind>is allocated|VA upper bound)\.\s*"
+    r"(?:dtype:\s*(?P<dtype>[\w.]+),\s*)?#tokens:\s*(?P<tokens>\d+)(?P<rest>.*)$"
+)
+_SIZE_RE = re.compile(r"\b(?P<name>K|V|KV)\s+size:\s*(?P<gb>\d+(?:\.\d+)?)\s*GB")
+
+
+def parse_kv_pools(lines: Sequence[Any]) -> List[Dict[str, Any]]:
+    """One dict per KV pool allocated by the primary rank, in log order.
+
+    With speculative decoding the draft worker allocates its own pool after the target's
+    (facts §1.3), so a second entry is expected then.
+    """
+    parsed = _as_parsed(lines)
+    hits = _primary(parsed, lambda ln: "KV Cache " in ln.message and _KV_RE.match(ln.message) is not None)
+    pools: List[Dict[str, Any]] = []
+    for ln in hits:
+        m = _KV_RE.match(ln.message)
+        sizes = {s.group("name"): float(s.group("gb")) for s in _SIZE_RE.finditer(m.group("rest"))}
+        if "KV" in sizes:
+            layout = "mla"
+        elif "K" in sizes or "V" in sizes:
+            layout = "mha"
+        else:
+            layout = None
+        k_gb, v_gb, kv_gb = sizes.get("K"), sizes.get("V"), sizes.get("KV")
+        if kv_gb is not None:
+            total = kv_gb
+        elif k_gb is not None and v_gb is not None:
+            total = round(k_gb + v_gb, 2)
+        else:
+            total = None
+        label = (m.group("label") or "").strip() or None
+        pools.append(
+            {
+                "rank": ln.rank_label,
+                "label": label,
+                "layout": layout,
+                "dtype": m.group("dtype"),
+                "tokens": int(m.group("tokens")),
+                "k_size_gb": k_gb,
+                "v_size_gb": v_gb,
+                "kv_size_gb": kv_gb,
+                "total_gb": total,
+                "upper_bound": m.group("kind") == "VA upper bound",
+            }
+        )
+    return pools
+
+
+# facts §1.3: "Mamba Cache is allocated. max_mamba_cache_size: {n}, conv_state size: {x}GB,
+# ssm_state size: {y}GB " + with speculation "intermediate_ssm_state_cache size: ...GB
+# intermediate_conv_window_cache size: ...GB".
+_MAMBA_RE = re.compile(r"Mamba Cache is allocated\.\s*(?P<rest>.*)$")
+_MAMBA_SIZE_RE = re.compile(r"(?P<name>[A-Za-z_]+) size:\s*(?P<gb>\d+(?:\.\d+)?)\s*GB")
+_MAMBA_SLOTS_RE = re.compile(r"max_mamba_cache_size:\s*(?P<n>\d+)(?=\D|$)")
+
+
+def parse_mamba_cache(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+    """The Mamba/GDN state pool of hybrid models (Qwen3-Next, Qwen3.5); ``None`` otherwise."""
+    parsed = _as_parsed(lines)
+    hits = _primary(parsed, lambda ln: _MAMBA_RE.search(ln.message) is not None)
+    if not hits:
+        return None
+    ln = hits[-1]
+    rest = _MAMBA_RE.search(ln.message).group("rest")
+    slots = _MAMBA_SLOTS_RE.search(rest)
+    out: Dict[str, Any] = {
+        "rank": ln.rank_label,
+        "max_mamba_cache_size": int(slots.group("n")) if slots else None,
+        "conv_state_gb": None,
+        "ssm_state_gb": None,
+        "intermediate_ssm_state_cache_gb": None,
+        "intermediate_conv_window_cache_gb": None,
+    }
+    for m in _MAMBA_SIZE_RE.finditer(rest):
+        out[m.group("name") + "_gb"] = float(m.group("gb"))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Speculative decoding and warnings
+# --------------------------------------------------------------------------------------------
+
+# facts §2.3 and §2.4 (exact texts, unchanged from 0.5.9 to 0.5.23).
+DRAFT_ADJUSTED_TEXT = "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"
+MRR_RESET_RE = re.compile(r"Max running requests is reset to (\d+) for speculative decoding")
+
+
+def parse_speculative(lines: Sequence[Any], server_args: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Resolved speculative settings as the log shows them.
+
+    ``algorithm``/``num_steps``/``eagle_topk``/``num_draft_tokens`` come from the
+    ``server_args=`` line (already resolved: NEXTN is shown as EAGLE, facts §2.2).
+    ``draft_tokens_adjusted`` and ``max_running_requests_reset`` are ``True``/``False`` when a
+    log was read, ``None`` when there was none to read.
+    """
+    parsed = _as_parsed(lines)
+    if server_args is None:
+        server_args = parse_server_args(parsed)
+    sa = server_args or {}
+    have_log = bool(parsed)
+    adjusted = any(DRAFT_ADJUSTED_TEXT in ln.message for ln in parsed) if have_log else None
+    reset_to = None
+    for ln in parsed:
+        m = MRR_RESET_RE.search(ln.message)
+        if m:
+            reset_to = int(m.group(1))
+    algo = sa.get("speculative_algorithm")
+    if algo is not None and not isinstance(algo, str):
+        algo = str(algo)
+    # With speculation off, old builds still print default steps/topk/draft (0.4.x: 5/4/8):
+    # they are not in effect, so they are not reported.
+    enabled = bool(algo) if server_args is not None else None
+
+    def _int(key: str) -> Optional[int]:
+        val = sa.get(key)
+        return val if enabled and isinstance(val, int) and not isinstance(val, bool) else None
+
+    return {
+        "enabled": enabled,
+        "algorithm": algo or None,
+        "num_steps": _int("speculative_num_steps"),
+        "eagle_topk": _int("speculative_eagle_topk"),
+        "num_draft_tokens": _int("speculative_num_draft_tokens"),
+        "draft_tokens_adjusted": adjusted,
+        "max_running_requests_reset": (reset_to is not None) if have_log else None,
+        "max_running_requests_reset_to": reset_to,
+    }
+
+
+# Warnings SGLang's own loggers print without a level name (facts §1.1: the level is not in the
+# format), so they are recognised by text. Sources: facts §2.3, §2.4, §2.6, §5.3, §7.5.
+_KNOWN_WARNING_RES = [
+    re.compile(re.escape(DRAFT_ADJUSTED_TEXT)),
+    MRR_RESET_RE,
+    re.compile(r"max_total_tokens=\d+ is larger than the profiled value"),
+    re.compile(r"Custom allreduce is disabled"),
+    re.compile(r"Setup Custom allreduce failed"),
+    re.compile(r"Disabling radix cache"),
+    re.compile(r"Overlap scheduler is disabled"),
+    re.compile(r"Mixed chunked prefill is disabled"),
+    re.compile(r"Using default MoE kernel config"),
+    re.compile(r"The memory capacity is unbalanced"),
+    re.compile(r"Health check failed"),
+    re.compile(r"does not require setting speculative_draft_model_path"),
+    re.compile(r"Spec v1 is used for"),
+    re.compile(r"Beta spec is enabled"),
+    re.compile(r"[Ww]atchdog timeout"),
+    re.compile(r"is deprecated"),
+]
+_PY_WARNING_RE = re.compile(r"\b(?:User|Future|Deprecation|Runtime|Resource)?Warning: ")
+MAX_WARNINGS = 100
+
+
+def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> List[str]:
+    """SGLang's warnings in this start's log, de-duplicated across ranks, in first-seen order."""
+    parsed = _as_parsed(lines)
+    seen = set()
+    out: List[str] = []
+    for ln in parsed:
+        if ln.uvicorn:
+            if ln.level not in ("WARNING", "ERROR", "CRITICAL"):
+                continue
+        is_warning = ln.level in ("WARNING", "ERROR", "CRITICAL")
+        if not is_warning:
+            is_warning = any(r.search(ln.message) for r in _KNOWN_WARNING_RES)
+        if not is_warning and not ln.sglang:
+            is_warning = _PY_WARNING_RE.search(ln.message) is not None
+        if not is_warning:
+            continue
+        msg = ln.message.strip()
+        if msg in seen:
+            continue
+        seen.add(msg)
+        out.append(msg)
+        if len(out) >= limit:
+            break
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Fatal start-up errors
+# --------------------------------------------------------------------------------------------
+
+# (kind, pattern, rank): lower rank = more specific reason. facts §5.3 and §2.6.
+_SPECIFIC = [
+    ("kv_pool_oom", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")),
+    ("cuda_graph", re.compile(r"Capture cuda graph failed", re.I)),
+    ("out_of_memory", re.compile(r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b")),
+    ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
+    (
+        "bad_arguments",
+        re.compile(
+            r"^(?:[\w. /-]+: )?error: (?:unrecognized arguments|argument |the following arguments are required"
+            r"|invalid choice|ambiguous option)"
+        ),
+    ),
+]
+# The last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...",
+# "AssertionError" (bare assert, facts §2.2), "RuntimeError: NCCL error: ...".
+_EXC_RE = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<text>.*))?$"
+)
+# Generic "something died" lines, most informative first; used when no exception line is there.
+_WRAPPERS = [
+    ("scheduler_dead", re.compile(r"Rank \d+ scheduler (?:is dead|died during initialization).*")),
+    ("scheduler_exception", re.compile(r"Scheduler hit an exception.*")),
+    ("init_failed", re.compile(r"Initialization failed.*")),
+    ("child_failed", re.compile(r"Received sigquit from a child process.*")),
+    ("subprocess_exited", re.compile(r"sglang subprocess exited with code.*")),
+    ("subprocess_exited", re.compile(r"Server process exited with code.*")),
+]
+_TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
+_CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
+
+
+def _exception_line(msg: str) -> Optional[re.Match]:
+    m = _EXC_RE.match(msg.strip())
+    if not m:
+        return None
+    # "Error: ..." style words inside prose do not end a traceback; require the canonical form.
+    return m
+
+
+def find_fatal(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+    """The most specific fatal start-up error in ``lines``, or ``None``.
+
+    Returns ``{"kind", "reason", "line", "index", "trigger"}``: ``reason`` is the line a human
+    would want to read first (e.g. ``RuntimeError: Not enough memory. ...`` rather than
+    ``Traceback (most recent call last):`` or ``Scheduler hit an exception``), ``trigger`` the
+    first fatal line seen (what fails the gate at once).
+    """
+    parsed = _as_parsed(lines)
+    trigger: Optional[Tuple[int, LogLine]] = None
+    specific: Optional[Tuple[int, str, str]] = None
+    exceptions: List[Tuple[int, str]] = []
+    wrapper: Optional[Tuple[int, str, str, int]] = None
+    in_traceback = False
+    for i, ln in enumerate(parsed):
+        if ln.uvicorn:
+            continue
+        msg = ln.message
+        hit = False
+        if _TRACEBACK_RE.search(msg):
+            # "[ts TP0] Scheduler hit an exception: Traceback (...)" is both a traceback start
+            # and a wrapper line, so the checks below still run
+            in_traceback = True
+            hit = True
+        for kind, rx in _SPECIFIC:
+            if rx.search(msg):
+                if specific is None:
+                    specific = (i, kind, msg.strip())
+                hit = True
+                break
+        exc = _exception_line(msg)
+        if exc and (in_traceback or ln.sglang is False):
+            is_wrapper = any(rx.search(msg) for _, rx in _WRAPPERS)
+            if not is_wrapper:
+                exceptions.append((i, msg.strip()))
+                hit = True
+        for prio, (kind, rx) in enumerate(_WRAPPERS):
+            m = rx.search(msg)
+            if m:
+                if wrapper is None or prio < wrapper[3]:
+                    wrapper = (i, kind, m.group(0).strip(), prio)
+                hit = True
+                break
+        if hit and trigger is None:
+            trigger = (i, ln)
+    if trigger is None:
+        return None
+    if specific is not None:
+        idx, kind, reason = specific
+    elif exceptions:
+        idx, reason = _root_exception(parsed, exceptions)
+        kind = "exception"
+    elif wrapper is not None:
+        idx, kind, reason = wrapper[:3]
+    else:
+        idx, kind, reason = trigger[0], "traceback", trigger[1].message.strip()
+    return {
+        "kind": kind,
+        "reason": reason[:1000],
+        "line": parsed[idx].raw[:2000],
+        "index": idx,
+        "trigger": trigger[1].raw[:2000],
+    }
+
+
+def _root_exception(parsed: List[LogLine], exceptions: List[Tuple[int, str]]) -> Tuple[int, str]:
+    """The final exception of the first traceback chain (what Python reports as the error)."""
+    for idx, text in exceptions:
+        following = [ln.message for ln in parsed[idx + 1: idx + 4]]
+        if any(_CHAINED_RE.search(f) for f in following):
+            continue
+        return idx, text
+    return exceptions[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# This start's lines, readiness, redaction
+# --------------------------------------------------------------------------------------------
+
+_SERVER_ARGS_MARK = "server_args="
+# Lines that may precede server_args= in one launch (facts §1.3: server_args is the first line
+# SGLang's configured logger writes; real logs show level-tagged "[ts] WARNING server_args.py:N:"
+# lines, vLLM-style "INFO 03-07 12:29:02 __init__.py:190]" lines, Python warnings and blank lines
+# before it). A traceback or a ranked/uvicorn line belongs to the previous launch.
+_PRELAUNCH_FOREIGN_RE = re.compile(
+    r"^(?:(?:INFO|WARNING|DEBUG) \d\d-\d\d [\d:.]+ |<frozen |/\S+\.py:\d+: \w*Warning|\s+warnings\.warn|"
+    r"\w*Warning: |The module name |\s+Example: )"
+)
+
+
+def _is_prelaunch(ln: LogLine, not_before: Optional[float], slack_s: float) -> bool:
+    if ln.sglang:
+        ts = parse_timestamp(ln.timestamp) if not_before is not None else None
+        if ts is not None:
+            return ts >= not_before - slack_s
+        if ln.ranks or ln.uvicorn:
+            return False
+        return ln.level is not None  # "[ts] WARNING server_args.py:2326: ..." form
+    msg = ln.message
+    if _TRACEBACK_RE.search(msg) or _exception_line(msg) or msg.startswith("File "):
+        return False
+    return bool(_PRELAUNCH_FOREIGN_RE.match(ln.raw))
+
+
+def current_launch(lines: Sequence[str], not_before: Optional[float] = None, slack_s: float = 2.0) -> List[str]:
+    """The lines of the latest launch in a log file that several launches appended to.
+
+    The launch starts at the last ``server_args=`` line (facts §1.3), extended back over the
+    warnings SGLang prints while resolving its arguments (real 0.5.x logs show
+    ``[ts] WARNING server_args.py:N: ...`` lines *before* ``server_args=``). With
+    ``not_before`` (epoch seconds of the process start; SGLang's timestamps are the host's
+    local time), a ``server_args=`` line older than that belongs to a previous launch: the
+    result is then only what was written after that launch's last stamped line (empty until
+    the new process writes something).
+    """
+    raw = list(lines)
+    start = None
+    for i in range(len(raw) - 1, -1, -1):
+        if _SERVER_ARGS_MARK in raw[i]:
+            ln = parse_line(raw[i])
+            if ln is None or not _SERVER_ARGS_RE.search(ln.message):
+                continue
+            if not_before is not None:
+                ts = parse_timestamp(ln.timestamp)
+                if ts is not None and ts < not_before - slack_s:
+                    return _since(raw, not_before, slack_s)
+            start = i
+            break
+    if start is None:
+        return raw if not_before is None else _since(raw, not_before, slack_s)
+    j = start
+    while j > 0:
+        prev = parse_line(raw[j - 1])
+        if prev is None:
+            j -= 1
+            continue
+        if not _is_prelaunch(prev, not_before, slack_s):
+            break
+        j -= 1
+    while j < start and not raw[j].strip():
+        j += 1
+    return raw[j:]
+
+
+# Lines of a traceback's tail (frames, carets, chained-exception banners, warnings printed on exit).
+_TRACE_TAIL_RE = re.compile(
+    r"^(?:\s|\^|~|File |Traceback |During handling|The above exception|/\S+\.py:\d+: \w*Warning)"
+)
+
+
+def _since(raw: List[str], not_before: float, slack_s: float) -> List[str]:
+    """Lines written after ``not_before`` when the launch has no ``server_args=`` line yet.
+
+    That happens when the process dies before SGLang configures its logger (argparse errors,
+    import errors). Everything up to the last line stamped before the process start is old;
+    an old crash's unstamped traceback tail right after it is skipped too.
+    """
+    last_old = -1
+    for i, text in enumerate(raw):
+        ln = parse_line(text)
+        if ln is not None and ln.sglang:
+            ts = parse_timestamp(ln.timestamp)
+            if ts is not None and ts < not_before - slack_s:
+                last_old = i
+    j = last_old + 1
+    if last_old >= 0:
+        while j < len(raw):
+            ln = parse_line(raw[j])
+            if ln is None or (not ln.sglang and (_TRACE_TAIL_RE.match(raw[j]) or _exception_line(ln.message))):
+                j += 1
+                continue
+            break
+    return raw[j:]
+
+
+READY_TEXT = "The server is fired up and ready to roll!"  # facts §5.1 step 10
+
+
+def is_ready_line(line: Any) -> bool:
+    msg = line.message if isinstance(line, LogLine) else str(line)
+    return READY_TEXT in msg
+
+
+_SECRET_KV_RE = re.compile(r"(?P<k>\b\w*api_key\b\s*=\s*)(?P<q>['\"])(?P<v>(?:\\.|(?!(?P=q)).)*)(?P=q)")
+_SECRET_FLAG_RE = re.compile(r"(?P<k>--(?:admin-)?api-key(?:=|\s+))(?P<v>\S+)")
+_BEARER_RE = re.compile(r"(?P<k>Bearer\s+)(?P<v>[^\s'\"]+)")
+MASK = "********"
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """Mask API keys: given secret values anywhere, and ``api_key='...'``, ``--api-key X``,
+    ``Bearer X`` forms (the ``server_args=`` line prints the key in clear, facts §1.3)."""
+    if not text:
+        return text
+    for s in secrets:
+        if s:
+            text = text.replace(s, MASK)
+    text = _SECRET_KV_RE.sub(lambda m: m.group("k") + m.group("q") + MASK + m.group("q"), text)
+    text = _SECRET_FLAG_RE.sub(lambda m: m.group("k") + MASK, text)
+    text = _BEARER_RE.sub(lambda m: m.group("k") + MASK, text)
+    return text
+
+
+def summarize(lines: Sequence[Any]) -> Dict[str, Any]:
+    """Everything the gate reports from one start's log lines."""
+    parsed = _as_parsed(lines)
+    server_args = parse_server_args(parsed)
+    sa = server_args or {}
+    served = sa.get("served_model_name")
+    return {
+        "server_args": server_args,
+        "served_model_name": served if isinstance(served, str) else None,
+        "capacity": parse_capacity(parsed),
+        "kv_pools": parse_kv_pools(parsed),
+        "mamba_cache": parse_mamba_cache(parsed),
+        "speculative": parse_speculative(parsed, server_args),
+        "warnings": find_warnings(parsed),
+        "fatal": find_fatal(parsed),
+        "ready_line_seen": any(is_ready_line(ln) for ln in parsed),
+        "line_count": len(parsed),
+    }

@@ -1,0 +1,212 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache-2.0 (see pyproject.toml)
+"""Pure parsers for SGLang's ``/server_info`` (``/get_server_info``) and ``/v1/models`` bodies.
+
+Shared by the ``sglang_ready`` module (``ansible.module_utils.sglang_server_info``) and the tuner
+(``sglang_utils.sglang_server_info``): standard library only, no imports from this package.
+
+The body changed between versions (facts §3, §3.1 of ``reference/sglang-facts.md``):
+0.5.9 returns ``dataclasses.asdict(server_args)`` + scheduler info (``max_total_num_tokens``)
++ ``internal_states`` (one per DP rank) + ``version``; 0.5.23 adds ``launch_command``,
+``startup_time`` and more. Every field read here may be absent or ``null``; the parsers return
+``None`` for it and never raise on unexpected shapes.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+__all__ = [
+    "SERVER_INFO_PATHS",
+    "parse_server_info",
+    "parse_models",
+    "parse_launch_command",
+    "requested_speculative",
+    "draft_tokens_adjusted",
+]
+
+# facts §3: /server_info from ~0.5.9; /get_server_info is all that 0.5.5.post3 has (and is
+# deprecated, logging a warning per call, in later versions): try in this order.
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+
+
+def _as_int(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    return None
+
+
+def _as_float(value: Any) -> Optional[float]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _as_str(value: Any) -> Optional[str]:
+    if isinstance(value, str) and value:
+        return value
+    return None
+
+
+def _first_state(info: Dict[str, Any]) -> Dict[str, Any]:
+    states = info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        return states[0]
+    return {}
+
+
+def _lookup(info: Dict[str, Any], key: str) -> Any:
+    """``key`` at top level, else in a nested ``server_args`` dict, else in internal_states[0]."""
+    if key in info and info[key] is not None:
+        return info[key]
+    nested = info.get("server_args")
+    if isinstance(nested, dict) and nested.get(key) is not None:
+        return nested[key]
+    state = _first_state(info)
+    if state.get(key) is not None:
+        return state[key]
+    return None
+
+
+def parse_server_info(info: Any) -> Dict[str, Any]:
+    """The fields the readiness report needs, from a decoded server-info body.
+
+    ``max_running_requests`` is the effective per-DP limit the scheduler uses
+    (``internal_states[0].effective_max_running_requests_per_dp``, facts §3.1) when present, else
+    the server argument; ``max_running_requests_arg`` is always the argument (``None`` when unset).
+    """
+    if not isinstance(info, dict):
+        info = {}
+    state = _first_state(info)
+    memory = state.get("memory_usage") if isinstance(state.get("memory_usage"), dict) else {}
+    mrr_arg = _as_int(_lookup(info, "max_running_requests"))
+    mrr_eff = _as_int(state.get("effective_max_running_requests_per_dp"))
+    algo = _lookup(info, "speculative_algorithm")
+    algo = _as_str(algo) if not isinstance(algo, (int, float)) else str(algo)
+    spec_on = bool(algo)
+    nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
+    # "speculative_algorithm": null means off; no such key at all means this body does not say
+    spec_known = "speculative_algorithm" in info or "speculative_algorithm" in nested or \
+        "speculative_algorithm" in state
+
+    def spec_int(key: str) -> Optional[int]:
+        return _as_int(_lookup(info, key)) if spec_on else None
+
+    served = _lookup(info, "served_model_name")
+    if isinstance(served, list):  # some builds accept several names
+        served = served[0] if served else None
+    accept = state.get("avg_spec_accept_length")
+    return {
+        "version": _as_str(info.get("version")),
+        "status": _as_str(info.get("status")),
+        "served_model_name": _as_str(served),
+        "model_path": _as_str(_lookup(info, "model_path")),
+        "max_total_num_tokens": _as_int(_lookup(info, "max_total_num_tokens")),
+        "max_running_requests": mrr_eff if mrr_eff is not None else mrr_arg,
+        "max_running_requests_arg": mrr_arg,
+        "max_prefill_tokens": _as_int(_lookup(info, "max_prefill_tokens")),
+        "chunked_prefill_size": _as_int(_lookup(info, "chunked_prefill_size")),
+        "context_length": _as_int(_lookup(info, "context_length")),
+        "max_req_input_len": _as_int(_lookup(info, "max_req_input_len")),
+        "tp_size": _as_int(_lookup(info, "tp_size")),
+        "dp_size": _as_int(_lookup(info, "dp_size")),
+        "mem_fraction_static": _as_float(_lookup(info, "mem_fraction_static")),
+        "kv_token_capacity": _as_int(memory.get("token_capacity")),
+        "speculative": {
+            "enabled": spec_on if spec_known else None,
+            "algorithm": algo or None,
+            "num_steps": spec_int("speculative_num_steps"),
+            "eagle_topk": spec_int("speculative_eagle_topk"),
+            "num_draft_tokens": spec_int("speculative_num_draft_tokens"),
+        },
+        "avg_spec_accept_length": _as_float(accept),
+        "launch_command": parse_launch_command(info.get("launch_command")),
+    }
+
+
+def parse_models(body: Any) -> Dict[str, Any]:
+    """``/v1/models`` -> ``{"served_model_name", "max_model_len"}`` (facts §3: ``data[0].id``)."""
+    out: Dict[str, Any] = {"served_model_name": None, "max_model_len": None}
+    if not isinstance(body, dict):
+        return out
+    data = body.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        out["served_model_name"] = _as_str(data[0].get("id"))
+        out["max_model_len"] = _as_int(data[0].get("max_model_len"))
+    return out
+
+
+def parse_launch_command(value: Union[str, Sequence[str], None]) -> Optional[List[str]]:
+    """0.5.23's ``launch_command`` (a string or an argv list) as an argv list."""
+    if isinstance(value, str) and value.strip():
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return value.split()
+    if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+        return list(value)
+    return None
+
+
+_SPEC_FLAGS = {
+    "--speculative-algorithm": "algorithm",
+    "--speculative-num-steps": "num_steps",
+    "--speculative-eagle-topk": "eagle_topk",
+    "--speculative-num-draft-tokens": "num_draft_tokens",
+}
+
+
+def requested_speculative(argv: Optional[Sequence[str]]) -> Dict[str, Any]:
+    """Speculative flags as the user passed them (before SGLang resolved them).
+
+    argparse accepts unambiguous prefixes (the docs use ``--speculative-algo NEXTN``, facts
+    §2.1), so a flag is matched to the one canonical name it is a prefix of.
+    """
+    out: Dict[str, Any] = {v: None for v in _SPEC_FLAGS.values()}
+    if not argv:
+        return out
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        value = None
+        if tok.startswith("--"):
+            name, eq, inline = tok.partition("=")
+            matches = [full for full in _SPEC_FLAGS if full.startswith(name)] if len(name) > 14 else []
+            if name in _SPEC_FLAGS:
+                matches = [name]
+            if len(matches) == 1:
+                if eq:
+                    value = inline
+                elif i + 1 < len(args):
+                    value = args[i + 1]
+                    i += 1
+                key = _SPEC_FLAGS[matches[0]]
+                out[key] = value if key == "algorithm" else _as_int(value)
+        i += 1
+    return out
+
+
+def draft_tokens_adjusted(requested: Dict[str, Any], resolved: Dict[str, Any]) -> Optional[bool]:
+    """Whether SGLang changed the draft-token count it was given (facts §2.3), if knowable."""
+    want = requested.get("num_draft_tokens") if requested else None
+    got = resolved.get("num_draft_tokens") if resolved else None
+    if want is None or got is None:
+        return None
+    return want != got

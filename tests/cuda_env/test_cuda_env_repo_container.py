@@ -1,0 +1,96 @@
+"""NVIDIA's CUDA apt repository tasks (roles/cuda_env/tasks/repo.yml) against a Debian 12 emulator-host
+container with no network: a real run, a second run that changes nothing, a check-mode run that changes
+nothing, and apt reading the source the role wrote. The key comes from a file:// URL (a mirror's form);
+package installation needs the repository itself and is not tested here."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES, REPO
+
+IMAGE = os.environ.get("SGLANG_EMU_IMAGE", "localhost/sglang-emulator-host:bookworm")
+SOURCES = "/etc/apt/sources.list.d/cuda-sglang-tune.sources"
+KEYRING = "/etc/apt/keyrings/cuda-archive-keyring.asc"
+
+
+def _podman_ready() -> bool:
+    if not shutil.which("podman"):
+        return False
+    return subprocess.run(["podman", "image", "exists", IMAGE], capture_output=True).returncode == 0
+
+
+pytestmark = [pytest.mark.slow, pytest.mark.systemd, pytest.mark.skipif(not _podman_ready(), reason=f"podman or {IMAGE} missing (make setup)")]
+
+
+def podman(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *argv], capture_output=True, text=True, timeout=120, check=check)
+
+
+@pytest.fixture(scope="module")
+def container():
+    name = f"sgt-test-cuda-{uuid.uuid4().hex[:8]}"
+    podman("run", "-d", "--name", name, "--label", "io.sglang-tune=1", "--network", "none", IMAGE, "sleep", "infinity")
+    try:
+        podman("cp", str(FIXTURES / "placeholder-repo-key.asc"), f"{name}:/srv/key.asc")
+        yield name
+    finally:
+        podman("rm", "-f", "-t", "0", name, check=False)
+
+
+def run_play(tmp: Path, name: str, *extra: str, **hostvars) -> subprocess.CompletedProcess:
+    inv = {"all": {"hosts": {name: {
+        "ansible_connection": "containers.podman.podman",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "cuda_env_install": True,
+        "cuda_env_gpu_source": "declared",
+        "cuda_env_declared_gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "memory_mib": 97887,
+                                    "compute_capability": "12.0", "driver": "580.95.05", "count": 4}],
+        "cuda_env_repo_key_url": "file:///srv/key.asc",
+        **hostvars,
+    }}}}
+    path = tmp / "inventory.yml"
+    path.write_text(yaml.safe_dump(inv))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path),
+         str(REPO / "tests" / "cuda_env" / "playbooks" / "repo.yml"), *extra],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def changed(proc: subprocess.CompletedProcess) -> int:
+    m = re.search(r"changed=(\d+)", proc.stdout)
+    assert m and proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return int(m.group(1))
+
+
+def test_repository_is_added_idempotently_offline(container, tmp_path) -> None:
+    assert changed(run_play(tmp_path, container)) >= 2  # keyring + source (the directory may exist)
+    source = podman("exec", container, "cat", SOURCES).stdout
+    assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\n" in source
+    assert "Suites: /\n" in source and f"Signed-By: {KEYRING}\n" in source and "Types: deb\n" in source
+    assert podman("exec", container, "cat", KEYRING).stdout == (FIXTURES / "placeholder-repo-key.asc").read_text()
+    assert podman("exec", container, "stat", "-c", "%a %U", KEYRING, SOURCES).stdout.split() == ["644", "root", "644", "root"]
+
+    assert changed(run_play(tmp_path, container)) == 0
+
+    mirror = "http://mirror.example.internal/cuda/debian12/x86_64/"
+    check = run_play(tmp_path, container, "--check", "--diff", cuda_env_repo_url=mirror)
+    assert changed(check) == 1 and mirror in check.stdout
+    assert mirror not in podman("exec", container, "cat", SOURCES).stdout  # check mode wrote nothing
+
+    # apt reads the source: with no network it fails to fetch from that URL, not to parse the file.
+    update = podman("exec", container, "apt-get", "update", check=False)
+    out = update.stdout + update.stderr
+    assert "developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64" in out, out
+    assert "Malformed" not in out and "not parse" not in out

@@ -1,0 +1,457 @@
+"""The log parsers on real SGLang log excerpts (tests/module/fixtures, sources cited in each file)."""
+
+from __future__ import annotations
+
+import ast
+import time
+from pathlib import Path
+
+import pytest
+
+from sglang_utils import sglang_log as L
+
+from ready_testlib import load_fixture
+
+
+# ------------------------------------------------------------------------------------------
+# Line prefix
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, ts, ranks, msg",
+    [
+        ("[2026-06-28 15:16:45] max_total_num_tokens=1", "2026-06-28 15:16:45", {}, "max_total_num_tokens=1"),
+        ("[2025-03-08 12:29:21 TP0] Memory pool end. avail mem=2.09 GB", "2025-03-08 12:29:21", {"TP": 0},
+         "Memory pool end. avail mem=2.09 GB"),
+        ("[2025-10-15 11:03:35 DP6 TP6 EP6] Some requests", "2025-10-15 11:03:35", {"DP": 6, "TP": 6, "EP": 6},
+         "Some requests"),
+        ("[2026-06-14 09:00:01.245] server_args=X()", "2026-06-14 09:00:01.245", {}, "server_args=X()"),
+        ("[2026-01-01 00:00:00 PP1 ATTN_CP2 MOE_DP3 TP12] x", "2026-01-01 00:00:00",
+         {"PP": 1, "ATTN_CP": 2, "MOE_DP": 3, "TP": 12}, "x"),
+        # `docker logs -t` prefix in front (real, fixtures/sglang-0.5.2x_dp_attention_rocm_docker_ready.log)
+        ("2026-09-23T08:24:51.977090836Z [2026-09-23 08:24:51] The server is fired up and ready to roll!",
+         "2026-09-23 08:24:51", {}, "The server is fired up and ready to roll!"),
+    ],
+)
+def test_prefix_forms(raw, ts, ranks, msg):
+    ln = L.parse_line(raw)
+    assert (ln.timestamp, ln.ranks, ln.message) == (ts, ranks, msg)
+
+
+def test_uvicorn_and_level_tagged_lines():
+    uv = L.parse_line('[2025-03-08 12:29:32] INFO:     10.0.2.141:37662 - "GET /health HTTP/1.1" 200 OK')
+    assert uv.uvicorn and uv.level == "INFO" and uv.message.startswith("10.0.2.141")
+    tagged = L.parse_line("[2026-02-27 14:33:03] WARNING server_args.py:2326: KV cache is forced as chunk cache")
+    assert (tagged.level, tagged.where, tagged.message) == ("WARNING", "server_args.py:2326",
+                                                            "KV cache is forced as chunk cache")
+
+
+def test_foreign_and_blank_lines():
+    assert L.parse_line("   ") is None
+    ln = L.parse_line("INFO 03-07 12:29:02 __init__.py:190] Automatically detected platform cuda.")
+    assert not ln.sglang and ln.message.startswith("INFO 03-07")
+    # tqdm bar glued in front of a log line (real: fixtures/sglang-0.4.3.post4_tp4_qwq32b.log)
+    glued = "  0%|    | 0/13 [00:00<?, ?it/s][2025-03-08 12:29:21 TP1] Capture cuda graph begin."
+    assert L.parse_line(glued).ranks == {"TP": 1}
+
+
+def test_carriage_returns_split_into_lines():
+    parsed = L.parse_lines(["bar 10%\rbar 20%\r[2026-01-01 00:00:00 TP0] Memory pool end. avail mem=1.00 GB"])
+    assert [p.message for p in parsed][-1] == "Memory pool end. avail mem=1.00 GB"
+    assert len(parsed) == 3
+
+
+def test_timestamps_with_and_without_ms():
+    a = L.parse_timestamp("2026-06-14 09:00:01")
+    b = L.parse_timestamp("2026-06-14 09:00:01.250")
+    assert b - a == pytest.approx(0.25)
+    assert a == time.mktime((2026, 6, 14, 9, 0, 1, 0, 0, -1))
+    assert L.parse_timestamp("garbage") is None
+
+
+# ------------------------------------------------------------------------------------------
+# Capacity line across versions
+# ------------------------------------------------------------------------------------------
+
+
+def test_capacity_tp1_no_prefix():  # sglang issue #29575
+    cap = L.parse_capacity(load_fixture("sglang-0.5.1x_tp1_capacity_line.log"))
+    assert cap["max_total_num_tokens"] == 2086558
+    assert cap["chunked_prefill_size"] == 8192
+    assert cap["max_prefill_tokens"] == 16384
+    assert cap["max_running_requests"] == 33
+    assert cap["context_len"] == 256000
+    assert cap["available_gpu_mem_gb"] == 17.22
+    assert cap["rank"] == ""
+
+
+def test_capacity_old_build_without_available_mem_picks_tp0():  # 0.4.3.post4, every rank prints it
+    cap = L.parse_capacity(load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log"))
+    assert cap["rank"] == "TP0"
+    assert cap["max_total_num_tokens"] == 46611
+    assert cap["max_running_requests"] == 2049
+    assert cap["context_len"] == 131072
+    assert cap["available_gpu_mem_gb"] is None
+
+
+def test_capacity_tp2_qwen35():
+    cap = L.parse_capacity(load_fixture("sglang-dev-0.5.10_tp2_qwen35_9b_mamba.log"))
+    assert (cap["max_total_num_tokens"], cap["max_running_requests"], cap["context_len"]) == (327310, 62, 262144)
+    assert cap["available_gpu_mem_gb"] == 3.79 and cap["rank"] == "TP0"
+
+
+def test_capacity_dp0_tp0_behind_docker_prefix():
+    cap = L.parse_capacity(load_fixture("sglang-0.5.2x_dp_attention_rocm_docker_ready.log"))
+    assert cap["rank"] == "DP0 TP0"
+    assert (cap["max_total_num_tokens"], cap["max_running_requests"], cap["context_len"]) == (2226368, 16, 1048576)
+    assert cap["available_gpu_mem_gb"] == 39.67
+
+
+def test_capacity_on_cpu_build():
+    cap = L.parse_capacity(load_fixture("constructed_0.5.23_cpu_dtype_and_va.log"))
+    assert cap["available_gpu_mem_gb"] is None
+    assert cap["available_cpu_mem_gb"] == 120.55
+    assert cap["max_total_num_tokens"] == 524288
+
+
+def test_capacity_ms_timestamps():
+    cap = L.parse_capacity(load_fixture("constructed_0.5.9_tp1_mtp_ms_timestamps.log"))
+    assert cap["max_total_num_tokens"] == 1763904 and cap["max_running_requests"] == 27
+    assert cap["timestamp"] == "2026-06-14 09:02:31.020"
+
+
+@pytest.mark.parametrize(
+    "line, expect",
+    [
+        # cut inside the last value: available_gpu_mem is dropped, not misread
+        ("[2026-06-28 15:16:45] max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+         "max_running_requests=33, context_len=256000, available_gpu_mem=17.2",
+         {"max_total_num_tokens": 2086558, "context_len": 256000, "available_gpu_mem_gb": None}),
+        # cut in the middle of a key
+        ("[2026-06-28 15:16:45] max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefi",
+         {"max_total_num_tokens": 2086558, "chunked_prefill_size": 8192, "max_prefill_tokens": None,
+          "max_running_requests": None}),
+        # bench_one_batch prints the bare token count (real: code index id 33639436415)
+        ("max_total_num_tokens=4096", {"max_total_num_tokens": 4096, "context_len": None}),
+    ],
+)
+def test_capacity_truncated_lines_are_partial_not_fatal(line, expect):
+    cap = L.parse_capacity([line])
+    for key, value in expect.items():
+        assert cap[key] == value, key
+
+
+def test_capacity_absent_and_lookalikes():
+    assert L.parse_capacity(load_fixture("sglang-0.5.9_npu_oom_traceback.log")) is None
+    # the user-cap warning is not the capacity line (facts §5.3)
+    assert L.parse_capacity(["[2026-01-01 00:00:00 TP0] max_total_tokens=900000 is larger than the profiled "
+                             "value 800000. Use the profiled value instead."]) is None
+    assert L.parse_capacity([]) is None
+
+
+# ------------------------------------------------------------------------------------------
+# KV and Mamba pools
+# ------------------------------------------------------------------------------------------
+
+
+def test_kv_pool_mha_per_rank_dedup():
+    pools = L.parse_kv_pools(load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log"))
+    assert len(pools) == 1  # one per rank in the log, only TP0's kept
+    p = pools[0]
+    assert (p["rank"], p["layout"], p["tokens"], p["k_size_gb"], p["v_size_gb"], p["total_gb"]) == (
+        "TP0", "mha", 46611, 1.42, 1.42, 2.84)
+    assert p["dtype"] is None and p["kv_size_gb"] is None and p["upper_bound"] is False
+
+
+def test_kv_pool_mla_form():
+    (p,) = L.parse_kv_pools(load_fixture("sglang-2026-03_tp2_npu_mla_kv_size.log"))
+    assert (p["layout"], p["tokens"], p["kv_size_gb"], p["k_size_gb"], p["total_gb"]) == ("mla", 383872, 19.36,
+                                                                                          None, 19.36)
+
+
+def test_kv_pool_dtype_form_without_rank0_falls_back_to_first_rank():
+    pools = L.parse_kv_pools(load_fixture("sglang-0.5.2x_tp16_npu_dtype_pools.log"))
+    assert [p["rank"] for p in pools] == ["TP10"]
+    assert pools[0]["dtype"] == "torch.bfloat16" and pools[0]["tokens"] == 387968
+
+
+def test_kv_pools_target_then_draft():
+    pools = L.parse_kv_pools(load_fixture("sglang-0.5.2x_tp1_mtp_mamba_spec_oom.log"))
+    assert [(p["tokens"], p["k_size_gb"]) for p in pools] == [(295950, 4.52), (295950, 3.39)]
+    assert all(p["dtype"] == "torch.bfloat16" and p["rank"] == "" for p in pools)
+
+
+def test_kv_pool_labels_and_va_upper_bound():
+    pools = L.parse_kv_pools(load_fixture("constructed_0.5.23_cpu_dtype_and_va.log"))
+    assert [(p["label"], p["upper_bound"], p["layout"]) for p in pools] == [("SWA", False, "mla"), (None, True, "mla")]
+    assert pools[0]["dtype"] == "torch.float8_e4m3fn"
+
+
+def test_third_party_kv_lines_are_not_sglang_pools():
+    lines = ["[kvcached][INFO] VirtualKV Cache is allocated. #tokens: 248479, K size: 7.99 GB, V size: 7.99 GB",
+             "[kvcached][INFO] Physical KV Cache limits by --mem-fraction-static: #tokens: 248479, K size: 4.27 GB"]
+    assert L.parse_kv_pools(lines) == []
+
+
+def test_mamba_cache_qwen35():
+    m = L.parse_mamba_cache(load_fixture("sglang-dev-0.5.10_tp2_qwen35_9b_mamba.log"))
+    assert m == {"rank": "TP0", "max_mamba_cache_size": 186, "conv_state_gb": 0.10, "ssm_state_gb": 4.38,
+                 "intermediate_ssm_state_cache_gb": None, "intermediate_conv_window_cache_gb": None}
+
+
+def test_mamba_cache_with_speculative_intermediate_state():
+    m = L.parse_mamba_cache(load_fixture("sglang-0.5.2x_tp1_mtp_mamba_spec_oom.log"))
+    assert m["max_mamba_cache_size"] == 64
+    assert m["intermediate_ssm_state_cache_gb"] == 48.75 and m["intermediate_conv_window_cache_gb"] == 0.43
+
+
+def test_no_mamba_on_dense_models():
+    assert L.parse_mamba_cache(load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log")) is None
+
+
+# ------------------------------------------------------------------------------------------
+# server_args and speculative settings
+# ------------------------------------------------------------------------------------------
+
+
+def test_server_args_full_043_repr():
+    sa = L.parse_server_args(load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log"))
+    assert sa["served_model_name"] == "/home/model/Qwen/QwQ-32B"
+    assert sa["tp_size"] == 4 and sa["mem_fraction_static"] == 0.85
+    assert sa["json_model_override_args"] == "{}" and sa["debug_tensor_dump_inject"] is False
+    assert sa["speculative_algorithm"] is None
+
+
+def test_server_args_full_059_repr_lists_and_dicts():
+    sa = L.parse_server_args(load_fixture("sglang-0.5.9era_tp16_prelaunch_deepseek_r1.log"))
+    assert sa["cuda_graph_bs"][:4] == [1, 2, 4, 8] and sa["cuda_graph_bs"][-1] == 512
+    assert sa["mm_process_config"] == {} and sa["forward_hooks"] is None
+    assert sa["disaggregation_mode"] == "decode" and sa["max_running_requests"] == 128
+
+
+def test_speculative_off_ignores_default_steps_of_old_builds():
+    spec = L.parse_speculative(load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log"))
+    assert spec["enabled"] is False
+    assert (spec["algorithm"], spec["num_steps"], spec["eagle_topk"], spec["num_draft_tokens"]) == (None,) * 4
+    assert spec["draft_tokens_adjusted"] is False and spec["max_running_requests_reset"] is False
+
+
+def test_speculative_resolved_and_adjustments():
+    spec = L.parse_speculative(load_fixture("constructed_0.5.9_tp1_mtp_ms_timestamps.log"))
+    assert spec == {"enabled": True, "algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
+                    "draft_tokens_adjusted": True, "max_running_requests_reset": True,
+                    "max_running_requests_reset_to": 48}
+
+
+def test_speculative_without_server_args_is_unknown():
+    spec = L.parse_speculative(load_fixture("sglang-0.5.1x_tp1_capacity_line.log"))
+    assert spec["enabled"] is None and spec["num_steps"] is None
+    assert spec["draft_tokens_adjusted"] is False  # a log was read and had no such warning
+    assert L.parse_speculative([])["draft_tokens_adjusted"] is None
+
+
+def test_repr_parser_handles_quotes_escapes_and_truncation():
+    text = "a='x, y', b=\"it's\", c='q\\'uote', d=[1, (2, 3)], e={'k': [1]}, f=<Enum.X: 1>, g=None, h=0.5)"
+    out = L.parse_repr_kwargs(text)
+    assert out["a"] == "x, y" and out["b"] == "it's" and out["c"] == "q'uote"
+    assert out["d"] == [1, (2, 3)] and out["e"] == {"k": [1]} and out["f"] == "<Enum.X: 1>"
+    assert out["g"] is None and out["h"] == 0.5
+    cut = L.parse_repr_kwargs("model_path='/m', tp_size=4, served_model_name='/hom")
+    assert cut == {"model_path": "/m", "tp_size": 4}
+
+
+def test_server_args_values_are_never_evaluated(tmp_path):
+    marker = tmp_path / "pwned"
+    line = "[2026-01-01 00:00:00] server_args=ServerArgs(model_path=__import__('os').system('touch %s'))" % marker
+    sa = L.parse_server_args([line])
+    assert isinstance(sa["model_path"], str) and not marker.exists()
+    with pytest.raises(ValueError):
+        ast.literal_eval(sa["model_path"])
+
+
+# ------------------------------------------------------------------------------------------
+# Warnings
+# ------------------------------------------------------------------------------------------
+
+
+def test_warnings_dedup_across_ranks_and_known_texts():
+    w = L.find_warnings(load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log"))
+    assert w == ["Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
+                 "To silence this warning, specify disable_custom_all_reduce=True explicitly."]
+
+
+def test_warnings_level_tagged_and_speculative():
+    w = L.find_warnings(load_fixture("constructed_0.5.9_tp1_mtp_ms_timestamps.log"))
+    assert w[0].startswith("Max running requests is reset to 48")
+    assert w[1].startswith("speculative_num_draft_tokens is adjusted")
+    assert not any("GET /health" in x for x in w)  # a 503 access line is not a warning
+
+
+def test_warnings_prelaunch_form_and_python_warnings():
+    w = L.find_warnings(load_fixture("sglang-0.5.9era_tp16_prelaunch_deepseek_r1.log"))
+    assert "KV cache is forced as chunk cache for decode server" in w
+    w2 = L.find_warnings(load_fixture("sglang-dev-0.5.10_tp2_qwen35_9b_mamba.log"))
+    assert any(x.startswith("Setup Custom allreduce failed") for x in w2)
+    assert any("`torch_dtype` is deprecated" in x for x in w2)
+
+
+# ------------------------------------------------------------------------------------------
+# Fatal errors: the most specific reason
+# ------------------------------------------------------------------------------------------
+
+
+def test_fatal_kv_pool_oom_real_line():
+    f = L.find_fatal(load_fixture("sglang-0.5.6.post1_npu_not_enough_memory.log"))
+    assert f["kind"] == "kv_pool_oom"
+    assert f["reason"].startswith("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+
+
+def test_fatal_npu_oom_beats_sigquit_and_resource_warnings():
+    f = L.find_fatal(load_fixture("sglang-0.5.9_npu_oom_traceback.log"))
+    assert f["kind"] == "out_of_memory"
+    assert f["reason"].startswith("RuntimeError: NPU out of memory. Tried to allocate 98.71 GiB")
+
+
+def test_fatal_cuda_oom_in_graph_capture_after_scheduler_exception():
+    f = L.find_fatal(load_fixture("sglang-0.5.2x_tp1_mtp_mamba_spec_oom.log"))
+    assert f["kind"] == "out_of_memory"
+    assert f["reason"].startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 970.00 MiB")
+    assert "Scheduler hit an exception" in f["trigger"]
+
+
+def test_fatal_root_cause_beats_scheduler_died_wrapper():
+    f = L.find_fatal(load_fixture("sglang-0.5.2x_dp_attention_rocm_docker_crash.log"))
+    assert f["kind"] == "exception"
+    assert f["reason"] == "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+
+
+def test_fatal_truncated_traceback_reports_the_scheduler_exception():
+    f = L.find_fatal(load_fixture("sglang-0.5.9_npu_sigquit_truncated_traceback.log"))
+    assert f["kind"] == "scheduler_exception"
+    assert f["reason"].startswith("Scheduler hit an exception")
+    assert f["trigger"].endswith("Received sigquit from a child process. It usually means the child failed.")
+
+
+def test_fatal_argparse():
+    f = L.find_fatal(load_fixture("constructed_argparse_error.log"))
+    assert f["kind"] == "bad_arguments"
+    assert f["reason"] == "launch_server.py: error: unrecognized arguments: --speculative-num-stepz 3"
+
+
+@pytest.mark.parametrize(
+    "lines, kind, reason_start",
+    [
+        (["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "AssertionError"],
+         "exception", "AssertionError"),
+        (["Traceback (most recent call last):", "ValueError: trtllm_mha backend only supports topk = 1 for "
+          "speculative decoding."], "exception", "ValueError: trtllm_mha backend"),
+        (["[2026-01-01 00:00:00 TP0] Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB",
+          "Possible solutions:"], "cuda_graph", "Capture cuda graph failed"),
+        (["RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device"],
+         "kernel_image", "RuntimeError: RMSNorm failed"),
+        (["[2026-01-01 00:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs."],
+         "scheduler_dead", "Rank 0 scheduler is dead"),
+        (["[2026-01-01 00:00:00] Initialization failed. warmup error: timed out"], "init_failed",
+         "Initialization failed. warmup error"),
+        (["Traceback (most recent call last):", '  File "x.py", line 1'], "traceback", "Traceback"),
+        # chained exceptions: the one Python reports last is the reason
+        (["Traceback (most recent call last):", "KeyError: 'glm_moe_dsa'", "",
+          "During handling of the above exception, another exception occurred:", "",
+          "Traceback (most recent call last):", "ValueError: The checkpoint you are trying to load has model type "
+          "`glm_moe_dsa` but Transformers does not recognize this architecture."], "exception", "ValueError: The"),
+    ],
+)
+def test_fatal_kinds(lines, kind, reason_start):
+    f = L.find_fatal(lines)
+    assert f["kind"] == kind and f["reason"].startswith(reason_start)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sglang-0.4.3.post4_tp4_qwq32b.log",
+        "sglang-dev-0.5.10_tp2_qwen35_9b_mamba.log",  # "Ignore import error", "Unexpected error during package walk"
+        "sglang-0.5.9era_tp16_prelaunch_deepseek_r1.log",
+        "sglang-0.5.2x_dp_attention_rocm_docker_ready.log",
+        "sglang-0.5.2x_tp16_npu_dtype_pools.log",
+        "constructed_0.5.9_tp1_mtp_ms_timestamps.log",
+        "constructed_0.5.23_cpu_dtype_and_va.log",
+        "sglang-2026-03_tp2_npu_mla_kv_size.log",
+    ],
+)
+def test_healthy_starts_have_no_fatal_line(name):
+    assert L.find_fatal(load_fixture(name)) is None
+
+
+def test_error_words_in_healthy_messages_are_not_fatal():
+    lines = [
+        "[2025-03-08 12:29:13 TP3] The following error message 'operation scheduled before its operands' can be ignored.",
+        "[2026-01-01 00:00:00] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.",
+        "[2026-01-01 00:00:00] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 503 Service Unavailable",
+        "The checkpoint has no Error: nothing",
+    ]
+    assert L.find_fatal(lines) is None
+
+
+# ------------------------------------------------------------------------------------------
+# This start's lines only
+# ------------------------------------------------------------------------------------------
+
+
+def test_current_launch_skips_previous_crash_and_keeps_prelaunch_warnings():
+    lines = load_fixture("constructed_two_launches_in_one_file.log")
+    cur = L.current_launch(lines)
+    assert cur[0].startswith("The module name")
+    assert L.find_fatal(cur) is None
+    assert "KV cache is forced as chunk cache for decode server" in L.find_warnings(cur)
+    assert L.parse_server_args(cur)["served_model_name"] == "/app/models/Deepseek-R1/"
+
+
+def test_current_launch_real_prelaunch_block():
+    lines = load_fixture("sglang-0.5.9era_tp16_prelaunch_deepseek_r1.log")
+    cur = L.current_launch(lines)
+    assert cur[0].startswith("The module name") and len(cur) == len([x for x in lines]) - 2  # 2 blank lines
+
+
+def test_current_launch_waits_for_this_process_when_start_time_is_known():
+    lines = load_fixture("constructed_two_launches_in_one_file.log")
+    second_start = L.parse_timestamp("2026-02-27 14:33:03")
+    cur = L.current_launch(lines, not_before=second_start)
+    assert cur[0].startswith("The module name") and not any("old-model" in x for x in cur)
+    # a process that started after every line of the file has not written its own yet
+    assert L.current_launch(lines, not_before=second_start + 3600) == []
+
+
+def test_current_launch_without_server_args_is_the_whole_text():
+    lines = load_fixture("sglang-dev-0.5.10_tp2_qwen35_9b_mamba.log")
+    assert L.current_launch(lines) == lines
+
+
+# ------------------------------------------------------------------------------------------
+# Redaction and summary
+# ------------------------------------------------------------------------------------------
+
+
+def test_redact_forms():
+    text = ("server_args=ServerArgs(api_key='sk-1', admin_api_key=\"adm-secret\", x=1) --api-key sk-2 "
+            "Authorization: Bearer sk-3 other sk-4")
+    out = L.redact(text, ["sk-4"])
+    for secret in ("sk-1", "adm-secret", "sk-2", "sk-3", "sk-4"):
+        assert secret not in out
+    assert "api_key='********'" in out and "x=1" in out
+    assert L.redact("api_key=None", []) == "api_key=None"
+
+
+def test_summarize_every_fixture_without_crashing():
+    for path in sorted(Path(__file__).parent.glob("fixtures/*.log")):
+        s = L.summarize(load_fixture(path.name))
+        assert set(s) >= {"capacity", "kv_pools", "mamba_cache", "speculative", "warnings", "fatal"}
+
+
+def test_truncated_everything_is_skipped_not_fatal():
+    lines = load_fixture("constructed_0.5.9_tp1_mtp_ms_timestamps.log")
+    # cut every line at every 37th character: no exception, partial results
+    for cut in range(5, 200, 37):
+        s = L.summarize([ln[:cut] for ln in lines])
+        assert isinstance(s["kv_pools"], list)
