@@ -1,0 +1,153 @@
+"""Test helpers: real emulator processes on loopback, with their log output captured to files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "/shared/models/Qwen3.5-122B-A10B"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spec_flags(k: int) -> list[str]:
+    if not k:
+        return []
+    return ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(k),
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(k + 1)]
+
+
+class Emulator:
+    """One `python -m tuner.emulator` process; stderr (SGLang's log) and stdout (access log) to files."""
+
+    def __init__(self, tmp: Path, args: list[str], port: int | None = None, env: dict[str, str] | None = None,
+                 with_defaults: bool = True) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        base = ["--model-path", MODEL, "--served-model-name", "qwen3.5-122b", "--host", "127.0.0.1",
+                "--port", str(self.port)] if with_defaults else []
+        self.cmd = [sys.executable, "-m", "tuner.emulator", *base, *args]
+        self.err_path = tmp / f"emu-{self.port}.err"
+        self.out_path = tmp / f"emu-{self.port}.out"
+        self._err = open(self.err_path, "wb")
+        self._out = open(self.out_path, "wb")
+        e = dict(os.environ)
+        e.pop("SGLANG_EMULATOR_PROFILE", None)
+        e.update(env or {})
+        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, stdout=self._out, stderr=self._err, env=e)
+
+    # ---- observation ----------------------------------------------------------------------------
+    def log(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def access(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+    def wait_for_line(self, text: str, timeout: float = 15.0) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if text in self.log():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"emulator exited ({self.proc.returncode}) before {text!r}:\n{self.log()[-3000:]}")
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {text!r}:\n{self.log()[-3000:]}")
+
+    def wait_ready(self, timeout: float = 15.0) -> "Emulator":
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"emulator exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
+            try:
+                if self.get("/health")[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.03)
+        raise AssertionError(f"emulator not ready after {timeout}s:\n{self.log()[-3000:]}")
+
+    def wait_exit(self, timeout: float = 15.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"emulator still running after {timeout}s:\n{self.log()[-3000:]}") from None
+
+    # ---- HTTP (standard library: the tests check the server, not a client library) -------------------
+    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
+                timeout: float = 30.0) -> tuple[int, bytes, dict[str, str]]:
+        data = json.dumps(body).encode() if body is not None else None
+        h = {"Content-Type": "application/json"} if data is not None else {}
+        h.update(headers or {})
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), dict(e.headers or {})
+
+    def get(self, path: str, **kw: Any) -> tuple[int, bytes]:
+        status, body, _ = self.request("GET", path, **kw)
+        return status, body
+
+    def get_json(self, path: str, **kw: Any) -> Any:
+        status, body = self.get(path, **kw)
+        assert status == 200, (status, body[:300])
+        return json.loads(body)
+
+    def post_json(self, path: str, body: Any, **kw: Any) -> tuple[int, Any]:
+        status, raw, _ = self.request("POST", path, body, **kw)
+        try:
+            return status, json.loads(raw)
+        except json.JSONDecodeError:
+            return status, raw
+
+    def stream(self, path: str, body: Any, headers: dict[str, str] | None = None) -> list[Any]:
+        """SSE events of a streamed response: parsed JSON objects, and the string '[DONE]'."""
+        status, raw, _ = self.request("POST", path, body, headers=headers)
+        assert status == 200, (status, raw[:300])
+        return parse_sse(raw)
+
+    # ---- teardown -------------------------------------------------------------------------------------
+    def terminate(self, timeout: float = 10.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._err.close()
+        self._out.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._err.close()
+        self._out.close()
+
+
+def parse_sse(raw: bytes) -> list[Any]:
+    events: list[Any] = []
+    for block in raw.split(b"\n\n"):
+        block = block.strip()
+        if not block.startswith(b"data: "):
+            continue
+        data = block[6:]
+        events.append("[DONE]" if data == b"[DONE]" else json.loads(data))
+    return events

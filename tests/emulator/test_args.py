@@ -1,0 +1,208 @@
+"""Flag parsing and SGLang's argument rules (sglang-facts.md §2, §7.1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tuner.emulator import args as A
+from tuner.emulator.faults import Fault, FaultError, FaultSet, parse_fault
+from tuner.emulator.profile import load_profile
+
+from emu_testlib import MODEL, ROOT
+
+PROFILE = load_profile()
+
+# What the role's template passes (design.md / the brief), in one command line.
+TEMPLATE_FLAGS = [
+    "--model-path", MODEL, "--served-model-name", "qwen3.5-122b", "--host", "0.0.0.0", "--port", "30000",
+    "--tp-size", "4", "--mem-fraction-static", "0.8", "--max-running-requests", "64", "--api-key", "s3cret",
+    "--enable-metrics", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--context-length", "262144",
+    "--chunked-prefill-size", "8192", "--trust-remote-code", "--decode-log-interval", "40", "--log-level", "info",
+    "--watchdog-timeout", "600", "--skip-server-warmup", "--nnodes", "1", "--node-rank", "0",
+    "--dist-init-addr", "10.0.0.1:5000",
+    # other common SGLang flags (sglang-facts.md §7.1)
+    "--kv-cache-dtype", "auto", "--attention-backend", "flashinfer", "--page-size", "1",
+    "--mamba-scheduler-strategy", "no_buffer", "--disable-radix-cache", "--cuda-graph-max-bs", "64",
+    "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder", "--tokenizer-path", MODEL, "--dp-size", "1",
+    # the emulator's own
+    "--emulator-startup-s", "0.5", "--emulator-fault", "slow-startup=1", "--emulator-fault", "http-5xx=0.1",
+]
+
+
+def resolve(*argv: str) -> A.ResolvedArgs:
+    return A.resolve(A.parse_flags(["--model-path", MODEL, *argv]), PROFILE)
+
+
+def messages(cfg: A.ResolvedArgs) -> list[str]:
+    return [n.message for n in cfg.notes]
+
+
+def test_template_flags_are_all_accepted():
+    cfg = A.resolve(A.parse_flags(TEMPLATE_FLAGS), PROFILE)
+    v = cfg.values
+    assert v["tp_size"] == 4 and v["port"] == 30000 and v["host"] == "0.0.0.0"
+    assert v["max_running_requests"] == 64 and v["mem_fraction_static"] == 0.8
+    assert cfg.spec_on and cfg.num_steps == 3 and cfg.topk == 1 and cfg.num_draft_tokens == 4
+    assert not cfg.draft_tokens_adjusted
+    assert v["speculative_algorithm"] == "EAGLE"  # NEXTN is reported as EAGLE (§2.2)
+    assert FaultSet.from_list(cfg.faults).slow_startup_s == 1.0
+    assert A.MSG_MRR_RESET not in messages(cfg)  # the flag was given
+
+
+def test_unique_prefix_is_accepted_like_argparse():
+    cfg = resolve("--speculative-algo", "NEXTN", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1")
+    assert cfg.values["speculative_algorithm"] == "EAGLE" and cfg.num_steps == 2
+
+
+def test_topk1_forces_draft_tokens_with_sglang_warning():
+    cfg = resolve("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "4",
+                  "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "9", "--max-running-requests", "8")
+    assert cfg.num_draft_tokens == 5 and cfg.values["speculative_num_draft_tokens"] == 5
+    assert cfg.draft_tokens_adjusted
+    assert A.MSG_TOPK_ADJUST == ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 "
+                                 "when speculative_eagle_topk == 1")
+    assert A.MSG_TOPK_ADJUST in messages(cfg)
+
+
+def test_topk1_without_draft_tokens_is_adjusted_too():
+    cfg = resolve("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1")
+    assert cfg.num_draft_tokens == 3 and cfg.draft_tokens_adjusted
+
+
+def test_speculation_without_max_running_requests_resets_to_48():
+    cfg = resolve("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                  "--speculative-num-draft-tokens", "4")
+    assert cfg.values["max_running_requests"] == 48
+    assert ("Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
+            "setting --max-running-requests.") in messages(cfg)
+    # the warning comes before the topk rule, as in SGLang's __post_init__
+    ms = messages(cfg)
+    assert ms.index(A.MSG_MRR_RESET) < ms.index(A.MSG_OVERLAP)
+
+
+def test_no_speculation_leaves_max_running_requests_unset():
+    cfg = resolve()
+    assert cfg.values["max_running_requests"] is None and not cfg.spec_on and cfg.num_steps == 0
+    assert A.MSG_MRR_RESET not in messages(cfg)
+
+
+def test_auto_speculative_params_when_all_three_unset():
+    cfg = resolve("--speculative-algorithm", "NEXTN")
+    assert (cfg.num_steps, cfg.topk, cfg.num_draft_tokens) == (3, 1, 4)
+
+
+@pytest.mark.parametrize("extra", [["--speculative-eagle-topk", "1"], ["--speculative-num-draft-tokens", "4"]])
+def test_topk_or_draft_tokens_without_steps_is_a_bare_assertion(extra):
+    with pytest.raises(AssertionError) as ei:
+        resolve("--speculative-algorithm", "NEXTN", *extra)
+    assert str(ei.value) == ""
+
+
+def test_trtllm_with_topk_above_one_is_rejected():
+    with pytest.raises(ValueError, match="trtllm_mha backend only supports topk = 1 for speculative decoding."):
+        resolve("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
+                "--speculative-num-draft-tokens", "6", "--attention-backend", "trtllm_mha")
+
+
+def test_inconsistent_tree_is_flagged_for_a_failure_at_graph_capture():
+    cfg = resolve("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",
+                  "--speculative-num-draft-tokens", "8")
+    assert cfg.draft_tokens_inconsistent and not cfg.draft_tokens_adjusted
+    ok = resolve("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",
+                 "--speculative-num-draft-tokens", "5")
+    assert not ok.draft_tokens_inconsistent
+
+
+def test_hybrid_model_speculation_disables_radix_cache_with_warning():
+    cfg = resolve("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1", "--speculative-eagle-topk", "1")
+    assert cfg.values["disable_radix_cache"] is True
+    assert any(m.startswith("Disabling radix cache since speculative decoding for "
+                            "Qwen3_5MoeForConditionalGeneration") for m in messages(cfg))
+
+
+def test_later_sglang_versions_refuse_radix_with_mamba_speculation():
+    from dataclasses import replace
+    newer = replace(PROFILE, sglang_version="0.5.10")
+    with pytest.raises(ValueError, match="is not compatible with radix cache when using --mamba-scheduler-strategy"):
+        A.resolve(A.parse_flags(["--model-path", MODEL, "--speculative-algorithm", "NEXTN",
+                                 "--speculative-num-steps", "1", "--speculative-eagle-topk", "1"]), newer)
+
+
+def test_unknown_flag_is_rejected_like_argparse(capsys):
+    with pytest.raises(SystemExit) as ei:
+        A.parse_flags(["--model-path", MODEL, "--no-such-flag", "3"])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert "launch_server.py: error: unrecognized arguments: --no-such-flag 3" in err
+    assert err.startswith("usage: launch_server.py")
+
+
+def test_ambiguous_prefix_and_bad_choice_are_argparse_errors(capsys):
+    with pytest.raises(SystemExit) as ei:
+        A.parse_flags(["--model-path", MODEL, "--speculative-a", "NEXTN"])
+    assert ei.value.code == 2
+    assert "ambiguous option: --speculative-a" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        A.parse_flags(["--model-path", MODEL, "--speculative-algorithm", "nextn"])
+    assert "invalid choice: 'nextn'" in capsys.readouterr().err
+
+
+def test_model_path_is_required(capsys):
+    with pytest.raises(SystemExit) as ei:
+        A.parse_flags(["--port", "1"])
+    assert ei.value.code == 2 and "the following arguments are required: --model-path" in capsys.readouterr().err
+
+
+def test_fault_parsing():
+    assert parse_fault("kv-oom") == Fault("kv-oom", None)
+    assert parse_fault("crash-after-ready=2.5") == Fault("crash-after-ready", 2.5)
+    assert parse_fault("hang-before-ready") == Fault("hang-before-ready", "http")
+    assert parse_fault("hang-before-ready=load") == Fault("hang-before-ready", "load")
+    assert parse_fault("http-5xx=0.25").arg == 0.25
+    for bad in ("nope", "http-5xx", "http-5xx=2", "cut-stream=x", "kv-oom=1", "slow-startup=-1",
+                "hang-before-ready=later"):
+        with pytest.raises(FaultError):
+            parse_fault(bad)
+
+
+def test_bad_fault_flag_exits_2(capsys):
+    with pytest.raises(SystemExit) as ei:
+        A.parse_flags(["--model-path", MODEL, "--emulator-fault", "meltdown"])
+    assert ei.value.code == 2 and "unknown fault 'meltdown'" in capsys.readouterr().err
+
+
+def test_server_args_line_masks_the_api_key():
+    cfg = resolve("--api-key", "s3cret-key")
+    text = A.server_args_repr(cfg.values)
+    assert text.startswith("ServerArgs(model_path=") and "s3cret-key" not in text
+    assert "api_key='[REDACTED]'" in text and "admin_api_key=None" in text
+    assert "s3cret-key" not in repr(A.public_values(cfg.values))
+
+
+def run_cli(*argv: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuner.emulator", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_cli_unknown_flag_exit_code_and_message():
+    r = run_cli("--model-path", MODEL, "--speculative-num-stepz", "3")
+    assert r.returncode == 2
+    assert "error: unrecognized arguments: --speculative-num-stepz 3" in r.stderr
+
+
+def test_cli_assertion_error_like_sglang():
+    r = run_cli("--model-path", MODEL, "--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "1")
+    assert r.returncode == 1
+    assert r.stderr.rstrip().endswith("AssertionError") and "Traceback (most recent call last):" in r.stderr
+    assert "server_args=" not in r.stderr  # fails while the arguments are resolved, before the first line
+
+
+def test_cli_bad_profile_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("served_model_name: x\n")
+    r = run_cli("--model-path", MODEL, "--emulator-profile", str(bad))
+    assert r.returncode == 2 and "missing key(s)" in r.stderr and "t_spec_ms" in r.stderr

@@ -1,0 +1,258 @@
+"""The timing model's math (emulator-model.md) and the scheduler, in virtual time."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from tuner.emulator import model
+from tuner.emulator.engine import DECODE, PREFILL, EngineSpec, Request, Scheduler
+from tuner.emulator.profile import ProfileError, load_profile, profile_from_mapping
+from tuner.emulator.simulate import SpecSetting, closed_loop, engine_spec
+
+P = load_profile()
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 0.8, 0.98, 0.999])
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 5])
+def test_tau_is_the_mean_of_the_acceptance_distribution(alpha, k):
+    pmf = model.accept_pmf(alpha, k)
+    assert len(pmf) == k + 1 if k else len(pmf) == 1
+    assert math.isclose(sum(pmf), 1.0, rel_tol=1e-12)
+    mean = sum((j + 1) * p for j, p in enumerate(pmf))
+    assert math.isclose(mean, model.tau(alpha, k), rel_tol=1e-12)
+    if alpha:
+        assert math.isclose(model.tau(alpha, k), (1 - alpha ** (k + 1)) / (1 - alpha), rel_tol=1e-12)
+
+
+def test_tau_limits():
+    assert model.tau(0.7, 0) == 1.0
+    assert model.tau(1.0, 4) == 5.0
+    assert model.tau(0.0, 4) == 1.0
+
+
+@pytest.mark.parametrize("alpha,k", [(0.6, 3), (0.9, 4), (0.98, 2)])
+def test_inverse_cdf_draws_follow_the_pmf(alpha, k):
+    rng = random.Random(7)
+    n = 200_000
+    counts = [0] * (k + 1)
+    for _ in range(n):
+        counts[model.draw_accepted(rng.random(), alpha, k) - 1] += 1
+    for got, want in zip(counts, model.accept_pmf(alpha, k)):
+        assert abs(got / n - want) < 0.005
+    assert abs(sum((i + 1) * c for i, c in enumerate(counts)) / n - model.tau(alpha, k)) < 0.01
+
+
+def test_step_time_formulas():
+    p = replace(P, t_base_ms=8.0, c_tok_ms=0.3, t_spec_ms=16.0, t_draft_ms=0.06, c_verify_ms=0.31)
+    assert model.step_time_ms(p, 10, 0) == pytest.approx(8.0 + 0.3 * 10)
+    assert model.step_time_ms(p, 10, 3) == pytest.approx(16.0 + 3 * 0.06 + 0.31 * 10 * 4)
+    assert model.step_time_ms(p, 10, 3, verify_tokens=8) == pytest.approx(16.0 + 3 * 0.06 + 0.31 * 10 * 8)
+    assert model.per_request_rate(p, 1, 2, 0.9) == pytest.approx(1000 * model.tau(0.9, 2) / model.step_time_ms(p, 1, 2))
+
+
+def test_prefill_time_counts_chunks_and_tokens():
+    p = replace(P, t_prefill_base_ms=20.0, t_prefill_tok_ms=0.05, chunked_prefill_size=8192)
+    assert model.prefill_time_ms(p, 1000) == pytest.approx(20 + 50)
+    assert model.prefill_time_ms(p, 10000) == pytest.approx(2 * 20 + 500)
+
+
+def test_seed_capacity_matches_the_journal():
+    # seed-measurements.md: 26/21/17/~13 running requests, 455,357/377,207/295,931 tokens
+    expect = {1: (26, 455357), 2: (21, 377207), 3: (17, 295931)}
+    for k, (mrr, kv) in expect.items():
+        cap = model.capacity(P, k, 48, None)
+        assert (cap.max_running_requests, cap.max_total_num_tokens) == (mrr, kv)
+    assert model.capacity(P, 4, 48, None).max_running_requests == 13
+    # the straight line beyond the measured depths
+    assert model.max_total_num_tokens(P, 5) == P.kv_tokens_nospec - 5 * P.kv_tokens_per_step
+    # deep enough and the pool is gone: the server must fail at start-up
+    deepest_ok = max(k for k in range(0, 20) if model.max_total_num_tokens(P, k) > 0)
+    assert model.max_total_num_tokens(P, deepest_ok + 1) <= 0
+
+
+def test_max_running_requests_rule():
+    p = replace(P, state_slots=30.6, state_slots_per_step=4.4)
+    assert [model.state_slot_cap(p, k) for k in range(1, 5)] == [26, 21, 17, 13]  # 13.0 does not floor to 12
+    assert model.max_running_requests(p, 1, None, 10**6) == 26
+    assert model.max_running_requests(p, 1, 8, 10**6) == 8          # the flag binds
+    assert model.max_running_requests(p, 1, None, 30) == 15          # max_total_num_tokens // 2 binds
+
+
+def test_mem_fraction_moves_the_kv_pool():
+    more = model.max_total_num_tokens(P, 2, P.mem_fraction_static + 0.01)
+    base = model.max_total_num_tokens(P, 2, P.mem_fraction_static)
+    assert more - base == pytest.approx(0.01 * P.gpu_mem_gb * 2**30 / P.kv_bytes_per_token, abs=1)
+    assert model.max_total_num_tokens(P, 0, 0.3) <= 0  # too little static memory: no pool
+
+
+def test_alpha_interpolates_between_temperatures():
+    p = profile_from_mapping({**_raw(), "alpha": {0.0: 0.9, 1.0: 0.7}})
+    assert p.alpha_at(0.0) == 0.9 and p.alpha_at(1.0) == 0.7 and p.alpha_at(2.0) == 0.7
+    assert p.alpha_at(0.5) == pytest.approx(0.8)
+
+
+def test_topk_widens_acceptance():
+    assert model.effective_alpha(0.6, 1) == 0.6
+    assert model.effective_alpha(0.6, 2) == pytest.approx(0.84)
+
+
+def test_profile_validation_names_the_key():
+    raw = _raw()
+    del raw["c_verify_ms"]
+    with pytest.raises(ProfileError, match="c_verify_ms"):
+        profile_from_mapping(raw)
+    with pytest.raises(ProfileError, match="alpha"):
+        profile_from_mapping({**_raw(), "alpha": {0.0: 1.5}})
+
+
+def _raw() -> dict:
+    return {
+        "served_model_name": "m", "model_architecture": "X", "hybrid_mamba": False, "context_len": 4096,
+        "alpha": {0.0: 0.9}, "t_base_ms": 5.0, "c_tok_ms": 0.1, "t_spec_ms": 8.0, "t_draft_ms": 0.1,
+        "c_verify_ms": 0.1, "t_prefill_base_ms": 1.0, "t_prefill_tok_ms": 0.01, "kv_tokens_nospec": 100000,
+        "kv_tokens_per_step": 1000, "state_slots": 64, "state_slots_per_step": 0, "startup_s": 1,
+    }
+
+
+# ---- the scheduler ---------------------------------------------------------------------------------
+
+def _spec(**kw) -> EngineSpec:
+    base = dict(k=2, topk=1, verify_tokens=3, max_running_requests=4, max_total_num_tokens=100_000,
+                chunked_prefill_size=8192, decode_log_interval=40, context_len=4096, state_slot_cap=4)
+    base.update(kw)
+    return EngineSpec(**base)
+
+
+def _run_until_idle(s: Scheduler, t: float = 0.0, limit: int = 100_000) -> float:
+    for _ in range(limit):
+        b = s.next_batch(t)
+        if b is None:
+            nxt = s.next_event_time()
+            if nxt is None:
+                return t
+            t = max(t, nxt)
+            continue
+        t += b.duration
+        s.finish_batch(b, t)
+    raise AssertionError("did not go idle")
+
+
+def test_admission_respects_max_running_and_fifo():
+    p = replace(P, t_request_overhead_ms=0.0)
+    s = Scheduler(p, _spec(max_running_requests=3), random.Random(1))
+    reqs = [Request(f"r{i}", 10, 50, alpha=0.9) for i in range(7)]
+    for r in reqs:
+        s.submit(r, 0.0)
+    b = s.next_batch(0.0)
+    assert b.kind == PREFILL and [r.rid for r in b.reqs] == ["r0", "r1", "r2"]
+    s.finish_batch(b, b.duration)
+    assert s.num_running == 3 and s.num_waiting == 4
+    t = b.duration
+    seen_max = 0
+    order = []
+    while not s.idle():
+        b = s.next_batch(t)
+        t += b.duration
+        if b.kind == PREFILL:
+            order += [r.rid for r in b.reqs]
+        s.finish_batch(b, t)
+        seen_max = max(seen_max, s.num_running)
+    assert seen_max <= 3
+    assert order == ["r3", "r4", "r5", "r6"]  # first come, first served
+    assert all(r.generated == 50 and r.finish_reason == "length" for r in reqs)
+
+
+def test_admission_waits_for_kv_room():
+    p = replace(P, t_request_overhead_ms=0.0, clip_max_new_tokens=4096)
+    s = Scheduler(p, _spec(max_running_requests=10, max_total_num_tokens=250), random.Random(1))
+    a, b_ = Request("a", 50, 100, alpha=0.9), Request("b", 50, 100, alpha=0.9)
+    s.submit(a, 0.0)
+    s.submit(b_, 0.0)
+    batch = s.next_batch(0.0)
+    assert [r.rid for r in batch.reqs] == ["a"]  # 150 + 150 > 250: b waits for a's tokens
+    _run_until_idle(s)
+    assert a.finished_at <= b_.first_token_at
+
+
+def test_prefill_yields_the_first_token_and_decode_emits_chunks():
+    p = replace(P, t_request_overhead_ms=0.0)
+    s = Scheduler(p, _spec(k=3, verify_tokens=4), random.Random(3))
+    r = Request("x", 100, 200, alpha=0.7)
+    chunks: list[int] = []
+    last = [0]
+
+    def note(req: Request) -> None:
+        chunks.append(req.generated - last[0])
+        last[0] = req.generated
+
+    r.notify = note
+    s.submit(r, 0.0)
+    b = s.next_batch(0.0)
+    assert b.kind == PREFILL
+    assert b.duration == pytest.approx(model.prefill_time_ms(p, 100) / 1000)
+    s.finish_batch(b, b.duration)
+    assert r.generated == 1 and chunks == [1]
+    b = s.next_batch(b.duration)
+    assert b.kind == DECODE and b.duration == pytest.approx(model.step_time_ms(p, 1, 3) / 1000)
+    _run_until_idle(s)
+    assert sum(chunks) == 200 and max(chunks) <= 4 and min(chunks) >= 1
+    assert r.verify_ct == len(chunks) - 1
+    assert sum(r.hist) == r.verify_ct
+    # every chunk but the (possibly truncated) last one is a full draw from the distribution
+    assert r.accepted_drafts == sum(i * c for i, c in enumerate(r.hist))
+
+
+def test_natural_stop_before_max_tokens():
+    p = replace(P, t_request_overhead_ms=0.0)
+    s = Scheduler(p, _spec(), random.Random(3))
+    r = Request("x", 10, 500, alpha=0.9, stop_at=37)
+    s.submit(r, 0.0)
+    _run_until_idle(s)
+    assert r.generated == 37 and r.finish_reason == "stop"
+
+
+def test_decode_log_window_reports_accept_length():
+    p = replace(P, t_request_overhead_ms=0.0)
+    lines: list[str] = []
+    s = Scheduler(p, _spec(k=3, verify_tokens=4, decode_log_interval=10), random.Random(5), log=lines.append)
+    for i in range(3):
+        s.submit(Request(f"r{i}", 20, 400, alpha=0.8), 0.0)
+    _run_until_idle(s)
+    decode = [ln for ln in lines if ln.startswith("Decode batch")]
+    assert decode and all("accept len: " in ln and "accept rate: " in ln for ln in decode)
+    assert s.avg_spec_accept_length() == pytest.approx(model.tau(0.8, 3), rel=0.05)
+
+
+def test_virtual_closed_loop_matches_the_formula_at_concurrency_one():
+    """C=1: each request takes overhead + prefill + decode steps of t(1,k), tau tokens each."""
+    p = replace(P, t_request_overhead_ms=10.0)
+    k = 3
+    alpha = p.alpha_at(0.0)
+    res = closed_loop(p, SpecSetting(k), concurrency=1, n_requests=4, input_len=256, output_len=1000, seed=1)
+    expected_rate = model.per_request_rate(p, 1, k, alpha)
+    assert res.per_request_tok_s == pytest.approx(expected_rate, rel=0.02)
+    ttft = 0.010 + model.prefill_time_ms(p, 256) / 1000
+    assert res.ttft_s_p50 == pytest.approx(ttft, rel=1e-6)
+    assert res.output_tokens == 4000
+    assert res.accept_length == pytest.approx(model.tau(alpha, k), rel=0.02)
+
+
+def test_virtual_closed_loop_queues_beyond_max_running_requests():
+    res = closed_loop(P, SpecSetting(3), concurrency=64, n_requests=64, input_len=64, output_len=200, seed=2,
+                      keep_records=True)
+    assert res.max_running_requests == 17
+    first = sorted(r.first_token for r in res.records)
+    # only 17 start at once; the rest wait for a slot
+    assert first[16] < first[17] and first[17] > min(r.finished for r in res.records) - 1e-9
+
+
+def test_engine_spec_applies_the_48_default_and_fails_when_the_pool_is_gone():
+    wide = replace(P, state_slots=200.0, state_slots_per_step=0.0)
+    assert engine_spec(wide, SpecSetting(1)).max_running_requests == 48
+    assert engine_spec(wide, SpecSetting(1, mrr_flag=100)).max_running_requests == 100
+    with pytest.raises(ValueError):
+        engine_spec(P, SpecSetting(12))

@@ -1,0 +1,402 @@
+"""The emulator as a real process on loopback: start-up lines, every endpoint, auth, shutdown."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.error
+
+import pytest
+from emu_testlib import Emulator, spec_flags
+
+from tuner.emulator import model
+from tuner.emulator.profile import load_profile
+
+P = load_profile()
+CAPACITY_RE = re.compile(r"\[[\d\- :.]+ TP0\] max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), "
+                         r"max_prefill_tokens=(\d+), max_running_requests=(\d+), context_len=(\d+), "
+                         r"available_gpu_mem=([\d.]+) GB")
+
+
+@pytest.fixture(scope="module")
+def srv3(tmp_path_factory):
+    """k=3 (NEXTN 3/1/4), TP 4, metrics on, short decode-log interval; shared by the endpoint tests."""
+    e = Emulator(tmp_path_factory.mktemp("srv3"),
+                 ["--tp-size", "4", *spec_flags(3), "--enable-metrics", "--decode-log-interval", "5",
+                  "--emulator-startup-s", "0.2", "--random-seed", "7"])
+    try:
+        yield e.wait_ready()
+    finally:
+        e.kill()
+
+
+@pytest.fixture(scope="module")
+def srv1(tmp_path_factory):
+    """k=1, no metrics, with an explicit --max-running-requests."""
+    e = Emulator(tmp_path_factory.mktemp("srv1"),
+                 [*spec_flags(1), "--max-running-requests", "64", "--emulator-startup-s", "0.2"])
+    try:
+        yield e.wait_ready()
+    finally:
+        e.kill()
+
+
+def generate(e: Emulator, text: str, n: int, **sp) -> dict:
+    status, body = e.post_json("/generate", {"text": text, "sampling_params": {"max_new_tokens": n, **sp}})
+    assert status == 200, body
+    return body
+
+
+# ---- start-up ---------------------------------------------------------------------------------------
+
+def test_startup_lines_order_and_health_gate(emulator):
+    e = emulator("--tp-size", "4", *spec_flags(3), "--emulator-startup-s", "3")
+    with pytest.raises(OSError):
+        e.get("/v1/models", timeout=1)  # nothing listens before the capacity line
+    e.wait_for_line("Uvicorn running on")
+    # the port is open: /v1/models answers (too early to mean ready), /health does not
+    assert e.get("/v1/models")[0] == 200
+    assert e.get("/health")[0] == 503
+    e.wait_ready()
+    log = e.log()
+    order = [
+        "WARNING server_args.py:2364: Max running requests is reset to 48 for speculative decoding.",
+        "WARNING server_args.py:2446: speculative_num_draft_tokens is adjusted",  # absent: draft tokens were 4
+        "] server_args=ServerArgs(model_path='/shared/models/Qwen3.5-122B-A10B'",
+        " TP0] Init torch distributed begin.",
+        " TP3] Load weight begin. avail mem=",
+        " TP0] Load weight end. elapsed=",
+        " TP0] Mamba Cache is allocated. max_mamba_cache_size:",
+        " TP0] KV Cache is allocated. #tokens: 295931, K size: ",
+        " TP0] Memory pool end. avail mem=",
+        " TP0] Capture cuda graph begin. This can take up to several minutes.",
+        " TP0] Capture cuda graph end. Time elapsed:",
+        " TP0] Capture draft cuda graph end.",
+        " TP0] max_total_num_tokens=295931, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=17, context_len=262144, available_gpu_mem=",
+        f"] INFO:     Uvicorn running on http://127.0.0.1:{e.port} (Press CTRL+C to quit)",
+        "] The server is fired up and ready to roll!",
+    ]
+    assert order[1] not in log
+    del order[1]
+    positions = [log.find(s) for s in order]
+    assert all(p >= 0 for p in positions), [s for s, p in zip(order, positions) if p < 0]
+    assert positions == sorted(positions)
+    assert log.lstrip().startswith("[") and "server_args=" in log.splitlines()[4]
+    assert len(CAPACITY_RE.findall(log)) == 1  # only rank 0 prints the capacity line
+    assert not re.search(r"TP[123]\] max_total_num_tokens", log)
+    assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "GET /model_info HTTP/1\.1" 200 OK', e.access())  # warm-up
+
+
+def test_topk_adjust_warning_in_the_journal(emulator):
+    e = emulator("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
+                 "--speculative-num-draft-tokens", "7", "--max-running-requests", "32", "--emulator-startup-s", "0.1")
+    e.wait_ready()
+    log = e.log()
+    assert ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+            in log)
+    assert "speculative_num_draft_tokens=3" in log and "Max running requests is reset" not in log
+    assert "max_running_requests=21," in log  # the state-slot cap binds below the flag's 32
+
+
+def test_server_info_reports_capacity_and_speculation(srv3):
+    for path in ("/server_info", "/get_server_info"):
+        info = srv3.get_json(path)
+        assert info["max_total_num_tokens"] == 295931
+        assert info["speculative_algorithm"] == "EAGLE"
+        assert (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) \
+            == (3, 1, 4)
+        assert info["max_running_requests"] == 48  # the resolved server argument
+        st = info["internal_states"][0]
+        assert st["effective_max_running_requests_per_dp"] == 17
+        assert st["memory_usage"]["token_capacity"] == 295931
+        assert re.match(r"^0\.5\.9\+emulator\.\d", info["version"])
+        assert info["served_model_name"] == "qwen3.5-122b" and info["tp_size"] == 4
+    models = srv3.get_json("/v1/models")
+    assert models["data"][0]["id"] == "qwen3.5-122b" and models["data"][0]["max_model_len"] == 262144
+    assert srv3.get_json("/model_info")["architectures"] == ["Qwen3_5MoeForConditionalGeneration"]
+
+
+# ---- generation ------------------------------------------------------------------------------------
+
+def test_generate_exact_tokens_and_spec_meta(srv3):
+    out = generate(srv3, "count these five words", 120, temperature=0, ignore_eos=True)
+    meta = out["meta_info"]
+    assert meta["completion_tokens"] == 120 and meta["prompt_tokens"] == 4
+    assert len(out["text"].split()) == 120
+    assert meta["finish_reason"] == {"type": "length", "length": 120}
+    assert 120 / 4 <= meta["spec_verify_ct"] + 1 <= 120
+    assert meta["spec_accept_length"] == pytest.approx(120 / meta["spec_verify_ct"])
+    assert sum(meta["spec_accept_histogram"]) == meta["spec_verify_ct"]
+    assert 0.0 <= meta["spec_accept_rate"] <= 1.0 and meta["e2e_latency"] > 0
+
+
+def test_generate_with_input_ids_counts_ids(srv3):
+    status, body = srv3.post_json("/generate", {"input_ids": list(range(33)),
+                                                "sampling_params": {"max_new_tokens": 5, "temperature": 0}})
+    assert status == 200 and body["meta_info"]["prompt_tokens"] == 33
+
+
+def test_generate_stream_is_cumulative_and_chunked_per_verify_step(srv3):
+    events = srv3.stream("/generate", {"text": "stream me", "stream": True,
+                                       "sampling_params": {"max_new_tokens": 80, "temperature": 0, "ignore_eos": True}})
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    counts = [c["meta_info"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(counts) and counts[-1] == 80
+    steps = [b - a for a, b in zip([0] + counts, counts)]
+    assert max(steps) <= 4  # at most k+1 tokens per verify step
+    for c in chunks:
+        assert len(c["text"].split()) == c["meta_info"]["completion_tokens"]
+    assert chunks[-1]["meta_info"]["finish_reason"]["type"] == "length"
+    assert all(c["meta_info"]["finish_reason"] is None for c in chunks[:-1])
+    assert "spec_verify_ct" in chunks[0]["meta_info"] and "spec_accept_length" in chunks[-1]["meta_info"]
+    whole = generate(srv3, "stream me", 80, temperature=0, ignore_eos=True)
+    assert chunks[-1]["text"] == whole["text"]
+
+
+def test_greedy_text_is_identical_whatever_the_depth(srv1, srv3):
+    prompt = "Explain speculative decoding in one paragraph"
+    a = generate(srv1, prompt, 150, temperature=0, ignore_eos=True)["text"]
+    b = generate(srv3, prompt, 150, temperature=0, ignore_eos=True)["text"]
+    assert a == b
+    # and it stops at the same natural end without ignore_eos
+    a2 = generate(srv1, prompt, 5000, temperature=0)
+    b2 = generate(srv3, prompt, 5000, temperature=0)
+    assert a2["text"] == b2["text"] and a2["meta_info"]["finish_reason"]["type"] == "stop"
+    assert a2["meta_info"]["completion_tokens"] < 5000
+
+
+def test_sampling_is_seeded(srv3):
+    x = generate(srv3, "same prompt", 40, temperature=0.8, ignore_eos=True)["text"]
+    y = generate(srv3, "same prompt", 40, temperature=0.8, ignore_eos=True)["text"]
+    assert x != y
+    s1 = generate(srv3, "same prompt", 40, temperature=0.8, ignore_eos=True, sampling_seed=5)["text"]
+    s2 = generate(srv3, "same prompt", 40, temperature=0.8, ignore_eos=True, sampling_seed=5)["text"]
+    assert s1 == s2
+
+
+def test_chat_completion_non_stream(srv3):
+    status, out = srv3.post_json("/v1/chat/completions", {
+        "model": "qwen3.5-122b", "messages": [{"role": "user", "content": "hello there"}],
+        "max_tokens": 30, "temperature": 0, "ignore_eos": True})
+    assert status == 200 and out["object"] == "chat.completion"
+    ch = out["choices"][0]
+    assert ch["finish_reason"] == "length" and ch["message"]["role"] == "assistant"
+    assert len(ch["message"]["content"].split()) == 30
+    assert out["usage"] == {"prompt_tokens": 3 + 4 + 2, "completion_tokens": 30, "total_tokens": 39,
+                            "prompt_tokens_details": None, "reasoning_tokens": 0}
+
+
+def test_chat_completion_stream_with_usage(srv3):
+    events = srv3.stream("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "stream please"}], "max_tokens": 50, "temperature": 0,
+        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    assert events[-1] == "[DONE]"
+    usage_chunk = events[-2]
+    assert usage_chunk["choices"] == [] and usage_chunk["usage"]["completion_tokens"] == 50
+    first = events[0]["choices"][0]
+    assert first["delta"]["role"] == "assistant"
+    content = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-2])
+    assert len(content.split()) == 50
+    assert events[-3]["choices"][0]["finish_reason"] == "length"
+    assert all(e["usage"] is None for e in events[:-2])
+
+
+def test_completions_stream_continuous_usage_and_non_stream(srv3):
+    events = srv3.stream("/v1/completions", {
+        "prompt": "one two three", "max_tokens": 25, "temperature": 0, "ignore_eos": True, "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    body = [e for e in events if e != "[DONE]" and e["choices"]]
+    counts = [e["usage"]["completion_tokens"] for e in body]
+    assert counts == sorted(counts) and counts[-1] == 25
+    text = "".join(e["choices"][0]["text"] for e in body)
+    status, out = srv3.post_json("/v1/completions", {"prompt": "one two three", "max_tokens": 25, "temperature": 0,
+                                                     "ignore_eos": True})
+    assert status == 200 and out["choices"][0]["text"] == text and out["usage"]["prompt_tokens"] == 3
+
+
+def test_max_tokens_without_ignore_eos_is_an_upper_bound(srv3):
+    for i in range(5):
+        status, out = srv3.post_json("/v1/completions", {"prompt": f"prompt number {i}", "max_tokens": 12,
+                                                         "temperature": 0})
+        n = out["usage"]["completion_tokens"]
+        assert status == 200 and 1 <= n <= 12
+        assert out["choices"][0]["finish_reason"] == ("length" if n == 12 else "stop")
+
+
+def test_bad_requests(srv3):
+    assert srv3.post_json("/generate", {"sampling_params": {}})[0] == 400
+    status, out = srv3.post_json("/v1/completions", {"prompt": "x " * 10, "max_tokens": 262144})
+    assert status == 400 and out["object"] == "error" and "maximum context length" in out["message"]
+    assert srv3.post_json("/v1/chat/completions", {"messages": []})[0] == 400
+    assert srv3.get("/no/such/path")[0] == 404
+
+
+def test_metrics_text(srv3):
+    generate(srv3, "warm the counters", 60, temperature=0, ignore_eos=True)
+    status, body = srv3.get("/metrics")
+    text = body.decode()
+    assert status == 200
+    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:gen_throughput",
+                 "sglang:max_total_num_tokens", "sglang:spec_accept_length", "sglang:spec_accept_rate",
+                 "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
+                 "sglang:spec_verify_calls_total", "sglang:time_to_first_token_seconds_bucket"):
+        assert re.search(rf"^{re.escape(name)}\{{[^}}]*model_name=\"qwen3\.5-122b\"[^}}]*\}} [\d.e+-]+$", text, re.M), name
+    gen = float(re.search(r"^sglang:generation_tokens_total\{.*\} ([\d.]+)$", text, re.M).group(1))
+    ver = float(re.search(r"^sglang:spec_verify_calls_total\{.*\} ([\d.]+)$", text, re.M).group(1))
+    assert gen >= 60 and 1.0 < gen / ver <= 4.0
+    assert "# TYPE sglang:generation_tokens_total counter" in text
+
+
+def test_metrics_absent_without_flag(srv1):
+    assert srv1.get("/metrics")[0] == 404
+
+
+def test_decode_log_lines_and_access_log(srv3):
+    generate(srv3, "make some decode steps", 100, temperature=0, ignore_eos=True)
+    log = srv3.log()
+    lines = re.findall(r"\[[\d\- :]+ TP0\] Decode batch, #running-req: \d+, #full token: \d+, full token usage: "
+                       r"[\d.]+, mamba num: \d+, mamba usage: [\d.]+, accept len: ([\d.]+), accept rate: ([\d.]+), "
+                       r"cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: \d+", log)
+    assert lines and all(1.0 <= float(a) <= 4.0 and 0.0 <= float(r) <= 1.0 for a, r in lines)
+    assert "Prefill batch, #new-seq: 1, #new-token: " in log
+    assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "POST /generate HTTP/1\.1" 200 OK', srv3.access())
+    info = srv3.get_json("/server_info")
+    assert 1.0 < info["internal_states"][0]["avg_spec_accept_length"] <= 4.0
+
+
+def test_flush_cache_resets_speculative_counters(srv3):
+    generate(srv3, "some traffic first", 60, temperature=0, ignore_eos=True)
+    status, _, _ = srv3.request("POST", "/flush_cache")
+    assert status == 200
+    assert "avg_spec_accept_length" not in srv3.get_json("/server_info")["internal_states"][0]
+    assert "Cache flushed successfully!" in srv3.log()
+
+
+def test_single_request_timing_follows_the_model(srv3):
+    """One request alone: e2e = overhead + prefill + decode steps of t(1, 3) (generous bounds: real time)."""
+    n = 400
+    t0 = time.perf_counter()
+    out = generate(srv3, "time this request", n, temperature=0, ignore_eos=True)
+    wall = time.perf_counter() - t0
+    steps = out["meta_info"]["spec_verify_ct"]
+    predicted = (P.t_request_overhead_ms + model.prefill_time_ms(P, 3) + steps * model.step_time_ms(P, 1, 3)) / 1000
+    assert out["meta_info"]["e2e_latency"] == pytest.approx(predicted, rel=0.2)
+    assert wall >= predicted * 0.95
+    assert n / steps == pytest.approx(model.tau(P.alpha_at(0.0), 3), rel=0.1)
+
+
+def test_admission_queues_beyond_max_running_requests(emulator):
+    e = emulator("--max-running-requests", "2", "--emulator-startup-s", "0.1", "--enable-metrics").wait_ready()
+    results: list[dict] = []
+
+    def one(i: int) -> None:
+        results.append(generate(e, f"queued request {i}", 150, temperature=0, ignore_eos=True))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    time.sleep(0.4)
+    text = e.get("/metrics")[1].decode()
+    running = float(re.search(r"^sglang:num_running_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+    queued = float(re.search(r"^sglang:num_queue_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+    for t in threads:
+        t.join(30)
+    assert running == 2 and queued == 3
+    assert len(results) == 5 and all(r["meta_info"]["completion_tokens"] == 150 for r in results)
+
+
+# ---- auth and shutdown ---------------------------------------------------------------------------------
+
+def test_api_key_is_enforced(emulator):
+    e = emulator("--api-key", "k3y", "--enable-metrics", "--emulator-startup-s", "0.1").wait_ready()
+    good = {"Authorization": "Bearer k3y"}
+    assert e.get("/v1/models")[0] == 401
+    assert e.get("/v1/models", headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert e.get("/v1/models", headers=good)[0] == 200
+    assert e.get("/server_info")[0] == 401 and e.get("/server_info", headers=good)[0] == 200
+    assert e.get("/health")[0] == 200 and e.get("/metrics")[0] == 200  # always open (sglang-facts.md §3)
+    status, body = e.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}})
+    assert status == 401 and body == {"error": "Unauthorized"}
+    assert e.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}}, headers=good)[0] == 200
+    assert "k3y" not in e.log() and "api_key='[REDACTED]'" in e.log()
+    assert "k3y" not in json.dumps(e.get_json("/server_info", headers=good))
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_zero(emulator):
+    e = emulator(*spec_flags(2), "--emulator-startup-s", "0.1").wait_ready()
+    result: dict = {}
+
+    def long_request() -> None:
+        try:
+            result["out"] = generate(e, "finish me during shutdown", 300, temperature=0, ignore_eos=True)
+        except (urllib.error.URLError, ConnectionError) as exc:
+            result["error"] = exc
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    time.sleep(0.3)
+    e.proc.send_signal(15)
+    t.join(20)
+    assert e.wait_exit() == 0
+    assert result.get("out", {}).get("meta_info", {}).get("completion_tokens") == 300, result
+    log = e.log()
+    assert "SIGTERM received. signum=None frame=None. Draining requests and shutting down..." in log
+    assert "Gracefully exiting... Remaining number of requests 0." in log
+    assert "Finished server process" in log
+
+
+def test_sigterm_during_startup_exits_promptly(emulator):
+    e = emulator("--emulator-startup-s", "30")
+    e.wait_for_line("Load weight begin")
+    e.proc.send_signal(15)
+    assert e.wait_exit(5) == 0
+
+
+def test_generate_batch_of_prompts(srv3):
+    status, out = srv3.post_json("/generate", {"text": ["first prompt", "second prompt here"],
+                                               "sampling_params": {"max_new_tokens": 7, "temperature": 0,
+                                                                   "ignore_eos": True}})
+    assert status == 200 and isinstance(out, list) and len(out) == 2
+    assert [o["meta_info"]["prompt_tokens"] for o in out] == [2, 3]
+    assert all(o["meta_info"]["completion_tokens"] == 7 for o in out)
+
+
+def test_client_disconnect_frees_the_slot(emulator):
+    import socket as _socket
+    e = emulator("--emulator-startup-s", "0.1", "--enable-metrics").wait_ready()
+    body = json.dumps({"prompt": "go away early", "max_tokens": 2000, "ignore_eos": True, "stream": True}).encode()
+    with _socket.create_connection(("127.0.0.1", e.port)) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        assert s.recv(200).startswith(b"HTTP/1.1 200")
+        time.sleep(0.3)
+    deadline = time.time() + 5
+    running = None
+    while time.time() < deadline:
+        text = e.get("/metrics")[1].decode()
+        running = float(re.search(r"^sglang:num_running_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+        if running == 0:
+            break
+        time.sleep(0.1)
+    assert running == 0
+    assert "Traceback" not in e.log()
+
+
+def test_multi_node_ranks(emulator):
+    head = emulator("--tp-size", "4", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:5000",
+                    "--emulator-startup-s", "0.1").wait_ready()
+    other = emulator("--tp-size", "4", "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "127.0.0.1:5000",
+                     "--emulator-startup-s", "0.1")
+    other.wait_for_line(" TP3] Capture cuda graph end.")
+    time.sleep(0.3)
+    hl, ol = head.log(), other.log()
+    assert " TP1] Load weight begin" in hl and " TP2]" not in hl and "TP0] max_total_num_tokens=" in hl
+    assert " TP2] Load weight begin" in ol and " TP0]" not in ol and "max_total_num_tokens=" not in ol
+    with pytest.raises(OSError):
+        other.get("/health", timeout=1)  # only rank 0's node serves HTTP
+    other.proc.send_signal(15)
+    assert other.wait_exit(5) == 0

@@ -1,0 +1,34 @@
+"""`python -m tuner.emulator [sglang.launch_server flags] [--emulator-* flags]`."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from . import args as args_mod
+from .faults import FaultError, FaultSet, parse_faults
+from .profile import ProfileError, load_profile
+from .runner import Runner
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ns = args_mod.parse_flags(argv)  # argparse: usage + "error: ..." and exit 2, as SGLang
+    try:
+        profile = load_profile(ns.emulator_profile)
+        profile_faults = parse_faults(list(profile.faults))
+    except (ProfileError, FaultError) as e:
+        print(f"{args_mod.PROG}: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        cfg = args_mod.resolve(ns, profile)  # AssertionError / ValueError surface as SGLang's do
+    except args_mod.EmulatorUnsupported as e:
+        print(f"{args_mod.PROG}: error: {e}", file=sys.stderr)
+        return 2
+    faults = FaultSet.from_list(profile_faults + cfg.faults)
+    startup_s = ns.emulator_startup_s if ns.emulator_startup_s is not None else profile.startup_s
+    return asyncio.run(Runner(cfg, profile, faults, startup_s).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,488 @@
+"""The batch scheduler: an SGLang-like loop that decides what the emulated GPU does next.
+
+The core (`Scheduler`) never reads a clock and never sleeps: callers pass the time in and run a
+batch for `batch.duration` seconds, on whatever clock they keep. `RealtimeDriver` runs it on the
+asyncio loop's clock for the HTTP server; `simulate.py` runs the very same code in virtual time for
+predictions and the calibration fit, so both follow one model.
+
+One iteration, as SGLang's event loop does it (sglang-facts.md §1.4; emulator-model.md):
+admit waiting requests (FIFO) while running < max_running_requests and the KV pool has room for
+input + max output; if any were admitted, run one prefill batch (it yields each request's first
+token); otherwise run one decode/verify step of all running requests, in which each request
+accepts a random number of tokens (truncated geometric, mean tau(k)) that go out as one chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from . import logs, model
+from .profile import Profile
+
+PREFILL = 0
+DECODE = 1
+
+# Behind its own clock by more than this, the driver stops trying to catch up (the model's time is
+# then lost, and the speed benchmark shows it as fewer tokens than predicted).
+MAX_LAG_S = 1.0
+
+
+class Request:
+    """One generation request as the scheduler sees it (counts, not text)."""
+
+    __slots__ = (
+        "rid", "input_tokens", "max_new_tokens", "stop_at", "kv_need", "ila", "alpha",
+        "arrival", "ready_at", "admitted_at", "first_token_at", "finished_at",
+        "generated", "verify_ct", "accepted_drafts", "hist", "finished", "finish_reason",
+        "aborted", "notify", "internal", "user",
+    )
+
+    def __init__(
+        self,
+        rid: str,
+        input_tokens: int,
+        max_new_tokens: int,
+        *,
+        alpha: float,
+        stop_at: int | None = None,
+        notify: Callable[["Request"], None] | None = None,
+        internal: bool = False,
+        user: object = None,
+    ) -> None:
+        self.rid = rid
+        self.input_tokens = max(1, int(input_tokens))
+        self.max_new_tokens = max(1, int(max_new_tokens))
+        # stop_at: where the model emits EOS by itself (None with ignore_eos)
+        self.stop_at = stop_at
+        self.alpha = alpha
+        # 1/log(alpha) for the inverse-CDF draw; 0 => always 1 token, huge negative => always k+1
+        if alpha <= 0.0:
+            self.ila = 0.0
+        elif alpha >= 1.0:
+            self.ila = -1e18
+        else:
+            self.ila = 1.0 / math.log(alpha)
+        self.kv_need = 0
+        self.arrival = 0.0
+        self.ready_at = 0.0
+        self.admitted_at = -1.0
+        self.first_token_at = -1.0
+        self.finished_at = -1.0
+        self.generated = 0
+        self.verify_ct = 0
+        self.accepted_drafts = 0
+        self.hist: list[int] | None = None
+        self.finished = False
+        self.finish_reason = ""  # "length" | "stop" | "abort"
+        self.aborted = False
+        self.notify = notify
+        self.internal = internal  # health checks: not counted in metrics
+        self.user = user
+
+    @property
+    def limit(self) -> int:
+        """Tokens this request will produce in total."""
+        if self.stop_at is not None and self.stop_at < self.max_new_tokens:
+            return self.stop_at
+        return self.max_new_tokens
+
+
+@dataclass
+class Batch:
+    kind: int
+    reqs: list[Request]
+    duration: float  # seconds
+    new_tokens: int = 0  # prefill: input tokens in the batch
+
+
+@dataclass
+class EngineSpec:
+    """What the scheduler needs from the resolved server arguments."""
+
+    k: int  # speculative steps; 0 = no speculation
+    topk: int
+    verify_tokens: int  # num_draft_tokens (k + 1 for a chain)
+    max_running_requests: int
+    max_total_num_tokens: int
+    chunked_prefill_size: int
+    decode_log_interval: int
+    context_len: int
+    state_slot_cap: int = 0
+    hybrid: bool = False
+
+
+def _reason(r: Request) -> str:
+    """OpenAI/SGLang finish reason: "stop" when the model's own EOS came before max tokens."""
+    if r.stop_at is not None and r.stop_at < r.max_new_tokens and r.generated >= r.stop_at:
+        return "stop"
+    return "length"
+
+
+class Scheduler:
+    """Admission, prefill and decode/verify steps, and the counters SGLang reports."""
+
+    def __init__(self, profile: Profile, spec: EngineSpec, rng: random.Random,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.p = profile
+        self.spec = spec
+        self.k = spec.k
+        self.rng = rng
+        self.log = log
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.kv_reserved = 0
+        self.kv_live = 0  # tokens actually held (inputs + outputs so far), for "token usage"
+        self.prefill_budget = spec.chunked_prefill_size if spec.chunked_prefill_size > 0 else 16384
+        # counters (sglang-facts.md §3.1, §3.2)
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.num_requests_total = 0
+        self.spec_verify_calls_total = 0
+        self.spec_total_accepted = 0  # folded in at each decode-log interval, like SGLang
+        self.spec_total_forward = 0
+        self.last_spec_accept_length = 0.0
+        self.last_spec_accept_rate = 0.0
+        self.last_gen_throughput = 0.0
+        self.forward_ct_decode = 0
+        self.last_output_time = -1.0
+        self.busy_time = 0.0
+        # current decode-log window
+        self._win_passes = 0
+        self._win_accepted = 0
+        self._win_tokens = 0
+        self._win_start = None  # type: float | None
+        self._prefill_tokens_since = 0
+        self._prefill_log_t = None  # type: float | None
+
+    # ---- requests in ----------------------------------------------------------------------------
+    def submit(self, req: Request, now: float) -> None:
+        req.arrival = now
+        req.ready_at = now + self.p.t_request_overhead_ms / 1000.0
+        clip = min(req.max_new_tokens, self.p.clip_max_new_tokens)
+        req.kv_need = req.input_tokens + clip
+        self.waiting.append(req)
+
+    def abort(self, req: Request) -> None:
+        """Client went away: a queued request leaves the queue now, a running one at the step's end."""
+        if req.finished:
+            return
+        req.aborted = True
+        if req.admitted_at < 0:
+            try:
+                self.waiting.remove(req)
+            except ValueError:
+                return
+            self._finish_aborted(req, req.arrival)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    def next_event_time(self) -> float | None:
+        """When a waiting request becomes admissible (its pre-admission overhead has passed)."""
+        for r in self.waiting:
+            if not r.aborted:
+                return r.ready_at
+        return None
+
+    # ---- choose the next batch -----------------------------------------------------------------
+    def next_batch(self, now: float) -> Batch | None:
+        waiting = self.waiting
+        running = self.running
+        spec = self.spec
+        if waiting and len(running) < spec.max_running_requests:
+            new: list[Request] = []
+            tokens = 0
+            while waiting:
+                r = waiting[0]
+                if r.aborted:
+                    waiting.popleft()
+                    self._finish_aborted(r, now)
+                    continue
+                if r.ready_at > now + 1e-9:
+                    break
+                if len(running) + len(new) >= spec.max_running_requests:
+                    break
+                if self.kv_reserved + r.kv_need > spec.max_total_num_tokens:
+                    if not running and not new:
+                        # can never fit: SGLang would reject it; emulate by truncating the reservation
+                        r.kv_need = max(0, spec.max_total_num_tokens - self.kv_reserved)
+                    else:
+                        break
+                if new and tokens + r.input_tokens > self.prefill_budget:
+                    break
+                waiting.popleft()
+                new.append(r)
+                tokens += r.input_tokens
+                self.kv_reserved += r.kv_need
+                r.admitted_at = now
+            if new:
+                if self.log is not None:
+                    self._log_prefill(new, tokens, now)
+                return Batch(PREFILL, new, model.prefill_time_ms(self.p, tokens) / 1000.0, tokens)
+        if running:
+            ms = model.step_time_ms(self.p, len(running), self.k, spec.verify_tokens if self.k else None)
+            return Batch(DECODE, running, ms / 1000.0)
+        return None
+
+    # ---- apply a batch's effects at its end time -------------------------------------------------
+    def finish_batch(self, batch: Batch, t: float) -> None:
+        self.busy_time += batch.duration
+        self.last_output_time = t
+        if batch.kind == PREFILL:
+            self._finish_prefill(batch, t)
+        else:
+            self._finish_decode(batch, t)
+
+    def _finish_prefill(self, batch: Batch, t: float) -> None:
+        running = self.running
+        for r in batch.reqs:
+            if not r.internal:
+                self.prompt_tokens_total += r.input_tokens
+            self.kv_live += r.input_tokens
+            if r.aborted:
+                self._release(r, t, "abort")
+                continue
+            r.first_token_at = t
+            r.generated = 1
+            self.kv_live += 1
+            if not r.internal:
+                self.generation_tokens_total += 1
+            if self.k:
+                r.hist = [0] * (self.k + 1)
+            if r.limit <= 1:
+                self._release(r, t, _reason(r))
+            else:
+                running.append(r)
+            if r.notify is not None:
+                r.notify(r)
+
+    def _finish_decode(self, batch: Batch, t: float) -> None:
+        k = self.k
+        reqs = batch.reqs
+        bs = len(reqs)
+        ended: list[Request] | None = None
+        emitted = 0
+        if k:
+            rnd = self.rng.random
+            log = math.log
+            kp1 = k + 1
+            accepted = 0
+            for r in reqs:
+                if r.aborted:
+                    if ended is None:
+                        ended = []
+                    ended.append(r)
+                    continue
+                x = 1.0 - rnd()  # in (0, 1]
+                a = 1 + int(log(x) * r.ila)
+                if a > kp1:
+                    a = kp1
+                accepted += a
+                r.verify_ct += 1
+                r.accepted_drafts += a - 1
+                r.hist[a - 1] += 1  # type: ignore[index]
+                left = r.limit - r.generated
+                n = a if a < left else left
+                r.generated += n
+                emitted += n
+                if n == left:
+                    if ended is None:
+                        ended = []
+                    ended.append(r)
+                elif r.notify is not None:
+                    r.notify(r)
+            self._win_passes += bs
+            self._win_accepted += accepted
+            self.spec_verify_calls_total += bs
+        else:
+            for r in reqs:
+                if r.aborted:
+                    if ended is None:
+                        ended = []
+                    ended.append(r)
+                    continue
+                r.generated += 1
+                emitted += 1
+                if r.generated >= r.limit:
+                    if ended is None:
+                        ended = []
+                    ended.append(r)
+                elif r.notify is not None:
+                    r.notify(r)
+        self.kv_live += emitted
+        self.generation_tokens_total += emitted
+        self._win_tokens += emitted
+        if ended:
+            for r in ended:
+                self._release(r, t, "abort" if r.aborted else _reason(r))
+                if r.notify is not None and not r.aborted:
+                    r.notify(r)
+            self.running = [r for r in reqs if not r.finished]
+        self.forward_ct_decode += 1
+        if self._win_start is None:
+            self._win_start = t - batch.duration
+        if self.forward_ct_decode % max(1, self.spec.decode_log_interval) == 0:
+            self._close_window(t)
+
+    def _release(self, r: Request, t: float, reason: str) -> None:
+        r.finished = True
+        r.finish_reason = reason
+        r.finished_at = t
+        self.kv_reserved -= r.kv_need
+        self.kv_live -= r.input_tokens + r.generated
+        if not r.internal and reason != "abort":
+            self.num_requests_total += 1
+
+    def _finish_aborted(self, r: Request, t: float) -> None:
+        r.finished = True
+        r.finish_reason = "abort"
+        r.finished_at = t
+
+    # ---- the periodic decode log line and the counters behind /server_info ---------------------
+    def _close_window(self, t: float) -> None:
+        start = self._win_start if self._win_start is not None else t
+        elapsed = max(t - start, 1e-9)
+        self.last_gen_throughput = self._win_tokens / elapsed
+        accept_len = accept_rate = None
+        if self.k and self._win_passes:
+            accept_len = self._win_accepted / self._win_passes
+            drafts = self.spec.verify_tokens - 1
+            accept_rate = (self._win_accepted - self._win_passes) / (self._win_passes * drafts) if drafts > 0 else 0.0
+            self.last_spec_accept_length = accept_len
+            self.last_spec_accept_rate = accept_rate
+            # lifetime totals are folded in only here (sglang-facts.md §3.1)
+            self.spec_total_accepted += self._win_accepted
+            self.spec_total_forward += self._win_passes
+        if self.log is not None:
+            self.log(self._decode_line(accept_len, accept_rate))
+        self._win_passes = self._win_accepted = self._win_tokens = 0
+        self._win_start = t
+
+    def _usage(self) -> tuple[int, float, float]:
+        total = max(1, self.spec.max_total_num_tokens)
+        tokens = max(0, self.kv_live)
+        mamba_usage = len(self.running) / self.spec.state_slot_cap if self.spec.state_slot_cap else 0.0
+        return tokens, tokens / total, mamba_usage
+
+    def _decode_line(self, accept_len: float | None, accept_rate: float | None) -> str:
+        tokens, usage, mamba_usage = self._usage()
+        return logs.decode_batch_line(
+            running=len(self.running), tokens=tokens, token_usage=usage,
+            gen_throughput=self.last_gen_throughput, queue=len(self.waiting),
+            accept_len=accept_len, accept_rate=accept_rate, hybrid=self.spec.hybrid,
+            mamba_num=len(self.running), mamba_usage=mamba_usage,
+        )
+
+    def _log_prefill(self, new: list[Request], tokens: int, now: float) -> None:
+        self._prefill_tokens_since += tokens
+        if self._prefill_log_t is None:
+            thr = 0.0
+        else:
+            thr = self._prefill_tokens_since / max(now - self._prefill_log_t, 1e-9)
+        self._prefill_log_t = now
+        self._prefill_tokens_since = 0
+        live, usage, mamba_usage = self._usage()
+        self.log(logs.prefill_batch_line(  # type: ignore[misc]
+            new_seq=len(new), new_token=tokens, token_usage=usage, running=len(self.running),
+            queue=len(self.waiting), input_throughput=thr, hybrid=self.spec.hybrid, mamba_usage=mamba_usage,
+        ))
+
+    def avg_spec_accept_length(self) -> float | None:
+        """Lifetime accept length, or None before the first folded window (as SGLang omits it)."""
+        if not self.k or not self.spec_total_forward:
+            return None
+        return self.spec_total_accepted / self.spec_total_forward
+
+    def reset_spec_counters(self) -> None:
+        """What /flush_cache does to the speculative counters when idle (sglang-facts.md §3)."""
+        self.spec_total_accepted = self.spec_total_forward = 0
+        self._win_passes = self._win_accepted = self._win_tokens = 0
+        self.last_spec_accept_length = self.last_spec_accept_rate = 0.0
+
+
+class RealtimeDriver:
+    """Runs the scheduler on the asyncio loop's clock, with step ends on absolute deadlines.
+
+    Each batch ends at `start + duration` where `start` is the previous batch's deadline, not the
+    moment the loop woke up, so sleep jitter and processing time do not accumulate: the emulator
+    keeps its own clock as long as it is less than MAX_LAG_S behind.
+    """
+
+    def __init__(self, scheduler: Scheduler, on_batch: Callable[[], None] | None = None) -> None:
+        self.s = scheduler
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.on_batch = on_batch
+        self.lag_resets = 0
+        self.max_lag = 0.0
+        self.stopped = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        self.stopped = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def submit(self, req: Request) -> None:
+        self.s.submit(req, asyncio.get_running_loop().time())
+        self._wake.set()
+
+    def abort(self, req: Request) -> None:
+        self.s.abort(req)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        s = self.s
+        deadline: float | None = None
+        while not self.stopped:
+            now = loop.time()
+            batch = s.next_batch(now)
+            if batch is None:
+                deadline = None
+                self._wake.clear()
+                wake_at = s.next_event_time()
+                handle = loop.call_at(wake_at, self._wake.set) if wake_at is not None else None
+                await self._wake.wait()
+                if handle is not None:
+                    handle.cancel()
+                continue
+            if deadline is None:
+                start = now
+            else:
+                lag = now - deadline
+                if lag > self.max_lag:
+                    self.max_lag = lag
+                if lag > MAX_LAG_S:
+                    self.lag_resets += 1
+                    start = now
+                else:
+                    start = deadline
+            deadline = start + batch.duration
+            delay = deadline - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                await asyncio.sleep(0)
+            s.finish_batch(batch, deadline)
+            if self.on_batch is not None:
+                self.on_batch()

@@ -1,0 +1,191 @@
+"""SGLang's log lines, in SGLang's format (reference/sglang-facts.md §1).
+
+Format: `[%Y-%m-%d %H:%M:%S{.mmm if SGLANG_LOG_MS=1}{rank prefix}] message`, no level name for
+SGLang's own loggers; uvicorn lines as `[time] INFO:     message`. SGLang's loggers write to
+stderr and uvicorn's access log to stdout (journald collects both). The line builders are pure
+functions so tests and the module's parser can be checked against them without a process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+
+def rank_prefix(tp_rank: int | None, tp_size: int, dp_rank: int | None = None, dp_size: int = 1) -> str:
+    """" DP{n}" when data-parallel ranks exist, " TP{n}" only when tp_size > 1 (sglang-facts.md §1.1)."""
+    out = ""
+    if dp_rank is not None and dp_size > 1:
+        out += f" DP{dp_rank}"
+    if tp_rank is not None and tp_size > 1:
+        out += f" TP{tp_rank}"
+    return out
+
+
+def _uvicorn_levelprefix(level: str) -> str:
+    # uvicorn pads "LEVEL:" to 9 columns; the format adds one space (sglang-facts.md §1.1).
+    return (level.upper() + ":").ljust(9)
+
+
+class Logger:
+    """Writes SGLang-format lines; caches the timestamp text per second to keep the cost per line low."""
+
+    def __init__(
+        self,
+        level: str = "info",
+        http_level: str | None = None,
+        log_ms: bool | None = None,
+        out: TextIO | None = None,
+        access_out: TextIO | None = None,
+        clock=time.time,
+    ) -> None:
+        self.level = LEVELS.get(level, 20)
+        self.http_level = LEVELS.get(http_level or level, 20)
+        self.log_ms = (os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true")) if log_ms is None else log_ms
+        self.out = out if out is not None else sys.stderr
+        self.access_out = access_out if access_out is not None else sys.stdout
+        self.clock = clock
+        self._sec = -1
+        self._sec_text = ""
+
+    def stamp(self) -> str:
+        now = self.clock()
+        sec = int(now)
+        if sec != self._sec:
+            self._sec = sec
+            self._sec_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(sec))
+        if self.log_ms:
+            return f"{self._sec_text}.{int((now - sec) * 1000):03d}"
+        return self._sec_text
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def info(self, message: str, prefix: str = "") -> None:
+        """An SGLang INFO line, e.g. `[2026-06-14 09:02:31 TP0] max_total_num_tokens=...`."""
+        if self.level <= 20:
+            self._write(self.out, f"[{self.stamp()}{prefix}] {message}")
+
+    def warning(self, message: str, prefix: str = "") -> None:
+        if self.level <= 30:
+            self._write(self.out, f"[{self.stamp()}{prefix}] {message}")
+
+    def error(self, message: str, prefix: str = "") -> None:
+        if self.level <= 40:
+            self._write(self.out, f"[{self.stamp()}{prefix}] {message}")
+
+    def located(self, level: str, where: str, message: str) -> None:
+        """Lines logged while arguments are resolved: `[time] WARNING server_args.py:2364: message`."""
+        if self.level <= LEVELS.get(level.lower(), 20):
+            self._write(self.out, f"[{self.stamp()}] {level.upper()} {where}: {message}")
+
+    def raw(self, text: str) -> None:
+        """Unformatted text (tracebacks continue over several lines)."""
+        self._write(self.out, text)
+
+    def uvicorn(self, message: str, level: str = "INFO") -> None:
+        if self.http_level <= LEVELS.get(level.lower(), 20):
+            self._write(self.out, f"[{self.stamp()}] {_uvicorn_levelprefix(level)} {message}")
+
+    def access(self, client: str, method: str, path: str, status: int, reason: str) -> None:
+        """`[time] INFO:     127.0.0.1:51872 - "POST /generate HTTP/1.1" 200 OK` (sglang-facts.md §1.1)."""
+        if self.http_level <= 20:
+            self._write(self.access_out,
+                        f'[{self.stamp()}] INFO:     {client} - "{method} {path} HTTP/1.1" {status} {reason}')
+
+
+# ---- message builders (pure): the text after the bracketed prefix ---------------------------------
+
+def capacity_line(
+    max_total_num_tokens: int,
+    chunked_prefill_size: int,
+    max_prefill_tokens: int,
+    max_running_requests: int,
+    context_len: int,
+    available_gpu_mem: float,
+) -> str:
+    """The scheduler's capacity line, field order of sglang-facts.md §1.2."""
+    return (
+        f"max_total_num_tokens={max_total_num_tokens}, chunked_prefill_size={chunked_prefill_size}, "
+        f"max_prefill_tokens={max_prefill_tokens}, max_running_requests={max_running_requests}, "
+        f"context_len={context_len}, available_gpu_mem={available_gpu_mem:.2f} GB"
+    )
+
+
+def kv_cache_line(tokens: int, k_gb: float, v_gb: float) -> str:
+    """MHA/GQA form of the KV pool line (0.5.5-0.5.12, sglang-facts.md §1.3)."""
+    return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+
+
+def mamba_cache_line(size: int, conv_gb: float, ssm_gb: float,
+                     intermediate_ssm_gb: float | None = None, intermediate_conv_gb: float | None = None) -> str:
+    """Hybrid models' state pool line; the intermediate caches appear with speculation (§1.3)."""
+    text = f"Mamba Cache is allocated. max_mamba_cache_size: {size}, conv_state size: {conv_gb:.2f}GB, ssm_state size: {ssm_gb:.2f}GB "
+    if intermediate_ssm_gb is not None:
+        text += (f"intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB "
+                 f"intermediate_conv_window_cache size: {intermediate_conv_gb or 0.0:.2f}GB")
+    return text
+
+
+def decode_batch_line(
+    *,
+    running: int,
+    tokens: int,
+    token_usage: float,
+    gen_throughput: float,
+    queue: int,
+    accept_len: float | None = None,
+    accept_rate: float | None = None,
+    hybrid: bool = False,
+    mamba_num: int = 0,
+    mamba_usage: float = 0.0,
+    cuda_graph: bool = True,
+) -> str:
+    """`Decode batch, ...` every --decode-log-interval steps (sglang-facts.md §1.4), hybrid form when asked."""
+    if hybrid:
+        mid = (f"#full token: {tokens}, full token usage: {token_usage:.2f}, "
+               f"mamba num: {mamba_num}, mamba usage: {mamba_usage:.2f}, ")
+    else:
+        mid = f"#token: {tokens}, token usage: {token_usage:.2f}, "
+    spec = ""
+    if accept_len is not None:
+        spec = f"accept len: {accept_len:.2f}, accept rate: {accept_rate or 0.0:.2f}, "
+    return (f"Decode batch, #running-req: {running}, {mid}{spec}cuda graph: {cuda_graph}, "
+            f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queue}")
+
+
+def prefill_batch_line(
+    *,
+    new_seq: int,
+    new_token: int,
+    token_usage: float,
+    running: int,
+    queue: int,
+    input_throughput: float,
+    hybrid: bool = False,
+    mamba_usage: float = 0.0,
+) -> str:
+    """`Prefill batch, ...` for each prefill batch (sglang-facts.md §1.4; hybrid form as seen in public logs)."""
+    if hybrid:
+        usage = f"full token usage: {token_usage:.2f}, mamba usage: {mamba_usage:.2f}, "
+    else:
+        usage = f"token usage: {token_usage:.2f}, "
+    return (f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: 0, {usage}"
+            f"#running-req: {running}, #queue-req: {queue}, input throughput (token/s): {input_throughput:.2f}, "
+            f"cuda graph: False")
+
+
+READY_LINE = "The server is fired up and ready to roll!"
+NOT_ENOUGH_MEMORY = (
+    "Not enough memory. Please try to increase --mem-fraction-static. "
+    "Current value: self.server_args.mem_fraction_static={value}"
+)
+SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."

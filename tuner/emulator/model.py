@@ -1,0 +1,151 @@
+"""The performance model of reference/emulator-model.md, as pure functions.
+
+Nothing here sleeps, draws, or touches I/O: the scheduler (engine.py), the calibration fit and the
+tests all call the same formulas, so what is calibrated is what is served.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .profile import Profile
+
+
+def tau(alpha: float, k: int) -> float:
+    """Expected tokens per verify step of a chain of k drafts plus the bonus token.
+
+    tau(k) = (1 - alpha^(k+1)) / (1 - alpha); tau(0) = 1 (emulator-model.md, "Tokens per verify step").
+    """
+    if k <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def accept_pmf(alpha: float, k: int) -> list[float]:
+    """P(a tokens emitted in one verify step), a = 1..k+1: the truncated geometric whose mean is tau.
+
+    The first draft that fails ends the chain; the target's own token always comes out, so
+    P(a=j) = alpha^(j-1) (1-alpha) for j <= k and P(a=k+1) = alpha^k.
+    """
+    if k <= 0:
+        return [1.0]
+    p = [alpha ** (j - 1) * (1.0 - alpha) for j in range(1, k + 1)]
+    p.append(alpha**k)
+    return p
+
+
+def draw_accepted(u: float, alpha: float, k: int) -> int:
+    """Inverse-CDF draw from accept_pmf for a uniform u in [0, 1): one call per request per step.
+
+    P(a > j) = alpha^j, so a = 1 + floor(log(1-u) / log(alpha)), capped at k+1.
+    """
+    if k <= 0:
+        return 1
+    if alpha <= 0.0:
+        return 1
+    if alpha >= 1.0:
+        return k + 1
+    x = 1.0 - u
+    if x <= 0.0:
+        return k + 1
+    a = 1 + int(math.log(x) / math.log(alpha))
+    return a if a <= k + 1 else k + 1
+
+
+def effective_alpha(alpha: float, topk: int) -> float:
+    """Per-level acceptance when topk candidates are drafted per position.
+
+    The model document covers chains (topk 1). For topk > 1 the emulator assumes independent
+    candidates: a level is accepted when any of the topk candidates matches, 1 - (1-alpha)^topk.
+    """
+    if topk <= 1:
+        return alpha
+    return 1.0 - (1.0 - alpha) ** topk
+
+
+def step_time_ms(p: Profile, batch: int, k: int, verify_tokens: int | None = None) -> float:
+    """Duration of one decode (k = 0) or draft+verify (k >= 1) step for `batch` running requests.
+
+    t(B,0) = t_base + c_tok*B; t(B,k) = t_spec + k*t_draft + c_verify*B*n, n = k+1 for a chain
+    (emulator-model.md, "Time of one decode step"); n is the verify width (num_draft_tokens).
+    """
+    if k <= 0:
+        return p.t_base_ms + p.c_tok_ms * batch
+    n = verify_tokens if verify_tokens is not None else k + 1
+    return p.t_spec_ms + k * p.t_draft_ms + p.c_verify_ms * batch * n
+
+
+def prefill_time_ms(p: Profile, tokens: int) -> float:
+    """One prefill batch: a fixed cost per chunk plus a cost per input token (emulator-model.md, "Prefill")."""
+    chunks = max(1, math.ceil(tokens / p.chunked_prefill_size)) if p.chunked_prefill_size > 0 else 1
+    return chunks * p.t_prefill_base_ms + tokens * p.t_prefill_tok_ms
+
+
+def per_request_rate(p: Profile, batch: int, k: int, alpha: float, verify_tokens: int | None = None) -> float:
+    """Tokens/s of one request while `batch` requests decode together: 1000 * tau / t(B,k)."""
+    return 1000.0 * tau(alpha, k) / step_time_ms(p, batch, k, verify_tokens)
+
+
+def mem_fraction_token_delta(p: Profile, mem_fraction_static: float | None) -> int:
+    """KV tokens gained (or lost) by running at another --mem-fraction-static than the profile's.
+
+    The profile's token counts were read at p.mem_fraction_static; each extra fraction of a GPU's
+    memory becomes KV cells of kv_bytes_per_token (per rank), as SGLang's profile_max_num_token
+    sizes the pool from what the static fraction leaves after the weights (sglang-facts.md §1.2).
+    """
+    if mem_fraction_static is None or p.kv_bytes_per_token <= 0:
+        return 0
+    delta_gb = (mem_fraction_static - p.mem_fraction_static) * p.gpu_mem_gb
+    return int(delta_gb * (1 << 30) / p.kv_bytes_per_token)
+
+
+def max_total_num_tokens(p: Profile, k: int, mem_fraction_static: float | None = None) -> int:
+    """KV pool tokens at depth k: kv_nospec - k * kv_per_step, or the measured value for this k.
+
+    Measured counts (the seed's journal) take precedence over the straight line through them, so an
+    emulated host prints what the real one printed. A result <= 0 means SGLang cannot allocate the
+    pool and fails at start-up (emulator-model.md, "Admission and KV capacity").
+    """
+    if k in p.kv_tokens_measured:
+        base = p.kv_tokens_measured[k]
+    else:
+        base = p.kv_tokens_nospec - max(k, 0) * p.kv_tokens_per_step
+    return base + mem_fraction_token_delta(p, mem_fraction_static)
+
+
+def state_slot_cap(p: Profile, k: int) -> int:
+    """Requests the hybrid model's per-request state pool holds at depth k: floor(slots - k*per_step).
+
+    A tiny epsilon keeps values such as 30.6 - 4*4.4 = 13.0 (13.000000000000002 or 12.99999...) on
+    the intended side of floor().
+    """
+    return max(0, math.floor(p.state_slots - max(k, 0) * p.state_slots_per_step + 1e-9))
+
+
+def max_running_requests(p: Profile, k: int, flag: int | None, kv_tokens: int) -> int:
+    """min(flag if given, state-slot cap, max_total_num_tokens // 2) (emulator-model.md).
+
+    `flag` is the already-resolved server argument: with speculation on and no
+    --max-running-requests, args.py has set it to 48 as SGLang 0.5.x does (sglang-facts.md §2.4).
+    """
+    caps = [state_slot_cap(p, k), max(kv_tokens, 0) // 2]
+    if flag is not None:
+        caps.append(flag)
+    return max(0, min(caps))
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the capacity log line and /server_info report."""
+
+    max_total_num_tokens: int
+    max_running_requests: int
+    state_slot_cap: int
+
+
+def capacity(p: Profile, k: int, mrr_flag: int | None, mem_fraction_static: float | None) -> Capacity:
+    kv = max_total_num_tokens(p, k, mem_fraction_static)
+    return Capacity(kv, max_running_requests(p, k, mrr_flag, kv), state_slot_cap(p, k))

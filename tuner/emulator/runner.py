@@ -1,0 +1,392 @@
+"""The process's life: start-up timeline, serving, faults and shutdown, as SGLang lives it.
+
+Start-up order (sglang-facts.md §5.1): `server_args=...`, distributed init, weight loading, KV (and
+Mamba) pool allocation, CUDA-graph capture (then the draft model's), the capacity line, uvicorn
+opening the port (/v1/models answers, /health is 503), warm-up, and `The server is fired up and
+ready to roll!` (/health 200). Each phase takes its share of the start-up time, so a profile's
+100 s and a test's 0.2 s run the same sequence.
+
+Failures end the way SGLang's do: a scheduler exception is logged as `Scheduler hit an exception:
+Traceback ...`, the parent logs `Received sigquit from a child process...` and kills its process
+tree, itself included (SIGKILL; sglang-facts.md §5.3 and §7.2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import sys
+import time
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+from . import __version__, logs, model
+from .args import ResolvedArgs, max_total_tokens_note, server_args_repr
+from .engine import EngineSpec, Scheduler
+from .faults import FaultSet
+from .logs import Logger
+from .profile import Profile
+from .server import EmulatorApp, UvicornAccessLogger
+
+# Shares of the start-up time (the warm-up takes what is left).
+PHASE_INIT = 0.03
+PHASE_LOAD = 0.60
+PHASE_POOL = 0.02
+PHASE_GRAPH = 0.12
+PHASE_DRAFT = 0.08
+PHASE_HTTP = 0.02
+GIB = float(1 << 30)
+# Share of the Mamba pool per draft step that holds intermediate SSM state (log figures only).
+MAMBA_INTERMEDIATE_SHARE_PER_STEP = 0.06
+
+
+def emulator_version(profile: Profile) -> str:
+    """The `version` /server_info reports: the emulated SGLang version plus a PEP 440 local label.
+
+    A parser that reads the leading `X.Y.Z` sees the SGLang version whose behaviour is emulated;
+    the `+emulator.N` label keeps results from being mistaken for a real server's.
+    """
+    return f"{profile.sglang_version}+emulator.{__version__}"
+
+
+def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int) -> dict[str, float]:
+    """GB figures for the log lines, per GPU, consistent with how SGLang sizes its pools.
+
+    The static fraction leaves gpu_mem * (1 - mem_fraction_static) free; what the weights leave of
+    the rest becomes the pools (sglang-facts.md §1.2). KV cells come from the token count; on hybrid
+    models the Mamba state pool takes the remainder, a share of it per draft step as intermediate
+    state (sglang-facts.md §2.7). The numbers are for the log lines only.
+    """
+    k = cfg.num_steps if cfg.spec_on else 0
+    f = float(cfg.values["mem_fraction_static"])
+    avail0 = p.gpu_mem_gb - 1.2
+    after_load = avail0 - p.weights_gb
+    reserve = p.gpu_mem_gb * (1.0 - f)
+    pool = max(0.0, after_load - reserve)
+    kv_gb = max(kv_tokens, 0) * p.kv_bytes_per_token / GIB
+    mamba = max(0.05, pool - kv_gb) if p.hybrid_mamba else 0.0
+    share = k * MAMBA_INTERMEDIATE_SHARE_PER_STEP
+    inter = mamba * share / (1.0 + share) if k else 0.0
+    conv = (mamba - inter) * 0.02
+    after_pool = max(0.5, after_load - kv_gb - mamba)
+    graph = p.graph_mem_gb
+    after_graph = max(0.3, after_pool - graph)
+    draft_graph = 0.25 * graph if k else 0.0
+    draft_kv = kv_gb * 0.03 if k else 0.0
+    after_draft = max(0.2, after_graph - draft_graph - draft_kv)
+    return {
+        "avail0": avail0, "weights": p.weights_gb, "after_load": after_load, "kv_half": kv_gb / 2,
+        "kv_total": kv_gb, "conv": conv, "ssm": mamba - inter - conv, "inter_ssm": inter * 0.97,
+        "inter_conv": inter * 0.03, "after_pool": after_pool, "graph": graph, "after_graph": after_graph,
+        "draft_kv_half": draft_kv / 2, "draft_graph": draft_graph, "after_draft_pool": after_graph - draft_kv,
+        "after_draft": after_draft, "final": after_draft if k else after_graph,
+        "mamba_size": float(state_cap * (1 if cfg.values.get("disable_radix_cache") else 3)),
+    }
+
+
+class Runner:
+    def __init__(self, cfg: ResolvedArgs, profile: Profile, faults: FaultSet, startup_s: float,
+                 logger: Logger | None = None) -> None:
+        self.cfg = cfg
+        self.p = profile
+        self.faults = faults
+        self.startup_s = startup_s
+        v = cfg.values
+        self.log = logger or Logger(level=v["log_level"], http_level=v["log_level_http"])
+        self.k = cfg.num_steps if cfg.spec_on else 0
+        self.app: EmulatorApp | None = None
+        self.runner: web.AppRunner | None = None
+        self._stop = asyncio.Event()
+        self._exit_code = 0
+        self._sigterm_count = 0
+        self._drain_needed = False
+        tp, nn, node = v["tp_size"], v["nnodes"], v["node_rank"]
+        per_node = tp // nn
+        self.ranks = list(range(node * per_node, (node + 1) * per_node))
+        self.dp_ranks = list(range(v["dp_size"])) if v["dp_size"] > 1 else [None]
+        self.prefixes = [logs.rank_prefix(r, tp, d, v["dp_size"]) for d in self.dp_ranks for r in self.ranks]
+        self.prefix0 = logs.rank_prefix(0, tp, self.dp_ranks[0], v["dp_size"])
+        self.has_rank0 = 0 in self.ranks
+
+    # ---- helpers ------------------------------------------------------------------------------------
+    def each_rank(self, message: str) -> None:
+        for pre in self.prefixes:
+            self.log.info(message, pre)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait out a phase; a SIGTERM during start-up cuts it short."""
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+        if self._stop.is_set():
+            raise _Stopped()
+
+    def die(self, exception_line: str, where: str) -> None:
+        """A scheduler exception: log it on every rank, then the parent kills the tree (itself too)."""
+        for pre in self.prefixes:
+            self.log.error(
+                "Scheduler hit an exception: Traceback (most recent call last):\n"
+                f'  File "<sglang-emulator>", line 1, in {where}\n'
+                f"{exception_line}\n", pre)
+        self.log.error(logs.SIGQUIT_LINE)
+        _kill_self()
+
+    # ---- the process --------------------------------------------------------------------------------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            await self._start()
+        except _Stopped:
+            await self._shutdown()
+            return self._exit_code
+        await self._stop.wait()
+        await self._shutdown()
+        return self._exit_code
+
+    async def _start(self) -> None:
+        cfg, p, v, log = self.cfg, self.p, self.cfg.values, self.log
+        for note in cfg.notes:
+            log.located(note.level, note.where, note.message)
+        log.info("server_args=" + server_args_repr(v))
+        t_start = time.monotonic()
+        S = self.startup_s
+        ctx_flag = v.get("context_length")
+        if ctx_flag is not None and ctx_flag > p.context_len and not _env_true("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"):
+            log.raw("Traceback (most recent call last):\n  File \"<sglang-emulator>\", line 1, in __init__\n"
+                    f"ValueError: User-specified context_length ({ctx_flag}) is greater than the derived "
+                    f"context_length ({p.context_len}). This may lead to incorrect model outputs or CUDA errors. "
+                    "Note that the derived context_length may differ from max_position_embeddings in the model's "
+                    "config. To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+            sys.stderr.flush()
+            os._exit(1)
+
+        # distributed init
+        self.each_rank("Init torch distributed begin.")
+        t0 = time.monotonic()
+        await self.sleep(PHASE_INIT * S)
+        self.each_rank(f"Init torch distributed ends. elapsed={time.monotonic() - t0:.2f} s, mem usage=0.09 GB")
+
+        # weights
+        kv = model.max_total_num_tokens(p, self.k, v["mem_fraction_static"])
+        mrr_flag = v["max_running_requests"]
+        cap = model.capacity(p, self.k, mrr_flag, v["mem_fraction_static"])
+        kv_total = cap.max_total_num_tokens
+        mem = memory_figures(p, cfg, max(kv_total, 0), cap.state_slot_cap)
+        self.each_rank(f"Load weight begin. avail mem={mem['avail0']:.2f} GB")
+        t0 = time.monotonic()
+        if self.faults.hang_before_ready == "load":
+            await self.sleep(float("inf"))
+        await self.sleep(PHASE_LOAD * S + self.faults.slow_startup_s)
+        self.each_rank(
+            f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.model_architecture}, "
+            f"dtype=torch.bfloat16, avail mem={mem['after_load']:.2f} GB, mem usage={p.weights_gb:.2f} GB.")
+
+        # pools: the KV pool must have room, or SGLang raises (sglang-facts.md §5.3)
+        if kv <= 0 or self.faults.kv_oom:
+            self.die("RuntimeError: " + logs.NOT_ENOUGH_MEMORY.format(value=v["mem_fraction_static"]),
+                     "init_memory_pool")
+        mtt = v.get("max_total_tokens")
+        if mtt is not None:
+            if mtt > kv_total:
+                note = max_total_tokens_note(mtt, kv_total)
+                for pre in self.prefixes:
+                    log.warning(note.message, pre)
+            else:
+                kv_total = mtt
+                cap = model.Capacity(kv_total, model.max_running_requests(p, self.k, mrr_flag, kv_total),
+                                     cap.state_slot_cap)
+                mem = memory_figures(p, cfg, kv_total, cap.state_slot_cap)
+        await self.sleep(PHASE_POOL * S)
+        if p.hybrid_mamba:
+            self.each_rank(logs.mamba_cache_line(
+                int(mem["mamba_size"]), mem["conv"], mem["ssm"],
+                mem["inter_ssm"] if self.k else None, mem["inter_conv"] if self.k else None))
+        self.each_rank(logs.kv_cache_line(kv_total, mem["kv_half"], mem["kv_half"]))
+        self.each_rank(f"Memory pool end. avail mem={mem['after_pool']:.2f} GB")
+
+        # CUDA graphs
+        self.each_rank(f"Capture cuda graph begin. This can take up to several minutes. avail mem={mem['after_pool']:.2f} GB")
+        t0 = time.monotonic()
+        await self.sleep(PHASE_GRAPH * S)
+        self.each_rank(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
+                       f"mem usage={mem['graph']:.2f} GB. avail mem={mem['after_graph']:.2f} GB.")
+        if self.k:
+            # the draft (MTP) worker: its own runner, weights, pool sized like the target's, graphs
+            self.each_rank(f"Load weight begin. avail mem={mem['after_graph']:.2f} GB")
+            t0 = time.monotonic()
+            await self.sleep(PHASE_DRAFT * S * 0.4)
+            self.each_rank(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.draft_model_architecture}, "
+                           f"dtype=torch.bfloat16, avail mem={mem['after_graph']:.2f} GB, mem usage=0.00 GB.")
+            self.each_rank(logs.kv_cache_line(kv_total, mem["draft_kv_half"], mem["draft_kv_half"]))
+            self.each_rank(f"Memory pool end. avail mem={mem['after_draft_pool']:.2f} GB")
+            self.each_rank("Capture draft cuda graph begin. This can take up to several minutes. "
+                           f"avail mem={mem['after_draft_pool']:.2f} GB")
+            t0 = time.monotonic()
+            await self.sleep(PHASE_DRAFT * S * 0.6)
+            if cfg.draft_tokens_inconsistent:
+                # topk > 1 with more draft tokens than the tree holds: SGLang does not check, the
+                # kernels fail (sglang issue #5160, sglang-facts.md §2.3)
+                self.die("RuntimeError: selected index k out of range", "capture")
+            self.each_rank(f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
+                           f"mem usage={mem['draft_graph']:.2f} GB. avail mem={mem['after_draft']:.2f} GB.")
+
+        if not self.has_rank0:
+            # other nodes of a multi-node deployment run schedulers only; rank 0's node serves HTTP
+            await self.sleep(float("inf"))
+
+        log.info(logs.capacity_line(kv_total, v["chunked_prefill_size"], v["max_prefill_tokens"],
+                                    cap.max_running_requests, int(v.get("context_length") or p.context_len),
+                                    mem["final"]), self.prefix0)
+        spec = EngineSpec(
+            k=self.k, topk=cfg.topk, verify_tokens=cfg.num_draft_tokens if self.k else 1,
+            max_running_requests=cap.max_running_requests, max_total_num_tokens=kv_total,
+            chunked_prefill_size=v["chunked_prefill_size"], decode_log_interval=v["decode_log_interval"],
+            context_len=int(v.get("context_length") or p.context_len), state_slot_cap=cap.state_slot_cap,
+            hybrid=p.hybrid_mamba,
+        )
+        prefix0 = self.prefix0
+        sched = Scheduler(p, spec, random.Random(v["random_seed"]), log=lambda line: log.info(line, prefix0))
+        app = EmulatorApp(cfg, p, self.faults, log, sched, cap, mem, emulator_version(p), prefix0)
+        self.app = app
+        app.driver.start()
+
+        # HTTP: uvicorn's lines, then the port is open (/v1/models answers, /health is 503)
+        await self.sleep(PHASE_HTTP * S)
+        UvicornAccessLogger.sink = log
+        UvicornAccessLogger.exclude = tuple(v.get("uvicorn_access_log_exclude_prefixes") or ())
+        self.runner = web.AppRunner(app.make_app(), handle_signals=False, access_log_class=UvicornAccessLogger)
+        await self.runner.setup()
+        log.uvicorn(f"Started server process [{os.getpid()}]")
+        log.uvicorn("Waiting for application startup.")
+        log.uvicorn("Application startup complete.")
+        host, port = v["host"], v["port"]
+        try:
+            site = web.TCPSite(self.runner, host, port, backlog=1024, reuse_address=True)
+            await site.start()
+        except OSError as e:
+            log.uvicorn(f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {port}): "
+                        f"{(e.strerror or str(e)).lower()}", "ERROR")
+            await app.driver.stop()
+            _flush()
+            os._exit(1)
+        log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+
+        if self.faults.hang_before_ready:
+            await self.sleep(float("inf"))
+        if not v["skip_server_warmup"]:
+            await self._warmup(t_start)
+        app.status = "up"
+        log.info(logs.READY_LINE)
+        if self.faults.crash_after_ready_s is not None:
+            asyncio.get_running_loop().call_later(self.faults.crash_after_ready_s, self._crash)
+
+    async def _warmup(self, t_start: float) -> None:
+        """SGLang's warm-up: poll /model_info, send one short /generate (sglang-facts.md §5.1)."""
+        v = self.cfg.values
+        remaining = self.startup_s - (time.monotonic() - t_start)
+        host = v["host"]
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        url = f"http://{host}:{v['port']}"
+        headers = {"Authorization": f"Bearer {v['api_key']}"} if v.get("api_key") else {}
+        await self.sleep(max(0.0, remaining * 0.5))
+        try:
+            async with ClientSession(timeout=ClientTimeout(total=600), headers=headers) as s:
+                async with s.get(url + "/model_info") as r:
+                    await r.read()
+                payload = {"text": "The capital city of France is",
+                           "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+                async with s.post(url + "/generate", json=payload) as r:
+                    await r.read()
+                    ok = r.status == 200
+        except Exception as e:  # noqa: BLE001 - any failure here is SGLang's "warmup error"
+            ok = False
+            err = repr(e)
+        else:
+            err = "" if ok else f"status {r.status}"
+        if not ok:
+            self.log.error(f"Initialization failed. warmup error: {err}")
+            _kill_self()
+        await self.sleep(max(0.0, self.startup_s - (time.monotonic() - t_start)))
+
+    def _crash(self) -> None:
+        """crash-after-ready: a scheduler fault kills the server, as a real GPU fault would."""
+        self.die("RuntimeError: CUDA error: an illegal memory access was encountered "
+                 "(emulated fault crash-after-ready)", "event_loop_normal")
+
+    # ---- shutdown --------------------------------------------------------------------------------
+    def _on_signal(self, sig: int) -> None:
+        """SIGTERM/SIGINT: drain in-flight requests, then exit 0; a second signal exits at once."""
+        self._sigterm_count += 1
+        if self._sigterm_count == 1:
+            self.log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        app = self.app
+        drain = (self._sigterm_count == 1 and app is not None and app.status == "up"
+                 and not os.environ.get("SGL_FORCE_SHUTDOWN"))
+        if drain and app is not None:
+            app.status = "draining"
+        self._drain_needed = drain
+        self._exit_code = 0
+        self._stop.set()
+
+    async def _shutdown(self) -> None:
+        app = self.app
+        if app is not None and self._drain_needed:
+            # drain: poll until in-flight requests finish (sglang-facts.md §7.2)
+            last_log = -1e9
+            while True:
+                s = app.sched
+                remaining = [r for r in app.in_flight.values() if not r.finished]
+                now = time.monotonic()
+                if not remaining or not self._drain_needed:
+                    break
+                if now - last_log >= 5.0:
+                    rids = [r.rid for r in remaining[:16]]
+                    self.log.info(f"Gracefully exiting... Remaining number of requests {len(remaining)}. "
+                                  f"Remaining requests remaining_rids={rids}.")
+                    last_log = now
+                await asyncio.sleep(0.05 if s.num_running or s.num_waiting else 0.01)
+            self.log.info("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
+        if self.runner is not None:
+            self.log.uvicorn("Shutting down")
+            try:
+                await asyncio.wait_for(self.runner.cleanup(), 5.0)
+            except (asyncio.TimeoutError, Exception):
+                pass
+            self.log.uvicorn("Waiting for application shutdown.")
+            self.log.uvicorn("Application shutdown complete.")
+            self.log.uvicorn(f"Finished server process [{os.getpid()}]")
+        if app is not None:
+            await app.driver.stop()
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived during start-up."""
+
+
+def _flush() -> None:
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _kill_self() -> None:
+    """SGLang's kill_process_tree includes the parent: the process ends by SIGKILL."""
+    _flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

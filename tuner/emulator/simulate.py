@@ -1,0 +1,190 @@
+"""The scheduler in virtual time: what the emulator predicts for a benchmark, without waiting.
+
+`closed_loop` replays the seed's benchmark procedure (seed-measurements.md: closed-loop concurrency
+C, a fixed number of requests, fixed output length, ignore_eos) through the same `Scheduler` the
+server runs, on a simulated clock: the calibration fit, its kept table and the speed benchmark's
+"predicted" column all come from here.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import statistics
+from dataclasses import dataclass, field
+
+from . import model
+from .engine import EngineSpec, Request, Scheduler
+from .profile import Profile
+
+
+@dataclass(frozen=True)
+class SpecSetting:
+    """A speculation setting as the server would resolve it (k = 0: off)."""
+
+    k: int
+    topk: int = 1
+    verify_tokens: int | None = None  # default k + 1
+    mrr_flag: int | None = None  # --max-running-requests, or 48 when spec is on and the flag is absent
+    mem_fraction_static: float | None = None
+
+
+def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40) -> EngineSpec:
+    """Resolve capacity for this setting as the server does at start-up."""
+    mrr_flag = s.mrr_flag
+    if s.k > 0 and mrr_flag is None:
+        mrr_flag = 48  # SGLang 0.5.x default with speculation (sglang-facts.md §2.4)
+    cap = model.capacity(profile, s.k, mrr_flag, s.mem_fraction_static)
+    if cap.max_total_num_tokens <= 0:
+        raise ValueError(f"k={s.k}: KV pool is {cap.max_total_num_tokens} tokens; the server cannot start")
+    return EngineSpec(
+        k=s.k,
+        topk=s.topk,
+        verify_tokens=(s.verify_tokens if s.verify_tokens is not None else s.k + 1) if s.k else 1,
+        max_running_requests=cap.max_running_requests,
+        max_total_num_tokens=cap.max_total_num_tokens,
+        chunked_prefill_size=profile.chunked_prefill_size,
+        decode_log_interval=decode_log_interval,
+        context_len=profile.context_len,
+        state_slot_cap=cap.state_slot_cap,
+        hybrid=profile.hybrid_mamba,
+    )
+
+
+@dataclass
+class RequestRecord:
+    submitted: float
+    first_token: float
+    finished: float
+    output_tokens: int
+    verify_ct: int
+
+
+@dataclass
+class LevelResult:
+    """One concurrency level, with the seed's metric definitions.
+
+    aggregate_tok_s: total output tokens / wall time of the level.
+    per_request_tok_s: mean over requests of (output_tokens - 1) / (e2e - ttft), i.e. the decode
+    rate, excluding queue wait and time to first token (seed-measurements.md; see the calibration
+    notes for why the seed's column must be this).
+    """
+
+    concurrency: int
+    requests: int
+    wall_s: float
+    output_tokens: int
+    aggregate_tok_s: float
+    per_request_tok_s: float
+    ttft_s_p50: float
+    accept_length: float
+    max_running_requests: int
+    max_total_num_tokens: int
+    records: list[RequestRecord] = field(default_factory=list, repr=False)
+
+
+def closed_loop(
+    profile: Profile,
+    setting: SpecSetting,
+    *,
+    concurrency: int,
+    n_requests: int,
+    input_len: int,
+    output_len: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+    client_gap_s: float = 0.0,
+    keep_records: bool = False,
+) -> LevelResult:
+    """C clients, each sending its next request when the last one ends, until n_requests are done."""
+    spec = engine_spec(profile, setting)
+    sched = Scheduler(profile, spec, random.Random(seed))
+    alpha = model.effective_alpha(profile.alpha_at(temperature), setting.topk)
+    t = 0.0
+    submits: list[tuple[float, int]] = []  # (time, seq)
+    seq = 0
+    sent = 0
+    for _ in range(min(concurrency, n_requests)):
+        heapq.heappush(submits, (0.0, seq))
+        seq += 1
+    records: list[RequestRecord] = []
+    finished: list[Request] = []
+
+    def on_done(r: Request) -> None:
+        if r.finished:
+            finished.append(r)
+
+    batch = None
+    batch_end = 0.0
+    while len(records) < n_requests:
+        while submits and submits[0][0] <= t + 1e-12:
+            heapq.heappop(submits)
+            req = Request(f"r{sent}", input_len, output_len, alpha=alpha, notify=on_done)
+            sched.submit(req, t)
+            sent += 1
+        if batch is None:
+            batch = sched.next_batch(t)
+            if batch is not None:
+                batch_end = t + batch.duration
+        candidates = []
+        if batch is not None:
+            candidates.append(batch_end)
+        if submits:
+            candidates.append(submits[0][0])
+        if batch is None:
+            nxt = sched.next_event_time()
+            if nxt is not None and nxt > t:
+                candidates.append(nxt)
+        if not candidates:
+            raise RuntimeError("simulation stalled: nothing to run and nothing to wait for")
+        t = min(candidates)
+        if batch is not None and t >= batch_end - 1e-12:
+            t = batch_end
+            sched.finish_batch(batch, t)
+            batch = None
+            for r in finished:
+                records.append(RequestRecord(r.arrival, r.first_token_at, r.finished_at, r.generated, r.verify_ct))
+                if sent + len(submits) < n_requests:
+                    heapq.heappush(submits, (t + client_gap_s, seq))
+                    seq += 1
+            finished.clear()
+    wall = max(r.finished for r in records)
+    out_tokens = sum(r.output_tokens for r in records)
+    rates = [
+        (r.output_tokens - 1) / (r.finished - r.first_token)
+        for r in records
+        if r.output_tokens > 1 and r.finished > r.first_token
+    ]
+    verify = sum(r.verify_ct for r in records)
+    decoded = sum(r.output_tokens - 1 for r in records)
+    return LevelResult(
+        concurrency=concurrency,
+        requests=len(records),
+        wall_s=wall,
+        output_tokens=out_tokens,
+        aggregate_tok_s=out_tokens / wall if wall > 0 else 0.0,
+        per_request_tok_s=statistics.fmean(rates) if rates else 0.0,
+        ttft_s_p50=statistics.median(r.first_token - r.submitted for r in records),
+        accept_length=(decoded / verify) if verify else 1.0,
+        max_running_requests=spec.max_running_requests,
+        max_total_num_tokens=spec.max_total_num_tokens,
+        records=records if keep_records else [],
+    )
+
+
+def seed_procedure(
+    profile: Profile,
+    setting: SpecSetting,
+    *,
+    levels: tuple[int, ...] = (1, 4, 16, 32, 64),
+    input_len: int = 1000,
+    output_len: int = 1000,
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> dict[int, LevelResult]:
+    """The seed's benchmark: each level with max(4, 2*C) requests (seed-measurements.md)."""
+    return {
+        c: closed_loop(profile, setting, concurrency=c, n_requests=max(4, 2 * c), input_len=input_len,
+                       output_len=output_len, temperature=temperature, seed=seed + c)
+        for c in levels
+    }
