@@ -1,0 +1,124 @@
+"""Recommendation, early stop and noise rules (tuner/analysis.py).
+
+The seed table (seed-measurements.md) is used as *input data* here: the rules must turn those
+measurements into the seed's conclusions; nothing in the tuner knows them.
+"""
+from __future__ import annotations
+
+from tuner import analysis
+
+
+def row(k, c, tput, per_req=None, rep=1, status="ok", topk=1):
+    return {"config_id": f"k{k}-t{topk}", "spec_steps": k, "spec_topk": topk, "concurrency": c,
+            "repeat": rep, "output_tok_s": tput, "per_request_tok_s": per_req or tput / max(1, c),
+            "status": status, "requests_failed": 0}
+
+
+# Aggregate tok/s shaped like the seed's hand measurements (C=1 and C=64 cells are the seed's;
+# the others follow its description: steps 4 best at 1-4, steps 3 best at 16+).
+SEED_LIKE = {
+    1: {1: 122.9, 4: 470.0, 16: 1300.0, 32: 1450.0, 64: 1582.0},
+    2: {1: 182.7, 4: 542.6, 16: 1530.1, 32: 1672.5, 64: 1844.0},
+    3: {1: 229.1, 4: 700.0, 16: 1650.0, 32: 1800.0, 64: 1914.0},
+    4: {1: 277.0, 4: 800.0, 16: 1600.0, 32: 1700.0, 64: 1800.0},
+}
+LEVELS = [1, 4, 16, 32, 64]
+
+
+def seed_rows():
+    return [row(k, c, v) for k, per in SEED_LIKE.items() for c, v in per.items()]
+
+
+def test_by_concurrency_on_seed_like_data():
+    stats = analysis.aggregate(seed_rows())
+    choices = analysis.by_concurrency(stats, LEVELS)
+    assert {c: ch.chosen.spec_steps for c, ch in choices.items()} == {1: 4, 4: 4, 16: 3, 32: 3, 64: 3}
+    ch = choices[64]
+    assert ch.runner_up.spec_steps == 2
+    assert round(ch.margin_pct, 1) == round((1914 - 1844) / 1844 * 100, 1)
+
+
+def test_prefer_smaller_within_one_percent():
+    rows = [row(2, 16, 1000.0), row(3, 16, 1008.0), row(4, 16, 900.0)]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))
+    assert ch.chosen.spec_steps == 2 and ch.best.spec_steps == 3
+    assert ch.to_dict()["raw_best"]["spec_steps"] == 3
+
+
+def test_noise_from_repeats_widens_the_tie():
+    # k3 is 3% ahead on average but the repeats scatter by ~10%: a tie, so k2 wins
+    rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1100.0, 900.0])]
+    rows += [row(3, 16, v, rep=i + 1) for i, v in enumerate([1130.0, 930.0, 1030.0])]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))
+    assert ch.chosen.spec_steps == 2
+    assert ch.tolerance_pct > 5
+    # tight repeats: the same 3% is real
+    rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1001.0, 999.0])]
+    rows += [row(3, 16, v, rep=i + 1) for i, v in enumerate([1030.0, 1031.0, 1029.0])]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))
+    assert ch.chosen.spec_steps == 3
+
+
+def test_recommend_single_level_and_mix():
+    stats = analysis.aggregate(seed_rows())
+    assert analysis.recommend(stats, LEVELS, [1]).chosen.spec_steps == 4
+    assert analysis.recommend(stats, LEVELS, [64]).chosen.spec_steps == 3
+    assert analysis.recommend(stats, LEVELS, [16, 32, 64]).chosen.spec_steps == 3
+    mix = analysis.recommend(stats, LEVELS, None)
+    # relative scores: k3 = (0.827+0.875+1+1+1)/5 = 0.940, k4 = (1+1+0.970+0.944+0.940)/5 = 0.971
+    assert mix.chosen.spec_steps == 4
+    assert set(mix.scores) == {"k1-t1", "k2-t1", "k3-t1", "k4-t1"}
+    assert "each level weighted equally" in mix.reason
+
+
+def test_recommend_ignores_configs_missing_a_level():
+    rows = seed_rows() + [row(5, 1, 400.0)]          # k5 measured at one level only
+    stats = analysis.aggregate(rows)
+    rec = analysis.recommend(stats, LEVELS, None)
+    assert "k5-t1" not in rec.scores
+
+
+def series(upto, data=SEED_LIKE):
+    stats = analysis.aggregate([row(k, c, v) for k, per in data.items() if k <= upto for c, v in per.items()])
+    return [{c: p for (cid, c), p in stats.items() if cid == f"k{k}-t1"} for k in sorted(data) if k <= upto]
+
+
+def test_early_stop_needs_every_level_past_peak():
+    # seed-like: k4 still best at C=1..4 -> go on
+    assert not analysis.early_stop(series(4), LEVELS).stop
+    falling = {**SEED_LIKE, 5: {1: 270.0, 4: 780.0, 16: 1500.0, 32: 1600.0, 64: 1700.0}}
+    es = analysis.early_stop(series(5, falling), LEVELS)
+    assert es.stop and set(es.below) == set(LEVELS)
+    assert "C=1" in es.detail
+    # a dip within 1% at one level is not past the peak
+    flat = {**SEED_LIKE, 5: {1: 275.0, 4: 780.0, 16: 1500.0, 32: 1600.0, 64: 1700.0}}
+    assert not analysis.early_stop(series(5, flat), LEVELS).stop
+
+
+def test_early_stop_unknown_level_never_stops():
+    s = series(4)
+    del s[-1][64]
+    assert not analysis.early_stop(s, LEVELS).stop
+    assert not analysis.early_stop(series(1), LEVELS).stop
+
+
+def test_failed_and_skipped_rows_are_not_measurements():
+    rows = seed_rows() + [{"config_id": "k5-t1", "spec_steps": 5, "concurrency": 1,
+                           "status": "deploy_failed", "output_tok_s": ""}]
+    stats = analysis.aggregate(rows)
+    assert ("k5-t1", 1) not in stats
+
+
+def test_capacity_failure_classification():
+    assert analysis.is_capacity_failure("RuntimeError: Not enough memory. Please try to increase "
+                                        "--mem-fraction-static. Current value: 0.8")
+    assert analysis.is_capacity_failure("KV cache pool cannot be allocated")
+    assert not analysis.is_capacity_failure("sglang_ready: timed out after 600 s waiting for /health")
+    assert not analysis.is_capacity_failure(None)
+
+
+def test_noise_summary():
+    rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1100.0, 900.0])]
+    n = analysis.noise_summary(analysis.aggregate(rows))
+    assert n["repeats"] == 3 and n["max_rel_std_pct"] == 10.0
+    assert analysis.noise_summary(analysis.aggregate(seed_rows()))["max_rel_std_pct"] is None

@@ -1,0 +1,97 @@
+"""The streaming client against a real emulator process on loopback (tuner/client.py)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tuner.client import BenchClient, ClientOptions
+from tuner.metrics import level_metrics
+
+from tuner_testlib import emulator, free_port
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _level(url, c=4, n=8, **kw):
+    async with BenchClient(ClientOptions(url=url, input_len=kw.pop("input_len", 32),
+                                         output_len=kw.pop("output_len", 48), **kw)) as cl:
+        before = await cl.counters()
+        traces = await cl.run_level(c, n)
+        after = await cl.counters()
+        from tuner.metrics import counter_delta
+        return traces, level_metrics(c, traces, counter_delta(before, after))
+
+
+def test_generate_stream_counts_tokens_from_the_server(emu_url):
+    traces, m = run(_level(emu_url))
+    assert m.requests_ok == 8 and m.requests_failed == 0 and m.status == "ok"
+    for t in traces:
+        assert t.output_tokens == 48 == sum(t.chunk_tokens)
+        assert t.prompt_tokens == 32               # input_ids: exactly input_len tokens
+        assert t.spec_verify_ct and t.spec_verify_ct < 48
+    # speculation sends several tokens per chunk
+    assert max(n for t in traces for n in t.chunk_tokens) > 1
+    assert m.accept_length_source == "meta_info"
+    assert 1.0 < m.accept_length <= 4.0            # steps 3: at most 4 tokens per verify
+    assert m.output_tokens == 8 * 48
+    assert m.output_tok_s > 0 and m.per_request_tok_s > m.output_tok_s / 4 * 0.5
+    assert m.ttft_ms_p50 > 0 and m.itl_ms_p50 > 0 and m.tpot_ms_p50 > 0
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_openai_endpoints(emu_url, endpoint):
+    traces, m = run(_level(emu_url, c=2, n=4, endpoint=endpoint, model="qwen3.5-122b"))
+    assert m.requests_ok == 4, m.errors
+    for t in traces:
+        assert t.output_tokens == 48
+        assert sum(c or 0 for c in t.chunk_tokens) == 48   # continuous usage stats per chunk
+    # no spec_verify_ct on OpenAI endpoints: the level's /metrics delta is used
+    assert m.accept_length_source == "metrics"
+    assert 1.0 < m.accept_length <= 4.0
+
+
+def test_text_prompt_length_in_words(emu_url):
+    traces, _ = run(_level(emu_url, c=1, n=1, input_ids=False, input_len=77))
+    assert traces[0].prompt_tokens == 77
+
+
+def test_api_key_is_sent_and_enforced():
+    with emulator("--api-key", "sk-client-test-999") as url:
+        _, bad = run(_level(url, c=2, n=2))
+        assert bad.requests_failed == 2 and "HTTP 401" in next(iter(bad.errors))
+        _, good = run(_level(url, c=2, n=2, api_key="sk-client-test-999"))
+        assert good.requests_ok == 2
+
+
+def test_cut_streams_and_http_errors_are_failures():
+    with emulator("--emulator-fault", "cut-stream=0.5", "--emulator-fault", "http-5xx=0.3") as url:
+        traces, m = run(_level(url, c=4, n=24))
+    errors = " ".join(m.errors)
+    assert m.requests_failed > 0 and m.requests_ok > 0 and m.status == "partial"
+    assert "stream cut" in errors or "ClientPayloadError" in errors or "Server disconnected" in errors
+    assert "HTTP 50" in errors
+    # the aggregate counts the successful requests' tokens only
+    assert m.output_tokens == 48 * m.requests_ok
+
+
+def test_short_stream_without_ignore_eos_is_not_a_failure(emu_url):
+    _, m = run(_level(emu_url, c=2, n=4, ignore_eos=False, temperature=0.7, output_len=400))
+    assert m.requests_failed == 0
+
+
+def test_server_info_through_the_shared_parser(emu_url):
+    async def go():
+        async with BenchClient(ClientOptions(url=emu_url)) as cl:
+            return await cl.parsed_server_info(), await cl.served_model_name(), await cl.health()
+    info, name, healthy = run(go())
+    assert info["speculative"]["num_steps"] == 3 and info["speculative"]["num_draft_tokens"] == 4
+    assert info["max_total_num_tokens"] > 0 and info["max_running_requests"] > 0
+    assert name == "qwen3.5-122b" and healthy
+
+
+def test_unreachable_server_fails_fast():
+    _, m = run(_level(f"http://127.0.0.1:{free_port()}", c=2, n=2))
+    assert m.requests_failed == 2 and m.status == "failed"

@@ -1,0 +1,134 @@
+"""The ansible-runner wrapper (tuner/deploy.py): event parsing, and real runs of a fixture play."""
+from __future__ import annotations
+
+import json
+import tempfile
+
+import pytest
+
+from tuner.deploy import (FAST_TAGS, Deployer, InventoryError, inventory_hosts, outcome_from_events,
+                          project_root, read_inventory)
+from tuner.redact import Redactor
+from tuner.specs import SpecConfig
+from tuner_testlib import FIXTURES, grep_tree
+
+REPORT = {"ready_seconds": 2.5, "capacity": {"max_total_num_tokens": 295931, "max_running_requests": 17},
+          "speculative": {"num_steps": 3, "num_draft_tokens": 4}, "server": {"served_model_name": "m"}}
+
+
+def ev(kind, host="h1", **data):
+    return {"event": kind, "event_data": {"host": host, **data}}
+
+
+def test_outcome_from_set_stats():
+    events = [ev("runner_on_ok", task="Gate", task_action="sglang_ready", res={"censored": "hidden"}),
+              {"event": "playbook_on_stats", "event_data": {"artifact_data": {"sglang_ready": {
+                  "h1": {"client_url": "http://10.213.1.2:30000", "report": REPORT},
+                  "h2": {"client_url": "http://10.213.2.2:30000", "report": {}}}}}}]
+    out = outcome_from_events(events, "h1")
+    assert out.report == REPORT and out.client_url == "http://10.213.1.2:30000"
+    assert out.source == "set_stats" and out.failure is None
+
+
+def test_outcome_falls_back_to_the_module_event():
+    res = {**REPORT, "url": "http://127.0.0.1:30000", "invocation": {"module_args": {"api_key": "x"}}}
+    events = [ev("runner_on_ok", host="h2", resolved_action="sglang_ready", res={"x": 1}),
+              ev("runner_on_ok", resolved_action="local.sglang_ready", res=res)]
+    out = outcome_from_events(events, "h1")
+    assert out.source == "runner_on_ok" and "invocation" not in out.report
+    assert out.report["capacity"]["max_total_num_tokens"] == 295931
+    assert out.client_url == "http://127.0.0.1:30000"
+
+
+def test_outcome_failure_reason_is_the_roles_final_message():
+    events = [ev("runner_on_failed", task="Wait until the server is ready", res={"censored": "no_log"}),
+              ev("runner_on_failed", task="ignored one", ignore_errors=True, res={"msg": "meh"}),
+              ev("runner_on_failed", host="other", task="x", res={"msg": "not mine"}),
+              ev("runner_on_failed", task="Fail with the reason",
+                 res={"msg": "KV cache pool cannot be allocated: Not enough memory (rolled back)"})]
+    out = outcome_from_events(events, "h1")
+    assert out.failure.startswith("KV cache pool cannot be allocated")
+    assert out.failed_task == "Fail with the reason"
+    assert outcome_from_events([ev("runner_on_unreachable", res={"msg": "no route"})], "h1").failure \
+        == "unreachable: no route"
+    only_censored = outcome_from_events(events[:1], "h1")
+    assert only_censored.failure and "no_log" in only_censored.failure
+
+
+def test_inventory_hosts_group_and_limit():
+    inv = FIXTURES / "local_inventory.yml"
+    hosts, hostvars = inventory_hosts(inv, None, project_root())
+    assert hosts == ["local-a", "local-b"]                   # group sglang_servers only
+    assert hostvars["local-a"]["ansible_connection"] == "local"
+    assert inventory_hosts(inv, "local-b", project_root())[0] == ["local-b"]
+    assert inventory_hosts(inv, "nomatch*", project_root())[0] == []
+    with pytest.raises(InventoryError):
+        bad = FIXTURES.parent / "__bad_inventory_for_test.yml"
+        try:
+            bad.write_text("all: [unclosed\n")
+            inventory_hosts(bad, None, project_root())
+        finally:
+            bad.unlink()
+
+
+@pytest.mark.slow
+def test_real_runner_runs_tags_failure_and_scrubbing(tmp_path, monkeypatch):
+    key = "sk-deploy-test-77aa"
+    monkeypatch.setenv("SGLANG_API_KEY", key)
+    runner_tmp = tmp_path / "tmp"
+    runner_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(runner_tmp))
+    out = tmp_path / "out"
+    d = Deployer(inventory=FIXTURES / "local_inventory.yml", out_dir=out, extravars={"fail_from": 4},
+                 playbook=str(FIXTURES / "fake_deploy.yml"), redactor=Redactor([key]))
+    first = d.deploy(SpecConfig(3), "local-a")
+    assert first.ok, first.reason
+    assert first.tags == [] and first.source == "set_stats"
+    assert first.report["capacity"]["max_total_num_tokens"] == 260000
+    assert first.report["api_key_seen"] == "<redacted>"    # the play got the key from the env
+    again = d.deploy(SpecConfig(3), "local-a")
+    assert again.ok and again.tags == list(FAST_TAGS)      # no re-provisioning
+    bad = d.deploy(SpecConfig(4), "local-a")
+    assert not bad.ok and bad.reason.startswith("KV cache pool cannot be allocated at spec_steps 4")
+    rec = bad.record()
+    assert rec["status"] == "failed" and rec["config"]["config_id"] == "k4-t1"
+    # what is kept: scrubbed stdout + events; the private data dirs (env, command) are gone
+    assert sorted(p.name for p in (out / "deploy").iterdir()) == ["k3-t1", "k3-t1-2", "k4-t1"]
+    stdout = (out / "deploy" / "k3-t1" / "stdout.txt").read_text()
+    assert "key=<redacted> steps=3" in stdout and "\x1b[" not in stdout
+    events = [json.loads(line) for line in (out / "deploy" / "k3-t1" / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "playbook_on_stats" for e in events)
+    assert grep_tree(out, key) == []
+    assert list(runner_tmp.iterdir()) == []
+
+
+def test_multinode_group_is_one_slot():
+    inv = read_inventory(FIXTURES / "multinode_inventory.yml", None, project_root())
+    assert inv.slots() == {"tp2": ["node-a", "node-b"], "single-c": ["single-c"]}
+    assert read_inventory(FIXTURES / "multinode_inventory.yml", "single-c", project_root()).slots() == \
+        {"single-c": ["single-c"]}
+
+
+def test_outcome_fails_when_a_member_fails():
+    events = [{"event": "playbook_on_stats", "event_data": {"artifact_data": {"sglang_ready": {
+                  "node-a": {"client_url": "http://head:30000", "report": REPORT}}}}},
+              ev("runner_on_failed", host="node-b", task="Gate", res={"msg": "NCCL timeout"})]
+    out = outcome_from_events(events, "node-a", ("node-b",))
+    assert out.client_url == "http://head:30000" and out.failure == "node-b: NCCL timeout"
+    assert outcome_from_events(events, "node-a").failure is None
+
+
+@pytest.mark.slow
+def test_real_runner_deploys_a_multinode_group_at_once(tmp_path):
+    inv = FIXTURES / "multinode_inventory.yml"
+    d = Deployer(inventory=inv, out_dir=tmp_path, playbook=str(FIXTURES / "fake_deploy.yml"),
+                 slots=read_inventory(inv, None, project_root()).slots())
+    res = d.deploy(SpecConfig(2), "tp2")
+    assert res.ok, res.reason
+    events = [json.loads(x) for x in (tmp_path / "deploy" / "k2-t1" / "events.jsonl").read_text().splitlines()]
+    assert {e["event_data"].get("host") for e in events if e["event"] == "runner_on_ok"} == {"node-a", "node-b"}
+    assert res.record()["hosts"] == ["node-a", "node-b"]
+    bad = Deployer(inventory=inv, out_dir=tmp_path / "b", playbook=str(FIXTURES / "fake_deploy.yml"),
+                   extravars={"fail_hosts": ["node-b"]}, slots={"tp2": ["node-a", "node-b"]})
+    res = bad.deploy(SpecConfig(2), "tp2")
+    assert not res.ok and res.reason.startswith("node-b: KV cache pool cannot be allocated")

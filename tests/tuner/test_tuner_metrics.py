@@ -1,0 +1,100 @@
+"""Per-request and per-level metrics (tuner/metrics.py) on hand-built traces."""
+from __future__ import annotations
+
+import pytest
+
+from tuner.metrics import (RequestTrace, accept_length, counter_delta, decode_rate, itl_samples_s,
+                           level_metrics, parse_prometheus_counters, percentile, tpot_s, ttft_s)
+
+
+def trace(index=0, sent=0.0, chunks=((0.1, 1), (0.2, 4), (0.3, 4), (0.4, 1)), verify=None,
+          error=None, tokens=None):
+    t = RequestTrace(index=index, sent=sent)
+    for at, n in chunks:
+        t.chunk_times.append(sent + at)
+        t.chunk_tokens.append(n)
+    t.output_tokens = tokens if tokens is not None else sum(n or 0 for _, n in chunks)
+    t.spec_verify_ct = verify
+    t.ended = sent + (chunks[-1][0] if chunks else 0.5)
+    t.error = error
+    return t
+
+
+def test_percentile_matches_numpy_linear():
+    np = pytest.importorskip("numpy")
+    data = [5.0, 1.0, 9.0, 3.0, 7.5, 2.2]
+    for q in (0, 10, 50, 90, 99, 100):
+        assert percentile(data, q) == pytest.approx(float(np.percentile(data, q)))
+    assert percentile([], 50) is None
+
+
+def test_request_metrics():
+    t = trace()
+    assert ttft_s(t) == pytest.approx(0.1)
+    # 10 tokens, 0.3 s after the first token: TPOT 0.3/9, decode rate 9/0.3 tokens/s
+    assert tpot_s(t) == pytest.approx(0.3 / 9)
+    assert decode_rate(t) == pytest.approx(30.0)
+
+
+def test_itl_is_per_token_and_chunk_robust():
+    t = trace()
+    s = itl_samples_s(t)
+    # gaps 0.1 s carrying 4, 4 and 1 tokens -> 4 x 0.025, 4 x 0.025, 1 x 0.1
+    assert len(s) == 9
+    assert sorted(s) == pytest.approx([0.025] * 8 + [0.1])
+    assert sum(s) == pytest.approx(0.3)       # the decode time is fully accounted for
+
+
+def test_itl_unknown_counts_spread_evenly():
+    t = trace(chunks=((0.1, None), (0.2, None), (0.4, None)), tokens=9)
+    s = itl_samples_s(t)
+    # 9 tokens over 3 chunks: 3 per chunk; gaps 0.1 and 0.2
+    assert sorted(s) == pytest.approx([0.1 / 3] * 3 + [0.2 / 3] * 3)
+
+
+def test_level_metrics_aggregate_and_failures():
+    a = trace(0, sent=0.0, verify=3)
+    b = trace(1, sent=0.5, verify=2)
+    bad = trace(2, sent=0.2, chunks=((0.1, 1),), error="stream cut: no [DONE]")
+    m = level_metrics(2, [a, b, bad])
+    assert m.requests_ok == 2 and m.requests_failed == 1
+    assert m.output_tokens == 20
+    assert m.wall_s == pytest.approx(0.9)            # first send 0.0, last chunk 0.9
+    assert m.output_tok_s == pytest.approx(20 / 0.9)
+    assert m.per_request_tok_s == pytest.approx(30.0)
+    assert m.accept_length == pytest.approx(20 / 5)
+    assert m.accept_length_source == "meta_info"
+    assert m.status == "partial"
+    assert list(m.errors.values()) == [1]
+    assert m.ttft_ms_p50 == pytest.approx(100.0)
+
+
+def test_accept_length_fallbacks():
+    ok = [trace(0), trace(1)]
+    acc, src = accept_length(ok, {"generation_tokens": 100.0, "spec_verify_calls": 40.0})
+    assert (acc, src) == (2.5, "metrics")
+    acc, src = accept_length(ok, {})
+    assert src == "chunks" and acc == pytest.approx(20 / 8)
+    assert accept_length([], None) == (None, "none")
+
+
+def test_all_failed_level():
+    m = level_metrics(4, [trace(0, error="HTTP 503: busy"), trace(1, error="HTTP 503: busy")])
+    assert m.status == "failed" and m.output_tok_s is None and m.requests_failed == 2
+    assert m.errors == {"HTTP 503: busy": 2}
+
+
+def test_prometheus_counters_and_delta():
+    text = """# HELP sglang:generation_tokens_total x
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m",tp_rank="0"} 1500.0
+sglang:generation_tokens_total{model_name="m",tp_rank="1"} 500
+sglang:spec_verify_calls_total{model_name="m"} 400
+sglang:num_running_reqs{model_name="m"} 3
+"""
+    c = parse_prometheus_counters(text)
+    assert c == {"generation_tokens": 2000.0, "spec_verify_calls": 400.0}
+    d = counter_delta(c, {"generation_tokens": 2600.0, "spec_verify_calls": 550.0})
+    assert d == {"generation_tokens": 600.0, "spec_verify_calls": 150.0}
+    assert counter_delta(c, {"generation_tokens": 10.0}) == {}     # restarted in between
+    assert counter_delta(None, c) == {}

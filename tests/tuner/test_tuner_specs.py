@@ -1,0 +1,113 @@
+"""Flag parsing and validation (tuner/specs.py): every refusal names its flag."""
+from __future__ import annotations
+
+import pytest
+
+from tuner.specs import (BadInput, SpecConfig, check_out_dir, parse_concurrency, parse_draft_tokens,
+                         parse_extra_vars, parse_requests_per_level, parse_steps,
+                         parse_target_concurrency, parse_temperature, plan_configs,
+                         requests_for_level)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("1-5", [1, 2, 3, 4, 5]), ("1,2,4", [1, 2, 4]), ("3", [3]), ("4,1-2", [1, 2, 4]),
+    ("0-2", [0, 1, 2]), (" 2 , 1 ", [1, 2]), ("2-2", [2]), ("1 - 3", [1, 2, 3]),
+])
+def test_steps_ok(text, want):
+    assert parse_steps(text) == want
+
+
+@pytest.mark.parametrize("text", ["5-1", "0-x", "", "  ", "a", "1,,2", "-1", "1-2-3", "1.5", None])
+def test_steps_bad(text):
+    with pytest.raises(BadInput) as e:
+        parse_steps(text)
+    assert e.value.flag == "--steps"
+    assert "--steps" in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["0", "", "1,0", "x", "4-8", "-4"])
+def test_concurrency_bad(text):
+    with pytest.raises(BadInput) as e:
+        parse_concurrency(text)
+    assert e.value.flag == "--concurrency"
+
+
+def test_concurrency_sorted_unique():
+    assert parse_concurrency("64,1,16,4,32,4") == [1, 4, 16, 32, 64]
+
+
+def test_requests_per_level():
+    assert parse_requests_per_level("auto") is None
+    assert requests_for_level(1, None) == 4
+    assert requests_for_level(64, None) == 128
+    assert requests_for_level(64, 10) == 10
+    with pytest.raises(BadInput):
+        parse_requests_per_level("0")
+
+
+def test_temperature():
+    assert parse_temperature("0.7") == 0.7
+    for bad in ("hot", "-1", "5", "nan"):
+        with pytest.raises(BadInput) as e:
+            parse_temperature(bad)
+        assert e.value.flag == "--temperature"
+
+
+def test_target_concurrency():
+    assert parse_target_concurrency("mix", [1, 4]) is None
+    assert parse_target_concurrency("4", [1, 4]) == [4]
+    with pytest.raises(BadInput) as e:
+        parse_target_concurrency("8", [1, 4])
+    assert e.value.flag == "--target-concurrency"
+
+
+def test_extra_vars_forms(tmp_path):
+    f = tmp_path / "v.yml"
+    f.write_text("a: 1\nb: [x]\n")
+    j = tmp_path / "v.json"
+    j.write_text('{"c": true}')
+    got = parse_extra_vars(["x=1 y='two words'", f"@{f}", f"@{j}", '{"d": 4}'])
+    assert got == {"x": "1", "y": "two words", "a": 1, "b": ["x"], "c": True, "d": 4}
+
+
+@pytest.mark.parametrize("item", ["novalue", "@/does/not/exist.yml", "spec_steps=3", "1x=2", "[1, 2]"])
+def test_extra_vars_bad(item):
+    with pytest.raises(BadInput) as e:
+        parse_extra_vars([item])
+    assert e.value.flag == "-e/--extra-vars"
+
+
+def test_out_dir(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(BadInput) as e:
+        check_out_dir(str(f))
+    assert e.value.flag == "--out"
+    assert check_out_dir(str(tmp_path / "new" / "deeper")) == tmp_path / "new" / "deeper"
+    with pytest.raises(BadInput):
+        check_out_dir(str(f / "below-a-file"))
+
+
+def test_draft_tokens():
+    assert parse_draft_tokens("auto") == [None]
+    assert parse_draft_tokens("4,8") == [4, 8]
+    with pytest.raises(BadInput):
+        parse_draft_tokens("1")
+
+
+def test_plan_configs_order_and_feasibility():
+    plan = plan_configs([0, 1, 2, 3], [1, 2], [None])
+    ids = [c.config_id for c in plan.configs]
+    assert ids == ["k0", "k1-t1", "k2-t1", "k3-t1", "k1-t2", "k2-t2", "k3-t2"]
+    plan = plan_configs([1, 3], [1, 4], [4, 8])
+    ids = {c.config_id for c in plan.configs}
+    # topk 1 forces draft = steps + 1; a tree verifies at most steps x topk + 1
+    assert ids == {"k1-t4-d4", "k3-t1-d4", "k3-t4-d4", "k3-t4-d8"}
+    assert {c.config_id for c, _ in plan.infeasible} == {"k1-t1-d4", "k1-t1-d8", "k3-t1-d8", "k1-t4-d8"}
+
+
+def test_spec_config_vars():
+    c = SpecConfig(3)
+    assert c.extravars() == {"spec_steps": 3, "spec_topk": 1, "spec_algorithm": "NEXTN"}
+    assert SpecConfig(4, 2, 8).extravars()["spec_draft_tokens"] == 8
+    assert SpecConfig.from_dict(c.to_dict()) == c

@@ -1,0 +1,175 @@
+"""`python -m tuner sweep` end to end on local hosts: real ansible-runner, real emulator processes.
+
+The deploy play is fixtures/local_emulator_deploy.yml, which keeps the sglang_server role's
+contract (tags, set_stats, rollback, failure message) with a plain process instead of systemd;
+the systemd version of this test is tests/tuner/test_tuner_e2e_systemd.py.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuner import cli
+from tuner_testlib import FIXTURES, ROOT, free_port, grep_tree, local_inventory, stop_local_emulators
+
+KEY = "sk-sweep-test-4f1e9c"
+PLAY = str(FIXTURES / "local_emulator_deploy.yml")
+
+
+@pytest.fixture
+def hosts(tmp_path, monkeypatch):
+    """A function making an inventory of local hosts; every emulator is stopped afterwards."""
+    state = tmp_path / "state"
+    state.mkdir()
+    # private data dirs land here, so the test can check that none is left behind
+    runner_tmp = tmp_path / "runner-tmp"
+    runner_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(runner_tmp))
+
+    def make(*names: str) -> Path:
+        return local_inventory(tmp_path / "inventory.yml", {n: free_port() for n in names}, state)
+    make.state = state
+    make.runner_tmp = runner_tmp
+    yield make
+    stop_local_emulators(state)
+
+
+def sweep(out: Path, inventory: Path, *args: str) -> int:
+    return cli.main(["sweep", "--out", str(out), "--inventory", str(inventory), "--playbook", PLAY,
+                     "-e", f"project_dir={ROOT}", "--concurrency", "1,4", "--input-len", "16",
+                     "--output-len", "24", "--warmup-requests", "1", *args])
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_API_KEY", KEY)
+    inv = hosts("local-a")
+    out = tmp_path / "out"
+    rc = sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--deploy-best")
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    for name in ("sweep.json", "records.jsonl", "results.csv", "recommendation.json",
+                 "throughput_vs_steps.png", "report.md"):
+        assert (out / name).is_file(), name
+    rows = read_csv(out / "results.csv")
+    status = {(r["config_id"], r["concurrency"]): r["status"] for r in rows}
+    assert status[("k1-t1", "1")] == status[("k1-t1", "4")] == "ok"
+    assert status[("k2-t1", "1")] == status[("k2-t1", "4")] == "deploy_failed"
+    # k2 failed for lack of KV memory: k3 and k4 need more of it and are not tried
+    assert status[("k3-t1", "1")] == status[("k4-t1", "4")] == "skipped"
+    k2 = next(r for r in rows if r["config_id"] == "k2-t1")
+    assert "Not enough memory" in k2["error"]
+    k1 = next(r for r in rows if r["config_id"] == "k1-t1" and r["concurrency"] == "4")
+    assert int(k1["max_total_num_tokens"]) > 0 and int(k1["max_running_requests"]) > 0
+    assert float(k1["accept_length"]) > 1 and k1["accept_length_source"] == "meta_info"
+    assert int(k1["requests_ok"]) == 8 and k1["requests_failed"] == "0"
+    # the host was rolled back to its last good configuration (k1) and the sweep went on
+    with urllib.request.urlopen(urllib.request.Request(
+            f"http://127.0.0.1:{yaml.safe_load(inv.read_text())['all']['children']['sglang_servers']['hosts']['local-a']['local_emu_port']}/server_info",
+            headers={"Authorization": f"Bearer {KEY}"})) as r:
+        steps_now = json.load(r)["speculative_num_steps"]
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert set(rec["by_concurrency"]) == {"1", "4"}
+    assert rec["recommended"]["spec_steps"] == 1
+    # --deploy-best deployed the recommendation last and verified it
+    best = [r for r in records(out) if r["type"] == "deploy_best"]
+    assert best and best[0]["verified"] is True
+    assert steps_now == rec["recommended"]["spec_steps"]
+    deploys = [r for r in records(out) if r["type"] == "deploy"]
+    assert deploys[0]["tags"] == [] and all(d["tags"] == ["sglang_server_configure", "sglang_server_run"]
+                                            for d in deploys[1:])
+    assert (out / "deploy" / "k1-t1" / "stdout.txt").is_file()
+    assert (out / "deploy" / "k1-t1" / "events.jsonl").is_file()
+    report = (out / "report.md").read_text()
+    assert "Not enough memory" in report and "deeper speculation needs more" in report
+    # progress lines: configuration, level, tokens/s
+    assert "[k=1 C=4 rep 1/1]" in err and "tok/s agg" in err
+    # the API key reached the server (requests succeeded with it enforced) but no file holds it
+    assert grep_tree(out, KEY) == []
+    assert KEY not in err
+    assert list(hosts.runner_tmp.iterdir()) == []         # private data dirs are deleted
+
+    # --resume on a finished sweep redoes nothing
+    n = len(records(out))
+    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--resume") == 0
+    assert [r["type"] for r in records(out)[n:]] == []
+
+    # an interrupted sweep: the last level of k1 was never written
+    lines = (out / "records.jsonl").read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if '"level"' in line)
+    dropped = json.loads(lines[last])
+    (out / "records.jsonl").write_text("\n".join(lines[:last] + lines[last + 1:]) + "\n")
+    n = len(records(out))
+    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--resume") == 0
+    new = [r for r in records(out)[n:] if r["type"] != "timing"]
+    assert [(r["type"], r["config"]["config_id"]) for r in new] == [("deploy", "k1-t1"), ("level", "k1-t1")]
+    assert new[1]["concurrency"] == dropped["concurrency"] and new[1]["repeat"] == dropped["repeat"]
+
+    # a different sweep in the same directory is refused, naming the flag
+    capsys.readouterr()
+    assert sweep(out, inv, "--steps", "1-3", "--resume") == 2
+    assert "--resume" in capsys.readouterr().err
+    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2") == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def slow_profile(tmp_path: Path) -> Path:
+    """Another machine: a costly draft with poor acceptance, so every extra step loses."""
+    seed = yaml.safe_load((ROOT / "tuner" / "emulator" / "profiles" /
+                           "seed-qwen35-122b-4x-rtxpro6000.yaml").read_text())
+    seed.update({"name": "slow-draft", "t_draft_ms": 25.0, "alpha": {0.0: 0.5, 1.0: 0.3}})
+    p = tmp_path / "slow-draft.yaml"
+    p.write_text(yaml.safe_dump(seed))
+    return p
+
+
+@pytest.mark.slow
+def test_early_stop_skips_deeper_steps(hosts, tmp_path, capsys):
+    inv = hosts("local-a")
+    out = tmp_path / "out"
+    rc = sweep(out, inv, "--steps", "1-4", "-e", f"local_emu_profile={slow_profile(tmp_path)}",
+               "--target-concurrency", "4", "--output-len", "64")
+    assert rc == 0, capsys.readouterr().err
+    recs = records(out)
+    measured = {r["config"]["config_id"] for r in recs if r["type"] == "level"}
+    skipped = {r["config"]["config_id"]: r for r in recs if r["type"] == "skip"}
+    assert measured == {"k1-t1", "k2-t1"}
+    assert set(skipped) == {"k3-t1", "k4-t1"} and skipped["k3-t1"]["kind"] == "early_stop"
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert rec["recommended"]["spec_steps"] == 1
+    assert rec["recommended"]["workload"]["concurrency"] == [4]
+    assert any("Early stop" in n for n in rec["notes"])
+    assert "Early stop" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_parallel_hosts_share_the_sweep(hosts, tmp_path, capsys):
+    inv = hosts("local-a", "local-b")
+    out = tmp_path / "out"
+    rc = sweep(out, inv, "--steps", "1-2", "--no-early-stop", "--concurrency", "1")
+    assert rc == 0, capsys.readouterr().err
+    recs = records(out)
+    deploys = [r for r in recs if r["type"] == "deploy"]
+    assert sorted(r["config"]["config_id"] for r in deploys) == ["k1-t1", "k2-t1"]
+    assert {r["host"] for r in deploys} == {"local-a", "local-b"}
+    # each host's first run is a full one
+    firsts = {}
+    for r in deploys:
+        firsts.setdefault(r["host"], r)
+    assert all(r["tags"] == [] for r in firsts.values())
+    assert len([r for r in recs if r["type"] == "level"]) == 2

@@ -1,0 +1,98 @@
+"""Helpers for the tuner's tests: real emulator processes on loopback (imported by name)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def emulator(*extra: str, steps: int = 3, startup_s: float = 0.2, log: Path | None = None,
+             wait: bool = True) -> Iterator[str]:
+    """A real `python -m tuner.emulator` process on a free loopback port; yields its URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "tuner.emulator", "--model-path", "/models/x",
+           "--served-model-name", "qwen3.5-122b", "--host", "127.0.0.1", "--port", str(port),
+           "--tp-size", "4", "--emulator-startup-s", str(startup_s), "--enable-metrics"]
+    if steps:
+        cmd += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps),
+                "--speculative-eagle-topk", "1"]
+    cmd += list(extra)
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if wait:
+            deadline = time.monotonic() + 60
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"emulator exited with {proc.returncode}: {' '.join(cmd)}")
+                try:
+                    with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except (urllib.error.URLError, OSError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("emulator did not become healthy")
+                time.sleep(0.1)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if log:
+            out.close()
+
+
+def local_inventory(path: Path, hosts: dict[str, int], state_dir: Path) -> Path:
+    """An inventory of local hosts for fixtures/local_emulator_deploy.yml (one port each)."""
+    lines = ["---", "all:", "  children:", "    sglang_servers:", "      hosts:"]
+    for name, port in hosts.items():
+        lines += [f"        {name}:", f"          local_emu_port: {port}",
+                  f"          local_emu_dir: {state_dir / name}"]
+    lines += ["      vars:", "        ansible_connection: local",
+              '        ansible_python_interpreter: "{{ ansible_playbook_python }}"', ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+def stop_local_emulators(state_dir: Path) -> None:
+    """Stop what fixtures/local_emulator_deploy.yml started (its pid files name process groups)."""
+    for pidfile in state_dir.glob("*/pid"):
+        try:
+            os.killpg(int(pidfile.read_text().strip()), signal.SIGTERM)
+        except (ValueError, ProcessLookupError, PermissionError):
+            pass
+
+
+def grep_tree(root: Path, needle: str) -> list[Path]:
+    """Every file under root that contains needle (bytes), for secret-leak checks."""
+    hits = []
+    for p in root.rglob("*"):
+        if p.is_file() and needle.encode() in p.read_bytes():
+            hits.append(p)
+    return hits

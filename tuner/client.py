@@ -1,0 +1,345 @@
+"""The asynchronous streaming benchmark client (aiohttp).
+
+One shared `ClientSession` per benchmark (as vLLM's `bench serve` does, peer-tools.md §1.2), a
+closed loop per level (C workers; each sends its next request when the previous one has ended),
+and a trace per request (send time, arrival time and token count of every chunk, the server's
+final counts) that `metrics.py` turns into numbers.
+
+Endpoints (sglang-facts.md §3.3):
+- `generate` (default): SGLang's native `/generate`. Every chunk's `meta_info.completion_tokens`
+  is cumulative, so the tokens of each chunk are known exactly, and the final chunk carries
+  `spec_verify_ct`, which gives the level's own acceptance length.
+- `chat` / `completions`: the OpenAI endpoints with `stream_options.include_usage` (and
+  `continuous_usage_stats`, which SGLang honours, for per-chunk counts).
+
+A request is failed when the server answers an HTTP error, the stream breaks or ends without
+its final chunk / `[DONE]`, the server never states its token count, or, under `ignore_eos`,
+fewer tokens arrive than were asked for: a cut stream must never pass as a short answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import aiohttp
+
+from . import prompts
+from .metrics import RequestTrace, parse_prometheus_counters
+
+try:  # the one parser of /server_info (plugins/module_utils, installed as sglang_utils)
+    from sglang_utils.sglang_server_info import SERVER_INFO_PATHS, parse_models, parse_server_info
+except ImportError:  # pragma: no cover - running from a tree without the package installed
+    import importlib.util
+    import pathlib
+    import sys
+
+    _p = pathlib.Path(__file__).resolve().parents[1] / "plugins" / "module_utils" / "sglang_server_info.py"
+    _spec = importlib.util.spec_from_file_location("sglang_utils.sglang_server_info", _p)
+    _mod = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+    sys.modules[_spec.name] = _mod  # type: ignore[union-attr]
+    _spec.loader.exec_module(_mod)  # type: ignore[union-attr]
+    SERVER_INFO_PATHS, parse_models, parse_server_info = (
+        _mod.SERVER_INFO_PATHS, _mod.parse_models, _mod.parse_server_info)
+
+USER_AGENT = "sglang-tune-bench/0.1"
+
+
+@dataclass
+class ClientOptions:
+    url: str
+    endpoint: str = "generate"
+    input_len: int = 256
+    output_len: int = 256
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    api_key: str | None = None
+    model: str | None = None            # OpenAI endpoints: the served model name
+    request_timeout: float = 600.0
+    seed: int = 0
+    input_ids: bool = True              # /generate: send token ids (exact length on real SGLang)
+
+    def headers(self) -> dict[str, str]:
+        h = {"User-Agent": USER_AGENT}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class BenchClient:
+    """A session against one server; use as `async with BenchClient(opts) as c:`."""
+
+    def __init__(self, opts: ClientOptions):
+        self.opts = opts
+        self.base = opts.url.rstrip("/")
+        self._session: aiohttp.ClientSession | None = None
+        self._next_index = 0
+
+    async def __aenter__(self) -> "BenchClient":
+        # No connection limit: the level's workers are the limit. Keep-alive connections are
+        # reused across requests, as a load generator should (vLLM bench serve does the same).
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector, headers=self.opts.headers(), read_bufsize=1 << 22,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("BenchClient used outside `async with`")
+        return self._session
+
+    # -- server metadata ----------------------------------------------------------------------
+    async def _get_json(self, path: str, timeout: float = 30.0) -> Any:
+        async with self.session.get(self.base + path, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            if r.status != 200:
+                raise ServerError(f"GET {path}: HTTP {r.status}")
+            return await r.json(content_type=None)
+
+    async def server_info(self) -> dict[str, Any]:
+        """The raw `/server_info` body (falling back to `/get_server_info`, sglang-facts.md §3)."""
+        last: Exception | None = None
+        for path in SERVER_INFO_PATHS:
+            try:
+                return await self._get_json(path)
+            except (ServerError, aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                last = exc
+        raise ServerError(f"no server info: {last}")
+
+    async def parsed_server_info(self) -> dict[str, Any]:
+        return parse_server_info(await self.server_info())
+
+    async def served_model_name(self) -> str | None:
+        try:
+            return parse_models(await self._get_json("/v1/models")).get("served_model_name")
+        except (ServerError, aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            return None
+
+    async def health(self, timeout: float = 10.0) -> bool:
+        try:
+            async with self.session.get(self.base + "/health",
+                                        timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                return r.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return False
+
+    async def counters(self) -> dict[str, float] | None:
+        """Prometheus counters for the acceptance fallback; None when /metrics is off."""
+        try:
+            async with self.session.get(self.base + "/metrics",
+                                        timeout=aiohttp.ClientTimeout(total=10)) as r:
+                if r.status != 200:
+                    return None
+                return parse_prometheus_counters(await r.text())
+        except (aiohttp.ClientError, asyncio.TimeoutError, UnicodeDecodeError):
+            return None
+
+    # -- one request ----------------------------------------------------------------------------
+    def _body(self, index: int, max_tokens: int) -> tuple[str, dict[str, Any]]:
+        o = self.opts
+        if o.endpoint == "generate":
+            sampling: dict[str, Any] = {"max_new_tokens": max_tokens, "temperature": o.temperature,
+                                        "ignore_eos": o.ignore_eos}
+            body: dict[str, Any] = {"sampling_params": sampling, "stream": True}
+            if o.input_ids:
+                body["input_ids"] = prompts.prompt_ids(index, o.input_len, o.seed)
+            else:
+                body["text"] = prompts.prompt_text(index, o.input_len, o.seed)
+            return "/generate", body
+        common: dict[str, Any] = {
+            "max_tokens": max_tokens, "temperature": o.temperature, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "ignore_eos": o.ignore_eos}
+        if o.model:
+            common["model"] = o.model
+        text = prompts.prompt_text(index, o.input_len, o.seed)
+        if o.endpoint == "chat":
+            return "/v1/chat/completions", {"messages": [{"role": "user", "content": text}], **common}
+        return "/v1/completions", {"prompt": text, **common}
+
+    async def request(self, index: int, max_tokens: int | None = None) -> RequestTrace:
+        """Send one streaming request and record what arrives; never raises for server faults."""
+        max_tokens = self.opts.output_len if max_tokens is None else max_tokens
+        path, body = self._body(index, max_tokens)
+        payload = json.dumps(body).encode()
+        trace = RequestTrace(index=index, sent=time.perf_counter())
+        try:
+            async with asyncio.timeout(self.opts.request_timeout):
+                async with self.session.post(self.base + path, data=payload,
+                                             headers={"Content-Type": "application/json"}) as resp:
+                    if resp.status != 200:
+                        text = (await resp.text(errors="replace"))[:200].replace("\n", " ")
+                        trace.error = f"HTTP {resp.status}: {text}"
+                    elif self.opts.endpoint == "generate":
+                        await self._read_generate(resp, trace)
+                    else:
+                        await self._read_openai(resp, trace)
+        except TimeoutError:
+            trace.error = f"timeout after {self.opts.request_timeout:g} s"
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            trace.error = f"{type(exc).__name__}: {exc}"[:200]
+        except ValueError as exc:   # a chunk that is not JSON, or a line beyond the buffer
+            trace.error = f"bad stream chunk: {exc}"[:200]
+        trace.ended = time.perf_counter()
+        if trace.error is None:
+            trace.error = self._check_complete(trace, max_tokens)
+        return trace
+
+    def _check_complete(self, t: RequestTrace, max_tokens: int) -> str | None:
+        if t.output_tokens is None:
+            return "no output token count from the server"
+        if not t.chunk_times:
+            return "no token arrived"
+        if self.opts.ignore_eos and t.output_tokens < max_tokens:
+            return f"short stream: {t.output_tokens} of {max_tokens} tokens under ignore_eos"
+        return None
+
+    async def _read_generate(self, resp: aiohttp.ClientResponse, t: RequestTrace) -> None:
+        seen = 0
+        finished = done = False
+        async for raw in resp.content:
+            now = time.perf_counter()
+            if not raw.startswith(b"data:"):
+                continue
+            data = raw[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            chunk = json.loads(data)
+            if "error" in chunk:
+                t.error = f"server error: {str(chunk['error'])[:160]}"
+                return
+            meta = chunk.get("meta_info") or {}
+            ct = meta.get("completion_tokens")
+            if isinstance(ct, int) and ct > seen:
+                t.chunk_times.append(now)
+                t.chunk_tokens.append(ct - seen)
+                seen = ct
+            if isinstance(meta.get("prompt_tokens"), int):
+                t.prompt_tokens = meta["prompt_tokens"]
+            if meta.get("finish_reason") is not None:
+                finished = True
+                fr = meta["finish_reason"]
+                t.finish_reason = fr.get("type") if isinstance(fr, dict) else str(fr)
+                if fr and isinstance(fr, dict) and fr.get("type") == "abort":
+                    t.error = f"aborted by the server: {str(fr.get('message'))[:160]}"
+                    return
+                v = meta.get("spec_verify_ct")
+                t.spec_verify_ct = v if isinstance(v, int) and v > 0 else None
+                e2e = meta.get("e2e_latency")
+                t.server_e2e_s = float(e2e) if isinstance(e2e, (int, float)) else None
+        if not (finished and done):
+            t.error = "stream cut: " + ("no final chunk" if not finished else "no [DONE]")
+            return
+        t.output_tokens = seen
+
+    async def _read_openai(self, resp: aiohttp.ClientResponse, t: RequestTrace) -> None:
+        seen = 0          # cumulative completion tokens from continuous usage, when given
+        usage_total: int | None = None
+        finished = done = False
+        async for raw in resp.content:
+            now = time.perf_counter()
+            if not raw.startswith(b"data:"):
+                continue
+            data = raw[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            chunk = json.loads(data)
+            if "error" in chunk:
+                t.error = f"server error: {str(chunk['error'])[:160]}"
+                return
+            usage = chunk.get("usage") or {}
+            choices = chunk.get("choices") or []
+            has_text = False
+            for ch in choices:
+                delta = ch.get("delta") if "delta" in ch else ch
+                text = (delta or {}).get("content") or (delta or {}).get("text") \
+                    or (delta or {}).get("reasoning_content") or ""
+                has_text = has_text or bool(text)
+                if ch.get("finish_reason") is not None:
+                    finished = True
+                    t.finish_reason = str(ch["finish_reason"])
+            ct = usage.get("completion_tokens")
+            if isinstance(ct, int):
+                usage_total = ct
+            if isinstance(usage.get("prompt_tokens"), int):
+                t.prompt_tokens = usage["prompt_tokens"]
+            if has_text:
+                if isinstance(ct, int) and ct >= seen and choices:
+                    t.chunk_times.append(now)
+                    t.chunk_tokens.append(ct - seen if ct > seen else None)
+                    seen = ct
+                else:
+                    t.chunk_times.append(now)
+                    t.chunk_tokens.append(None)
+            elif isinstance(ct, int) and ct > seen and choices:
+                # tokens that decode to no text yet (partial UTF-8) still arrived now
+                t.chunk_times.append(now)
+                t.chunk_tokens.append(ct - seen)
+                seen = ct
+        if not (finished and done):
+            t.error = "stream cut: " + ("no finish_reason" if not finished else "no [DONE]")
+            return
+        t.output_tokens = usage_total
+        if usage_total is not None and t.chunk_tokens and all(c is not None for c in t.chunk_tokens):
+            missing = usage_total - sum(c for c in t.chunk_tokens if c)  # type: ignore[misc]
+            if missing > 0:   # the final usage-only chunk may carry the last count
+                t.chunk_tokens[-1] = (t.chunk_tokens[-1] or 0) + missing
+
+    # -- levels ---------------------------------------------------------------------------------
+    def take_indices(self, n: int) -> int:
+        """Reserve n prompt indices; every request of a deployment gets a fresh prompt."""
+        first = self._next_index
+        self._next_index += n
+        return first
+
+    async def warmup(self, requests: int, concurrency: int, max_tokens: int = 16) -> list[RequestTrace]:
+        """Short requests whose numbers are thrown away (JIT, CUDA graphs, connection set-up)."""
+        if requests <= 0:
+            return []
+        return await self.run_level(concurrency, requests, max_tokens=max_tokens, first_index=-(10 ** 6))
+
+    async def run_level(self, concurrency: int, n_requests: int, *, max_tokens: int | None = None,
+                        first_index: int | None = None,
+                        on_done: Callable[[RequestTrace], Any] | None = None) -> list[RequestTrace]:
+        """Closed loop: `concurrency` workers share `n_requests` requests."""
+        base = self.take_indices(n_requests) if first_index is None else first_index
+        traces: list[RequestTrace] = []
+        counter = iter(range(n_requests))
+
+        async def worker() -> None:
+            for i in counter:
+                t = await self.request(base + i, max_tokens)
+                traces.append(t)
+                if on_done is not None:
+                    on_done(t)
+
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, n_requests)))))
+        return traces
+
+
+async def with_ticker(coro: Awaitable[Any], tick: Callable[[], None], every_s: float) -> Any:
+    """Run `coro`, calling `tick()` every `every_s` seconds while it runs (progress lines)."""
+    task = asyncio.ensure_future(coro)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every_s)
+            if done:
+                return task.result()
+            tick()
+    finally:
+        if not task.done():
+            task.cancel()

@@ -1,0 +1,276 @@
+"""Per-request and per-level benchmark metrics (pure functions over recorded request traces).
+
+Definitions (peer-tools.md §2.1 compares the tools; where they agree we follow them):
+
+Per request
+- TTFT: arrival of the first chunk that carries output tokens minus the send time (vLLM
+  `bench serve`, SGLang `bench_serving` and AIPerf all use the first non-empty chunk).
+- E2E latency: arrival of the last token-carrying chunk minus the send time.
+- Output tokens: the server's own count (`meta_info.completion_tokens` of native `/generate`, or
+  `usage.completion_tokens` of the OpenAI endpoints), never the number of chunks: speculative
+  decoding streams several tokens per chunk. A request whose server count is missing is failed,
+  rather than silently credited with the requested length (SGLang `bench_serving`'s fallback).
+- TPOT = (E2E - TTFT) / (output_tokens - 1): vLLM's and SGLang's TPOT, AIPerf's ITL.
+- Decode rate = (output_tokens - 1) / (E2E - TTFT): the seed's "per-request tok/s". It leaves
+  out queue wait and prefill, so at concurrency 64 with ~21 running slots it stays near the
+  per-slot speed (~99 tok/s in seed-measurements.md) instead of collapsing with the queue.
+- ITL (chunk-robust): each gap between consecutive token-carrying chunks is divided evenly over
+  the tokens that later chunk carried (the idea of vLLM PR #42661), so every ITL sample is one
+  token and percentiles are per token. Plain chunk gaps would count a 4-token chunk as one
+  slow token. Tokens that arrive in the first chunk come with TTFT and get no ITL sample.
+
+Per level (closed loop: C workers, each sends its next request when its previous one ends)
+- wall = first send to last completion (failed requests included: they occupied the level).
+- output_tok_s (aggregate) = sum of output tokens of successful requests / wall (vLLM's
+  "Output token throughput"; GuideLLM's over its measured window).
+- per_request_tok_s = mean decode rate of the successful requests.
+- accept_length for this level alone: sum completion_tokens / sum spec_verify_ct over the
+  level's requests (from `/generate`'s final meta_info; SGLang PR #3152's portable formula,
+  sglang-facts.md §3.3), else the level's delta of the Prometheus counters
+  generation_tokens_total / spec_verify_calls_total (sglang-facts.md §3.2), else tokens per
+  chunk (one chunk per verify step at the default --stream-interval 1). SGLang's own
+  `avg_spec_accept_length` is cumulative since start-up and mixes levels, so it is not used.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+
+@dataclass
+class RequestTrace:
+    """What the client saw of one request; times are `time.perf_counter()` seconds."""
+
+    index: int
+    sent: float
+    chunk_times: list[float] = field(default_factory=list)
+    # Tokens each of those chunks carried (None: the server did not say, e.g. chat without
+    # continuous usage; then the request's total is spread evenly over its chunks).
+    chunk_tokens: list[int | None] = field(default_factory=list)
+    ended: float | None = None             # when the stream closed (or the error surfaced)
+    output_tokens: int | None = None        # the server's count
+    prompt_tokens: int | None = None
+    spec_verify_ct: int | None = None
+    server_e2e_s: float | None = None       # the server's own arrival-to-finish time, if it says
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default method); None when empty."""
+    if not values:
+        return None
+    data = sorted(values)
+    if len(data) == 1:
+        return float(data[0])
+    pos = (len(data) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return float(data[lo] + (data[hi] - data[lo]) * (pos - lo))
+
+
+def mean(values: Iterable[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def ttft_s(t: RequestTrace) -> float | None:
+    return t.chunk_times[0] - t.sent if t.chunk_times else None
+
+
+def e2e_s(t: RequestTrace) -> float | None:
+    if t.chunk_times:
+        return t.chunk_times[-1] - t.sent
+    return None
+
+
+def tpot_s(t: RequestTrace) -> float | None:
+    ttft, e2e = ttft_s(t), e2e_s(t)
+    n = t.output_tokens
+    if ttft is None or e2e is None or not n or n < 2:
+        return None
+    return (e2e - ttft) / (n - 1)
+
+
+def decode_rate(t: RequestTrace) -> float | None:
+    """(output_tokens - 1) / (E2E - TTFT): tokens per second after the first token."""
+    ttft, e2e = ttft_s(t), e2e_s(t)
+    n = t.output_tokens
+    if ttft is None or e2e is None or not n or n < 2 or e2e <= ttft:
+        return None
+    return (n - 1) / (e2e - ttft)
+
+
+def chunk_token_counts(t: RequestTrace) -> list[float]:
+    """Tokens per chunk; unknown counts are filled by spreading what is left evenly."""
+    counts = list(t.chunk_tokens) + [None] * (len(t.chunk_times) - len(t.chunk_tokens))
+    counts = counts[:len(t.chunk_times)]
+    if all(c is not None for c in counts):
+        return [float(c) for c in counts]  # type: ignore[arg-type]
+    known = sum(c for c in counts if c is not None)
+    unknown = sum(1 for c in counts if c is None)
+    rest = max(0.0, float((t.output_tokens or 0) - known))
+    share = rest / unknown if unknown else 0.0
+    return [float(c) if c is not None else share for c in counts]
+
+
+def itl_samples_s(t: RequestTrace) -> list[float]:
+    """Chunk-robust inter-token latencies of one request, one sample per token after chunk 1."""
+    counts = chunk_token_counts(t)
+    out: list[float] = []
+    for i in range(1, len(t.chunk_times)):
+        tokens = counts[i]
+        if tokens <= 0:
+            continue
+        gap = t.chunk_times[i] - t.chunk_times[i - 1]
+        whole = max(1, int(round(tokens)))
+        out.extend([gap / tokens] * whole)
+    return out
+
+
+@dataclass
+class LevelMetrics:
+    """One benchmark level (one concurrency, one repeat); the row results.csv is built from."""
+
+    concurrency: int
+    requests: int
+    requests_ok: int
+    requests_failed: int
+    output_tokens: int
+    wall_s: float
+    output_tok_s: float | None
+    per_request_tok_s: float | None
+    ttft_ms_p50: float | None
+    ttft_ms_p99: float | None
+    tpot_ms_p50: float | None
+    tpot_ms_p99: float | None
+    itl_ms_p50: float | None
+    itl_ms_p99: float | None
+    e2e_ms_p50: float | None
+    e2e_ms_p99: float | None
+    prompt_tokens_mean: float | None
+    accept_length: float | None
+    accept_length_source: str
+    status: str
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1000.0
+
+
+def accept_length(traces: Sequence[RequestTrace],
+                  counter_delta: dict[str, float] | None = None) -> tuple[float | None, str]:
+    """The level's own acceptance length and where it came from (module docstring)."""
+    ok = [t for t in traces if t.ok and t.output_tokens]
+    if ok and all(t.spec_verify_ct for t in ok):
+        tokens = sum(t.output_tokens or 0 for t in ok)
+        verify = sum(t.spec_verify_ct or 0 for t in ok)
+        return tokens / verify, "meta_info"
+    if counter_delta:
+        gen = counter_delta.get("generation_tokens")
+        ver = counter_delta.get("spec_verify_calls")
+        if gen and ver and ver > 0:
+            return gen / ver, "metrics"
+    chunks = sum(sum(1 for c in chunk_token_counts(t) if c > 0) for t in ok)
+    if chunks:
+        return sum(t.output_tokens or 0 for t in ok) / chunks, "chunks"
+    return None, "none"
+
+
+def _error_key(message: str) -> str:
+    """Group error messages by kind: numbers vary per request, HTTP status codes do not."""
+    return re.sub(r"(?<!HTTP )\b\d+(\.\d+)?\b", "N", message)[:120]
+
+
+def level_metrics(concurrency: int, traces: Sequence[RequestTrace],
+                  counter_delta: dict[str, float] | None = None) -> LevelMetrics:
+    ok = [t for t in traces if t.ok]
+    failed = [t for t in traces if not t.ok]
+    starts = [t.sent for t in traces]
+    ends = [x for t in traces for x in ([t.ended] if t.ended is not None else t.chunk_times[-1:])]
+    wall = (max(ends) - min(starts)) if starts and ends else 0.0
+    tokens = sum(t.output_tokens or 0 for t in ok)
+    ttfts = [v for v in (ttft_s(t) for t in ok) if v is not None]
+    tpots = [v for v in (tpot_s(t) for t in ok) if v is not None]
+    e2es = [v for v in (e2e_s(t) for t in ok) if v is not None]
+    rates = [v for v in (decode_rate(t) for t in ok) if v is not None]
+    itls = [v for t in ok for v in itl_samples_s(t)]
+    acc, source = accept_length(traces, counter_delta)
+    errors: dict[str, int] = {}
+    for t in failed:
+        key = _error_key(t.error or "unknown")
+        errors[key] = errors.get(key, 0) + 1
+    status = "ok" if not failed else ("partial" if ok else "failed")
+    return LevelMetrics(
+        concurrency=concurrency,
+        requests=len(traces),
+        requests_ok=len(ok),
+        requests_failed=len(failed),
+        output_tokens=tokens,
+        wall_s=wall,
+        output_tok_s=(tokens / wall) if ok and wall > 0 else None,
+        per_request_tok_s=mean(rates),
+        ttft_ms_p50=_ms(percentile(ttfts, 50)),
+        ttft_ms_p99=_ms(percentile(ttfts, 99)),
+        tpot_ms_p50=_ms(percentile(tpots, 50)),
+        tpot_ms_p99=_ms(percentile(tpots, 99)),
+        itl_ms_p50=_ms(percentile(itls, 50)),
+        itl_ms_p99=_ms(percentile(itls, 99)),
+        e2e_ms_p50=_ms(percentile(e2es, 50)),
+        e2e_ms_p99=_ms(percentile(e2es, 99)),
+        prompt_tokens_mean=mean(t.prompt_tokens for t in ok if t.prompt_tokens is not None),
+        accept_length=acc,
+        accept_length_source=source,
+        status=status,
+        errors=errors,
+    )
+
+
+_PROM_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+# Prometheus counters that give a level's acceptance length (sglang-facts.md §3.2); SGLang
+# prefixes `sglang:`, some exporters `sglang_`.
+COUNTERS = {
+    "generation_tokens": ("sglang:generation_tokens_total", "sglang_generation_tokens_total"),
+    "spec_verify_calls": ("sglang:spec_verify_calls_total", "sglang_spec_verify_calls_total"),
+}
+
+
+def parse_prometheus_counters(text: str) -> dict[str, float]:
+    """Sum each counter of `COUNTERS` over its label sets (TP ranks, models)."""
+    wanted = {name: key for key, names in COUNTERS.items() for name in names}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _PROM_LINE.match(line)
+        if not m or m.group(1) not in wanted:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        key = wanted[m.group(1)]
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def counter_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:
+    """after - before for counters present in both (a restart in between gives no delta)."""
+    if not before or not after:
+        return {}
+    out = {}
+    for key, value in after.items():
+        if key in before and value >= before[key]:
+            out[key] = value - before[key]
+    return out
