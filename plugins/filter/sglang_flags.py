@@ -1,0 +1,576 @@
+"""The one mapping from sglang_server role variables to `launch_server` flags.
+
+Everything the unit template needs to decide lives here as pure functions, so that the mapping
+is unit-tested without Ansible (tests/roles/test_sglang_flags.py) and the template stays a
+layout. The role calls these through the filters at the bottom of the file:
+
+- ``sglang_spec``: validates and normalises the play-level speculative-decoding variables.
+  ``-e spec_steps=3`` arrives as a string, so every number is parsed strictly here.
+- ``sglang_node``: multi-node tensor parallelism (``--nnodes``/``--node-rank``/
+  ``--dist-init-addr``) derived from an inventory group.
+- ``sglang_server_errors``: every other input check, with messages that name the variable.
+- ``sglang_flags``: the ordered flag list, one ``[flag, value...]`` entry per line of ExecStart.
+- ``systemd_exec_quote`` / ``systemd_env_assign``: quoting for ExecStart and EnvironmentFile.
+
+Only the standard library is used; Ansible is not imported.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Iterable
+
+# sglang-facts.md §2.1: builtin --speculative-algorithm values over 0.5.9 .. 0.5.23
+# (0.5.9/0.5.10: EAGLE EAGLE3 NEXTN STANDALONE NGRAM; 0.5.11 adds DFLASH; 0.5.23 adds DSPARK UNO).
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+# EAGLE3 and STANDALONE drafts are separate models; NEXTN/EAGLE on MTP checkpoints reuse the
+# target's own MTP layers (sglang-facts.md §2.5).
+SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
+
+# docs/architecture.md "Emulator": the faults the emulator understands, the kind of their ARG and
+# whether ARG is required (the emulator's tuner/emulator/faults.py checks the same at start-up;
+# checking here fails a bad value before the host is touched).
+EMULATOR_FAULTS: dict[str, tuple[str | None, bool]] = {
+    "kv-oom": (None, False),
+    "crash-after-ready": ("seconds", True),
+    "hang-before-ready": ("phase", False),
+    "slow-startup": ("seconds", True),
+    "http-5xx": ("share", True),
+    "cut-stream": ("share", True),
+}
+HANG_PHASES = ("http", "load")
+
+# The ExecStart module per engine: the only line of the unit that differs between engines.
+ENGINE_MODULES = {"sglang": "sglang.launch_server", "emulator": "tuner.emulator"}
+
+# Role settings that map 1:1 onto a launch_server flag, in ExecStart order.
+# kind: "str" (omitted when empty), "int"/"float" (omitted when None or ""), "bool" (bare flag).
+FLAG_TABLE: tuple[tuple[str, str, str], ...] = (
+    ("model_path", "--model-path", "str"),
+    ("served_model_name", "--served-model-name", "str"),
+    ("host", "--host", "str"),
+    ("port", "--port", "int"),
+    ("tp_size", "--tp-size", "int"),
+    ("mem_fraction_static", "--mem-fraction-static", "float"),
+    ("max_running_requests", "--max-running-requests", "int"),
+    ("context_length", "--context-length", "int"),
+    ("chunked_prefill_size", "--chunked-prefill-size", "int"),
+    ("trust_remote_code", "--trust-remote-code", "bool"),
+    ("enable_metrics", "--enable-metrics", "bool"),
+    ("decode_log_interval", "--decode-log-interval", "int"),
+    ("log_level", "--log-level", "str"),
+    ("watchdog_timeout", "--watchdog-timeout", "float"),
+    ("skip_server_warmup", "--skip-server-warmup", "bool"),
+)
+
+# Numeric settings: (kind, minimum, maximum, exclusive-minimum). None = unbounded.
+NUMERIC_LIMITS: dict[str, tuple[str, float | None, float | None, bool]] = {
+    "port": ("int", 1, 65535, False),
+    "tp_size": ("int", 1, 4096, False),
+    "mem_fraction_static": ("float", 0.0, 1.0, True),
+    "max_running_requests": ("int", 1, None, False),
+    "context_length": ("int", 1, None, False),
+    # -1 turns chunked prefill off in SGLang (server_args.py --chunked-prefill-size help).
+    "chunked_prefill_size": ("int", -1, None, False),
+    "decode_log_interval": ("int", 1, None, False),
+    "watchdog_timeout": ("float", 0.0, None, True),
+    "emulator_startup_s": ("float", 0.0, None, False),
+    "dist_init_port": ("int", 1, 65535, False),
+}
+
+# The environment variable that carries the API key from the root-only environment file into
+# ExecStart (systemd expands ${NAME} as one word). The key itself never appears in the unit.
+API_KEY_ENV = "SGLANG_SERVER_API_KEY"
+
+# Flags a user may not pass through sglang_server_extra_flags, with the variable that owns them.
+MANAGED_FLAGS: dict[str, str] = {flag: f"sglang_server_{key}" for key, flag, _ in FLAG_TABLE}
+MANAGED_FLAGS.update({
+    "--api-key": "sglang_server_api_key",
+    "--speculative-algorithm": "spec_algorithm",
+    "--speculative-algo": "spec_algorithm",
+    "--speculative-num-steps": "spec_steps",
+    "--speculative-eagle-topk": "spec_topk",
+    "--speculative-num-draft-tokens": "spec_draft_tokens",
+    "--speculative-draft-model-path": "sglang_server_spec_draft_model_path",
+    "--speculative-draft-model": "sglang_server_spec_draft_model_path",
+    "--nnodes": "sglang_server_multinode_group",
+    "--node-rank": "sglang_server_multinode_group",
+    "--dist-init-addr": "sglang_server_multinode_group",
+    "--emulator-profile": "sglang_server_emulator_profile",
+    "--emulator-startup-s": "sglang_server_emulator_startup_s",
+    "--emulator-fault": "sglang_server_emulator_faults",
+    "--tensor-parallel-size": "sglang_server_tp_size",
+    "--tp": "sglang_server_tp_size",
+})
+
+_INT_RE = re.compile(r"^[+-]?\d+$")
+_FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_FLAG_RE = re.compile(r"^(--)?[a-z0-9][a-z0-9-]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FAULT_RE = re.compile(r"^(?P<name>[a-z0-9-]+)(=(?P<arg>.+))?$")
+
+
+def _is_unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def parse_whole_number(value: Any) -> int | None:
+    """Strict integer parsing: ints and decimal-integer strings only.
+
+    Why strict: `-e spec_steps=1.5` must not become 1, and YAML/JSON booleans are not numbers.
+    Returns None when the value is not a whole number.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT_RE.match(value.strip()):
+        return int(value.strip())
+    return None
+
+
+def parse_number(value: Any) -> float | None:
+    """Strict real-number parsing for fractions and seconds (no booleans, no nan/inf)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, str) and _FLOAT_RE.match(value.strip()):
+        out = float(value.strip())
+    else:
+        return None
+    return out if math.isfinite(out) else None
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0", ""}
+
+
+def parse_bool(value: Any) -> bool | None:
+    """Booleans as YAML and `-e name=false` (a string) spell them; None when it is neither."""
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    return None
+
+
+def _fmt(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _range_text(lo: float | None, hi: float | None, exclusive_lo: bool, kind: str) -> str:
+    noun = "a whole number" if kind == "int" else "a number"
+    if lo is not None and hi is not None:
+        if exclusive_lo:
+            return f"{noun} above {lo:g} and at most {hi:g}"
+        return f"{noun} from {lo:g} to {hi:g}"
+    if lo is not None:
+        return f"{noun} above {lo:g}" if exclusive_lo else f"{noun} of at least {lo:g}"
+    return noun
+
+
+def check_number(name: str, value: Any, kind: str, lo: float | None, hi: float | None,
+                 exclusive_lo: bool = False, hint: str = "") -> tuple[float | int | None, str | None]:
+    """Parse one numeric setting; return (value, None) or (None, message naming the variable)."""
+    parsed: float | int | None = parse_whole_number(value) if kind == "int" else parse_number(value)
+    ok = parsed is not None
+    if ok and lo is not None:
+        ok = parsed > lo if exclusive_lo else parsed >= lo
+    if ok and hi is not None:
+        ok = parsed <= hi
+    if ok:
+        return parsed, None
+    msg = f"{name} must be {_range_text(lo, hi, exclusive_lo, kind)}{hint}; got {_fmt(value)}"
+    return None, msg
+
+
+# --------------------------------------------------------------------------------------------
+# Speculative decoding
+# --------------------------------------------------------------------------------------------
+
+def spec_settings(steps: Any, topk: Any = None, draft_tokens: Any = None, algorithm: Any = None,
+                  max_steps: Any = 16, max_topk: Any = 16, draft_model_path: Any = "") -> dict:
+    """Validate and normalise spec_steps/spec_topk/spec_draft_tokens/spec_algorithm.
+
+    Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
+    "num_draft_tokens", "draft_model_path"}; the numbers are ints when there are no errors.
+    SGLang would silently rewrite draft tokens to steps + 1 when topk is 1 (sglang-facts.md
+    §2.3) and crashes later on draft > steps*topk + 1 (issue #5160), so both are rejected here.
+    """
+    errors: list[str] = []
+    max_steps_i = parse_whole_number(max_steps)
+    max_topk_i = parse_whole_number(max_topk)
+    if max_steps_i is None or max_steps_i < 1:
+        errors.append(f"sglang_server_spec_max_steps must be a whole number of at least 1; got {_fmt(max_steps)}")
+        max_steps_i = 1
+    if max_topk_i is None or max_topk_i < 1:
+        errors.append(f"sglang_server_spec_max_topk must be a whole number of at least 1; got {_fmt(max_topk)}")
+        max_topk_i = 1
+
+    out: dict[str, Any] = {"errors": errors, "enabled": False, "algorithm": None, "num_steps": 0,
+                           "eagle_topk": None, "num_draft_tokens": None, "draft_model_path": None}
+
+    n_steps, err = check_number(
+        "spec_steps", 0 if steps is None else steps, "int", 0, max_steps_i,
+        hint=f" (0 turns speculative decoding off; the maximum is sglang_server_spec_max_steps)")
+    if err:
+        errors.append(err)
+
+    topk_given = not _is_unset(topk)
+    n_topk, err = check_number("spec_topk", topk if topk_given else 1, "int", 1, max_topk_i,
+                               hint=" (the maximum is sglang_server_spec_max_topk)")
+    if err:
+        errors.append(err)
+
+    algo = None
+    if _is_unset(algorithm):
+        algo = "NEXTN"
+    elif isinstance(algorithm, str) and algorithm.strip().upper() in SPEC_ALGORITHMS:
+        algo = algorithm.strip().upper()
+    else:
+        errors.append(f"spec_algorithm must be one of {', '.join(SPEC_ALGORITHMS)} "
+                      f"(SGLang's builtin algorithms); got {_fmt(algorithm)}")
+
+    draft_given = not _is_unset(draft_tokens)
+    n_draft = None
+    if draft_given:
+        n_draft = parse_whole_number(draft_tokens)
+        if n_draft is None:
+            errors.append(f"spec_draft_tokens must be a whole number; got {_fmt(draft_tokens)}")
+
+    if n_steps is None or n_topk is None or (draft_given and n_draft is None):
+        return out
+
+    if n_steps == 0:
+        if draft_given:
+            errors.append(f"spec_draft_tokens={n_draft} contradicts spec_steps=0 (speculative decoding off): "
+                          "leave spec_draft_tokens unset")
+        if n_topk != 1:
+            errors.append(f"spec_topk={n_topk} contradicts spec_steps=0 (speculative decoding off): "
+                          "leave spec_topk unset or 1")
+        return out
+
+    if n_topk == 1:
+        if draft_given and n_draft != n_steps + 1:
+            errors.append(
+                f"spec_draft_tokens={n_draft} contradicts spec_steps={n_steps} with spec_topk=1: SGLang forces "
+                f"draft tokens to spec_steps + 1 = {n_steps + 1} when topk is 1; leave spec_draft_tokens unset "
+                f"or set it to {n_steps + 1}")
+        n_draft = n_steps + 1
+    else:
+        upper = n_steps * n_topk + 1
+        if not draft_given:
+            errors.append(f"spec_draft_tokens is required when spec_topk={n_topk} > 1: "
+                          f"a whole number from 2 to spec_steps * spec_topk + 1 = {upper}")
+        elif not 2 <= n_draft <= upper:
+            errors.append(f"spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = {upper} "
+                          f"with spec_steps={n_steps} and spec_topk={n_topk}; got {n_draft}")
+
+    draft_model = "" if _is_unset(draft_model_path) else str(draft_model_path)
+    if algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
+        errors.append(f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path")
+
+    out.update(enabled=True, algorithm=algo, num_steps=n_steps, eagle_topk=n_topk,
+               num_draft_tokens=n_draft, draft_model_path=draft_model or None)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Multi-node tensor parallelism
+# --------------------------------------------------------------------------------------------
+
+def node_settings(hostname: str, group: Any = "", members: Iterable[str] | None = None,
+                  head_address: Any = "", dist_init_port: Any = 50000, dist_init_addr: Any = "") -> dict:
+    """Derive --nnodes/--node-rank/--dist-init-addr from an inventory group.
+
+    The group's order is the node order: its first host is rank 0 (the head, which serves HTTP);
+    the others run schedulers only and answer /health from SGLang's dummy health server
+    (sglang 0.5.9 entrypoints/engine.py:1040-1054). `head_address` is the address the other nodes
+    reach the head at (the play passes the head's sglang_server_dist_init_host or ansible_host).
+    """
+    errors: list[str] = []
+    out: dict[str, Any] = {"errors": errors, "nnodes": 1, "node_rank": 0, "dist_init_addr": None,
+                           "is_head": True}
+    if _is_unset(group):
+        return out
+    members = list(members or [])
+    if not members:
+        errors.append(f"sglang_server_multinode_group={_fmt(group)} is not an inventory group with hosts")
+        return out
+    if hostname not in members:
+        errors.append(f"sglang_server_multinode_group={_fmt(group)} does not contain this host ({hostname})")
+        return out
+    if len(members) == 1:
+        return out
+    addr = None if _is_unset(dist_init_addr) else str(dist_init_addr).strip()
+    if addr is None:
+        port, err = check_number("sglang_server_dist_init_port", dist_init_port, "int", 1, 65535)
+        if err:
+            errors.append(err)
+        if _is_unset(head_address):
+            errors.append("the head of sglang_server_multinode_group has no address: set "
+                          "sglang_server_dist_init_host (or ansible_host) on it, or sglang_server_dist_init_addr")
+        elif port is not None:
+            host = str(head_address).strip()
+            addr = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+    elif not re.match(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$", addr):
+        errors.append(f"sglang_server_dist_init_addr must be HOST:PORT; got {_fmt(dist_init_addr)}")
+    rank = members.index(hostname)
+    out.update(nnodes=len(members), node_rank=rank, dist_init_addr=addr, is_head=rank == 0)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Everything else
+# --------------------------------------------------------------------------------------------
+
+def normalise_flag(name: str) -> str:
+    name = name.strip()
+    return name if name.startswith("--") else f"--{name}"
+
+
+def parse_fault(text: Any) -> tuple[str, str | None] | None:
+    if not isinstance(text, str):
+        return None
+    m = _FAULT_RE.match(text.strip())
+    if not m:
+        return None
+    return m.group("name"), m.group("arg")
+
+
+def server_errors(settings: dict) -> list[str]:
+    """Check the role's settings (keys are the variable names without `sglang_server_`).
+
+    Every message starts with the variable's full name and says what is allowed, because the
+    play stops on them before touching a host.
+    """
+    errors: list[str] = []
+    engine = settings.get("engine")
+    if engine not in ENGINE_MODULES:
+        errors.append(f"sglang_server_engine must be one of {', '.join(ENGINE_MODULES)}; got {_fmt(engine)}")
+
+    for key, (kind, lo, hi, excl) in NUMERIC_LIMITS.items():
+        if key not in settings or _is_unset(settings[key]):
+            continue
+        _, err = check_number(f"sglang_server_{key}", settings[key], kind, lo, hi, excl)
+        if err:
+            errors.append(err)
+    if _is_unset(settings.get("port")):
+        errors.append("sglang_server_port must be a whole number from 1 to 65535; got nothing")
+    if _is_unset(settings.get("tp_size")):
+        errors.append("sglang_server_tp_size must be a whole number of at least 1; got nothing")
+
+    model = settings.get("model_path")
+    if _is_unset(model):
+        errors.append("sglang_server_model_path must be set: the directory holding the model weights")
+    elif not str(model).startswith("/"):
+        errors.append(f"sglang_server_model_path must be an absolute path on the host; got {_fmt(model)}")
+    if _is_unset(settings.get("host")):
+        errors.append("sglang_server_host must be the address to listen on (0.0.0.0 for every interface)")
+
+    for key in ("trust_remote_code", "enable_metrics", "skip_server_warmup"):
+        if key in settings and parse_bool(settings[key]) is None:
+            errors.append(f"sglang_server_{key} must be true or false; got {_fmt(settings[key])}")
+
+    key = settings.get("api_key")
+    if key is not None and not isinstance(key, str):
+        errors.append("sglang_server_api_key must be a string (from Ansible Vault or SGLANG_API_KEY)")
+    elif isinstance(key, str) and (any(c in key for c in "\n\r\0") or key != key.strip()):
+        # The key is written into an EnvironmentFile line and expanded as one ExecStart word.
+        errors.append("sglang_server_api_key must be one line without leading or trailing blanks")
+
+    extra = settings.get("extra_flags") or {}
+    if not isinstance(extra, dict):
+        errors.append("sglang_server_extra_flags must be a mapping of flag name to value; "
+                      f"got {type(extra).__name__}")
+        extra = {}
+    for name, value in extra.items():
+        if not isinstance(name, str) or not _FLAG_RE.match(name.strip()):
+            errors.append(f"sglang_server_extra_flags: {_fmt(name)} is not a flag name like 'attention-backend'")
+            continue
+        flag = normalise_flag(name)
+        if flag in MANAGED_FLAGS:
+            errors.append(f"sglang_server_extra_flags must not set {flag}: use {MANAGED_FLAGS[flag]}")
+        if isinstance(value, dict):
+            errors.append(f"sglang_server_extra_flags: the value of {flag} must be a string, number, "
+                          "true/false or a list")
+
+    env = settings.get("environment") or {}
+    if not isinstance(env, dict):
+        errors.append("sglang_server_environment must be a mapping of variable name to value")
+        env = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+            errors.append(f"sglang_server_environment: {_fmt(name)} is not an environment variable name")
+        elif name == API_KEY_ENV:
+            errors.append(f"sglang_server_environment must not set {API_KEY_ENV}: use sglang_server_api_key")
+        if isinstance(value, (dict, list)) or (isinstance(value, str) and any(c in value for c in "\n\r\0")):
+            errors.append(f"sglang_server_environment: the value of {name} must be one line of text")
+
+    faults = settings.get("emulator_faults") or []
+    profile = settings.get("emulator_profile")
+    if engine == "emulator" and not _is_unset(profile):
+        # A controller-side file (copied to the host); the only check here that reads the disk.
+        path = os.path.abspath(os.path.expanduser(str(profile)))
+        if not os.path.isfile(path):
+            errors.append(f"sglang_server_emulator_profile must name a file on the controller; {path} does not exist")
+    startup = settings.get("emulator_startup_s")
+    if engine != "emulator":
+        if faults:
+            errors.append("sglang_server_emulator_faults only applies to sglang_server_engine=emulator")
+        if not _is_unset(profile):
+            errors.append("sglang_server_emulator_profile only applies to sglang_server_engine=emulator")
+        if not _is_unset(startup):
+            errors.append("sglang_server_emulator_startup_s only applies to sglang_server_engine=emulator")
+    if not isinstance(faults, list):
+        errors.append("sglang_server_emulator_faults must be a list like ['kv-oom', 'slow-startup=10']")
+        faults = []
+    for fault in faults:
+        parsed = parse_fault(fault)
+        if parsed is None or parsed[0] not in EMULATOR_FAULTS:
+            errors.append(f"sglang_server_emulator_faults: {_fmt(fault)} is not one of "
+                          f"{', '.join(EMULATOR_FAULTS)} (NAME or NAME=ARG)")
+            continue
+        name, arg = parsed
+        kind, required = EMULATOR_FAULTS[name]
+        if kind is None and arg is not None:
+            errors.append(f"sglang_server_emulator_faults: {name} takes no argument; got {_fmt(fault)}")
+        elif arg is None and required:
+            errors.append(f"sglang_server_emulator_faults: {name} needs an argument ({name}=...); got {_fmt(fault)}")
+        elif kind == "phase" and arg is not None and arg not in HANG_PHASES:
+            errors.append(f"sglang_server_emulator_faults: {name}=ARG needs one of {', '.join(HANG_PHASES)}; "
+                          f"got {_fmt(fault)}")
+        elif kind in ("seconds", "share") and arg is not None:
+            value = parse_number(arg)
+            if value is None or value < 0 or (kind == "share" and value > 1):
+                allowed = "a share from 0 to 1" if kind == "share" else "seconds (a number of at least 0)"
+                errors.append(f"sglang_server_emulator_faults: {name}=ARG needs {allowed}; got {_fmt(fault)}")
+    return errors
+
+
+def _num_text(value: Any, kind: str) -> str:
+    if kind == "int":
+        parsed = parse_whole_number(value)
+        if parsed is None:
+            raise ValueError(f"not a whole number: {value!r}")
+        return str(parsed)
+    parsed_f = parse_number(value)
+    if parsed_f is None:
+        raise ValueError(f"not a number: {value!r}")
+    return f"{parsed_f:g}" if parsed_f != int(parsed_f) else str(int(parsed_f))
+
+
+def server_flags(settings: dict) -> list[list[str]]:
+    """The launch_server arguments, one [flag, value...] entry per ExecStart line.
+
+    `settings` holds the role variables without the `sglang_server_` prefix plus `spec`
+    (from spec_settings) and `node` (from node_settings); it must pass server_errors first.
+    """
+    lines: list[list[str]] = []
+    for key, flag, kind in FLAG_TABLE:
+        value = settings.get(key)
+        if kind == "bool":
+            if parse_bool(value):
+                lines.append([flag])
+        elif not _is_unset(value):
+            lines.append([flag, str(value).strip() if kind == "str" else _num_text(value, kind)])
+
+    if settings.get("api_key"):
+        lines.append(["--api-key", "${" + API_KEY_ENV + "}"])
+
+    spec = settings.get("spec") or {}
+    if spec.get("enabled"):
+        lines.append(["--speculative-algorithm", spec["algorithm"]])
+        if spec.get("draft_model_path"):
+            lines.append(["--speculative-draft-model-path", spec["draft_model_path"]])
+        lines.append(["--speculative-num-steps", str(spec["num_steps"])])
+        lines.append(["--speculative-eagle-topk", str(spec["eagle_topk"])])
+        lines.append(["--speculative-num-draft-tokens", str(spec["num_draft_tokens"])])
+
+    node = settings.get("node") or {}
+    if int(node.get("nnodes") or 1) > 1:
+        lines.append(["--nnodes", str(node["nnodes"])])
+        lines.append(["--node-rank", str(node["node_rank"])])
+        lines.append(["--dist-init-addr", str(node["dist_init_addr"])])
+
+    extra = settings.get("extra_flags") or {}
+    for name in sorted(extra):
+        value = extra[name]
+        flag = normalise_flag(name)
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if item is True:
+                lines.append([flag])
+            elif item is False or _is_unset(item):
+                continue
+            else:
+                lines.append([flag, str(item)])
+
+    if settings.get("engine") == "emulator":
+        if not _is_unset(settings.get("emulator_profile_path")):
+            lines.append(["--emulator-profile", str(settings["emulator_profile_path"])])
+        if not _is_unset(settings.get("emulator_startup_s")):
+            lines.append(["--emulator-startup-s", _num_text(settings["emulator_startup_s"], "float")])
+        for fault in settings.get("emulator_faults") or []:
+            lines.append(["--emulator-fault", str(fault).strip()])
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# systemd quoting
+# --------------------------------------------------------------------------------------------
+
+_EXEC_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+
+
+def systemd_exec_quote(word: Any, env_refs: Iterable[str] = (API_KEY_ENV,)) -> str:
+    """Quote one ExecStart argument so systemd passes it through unchanged.
+
+    systemd.service(5) "Command lines": `%` starts a specifier (write `%%`), `$` starts a
+    variable (write `$$`), quotes and backslashes are escapes, blanks split words. Only the exact
+    references in `env_refs` (`${SGLANG_SERVER_API_KEY}`) are left for systemd to expand.
+    """
+    text = str(word)
+    if text in {"${" + name + "}" for name in env_refs}:
+        return text
+    if text and _EXEC_SAFE.match(text):
+        return text
+    escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+               .replace("\n", "\\n").replace("\t", "\\t"))
+    return f'"{escaped}"'
+
+
+def systemd_env_assign(name: str, value: Any) -> str:
+    """One `NAME="value"` line for an EnvironmentFile (no specifier or variable expansion there).
+
+    Inside double quotes systemd's env-file parser treats backslash as an escape for `"`, `\\`,
+    `$` and the backtick, as a shell does, so those four are escaped and everything else is literal.
+    """
+    if not _ENV_NAME_RE.match(str(name)):
+        raise ValueError(f"not an environment variable name: {name!r}")
+    text = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+    if any(c in text for c in "\n\r\0"):
+        raise ValueError(f"environment value of {name} must be one line")
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+    return f'{name}="{escaped}"'
+
+
+class FilterModule:
+    """Ansible entry point: the filters the sglang_server role uses."""
+
+    def filters(self) -> dict:
+        return {
+            "sglang_spec": spec_settings,
+            "sglang_node": node_settings,
+            "sglang_server_errors": server_errors,
+            "sglang_flags": server_flags,
+            "systemd_exec_quote": systemd_exec_quote,
+            "systemd_env_assign": systemd_env_assign,
+        }

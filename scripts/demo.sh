@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make demo`: the main job end to end on this machine. Creates the emulator host(s) of the default
+# inventory (podman containers with systemd, inventory/emulator.yml), then sweeps spec_steps 1..5 at
+# concurrency 1, 4, 16, 32, 64: each configuration is deployed through the deploy play (ansible-runner),
+# gated by sglang_ready, benchmarked, stored; then plotted and recommended.
+# Re-running continues an interrupted demo (--resume) instead of starting over.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-demo-out}
+export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" PYTHONUNBUFFERED=1
+
+echo "== emulator hosts (inventory/emulator.yml) =="
+ansible-playbook playbooks/emulator_hosts.yml
+
+echo "== sweep (python -m tuner sweep --out $OUT) =="
+resume=()
+[ -f "$OUT/sweep.json" ] && resume=(--resume)
+python -m tuner sweep --out "$OUT" "${resume[@]}"
+
+cat <<MSG
+
+Done. Open:
+  $OUT/throughput_vs_steps.png   throughput (aggregate, per request) and KV capacity against steps
+  $OUT/report.md                 the recommendation, every measured cell, how it was measured
+  $OUT/recommendation.json       best spec_steps per concurrency level and for the workload
+  $OUT/results.csv               one row per configuration x concurrency x repeat
+The emulator host keeps running the deployed server (curl http://10.213.1.2:30000/health).
+Remove it with: make hosts-absent
+MSG

@@ -1,0 +1,153 @@
+"""The rendered sglang-qwen.service for several variable sets, checked by systemd itself.
+
+The role's preflight and template run for real (tests/roles/fixtures/render_unit.yml, local
+connection); `systemd-analyze verify` (systemd 252, no booted systemd needed) must accept every
+unit and `systemd-analyze security --offline=true` must rate its exposure at most MAX_EXPOSURE.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from roles_testlib import ROOT, run
+
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
+# Exposure is 0 (locked down) to 10 (unsafe). A GPU server keeps
+# its devices (no PrivateDevices=), address families and system calls; the role's unit rates 3.8.
+MAX_EXPOSURE = 4.5
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("units")
+    venv = tmp / "venv"
+    (venv / "bin").mkdir(parents=True)
+    # systemd-analyze verify checks that ExecStart's binary exists.
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    model = tmp / "models" / "Qwen3.5-122B-A10B"
+    model.mkdir(parents=True)
+    common = {"ansible_python_interpreter": sys.executable, "sglang_server_venv_dir": str(venv),
+              "sglang_server_model_path": str(model), "sglang_server_emulator_build_wheelhouse": False}
+    inventory = {"all": {"vars": common, "hosts": {
+        "emulator-nokey": {"sglang_server_engine": "emulator", "sglang_server_tp_size": 4,
+                           "sglang_server_emulator_startup_s": 5, "spec_steps": "3"},
+        "sglang-key": {"sglang_server_engine": "sglang", "sglang_server_api_key": "k3y-$ecret%n",
+                       "sglang_server_max_running_requests": 64, "sglang_server_mem_fraction_static": 0.8,
+                       "sglang_server_extra_flags": {"attention-backend": "flashinfer",
+                                                     "json-model-override-args": '{"rope_scaling": null}'},
+                       "sglang_server_environment": {"SGLANG_ENABLE_SPEC_V2": "1", "HF_TOKEN": "hf_$x"},
+                       "spec_steps": 4},
+        "nospec-home": {"sglang_server_engine": "sglang", "spec_steps": 0, "sglang_server_device_policy": "",
+                        "sglang_server_read_write_paths": ["/home/sglang/cache"]},
+        "topk": {"sglang_server_engine": "emulator", "spec_steps": 3, "spec_topk": 2, "spec_draft_tokens": 6,
+                 "sglang_server_emulator_faults": ["slow-startup=2"], "sglang_server_unit_extra": {
+                     "CPUAffinity": "0-15", "Environment": ["A=1", "B=2"]}},
+    }, "children": {"tp2": {"hosts": {
+        "node-a": {"sglang_server_dist_init_host": "10.0.0.21"},
+        "node-b": {},
+    }, "vars": {"sglang_server_engine": "sglang", "sglang_server_multinode_group": "tp2",
+                "sglang_server_tp_size": 8, "spec_steps": 2}}}}}
+    inv = tmp / "inventory.yml"
+    inv.write_text(yaml.safe_dump(inventory))
+    out = tmp / "out"
+    proc = run([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(inv), "-e", f"render_dir={out}",
+                str(ROOT / "tests/roles/fixtures/render_unit.yml")], timeout=240)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return out
+
+
+def unit(rendered: Path, host: str) -> str:
+    return (rendered / host / "sglang-qwen.service").read_text()
+
+
+def exec_start(text: str) -> str:
+    m = re.search(r"^ExecStart=(.*?)(?<!\\)\n", text, re.S | re.M)
+    assert m
+    return re.sub(r"\s*\\\n\s*", " ", m.group(1))
+
+
+HOSTS = ["emulator-nokey", "sglang-key", "nospec-home", "topk", "node-a", "node-b"]
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_systemd_analyze_verify_accepts_the_unit(rendered, host):
+    path = rendered / host / "sglang-qwen.service"
+    proc = subprocess.run([SYSTEMD_ANALYZE, "verify", str(path)], capture_output=True, text=True, timeout=60)
+    # Unknown or misspelt keys are only warnings to systemd: fail on any message about this unit.
+    own = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "sglang-qwen" in ln]
+    assert proc.returncode == 0 and not own, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_systemd_analyze_security_rates_the_unit(rendered, host):
+    path = rendered / host / "sglang-qwen.service"
+    proc = subprocess.run([SYSTEMD_ANALYZE, "security", "--offline=true", "--no-pager", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: ([\d.]+)", proc.stdout + proc.stderr)
+    assert m, proc.stdout + proc.stderr
+    assert float(m.group(1)) <= MAX_EXPOSURE, proc.stdout
+
+
+def test_one_template_for_both_engines(rendered):
+    emu, real = exec_start(unit(rendered, "emulator-nokey")), exec_start(unit(rendered, "nospec-home"))
+    assert " -m tuner.emulator " in emu and " -m sglang.launch_server " in real
+    strip = lambda s: [ln for ln in s.splitlines() if not ln.startswith(("ExecStart", "    ", "Description"))]
+    assert strip(unit(rendered, "emulator-nokey")).count("NoNewPrivileges=yes") == 1
+
+
+def test_hardening_keeps_the_gpus(rendered):
+    text = unit(rendered, "sglang-key")
+    for line in ("User=sglang", "Type=exec", "NoNewPrivileges=yes", "ProtectSystem=strict", "ReadWritePaths=/var/lib/sglang",
+                 "PrivateTmp=yes", "ProtectHome=yes", "DevicePolicy=closed", "DeviceAllow=char-nvidiactl rw",
+                 "DeviceAllow=char-nvidia-uvm rw", "DeviceAllow=char-nvidia-caps rw", "DeviceAllow=char-nvidia rw",
+                 "Restart=on-failure", "KillSignal=SIGTERM", "KillMode=mixed", "TimeoutStopSec=300",
+                 "TimeoutStartSec=1800", "LimitMEMLOCK=infinity", "LimitNOFILE=65536", "SyslogIdentifier=sglang-qwen",
+                 "EnvironmentFile=-/etc/sglang/cuda_env.env", "EnvironmentFile=/etc/sglang/sglang-qwen.env"):
+        assert f"\n{line}\n" in text, line
+    directives = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    for forbidden in ("PrivateDevices=", "MemoryDenyWriteExecute=", "DeviceAllow=char-nvidia-frontend", "User=root"):
+        assert not [ln for ln in directives if ln.startswith(forbidden)], forbidden
+
+
+def test_api_key_only_in_the_environment_file(rendered):
+    text = unit(rendered, "sglang-key")
+    assert "k3y" not in text and "--api-key ${SGLANG_SERVER_API_KEY}" in exec_start(text)
+    env = (rendered / "sglang-key" / "env").read_text()
+    assert 'SGLANG_SERVER_API_KEY="k3y-\\$ecret%n"' in env
+    assert 'HF_TOKEN="hf_\\$x"' in env and 'SGLANG_ENABLE_SPEC_V2="1"' in env
+    assert "--api-key" not in exec_start(unit(rendered, "emulator-nokey"))
+    assert "SGLANG_SERVER_API_KEY=" not in (rendered / "emulator-nokey" / "env").read_text()
+
+
+def test_flags_reach_exec_start(rendered):
+    real = exec_start(unit(rendered, "sglang-key"))
+    assert "--speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5" in real
+    assert "--max-running-requests 64" in real and "--mem-fraction-static 0.8" in real
+    assert '--json-model-override-args "{\\"rope_scaling\\": null}"' in real
+    emu = exec_start(unit(rendered, "emulator-nokey"))
+    assert "--tp-size 4" in emu and "--emulator-startup-s 5" in emu
+    topk = exec_start(unit(rendered, "topk"))
+    assert "--speculative-eagle-topk 2 --speculative-num-draft-tokens 6" in topk
+    assert "--emulator-fault slow-startup=2" in topk
+    assert "--speculative" not in exec_start(unit(rendered, "nospec-home"))
+
+
+def test_multinode_ranks_from_the_group(rendered):
+    a, b = exec_start(unit(rendered, "node-a")), exec_start(unit(rendered, "node-b"))
+    assert "--tp-size 8" in a and "--nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.21:50000" in a
+    assert "--nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.21:50000" in b
+
+
+def test_switches(rendered):
+    home = unit(rendered, "nospec-home")
+    assert "\nProtectHome=read-only\n" in home and "\nDevicePolicy=" not in home and "\nDeviceAllow=" not in home
+    assert "ReadWritePaths=/var/lib/sglang /home/sglang/cache" in home
+    topk = unit(rendered, "topk")
+    assert "\nCPUAffinity=0-15\n" in topk and "\nEnvironment=A=1\nEnvironment=B=2\n" in topk
