@@ -5,10 +5,14 @@ How (docs/architecture.md "Roles", ansible-conventions.md §3):
   existing `env/extravars`, so a reused dir would deploy a previous run's variables (gotcha 1).
   `project_dir` is the repository, so its ansible.cfg (roles, library, collections) applies.
 - The first run on a host in a tuner process is a full run; later ones only re-render and restart
-  (`--tags sglang_server_configure,sglang_server_run`): an unchanged host is not re-provisioned.
+  (`--tags sglang_server_configure,sglang_server_run --skip-tags cuda_env`): an unchanged host is
+  not re-provisioned, and the GPU facts and checks that the full run made are not made again (only
+  the spec_* variables change between configurations; the sglang_server preflight still validates
+  them before anything changes).
 - The role publishes the `sglang_ready` module's result with `set_stats`; it turns up in the
   `playbook_on_stats` event's `artifact_data` (not in `Runner.stats`). The module's own
-  `runner_on_ok` event is the fallback. A failed configuration is a `runner_on_failed` event
+  `runner_on_ok` event is the fallback for plays whose gate task is not `no_log` (the role's is,
+  because its arguments carry the API key, so there the publication is the source). A failed configuration is a `runner_on_failed` event
   whose `msg` starts with the reason; the role has already rolled the host back.
 - The event handler returns True, or ansible-runner drops the events (gotcha 2).
 - The private data dir holds `env/` and `artifacts/<id>/command`, which carry the whole
@@ -34,6 +38,8 @@ from .redact import Redactor
 from .specs import SpecConfig
 
 FAST_TAGS = ("sglang_server_configure", "sglang_server_run")
+# Read-only GPU facts and checks: made by a host's full run; nothing a configuration changes affects them.
+FAST_SKIP_TAGS = ("cuda_env",)
 SERVER_GROUP = "sglang_servers"
 READY_ACTION_SUFFIX = "sglang_ready"
 
@@ -330,6 +336,7 @@ class Deployer:
             )
             if tags:
                 kwargs["tags"] = ",".join(tags)
+                kwargs["skip_tags"] = ",".join(FAST_SKIP_TAGS)
             try:
                 r = ansible_runner.run(**kwargs)
                 status, rc = r.status, r.rc

@@ -239,7 +239,11 @@ class Runner:
                            f"mem usage={mem['draft_graph']:.2f} GB. avail mem={mem['after_draft']:.2f} GB.")
 
         if not self.has_rank0:
-            # other nodes of a multi-node deployment run schedulers only; rank 0's node serves HTTP
+            # Other nodes of a multi-node deployment run schedulers only; rank 0's node serves the
+            # API. Once their schedulers are ready they answer /health on --host/--port, as SGLang's
+            # launch_dummy_health_check_server does (0.5.9 engine.py, node_rank >= 1), so a gate on
+            # every node works.
+            await self._serve_dummy_health()
             await self.sleep(float("inf"))
 
         log.info(logs.capacity_line(kv_total, v["chunked_prefill_size"], v["max_prefill_tokens"],
@@ -287,6 +291,20 @@ class Runner:
         log.info(logs.READY_LINE)
         if self.faults.crash_after_ready_s is not None:
             asyncio.get_running_loop().call_later(self.faults.crash_after_ready_s, self._crash)
+
+    async def _serve_dummy_health(self) -> None:
+        """The non-zero node ranks' HTTP server: /health, /health_generate and /ping, always 200."""
+        async def ok(_request: web.Request) -> web.Response:
+            return web.Response(status=200)
+
+        app = web.Application()
+        for path in ("/health", "/health_generate", "/ping"):
+            app.router.add_get(path, ok)
+        self.runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self.runner.setup()
+        host, port = self.cfg.values["host"], self.cfg.values["port"]
+        await web.TCPSite(self.runner, host, port, reuse_address=True).start()
+        self.log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
 
     async def _warmup(self, t_start: float) -> None:
         """SGLang's warm-up: poll /model_info, send one short /generate (sglang-facts.md §5.1)."""
