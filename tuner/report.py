@@ -126,9 +126,11 @@ def render(s: Summary) -> str:
     crow = []
     seen = set()
     timing = {(r.get("config") or {}).get("config_id"): r for r in s.records if r.get("type") == "timing"}
-    for r in s.records:
-        if r.get("type") not in ("deploy", "skip"):
-            continue
+    # SGLang's warnings that every configuration printed (the 48-request reset, say) are listed once,
+    # below the table; a configuration's row shows only what set it apart.
+    deploys = [r for r in s.records if r.get("type") in ("deploy", "skip")]
+    common = _common_warnings([r for r in deploys if r.get("type") == "deploy" and r.get("status") == "ok"])
+    for r in deploys:
         cfg = r.get("config") or {}
         cap = r.get("capacity") or {}
         spec = r.get("speculative") or {}
@@ -137,15 +139,18 @@ def render(s: Summary) -> str:
             continue
         seen.add(key)
         status = r.get("status") if r.get("type") == "deploy" else "skipped"
-        what = r.get("reason") or "; ".join(str(w) for w in (r.get("warnings") or []))
+        what = r.get("reason") or "; ".join(str(w) for w in (r.get("warnings") or []) if str(w) not in common)
         tm = timing.get(cfg.get("config_id")) if r.get("type") == "deploy" and r.get("status") == "ok" else None
         crow.append([cfg.get("config_id"), r.get("host") or "-", status, _f(r.get("ready_s")),
                      _f(r.get("elapsed_s")), _f((tm or {}).get("total_s")), cap.get("max_total_num_tokens") or "-",
                      cap.get("max_running_requests") or "-", spec.get("num_draft_tokens") or "-",
-                     (what or "")[:200]])
+                     _clip(what or "", 300)])
     if crow:
         lines.append(_table(["config", "host", "status", "ready s", "deploy s", "total s", "max_total_num_tokens",
                              "max_running_requests", "draft tokens", "notes"], crow))
+    if common:
+        lines += ["", "Every configuration's server logged these warnings:", ""]
+        lines += [f"- {w}" for w in sorted(common)]
     if s.notes:
         lines += ["", "## Notes", ""]
         lines += [f"- {n}" for n in s.notes]
@@ -157,3 +162,16 @@ def render(s: Summary) -> str:
               "- `deploy/<config>/`: ansible-runner stdout and job events of each deploy (API key scrubbed)",
               ""]
     return "\n".join(lines)
+
+
+def _common_warnings(deploys: list[dict[str, Any]]) -> set[str]:
+    """The warnings every one of these deploys logged (empty for fewer than two deploys)."""
+    sets = [{str(w) for w in (r.get("warnings") or [])} for r in deploys]
+    return set.intersection(*sets) if len(sets) > 1 else set()
+
+
+def _clip(text: str, limit: int) -> str:
+    """Cut at a word boundary with an ellipsis, so a table cell never ends mid-word."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."
