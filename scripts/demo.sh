@@ -3,6 +3,7 @@
 # inventory (podman containers with systemd, inventory/emulator.yml), then sweeps spec_steps 1..5 at
 # concurrency 1, 4, 16, 32, 64: each configuration is deployed through the deploy play (ansible-runner),
 # gated by sglang_ready, benchmarked, stored; then plotted and recommended.
+# At the end the recommended configuration is deployed and verified (--deploy-best).
 # Re-running continues an interrupted demo (--resume) instead of starting over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ ansible-playbook playbooks/emulator_hosts.yml
 echo "== sweep (python -m tuner sweep --out $OUT) =="
 resume=()
 [ -f "$OUT/sweep.json" ] && resume=(--resume)
-python -m tuner sweep --out "$OUT" "${resume[@]}"
+python -m tuner sweep --out "$OUT" --deploy-best "${resume[@]}"
 
 cat <<MSG
 
@@ -24,6 +25,6 @@ Done. Open:
   $OUT/report.md                 the recommendation, every measured cell, how it was measured
   $OUT/recommendation.json       best spec_steps per concurrency level and for the workload
   $OUT/results.csv               one row per configuration x concurrency x repeat
-The emulator host keeps running the deployed server (curl http://10.213.1.2:30000/health).
+The emulator host keeps running the recommended configuration (curl http://10.213.1.2:30000/health).
 Remove it with: make hosts-absent
 MSG
