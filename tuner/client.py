@@ -22,7 +22,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import aiohttp
 
@@ -209,15 +209,10 @@ class BenchClient:
     async def _read_generate(self, resp: aiohttp.ClientResponse, t: RequestTrace) -> None:
         seen = 0
         finished = done = False
-        async for raw in resp.content:
-            now = time.perf_counter()
-            if not raw.startswith(b"data:"):
-                continue
-            data = raw[5:].strip()
-            if data == b"[DONE]":
+        async for now, chunk in _sse_chunks(resp):
+            if chunk is None:
                 done = True
                 break
-            chunk = json.loads(data)
             if "error" in chunk:
                 t.error = f"server error: {str(chunk['error'])[:160]}"
                 return
@@ -249,15 +244,10 @@ class BenchClient:
         seen = 0          # cumulative completion tokens from continuous usage, when given
         usage_total: int | None = None
         finished = done = False
-        async for raw in resp.content:
-            now = time.perf_counter()
-            if not raw.startswith(b"data:"):
-                continue
-            data = raw[5:].strip()
-            if data == b"[DONE]":
+        async for now, chunk in _sse_chunks(resp):
+            if chunk is None:
                 done = True
                 break
-            chunk = json.loads(data)
             if "error" in chunk:
                 t.error = f"server error: {str(chunk['error'])[:160]}"
                 return
@@ -343,3 +333,15 @@ async def with_ticker(coro: Awaitable[Any], tick: Callable[[], None], every_s: f
     finally:
         if not task.done():
             task.cancel()
+
+
+async def _sse_chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[tuple[float, dict[str, Any] | None]]:
+    """(arrival time, JSON chunk) for each `data:` line of a server-sent-event stream; the chunk is
+    None for `data: [DONE]`. The arrival time is taken before parsing, so JSON work never counts
+    as server latency."""
+    async for raw in resp.content:
+        now = time.perf_counter()
+        if not raw.startswith(b"data:"):
+            continue
+        data = raw[5:].strip()
+        yield now, (None if data == b"[DONE]" else json.loads(data))
