@@ -12,6 +12,9 @@ export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 
 cleanup() {
   local rc=$?
+  # Emulator processes the tests started on this machine (not in containers) run this checkout's
+  # venv python; a test killed half-way may leave one behind.
+  pkill -TERM -f "^$PWD/.venv/bin/python[0-9.]* -m tuner.emulator" 2>/dev/null || true
   ./scripts/cleanup_hosts.sh || true
   exit $rc
 }
