@@ -6,6 +6,7 @@
 #   ready_gate            sglang_ready reports ready/failure within 1 s / 3 s (vs `sleep 100`)
 #   client_accuracy       the tuner's client vs what the emulator emitted; client CPU per token
 #   sweep_overhead        per-configuration overhead of a sweep vs a one-task ansible-runner run
+#   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
 # `scripts/bench.sh NAME...` runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +19,9 @@ declare -A args=(
   [ready_gate]="--starts 10 --failures 10 --systemd 10"
   [client_accuracy]=""
   [sweep_overhead]=""
+  [tuner_seed_sweep]=""
 )
-order=(emulator_calibration emulator_speed ready_gate client_accuracy sweep_overhead)
+order=(emulator_calibration emulator_speed ready_gate client_accuracy sweep_overhead tuner_seed_sweep)
 [ $# -gt 0 ] && order=("$@")
 status=0
 for name in "${order[@]}"; do
