@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["pyproject.toml", "tuner", "plugins/module_utils", "requirements/constraints.txt"]
+SOURCES = ["pyproject.toml", "tuner", "plugins/module_utils", "plugins/filter", "requirements/constraints.txt"]
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 
 

@@ -19,7 +19,8 @@ from .redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_en
 from .specs import (BadInput, check_endpoint, check_inventory, check_out_dir, check_results_dir,
                     check_url, parse_concurrency, parse_draft_tokens, parse_extra_vars,
                     parse_positive_float, parse_positive_int, parse_requests_per_level, parse_steps,
-                    parse_target_concurrency, parse_temperature, parse_topk, plan_configs)
+                    parse_target_concurrency, parse_temperature, parse_topk, plan_configs,
+                    SPEC_ALGORITHMS)
 
 DEFAULT_CONCURRENCY = "1,4,16,32,64"
 DEFAULT_STEPS = "1-5"
@@ -194,8 +195,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     topks = parse_topk(a.topk)
     drafts = parse_draft_tokens(a.draft_tokens)
     algorithm = (a.algorithm or "").strip()
-    if not algorithm or not algorithm.replace("_", "").isalnum():
-        raise BadInput("--algorithm", f"{a.algorithm!r} is not an algorithm name")
+    if algorithm.upper() not in SPEC_ALGORITHMS:
+        raise BadInput("--algorithm", f"{a.algorithm!r} is not one of SGLang's algorithms "
+                                      f"({', '.join(SPEC_ALGORITHMS)})")
     extra = parse_extra_vars(a.extra_vars)
     deploy_timeout = parse_positive_float("--deploy-timeout", a.deploy_timeout)
     out = check_out_dir(a.out)
@@ -206,7 +208,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     pb_path = Path(playbook) if Path(playbook).exists() else project / playbook
     if not pb_path.is_file():
         raise BadInput("--playbook", f"{playbook} does not exist")
-    plan = plan_configs(steps, topks, drafts, algorithm)
+    plan = plan_configs(steps, topks, drafts, algorithm, play_vars=extra)
     if not plan.configs:
         raise BadInput("--steps", "no configuration SGLang can run: "
                        + "; ".join(f"{c.config_id}: {why}" for c, why in plan.infeasible))

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from sglang_filters.sglang_flags import SPEC_ALGORITHMS, spec_settings
+
 # Play-level variables the sweep itself sets (design.md, "Play-level variables"); a user's -e may
 # not override them, or every configuration of the sweep would silently deploy the same thing.
 SWEEP_OWNED_VARS = ("spec_steps", "spec_topk", "spec_draft_tokens", "spec_algorithm")
@@ -292,33 +294,33 @@ class ConfigPlan:
 
 
 def plan_configs(steps: list[int], topks: list[int], drafts: list[int | None],
-                 algorithm: str = "NEXTN") -> ConfigPlan:
+                 algorithm: str = "NEXTN", play_vars: dict[str, Any] | None = None) -> ConfigPlan:
     """The configurations to sweep, ascending in steps within each (topk, draft) series.
 
-    Combinations SGLang cannot run are set aside with a reason instead of deployed: a chain
-    (topk 1) always verifies steps + 1 tokens (sglang-facts.md §2.3), and a tree cannot verify
-    more than steps x topk + 1 (bench_speculative's filter, sglang-facts.md §2.3 / issue #5160).
+    Combinations the deploy play would refuse are set aside with the play's own reason instead of
+    deployed: the rule is plugins/filter/sglang_flags.py's `spec_settings`, the one the play
+    validates spec_* with (a chain verifies steps + 1 tokens, a tree at most steps x topk + 1 and
+    needs explicit draft tokens; sglang-facts.md §2.3). `play_vars` are the user's -e values, for
+    the limits and draft model path the play would see.
     """
+    pv = play_vars or {}
+    limits = {name: pv[var] for name, var in (("max_steps", "sglang_server_spec_max_steps"),
+                                              ("max_topk", "sglang_server_spec_max_topk"),
+                                              ("draft_model_path", "sglang_server_spec_draft_model_path"))
+              if var in pv}
     plan = ConfigPlan()
     seen: set[str] = set()
     for topk in topks:
         for draft in drafts:
             for k in steps:
-                if k == 0:
-                    cfg = SpecConfig(0, 1, None, algorithm)
-                else:
-                    cfg = SpecConfig(k, topk, draft, algorithm)
+                cfg = SpecConfig(0, 1, None, algorithm) if k == 0 else SpecConfig(k, topk, draft, algorithm)
                 if cfg.config_id in seen:
                     continue
                 seen.add(cfg.config_id)
-                if k > 0 and draft is not None:
-                    if topk == 1 and draft != k + 1:
-                        plan.infeasible.append((cfg, f"with topk 1 SGLang forces draft tokens to "
-                                                     f"steps + 1 = {k + 1}, not {draft}"))
-                        continue
-                    if draft > k * topk + 1:
-                        plan.infeasible.append((cfg, f"draft tokens {draft} exceed steps x topk + 1"
-                                                     f" = {k * topk + 1}"))
+                if k > 0:
+                    errors = spec_settings(k, topk, draft, algorithm, **limits)["errors"]
+                    if errors:
+                        plan.infeasible.append((cfg, "; ".join(errors)))
                         continue
                 plan.configs.append(cfg)
     # Steps 0 (the baseline) first, then each series ascending in steps.

@@ -31,6 +31,7 @@ INV = str(FIXTURES / "local_inventory.yml")
     (["--concurrency", ""], "--concurrency"),
     (["--concurrency", "1,x"], "--concurrency"),
     (["--topk", "0"], "--topk"),
+    (["--algorithm", "MEDUSA"], "--algorithm"),
     (["--repeats", "0"], "--repeats"),
     (["--input-len", "-5"], "--input-len"),
     (["--output-len", "many"], "--output-len"),

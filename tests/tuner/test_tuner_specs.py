@@ -98,7 +98,12 @@ def test_draft_tokens():
 def test_plan_configs_order_and_feasibility():
     plan = plan_configs([0, 1, 2, 3], [1, 2], [None])
     ids = [c.config_id for c in plan.configs]
-    assert ids == ["k0", "k1-t1", "k2-t1", "k3-t1", "k1-t2", "k2-t2", "k3-t2"]
+    assert ids == ["k0", "k1-t1", "k2-t1", "k3-t1"]
+    # a tree (topk > 1) needs explicit draft tokens: the deploy play refuses it otherwise, so the
+    # tuner sets it aside with the play's own message instead of deploying it
+    why = dict((c.config_id, w) for c, w in plan.infeasible)
+    assert set(why) == {"k1-t2", "k2-t2", "k3-t2"}
+    assert all("spec_draft_tokens is required" in w for w in why.values())
     plan = plan_configs([1, 3], [1, 4], [4, 8])
     ids = {c.config_id for c in plan.configs}
     # topk 1 forces draft = steps + 1; a tree verifies at most steps x topk + 1
@@ -111,3 +116,14 @@ def test_spec_config_vars():
     assert c.extravars() == {"spec_steps": 3, "spec_topk": 1, "spec_algorithm": "NEXTN"}
     assert SpecConfig(4, 2, 8).extravars()["spec_draft_tokens"] == 8
     assert SpecConfig.from_dict(c.to_dict()) == c
+
+
+def test_plan_configs_uses_the_play_limits():
+    # the play's own maximum (sglang_server_spec_max_steps, default 16), raised by the user's -e
+    assert [c for c, _ in plan_configs([20], [1], [None]).infeasible][0].config_id == "k20-t1"
+    plan = plan_configs([20], [1], [None], play_vars={"sglang_server_spec_max_steps": "24"})
+    assert [c.config_id for c in plan.configs] == ["k20-t1"]
+    # EAGLE3 needs a draft model, as the play says
+    assert plan_configs([2], [1], [None], "EAGLE3").infeasible
+    assert plan_configs([2], [1], [None], "EAGLE3",
+                        play_vars={"sglang_server_spec_draft_model_path": "/m/draft"}).configs
