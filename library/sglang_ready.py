@@ -343,7 +343,8 @@ UNIT_PROPERTIES = (
     "ExecMainStartTimestampMonotonic",
 )
 # After the first fatal line, keep reading for this long so the exception line that ends a
-# traceback (written a few ms later) can be reported instead of "Traceback (...)".
+# traceback (written a few ms later) can be reported instead of "Traceback (...)" or
+# "Scheduler hit an exception"; a specific reason that stays quiet for FATAL_QUIET_S ends it early.
 FATAL_SETTLE_S = 0.6
 FATAL_QUIET_S = 0.2
 
@@ -739,7 +740,7 @@ class Gate:
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= FATAL_QUIET_S:
                 fatal = find_fatal(self.startup_lines())
-                if fatal is not None and fatal["kind"] != "traceback":
+                if fatal is not None and not fatal["generic"]:
                     return
 
     def probe(self, remaining):

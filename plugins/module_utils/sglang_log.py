@@ -544,6 +544,8 @@ _WRAPPERS = [
     ("subprocess_exited", re.compile(r"sglang subprocess exited with code.*")),
     ("subprocess_exited", re.compile(r"Server process exited with code.*")),
 ]
+# Kinds that only say something died: the line naming why (an exception, an OOM) usually follows.
+_GENERIC_KINDS = frozenset([kind for kind, _ in _WRAPPERS] + ["traceback"])
 _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
@@ -559,10 +561,11 @@ def _exception_line(msg: str) -> Optional[re.Match]:
 def find_fatal(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
     """The most specific fatal start-up error in ``lines``, or ``None``.
 
-    Returns ``{"kind", "reason", "line", "index", "trigger"}``: ``reason`` is the line a human
-    would want to read first (e.g. ``RuntimeError: Not enough memory. ...`` rather than
+    Returns ``{"kind", "reason", "line", "index", "trigger", "generic"}``: ``reason`` is the line
+    a human would want to read first (e.g. ``RuntimeError: Not enough memory. ...`` rather than
     ``Traceback (most recent call last):`` or ``Scheduler hit an exception``), ``trigger`` the
-    first fatal line seen (what fails the gate at once).
+    first fatal line seen (what fails the gate at once), ``generic`` whether the reason only says
+    that something died (a reader of a growing log may wait briefly for the specific line).
     """
     parsed = _as_parsed(lines)
     trigger: Optional[Tuple[int, LogLine]] = None
@@ -618,6 +621,7 @@ def find_fatal(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
         "line": parsed[idx].raw[:2000],
         "index": idx,
         "trigger": trigger[1].raw[:2000],
+        "generic": kind in _GENERIC_KINDS,
     }
 
 
