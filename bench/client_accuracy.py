@@ -15,6 +15,7 @@ For every concurrency level, against a real emulator process on loopback:
 Writes the table to bench/client_accuracy.md (or --out) and exits 1 when a level misses a target.
 Usage: .venv/bin/python bench/client_accuracy.py [--levels 1,4,16,32,64] [--output-len 256]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,16 +46,36 @@ def free_port() -> int:
 
 def start_emulator(steps: int, profile: str | None) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "tuner.emulator", "--model-path", "/models/x", "--served-model-name",
-           "qwen3.5-122b", "--host", "127.0.0.1", "--port", str(port), "--tp-size", "4",
-           "--emulator-startup-s", "0.2", "--enable-metrics"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tuner.emulator",
+        "--model-path",
+        "/models/x",
+        "--served-model-name",
+        "qwen3.5-122b",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--tp-size",
+        "4",
+        "--emulator-startup-s",
+        "0.2",
+        "--enable-metrics",
+    ]
     if steps:
-        cmd += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps),
-                "--speculative-eagle-topk", "1"]
+        cmd += [
+            "--speculative-algorithm",
+            "NEXTN",
+            "--speculative-num-steps",
+            str(steps),
+            "--speculative-eagle-topk",
+            "1",
+        ]
     if profile:
         cmd += ["--emulator-profile", profile]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -94,24 +115,36 @@ async def measure(url: str, levels: list[int], input_len: int, output_len: int) 
             chunks = sum(len(t.chunk_times) for t in traces)
             client_tps = m.output_tokens / wall
             emitted_tps = (emitted / server_window) if emitted and server_window > 0 else None
-            rows.append({
-                "c": c, "requests": n, "failed": m.requests_failed, "client_tokens": m.output_tokens,
-                "emitted_tokens": int(emitted) if emitted is not None else None,
-                "client_tps": client_tps, "emitted_tps": emitted_tps,
-                "diff_pct": (client_tps - emitted_tps) / emitted_tps * 100 if emitted_tps else None,
-                "cpu_us_token": cpu / max(1, m.output_tokens) * 1e6,
-                "cpu_us_chunk": cpu / max(1, chunks) * 1e6, "tokens_per_chunk": m.output_tokens / max(1, chunks),
-                "cpu_share": cpu / wall,
-            })
-            print(f"C={c}: client {client_tps:.1f} tok/s, emitted {emitted_tps or 0:.1f} tok/s, "
-                  f"CPU {rows[-1]['cpu_us_token']:.1f} us/token", file=sys.stderr, flush=True)
+            rows.append(
+                {
+                    "c": c,
+                    "requests": n,
+                    "failed": m.requests_failed,
+                    "client_tokens": m.output_tokens,
+                    "emitted_tokens": int(emitted) if emitted is not None else None,
+                    "client_tps": client_tps,
+                    "emitted_tps": emitted_tps,
+                    "diff_pct": (client_tps - emitted_tps) / emitted_tps * 100 if emitted_tps else None,
+                    "cpu_us_token": cpu / max(1, m.output_tokens) * 1e6,
+                    "cpu_us_chunk": cpu / max(1, chunks) * 1e6,
+                    "tokens_per_chunk": m.output_tokens / max(1, chunks),
+                    "cpu_share": cpu / wall,
+                }
+            )
+            print(
+                f"C={c}: client {client_tps:.1f} tok/s, emitted {emitted_tps or 0:.1f} tok/s, "
+                f"CPU {rows[-1]['cpu_us_token']:.1f} us/token",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
 
 
 def render(rows: list[dict], args: argparse.Namespace, ok: bool) -> str:
     load = os.getloadavg()
     lines = [
-        "# Client accuracy and cost (bench/client_accuracy.py)", "",
+        "# Client accuracy and cost (bench/client_accuracy.py)",
+        "",
         f"- run: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {platform.node()}, {os.cpu_count()} CPUs, "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end, Python {platform.python_version()}",
         f"- server: `python -m tuner.emulator` on loopback, default (seed) profile, spec_steps {args.steps}; "
@@ -127,10 +160,12 @@ def render(rows: list[dict], args: argparse.Namespace, ok: bool) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['c']} | {r['requests']} | {r['failed']} | {r['client_tokens']} | {r['emitted_tokens']} | "
-                     f"{r['client_tps']:.1f} | {r['emitted_tps'] or 0:.1f} | {r['diff_pct'] or 0:+.2f}% | "
-                     f"{r['cpu_us_token']:.1f} | {r['cpu_us_chunk']:.1f} | {r['tokens_per_chunk']:.2f} | "
-                     f"{r['cpu_share'] * 100:.1f}% |")
+        lines.append(
+            f"| {r['c']} | {r['requests']} | {r['failed']} | {r['client_tokens']} | {r['emitted_tokens']} | "
+            f"{r['client_tps']:.1f} | {r['emitted_tps'] or 0:.1f} | {r['diff_pct'] or 0:+.2f}% | "
+            f"{r['cpu_us_token']:.1f} | {r['cpu_us_chunk']:.1f} | {r['tokens_per_chunk']:.2f} | "
+            f"{r['cpu_share'] * 100:.1f}% |"
+        )
     lines += ["", f"Targets (tokens equal, |diff| <= 2% at every level): **{'met' if ok else 'MISSED'}**", ""]
     return "\n".join(lines)
 
@@ -151,8 +186,13 @@ def main() -> int:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
-    ok = all(r["failed"] == 0 and r["client_tokens"] == r["emitted_tokens"] and r["diff_pct"] is not None
-             and abs(r["diff_pct"]) <= 2.0 for r in rows)
+    ok = all(
+        r["failed"] == 0
+        and r["client_tokens"] == r["emitted_tokens"]
+        and r["diff_pct"] is not None
+        and abs(r["diff_pct"]) <= 2.0
+        for r in rows
+    )
     text = render(rows, args, ok)
     Path(args.out).write_text(text)
     print(text)

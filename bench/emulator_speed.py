@@ -69,8 +69,14 @@ def metric(url: str, name: str) -> float:
 
 async def one(session, url: str, i: int, stats: dict) -> None:
     prompt = " ".join(f"s{i}w{j}" for j in range(INPUT_LEN))
-    body = {"prompt": prompt, "max_tokens": OUTPUT_LEN, "temperature": 0, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": prompt,
+        "max_tokens": OUTPUT_LEN,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     async with session.post(url + "/v1/completions", json=body) as resp:
         assert resp.status == 200, resp.status
         async for line in resp.content:
@@ -102,16 +108,51 @@ async def drive(url: str) -> dict:
 
 def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
     p = load_profile(profile_path)
-    pred = closed_loop(p, SpecSetting(K, mrr_flag=CONCURRENCY), concurrency=CONCURRENCY, n_requests=REQUESTS,
-                       input_len=INPUT_LEN, output_len=OUTPUT_LEN, temperature=0.0, seed=SEED)
+    pred = closed_loop(
+        p,
+        SpecSetting(K, mrr_flag=CONCURRENCY),
+        concurrency=CONCURRENCY,
+        n_requests=REQUESTS,
+        input_len=INPUT_LEN,
+        output_len=OUTPUT_LEN,
+        temperature=0.0,
+        seed=SEED,
+    )
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "tuner.emulator", "--model-path", "/shared/models/Qwen3.5-122B-A10B",
-           "--served-model-name", "qwen3.5-122b", "--host", "127.0.0.1", "--port", str(port), "--tp-size", "4",
-           "--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(K), "--speculative-eagle-topk", "1",
-           "--speculative-num-draft-tokens", str(K + 1), "--max-running-requests", str(CONCURRENCY),
-           "--enable-metrics", "--random-seed", str(SEED), "--emulator-profile", str(profile_path),
-           "--emulator-startup-s", "0.5", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tuner.emulator",
+        "--model-path",
+        "/shared/models/Qwen3.5-122B-A10B",
+        "--served-model-name",
+        "qwen3.5-122b",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--tp-size",
+        "4",
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        str(K),
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        str(K + 1),
+        "--max-running-requests",
+        str(CONCURRENCY),
+        "--enable-metrics",
+        "--random-seed",
+        str(SEED),
+        "--emulator-profile",
+        str(profile_path),
+        "--emulator-startup-s",
+        "0.5",
+        *extra,
+    ]
     log = tempfile.NamedTemporaryFile(prefix="emu-speed-", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
     try:
@@ -120,9 +161,9 @@ def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
             try:
                 if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
                     break
-            except OSError:
+            except OSError as exc:
                 if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"emulator did not start; see {log.name}")
+                    raise RuntimeError(f"emulator did not start; see {log.name}") from exc
                 time.sleep(0.1)
         gen0 = metric(url, "sglang:generation_tokens_total")
         cpu0 = cpu_seconds(proc.pid)
@@ -143,11 +184,23 @@ def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
         os.unlink(log.name)
     measured_rate = stats["tokens"] / stats["wall"]
     return {
-        "label": label, "mrr": pred.max_running_requests, "pred_wall": pred.wall_s, "pred_tokens": pred.output_tokens,
-        "pred_rate": pred.aggregate_tok_s, "wall": stats["wall"], "tokens": stats["tokens"], "emitted": emitted,
-        "rate": measured_rate, "ratio": measured_rate / pred.aggregate_tok_s, "cpu": cpu, "client_cpu": client_cpu,
-        "cpu_us_per_token": 1e6 * cpu / max(emitted, 1), "cpu_share": cpu / stats["wall"],
-        "max_lag_ms": clock["max_lag_ms"], "lag_resets": clock["lag_resets"], "done": stats["done"],
+        "label": label,
+        "mrr": pred.max_running_requests,
+        "pred_wall": pred.wall_s,
+        "pred_tokens": pred.output_tokens,
+        "pred_rate": pred.aggregate_tok_s,
+        "wall": stats["wall"],
+        "tokens": stats["tokens"],
+        "emitted": emitted,
+        "rate": measured_rate,
+        "ratio": measured_rate / pred.aggregate_tok_s,
+        "cpu": cpu,
+        "client_cpu": client_cpu,
+        "cpu_us_per_token": 1e6 * cpu / max(emitted, 1),
+        "cpu_share": cpu / stats["wall"],
+        "max_lag_ms": clock["max_lag_ms"],
+        "lag_resets": clock["lag_resets"],
+        "done": stats["done"],
     }
 
 
@@ -190,10 +243,16 @@ def main() -> int:
             f"| {r['label']} | {r['mrr']} | {r['pred_wall']:.2f} | {r['pred_rate']:.1f} | {r['wall']:.2f} | "
             f"{r['rate']:.1f} | {r['ratio']:.4f} | {r['cpu']:.2f} | {100 * r['cpu_share']:.0f}% | "
             f"{r['cpu_us_per_token']:.1f} µs | {r['client_cpu']:.2f} | {r['max_lag_ms']:.1f} | {r['lag_resets']} | "
-            f"{'PASS' if abs(r['ratio'] - 1) <= TOLERANCE else 'FAIL'} |")
-    lines += ["", f"Tokens: every run emitted {REQUESTS} x {OUTPUT_LEN} = {REQUESTS * OUTPUT_LEN} tokens "
-              "(server counter: " + ", ".join(f"{int(r['emitted'])}" for r in rows) + ").",
-              "", f"Result: **{'PASS' if ok else 'FAIL'}**.", ""]
+            f"{'PASS' if abs(r['ratio'] - 1) <= TOLERANCE else 'FAIL'} |"
+        )
+    lines += [
+        "",
+        f"Tokens: every run emitted {REQUESTS} x {OUTPUT_LEN} = {REQUESTS * OUTPUT_LEN} tokens "
+        "(server counter: " + ", ".join(f"{int(r['emitted'])}" for r in rows) + ").",
+        "",
+        f"Result: **{'PASS' if ok else 'FAIL'}**.",
+        "",
+    ]
     text = "\n".join(lines)
     print(text)
     if a.out:

@@ -46,10 +46,9 @@ import ansible.module_utils as _amu  # noqa: E402
 _amu.__path__.append(str(ROOT / "plugins" / "module_utils"))
 sys.path.insert(0, str(ROOT / "library"))
 
+import sglang_ready  # noqa: E402
 from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
-
-import sglang_ready  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
 
@@ -102,7 +101,7 @@ class Observer(threading.Thread):
                     pass
             if self.fatal_line is None:
                 try:
-                    with open(self.log, "r", errors="replace") as fh:
+                    with open(self.log, errors="replace") as fh:
                         fh.seek(offset)
                         chunk = fh.read()
                         offset = fh.tell()
@@ -119,21 +118,41 @@ class Observer(threading.Thread):
 
 def one_start(workdir: Path, startup_s: float, fault: str | None, interval: float):
     port = free_port()
-    log = workdir / ("emu-%d.log" % port)
-    args = [sys.executable, "-m", "tuner.emulator", "--model-path", "/models/Qwen3.5-122B-A10B",
-            "--served-model-name", "qwen3.5-122b", "--host", "127.0.0.1", "--port", str(port), "--tp-size", "4",
-            "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-            "--speculative-num-draft-tokens", "4", "--emulator-startup-s", "%.2f" % startup_s]
+    log = workdir / f"emu-{port}.log"
+    args = [
+        sys.executable,
+        "-m",
+        "tuner.emulator",
+        "--model-path",
+        "/models/Qwen3.5-122B-A10B",
+        "--served-model-name",
+        "qwen3.5-122b",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--tp-size",
+        "4",
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--emulator-startup-s",
+        f"{startup_s:.2f}",
+    ]
     if fault:
         args += ["--emulator-fault", fault]
     with open(log, "ab") as out:
         t_start = time.monotonic()
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
-    url = "http://127.0.0.1:%d" % port
+    url = f"http://127.0.0.1:{port}"
     obs = Observer(url, log, proc)
     obs.start()
-    module_args = {"url": url, "unit": "", "log_path": str(log), "pid": proc.pid, "timeout": 120,
-                   "interval": interval}
+    module_args = {"url": url, "unit": "", "log_path": str(log), "pid": proc.pid, "timeout": 120, "interval": interval}
     try:
         with patch_module_args(module_args):
             try:
@@ -152,12 +171,16 @@ def one_start(workdir: Path, startup_s: float, fault: str | None, interval: floa
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    row = {"startup_s": startup_s, "failed": report.failed, "reported": report.at - t_start,
-           "first_200": None if obs.first_200 is None else obs.first_200 - t_start,
-           "fatal_line": None if obs.fatal_line is None else obs.fatal_line - t_start,
-           "exited": None if obs.exited is None else obs.exited - t_start,
-           "kind": report.result.get("failure_kind"),
-           "capacity_ok": bool((report.result.get("capacity") or {}).get("max_total_num_tokens"))}
+    row = {
+        "startup_s": startup_s,
+        "failed": report.failed,
+        "reported": report.at - t_start,
+        "first_200": None if obs.first_200 is None else obs.first_200 - t_start,
+        "fatal_line": None if obs.fatal_line is None else obs.fatal_line - t_start,
+        "exited": None if obs.exited is None else obs.exited - t_start,
+        "kind": report.result.get("failure_kind"),
+        "capacity_ok": bool((report.result.get("capacity") or {}).get("max_total_num_tokens")),
+    }
     return row
 
 
@@ -187,52 +210,102 @@ class SystemdHost:
     IMAGE = os.environ.get("SGLANG_EMU_IMAGE", "localhost/sglang-emulator-host:bookworm")
 
     def __init__(self):
-        self.name = "sgt-test-ready-bench-%d" % os.getpid()
+        self.name = f"sgt-test-ready-bench-{os.getpid()}"
         subprocess.run([sys.executable, str(ROOT / "scripts" / "build_wheelhouse.py"), "--quiet"], check=True)
-        subprocess.run(["podman", "run", "-d", "--name", self.name, "--label", "io.sglang-tune=1", "--network",
-                        "none", "--systemd=always", self.IMAGE, "/sbin/init"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "podman",
+                "run",
+                "-d",
+                "--name",
+                self.name,
+                "--label",
+                "io.sglang-tune=1",
+                "--network",
+                "none",
+                "--systemd=always",
+                self.IMAGE,
+                "/sbin/init",
+            ],
+            check=True,
+            capture_output=True,
+        )
         for _ in range(300):
             state = self.sh("systemctl is-system-running || true", check=False).strip()
             if state in ("running", "degraded"):
                 break
             time.sleep(0.2)
         subprocess.run(["podman", "cp", str(ROOT / "build" / "wheelhouse"), self.name + ":/opt/wheelhouse"], check=True)
-        self.sh("python3 -m venv /opt/emu && /opt/emu/bin/pip install -q --no-index --find-links /opt/wheelhouse "
-                "sglang-tune")
-        self.sh("cat > /tmp/observer.py <<'EOF'\n%sEOF" % OBSERVER)
+        self.sh(
+            "python3 -m venv /opt/emu && /opt/emu/bin/pip install -q --no-index --find-links /opt/wheelhouse "
+            "sglang-tune"
+        )
+        self.sh(f"cat > /tmp/observer.py <<'EOF'\n{OBSERVER}EOF")
 
     def sh(self, script, check=True):
         res = subprocess.run(["podman", "exec", self.name, "sh", "-c", script], capture_output=True, text=True)
         if check and res.returncode:
-            raise RuntimeError("%s: %s %s" % (script, res.stdout, res.stderr))
+            raise RuntimeError(f"{script}: {res.stdout} {res.stderr}")
         return res.stdout
 
     def close(self):
         subprocess.run(["podman", "rm", "-f", "-t", "0", self.name], capture_output=True)
 
     def run(self, startup_s, fault):
-        args = ("--model-path /models/Qwen3.5-122B-A10B --served-model-name qwen3.5-122b --host 127.0.0.1 "
-                "--port 30000 --tp-size 4 --speculative-algorithm NEXTN --speculative-num-steps 3 "
-                "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --emulator-startup-s %.2f" % startup_s)
+        args = (
+            "--model-path /models/Qwen3.5-122B-A10B --served-model-name qwen3.5-122b --host 127.0.0.1 "
+            "--port 30000 --tp-size 4 --speculative-algorithm NEXTN --speculative-num-steps 3 "
+            f"--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --emulator-startup-s {startup_s:.2f}"
+        )
         if fault:
             args += " --emulator-fault " + fault
-        self.sh("systemctl stop sglang-qwen.service 2>/dev/null; systemctl reset-failed sglang-qwen.service "
-                "2>/dev/null; rm -f /tmp/obs.json; cat > /etc/systemd/system/sglang-qwen.service <<'EOF'\n"
-                "[Service]\nExecStart=/opt/emu/bin/python -m tuner.emulator %s\nEOF\nsystemctl daemon-reload" % args,
-                check=False)
+        self.sh(
+            "systemctl stop sglang-qwen.service 2>/dev/null; systemctl reset-failed sglang-qwen.service "
+            "2>/dev/null; rm -f /tmp/obs.json; cat > /etc/systemd/system/sglang-qwen.service <<'EOF'\n"
+            f"[Service]\nExecStart=/opt/emu/bin/python -m tuner.emulator {args}\nEOF\nsystemctl daemon-reload",
+            check=False,
+        )
         if not fault:
             subprocess.run(["podman", "exec", "-d", self.name, "python3", "/tmp/observer.py"], check=True)
         self.sh("systemctl start sglang-qwen.service")
-        env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                   ANSIBLE_STDOUT_CALLBACK="json", PATH=str(ROOT / ".venv" / "bin") + os.pathsep + os.environ["PATH"])
-        res = subprocess.run(["ansible", "all", "-i", self.name + ",", "-c", "containers.podman.podman",
-                              "-e", "ansible_python_interpreter=/usr/bin/python3", "-m", "sglang_ready",
-                              "-a", json.dumps({"timeout": 120})], capture_output=True, text=True, cwd=str(ROOT),
-                             env=env)
+        env = dict(
+            os.environ,
+            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+            ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+            ANSIBLE_STDOUT_CALLBACK="json",
+            PATH=str(ROOT / ".venv" / "bin") + os.pathsep + os.environ["PATH"],
+        )
+        res = subprocess.run(
+            [
+                "ansible",
+                "all",
+                "-i",
+                self.name + ",",
+                "-c",
+                "containers.podman.podman",
+                "-e",
+                "ansible_python_interpreter=/usr/bin/python3",
+                "-m",
+                "sglang_ready",
+                "-a",
+                json.dumps({"timeout": 120}),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=str(ROOT),
+            env=env,
+        )
         t_end = time.time()  # the task result is back on the controller (the container shares the clock)
         result = json.loads(res.stdout)["plays"][0]["tasks"][0]["hosts"][self.name]
-        row = {"startup_s": startup_s, "failed": bool(result.get("failed")), "kind": result.get("failure_kind"),
-               "t_end": t_end, "reported_at": result.get("reported_at"), "first_200": None, "exited": None}
+        row = {
+            "startup_s": startup_s,
+            "failed": bool(result.get("failed")),
+            "kind": result.get("failure_kind"),
+            "t_end": t_end,
+            "reported_at": result.get("reported_at"),
+            "first_200": None,
+            "exited": None,
+        }
         if fault:
             mono = self.sh("systemctl show -p ExecMainExitTimestampMonotonic --value sglang-qwen.service").strip()
             if mono and mono != "0":  # CLOCK_MONOTONIC (shared with the container) -> epoch
@@ -252,23 +325,28 @@ def systemd_section(n, rng, lines):
     host = SystemdHost()
     ok, bad = [], []
     try:
-        for i in range(n):
+        for _ in range(n):
             ok.append(host.run(round(rng.uniform(8.0, 12.0), 2), None))
             print(json.dumps(ok[-1]), flush=True)
-        for i in range(n):
+        for _ in range(n):
             bad.append(host.run(round(rng.uniform(8.0, 12.0), 2), "kv-oom"))
             print(json.dumps(bad[-1]), flush=True)
     finally:
         host.close()
-    lines += ["", "## The production path: systemd unit + journal, module run by Ansible (podman connection)", "",
-              "Same gate, run as an Ansible task (`ansible -m sglang_ready`, default `interval`) against the emulator "
-              "as `sglang-qwen.service` in a systemd container; the log is the unit invocation's journal. "
-              "\"module\" is the module's own report time (`reported_at`); \"task result\" is when the result was "
-              "back on the controller, i.e. it adds Ansible's return overhead. Failure time: systemd's "
-              "`ExecMainExitTimestampMonotonic`; first 200: an observer in the container polling every 10 ms "
-              "(the container shares the host's clocks).", "",
-              "| run | start-up (s) | outcome | delay, module (s) | delay, task result (s) |",
-              "|---:|---:|:---|---:|---:|"]
+    lines += [
+        "",
+        "## The production path: systemd unit + journal, module run by Ansible (podman connection)",
+        "",
+        "Same gate, run as an Ansible task (`ansible -m sglang_ready`, default `interval`) against the emulator "
+        "as `sglang-qwen.service` in a systemd container; the log is the unit invocation's journal. "
+        '"module" is the module\'s own report time (`reported_at`); "task result" is when the result was '
+        "back on the controller, i.e. it adds Ansible's return overhead. Failure time: systemd's "
+        "`ExecMainExitTimestampMonotonic`; first 200: an observer in the container polling every 10 ms "
+        "(the container shares the host's clocks).",
+        "",
+        "| run | start-up (s) | outcome | delay, module (s) | delay, task result (s) |",
+        "|---:|---:|:---|---:|---:|",
+    ]
     rd, fd, rt, ft = [], [], [], []
 
     def delays(r, t_event):
@@ -281,29 +359,37 @@ def systemd_section(n, rng, lines):
         if d is not None:
             rd.append(d)
             rt.append(t)
-        lines.append("| %d | %.2f | %s | %s | %s |" % (i, r["startup_s"], "ready" if not r["failed"] else r["kind"],
-                                                       fmt(d, 3), fmt(t, 3)))
+        lines.append(
+            "| {} | {:.2f} | {} | {} | {} |".format(
+                i, r["startup_s"], "ready" if not r["failed"] else r["kind"], fmt(d, 3), fmt(t, 3)
+            )
+        )
     for i, r in enumerate(bad, 1):
         d, t = delays(r, r["exited"] if r["failed"] else None)
         if d is not None:
             fd.append(d)
             ft.append(t)
-        lines.append("| %d | %.2f | failed: %s | %s | %s |" % (n + i, r["startup_s"], r["kind"], fmt(d, 3),
-                                                               fmt(t, 3)))
-    lines += ["", "| measure | module median (s) | module max (s) | task result median (s) | task result max (s) |",
-              "|---|---:|---:|---:|---:|"]
+        lines.append(
+            "| {} | {:.2f} | failed: {} | {} | {} |".format(n + i, r["startup_s"], r["kind"], fmt(d, 3), fmt(t, 3))
+        )
+    lines += [
+        "",
+        "| measure | module median (s) | module max (s) | task result median (s) | task result max (s) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     if rd:
-        lines.append("| ready (%d starts) | %.3f | %.3f | %.3f | %.3f |" % (
-            len(rd), statistics.median(rd), max(rd), statistics.median(rt), max(rt)))
+        lines.append(
+            f"| ready ({len(rd)} starts) | {statistics.median(rd):.3f} | {max(rd):.3f} | {statistics.median(rt):.3f} | {max(rt):.3f} |"
+        )
     if fd:
-        lines.append("| failure (%d starts) | %.3f | %.3f | %.3f | %.3f |" % (
-            len(fd), statistics.median(fd), max(fd), statistics.median(ft), max(ft)))
-    return (bool(rd) and len(rd) == n and statistics.median(rd) < 1.0,
-            bool(fd) and len(fd) == n and max(fd) < 3.0)
+        lines.append(
+            f"| failure ({len(fd)} starts) | {statistics.median(fd):.3f} | {max(fd):.3f} | {statistics.median(ft):.3f} | {max(ft):.3f} |"
+        )
+    return (bool(rd) and len(rd) == n and statistics.median(rd) < 1.0, bool(fd) and len(fd) == n and max(fd) < 3.0)
 
 
 def fmt(x, nd=2):
-    return "—" if x is None else ("%.*f" % (nd, x))
+    return "—" if x is None else f"{x:.{nd}f}"
 
 
 def main(argv=None):
@@ -314,8 +400,13 @@ def main(argv=None):
     ap.add_argument("--min-startup", type=float, default=2.0)
     ap.add_argument("--max-startup", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--systemd", type=int, default=0, metavar="N",
-                    help="also N ready + N failing starts of a systemd unit in a podman container (journal path)")
+    ap.add_argument(
+        "--systemd",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N ready + N failing starts of a systemd unit in a podman container (journal path)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "ready_gate.md"))
     a = ap.parse_args(argv)
     rng = random.Random(a.seed)
@@ -323,22 +414,30 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="ready-gate-") as tmp:
         work = Path(tmp)
         plan = [(False, i) for i in range(a.starts)] + [(True, i) for i in range(a.failures)]
-        for is_fail, i in plan:
+        for is_fail, _ in plan:
             startup = round(rng.uniform(a.min_startup, a.max_startup), 2)
             row = one_start(work, startup, "kv-oom" if is_fail else None, a.interval)
             (fail_rows if is_fail else ok_rows).append(row)
             print(json.dumps(row), flush=True)
 
     lines = ["# sglang_ready: how soon it reports", ""]
-    lines.append("Generated by `bench/ready_gate.py` on %s (%s, %d CPUs, Python %s; shared, noisy machine)." % (
-        time.strftime("%Y-%m-%d %H:%M"), platform.platform(), os.cpu_count() or 0, platform.python_version()))
-    lines.append("Emulator started as a real process per run (`python -m tuner.emulator`, TP 4, NEXTN 3/1/4, "
-                 "start-up drawn uniformly in [%.1f, %.1f] s); module run with `log_path`, `pid`, `interval=%.2f`. "
-                 "Times are seconds since the process was started; an observer polled `/health` every 10 ms."
-                 % (a.min_startup, a.max_startup, a.interval))
-    lines += ["", "## Ready: module report vs `/health` first answering 200", "",
-              "| run | start-up (s) | /health first 200 (s) | module reported (s) | delay (s) | `sleep 100` delay (s) | capacity read |",
-              "|---:|---:|---:|---:|---:|---:|:---:|"]
+    lines.append(
+        "Generated by `bench/ready_gate.py` on {} ({}, {} CPUs, Python {}; shared, noisy machine).".format(
+            time.strftime("%Y-%m-%d %H:%M"), platform.platform(), os.cpu_count() or 0, platform.python_version()
+        )
+    )
+    lines.append(
+        "Emulator started as a real process per run (`python -m tuner.emulator`, TP 4, NEXTN 3/1/4, "
+        f"start-up drawn uniformly in [{a.min_startup:.1f}, {a.max_startup:.1f}] s); module run with `log_path`, `pid`, `interval={a.interval:.2f}`. "
+        "Times are seconds since the process was started; an observer polled `/health` every 10 ms."
+    )
+    lines += [
+        "",
+        "## Ready: module report vs `/health` first answering 200",
+        "",
+        "| run | start-up (s) | /health first 200 (s) | module reported (s) | delay (s) | `sleep 100` delay (s) | capacity read |",
+        "|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
     ready_delays, manual_ready = [], []
     for i, r in enumerate(ok_rows, 1):
         delay = None if (r["failed"] or r["first_200"] is None) else r["reported"] - r["first_200"]
@@ -347,12 +446,24 @@ def main(argv=None):
             ready_delays.append(delay)
         if manual is not None:
             manual_ready.append(manual)
-        lines.append("| %d | %.2f | %s | %s | %s | %s | %s |" % (
-            i, r["startup_s"], fmt(r["first_200"]), fmt(r["reported"]), fmt(delay, 3), fmt(manual, 1),
-            "yes" if r["capacity_ok"] else ("FAILED: %s" % r["kind"] if r["failed"] else "no")))
-    lines += ["", "## Failure during start-up (`--emulator-fault kv-oom`): module report vs the failure", "",
-              "| run | start-up (s) | fatal line (s) | process exit (s) | module reported (s) | delay (s) | kind | `sleep 100` delay (s) |",
-              "|---:|---:|---:|---:|---:|---:|:---|---:|"]
+        lines.append(
+            "| {} | {:.2f} | {} | {} | {} | {} | {} |".format(
+                i,
+                r["startup_s"],
+                fmt(r["first_200"]),
+                fmt(r["reported"]),
+                fmt(delay, 3),
+                fmt(manual, 1),
+                "yes" if r["capacity_ok"] else ("FAILED: {}".format(r["kind"]) if r["failed"] else "no"),
+            )
+        )
+    lines += [
+        "",
+        "## Failure during start-up (`--emulator-fault kv-oom`): module report vs the failure",
+        "",
+        "| run | start-up (s) | fatal line (s) | process exit (s) | module reported (s) | delay (s) | kind | `sleep 100` delay (s) |",
+        "|---:|---:|---:|---:|---:|---:|:---|---:|",
+    ]
     fail_delays, manual_fail = [], []
     for i, r in enumerate(fail_rows, 1):
         marks = [t for t in (r["fatal_line"], r["exited"]) if t is not None]
@@ -363,41 +474,62 @@ def main(argv=None):
             fail_delays.append(delay)
         if manual is not None:
             manual_fail.append(manual)
-        lines.append("| %d | %.2f | %s | %s | %s | %s | %s | %s |" % (
-            i, r["startup_s"], fmt(r["fatal_line"]), fmt(r["exited"]), fmt(r["reported"]), fmt(delay, 3),
-            r["kind"] or "(reported ready!)", fmt(manual, 1)))
+        lines.append(
+            "| {} | {:.2f} | {} | {} | {} | {} | {} | {} |".format(
+                i,
+                r["startup_s"],
+                fmt(r["fatal_line"]),
+                fmt(r["exited"]),
+                fmt(r["reported"]),
+                fmt(delay, 3),
+                r["kind"] or "(reported ready!)",
+                fmt(manual, 1),
+            )
+        )
 
     def stats(xs):
-        return ("%.3f" % statistics.median(xs), "%.3f" % max(xs)) if xs else ("—", "—")
+        return (f"{statistics.median(xs):.3f}", f"{max(xs):.3f}") if xs else ("—", "—")
 
     rm, rx = stats(ready_delays)
     fm, fx = stats(fail_delays)
     mrm, mrx = stats(manual_ready)
     mfm, mfx = stats(manual_fail)
-    lines += ["", "## Summary", "",
-              "| measure | target | sglang_ready median | sglang_ready max | `sleep 100` median | `sleep 100` max |",
-              "|---|---|---:|---:|---:|---:|",
-              "| ready reported after /health first 200 (%d starts) | median < 1 s | %s | %s | %s | %s |"
-              % (len(ready_delays), rm, rx, mrm, mrx),
-              "| failure reported after it happened (%d starts) | < 3 s | %s | %s | %s | %s |"
-              % (len(fail_delays), fm, fx, mfm, mfx), ""]
+    lines += [
+        "",
+        "## Summary",
+        "",
+        "| measure | target | sglang_ready median | sglang_ready max | `sleep 100` median | `sleep 100` max |",
+        "|---|---|---:|---:|---:|---:|",
+        f"| ready reported after /health first 200 ({len(ready_delays)} starts) | median < 1 s | {rm} | {rx} | {mrm} | {mrx} |",
+        f"| failure reported after it happened ({len(fail_delays)} starts) | < 3 s | {fm} | {fx} | {mfm} | {mfx} |",
+        "",
+    ]
     ready_ok = bool(ready_delays) and statistics.median(ready_delays) < 1.0 and len(ready_delays) == len(ok_rows)
     fail_ok = bool(fail_delays) and max(fail_delays) < 3.0 and len(fail_delays) == len(fail_rows)
-    lines.append("Targets met: ready %s, failure %s." % ("yes" if ready_ok else "NO", "yes" if fail_ok else "NO"))
+    lines.append("Targets met: ready {}, failure {}.".format("yes" if ready_ok else "NO", "yes" if fail_ok else "NO"))
     lines.append("")
-    lines.append("The ready delay is mostly the poll interval (a 200 is seen at the next poll, on average half an "
-                 "interval later) plus reading `/server_info` and parsing the log for the report; the failure delay "
-                 "is the next poll plus up to %.1f s of reading on, so that the exception line that ends a traceback "
-                 "is what the message reports." % sglang_ready.FATAL_SETTLE_S)
+    lines.append(
+        "The ready delay is mostly the poll interval (a 200 is seen at the next poll, on average half an "
+        "interval later) plus reading `/server_info` and parsing the log for the report; the failure delay "
+        f"is the next poll plus up to {sglang_ready.FATAL_SETTLE_S:.1f} s of reading on, so that the exception line that ends a traceback "
+        "is what the message reports."
+    )
     sd_ok = True
     if a.systemd:
         sd_ready, sd_fail = systemd_section(a.systemd, rng, lines)
         lines.append("")
-        lines.append("Targets met on the journal path: ready %s, failure %s." % (
-            "yes" if sd_ready else "NO", "yes" if sd_fail else "NO"))
+        lines.append(
+            "Targets met on the journal path: ready {}, failure {}.".format(
+                "yes" if sd_ready else "NO", "yes" if sd_fail else "NO"
+            )
+        )
         sd_ok = sd_ready and sd_fail
-    lines += ["", "Command: `.venv/bin/python bench/ready_gate.py %s`" % " ".join(argv if argv is not None
-                                                                                  else sys.argv[1:])]
+    lines += [
+        "",
+        "Command: `.venv/bin/python bench/ready_gate.py {}`".format(
+            " ".join(argv if argv is not None else sys.argv[1:])
+        ),
+    ]
     text = "\n".join(lines) + "\n"
     Path(a.out).write_text(text)
     print(text)

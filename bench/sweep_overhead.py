@@ -14,6 +14,7 @@ The first configuration is the host's full run (it installs the engine) and is s
 Writes bench/sweep_overhead.md (or --out); exits 1 when the target is missed.
 Usage: .venv/bin/python bench/sweep_overhead.py [--index 201] [--steps 1-3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 VENV_BIN = Path(sys.executable).parent
-ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-       "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+ENV = {
+    **os.environ,
+    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+    "ANSIBLE_NOCOLOR": "1",
+}
 
 
 def make_inventory(path: Path, host: str, index: int) -> None:
@@ -47,23 +52,45 @@ def make_inventory(path: Path, host: str, index: int) -> None:
 
 
 def hosts_play(inv: Path, state: str) -> None:
-    subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml",
-                    "-e", f"emulator_hosts_state={state}"], cwd=ROOT, env=ENV, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            str(inv),
+            "playbooks/emulator_hosts.yml",
+            "-e",
+            f"emulator_hosts_state={state}",
+        ],
+        cwd=ROOT,
+        env=ENV,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def one_task_run(inv: Path, host: str) -> float:
     import ansible_runner
 
     pdd = tempfile.mkdtemp(prefix="sgt-bench-")
-    play = [{"name": "One task", "hosts": host, "gather_facts": False,
-             "tasks": [{"name": "true", "ansible.builtin.command": "/bin/true", "changed_when": False}]}]
+    play = [
+        {
+            "name": "One task",
+            "hosts": host,
+            "gather_facts": False,
+            "tasks": [{"name": "true", "ansible.builtin.command": "/bin/true", "changed_when": False}],
+        }
+    ]
     t0 = time.perf_counter()
     try:
-        r = ansible_runner.run(private_data_dir=pdd, project_dir=str(ROOT), playbook=play,
-                               inventory=str(inv), quiet=True, envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                                                                        "PATH": ENV["PATH"]},
-                               suppress_env_files=True)
+        r = ansible_runner.run(
+            private_data_dir=pdd,
+            project_dir=str(ROOT),
+            playbook=play,
+            inventory=str(inv),
+            quiet=True,
+            envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "PATH": ENV["PATH"]},
+            suppress_env_files=True,
+        )
         if r.status != "successful":
             raise SystemExit(f"the one-task run failed: {r.status}")
     finally:
@@ -87,9 +114,29 @@ def main() -> int:
         hosts_play(inv, "present")
         before = [one_task_run(inv, host) for _ in range(args.runs)]
         out = work / "sweep"
-        cmd = [sys.executable, "-m", "tuner", "sweep", "--out", str(out), "--inventory", str(inv),
-               "--steps", args.steps, "--concurrency", "1", "--requests-per-level", "2",
-               "--output-len", "32", "--input-len", "32", "--warmup-requests", "1", "--no-early-stop"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tuner",
+            "sweep",
+            "--out",
+            str(out),
+            "--inventory",
+            str(inv),
+            "--steps",
+            args.steps,
+            "--concurrency",
+            "1",
+            "--requests-per-level",
+            "2",
+            "--output-len",
+            "32",
+            "--input-len",
+            "32",
+            "--warmup-requests",
+            "1",
+            "--no-early-stop",
+        ]
         for e in args.extra_vars:
             cmd += ["-e", e]
         t0 = time.perf_counter()
@@ -111,33 +158,53 @@ def main() -> int:
         overhead = r["total_s"] - (r["ready_s"] or 0) - r["bench_s"]
         ratio = overhead / floor
         tuner_own = r["total_s"] - r["deploy_s"] - r["warmup_s"] - r["bench_s"]
-        rows.append((r["config"]["config_id"], "full" if r["full_run"] else "configure+run", r["total_s"],
-                     r["deploy_s"], r["ready_s"] or 0, r["warmup_s"], r["bench_s"], tuner_own, overhead, ratio))
+        rows.append(
+            (
+                r["config"]["config_id"],
+                "full" if r["full_run"] else "configure+run",
+                r["total_s"],
+                r["deploy_s"],
+                r["ready_s"] or 0,
+                r["warmup_s"],
+                r["bench_s"],
+                tuner_own,
+                overhead,
+                ratio,
+            )
+        )
         if not r["full_run"]:
             judged.append(ratio)
     ok = bool(judged) and max(judged) <= 2.0
     load = os.getloadavg()
-    lines = ["# Per-configuration overhead of a sweep (bench/sweep_overhead.py)", "",
-             f"- run: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {platform.node()}, {os.cpu_count()} CPUs, "
-             f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end",
-             f"- host: one emulator host (podman + systemd, podman connection), emulated start-up 1 s; "
-             f"sweep --steps {args.steps}, one level (C=1, 2 requests of 32 tokens), 1 warm-up request; "
-             f"whole sweep {sweep_s:.1f} s",
-             f"- one-task ansible-runner run on the same host (`command: /bin/true`), {2 * args.runs} runs "
-             f"around the sweep: median **{floor:.2f} s** (min {min(before + after):.2f}, max {max(before + after):.2f})",
-             "- overhead = total - server start-up (sglang_ready's ready_seconds) - benchmark (levels' wall time)",
-             "",
-             "- deploy s: the ansible-runner run of the deploy play (it includes the server's start-up); "
-             "outside the play: total - deploy - warm-up - benchmark (the tuner's own work between them)",
-             "",
-             "| config | deploy run | total s | deploy s | server start-up s | warm-up s | benchmark s | "
-             "outside the play s | overhead s | overhead / one-task run |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Per-configuration overhead of a sweep (bench/sweep_overhead.py)",
+        "",
+        f"- run: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {platform.node()}, {os.cpu_count()} CPUs, "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end",
+        f"- host: one emulator host (podman + systemd, podman connection), emulated start-up 1 s; "
+        f"sweep --steps {args.steps}, one level (C=1, 2 requests of 32 tokens), 1 warm-up request; "
+        f"whole sweep {sweep_s:.1f} s",
+        f"- one-task ansible-runner run on the same host (`command: /bin/true`), {2 * args.runs} runs "
+        f"around the sweep: median **{floor:.2f} s** (min {min(before + after):.2f}, max {max(before + after):.2f})",
+        "- overhead = total - server start-up (sglang_ready's ready_seconds) - benchmark (levels' wall time)",
+        "",
+        "- deploy s: the ansible-runner run of the deploy play (it includes the server's start-up); "
+        "outside the play: total - deploy - warm-up - benchmark (the tuner's own work between them)",
+        "",
+        "| config | deploy run | total s | deploy s | server start-up s | warm-up s | benchmark s | "
+        "outside the play s | overhead s | overhead / one-task run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for cid, kind, total, dep, ready, warm, bench, own, over, ratio in rows:
-        lines.append(f"| {cid} | {kind} | {total:.2f} | {dep:.2f} | {ready:.2f} | {warm:.2f} | {bench:.2f} | "
-                     f"{own:.2f} | {over:.2f} | {ratio:.2f}x |")
-    lines += ["", f"Target (configure+run configurations: overhead <= 2 x one-task run): "
-                  f"**{'met' if ok else 'MISSED'}**", ""]
+        lines.append(
+            f"| {cid} | {kind} | {total:.2f} | {dep:.2f} | {ready:.2f} | {warm:.2f} | {bench:.2f} | "
+            f"{own:.2f} | {over:.2f} | {ratio:.2f}x |"
+        )
+    lines += [
+        "",
+        f"Target (configure+run configurations: overhead <= 2 x one-task run): **{'met' if ok else 'MISSED'}**",
+        "",
+    ]
     text = "\n".join(lines)
     Path(args.out).write_text(text)
     print(text)

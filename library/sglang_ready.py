@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sglang-tune contributors
 # Apache-2.0 (see pyproject.toml)
 """Ansible module ``sglang_ready``: gate on a just-(re)started SGLang server and report what it came up with."""
@@ -309,8 +308,6 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url
-
 from ansible.module_utils.sglang_log import (
     current_launch,
     find_fatal,
@@ -328,6 +325,7 @@ from ansible.module_utils.sglang_server_info import (
     parse_server_info,
     requested_speculative,
 )
+from ansible.module_utils.urls import fetch_url
 
 UNIT_PROPERTIES = (
     "Id",
@@ -401,19 +399,27 @@ class UnitWatcher:
         base = self.baseline or {}
         active, sub = props.get("ActiveState"), props.get("SubState")
         if props.get("LoadState") == "not-found":
-            return "unit_missing", "unit %s does not exist" % self.unit
+            return "unit_missing", f"unit {self.unit} does not exist"
         if base.get("InvocationID") and props.get("InvocationID") and props["InvocationID"] != base["InvocationID"]:
-            return "restarted", "unit %s restarted while waiting (InvocationID changed)" % self.unit
+            return "restarted", f"unit {self.unit} restarted while waiting (InvocationID changed)"
         if _int(props.get("NRestarts")) is not None and _int(base.get("NRestarts")) is not None:
             if _int(props["NRestarts"]) > _int(base["NRestarts"]):
-                return "restarted", "unit %s restarted while waiting (NRestarts %s -> %s)" % (
-                    self.unit, base["NRestarts"], props["NRestarts"])
+                return "restarted", "unit {} restarted while waiting (NRestarts {} -> {})".format(
+                    self.unit,
+                    base["NRestarts"],
+                    props["NRestarts"],
+                )
         base_pid, pid = _int(base.get("MainPID")), _int(props.get("MainPID"))
         if base_pid and pid and pid != base_pid:
-            return "restarted", "unit %s restarted while waiting (MainPID %d -> %d)" % (self.unit, base_pid, pid)
+            return "restarted", f"unit {self.unit} restarted while waiting (MainPID {base_pid} -> {pid})"
         if active in ("failed", "inactive", "deactivating") or (active == "activating" and sub == "auto-restart"):
-            return "unit_dead", "unit %s is %s/%s (Result=%s, exit status %s)" % (
-                self.unit, active, sub, props.get("Result"), props.get("ExecMainStatus"))
+            return "unit_dead", "unit {} is {}/{} (Result={}, exit status {})".format(
+                self.unit,
+                active,
+                sub,
+                props.get("Result"),
+                props.get("ExecMainStatus"),
+            )
         return None
 
     def state(self):
@@ -433,20 +439,20 @@ class PidWatcher:
         return self._start
 
     def problem(self):
-        stat = "/proc/%d/stat" % self.pid
+        stat = f"/proc/{self.pid}/stat"
         try:
             with open(stat) as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
-            return "process_exited", "process %d exited" % self.pid
+            return "process_exited", f"process {self.pid} exited"
         if fields and fields[0] in ("Z", "X"):
-            return "process_exited", "process %d exited" % self.pid
+            return "process_exited", f"process {self.pid} exited"
         return None
 
 
 def _proc_start_epoch(pid):
     try:
-        with open("/proc/%d/stat" % pid) as fh:
+        with open(f"/proc/{pid}/stat") as fh:
             after = fh.read().rsplit(")", 1)[1].split()
         start_ticks = int(after[19])  # field 22 of stat(5)
         with open("/proc/stat") as fh:
@@ -484,8 +490,15 @@ class JournalLog:
         """Append new lines; returns how many arrived."""
         if not self.journalctl or not self.invocation_id:
             return 0
-        cmd = [self.journalctl, "--no-pager", "-q", "-o", "cat", "--show-cursor",
-               "_SYSTEMD_INVOCATION_ID=%s" % self.invocation_id]
+        cmd = [
+            self.journalctl,
+            "--no-pager",
+            "-q",
+            "-o",
+            "cat",
+            "--show-cursor",
+            f"_SYSTEMD_INVOCATION_ID={self.invocation_id}",
+        ]
         if self.cursor:
             cmd += ["--after-cursor", self.cursor]
         rc, out, _err = self.module.run_command(cmd, errors="replace")
@@ -494,7 +507,7 @@ class JournalLog:
         new = []
         for line in out.split("\n"):
             if line.startswith("-- cursor: "):
-                self.cursor = line[len("-- cursor: "):].strip()
+                self.cursor = line[len("-- cursor: ") :].strip()
             elif line:
                 new.extend(split_lines(line))
         self.lines.extend(new)
@@ -508,8 +521,11 @@ class JournalLog:
 
 
 def _server_args_at(lines):
-    return [i for i, ln in enumerate(lines) if "server_args=" in ln and parse_line(ln) is not None
-            and "server_args=" in parse_line(ln).message]
+    return [
+        i
+        for i, ln in enumerate(lines)
+        if "server_args=" in ln and parse_line(ln) is not None and "server_args=" in parse_line(ln).message
+    ]
 
 
 class FileLog:
@@ -571,7 +587,7 @@ class FileLog:
         starts = _server_args_at(lines)
         if len(starts) > 1:
             self.new_launch_seen = True
-            return lines[:starts[1]]
+            return lines[: starts[1]]
         return lines
 
     def restarted_in_log(self):
@@ -589,14 +605,20 @@ class Http:
         self.base = base_url.rstrip("/")
         self.headers = {"Accept": "application/json"}
         if api_key:
-            self.headers["Authorization"] = "Bearer %s" % api_key
+            self.headers["Authorization"] = f"Bearer {api_key}"
         self.request_timeout = request_timeout
 
     def get(self, path, timeout=None):
         """``(status, body_text, error)``; status is ``None`` when no HTTP answer came."""
         t = self.request_timeout if timeout is None else max(0.2, min(timeout, self.request_timeout))
-        resp, info = fetch_url(self.module, self.base + path, headers=self.headers, method="GET",
-                               timeout=t, use_proxy=self.module.params["use_proxy"])
+        resp, info = fetch_url(
+            self.module,
+            self.base + path,
+            headers=self.headers,
+            method="GET",
+            timeout=t,
+            use_proxy=self.module.params["use_proxy"],
+        )
         status = info.get("status")
         if status is None or status < 0:
             return None, "", str(info.get("msg", "no answer"))
@@ -630,7 +652,7 @@ class Http:
 
 class GateFailed(Exception):
     def __init__(self, kind, reason, context=""):
-        super(GateFailed, self).__init__(reason)
+        super().__init__(reason)
         self.kind = kind
         self.reason = reason
         self.context = context
@@ -667,11 +689,17 @@ class Gate:
                 if watcher.exists():
                     self.unit = watcher
                 elif not p["log_path"] and self.proc is None:
-                    raise GateFailed("unit_missing", "unit %s does not exist on this host (%s)" % (
-                        p["unit"], watcher.last.get("_error") or "LoadState=not-found"))
+                    raise GateFailed(
+                        "unit_missing",
+                        "unit {} does not exist on this host ({})".format(
+                            p["unit"], watcher.last.get("_error") or "LoadState=not-found"
+                        ),
+                    )
             elif not p["log_path"] and self.proc is None:
-                raise GateFailed("unit_missing", "systemctl not found: cannot watch unit %s; "
-                                 "give log_path/pid or unit: ''" % p["unit"])
+                raise GateFailed(
+                    "unit_missing",
+                    "systemctl not found: cannot watch unit {}; give log_path/pid or unit: ''".format(p["unit"]),
+                )
         not_before = None
         if self.unit is not None:
             not_before = self.unit.start_epoch()
@@ -698,7 +726,7 @@ class Gate:
             if problem:
                 raise GateFailed(problem[0], problem[1])
         if self.log is not None and self.log.restarted_in_log():
-            raise GateFailed("restarted", "a new launch started in %s while waiting" % self.params["log_path"])
+            raise GateFailed("restarted", "a new launch started in {} while waiting".format(self.params["log_path"]))
 
     def startup_lines(self):
         """This start's lines up to SGLang's ready line (facts §5.1 step 10).
@@ -722,7 +750,7 @@ class Gate:
         if len(lines) < self.scanned:
             self.scanned = 0
         # re-scan a little context so a traceback split across two reads is seen whole
-        window = lines[max(0, self.scanned - 50):]
+        window = lines[max(0, self.scanned - 50) :]
         self.scanned = len(lines)
         if window and find_fatal(window) is not None:
             self.settle()
@@ -747,10 +775,10 @@ class Gate:
         status, body, err = self.http.get("/health", timeout=remaining)
         self.health_status = status
         if status is None:
-            self.health_detail = "no answer (%s)" % err
+            self.health_detail = f"no answer ({err})"
         else:
             snippet = " ".join(body.split())[:200]
-            self.health_detail = "HTTP %d%s" % (status, (": " + snippet) if snippet else "")
+            self.health_detail = f"HTTP {status}" + ((": " + snippet) if snippet else "")
         ok = status == 200
         if self.first_probe_ok is None:
             self.first_probe_ok = ok
@@ -773,8 +801,12 @@ class Gate:
                 # the server may have died during the last probe: report that, not a timeout
                 self.check_process()
                 self.check_log()
-                raise GateFailed("timeout", "timed out after %.0f s waiting for %s/health to answer 200; "
-                                 "last answer: %s" % (p["timeout"], self.http.base, self.health_detail or "none"))
+                raise GateFailed(
+                    "timeout",
+                    "timed out after {:.0f} s waiting for {}/health to answer 200; last answer: {}".format(
+                        p["timeout"], self.http.base, self.health_detail or "none"
+                    ),
+                )
             time.sleep(min(p["interval"], remaining))
 
     def dead_reason(self, err):
@@ -939,14 +971,14 @@ def argument_spec():
 def validate(module):
     p = module.params
     if not p["url"].startswith(("http://", "https://")):
-        module.fail_json(msg="url must start with http:// or https://, got %r" % p["url"])
+        module.fail_json(msg="url must start with http:// or https://, got {!r}".format(p["url"]))
     for key in ("timeout", "interval", "request_timeout"):
         if p[key] is None or p[key] <= 0:
-            module.fail_json(msg="%s must be > 0, got %r" % (key, p[key]))
+            module.fail_json(msg=f"{key} must be > 0, got {p[key]!r}")
     if p["log_lines"] < 0:
-        module.fail_json(msg="log_lines must be >= 0, got %r" % p["log_lines"])
+        module.fail_json(msg="log_lines must be >= 0, got {!r}".format(p["log_lines"]))
     if p["pid"] is not None and p["pid"] <= 0:
-        module.fail_json(msg="pid must be > 0, got %r" % p["pid"])
+        module.fail_json(msg="pid must be > 0, got {!r}".format(p["pid"]))
 
 
 def main():
@@ -961,9 +993,11 @@ def main():
         res = gate.common()
         reason = redact(err.reason, gate.secrets)
         context = [c for c in (err.context, _unit_context(gate)) if c]
-        head = reason + (" [%s]" % "; ".join(context) if context else "")
+        head = reason + (" [{}]".format("; ".join(context)) if context else "")
         tail = res["log_tail"]
-        msg = head + ("\nLast %d log lines:\n%s" % (len(tail), "\n".join(tail)) if tail else "\n(no log lines for this start)")
+        msg = head + (
+            "\nLast {} log lines:\n{}".format(len(tail), "\n".join(tail)) if tail else "\n(no log lines for this start)"
+        )
         res.update(reason=reason, failure_kind=err.kind, reported_at=round(time.time(), 3))
         module.fail_json(msg=msg, **res)
     res = gate.report()
@@ -979,8 +1013,15 @@ def _unit_context(gate):
     parts = []
     if gate.unit is not None and gate.unit.last:
         st = gate.unit.last
-        parts.append("unit %s %s/%s, Result=%s, exit status %s" % (
-            gate.params["unit"], st.get("ActiveState"), st.get("SubState"), st.get("Result"), st.get("ExecMainStatus")))
+        parts.append(
+            "unit {} {}/{}, Result={}, exit status {}".format(
+                gate.params["unit"],
+                st.get("ActiveState"),
+                st.get("SubState"),
+                st.get("Result"),
+                st.get("ExecMainStatus"),
+            )
+        )
     parts.append("after %.1f s" % (time.monotonic() - gate.t0))
     return ", ".join(parts)
 

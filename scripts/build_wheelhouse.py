@@ -47,15 +47,52 @@ def build(dest: Path, quiet: bool) -> bool:
         env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000", PYTHONHASHSEED="0")
         # Build from a copy so setuptools' build/ and egg-info never land in the checkout.
         src = tmpd / "src"
-        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-            ".git", ".venv", ".cache", "build", ".ansible", "*.egg-info", "__pycache__", "results*", "out"))
-        subprocess.run([sys.executable, "-m", "pip", "wheel", *q, "--no-deps", "--no-build-isolation",
-                        "-w", str(tmpd / "whl"), str(src)], check=True, env=env)
-        subprocess.run([sys.executable, "-m", "pip", "download", *q, "--only-binary=:all:",
-                        "--python-version", "3.11", "--implementation", "cp",
-                        *[a for p in PLATFORMS for a in ("--platform", p)],
-                        "-c", str(ROOT / "requirements/constraints.txt"),
-                        "-d", str(tmpd / "whl"), "aiohttp", "PyYAML"], check=True, env=env)
+        shutil.copytree(
+            ROOT,
+            src,
+            ignore=shutil.ignore_patterns(
+                ".git", ".venv", ".cache", "build", ".ansible", "*.egg-info", "__pycache__", "results*", "out"
+            ),
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                *q,
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(tmpd / "whl"),
+                str(src),
+            ],
+            check=True,
+            env=env,
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                *q,
+                "--only-binary=:all:",
+                "--python-version",
+                "3.11",
+                "--implementation",
+                "cp",
+                *[a for p in PLATFORMS for a in ("--platform", p)],
+                "-c",
+                str(ROOT / "requirements/constraints.txt"),
+                "-d",
+                str(tmpd / "whl"),
+                "aiohttp",
+                "PyYAML",
+            ],
+            check=True,
+            env=env,
+        )
         dest.mkdir(parents=True, exist_ok=True)
         wanted = {w.name for w in (tmpd / "whl").glob("*.whl")}
         for old in dest.glob("*.whl"):

@@ -29,8 +29,10 @@ def main(wheel: str, requirements: str, dest: str) -> int:
                 return 1
             version = json.loads(zf.read(manifest))["collection_info"]["version"]
             if version != str(coll["version"]):
-                print(f"{coll['name']}: requirements.yml pins {coll['version']} but {wheel} carries {version}",
-                      file=sys.stderr)
+                print(
+                    f"{coll['name']}: requirements.yml pins {coll['version']} but {wheel} carries {version}",
+                    file=sys.stderr,
+                )
                 return 1
             zf.extractall(out, members=[n for n in names if n.startswith(prefix)])
             print(f"installed {coll['name']} {version}")

@@ -1,4 +1,5 @@
 """`python -m tuner`: see tuner/cli.py."""
+
 import sys
 
 from .cli import main

@@ -7,15 +7,17 @@ deeper speculation costs KV capacity (seed-measurements.md) for no measured gain
 
 Nothing here knows any machine's numbers: every decision is relative to what was measured.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-MIN_REL_TOL = 0.01          # "prefer smaller K within 1%" (tune_speculative_k's default)
-NOISE_Z = 2.0               # two standard errors: a difference smaller than this is noise
+MIN_REL_TOL = 0.01  # "prefer smaller K within 1%" (tune_speculative_k's default)
+NOISE_Z = 2.0  # two standard errors: a difference smaller than this is noise
 
 # Rows with these statuses carry a measurement (partial: some requests failed, the tokens of the
 # successful ones over the level's wall time still count; failures lower the throughput).
@@ -32,8 +34,8 @@ class PointStats:
     spec_draft_tokens: int | None
     spec_algorithm: str
     concurrency: int
-    values: list[float] = field(default_factory=list)          # output_tok_s per repeat
-    per_request: list[float] = field(default_factory=list)     # per_request_tok_s per repeat
+    values: list[float] = field(default_factory=list)  # output_tok_s per repeat
+    per_request: list[float] = field(default_factory=list)  # per_request_tok_s per repeat
     accept: list[float] = field(default_factory=list)
     failed_requests: int = 0
 
@@ -95,10 +97,13 @@ def aggregate(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, int], PointStat
         if ps is None:
             draft = _num(row.get("spec_draft_tokens"))
             ps = out[key] = PointStats(
-                config_id=key[0], spec_steps=int(row["spec_steps"]),
+                config_id=key[0],
+                spec_steps=int(row["spec_steps"]),
                 spec_topk=int(_num(row.get("spec_topk")) or 1),
                 spec_draft_tokens=None if draft is None else int(draft),
-                spec_algorithm=str(row.get("spec_algorithm") or "NEXTN"), concurrency=key[1])
+                spec_algorithm=str(row.get("spec_algorithm") or "NEXTN"),
+                concurrency=key[1],
+            )
         ps.values.append(tput)
         pr = _num(row.get("per_request_tok_s"))
         if pr is not None:
@@ -117,7 +122,7 @@ def tolerance(a: PointStats, b: PointStats, min_rel: float = MIN_REL_TOL) -> flo
     (when repeats give a spread); with one repeat only the relative floor applies.
     """
     floor = min_rel * max(a.mean, b.mean)
-    noise = NOISE_Z * math.sqrt(a.sem ** 2 + b.sem ** 2)
+    noise = NOISE_Z * math.sqrt(a.sem**2 + b.sem**2)
     return max(floor, noise)
 
 
@@ -125,10 +130,10 @@ def tolerance(a: PointStats, b: PointStats, min_rel: float = MIN_REL_TOL) -> flo
 class LevelChoice:
     concurrency: int
     chosen: PointStats
-    best: PointStats                  # the raw highest mean (may differ from chosen)
+    best: PointStats  # the raw highest mean (may differ from chosen)
     runner_up: PointStats | None
     tolerance_pct: float
-    equivalent: list[str]             # config_ids within tolerance of the best
+    equivalent: list[str]  # config_ids within tolerance of the best
 
     @property
     def margin_pct(self) -> float | None:
@@ -139,22 +144,32 @@ class LevelChoice:
     def to_dict(self) -> dict[str, Any]:
         c = self.chosen
         return {
-            "config_id": c.config_id, "spec_steps": c.spec_steps, "spec_topk": c.spec_topk,
+            "config_id": c.config_id,
+            "spec_steps": c.spec_steps,
+            "spec_topk": c.spec_topk,
             "spec_draft_tokens": c.spec_draft_tokens,
             "output_tok_s": round(c.mean, 2),
             "output_tok_s_std": round(c.std, 2) if c.n > 1 else None,
             "per_request_tok_s": None if c.per_request_mean is None else round(c.per_request_mean, 2),
             "accept_length": None if c.accept_mean is None else round(c.accept_mean, 3),
             "repeats": c.n,
-            "runner_up": None if self.runner_up is None else {
-                "config_id": self.runner_up.config_id, "spec_steps": self.runner_up.spec_steps,
-                "output_tok_s": round(self.runner_up.mean, 2)},
+            "runner_up": None
+            if self.runner_up is None
+            else {
+                "config_id": self.runner_up.config_id,
+                "spec_steps": self.runner_up.spec_steps,
+                "output_tok_s": round(self.runner_up.mean, 2),
+            },
             "margin_pct": None if self.margin_pct is None else round(self.margin_pct, 2),
             "tolerance_pct": round(self.tolerance_pct, 2),
             "within_tolerance": self.equivalent,
-            "raw_best": None if self.best is c else {
-                "config_id": self.best.config_id, "spec_steps": self.best.spec_steps,
-                "output_tok_s": round(self.best.mean, 2)},
+            "raw_best": None
+            if self.best is c
+            else {
+                "config_id": self.best.config_id,
+                "spec_steps": self.best.spec_steps,
+                "output_tok_s": round(self.best.mean, 2),
+            },
         }
 
 
@@ -164,20 +179,30 @@ def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL)
     if not pts:
         return None
     best = max(pts, key=lambda p: (p.mean, [-x for x in p.order_key[:3]]))
-    equivalent = sorted((p for p in pts if best.mean - p.mean <= tolerance(best, p, min_rel)),
-                        key=lambda p: p.order_key)
+    equivalent = sorted(
+        (p for p in pts if best.mean - p.mean <= tolerance(best, p, min_rel)), key=lambda p: p.order_key
+    )
     chosen = equivalent[0]
     others = [p for p in pts if p is not chosen]
     runner_up = max(others, key=lambda p: p.mean) if others else None
-    tol = tolerance(best, chosen, min_rel) if chosen is not best else (
-        tolerance(best, runner_up, min_rel) if runner_up else min_rel * best.mean)
-    return LevelChoice(concurrency=best.concurrency, chosen=chosen, best=best, runner_up=runner_up,
-                       tolerance_pct=(tol / best.mean * 100.0) if best.mean else 0.0,
-                       equivalent=[p.config_id for p in equivalent])
+    tol = (
+        tolerance(best, chosen, min_rel)
+        if chosen is not best
+        else (tolerance(best, runner_up, min_rel) if runner_up else min_rel * best.mean)
+    )
+    return LevelChoice(
+        concurrency=best.concurrency,
+        chosen=chosen,
+        best=best,
+        runner_up=runner_up,
+        tolerance_pct=(tol / best.mean * 100.0) if best.mean else 0.0,
+        equivalent=[p.config_id for p in equivalent],
+    )
 
 
-def by_concurrency(stats: dict[tuple[str, int], PointStats], levels: Sequence[int],
-                   min_rel: float = MIN_REL_TOL) -> dict[int, LevelChoice]:
+def by_concurrency(
+    stats: dict[tuple[str, int], PointStats], levels: Sequence[int], min_rel: float = MIN_REL_TOL
+) -> dict[int, LevelChoice]:
     out: dict[int, LevelChoice] = {}
     for c in levels:
         choice = choose_for_level([p for (cid, cc), p in stats.items() if cc == c], min_rel)
@@ -188,7 +213,7 @@ def by_concurrency(stats: dict[tuple[str, int], PointStats], levels: Sequence[in
 
 @dataclass
 class Recommendation:
-    chosen: PointStats | None            # the chosen configuration's stats at one level (for ids)
+    chosen: PointStats | None  # the chosen configuration's stats at one level (for ids)
     score: float | None
     reason: str
     workload: dict[str, Any]
@@ -209,8 +234,12 @@ class Recommendation:
         }
 
 
-def recommend(stats: dict[tuple[str, int], PointStats], levels: Sequence[int],
-              target: Sequence[int] | None, min_rel: float = MIN_REL_TOL) -> Recommendation:
+def recommend(
+    stats: dict[tuple[str, int], PointStats],
+    levels: Sequence[int],
+    target: Sequence[int] | None,
+    min_rel: float = MIN_REL_TOL,
+) -> Recommendation:
     """The choice for the stated workload.
 
     One target level: that level's choice. Several (or the default, every level): each
@@ -220,21 +249,27 @@ def recommend(stats: dict[tuple[str, int], PointStats], levels: Sequence[int],
     within tolerance of the top, the cheapest configuration wins, as per level.
     """
     tlevels = list(target) if target else list(levels)
-    workload = {"concurrency": tlevels,
-                "weighting": "single level" if len(tlevels) == 1
-                else "equal weight per level, throughput relative to the level's best"}
+    workload = {
+        "concurrency": tlevels,
+        "weighting": "single level"
+        if len(tlevels) == 1
+        else "equal weight per level, throughput relative to the level's best",
+    }
     per_level = by_concurrency(stats, tlevels, min_rel)
     if len(tlevels) == 1:
         choice = per_level.get(tlevels[0])
         if choice is None:
-            return Recommendation(None, None, f"nothing was measured at concurrency {tlevels[0]}",
-                                  workload)
+            return Recommendation(None, None, f"nothing was measured at concurrency {tlevels[0]}", workload)
         c = choice.chosen
-        reason = (f"highest aggregate throughput at concurrency {tlevels[0]}: "
-                  f"{c.mean:.1f} tok/s with spec_steps {c.spec_steps}")
+        reason = (
+            f"highest aggregate throughput at concurrency {tlevels[0]}: "
+            f"{c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
+        )
         if choice.best is not c:
-            reason += (f" ({choice.best.config_id} measured {choice.best.mean:.1f} tok/s, within "
-                       f"{choice.tolerance_pct:.1f}%: the smaller setting is preferred)")
+            reason += (
+                f" ({choice.best.config_id} measured {choice.best.mean:.1f} tok/s, within "
+                f"{choice.tolerance_pct:.1f}%: the smaller setting is preferred)"
+            )
         elif choice.runner_up is not None and choice.margin_pct is not None:
             reason += f", {choice.margin_pct:.1f}% above {choice.runner_up.config_id}"
         return Recommendation(c, 1.0, reason, workload, {c.config_id: 1.0})
@@ -253,21 +288,24 @@ def recommend(stats: dict[tuple[str, int], PointStats], levels: Sequence[int],
         if len(rel) != len(tlevels):
             continue
         scores[cid] = sum(rel) / len(rel)
-        rel_noise[cid] = sum(tolerance(per_level[c].best, pts[c], min_rel) / per_level[c].best.mean
-                             for c in tlevels) / len(tlevels)
+        rel_noise[cid] = sum(
+            tolerance(per_level[c].best, pts[c], min_rel) / per_level[c].best.mean for c in tlevels
+        ) / len(tlevels)
     if not scores:
-        return Recommendation(None, None, "no configuration was measured at every target level",
-                              workload)
+        return Recommendation(None, None, "no configuration was measured at every target level", workload)
     top = max(scores, key=lambda k: scores[k])
     first = {cid: configs[cid][tlevels[0]] for cid in scores}
-    equivalent = sorted((cid for cid in scores if scores[top] - scores[cid] <= rel_noise[cid]),
-                        key=lambda cid: first[cid].order_key)
+    equivalent = sorted(
+        (cid for cid in scores if scores[top] - scores[cid] <= rel_noise[cid]), key=lambda cid: first[cid].order_key
+    )
     chosen = equivalent[0]
     ranked = sorted(scores, key=lambda k: -scores[k])
     others = [k for k in ranked if k != chosen]
     levels_txt = ", ".join(str(c) for c in tlevels)
-    reason = (f"best mean relative throughput over concurrency {levels_txt} "
-              f"(each level weighted equally): {chosen} scores {scores[chosen]:.3f}")
+    reason = (
+        f"best mean relative throughput over concurrency {levels_txt} "
+        f"(each level weighted equally): {chosen} scores {scores[chosen]:.3f}"
+    )
     if others:
         reason += f", next {others[0]} {scores[others[0]]:.3f}"
     if chosen != top:
@@ -282,8 +320,9 @@ class EarlyStop:
     below: dict[int, tuple[str, float, float]] = field(default_factory=dict)
 
 
-def early_stop(series: Sequence[dict[int, PointStats]], levels: Sequence[int],
-               min_rel: float = MIN_REL_TOL) -> EarlyStop:
+def early_stop(
+    series: Sequence[dict[int, PointStats]], levels: Sequence[int], min_rel: float = MIN_REL_TOL
+) -> EarlyStop:
     """Whether every level is past its peak at the newest (deepest) configuration of a series.
 
     `series` holds, ascending in steps, each measured configuration's points by concurrency.
@@ -311,8 +350,13 @@ def early_stop(series: Sequence[dict[int, PointStats]], levels: Sequence[int],
 # Start-up failures that deeper speculation can only make worse: every extra step takes more KV
 # memory (emulator-model.md "Admission and KV capacity"; sglang-facts.md §5.3 failure strings).
 _CAPACITY_PATTERNS = (
-    r"not enough memory", r"kv (cache )?pool", r"mem[-_]fraction[-_]static",
-    r"out of memory", r"outofmemory", r"cannot be allocated", r"kv[- ]oom",
+    r"not enough memory",
+    r"kv (cache )?pool",
+    r"mem[-_]fraction[-_]static",
+    r"out of memory",
+    r"outofmemory",
+    r"cannot be allocated",
+    r"kv[- ]oom",
     r"max_total_num_tokens\S* (is )?(<=|0|negative)",
 )
 
@@ -327,10 +371,17 @@ def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
     """Relative spread (std / mean) across repeats, where repeats exist."""
     rel = {f"{cid}@C{c}": p.std / p.mean for (cid, c), p in stats.items() if p.n > 1 and p.mean > 0}
     if not rel:
-        return {"repeats": max((p.n for p in stats.values()), default=0), "rel_std": {},
-                "max_rel_std_pct": None, "median_rel_std_pct": None}
+        return {
+            "repeats": max((p.n for p in stats.values()), default=0),
+            "rel_std": {},
+            "max_rel_std_pct": None,
+            "median_rel_std_pct": None,
+        }
     vals = sorted(rel.values())
     mid = vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2
-    return {"repeats": max(p.n for p in stats.values()),
-            "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
-            "max_rel_std_pct": round(max(vals) * 100, 2), "median_rel_std_pct": round(mid * 100, 2)}
+    return {
+        "repeats": max(p.n for p in stats.values()),
+        "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
+        "max_rel_std_pct": round(max(vals) * 100, 2),
+        "median_rel_std_pct": round(mid * 100, 2),
+    }

@@ -16,13 +16,15 @@ A request is failed when the server answers an HTTP error, the stream breaks or 
 its final chunk / `[DONE]`, the server never states its token count, or, under `ignore_eos`,
 fewer tokens arrive than were asked for: a cut stream must never pass as a short answer.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import aiohttp
 
@@ -42,7 +44,10 @@ except ImportError:  # pragma: no cover - running from a tree without the packag
     sys.modules[_spec.name] = _mod  # type: ignore[union-attr]
     _spec.loader.exec_module(_mod)  # type: ignore[union-attr]
     SERVER_INFO_PATHS, parse_models, parse_server_info = (
-        _mod.SERVER_INFO_PATHS, _mod.parse_models, _mod.parse_server_info)
+        _mod.SERVER_INFO_PATHS,
+        _mod.parse_models,
+        _mod.parse_server_info,
+    )
 
 USER_AGENT = "sglang-tune-bench/0.1"
 
@@ -56,10 +61,10 @@ class ClientOptions:
     temperature: float = 0.0
     ignore_eos: bool = True
     api_key: str | None = None
-    model: str | None = None            # OpenAI endpoints: the served model name
+    model: str | None = None  # OpenAI endpoints: the served model name
     request_timeout: float = 600.0
     seed: int = 0
-    input_ids: bool = True              # /generate: send token ids (exact length on real SGLang)
+    input_ids: bool = True  # /generate: send token ids (exact length on real SGLang)
 
     def headers(self) -> dict[str, str]:
         h = {"User-Agent": USER_AGENT}
@@ -81,13 +86,16 @@ class BenchClient:
         self._session: aiohttp.ClientSession | None = None
         self._next_index = 0
 
-    async def __aenter__(self) -> "BenchClient":
+    async def __aenter__(self) -> BenchClient:
         # No connection limit: the level's workers are the limit. Keep-alive connections are
         # reused across requests, as a load generator should (vLLM bench serve does the same).
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(
-            connector=connector, headers=self.opts.headers(), read_bufsize=1 << 22,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+            connector=connector,
+            headers=self.opts.headers(),
+            read_bufsize=1 << 22,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+        )
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -114,7 +122,7 @@ class BenchClient:
         for path in SERVER_INFO_PATHS:
             try:
                 return await self._get_json(path)
-            except (ServerError, aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            except (TimeoutError, ServerError, aiohttp.ClientError, ValueError) as exc:
                 last = exc
         raise ServerError(f"no server info: {last}")
 
@@ -124,34 +132,35 @@ class BenchClient:
     async def served_model_name(self) -> str | None:
         try:
             return parse_models(await self._get_json("/v1/models")).get("served_model_name")
-        except (ServerError, aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, ServerError, aiohttp.ClientError, ValueError):
             return None
 
     async def health(self, timeout: float = 10.0) -> bool:
         try:
-            async with self.session.get(self.base + "/health",
-                                        timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            async with self.session.get(self.base + "/health", timeout=aiohttp.ClientTimeout(total=timeout)) as r:
                 return r.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             return False
 
     async def counters(self) -> dict[str, float] | None:
         """Prometheus counters for the acceptance fallback; None when /metrics is off."""
         try:
-            async with self.session.get(self.base + "/metrics",
-                                        timeout=aiohttp.ClientTimeout(total=10)) as r:
+            async with self.session.get(self.base + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
                 if r.status != 200:
                     return None
                 return parse_prometheus_counters(await r.text())
-        except (aiohttp.ClientError, asyncio.TimeoutError, UnicodeDecodeError):
+        except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError):
             return None
 
     # -- one request ----------------------------------------------------------------------------
     def _body(self, index: int, max_tokens: int) -> tuple[str, dict[str, Any]]:
         o = self.opts
         if o.endpoint == "generate":
-            sampling: dict[str, Any] = {"max_new_tokens": max_tokens, "temperature": o.temperature,
-                                        "ignore_eos": o.ignore_eos}
+            sampling: dict[str, Any] = {
+                "max_new_tokens": max_tokens,
+                "temperature": o.temperature,
+                "ignore_eos": o.ignore_eos,
+            }
             body: dict[str, Any] = {"sampling_params": sampling, "stream": True}
             if o.input_ids:
                 body["input_ids"] = prompts.prompt_ids(index, o.input_len, o.seed)
@@ -159,9 +168,12 @@ class BenchClient:
                 body["text"] = prompts.prompt_text(index, o.input_len, o.seed)
             return "/generate", body
         common: dict[str, Any] = {
-            "max_tokens": max_tokens, "temperature": o.temperature, "stream": True,
+            "max_tokens": max_tokens,
+            "temperature": o.temperature,
+            "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            "ignore_eos": o.ignore_eos}
+            "ignore_eos": o.ignore_eos,
+        }
         if o.model:
             common["model"] = o.model
         text = prompts.prompt_text(index, o.input_len, o.seed)
@@ -177,8 +189,9 @@ class BenchClient:
         trace = RequestTrace(index=index, sent=time.perf_counter())
         try:
             async with asyncio.timeout(self.opts.request_timeout):
-                async with self.session.post(self.base + path, data=payload,
-                                             headers={"Content-Type": "application/json"}) as resp:
+                async with self.session.post(
+                    self.base + path, data=payload, headers={"Content-Type": "application/json"}
+                ) as resp:
                     if resp.status != 200:
                         text = (await resp.text(errors="replace"))[:200].replace("\n", " ")
                         trace.error = f"HTTP {resp.status}: {text}"
@@ -190,7 +203,7 @@ class BenchClient:
             trace.error = f"timeout after {self.opts.request_timeout:g} s"
         except (aiohttp.ClientError, ConnectionError) as exc:
             trace.error = f"{type(exc).__name__}: {exc}"[:200]
-        except ValueError as exc:   # a chunk that is not JSON, or a line beyond the buffer
+        except ValueError as exc:  # a chunk that is not JSON, or a line beyond the buffer
             trace.error = f"bad stream chunk: {exc}"[:200]
         trace.ended = time.perf_counter()
         if trace.error is None:
@@ -241,7 +254,7 @@ class BenchClient:
         t.output_tokens = seen
 
     async def _read_openai(self, resp: aiohttp.ClientResponse, t: RequestTrace) -> None:
-        seen = 0          # cumulative completion tokens from continuous usage, when given
+        seen = 0  # cumulative completion tokens from continuous usage, when given
         usage_total: int | None = None
         finished = done = False
         async for now, chunk in _sse_chunks(resp):
@@ -256,8 +269,12 @@ class BenchClient:
             has_text = False
             for ch in choices:
                 delta = ch.get("delta") if "delta" in ch else ch
-                text = (delta or {}).get("content") or (delta or {}).get("text") \
-                    or (delta or {}).get("reasoning_content") or ""
+                text = (
+                    (delta or {}).get("content")
+                    or (delta or {}).get("text")
+                    or (delta or {}).get("reasoning_content")
+                    or ""
+                )
                 has_text = has_text or bool(text)
                 if ch.get("finish_reason") is not None:
                     finished = True
@@ -286,7 +303,7 @@ class BenchClient:
         t.output_tokens = usage_total
         if usage_total is not None and t.chunk_tokens and all(c is not None for c in t.chunk_tokens):
             missing = usage_total - sum(c for c in t.chunk_tokens if c)  # type: ignore[misc]
-            if missing > 0:   # the final usage-only chunk may carry the last count
+            if missing > 0:  # the final usage-only chunk may carry the last count
                 t.chunk_tokens[-1] = (t.chunk_tokens[-1] or 0) + missing
 
     # -- levels ---------------------------------------------------------------------------------
@@ -300,11 +317,17 @@ class BenchClient:
         """Short requests whose numbers are thrown away (JIT, CUDA graphs, connection set-up)."""
         if requests <= 0:
             return []
-        return await self.run_level(concurrency, requests, max_tokens=max_tokens, first_index=-(10 ** 6))
+        return await self.run_level(concurrency, requests, max_tokens=max_tokens, first_index=-(10**6))
 
-    async def run_level(self, concurrency: int, n_requests: int, *, max_tokens: int | None = None,
-                        first_index: int | None = None,
-                        on_done: Callable[[RequestTrace], Any] | None = None) -> list[RequestTrace]:
+    async def run_level(
+        self,
+        concurrency: int,
+        n_requests: int,
+        *,
+        max_tokens: int | None = None,
+        first_index: int | None = None,
+        on_done: Callable[[RequestTrace], Any] | None = None,
+    ) -> list[RequestTrace]:
         """Closed loop: `concurrency` workers share `n_requests` requests."""
         base = self.take_indices(n_requests) if first_index is None else first_index
         traces: list[RequestTrace] = []

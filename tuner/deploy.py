@@ -19,6 +19,7 @@ How (docs/architecture.md "Roles", ansible-conventions.md §3):
   environment, API key included (gotcha 5): only the stdout and the job events are kept, under
   OUT/deploy/<config>/, after every occurrence of the key is scrubbed; the dir is deleted.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .redact import Redactor
 from .specs import SpecConfig
@@ -51,13 +53,14 @@ def project_root() -> Path:
 
 # -- pure: reading the runner's events -----------------------------------------------------------
 
+
 @dataclass
 class PlayOutcome:
-    report: dict[str, Any] | None = None       # the sglang_ready module's result
+    report: dict[str, Any] | None = None  # the sglang_ready module's result
     client_url: str | None = None
-    failure: str | None = None                 # the reason, when the host's configuration failed
+    failure: str | None = None  # the reason, when the host's configuration failed
     failed_task: str | None = None
-    source: str | None = None                  # "set_stats" | "runner_on_ok"
+    source: str | None = None  # "set_stats" | "runner_on_ok"
 
 
 def _action(ev: dict[str, Any]) -> str:
@@ -65,8 +68,7 @@ def _action(ev: dict[str, Any]) -> str:
     return str(data.get("resolved_action") or data.get("task_action") or "")
 
 
-def outcome_from_events(events: list[dict[str, Any]], host: str,
-                        members: tuple[str, ...] = ()) -> PlayOutcome:
+def outcome_from_events(events: list[dict[str, Any]], host: str, members: tuple[str, ...] = ()) -> PlayOutcome:
     """What one host's deploy came to, from ansible-runner job events (pure).
 
     `host` is the one whose readiness report counts (a multi-node group's head); a failure on any
@@ -96,7 +98,7 @@ def outcome_from_events(events: list[dict[str, Any]], host: str,
                 out.source = "runner_on_ok"
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             res = data.get("res") or {}
-            if res.get("censored"):     # a no_log task (the gate): the role's final failure says why
+            if res.get("censored"):  # a no_log task (the gate): the role's final failure says why
                 failures.append((str(data.get("task") or ""), ""))
                 continue
             msg = str(res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed")
@@ -125,6 +127,7 @@ def stdout_tail(text: str, lines: int = 15) -> str:
 
 # -- the inventory ------------------------------------------------------------------------------
 
+
 class InventoryError(RuntimeError):
     pass
 
@@ -143,9 +146,9 @@ def _group_hosts(inv: dict[str, Any], group: str, seen: set[str] | None = None) 
 
 @dataclass
 class Inventory:
-    hosts: list[str]                       # the sweep's hosts (group sglang_servers, --limit applied)
-    hostvars: dict[str, Any]               # untemplated
-    groups: dict[str, list[str]]           # every group's hosts, in inventory order
+    hosts: list[str]  # the sweep's hosts (group sglang_servers, --limit applied)
+    hostvars: dict[str, Any]  # untemplated
+    groups: dict[str, list[str]]  # every group's hosts, in inventory order
 
     def slots(self) -> dict[str, list[str]]:
         """Where one configuration runs: a host, or a multi-node tensor-parallel group as a whole.
@@ -167,14 +170,14 @@ class Inventory:
         return out
 
 
-def inventory_hosts(inventory: Path, limit: str | None, project_dir: Path,
-                    group: str = SERVER_GROUP) -> tuple[list[str], dict[str, Any]]:
+def inventory_hosts(
+    inventory: Path, limit: str | None, project_dir: Path, group: str = SERVER_GROUP
+) -> tuple[list[str], dict[str, Any]]:
     inv = read_inventory(inventory, limit, project_dir, group)
     return inv.hosts, inv.hostvars
 
 
-def read_inventory(inventory: Path, limit: str | None, project_dir: Path,
-                   group: str = SERVER_GROUP) -> Inventory:
+def read_inventory(inventory: Path, limit: str | None, project_dir: Path, group: str = SERVER_GROUP) -> Inventory:
     """The hosts a sweep may use, and their (untemplated) variables, via `ansible-inventory`.
 
     Group `sglang_servers` when the inventory has it, else every host; `--limit` applies as it
@@ -185,9 +188,13 @@ def read_inventory(inventory: Path, limit: str | None, project_dir: Path,
     if limit:
         cmd += ["--limit", limit]
     # An inventory Ansible cannot parse is an error here, not a warning and an empty host list.
-    env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
-           "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1", "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_CONFIG": str(Path(project_dir) / "ansible.cfg")}
+    env = {
+        **os.environ,
+        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
+        "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CONFIG": str(Path(project_dir) / "ansible.cfg"),
+    }
     try:
         p = subprocess.run(cmd, cwd=project_dir, capture_output=True, text=True, timeout=120, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -208,6 +215,7 @@ def read_inventory(inventory: Path, limit: str | None, project_dir: Path,
 
 # -- running the play ---------------------------------------------------------------------------
 
+
 @dataclass
 class DeployResult:
     host: str
@@ -222,8 +230,8 @@ class DeployResult:
     tags: list[str] = field(default_factory=list)
     artifacts: str | None = None
     source: str | None = None
-    detail: str | None = None        # the whole failure message (log tail included)
-    members: list[str] = field(default_factory=list)   # a multi-node group's hosts, head first
+    detail: str | None = None  # the whole failure message (log tail included)
+    members: list[str] = field(default_factory=list)  # a multi-node group's hosts, head first
 
     @property
     def rollback(self) -> str | None:
@@ -237,16 +245,25 @@ class DeployResult:
         """The `deploy` record of records.jsonl (docs/architecture.md)."""
         rep = self.report or {}
         return {
-            "type": "deploy", "config": self.config.to_dict(), "host": self.host,
+            "type": "deploy",
+            "config": self.config.to_dict(),
+            "host": self.host,
             **({"hosts": self.members} if len(self.members) > 1 else {}),
-            "status": "ok" if self.ok else "failed", "reason": self.reason,
-            "rollback": self.rollback, "detail": self.detail if self.detail != self.reason else None,
+            "status": "ok" if self.ok else "failed",
+            "reason": self.reason,
+            "rollback": self.rollback,
+            "detail": self.detail if self.detail != self.reason else None,
             "client_url": self.client_url,
             "ready_s": rep.get("ready_seconds"),
-            "capacity": rep.get("capacity"), "speculative": rep.get("speculative"),
-            "server": rep.get("server"), "warnings": rep.get("warnings"),
-            "elapsed_s": round(self.elapsed_s, 3), "runner_status": self.runner_status,
-            "runner_rc": self.runner_rc, "tags": self.tags, "artifacts": self.artifacts,
+            "capacity": rep.get("capacity"),
+            "speculative": rep.get("speculative"),
+            "server": rep.get("server"),
+            "warnings": rep.get("warnings"),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "runner_status": self.runner_status,
+            "runner_rc": self.runner_rc,
+            "tags": self.tags,
+            "artifacts": self.artifacts,
             "result_source": self.source,
         }
 
@@ -254,12 +271,20 @@ class DeployResult:
 class Deployer:
     """Runs the deploy play for one configuration on one host."""
 
-    def __init__(self, *, inventory: Path, out_dir: Path, extravars: dict[str, Any] | None = None,
-                 project_dir: Path | None = None, playbook: str = "playbooks/deploy.yml",
-                 redactor: Redactor | None = None, timeout_s: float = 1800.0,
-                 cancel: threading.Event | None = None,
-                 on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                 slots: dict[str, list[str]] | None = None):
+    def __init__(
+        self,
+        *,
+        inventory: Path,
+        out_dir: Path,
+        extravars: dict[str, Any] | None = None,
+        project_dir: Path | None = None,
+        playbook: str = "playbooks/deploy.yml",
+        redactor: Redactor | None = None,
+        timeout_s: float = 1800.0,
+        cancel: threading.Event | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        slots: dict[str, list[str]] | None = None,
+    ):
         self.project_dir = Path(project_dir or project_root()).resolve()
         self.playbook = playbook
         self.inventory = Path(inventory).resolve()
@@ -269,7 +294,7 @@ class Deployer:
         self.timeout_s = timeout_s
         self.cancel = cancel or threading.Event()
         self.on_event = on_event
-        self.slots = dict(slots or {})      # slot name -> its hosts (head first)
+        self.slots = dict(slots or {})  # slot name -> its hosts (head first)
         self._full_done: set[str] = set()
         self._lock = threading.Lock()
 
@@ -287,8 +312,12 @@ class Deployer:
         venv_bin = str(Path(sys.executable).parent)
         if venv_bin not in path.split(os.pathsep):
             path = venv_bin + os.pathsep + path
-        return {"ANSIBLE_CONFIG": str(self.project_dir / "ansible.cfg"), "PATH": path,
-                "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+        return {
+            "ANSIBLE_CONFIG": str(self.project_dir / "ansible.cfg"),
+            "PATH": path,
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+        }
 
     def _artifact_dir(self, label: str) -> Path:
         base = self.out_dir / "deploy"
@@ -301,8 +330,9 @@ class Deployer:
             d.mkdir(parents=True)
         return d
 
-    def deploy(self, config: SpecConfig, host: str, *, label: str | None = None,
-               full: bool | None = None) -> DeployResult:
+    def deploy(
+        self, config: SpecConfig, host: str, *, label: str | None = None, full: bool | None = None
+    ) -> DeployResult:
         """One play run limited to slot `host` (a host, or a multi-node group); never raises for a
         failed play."""
         import ansible_runner  # the tuner extra; imported late so `--help` stays fast
@@ -319,7 +349,7 @@ class Deployer:
                     self.on_event(host, ev)
                 except Exception:  # progress display must never break a deploy
                     pass
-            return True          # keep the event (ansible-conventions.md §3, gotcha 2)
+            return True  # keep the event (ansible-conventions.md §3, gotcha 2)
 
         extravars = {**self.extravars, **config.extravars()}
         pdd = Path(tempfile.mkdtemp(prefix="sgt-runner-"))
@@ -327,10 +357,16 @@ class Deployer:
         status, rc, stdout = "failed", None, ""
         try:
             kwargs: dict[str, Any] = dict(
-                private_data_dir=str(pdd), project_dir=str(self.project_dir),
-                playbook=self.playbook, inventory=str(self.inventory), limit=",".join(self.members(host)),
-                extravars=extravars, event_handler=handler, quiet=True,
-                suppress_env_files=True, timeout=int(self.timeout_s),
+                private_data_dir=str(pdd),
+                project_dir=str(self.project_dir),
+                playbook=self.playbook,
+                inventory=str(self.inventory),
+                limit=",".join(self.members(host)),
+                extravars=extravars,
+                event_handler=handler,
+                quiet=True,
+                suppress_env_files=True,
+                timeout=int(self.timeout_s),
                 cancel_callback=self.cancel.is_set,
                 envvars=self._envvars(),
             )
@@ -348,7 +384,7 @@ class Deployer:
                 status, rc, stdout = "error", None, f"ansible-runner: {exc}"
         finally:
             elapsed = time.monotonic() - started
-            shutil.rmtree(pdd, ignore_errors=True)   # env/ and command carry the environment
+            shutil.rmtree(pdd, ignore_errors=True)  # env/ and command carry the environment
         members = self.members(host)
         outcome = outcome_from_events(events, members[0], tuple(members[1:]))
         artifacts = self._keep_artifacts(label or config.config_id, stdout, events)
@@ -372,11 +408,22 @@ class Deployer:
         if ok:
             with self._lock:
                 self._full_done.add(host)
-        return DeployResult(host=host, config=config, ok=ok, reason=reason,
-                            client_url=outcome.client_url, report=self.redactor.scrub_obj(outcome.report),
-                            elapsed_s=elapsed, runner_status=status, runner_rc=rc, tags=tags,
-                            artifacts=str(artifacts.relative_to(self.out_dir)) if artifacts else None,
-                            source=outcome.source, detail=detail, members=members)
+        return DeployResult(
+            host=host,
+            config=config,
+            ok=ok,
+            reason=reason,
+            client_url=outcome.client_url,
+            report=self.redactor.scrub_obj(outcome.report),
+            elapsed_s=elapsed,
+            runner_status=status,
+            runner_rc=rc,
+            tags=tags,
+            artifacts=str(artifacts.relative_to(self.out_dir)) if artifacts else None,
+            source=outcome.source,
+            detail=detail,
+            members=members,
+        )
 
     def _keep_artifacts(self, label: str, stdout: str, events: list[dict[str, Any]]) -> Path | None:
         try:

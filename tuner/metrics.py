@@ -31,12 +31,14 @@ Per level (closed loop: C workers, each sends its next request when its previous
   chunk (one chunk per verify step at the default --stream-interval 1). SGLang's own
   `avg_spec_accept_length` is cumulative since start-up and mixes levels, so it is not used.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 
 @dataclass
@@ -49,11 +51,11 @@ class RequestTrace:
     # Tokens each of those chunks carried (None: the server did not say, e.g. chat without
     # continuous usage; then the request's total is spread evenly over its chunks).
     chunk_tokens: list[int | None] = field(default_factory=list)
-    ended: float | None = None             # when the stream closed (or the error surfaced)
-    output_tokens: int | None = None        # the server's count
+    ended: float | None = None  # when the stream closed (or the error surfaced)
+    output_tokens: int | None = None  # the server's count
     prompt_tokens: int | None = None
     spec_verify_ct: int | None = None
-    server_e2e_s: float | None = None       # the server's own arrival-to-finish time, if it says
+    server_e2e_s: float | None = None  # the server's own arrival-to-finish time, if it says
     finish_reason: str | None = None
     error: str | None = None
 
@@ -110,7 +112,7 @@ def decode_rate(t: RequestTrace) -> float | None:
 def chunk_token_counts(t: RequestTrace) -> list[float]:
     """Tokens per chunk; unknown counts are filled by spreading what is left evenly."""
     counts = list(t.chunk_tokens) + [None] * (len(t.chunk_times) - len(t.chunk_tokens))
-    counts = counts[:len(t.chunk_times)]
+    counts = counts[: len(t.chunk_times)]
     if all(c is not None for c in counts):
         return [float(c) for c in counts]  # type: ignore[arg-type]
     known = sum(c for c in counts if c is not None)
@@ -168,8 +170,9 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else v * 1000.0
 
 
-def accept_length(traces: Sequence[RequestTrace],
-                  counter_delta: dict[str, float] | None = None) -> tuple[float | None, str]:
+def accept_length(
+    traces: Sequence[RequestTrace], counter_delta: dict[str, float] | None = None
+) -> tuple[float | None, str]:
     """The level's own acceptance length and where it came from (module docstring)."""
     ok = [t for t in traces if t.ok and t.output_tokens]
     if ok and all(t.spec_verify_ct for t in ok):
@@ -192,8 +195,9 @@ def _error_key(message: str) -> str:
     return re.sub(r"(?<!HTTP )\b\d+(\.\d+)?\b", "N", message)[:120]
 
 
-def level_metrics(concurrency: int, traces: Sequence[RequestTrace],
-                  counter_delta: dict[str, float] | None = None) -> LevelMetrics:
+def level_metrics(
+    concurrency: int, traces: Sequence[RequestTrace], counter_delta: dict[str, float] | None = None
+) -> LevelMetrics:
     ok = [t for t in traces if t.ok]
     failed = [t for t in traces if not t.ok]
     starts = [t.sent for t in traces]

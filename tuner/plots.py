@@ -5,6 +5,7 @@ bars = standard deviation over repeats), per-request decode tok/s, and the KV ca
 (`max_total_num_tokens`) with `max_running_requests` on a twin axis: deeper speculation buys
 per-request speed with capacity, and the panels show both sides of that trade.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,11 +35,18 @@ def _series_key(p: PointStats) -> tuple:
     return (p.spec_topk, p.spec_draft_tokens, p.spec_algorithm)
 
 
-def plot_throughput(path: Path, stats: dict[tuple[str, int], PointStats], levels: list[int],
-                    capacity: dict[str, dict[str, Any]], *, title: str,
-                    chosen: dict[int, str] | None = None, recommended: dict[str, Any] | None = None,
-                    failed: dict[str, dict[str, Any]] | None = None,
-                    skipped: dict[str, dict[str, Any]] | None = None) -> Path:
+def plot_throughput(
+    path: Path,
+    stats: dict[tuple[str, int], PointStats],
+    levels: list[int],
+    capacity: dict[str, dict[str, Any]],
+    *,
+    title: str,
+    chosen: dict[int, str] | None = None,
+    recommended: dict[str, Any] | None = None,
+    failed: dict[str, dict[str, Any]] | None = None,
+    skipped: dict[str, dict[str, Any]] | None = None,
+) -> Path:
     """Draw the figure; `capacity` maps config_id -> {spec_steps, max_total_num_tokens, ...}."""
     chosen = chosen or {}
     failed = failed or {}
@@ -47,13 +55,13 @@ def plot_throughput(path: Path, stats: dict[tuple[str, int], PointStats], levels
     ax_agg, ax_req, ax_cap = axes
     cmap = plt.get_cmap("viridis")
     styles = ["-", "--", ":", "-."]
-    series_keys = sorted({_series_key(p) for p in stats.values()},
-                         key=lambda k: (k[0], k[1] or 0, k[2]))
+    series_keys = sorted({_series_key(p) for p in stats.values()}, key=lambda k: (k[0], k[1] or 0, k[2]))
     for li, c in enumerate(levels):
         color = cmap(li / max(1, len(levels) - 1) * 0.9)
         for si, skey in enumerate(series_keys):
-            pts = sorted((p for (cid, cc), p in stats.items() if cc == c and _series_key(p) == skey),
-                         key=lambda p: p.spec_steps)
+            pts = sorted(
+                (p for (cid, cc), p in stats.items() if cc == c and _series_key(p) == skey), key=lambda p: p.spec_steps
+            )
             if not pts:
                 continue
             xs = [p.spec_steps for p in pts]
@@ -61,20 +69,37 @@ def plot_throughput(path: Path, stats: dict[tuple[str, int], PointStats], levels
             ls = styles[si % len(styles)]
             ys = [p.mean for p in pts]
             err = [p.std for p in pts] if any(p.n > 1 for p in pts) else None
-            ax_agg.errorbar(xs, ys, yerr=err, marker="o", linestyle=ls, color=color, label=label,
-                            capsize=3, markersize=5)
+            ax_agg.errorbar(
+                xs, ys, yerr=err, marker="o", linestyle=ls, color=color, label=label, capsize=3, markersize=5
+            )
             req = [(p.spec_steps, p.per_request_mean) for p in pts if p.per_request_mean is not None]
             if req:
-                ax_req.plot([x for x, _ in req], [y for _, y in req], marker="o", linestyle=ls,
-                            color=color, label=label, markersize=5)
+                ax_req.plot(
+                    [x for x, _ in req],
+                    [y for _, y in req],
+                    marker="o",
+                    linestyle=ls,
+                    color=color,
+                    label=label,
+                    markersize=5,
+                )
             best = chosen.get(c)
             for p in pts:
                 if p.config_id == best:
-                    ax_agg.plot([p.spec_steps], [p.mean], marker="*", markersize=15, color=color,
-                                markeredgecolor="black", zorder=5)
+                    ax_agg.plot(
+                        [p.spec_steps],
+                        [p.mean],
+                        marker="*",
+                        markersize=15,
+                        color=color,
+                        markeredgecolor="black",
+                        zorder=5,
+                    )
     # Capacity panel: one point per configuration that came up.
-    caps = sorted((v for v in capacity.values() if v.get("spec_steps") is not None),
-                  key=lambda v: (v.get("spec_topk") or 1, v.get("spec_draft_tokens") or 0, v["spec_steps"]))
+    caps = sorted(
+        (v for v in capacity.values() if v.get("spec_steps") is not None),
+        key=lambda v: (v.get("spec_topk") or 1, v.get("spec_draft_tokens") or 0, v["spec_steps"]),
+    )
     ax_mrr = ax_cap.twinx()
     by_series: dict[tuple, list[dict[str, Any]]] = {}
     for v in caps:
@@ -86,29 +111,55 @@ def plot_throughput(path: Path, stats: dict[tuple[str, int], PointStats], levels
         kv = [(v["spec_steps"], v.get("max_total_num_tokens")) for v in vals if v.get("max_total_num_tokens")]
         mr = [(v["spec_steps"], v.get("max_running_requests")) for v in vals if v.get("max_running_requests")]
         if kv:
-            ax_cap.plot([x for x, _ in kv], [y for _, y in kv], marker="s", linestyle=ls, color="tab:blue",
-                        label="max_total_num_tokens" + suffix)
+            ax_cap.plot(
+                [x for x, _ in kv],
+                [y for _, y in kv],
+                marker="s",
+                linestyle=ls,
+                color="tab:blue",
+                label="max_total_num_tokens" + suffix,
+            )
         if mr:
-            ax_mrr.plot([x for x, _ in mr], [y for _, y in mr], marker="^", linestyle=ls, color="tab:red",
-                        label="max_running_requests" + suffix)
-    for cid, info in failed.items():
+            ax_mrr.plot(
+                [x for x, _ in mr],
+                [y for _, y in mr],
+                marker="^",
+                linestyle=ls,
+                color="tab:red",
+                label="max_running_requests" + suffix,
+            )
+    for _cid, info in failed.items():
         if info.get("spec_steps") is None:
             continue
         ax_cap.plot([info["spec_steps"]], [0], marker="x", markersize=12, color="black")
-        ax_cap.annotate("deploy failed", (info["spec_steps"], 0), textcoords="offset points",
-                        xytext=(0, 8), ha="center", fontsize=8)
-    for cid, info in skipped.items():
+        ax_cap.annotate(
+            "deploy failed", (info["spec_steps"], 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8
+        )
+    for _cid, info in skipped.items():
         if info.get("spec_steps") is None:
             continue
         for ax in (ax_agg, ax_req):
             ax.axvspan(info["spec_steps"] - 0.4, info["spec_steps"] + 0.4, color="0.9", zorder=0)
-        ax_agg.annotate("skipped", (info["spec_steps"], 0), xycoords=("data", "axes fraction"),
-                        textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8, color="0.4")
+        ax_agg.annotate(
+            "skipped",
+            (info["spec_steps"], 0),
+            xycoords=("data", "axes fraction"),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=8,
+            color="0.4",
+        )
     rec_k = (recommended or {}).get("spec_steps")
     if rec_k is not None:
         for ax in (ax_agg, ax_req, ax_cap):
-            ax.axvline(rec_k, color="tab:orange", linestyle="--", linewidth=1.2,
-                       label=f"recommended: steps {rec_k}" if ax is ax_agg else None)
+            ax.axvline(
+                rec_k,
+                color="tab:orange",
+                linestyle="--",
+                linewidth=1.2,
+                label=f"recommended: steps {rec_k}" if ax is ax_agg else None,
+            )
     ax_agg.set_title("Aggregate output throughput")
     ax_agg.set_ylabel("output tok/s (all requests)")
     ax_req.set_title("Per-request decode rate")

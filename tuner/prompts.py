@@ -10,6 +10,7 @@ Length: `input_len` whitespace-separated words, which is how the emulator counts
 for the native `/generate` endpoint the client can send `input_ids` instead, which a real SGLang
 takes as exactly `input_len` tokens (sglang-facts.md §3.3 lists the native request).
 """
+
 from __future__ import annotations
 
 import random

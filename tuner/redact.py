@@ -5,6 +5,7 @@ SGLang's own bench_serving reads, sglang-facts.md §4.1). The sglang_server role
 variable on the controller (docs/architecture.md "Roles"), so it never travels as an extra var.
 Every file the tuner writes and every line it prints passes through `Redactor.scrub`.
 """
+
 from __future__ import annotations
 
 import os

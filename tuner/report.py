@@ -1,4 +1,5 @@
 """report.md: the sweep as a person reads it (recommendation, tables, notes, definitions)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -61,25 +62,37 @@ def render(s: Summary) -> str:
     meta = [
         ("server version", s.server.get("version") or "-"),
         ("hosts", ", ".join(hosts) or p.get("url") or "-"),
-        ("workload", f"{p.get('input_len')} input / {p.get('output_len')} output tokens, temperature "
-                     f"{p.get('temperature')}, ignore_eos {p.get('ignore_eos', True)}, endpoint "
-                     f"{p.get('endpoint', 'generate')}"),
-        ("levels", f"concurrency {', '.join(map(str, s.levels))}; requests per level "
-                   f"{p.get('requests_per_level') or 'max(4, 2 x C)'}; repeats {p.get('repeats', 1)}"),
+        (
+            "workload",
+            f"{p.get('input_len')} input / {p.get('output_len')} output tokens, temperature "
+            f"{p.get('temperature')}, ignore_eos {p.get('ignore_eos', True)}, endpoint "
+            f"{p.get('endpoint', 'generate')}",
+        ),
+        (
+            "levels",
+            f"concurrency {', '.join(map(str, s.levels))}; requests per level "
+            f"{p.get('requests_per_level') or 'max(4, 2 x C)'}; repeats {p.get('repeats', 1)}",
+        ),
     ]
     if p.get("steps") is not None:
-        meta.append(("swept", f"spec_steps {p.get('steps')}, topk {p.get('topk')}, algorithm "
-                              f"{p.get('algorithm', 'NEXTN')}"))
+        meta.append(
+            ("swept", f"spec_steps {p.get('steps')}, topk {p.get('topk')}, algorithm {p.get('algorithm', 'NEXTN')}")
+        )
     for k, v in meta:
         lines.append(f"- **{k}**: {v}")
     lines += ["", "## Recommendation", ""]
     rec = s.recommendation
     if rec.chosen is not None:
         c = rec.chosen
-        extra = "" if (c.spec_topk == 1 and c.spec_draft_tokens is None) else \
-            f", topk {c.spec_topk}, draft tokens {c.spec_draft_tokens or 'auto'}"
-        lines.append(f"**spec_steps {c.spec_steps}**{extra} for the stated workload "
-                     f"(concurrency {', '.join(map(str, rec.workload['concurrency']))}): {rec.reason}.")
+        extra = (
+            ""
+            if (c.spec_topk == 1 and c.spec_draft_tokens is None)
+            else f", topk {c.spec_topk}, draft tokens {c.spec_draft_tokens or 'auto'}"
+        )
+        lines.append(
+            f"**spec_steps {c.spec_steps}**{extra} for the stated workload "
+            f"(concurrency {', '.join(map(str, rec.workload['concurrency']))}): {rec.reason}."
+        )
     else:
         lines.append(f"No recommendation: {rec.reason}.")
     lines.append("")
@@ -87,39 +100,92 @@ def render(s: Summary) -> str:
         rows = []
         for c, ch in sorted(s.choices.items()):
             ru = ch.runner_up
-            rows.append([c, ch.chosen.spec_steps, _f(ch.chosen.mean), _f(ch.chosen.per_request_mean),
-                         f"{ru.config_id} ({_f(ru.mean)})" if ru else "-",
-                         _f(ch.margin_pct) + "%" if ch.margin_pct is not None else "-",
-                         _f(ch.tolerance_pct) + "%"])
-        lines.append(_table(["concurrency", "best spec_steps", "aggregate tok/s", "per-request tok/s",
-                             "runner-up (tok/s)", "margin", "tie tolerance"], rows))
+            rows.append(
+                [
+                    c,
+                    ch.chosen.spec_steps,
+                    _f(ch.chosen.mean),
+                    _f(ch.chosen.per_request_mean),
+                    f"{ru.config_id} ({_f(ru.mean)})" if ru else "-",
+                    _f(ch.margin_pct) + "%" if ch.margin_pct is not None else "-",
+                    _f(ch.tolerance_pct) + "%",
+                ]
+            )
+        lines.append(
+            _table(
+                [
+                    "concurrency",
+                    "best spec_steps",
+                    "aggregate tok/s",
+                    "per-request tok/s",
+                    "runner-up (tok/s)",
+                    "margin",
+                    "tie tolerance",
+                ],
+                rows,
+            )
+        )
         lines.append("")
     if s.deploy_best:
         d = s.deploy_best
-        lines.append(f"Deployed the recommendation at the end (`--deploy-best`) on {d.get('host')}: "
-                     f"{d.get('status')}" + (f", {d.get('reason')}" if d.get("reason") else "") + ".")
+        lines.append(
+            f"Deployed the recommendation at the end (`--deploy-best`) on {d.get('host')}: "
+            f"{d.get('status')}" + (f", {d.get('reason')}" if d.get("reason") else "") + "."
+        )
         lines.append("")
     lines += ["## Throughput against steps", "", f"![throughput vs steps]({PLOT})", ""]
     lines += ["## Results (mean over repeats)", ""]
     rows = []
     for (cid, c), pt in sorted(s.stats.items(), key=lambda kv: (kv[1].order_key, kv[0][1])):
-        sub = [r for r in s.rows if r.get("config_id") == cid and r.get("concurrency") == c
-               and r.get("status") in ("ok", "partial")]
+        sub = [
+            r
+            for r in s.rows
+            if r.get("config_id") == cid and r.get("concurrency") == c and r.get("status") in ("ok", "partial")
+        ]
 
         def m(key: str) -> float | None:
             vals = [float(r[key]) for r in sub if r.get(key) not in (None, "")]
             return sum(vals) / len(vals) if vals else None
+
         spread = f" ± {_f(pt.std)}" if pt.n > 1 else ""
         ok = sum(int(r.get("requests_ok") or 0) for r in sub)
         bad = sum(int(r.get("requests_failed") or 0) for r in sub)
-        rows.append([pt.spec_steps, pt.spec_topk, pt.spec_draft_tokens or "auto", c,
-                     _f(pt.mean) + spread, _f(pt.per_request_mean), _f(m("ttft_ms_p50")),
-                     _f(m("ttft_ms_p99")), _f(m("tpot_ms_p50"), 2), _f(m("itl_ms_p99"), 2),
-                     _f(pt.accept_mean, 2), f"{ok}/{bad}"])
+        rows.append(
+            [
+                pt.spec_steps,
+                pt.spec_topk,
+                pt.spec_draft_tokens or "auto",
+                c,
+                _f(pt.mean) + spread,
+                _f(pt.per_request_mean),
+                _f(m("ttft_ms_p50")),
+                _f(m("ttft_ms_p99")),
+                _f(m("tpot_ms_p50"), 2),
+                _f(m("itl_ms_p99"), 2),
+                _f(pt.accept_mean, 2),
+                f"{ok}/{bad}",
+            ]
+        )
     if rows:
-        lines.append(_table(["steps", "topk", "draft", "C", "aggregate tok/s", "per-request tok/s",
-                             "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p99 ms", "accept len",
-                             "ok/failed"], rows))
+        lines.append(
+            _table(
+                [
+                    "steps",
+                    "topk",
+                    "draft",
+                    "C",
+                    "aggregate tok/s",
+                    "per-request tok/s",
+                    "TTFT p50 ms",
+                    "TTFT p99 ms",
+                    "TPOT p50 ms",
+                    "ITL p99 ms",
+                    "accept len",
+                    "ok/failed",
+                ],
+                rows,
+            )
+        )
     else:
         lines.append("Nothing was measured.")
     lines += ["", "## Configurations", ""]
@@ -141,13 +207,38 @@ def render(s: Summary) -> str:
         status = r.get("status") if r.get("type") == "deploy" else "skipped"
         what = r.get("reason") or "; ".join(str(w) for w in (r.get("warnings") or []) if str(w) not in common)
         tm = timing.get(cfg.get("config_id")) if r.get("type") == "deploy" and r.get("status") == "ok" else None
-        crow.append([cfg.get("config_id"), r.get("host") or "-", status, _f(r.get("ready_s")),
-                     _f(r.get("elapsed_s")), _f((tm or {}).get("total_s")), cap.get("max_total_num_tokens") or "-",
-                     cap.get("max_running_requests") or "-", spec.get("num_draft_tokens") or "-",
-                     _clip(what or "", 300)])
+        crow.append(
+            [
+                cfg.get("config_id"),
+                r.get("host") or "-",
+                status,
+                _f(r.get("ready_s")),
+                _f(r.get("elapsed_s")),
+                _f((tm or {}).get("total_s")),
+                cap.get("max_total_num_tokens") or "-",
+                cap.get("max_running_requests") or "-",
+                spec.get("num_draft_tokens") or "-",
+                _clip(what or "", 300),
+            ]
+        )
     if crow:
-        lines.append(_table(["config", "host", "status", "ready s", "deploy s", "total s", "max_total_num_tokens",
-                             "max_running_requests", "draft tokens", "notes"], crow))
+        lines.append(
+            _table(
+                [
+                    "config",
+                    "host",
+                    "status",
+                    "ready s",
+                    "deploy s",
+                    "total s",
+                    "max_total_num_tokens",
+                    "max_running_requests",
+                    "draft tokens",
+                    "notes",
+                ],
+                crow,
+            )
+        )
     if common:
         lines += ["", "Every configuration's server logged these warnings:", ""]
         lines += [f"- {w}" for w in sorted(common)]
@@ -155,12 +246,15 @@ def render(s: Summary) -> str:
         lines += ["", "## Notes", ""]
         lines += [f"- {n}" for n in s.notes]
     lines += ["", "## How the numbers are measured", "", METRIC_DEFINITIONS]
-    lines += ["## Files", "",
-              "- `results.csv`: a row per configuration x concurrency x repeat",
-              "- `records.jsonl`: the raw append-only record (`--resume` continues from it)",
-              "- `recommendation.json`, `throughput_vs_steps.png`, this report",
-              "- `deploy/<config>/`: ansible-runner stdout and job events of each deploy (API key scrubbed)",
-              ""]
+    lines += [
+        "## Files",
+        "",
+        "- `results.csv`: a row per configuration x concurrency x repeat",
+        "- `records.jsonl`: the raw append-only record (`--resume` continues from it)",
+        "- `recommendation.json`, `throughput_vs_steps.png`, this report",
+        "- `deploy/<config>/`: ansible-runner stdout and job events of each deploy (API key scrubbed)",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -3,9 +3,9 @@
 Every check raises `BadInput(flag, message)`; the CLI turns it into exit status 2 with a message
 that names the flag (design.md, "The tuner"), before any host is touched.
 """
+
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from sglang_filters.sglang_flags import SPEC_ALGORITHMS, spec_settings
+from sglang_filters.sglang_flags import spec_settings
 
 # Play-level variables the sweep itself sets (design.md, "Play-level variables"); a user's -e may
 # not override them, or every configuration of the sweep would silently deploy the same thing.
@@ -43,8 +42,7 @@ def _int(flag: str, text: str, *, minimum: int | None = None) -> int:
     return value
 
 
-def parse_int_list(flag: str, text: str | None, *, minimum: int = 0,
-                   allow_ranges: bool = True) -> list[int]:
+def parse_int_list(flag: str, text: str | None, *, minimum: int = 0, allow_ranges: bool = True) -> list[int]:
     """`1-5`, `1,2,4`, `1-3,5` or `3` -> sorted, de-duplicated ints.
 
     A range must go upwards (`5-1` is refused rather than read as empty or reversed): a silent
@@ -135,8 +133,7 @@ def parse_target_concurrency(text: str | None, levels: list[int]) -> list[int] |
     wanted = parse_int_list("--target-concurrency", text, minimum=1, allow_ranges=False)
     missing = [c for c in wanted if c not in levels]
     if missing:
-        raise BadInput("--target-concurrency",
-                       f"{missing} not among the swept levels {levels}")
+        raise BadInput("--target-concurrency", f"{missing} not among the swept levels {levels}")
     return wanted
 
 
@@ -187,8 +184,9 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
                 merged[key] = value
     owned = [k for k in SWEEP_OWNED_VARS if k in merged]
     if owned:
-        raise BadInput(flag, f"{', '.join(owned)} is set by the sweep itself "
-                             "(--steps/--topk/--draft-tokens/--algorithm)")
+        raise BadInput(
+            flag, f"{', '.join(owned)} is set by the sweep itself (--steps/--topk/--draft-tokens/--algorithm)"
+        )
     for key in merged:
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise BadInput(flag, f"{key!r} is not a valid variable name")
@@ -269,22 +267,32 @@ class SpecConfig:
 
     def extravars(self) -> dict[str, Any]:
         """The play-level variables (design.md); draft tokens only when the user gave them."""
-        out: dict[str, Any] = {"spec_steps": self.spec_steps, "spec_topk": self.spec_topk,
-                               "spec_algorithm": self.spec_algorithm}
+        out: dict[str, Any] = {
+            "spec_steps": self.spec_steps,
+            "spec_topk": self.spec_topk,
+            "spec_algorithm": self.spec_algorithm,
+        }
         if self.spec_draft_tokens is not None:
             out["spec_draft_tokens"] = self.spec_draft_tokens
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"config_id": self.config_id, "spec_steps": self.spec_steps,
-                "spec_topk": self.spec_topk, "spec_draft_tokens": self.spec_draft_tokens,
-                "spec_algorithm": self.spec_algorithm}
+        return {
+            "config_id": self.config_id,
+            "spec_steps": self.spec_steps,
+            "spec_topk": self.spec_topk,
+            "spec_draft_tokens": self.spec_draft_tokens,
+            "spec_algorithm": self.spec_algorithm,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SpecConfig":
-        return cls(int(d["spec_steps"]), int(d.get("spec_topk") or 1),
-                   None if d.get("spec_draft_tokens") in (None, "") else int(d["spec_draft_tokens"]),
-                   str(d.get("spec_algorithm") or "NEXTN"))
+    def from_dict(cls, d: dict[str, Any]) -> SpecConfig:
+        return cls(
+            int(d["spec_steps"]),
+            int(d.get("spec_topk") or 1),
+            None if d.get("spec_draft_tokens") in (None, "") else int(d["spec_draft_tokens"]),
+            str(d.get("spec_algorithm") or "NEXTN"),
+        )
 
 
 @dataclass
@@ -293,8 +301,13 @@ class ConfigPlan:
     infeasible: list[tuple[SpecConfig, str]] = field(default_factory=list)
 
 
-def plan_configs(steps: list[int], topks: list[int], drafts: list[int | None],
-                 algorithm: str = "NEXTN", play_vars: dict[str, Any] | None = None) -> ConfigPlan:
+def plan_configs(
+    steps: list[int],
+    topks: list[int],
+    drafts: list[int | None],
+    algorithm: str = "NEXTN",
+    play_vars: dict[str, Any] | None = None,
+) -> ConfigPlan:
     """The configurations to sweep, ascending in steps within each (topk, draft) series.
 
     Combinations the deploy play would refuse are set aside with the play's own reason instead of
@@ -304,10 +317,15 @@ def plan_configs(steps: list[int], topks: list[int], drafts: list[int | None],
     the limits and draft model path the play would see.
     """
     pv = play_vars or {}
-    limits = {name: pv[var] for name, var in (("max_steps", "sglang_server_spec_max_steps"),
-                                              ("max_topk", "sglang_server_spec_max_topk"),
-                                              ("draft_model_path", "sglang_server_spec_draft_model_path"))
-              if var in pv}
+    limits = {
+        name: pv[var]
+        for name, var in (
+            ("max_steps", "sglang_server_spec_max_steps"),
+            ("max_topk", "sglang_server_spec_max_topk"),
+            ("draft_model_path", "sglang_server_spec_draft_model_path"),
+        )
+        if var in pv
+    }
     plan = ConfigPlan()
     seen: set[str] = set()
     for topk in topks:

@@ -5,6 +5,7 @@ object per event, appended and flushed to disk as it happens, so an interrupted 
 most the level in flight. Everything else (results.csv, recommendation.json, the plot, the
 report) is rebuilt from it, which is also what `--resume`, `plot DIR` and `report DIR` do.
 """
+
 from __future__ import annotations
 
 import csv
@@ -13,9 +14,10 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .redact import Redactor
 
@@ -26,14 +28,39 @@ RESULTS = "results.csv"
 # A row per configuration x concurrency x repeat (design.md "The tuner"; the first columns after
 # the ids are the contract's, in its order).
 RESULT_COLUMNS = [
-    "config_id", "host", "spec_algorithm", "spec_steps", "spec_topk", "spec_draft_tokens",
-    "temperature", "input_len", "output_len", "concurrency", "repeat",
-    "requests_ok", "requests_failed", "output_tokens", "wall_s",
-    "output_tok_s", "per_request_tok_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
-    "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99",
-    "accept_length", "accept_length_source",
-    "max_total_num_tokens", "max_running_requests", "resolved_draft_tokens", "ready_s",
-    "status", "error",
+    "config_id",
+    "host",
+    "spec_algorithm",
+    "spec_steps",
+    "spec_topk",
+    "spec_draft_tokens",
+    "temperature",
+    "input_len",
+    "output_len",
+    "concurrency",
+    "repeat",
+    "requests_ok",
+    "requests_failed",
+    "output_tokens",
+    "wall_s",
+    "output_tok_s",
+    "per_request_tok_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+    "accept_length",
+    "accept_length_source",
+    "max_total_num_tokens",
+    "max_running_requests",
+    "resolved_draft_tokens",
+    "ready_s",
+    "status",
+    "error",
 ]
 
 
@@ -117,7 +144,7 @@ class Store:
             f.seek(0, os.SEEK_END)
             if f.tell() > 0:
                 f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":       # a torn line from a crash: close it off
+                if f.read(1) != b"\n":  # a torn line from a crash: close it off
                     f.write(b"\n")
             f.write(line.encode())
             f.flush()
@@ -161,10 +188,10 @@ def read_results_csv(path: Path) -> list[dict[str, Any]]:
 
 # -- from records to rows and resume state -------------------------------------------------
 
+
 def _config_fields(rec: dict[str, Any]) -> dict[str, Any]:
     cfg = rec.get("config") or {}
-    return {k: cfg.get(k) for k in ("config_id", "spec_steps", "spec_topk", "spec_draft_tokens",
-                                    "spec_algorithm")}
+    return {k: cfg.get(k) for k in ("config_id", "spec_steps", "spec_topk", "spec_draft_tokens", "spec_algorithm")}
 
 
 def _deploy_fields(dep: dict[str, Any] | None) -> dict[str, Any]:
@@ -172,10 +199,12 @@ def _deploy_fields(dep: dict[str, Any] | None) -> dict[str, Any]:
         return {}
     cap = dep.get("capacity") or {}
     spec = dep.get("speculative") or {}
-    return {"max_total_num_tokens": cap.get("max_total_num_tokens"),
-            "max_running_requests": cap.get("max_running_requests"),
-            "resolved_draft_tokens": spec.get("num_draft_tokens"),
-            "ready_s": dep.get("ready_s")}
+    return {
+        "max_total_num_tokens": cap.get("max_total_num_tokens"),
+        "max_running_requests": cap.get("max_running_requests"),
+        "resolved_draft_tokens": spec.get("num_draft_tokens"),
+        "ready_s": dep.get("ready_s"),
+    }
 
 
 def result_rows(records: Iterable[dict[str, Any]], params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -211,12 +240,19 @@ def result_rows(records: Iterable[dict[str, Any]], params: dict[str, Any] | None
             terminal.pop(cid, None)
             dep = last_deploy.get((cid, rec.get("host"))) or last_deploy.get((cid, None))
             m = rec.get("metrics") or {}
-            row = {**_config_fields(rec), **_deploy_fields(dep),
-                   "host": rec.get("host"), "temperature": rec.get("temperature"),
-                   "input_len": rec.get("input_len"), "output_len": rec.get("output_len"),
-                   "concurrency": rec.get("concurrency"), "repeat": rec.get("repeat"), **m,
-                   "status": m.get("status"),
-                   "error": "; ".join(f"{n}x {k}" for k, n in (m.get("errors") or {}).items()) or None}
+            row = {
+                **_config_fields(rec),
+                **_deploy_fields(dep),
+                "host": rec.get("host"),
+                "temperature": rec.get("temperature"),
+                "input_len": rec.get("input_len"),
+                "output_len": rec.get("output_len"),
+                "concurrency": rec.get("concurrency"),
+                "repeat": rec.get("repeat"),
+                **m,
+                "status": m.get("status"),
+                "error": "; ".join(f"{n}x {k}" for k, n in (m.get("errors") or {}).items()) or None,
+            }
             rows.append(row)
     for cid in order:
         rec = terminal.get(cid)
@@ -224,13 +260,26 @@ def result_rows(records: Iterable[dict[str, Any]], params: dict[str, Any] | None
             continue
         status = "deploy_failed" if rec.get("type") == "deploy" else "skipped"
         for c in levels or [None]:
-            rows.append({**_config_fields(rec), "host": rec.get("host"),
-                         "temperature": params.get("temperature"),
-                         "input_len": params.get("input_len"), "output_len": params.get("output_len"),
-                         "concurrency": c, "status": status, "error": rec.get("reason"),
-                         **(_deploy_fields(rec) if status == "deploy_failed" else {})})
-    rows.sort(key=lambda r: (order.index(r["config_id"]) if r.get("config_id") in order else 1 << 30,
-                             r.get("concurrency") or 0, r.get("repeat") or 0))
+            rows.append(
+                {
+                    **_config_fields(rec),
+                    "host": rec.get("host"),
+                    "temperature": params.get("temperature"),
+                    "input_len": params.get("input_len"),
+                    "output_len": params.get("output_len"),
+                    "concurrency": c,
+                    "status": status,
+                    "error": rec.get("reason"),
+                    **(_deploy_fields(rec) if status == "deploy_failed" else {}),
+                }
+            )
+    rows.sort(
+        key=lambda r: (
+            order.index(r["config_id"]) if r.get("config_id") in order else 1 << 30,
+            r.get("concurrency") or 0,
+            r.get("repeat") or 0,
+        )
+    )
     return rows
 
 
@@ -239,12 +288,12 @@ class ResumeState:
     """What an interrupted sweep already finished."""
 
     done_levels: set[tuple[str, int, int]] = field(default_factory=set)  # (config, C, repeat)
-    failed: dict[str, str] = field(default_factory=dict)                 # config -> reason
+    failed: dict[str, str] = field(default_factory=dict)  # config -> reason
     skipped: dict[str, str] = field(default_factory=dict)
-    deployed_hosts: set[str] = field(default_factory=set)                # had a full run
+    deployed_hosts: set[str] = field(default_factory=set)  # had a full run
 
     @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]]) -> "ResumeState":
+    def from_records(cls, records: Iterable[dict[str, Any]]) -> ResumeState:
         st = cls()
         for rec in records:
             cid = (rec.get("config") or {}).get("config_id")

@@ -7,6 +7,7 @@ configuration is about to start, from what has been measured by then, so it also
 `--resume`. With several hosts a deeper configuration may already be running when a shallower
 one ends; it is finished, not wasted, and only configurations not yet started are skipped.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from . import analysis, outputs
 from .client import BenchClient, ClientOptions, with_ticker
@@ -26,9 +28,27 @@ from .specs import ConfigPlan, SpecConfig, requests_for_level
 from .store import ResumeState, Store, result_rows
 
 # sweep.json keys that define a sweep: `--resume` refuses a directory whose values differ.
-IDENTITY_KEYS = ("command", "steps", "topk", "draft_tokens", "algorithm", "concurrency", "input_len",
-                 "output_len", "requests_per_level", "temperature", "repeats", "endpoint",
-                 "ignore_eos", "seed", "inventory", "limit", "extra_vars", "playbook", "url")
+IDENTITY_KEYS = (
+    "command",
+    "steps",
+    "topk",
+    "draft_tokens",
+    "algorithm",
+    "concurrency",
+    "input_len",
+    "output_len",
+    "requests_per_level",
+    "temperature",
+    "repeats",
+    "endpoint",
+    "ignore_eos",
+    "seed",
+    "inventory",
+    "limit",
+    "extra_vars",
+    "playbook",
+    "url",
+)
 
 TICK_S = 10.0
 
@@ -74,18 +94,29 @@ class BenchSettings:
     api_key: str | None = None
 
     def client_options(self, url: str, model: str | None = None) -> ClientOptions:
-        return ClientOptions(url=url, endpoint=self.endpoint, input_len=self.input_len,
-                             output_len=self.output_len, temperature=self.temperature,
-                             ignore_eos=self.ignore_eos, api_key=self.api_key, model=model,
-                             request_timeout=self.request_timeout, seed=self.seed)
+        return ClientOptions(
+            url=url,
+            endpoint=self.endpoint,
+            input_len=self.input_len,
+            output_len=self.output_len,
+            temperature=self.temperature,
+            ignore_eos=self.ignore_eos,
+            api_key=self.api_key,
+            model=model,
+            request_timeout=self.request_timeout,
+            seed=self.seed,
+        )
 
 
 def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: dict[str, Any]) -> str:
     def f(v: Any, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
-    s = (f"[{cfg_label(cfg)} C={c} rep {rep}/{repeats}] {f(m.get('output_tok_s'), '.0f')} tok/s agg, "
-         f"{f(m.get('per_request_tok_s'), '.1f')} tok/s/req, TTFT p50 {f(m.get('ttft_ms_p50'), '.0f')} ms, "
-         f"accept {f(m.get('accept_length'), '.2f')}")
+
+    s = (
+        f"[{cfg_label(cfg)} C={c} rep {rep}/{repeats}] {f(m.get('output_tok_s'), '.0f')} tok/s agg, "
+        f"{f(m.get('per_request_tok_s'), '.1f')} tok/s/req, TTFT p50 {f(m.get('ttft_ms_p50'), '.0f')} ms, "
+        f"accept {f(m.get('accept_length'), '.2f')}"
+    )
     if m.get("requests_failed"):
         s += f", {m['requests_failed']}/{m['requests']} FAILED"
     return s
@@ -93,19 +124,28 @@ def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: dict[str, Any
 
 @dataclass
 class LevelsOutcome:
-    reason: str | None = None      # why the benchmark stopped early, if it did
+    reason: str | None = None  # why the benchmark stopped early, if it did
     warmup_s: float = 0.0
-    bench_s: float = 0.0           # the levels' own time (first send to last completion, summed)
+    bench_s: float = 0.0  # the levels' own time (first send to last completion, summed)
 
 
-async def run_levels(client: BenchClient, settings: BenchSettings, *, config: SpecConfig, host: str,
-                     done: set[tuple[str, int, int]], store: Store, progress: Progress,
-                     after_level: Callable[[], None] | None = None) -> LevelsOutcome:
+async def run_levels(
+    client: BenchClient,
+    settings: BenchSettings,
+    *,
+    config: SpecConfig,
+    host: str,
+    done: set[tuple[str, int, int]],
+    store: Store,
+    progress: Progress,
+    after_level: Callable[[], None] | None = None,
+) -> LevelsOutcome:
     """Warm up, then every (repeat, level) not yet done."""
     cid = config.config_id
     res = LevelsOutcome()
-    todo = [(rep, c) for rep in range(1, settings.repeats + 1) for c in settings.concurrency
-            if (cid, c, rep) not in done]
+    todo = [
+        (rep, c) for rep in range(1, settings.repeats + 1) for c in settings.concurrency if (cid, c, rep) not in done
+    ]
     if not todo:
         return res
     t0 = time.perf_counter()
@@ -123,18 +163,30 @@ async def run_levels(client: BenchClient, settings: BenchSettings, *, config: Sp
         def tick() -> None:
             el = time.perf_counter() - started
             toks = sum(t.output_tokens or 0 for t in finished if t.ok)
-            progress.line(f"[{cfg_label(config)} C={c} rep {rep}/{settings.repeats}] "
-                          f"{len(finished)}/{n} requests, {toks / el if el else 0:.0f} tok/s so far")
+            progress.line(
+                f"[{cfg_label(config)} C={c} rep {rep}/{settings.repeats}] "
+                f"{len(finished)}/{n} requests, {toks / el if el else 0:.0f} tok/s so far"
+            )
 
         traces = await with_ticker(client.run_level(c, n, on_done=finished.append), tick, TICK_S)
         after = await client.counters()
         m = level_metrics(c, traces, counter_delta(before, after)).to_dict()
         res.bench_s += m["wall_s"]
-        store.append({"type": "level", "config": config.to_dict(), "host": host, "repeat": rep,
-                      "concurrency": c, "temperature": settings.temperature,
-                      "input_len": settings.input_len, "output_len": settings.output_len,
-                      "endpoint": settings.endpoint, "metrics": m,
-                      "bench_s": round(time.perf_counter() - started, 3)})
+        store.append(
+            {
+                "type": "level",
+                "config": config.to_dict(),
+                "host": host,
+                "repeat": rep,
+                "concurrency": c,
+                "temperature": settings.temperature,
+                "input_len": settings.input_len,
+                "output_len": settings.output_len,
+                "endpoint": settings.endpoint,
+                "metrics": m,
+                "bench_s": round(time.perf_counter() - started, 3),
+            }
+        )
         done.add((cid, c, rep))
         progress.line(level_line(config, c, rep, settings.repeats, m))
         if after_level is not None:
@@ -147,10 +199,20 @@ async def run_levels(client: BenchClient, settings: BenchSettings, *, config: Sp
 
 
 class Sweep:
-    def __init__(self, *, params: dict[str, Any], plan: ConfigPlan, settings: BenchSettings,
-                 store: Store, deployer: Deployer, hosts: list[str], progress: Progress,
-                 early_stop: bool = True, deploy_best: bool = False,
-                 target: list[int] | None = None):
+    def __init__(
+        self,
+        *,
+        params: dict[str, Any],
+        plan: ConfigPlan,
+        settings: BenchSettings,
+        store: Store,
+        deployer: Deployer,
+        hosts: list[str],
+        progress: Progress,
+        early_stop: bool = True,
+        deploy_best: bool = False,
+        target: list[int] | None = None,
+    ):
         self.params = params
         self.plan = plan
         self.settings = settings
@@ -167,19 +229,27 @@ class Sweep:
 
     # -- what to run next ------------------------------------------------------------------
     def _all_levels_done(self, cid: str) -> bool:
-        return all((cid, c, r) in self.done for c in self.settings.concurrency
-                   for r in range(1, self.settings.repeats + 1))
+        return all(
+            (cid, c, r) in self.done for c in self.settings.concurrency for r in range(1, self.settings.repeats + 1)
+        )
 
-    def _skip_reason(self, cfg: SpecConfig, records: list[dict[str, Any]],
-                     state: ResumeState) -> tuple[str, str] | None:
+    def _skip_reason(
+        self, cfg: SpecConfig, records: list[dict[str, Any]], state: ResumeState
+    ) -> tuple[str, str] | None:
         same = [c for c in self.plan.configs if c.series == cfg.series and 0 < c.spec_steps < cfg.spec_steps]
-        details = {(r.get("config") or {}).get("config_id"): f"{r.get('reason')}\n{r.get('detail') or ''}"
-                   for r in records if r.get("type") == "deploy" and r.get("status") != "ok"}
+        details = {
+            (r.get("config") or {}).get("config_id"): f"{r.get('reason')}\n{r.get('detail') or ''}"
+            for r in records
+            if r.get("type") == "deploy" and r.get("status") != "ok"
+        }
         for c in same:
             reason = state.failed.get(c.config_id)
             if reason and analysis.is_capacity_failure(details.get(c.config_id) or reason):
-                return (f"spec_steps {c.spec_steps} could not start for lack of KV memory "
-                        f"({reason[:160]}); deeper speculation needs more of it", "capacity")
+                return (
+                    f"spec_steps {c.spec_steps} could not start for lack of KV memory "
+                    f"({reason[:160]}); deeper speculation needs more of it",
+                    "capacity",
+                )
         stats = analysis.aggregate(result_rows(records, self.params))
         series = []
         for c in sorted(same, key=lambda c: c.spec_steps):
@@ -210,8 +280,7 @@ class Sweep:
                 skip = self._skip_reason(cfg, records, state)
                 if skip is not None:
                     reason, kind = skip
-                    self.store.append({"type": "skip", "kind": kind, "config": cfg.to_dict(),
-                                       "reason": reason})
+                    self.store.append({"type": "skip", "kind": kind, "config": cfg.to_dict(), "reason": reason})
                     self.progress.line(f"[{cfg_label(cfg)}] skipped: {reason}")
                     self.finished.add(cid)
                     records = self.store.records()
@@ -227,22 +296,24 @@ class Sweep:
 
     def _deploy_line(self, cfg: SpecConfig, res: DeployResult) -> str:
         if not res.ok:
-            return (f"[{cfg_label(cfg)}] deploy FAILED on {res.host} after {res.elapsed_s:.1f} s: {res.reason}"
-                    + (f" ({res.rollback})" if res.rollback else ""))
+            return f"[{cfg_label(cfg)}] deploy FAILED on {res.host} after {res.elapsed_s:.1f} s: {res.reason}" + (
+                f" ({res.rollback})" if res.rollback else ""
+            )
         rep = res.report or {}
         cap = rep.get("capacity") or {}
         spec = rep.get("speculative") or {}
         ready = rep.get("ready_seconds")
-        return (f"[{cfg_label(cfg)}] up on {res.host} in {res.elapsed_s:.1f} s (server ready "
-                f"{'-' if ready is None else format(ready, '.1f')} s): max_total_num_tokens "
-                f"{cap.get('max_total_num_tokens')}, max_running_requests {cap.get('max_running_requests')}, "
-                f"draft tokens {spec.get('num_draft_tokens')}")
+        return (
+            f"[{cfg_label(cfg)}] up on {res.host} in {res.elapsed_s:.1f} s (server ready "
+            f"{'-' if ready is None else format(ready, '.1f')} s): max_total_num_tokens "
+            f"{cap.get('max_total_num_tokens')}, max_running_requests {cap.get('max_running_requests')}, "
+            f"draft tokens {spec.get('num_draft_tokens')}"
+        )
 
     async def run_config(self, cfg: SpecConfig, host: str) -> None:
         started = time.perf_counter()
         mode = "configure+run tags" if self.deployer.has_had_full_run(host) else "full run"
-        where = host if self.deployer.members(host) == [host] else \
-            f"{host} ({', '.join(self.deployer.members(host))})"
+        where = host if self.deployer.members(host) == [host] else f"{host} ({', '.join(self.deployer.members(host))})"
         self.progress.line(f"[{cfg_label(cfg)}] deploying on {where} ({mode})")
         res = await asyncio.to_thread(self.deployer.deploy, cfg, host)
         if res.ok and not res.client_url:
@@ -254,18 +325,33 @@ class Sweep:
             return
         served = ((res.report or {}).get("server") or {}).get("served_model_name")
         async with BenchClient(self.settings.client_options(res.client_url, served)) as client:
-            lv = await run_levels(client, self.settings, config=cfg, host=host, done=self.done,
-                                  store=self.store, progress=self.progress, after_level=self._rebuild)
+            lv = await run_levels(
+                client,
+                self.settings,
+                config=cfg,
+                host=host,
+                done=self.done,
+                store=self.store,
+                progress=self.progress,
+                after_level=self._rebuild,
+            )
         if lv.reason:
-            self.store.append({"type": "bench_failed", "config": cfg.to_dict(), "host": host,
-                               "reason": lv.reason})
+            self.store.append({"type": "bench_failed", "config": cfg.to_dict(), "host": host, "reason": lv.reason})
             self.progress.line(f"[{cfg_label(cfg)}] benchmark stopped: {lv.reason}")
         # Where a configuration's time went (bench/sweep_overhead.py reads this).
-        self.store.append({"type": "timing", "config": cfg.to_dict(), "host": host,
-                           "total_s": round(time.perf_counter() - started, 3),
-                           "deploy_s": round(res.elapsed_s, 3), "ready_s": (res.report or {}).get("ready_seconds"),
-                           "warmup_s": round(lv.warmup_s, 3), "bench_s": round(lv.bench_s, 3),
-                           "full_run": not res.tags})
+        self.store.append(
+            {
+                "type": "timing",
+                "config": cfg.to_dict(),
+                "host": host,
+                "total_s": round(time.perf_counter() - started, 3),
+                "deploy_s": round(res.elapsed_s, 3),
+                "ready_s": (res.report or {}).get("ready_seconds"),
+                "warmup_s": round(lv.warmup_s, 3),
+                "bench_s": round(lv.bench_s, 3),
+                "full_run": not res.tags,
+            }
+        )
 
     async def _worker(self, host: str) -> None:
         while True:
@@ -299,11 +385,18 @@ class Sweep:
                     if not verified:
                         why = "not healthy after deploy" if not healthy else f"probe request failed: {probe.error}"
             rec = res.record()
-            rec.update({"type": "deploy_best", "status": "ok" if verified else "failed",
-                        "reason": None if verified else why, "verified": verified})
+            rec.update(
+                {
+                    "type": "deploy_best",
+                    "status": "ok" if verified else "failed",
+                    "reason": None if verified else why,
+                    "verified": verified,
+                }
+            )
             self.store.append(rec)
-            self.progress.line(f"[best {cfg_label(cfg)}] on {host}: "
-                               + ("up and answering" if verified else f"FAILED: {why}"))
+            self.progress.line(
+                f"[best {cfg_label(cfg)}] on {host}: " + ("up and answering" if verified else f"FAILED: {why}")
+            )
             return verified
 
         results = await asyncio.gather(*(one(h) for h in self.hosts))
@@ -316,7 +409,7 @@ class Sweep:
 
         def on_signal() -> None:
             interrupted.set()
-            self.deployer.cancel.set()          # ends a running ansible-runner play
+            self.deployer.cancel.set()  # ends a running ansible-runner play
             if main is not None:
                 main.cancel()
 
@@ -326,8 +419,10 @@ class Sweep:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
         for cfg, why in self.plan.infeasible:
-            if not any(r.get("type") == "skip" and (r.get("config") or {}).get("config_id") == cfg.config_id
-                       for r in self.store.records()):
+            if not any(
+                r.get("type") == "skip" and (r.get("config") or {}).get("config_id") == cfg.config_id
+                for r in self.store.records()
+            ):
                 self.store.append({"type": "skip", "kind": "infeasible", "config": cfg.to_dict(), "reason": why})
         try:
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
@@ -359,8 +454,9 @@ class Sweep:
         return rc
 
 
-async def bench_url(url: str, settings: BenchSettings, store: Store | None, progress: Progress,
-                    params: dict[str, Any]) -> tuple[int, outputs.Summary | None, list[dict[str, Any]]]:
+async def bench_url(
+    url: str, settings: BenchSettings, store: Store | None, progress: Progress, params: dict[str, Any]
+) -> tuple[int, outputs.Summary | None, list[dict[str, Any]]]:
     """`bench --url`: the same client and metrics against a running server, no deploy."""
     from .client import ServerError
 
@@ -377,24 +473,42 @@ async def bench_url(url: str, settings: BenchSettings, store: Store | None, prog
         cfg = SpecConfig(int(steps or 0), int(topk), draft, str(spec.get("algorithm") or "NEXTN"))
         served = info.get("served_model_name") or await client.served_model_name()
         client.opts.model = served
-        record = {"type": "deploy", "source": "server_info", "config": cfg.to_dict(), "host": url,
-                  "status": "ok", "client_url": url, "ready_s": None,
-                  "capacity": {"max_total_num_tokens": info.get("max_total_num_tokens"),
-                               "max_running_requests": info.get("max_running_requests"),
-                               "max_prefill_tokens": info.get("max_prefill_tokens"),
-                               "chunked_prefill_size": info.get("chunked_prefill_size"),
-                               "context_len": info.get("context_length")},
-                  "speculative": {k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk",
-                                                            "num_draft_tokens")},
-                  "server": {"version": info.get("version"), "served_model_name": served}}
+        record = {
+            "type": "deploy",
+            "source": "server_info",
+            "config": cfg.to_dict(),
+            "host": url,
+            "status": "ok",
+            "client_url": url,
+            "ready_s": None,
+            "capacity": {
+                "max_total_num_tokens": info.get("max_total_num_tokens"),
+                "max_running_requests": info.get("max_running_requests"),
+                "max_prefill_tokens": info.get("max_prefill_tokens"),
+                "chunked_prefill_size": info.get("chunked_prefill_size"),
+                "context_len": info.get("context_length"),
+            },
+            "speculative": {k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")},
+            "server": {"version": info.get("version"), "served_model_name": served},
+        }
         mem_store = store or _MemoryStore()
         mem_store.append(record)
-        progress.line(f"[{url}] {cfg_label(cfg)}: max_total_num_tokens {info.get('max_total_num_tokens')}, "
-                      f"max_running_requests {info.get('max_running_requests')}, model {served}")
-        lv = await run_levels(client, settings, config=cfg, host=url, done=set(), store=mem_store,
-                              progress=progress,
-                              after_level=(lambda: outputs.write_all(store, params, plot=False, report=False))
-                              if store is not None else None)
+        progress.line(
+            f"[{url}] {cfg_label(cfg)}: max_total_num_tokens {info.get('max_total_num_tokens')}, "
+            f"max_running_requests {info.get('max_running_requests')}, model {served}"
+        )
+        lv = await run_levels(
+            client,
+            settings,
+            config=cfg,
+            host=url,
+            done=set(),
+            store=mem_store,
+            progress=progress,
+            after_level=(lambda: outputs.write_all(store, params, plot=False, report=False))
+            if store is not None
+            else None,
+        )
         reason = lv.reason
         if reason:
             mem_store.append({"type": "bench_failed", "config": cfg.to_dict(), "host": url, "reason": reason})

@@ -10,7 +10,8 @@ variable at fault and what it may be.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 # The one query the role runs; the parser below expects exactly these columns in this order.
 QUERY_FIELDS: tuple[str, ...] = (
@@ -102,8 +103,7 @@ def parse_query_gpu(text: str) -> list[dict[str, Any]]:
         fields = [f.strip() for f in line.split(",")]
         if len(fields) < n:
             raise ValueError(
-                f"nvidia-smi line {lineno} has {len(fields)} fields, expected {n} "
-                f"({','.join(QUERY_FIELDS)}): {line!r}"
+                f"nvidia-smi line {lineno} has {len(fields)} fields, expected {n} ({','.join(QUERY_FIELDS)}): {line!r}"
             )
         extra = len(fields) - n
         name = ", ".join(fields[1 : 2 + extra])
@@ -141,7 +141,7 @@ def parse_topology(text: str) -> dict[str, Any]:
     A PCIe-only host with more than two GPUs runs SGLang's all-reduce through NCCL
     (sglang-facts.md §7.5), which is what the cuda_env NCCL check exercises.
     """
-    lines = [_ANSI.sub("", l).rstrip() for l in str(text).splitlines()]
+    lines = [_ANSI.sub("", line).rstrip() for line in str(text).splitlines()]
     header: list[str] | None = None
     links: dict[str, dict[str, str]] = {}
     for line in lines:
@@ -161,7 +161,9 @@ def parse_topology(text: str) -> dict[str, Any]:
         row, cells = tokens[0], tokens[1 : 1 + len(header)]
         if not row.startswith("GPU"):
             continue
-        links[row] = {col: cell for col, cell in zip(header, cells) if col.startswith("GPU") and col != row}
+        links[row] = {
+            col: cell for col, cell in zip(header, cells, strict=False) if col.startswith("GPU") and col != row
+        }
     gpus = sorted(links, key=lambda g: int(g[3:]))
     types = sorted({t for peers in links.values() for t in peers.values()})
     nvlink = any(t.startswith("NV") for t in types)
@@ -185,41 +187,63 @@ def expand_declared_gpus(declared: Any) -> dict[str, Any]:
     gpus: list[dict[str, Any]] = []
     driver_cuda: str | None = None
     if not isinstance(declared, (list, tuple)):
-        return {"gpus": [], "driver_cuda_version": None,
-                "problems": [f"{var} must be a list of GPU entries (name, memory_mib, compute_capability, driver), got {type(declared).__name__}"]}
+        return {
+            "gpus": [],
+            "driver_cuda_version": None,
+            "problems": [
+                f"{var} must be a list of GPU entries (name, memory_mib, compute_capability, driver), got {type(declared).__name__}"
+            ],
+        }
     for i, entry in enumerate(declared):
         where = f"{var}[{i}]"
         if not isinstance(entry, Mapping):
-            problems.append(f"{where} must be a mapping with name, memory_mib, compute_capability, driver; got {entry!r}")
+            problems.append(
+                f"{where} must be a mapping with name, memory_mib, compute_capability, driver; got {entry!r}"
+            )
             continue
-        unknown = sorted(set(entry) - {"name", "memory_mib", "compute_capability", "driver", "count",
-                                       "pci_bus_id", "uuid", "driver_cuda_version"})
+        unknown = sorted(
+            set(entry)
+            - {
+                "name",
+                "memory_mib",
+                "compute_capability",
+                "driver",
+                "count",
+                "pci_bus_id",
+                "uuid",
+                "driver_cuda_version",
+            }
+        )
         if unknown:
-            problems.append(f"{where} has unknown keys {unknown}; allowed: name, memory_mib, compute_capability, driver, count, pci_bus_id, uuid, driver_cuda_version")
+            problems.append(
+                f"{where} has unknown keys {unknown}; allowed: name, memory_mib, compute_capability, driver, count, pci_bus_id, uuid, driver_cuda_version"
+            )
         missing = [k for k in ("name", "memory_mib", "compute_capability", "driver") if entry.get(k) in (None, "")]
         if missing:
             problems.append(f"{where} lacks {', '.join(missing)}")
             continue
         cc = str(entry["compute_capability"])
         if not _CC.match(cc):
-            problems.append(f"{where}.compute_capability is {cc!r}; allowed: MAJOR.MINOR as a string, e.g. \"12.0\"")
+            problems.append(f'{where}.compute_capability is {cc!r}; allowed: MAJOR.MINOR as a string, e.g. "12.0"')
         try:
             mem = int(entry["memory_mib"])
             if mem <= 0 or isinstance(entry["memory_mib"], bool):
                 raise ValueError
         except (TypeError, ValueError):
-            problems.append(f"{where}.memory_mib is {entry['memory_mib']!r}; allowed: a positive number of MiB, e.g. 97887")
+            problems.append(
+                f"{where}.memory_mib is {entry['memory_mib']!r}; allowed: a positive number of MiB, e.g. 97887"
+            )
             mem = 0
         count = entry.get("count", 1)
         if isinstance(count, bool) or not str(count).isdigit() or int(count) < 1:
             problems.append(f"{where}.count is {count!r}; allowed: an integer >= 1")
             count = 0
         if not version_tuple(entry["driver"]):
-            problems.append(f"{where}.driver is {entry['driver']!r}; allowed: a driver version such as \"580.95.05\"")
+            problems.append(f'{where}.driver is {entry["driver"]!r}; allowed: a driver version such as "580.95.05"')
         dcv = entry.get("driver_cuda_version")
         if dcv not in (None, ""):
             if not _CC.match(str(dcv)):
-                problems.append(f"{where}.driver_cuda_version is {dcv!r}; allowed: MAJOR.MINOR, e.g. \"13.0\"")
+                problems.append(f'{where}.driver_cuda_version is {dcv!r}; allowed: MAJOR.MINOR, e.g. "13.0"')
             else:
                 driver_cuda = str(dcv)
         for _ in range(int(count)):
@@ -366,7 +390,9 @@ def merge_environment(*layers: Any) -> dict[str, str]:
             raise ValueError(f"environment layer {layer!r} is not a mapping of NAME: value")
         for key, value in layer.items():
             if not isinstance(key, str) or not _ENV_NAME.match(key):
-                raise ValueError(f"environment variable name {key!r}: allowed: letters, digits and _, not starting with a digit")
+                raise ValueError(
+                    f"environment variable name {key!r}: allowed: letters, digits and _, not starting with a digit"
+                )
             if value is None or value == "":
                 merged.pop(key, None)
                 continue
@@ -423,7 +449,9 @@ def input_problems(v: Mapping[str, Any]) -> list[str]:
     def bad(name: str, allowed: str) -> None:
         p.append(f"{name} is {v.get(name)!r}; allowed: {allowed}")
 
-    if isinstance(v.get("cuda_env_cuda_version"), bool) or not re.fullmatch(r"\d+\.\d+", str(v.get("cuda_env_cuda_version"))):
+    if isinstance(v.get("cuda_env_cuda_version"), bool) or not re.fullmatch(
+        r"\d+\.\d+", str(v.get("cuda_env_cuda_version"))
+    ):
         bad("cuda_env_cuda_version", 'MAJOR.MINOR as a quoted string, e.g. "12.8"')
     if not re.fullmatch(r"\d+\.\d+\.\d+-\d+", str(v.get("cuda_env_nccl_version", ""))):
         bad("cuda_env_nccl_version", 'NCCL\'s Debian version without its +cuda suffix, e.g. "2.26.2-1"')
@@ -434,7 +462,9 @@ def input_problems(v: Mapping[str, Any]) -> list[str]:
         bad("cuda_env_cuda_toolkit_package", "an apt package name, e.g. cuda-toolkit-12-8")
     for name in ("cuda_env_nccl_packages", "cuda_env_extra_packages"):
         value = v.get(name, [])
-        if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) and re.fullmatch(r"[a-z0-9][a-z0-9.+:=~-]*", x) for x in value):
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(x, str) and re.fullmatch(r"[a-z0-9][a-z0-9.+:=~-]*", x) for x in value
+        ):
             bad(name, "a list of apt package names")
     if not v.get("cuda_env_nccl_packages"):
         bad("cuda_env_nccl_packages", "at least one package, normally libnccl2 and libnccl-dev")
@@ -471,8 +501,15 @@ def input_problems(v: Mapping[str, Any]) -> list[str]:
     for name in ("cuda_env_nccl_env", "cuda_env_cuda_env", "cuda_env_extra_env", "cuda_env_nccl_check_env"):
         p.extend(environment_problems(name, v.get(name)))
     sizes = v.get("cuda_env_nccl_check_sizes")
-    if not isinstance(sizes, (list, tuple)) or not sizes or not all(_SIZE.match(str(s)) and _size_bytes(str(s)) % 4 == 0 for s in sizes):
-        bad("cuda_env_nccl_check_sizes", "a non-empty list of byte sizes, multiples of 4, with an optional K/M/G suffix, e.g. [1M, 32M, 256M]")
+    if (
+        not isinstance(sizes, (list, tuple))
+        or not sizes
+        or not all(_SIZE.match(str(s)) and _size_bytes(str(s)) % 4 == 0 for s in sizes)
+    ):
+        bad(
+            "cuda_env_nccl_check_sizes",
+            "a non-empty list of byte sizes, multiples of 4, with an optional K/M/G suffix, e.g. [1M, 32M, 256M]",
+        )
     if not _is_int(v.get("cuda_env_nccl_check_iters"), 1):
         bad("cuda_env_nccl_check_iters", "an integer >= 1")
     if not _is_int(v.get("cuda_env_nccl_check_timeout"), 10):
@@ -481,7 +518,10 @@ def input_problems(v: Mapping[str, Any]) -> list[str]:
         bad("cuda_env_nccl_check_min_busbw_gbps", "GB/s >= 0 (0 = no bandwidth floor)")
     py = str(v.get("cuda_env_nccl_check_python") or "")
     if py and not py.startswith("/"):
-        bad("cuda_env_nccl_check_python", '"" (the check then runs only when a caller names a python) or the absolute path of a python with torch, e.g. /opt/sglang/venv/bin/python')
+        bad(
+            "cuda_env_nccl_check_python",
+            '"" (the check then runs only when a caller names a python) or the absolute path of a python with torch, e.g. /opt/sglang/venv/bin/python',
+        )
     return p
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 # sglang-facts.md §2.1: builtin --speculative-algorithm values over 0.5.9 .. 0.5.23
 # (0.5.9/0.5.10: EAGLE EAGLE3 NEXTN STANDALONE NGRAM; 0.5.11 adds DFLASH; 0.5.23 adds DSPARK UNO).
@@ -86,24 +87,26 @@ API_KEY_ENV = "SGLANG_SERVER_API_KEY"
 
 # Flags a user may not pass through sglang_server_extra_flags, with the variable that owns them.
 MANAGED_FLAGS: dict[str, str] = {flag: f"sglang_server_{key}" for key, flag, _ in FLAG_TABLE}
-MANAGED_FLAGS.update({
-    "--api-key": "sglang_server_api_key",
-    "--speculative-algorithm": "spec_algorithm",
-    "--speculative-algo": "spec_algorithm",
-    "--speculative-num-steps": "spec_steps",
-    "--speculative-eagle-topk": "spec_topk",
-    "--speculative-num-draft-tokens": "spec_draft_tokens",
-    "--speculative-draft-model-path": "sglang_server_spec_draft_model_path",
-    "--speculative-draft-model": "sglang_server_spec_draft_model_path",
-    "--nnodes": "sglang_server_multinode_group",
-    "--node-rank": "sglang_server_multinode_group",
-    "--dist-init-addr": "sglang_server_multinode_group",
-    "--emulator-profile": "sglang_server_emulator_profile",
-    "--emulator-startup-s": "sglang_server_emulator_startup_s",
-    "--emulator-fault": "sglang_server_emulator_faults",
-    "--tensor-parallel-size": "sglang_server_tp_size",
-    "--tp": "sglang_server_tp_size",
-})
+MANAGED_FLAGS.update(
+    {
+        "--api-key": "sglang_server_api_key",
+        "--speculative-algorithm": "spec_algorithm",
+        "--speculative-algo": "spec_algorithm",
+        "--speculative-num-steps": "spec_steps",
+        "--speculative-eagle-topk": "spec_topk",
+        "--speculative-num-draft-tokens": "spec_draft_tokens",
+        "--speculative-draft-model-path": "sglang_server_spec_draft_model_path",
+        "--speculative-draft-model": "sglang_server_spec_draft_model_path",
+        "--nnodes": "sglang_server_multinode_group",
+        "--node-rank": "sglang_server_multinode_group",
+        "--dist-init-addr": "sglang_server_multinode_group",
+        "--emulator-profile": "sglang_server_emulator_profile",
+        "--emulator-startup-s": "sglang_server_emulator_startup_s",
+        "--emulator-fault": "sglang_server_emulator_faults",
+        "--tensor-parallel-size": "sglang_server_tp_size",
+        "--tp": "sglang_server_tp_size",
+    }
+)
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -176,8 +179,9 @@ def _range_text(lo: float | None, hi: float | None, exclusive_lo: bool, kind: st
     return noun
 
 
-def check_number(name: str, value: Any, kind: str, lo: float | None, hi: float | None,
-                 exclusive_lo: bool = False, hint: str = "") -> tuple[float | int | None, str | None]:
+def check_number(
+    name: str, value: Any, kind: str, lo: float | None, hi: float | None, exclusive_lo: bool = False, hint: str = ""
+) -> tuple[float | int | None, str | None]:
     """Parse one numeric setting; return (value, None) or (None, message naming the variable)."""
     parsed: float | int | None = parse_whole_number(value) if kind == "int" else parse_number(value)
     ok = parsed is not None
@@ -195,8 +199,16 @@ def check_number(name: str, value: Any, kind: str, lo: float | None, hi: float |
 # Speculative decoding
 # --------------------------------------------------------------------------------------------
 
-def spec_settings(steps: Any, topk: Any = None, draft_tokens: Any = None, algorithm: Any = None,
-                  max_steps: Any = 16, max_topk: Any = 16, draft_model_path: Any = "") -> dict:
+
+def spec_settings(
+    steps: Any,
+    topk: Any = None,
+    draft_tokens: Any = None,
+    algorithm: Any = None,
+    max_steps: Any = 16,
+    max_topk: Any = 16,
+    draft_model_path: Any = "",
+) -> dict:
     """Validate and normalise spec_steps/spec_topk/spec_draft_tokens/spec_algorithm.
 
     Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
@@ -214,18 +226,36 @@ def spec_settings(steps: Any, topk: Any = None, draft_tokens: Any = None, algori
         errors.append(f"sglang_server_spec_max_topk must be a whole number of at least 1; got {_fmt(max_topk)}")
         max_topk_i = 1
 
-    out: dict[str, Any] = {"errors": errors, "enabled": False, "algorithm": None, "num_steps": 0,
-                           "eagle_topk": None, "num_draft_tokens": None, "draft_model_path": None}
+    out: dict[str, Any] = {
+        "errors": errors,
+        "enabled": False,
+        "algorithm": None,
+        "num_steps": 0,
+        "eagle_topk": None,
+        "num_draft_tokens": None,
+        "draft_model_path": None,
+    }
 
     n_steps, err = check_number(
-        "spec_steps", 0 if steps is None else steps, "int", 0, max_steps_i,
-        hint=f" (0 turns speculative decoding off; the maximum is sglang_server_spec_max_steps)")
+        "spec_steps",
+        0 if steps is None else steps,
+        "int",
+        0,
+        max_steps_i,
+        hint=" (0 turns speculative decoding off; the maximum is sglang_server_spec_max_steps)",
+    )
     if err:
         errors.append(err)
 
     topk_given = not _is_unset(topk)
-    n_topk, err = check_number("spec_topk", topk if topk_given else 1, "int", 1, max_topk_i,
-                               hint=" (the maximum is sglang_server_spec_max_topk)")
+    n_topk, err = check_number(
+        "spec_topk",
+        topk if topk_given else 1,
+        "int",
+        1,
+        max_topk_i,
+        hint=" (the maximum is sglang_server_spec_max_topk)",
+    )
     if err:
         errors.append(err)
 
@@ -235,8 +265,10 @@ def spec_settings(steps: Any, topk: Any = None, draft_tokens: Any = None, algori
     elif isinstance(algorithm, str) and algorithm.strip().upper() in SPEC_ALGORITHMS:
         algo = algorithm.strip().upper()
     else:
-        errors.append(f"spec_algorithm must be one of {', '.join(SPEC_ALGORITHMS)} "
-                      f"(SGLang's builtin algorithms); got {_fmt(algorithm)}")
+        errors.append(
+            f"spec_algorithm must be one of {', '.join(SPEC_ALGORITHMS)} "
+            f"(SGLang's builtin algorithms); got {_fmt(algorithm)}"
+        )
 
     draft_given = not _is_unset(draft_tokens)
     n_draft = None
@@ -250,11 +282,14 @@ def spec_settings(steps: Any, topk: Any = None, draft_tokens: Any = None, algori
 
     if n_steps == 0:
         if draft_given:
-            errors.append(f"spec_draft_tokens={n_draft} contradicts spec_steps=0 (speculative decoding off): "
-                          "leave spec_draft_tokens unset")
+            errors.append(
+                f"spec_draft_tokens={n_draft} contradicts spec_steps=0 (speculative decoding off): "
+                "leave spec_draft_tokens unset"
+            )
         if n_topk != 1:
-            errors.append(f"spec_topk={n_topk} contradicts spec_steps=0 (speculative decoding off): "
-                          "leave spec_topk unset or 1")
+            errors.append(
+                f"spec_topk={n_topk} contradicts spec_steps=0 (speculative decoding off): leave spec_topk unset or 1"
+            )
         return out
 
     if n_topk == 1:
@@ -262,23 +297,34 @@ def spec_settings(steps: Any, topk: Any = None, draft_tokens: Any = None, algori
             errors.append(
                 f"spec_draft_tokens={n_draft} contradicts spec_steps={n_steps} with spec_topk=1: SGLang forces "
                 f"draft tokens to spec_steps + 1 = {n_steps + 1} when topk is 1; leave spec_draft_tokens unset "
-                f"or set it to {n_steps + 1}")
+                f"or set it to {n_steps + 1}"
+            )
         n_draft = n_steps + 1
     else:
         upper = n_steps * n_topk + 1
         if not draft_given:
-            errors.append(f"spec_draft_tokens is required when spec_topk={n_topk} > 1: "
-                          f"a whole number from 2 to spec_steps * spec_topk + 1 = {upper}")
+            errors.append(
+                f"spec_draft_tokens is required when spec_topk={n_topk} > 1: "
+                f"a whole number from 2 to spec_steps * spec_topk + 1 = {upper}"
+            )
         elif not 2 <= n_draft <= upper:
-            errors.append(f"spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = {upper} "
-                          f"with spec_steps={n_steps} and spec_topk={n_topk}; got {n_draft}")
+            errors.append(
+                f"spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = {upper} "
+                f"with spec_steps={n_steps} and spec_topk={n_topk}; got {n_draft}"
+            )
 
     draft_model = "" if _is_unset(draft_model_path) else str(draft_model_path)
     if algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
         errors.append(f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path")
 
-    out.update(enabled=True, algorithm=algo, num_steps=n_steps, eagle_topk=n_topk,
-               num_draft_tokens=n_draft, draft_model_path=draft_model or None)
+    out.update(
+        enabled=True,
+        algorithm=algo,
+        num_steps=n_steps,
+        eagle_topk=n_topk,
+        num_draft_tokens=n_draft,
+        draft_model_path=draft_model or None,
+    )
     return out
 
 
@@ -286,8 +332,15 @@ def spec_settings(steps: Any, topk: Any = None, draft_tokens: Any = None, algori
 # Multi-node tensor parallelism
 # --------------------------------------------------------------------------------------------
 
-def node_settings(hostname: str, group: Any = "", members: Iterable[str] | None = None,
-                  head_address: Any = "", dist_init_port: Any = 50000, dist_init_addr: Any = "") -> dict:
+
+def node_settings(
+    hostname: str,
+    group: Any = "",
+    members: Iterable[str] | None = None,
+    head_address: Any = "",
+    dist_init_port: Any = 50000,
+    dist_init_addr: Any = "",
+) -> dict:
     """Derive --nnodes/--node-rank/--dist-init-addr from an inventory group.
 
     The group's order is the node order: its first host is rank 0 (the head, which serves HTTP);
@@ -296,8 +349,7 @@ def node_settings(hostname: str, group: Any = "", members: Iterable[str] | None 
     reach the head at (the play passes the head's sglang_server_dist_init_host or ansible_host).
     """
     errors: list[str] = []
-    out: dict[str, Any] = {"errors": errors, "nnodes": 1, "node_rank": 0, "dist_init_addr": None,
-                           "is_head": True}
+    out: dict[str, Any] = {"errors": errors, "nnodes": 1, "node_rank": 0, "dist_init_addr": None, "is_head": True}
     if _is_unset(group):
         return out
     members = list(members or [])
@@ -315,8 +367,10 @@ def node_settings(hostname: str, group: Any = "", members: Iterable[str] | None 
         if err:
             errors.append(err)
         if _is_unset(head_address):
-            errors.append("the head of sglang_server_multinode_group has no address: set "
-                          "sglang_server_dist_init_host (or ansible_host) on it, or sglang_server_dist_init_addr")
+            errors.append(
+                "the head of sglang_server_multinode_group has no address: set "
+                "sglang_server_dist_init_host (or ansible_host) on it, or sglang_server_dist_init_addr"
+            )
         elif port is not None:
             host = str(head_address).strip()
             addr = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
@@ -330,6 +384,7 @@ def node_settings(hostname: str, group: Any = "", members: Iterable[str] | None 
 # --------------------------------------------------------------------------------------------
 # Everything else
 # --------------------------------------------------------------------------------------------
+
 
 def normalise_flag(name: str) -> str:
     name = name.strip()
@@ -388,8 +443,7 @@ def server_errors(settings: dict) -> list[str]:
 
     extra = settings.get("extra_flags") or {}
     if not isinstance(extra, dict):
-        errors.append("sglang_server_extra_flags must be a mapping of flag name to value; "
-                      f"got {type(extra).__name__}")
+        errors.append(f"sglang_server_extra_flags must be a mapping of flag name to value; got {type(extra).__name__}")
         extra = {}
     for name, value in extra.items():
         if not isinstance(name, str) or not _FLAG_RE.match(name.strip()):
@@ -399,8 +453,9 @@ def server_errors(settings: dict) -> list[str]:
         if flag in MANAGED_FLAGS:
             errors.append(f"sglang_server_extra_flags must not set {flag}: use {MANAGED_FLAGS[flag]}")
         if isinstance(value, dict):
-            errors.append(f"sglang_server_extra_flags: the value of {flag} must be a string, number, "
-                          "true/false or a list")
+            errors.append(
+                f"sglang_server_extra_flags: the value of {flag} must be a string, number, true/false or a list"
+            )
 
     env = settings.get("environment") or {}
     if not isinstance(env, dict):
@@ -435,8 +490,10 @@ def server_errors(settings: dict) -> list[str]:
     for fault in faults:
         parsed = parse_fault(fault)
         if parsed is None or parsed[0] not in EMULATOR_FAULTS:
-            errors.append(f"sglang_server_emulator_faults: {_fmt(fault)} is not one of "
-                          f"{', '.join(EMULATOR_FAULTS)} (NAME or NAME=ARG)")
+            errors.append(
+                f"sglang_server_emulator_faults: {_fmt(fault)} is not one of "
+                f"{', '.join(EMULATOR_FAULTS)} (NAME or NAME=ARG)"
+            )
             continue
         name, arg = parsed
         kind, required = EMULATOR_FAULTS[name]
@@ -445,8 +502,9 @@ def server_errors(settings: dict) -> list[str]:
         elif arg is None and required:
             errors.append(f"sglang_server_emulator_faults: {name} needs an argument ({name}=...); got {_fmt(fault)}")
         elif kind == "phase" and arg is not None and arg not in HANG_PHASES:
-            errors.append(f"sglang_server_emulator_faults: {name}=ARG needs one of {', '.join(HANG_PHASES)}; "
-                          f"got {_fmt(fault)}")
+            errors.append(
+                f"sglang_server_emulator_faults: {name}=ARG needs one of {', '.join(HANG_PHASES)}; got {_fmt(fault)}"
+            )
         elif kind in ("seconds", "share") and arg is not None:
             value = parse_number(arg)
             if value is None or value < 0 or (kind == "share" and value > 1):
@@ -542,8 +600,14 @@ def systemd_exec_quote(word: Any, env_refs: Iterable[str] = (API_KEY_ENV,)) -> s
         return text
     if text and _EXEC_SAFE.match(text):
         return text
-    escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-               .replace("\n", "\\n").replace("\t", "\\t"))
+    escaped = (
+        text.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("%", "%%")
+        .replace("$", "$$")
+        .replace("\n", "\\n")
+        .replace("\t", "\\t")
+    )
     return f'"{escaped}"'
 
 

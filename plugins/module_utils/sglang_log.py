@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sglang-tune contributors
 # Apache-2.0 (see pyproject.toml)
 """Pure parsers for SGLang's start-up log.
@@ -20,7 +19,7 @@ import ast
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, Sequence
 
 __all__ = [
     "LogLine",
@@ -61,9 +60,7 @@ _RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)$")
 # that SGLang's main process uses before the server_args line, e.g.
 # "[2026-02-27 14:33:03] WARNING server_args.py:2326: KV cache is forced as chunk cache ...".
 _UVICORN_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
-_LEVEL_RE = re.compile(
-    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<where>[\w./-]+\.py:\d+):\s?(?P<msg>.*)$"
-)
+_LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<where>[\w./-]+\.py:\d+):\s?(?P<msg>.*)$")
 
 
 # Prefixes that log collectors put in front of a line without SGLang's own prefix (a traceback
@@ -85,10 +82,10 @@ class LogLine:
 
     raw: str
     message: str
-    timestamp: Optional[str] = None
-    ranks: Dict[str, int] = field(default_factory=dict)
-    level: Optional[str] = None
-    where: Optional[str] = None
+    timestamp: str | None = None
+    ranks: dict[str, int] = field(default_factory=dict)
+    level: str | None = None
+    where: str | None = None
     uvicorn: bool = False
 
     @property
@@ -97,18 +94,18 @@ class LogLine:
 
     @property
     def rank_label(self) -> str:
-        return " ".join("%s%d" % (k, v) for k, v in self.ranks.items())
+        return " ".join(f"{k}{v}" for k, v in self.ranks.items())
 
 
-def split_lines(text: str) -> List[str]:
+def split_lines(text: str) -> list[str]:
     """Split on ``\\n``, ``\\r\\n`` and lone ``\\r`` (tqdm redraws with carriage returns)."""
     if not text:
         return []
     return [ln for ln in re.split(r"\r\n|\r|\n", text)]
 
 
-def _parse_ranks(text: str) -> Dict[str, int]:
-    ranks: Dict[str, int] = {}
+def _parse_ranks(text: str) -> dict[str, int]:
+    ranks: dict[str, int] = {}
     for token in text.split():
         m = _RANK_RE.match(token)
         if m:
@@ -116,7 +113,7 @@ def _parse_ranks(text: str) -> Dict[str, int]:
     return ranks
 
 
-def parse_line(raw: str) -> Optional[LogLine]:
+def parse_line(raw: str) -> LogLine | None:
     """Parse one line; ``None`` for blank lines."""
     if raw is None:
         return None
@@ -148,8 +145,8 @@ def parse_line(raw: str) -> Optional[LogLine]:
     )
 
 
-def parse_lines(lines: Iterable[str]) -> List[LogLine]:
-    out: List[LogLine] = []
+def parse_lines(lines: Iterable[str]) -> list[LogLine]:
+    out: list[LogLine] = []
     for raw in lines:
         for piece in split_lines(raw) if ("\r" in raw or "\n" in raw) else [raw]:
             parsed = parse_line(piece)
@@ -158,13 +155,13 @@ def parse_lines(lines: Iterable[str]) -> List[LogLine]:
     return out
 
 
-def _as_parsed(lines: Sequence[Any]) -> List[LogLine]:
+def _as_parsed(lines: Sequence[Any]) -> list[LogLine]:
     if lines and isinstance(lines[0], LogLine):
         return list(lines)
     return parse_lines(lines)
 
 
-def parse_timestamp(ts: Optional[str]) -> Optional[float]:
+def parse_timestamp(ts: str | None) -> float | None:
     """SGLang timestamp (local time of the server host) -> epoch seconds, or ``None``."""
     if not ts:
         return None
@@ -179,12 +176,12 @@ def parse_timestamp(ts: Optional[str]) -> Optional[float]:
         return None
 
 
-def is_primary_rank(ranks: Dict[str, int]) -> bool:
+def is_primary_rank(ranks: dict[str, int]) -> bool:
     """True for the process that speaks for the server: no prefix (TP=1) or every rank 0."""
     return all(v == 0 for v in ranks.values())
 
 
-def _primary(lines: List[LogLine], pred) -> List[LogLine]:
+def _primary(lines: list[LogLine], pred) -> list[LogLine]:
     """Lines matching ``pred`` from the primary rank; if none, from the first rank seen.
 
     facts §1.2/§1.3: the capacity line is printed by TP rank 0 only, the pool lines by every
@@ -207,7 +204,7 @@ _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 
 def _scan_value(text: str, i: int) -> int:
     """Index just past the value starting at ``text[i]`` (a Python repr), tolerant of truncation."""
-    depth: List[str] = []
+    depth: list[str] = []
     n = len(text)
     while i < n:
         c = text[i]
@@ -236,14 +233,14 @@ def _literal(token: str) -> Any:
         return token
 
 
-def parse_repr_kwargs(text: str) -> Dict[str, Any]:
+def parse_repr_kwargs(text: str) -> dict[str, Any]:
     """Parse ``key=value, key=value`` as printed by a dataclass ``repr``.
 
     Values are read with :func:`ast.literal_eval` (never ``eval``); anything else (enum reprs,
     objects, a value cut off by truncation) is kept as its source text. A truncated trailing
     value is dropped rather than returned half-read.
     """
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     i, n = 0, len(text)
     key_re = re.compile(r"\s*([A-Za-z_]\w*)=")
     while i < n:
@@ -264,7 +261,7 @@ def parse_repr_kwargs(text: str) -> Dict[str, Any]:
 _SERVER_ARGS_RE = re.compile(r"server_args=\w*\((.*)$")
 
 
-def parse_server_args(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+def parse_server_args(lines: Sequence[Any]) -> dict[str, Any] | None:
     """The last ``server_args=ServerArgs(...)`` line as a dict (facts §1.3: resolved values)."""
     parsed = _as_parsed(lines)
     for ln in reversed(parsed):
@@ -294,8 +291,8 @@ CAPACITY_KEYS = (
 )
 
 
-def _capacity_fields(message: str) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
+def _capacity_fields(message: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for m in _FIELD_RE.finditer(message):
         key, val = m.group("key"), m.group("val")
         if key.startswith("available_") and key.endswith("_mem"):
@@ -307,7 +304,7 @@ def _capacity_fields(message: str) -> Dict[str, Any]:
     return out
 
 
-def parse_capacity(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+def parse_capacity(lines: Sequence[Any]) -> dict[str, Any] | None:
     """The capacity line's fields (``None`` when the line is absent).
 
     Always returns every key of :data:`CAPACITY_KEYS` (missing ones ``None``), plus
@@ -320,7 +317,7 @@ def parse_capacity(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
     line = hits[-1]
     start = _CAPACITY_START_RE.search(line.message).start()
     fields = _capacity_fields(line.message[start:])
-    out: Dict[str, Any] = {k: fields.get(k) for k in CAPACITY_KEYS}
+    out: dict[str, Any] = {k: fields.get(k) for k in CAPACITY_KEYS}
     if "available_cpu_mem_gb" in fields:
         out["available_cpu_mem_gb"] = fields["available_cpu_mem_gb"]
     out["rank"] = line.rank_label
@@ -338,7 +335,7 @@ _KV_RE = re.compile(
 _SIZE_RE = re.compile(r"\b(?P<name>K|V|KV)\s+size:\s*(?P<gb>\d+(?:\.\d+)?)\s*GB")
 
 
-def parse_kv_pools(lines: Sequence[Any]) -> List[Dict[str, Any]]:
+def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
     """One dict per KV pool allocated by the primary rank, in log order.
 
     With speculative decoding the draft worker allocates its own pool after the target's
@@ -346,7 +343,7 @@ def parse_kv_pools(lines: Sequence[Any]) -> List[Dict[str, Any]]:
     """
     parsed = _as_parsed(lines)
     hits = _primary(parsed, lambda ln: "KV Cache " in ln.message and _KV_RE.match(ln.message) is not None)
-    pools: List[Dict[str, Any]] = []
+    pools: list[dict[str, Any]] = []
     for ln in hits:
         m = _KV_RE.match(ln.message)
         sizes = {s.group("name"): float(s.group("gb")) for s in _SIZE_RE.finditer(m.group("rest"))}
@@ -389,7 +386,7 @@ _MAMBA_SIZE_RE = re.compile(r"(?P<name>[A-Za-z_]+) size:\s*(?P<gb>\d+(?:\.\d+)?)
 _MAMBA_SLOTS_RE = re.compile(r"max_mamba_cache_size:\s*(?P<n>\d+)(?=\D|$)")
 
 
-def parse_mamba_cache(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+def parse_mamba_cache(lines: Sequence[Any]) -> dict[str, Any] | None:
     """The Mamba/GDN state pool of hybrid models (Qwen3-Next, Qwen3.5); ``None`` otherwise."""
     parsed = _as_parsed(lines)
     hits = _primary(parsed, lambda ln: _MAMBA_RE.search(ln.message) is not None)
@@ -398,7 +395,7 @@ def parse_mamba_cache(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
     ln = hits[-1]
     rest = _MAMBA_RE.search(ln.message).group("rest")
     slots = _MAMBA_SLOTS_RE.search(rest)
-    out: Dict[str, Any] = {
+    out: dict[str, Any] = {
         "rank": ln.rank_label,
         "max_mamba_cache_size": int(slots.group("n")) if slots else None,
         "conv_state_gb": None,
@@ -420,7 +417,7 @@ DRAFT_ADJUSTED_TEXT = "speculative_num_draft_tokens is adjusted to speculative_n
 MRR_RESET_RE = re.compile(r"Max running requests is reset to (\d+) for speculative decoding")
 
 
-def parse_speculative(lines: Sequence[Any], server_args: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def parse_speculative(lines: Sequence[Any], server_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """Resolved speculative settings as the log shows them.
 
     ``algorithm``/``num_steps``/``eagle_topk``/``num_draft_tokens`` come from the
@@ -446,7 +443,7 @@ def parse_speculative(lines: Sequence[Any], server_args: Optional[Dict[str, Any]
     # they are not in effect, so they are not reported.
     enabled = bool(algo) if server_args is not None else None
 
-    def _int(key: str) -> Optional[int]:
+    def _int(key: str) -> int | None:
         val = sa.get(key)
         return val if enabled and isinstance(val, int) and not isinstance(val, bool) else None
 
@@ -486,11 +483,11 @@ _PY_WARNING_RE = re.compile(r"\b(?:User|Future|Deprecation|Runtime|Resource)?War
 MAX_WARNINGS = 100
 
 
-def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> List[str]:
+def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
     """SGLang's warnings in this start's log, de-duplicated across ranks, in first-seen order."""
     parsed = _as_parsed(lines)
     seen = set()
-    out: List[str] = []
+    out: list[str] = []
     for ln in parsed:
         if ln.uvicorn:
             if ln.level not in ("WARNING", "ERROR", "CRITICAL"):
@@ -550,7 +547,7 @@ _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
 
-def _exception_line(msg: str) -> Optional[re.Match]:
+def _exception_line(msg: str) -> re.Match | None:
     m = _EXC_RE.match(msg.strip())
     if not m:
         return None
@@ -558,7 +555,7 @@ def _exception_line(msg: str) -> Optional[re.Match]:
     return m
 
 
-def find_fatal(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
+def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     """The most specific fatal start-up error in ``lines``, or ``None``.
 
     Returns ``{"kind", "reason", "line", "index", "trigger", "generic"}``: ``reason`` is the line
@@ -568,10 +565,10 @@ def find_fatal(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
     that something died (a reader of a growing log may wait briefly for the specific line).
     """
     parsed = _as_parsed(lines)
-    trigger: Optional[Tuple[int, LogLine]] = None
-    specific: Optional[Tuple[int, str, str]] = None
-    exceptions: List[Tuple[int, str]] = []
-    wrapper: Optional[Tuple[int, str, str, int]] = None
+    trigger: tuple[int, LogLine] | None = None
+    specific: tuple[int, str, str] | None = None
+    exceptions: list[tuple[int, str]] = []
+    wrapper: tuple[int, str, str, int] | None = None
     in_traceback = False
     for i, ln in enumerate(parsed):
         if ln.uvicorn:
@@ -625,10 +622,10 @@ def find_fatal(lines: Sequence[Any]) -> Optional[Dict[str, Any]]:
     }
 
 
-def _root_exception(parsed: List[LogLine], exceptions: List[Tuple[int, str]]) -> Tuple[int, str]:
+def _root_exception(parsed: list[LogLine], exceptions: list[tuple[int, str]]) -> tuple[int, str]:
     """The final exception of the first traceback chain (what Python reports as the error)."""
     for idx, text in exceptions:
-        following = [ln.message for ln in parsed[idx + 1: idx + 4]]
+        following = [ln.message for ln in parsed[idx + 1 : idx + 4]]
         if any(_CHAINED_RE.search(f) for f in following):
             continue
         return idx, text
@@ -650,7 +647,7 @@ _PRELAUNCH_FOREIGN_RE = re.compile(
 )
 
 
-def _is_prelaunch(ln: LogLine, not_before: Optional[float], slack_s: float) -> bool:
+def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool:
     if ln.sglang:
         ts = parse_timestamp(ln.timestamp) if not_before is not None else None
         if ts is not None:
@@ -664,7 +661,7 @@ def _is_prelaunch(ln: LogLine, not_before: Optional[float], slack_s: float) -> b
     return bool(_PRELAUNCH_FOREIGN_RE.match(ln.raw))
 
 
-def current_launch(lines: Sequence[str], not_before: Optional[float] = None, slack_s: float = 2.0) -> List[str]:
+def current_launch(lines: Sequence[str], not_before: float | None = None, slack_s: float = 2.0) -> list[str]:
     """The lines of the latest launch in a log file that several launches appended to.
 
     The launch starts at the last ``server_args=`` line (facts §1.3), extended back over the
@@ -710,7 +707,7 @@ _TRACE_TAIL_RE = re.compile(
 )
 
 
-def _since(raw: List[str], not_before: float, slack_s: float) -> List[str]:
+def _since(raw: list[str], not_before: float, slack_s: float) -> list[str]:
     """Lines written after ``not_before`` when the launch has no ``server_args=`` line yet.
 
     That happens when the process dies before SGLang configures its logger (argparse errors,
@@ -763,7 +760,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-def summarize(lines: Sequence[Any]) -> Dict[str, Any]:
+def summarize(lines: Sequence[Any]) -> dict[str, Any]:
     """Everything the gate reports from one start's log lines."""
     parsed = _as_parsed(lines)
     server_args = parse_server_args(parsed)

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sglang-tune contributors
 # Apache-2.0 (see pyproject.toml)
 """Pure parsers for SGLang's ``/server_info`` (``/get_server_info``) and ``/v1/models`` bodies.
@@ -17,7 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Sequence
 
 __all__ = [
     "SERVER_INFO_PATHS",
@@ -33,7 +32,7 @@ __all__ = [
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 
 
-def _as_int(value: Any) -> Optional[int]:
+def _as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -45,7 +44,7 @@ def _as_int(value: Any) -> Optional[int]:
     return None
 
 
-def _as_float(value: Any) -> Optional[float]:
+def _as_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -58,20 +57,20 @@ def _as_float(value: Any) -> Optional[float]:
     return None
 
 
-def _as_str(value: Any) -> Optional[str]:
+def _as_str(value: Any) -> str | None:
     if isinstance(value, str) and value:
         return value
     return None
 
 
-def _first_state(info: Dict[str, Any]) -> Dict[str, Any]:
+def _first_state(info: dict[str, Any]) -> dict[str, Any]:
     states = info.get("internal_states")
     if isinstance(states, list) and states and isinstance(states[0], dict):
         return states[0]
     return {}
 
 
-def _lookup(info: Dict[str, Any], key: str) -> Any:
+def _lookup(info: dict[str, Any], key: str) -> Any:
     """``key`` at top level, else in a nested ``server_args`` dict, else in internal_states[0]."""
     if key in info and info[key] is not None:
         return info[key]
@@ -84,7 +83,7 @@ def _lookup(info: Dict[str, Any], key: str) -> Any:
     return None
 
 
-def parse_server_info(info: Any) -> Dict[str, Any]:
+def parse_server_info(info: Any) -> dict[str, Any]:
     """The fields the readiness report needs, from a decoded server-info body.
 
     ``max_running_requests`` is the effective per-DP limit the scheduler uses
@@ -102,10 +101,11 @@ def parse_server_info(info: Any) -> Dict[str, Any]:
     spec_on = bool(algo)
     nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
     # "speculative_algorithm": null means off; no such key at all means this body does not say
-    spec_known = "speculative_algorithm" in info or "speculative_algorithm" in nested or \
-        "speculative_algorithm" in state
+    spec_known = (
+        "speculative_algorithm" in info or "speculative_algorithm" in nested or "speculative_algorithm" in state
+    )
 
-    def spec_int(key: str) -> Optional[int]:
+    def spec_int(key: str) -> int | None:
         return _as_int(_lookup(info, key)) if spec_on else None
 
     served = _lookup(info, "served_model_name")
@@ -140,9 +140,9 @@ def parse_server_info(info: Any) -> Dict[str, Any]:
     }
 
 
-def parse_models(body: Any) -> Dict[str, Any]:
+def parse_models(body: Any) -> dict[str, Any]:
     """``/v1/models`` -> ``{"served_model_name", "max_model_len"}`` (facts §3: ``data[0].id``)."""
-    out: Dict[str, Any] = {"served_model_name": None, "max_model_len": None}
+    out: dict[str, Any] = {"served_model_name": None, "max_model_len": None}
     if not isinstance(body, dict):
         return out
     data = body.get("data")
@@ -152,7 +152,7 @@ def parse_models(body: Any) -> Dict[str, Any]:
     return out
 
 
-def parse_launch_command(value: Union[str, Sequence[str], None]) -> Optional[List[str]]:
+def parse_launch_command(value: str | Sequence[str] | None) -> list[str] | None:
     """0.5.23's ``launch_command`` (a string or an argv list) as an argv list."""
     if isinstance(value, str) and value.strip():
         try:
@@ -172,13 +172,13 @@ _SPEC_FLAGS = {
 }
 
 
-def requested_speculative(argv: Optional[Sequence[str]]) -> Dict[str, Any]:
+def requested_speculative(argv: Sequence[str] | None) -> dict[str, Any]:
     """Speculative flags as the user passed them (before SGLang resolved them).
 
     argparse accepts unambiguous prefixes (the docs use ``--speculative-algo NEXTN``, facts
     §2.1), so a flag is matched to the one canonical name it is a prefix of.
     """
-    out: Dict[str, Any] = {v: None for v in _SPEC_FLAGS.values()}
+    out: dict[str, Any] = {v: None for v in _SPEC_FLAGS.values()}
     if not argv:
         return out
     args = list(argv)
@@ -203,7 +203,7 @@ def requested_speculative(argv: Optional[Sequence[str]]) -> Dict[str, Any]:
     return out
 
 
-def draft_tokens_adjusted(requested: Dict[str, Any], resolved: Dict[str, Any]) -> Optional[bool]:
+def draft_tokens_adjusted(requested: dict[str, Any], resolved: dict[str, Any]) -> bool | None:
     """Whether SGLang changed the draft-token count it was given (facts §2.3), if knowable."""
     want = requested.get("num_draft_tokens") if requested else None
     got = resolved.get("num_draft_tokens") if resolved else None

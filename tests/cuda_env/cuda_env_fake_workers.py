@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import nccl_allreduce_check as nc
 
@@ -19,8 +20,14 @@ BASE_SECONDS = 1e-3
 
 
 def _device(rank: int) -> dict[str, Any]:
-    return {"rank": rank, "device": f"cuda:{rank}", "name": "NVIDIA H200", "memory_mib": 143771,
-            "compute_capability": "9.0", "pci_bus_id": f"00000000:{0x18 + rank:02X}:00.0"}
+    return {
+        "rank": rank,
+        "device": f"cuda:{rank}",
+        "name": "NVIDIA H200",
+        "memory_mib": 143771,
+        "compute_capability": "9.0",
+        "pci_bus_id": f"00000000:{0x18 + rank:02X}:00.0",
+    }
 
 
 def good(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: Any) -> None:
@@ -58,8 +65,15 @@ def crash_rank1(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], o
 
 def init_fails(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: Any) -> None:
     out.put(("stage", rank, "init_process_group"))
-    out.put(("error", rank, "init-failed", f"rank {rank} failed in init_process_group: DistBackendError: "
-             "NCCL error in: ProcessGroupNCCL.cpp, unhandled system error"))
+    out.put(
+        (
+            "error",
+            rank,
+            "init-failed",
+            f"rank {rank} failed in init_process_group: DistBackendError: "
+            "NCCL error in: ProcessGroupNCCL.cpp, unhandled system error",
+        )
+    )
 
 
 def report_pid(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: Any) -> None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import gpu_facts as gf
 import pytest
 import yaml
-
-import gpu_facts as gf
 from conftest import ROLE, fixture_text
 
 
@@ -21,7 +20,9 @@ def test_parse_query_h200x8() -> None:
         "pci_bus_id": "00000000:18:00.0",
         "uuid": "GPU-5e3b9f1a-7c2d-4e8f-9a61-3b2c1d0e4f57",
     }
-    assert {g["pci_bus_id"] for g in gpus} == {f"00000000:{b}:00.0" for b in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")}
+    assert {g["pci_bus_id"] for g in gpus} == {
+        f"00000000:{b}:00.0" for b in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+    }
 
 
 def test_parse_query_rtx_pro_6000() -> None:
@@ -90,7 +91,12 @@ def test_topology_single_gpu() -> None:
     assert topo == {"gpus": ["GPU0"], "links": {"GPU0": {}}, "link_types": [], "nvlink": False, "pcie_only": False}
 
 
-RTX = {"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "memory_mib": 97887, "compute_capability": "12.0", "driver": "580.95.05"}
+RTX = {
+    "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "memory_mib": 97887,
+    "compute_capability": "12.0",
+    "driver": "580.95.05",
+}
 
 
 def test_declared_gpus_expand_count() -> None:
@@ -142,8 +148,10 @@ def test_tp_size_fits() -> None:
 def test_tp_size_too_big_names_variable_gpus_and_range() -> None:
     gpus = gf.parse_query_gpu(fixture_text("smi_query_rtxpro6000x4.txt"))
     [msg] = gf.gpu_problems(gpus, 8, "8.0", "12.8", "13.0")
-    assert msg.startswith("cuda_env_min_gpus is 8 (the deploy play sets it to the GPUs per node that SGLang's "
-                          "tensor-parallel size sglang_server_tp_size needs)")
+    assert msg.startswith(
+        "cuda_env_min_gpus is 8 (the deploy play sets it to the GPUs per node that SGLang's "
+        "tensor-parallel size sglang_server_tp_size needs)"
+    )
     assert "this host has 4 usable GPU(s), found by nvidia-smi" in msg
     assert "[0,1,2,3] NVIDIA RTX PRO 6000 Blackwell Server Edition 97887 MiB cc 12.0" in msg
     assert msg.endswith("allowed: sglang_server_tp_size (per node) / cuda_env_min_gpus from 1 to 4 on this host")
@@ -199,12 +207,19 @@ def test_merge_environment() -> None:
         {"NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": True, "NCCL_SOCKET_IFNAME": None, "NCCL_MIN_NCHANNELS": 8},
         {"CUDA_HOME": ""},
     )
-    assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": "1", "NCCL_MIN_NCHANNELS": "8"}
+    assert env == {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "NCCL_P2P_LEVEL": "SYS",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_MIN_NCHANNELS": "8",
+    }
     with pytest.raises(ValueError, match="name 'BAD-NAME'"):
         gf.merge_environment({"BAD-NAME": "1"})
     with pytest.raises(ValueError, match="newline"):
         gf.merge_environment({"A": "x\ny"})
-    assert gf.environment_problems("cuda_env_extra_env", {"A": ["x"]})[0].startswith("cuda_env_extra_env: environment variable A")
+    assert gf.environment_problems("cuda_env_extra_env", {"A": ["x"]})[0].startswith(
+        "cuda_env_extra_env: environment variable A"
+    )
 
 
 def _defaults() -> dict:
@@ -223,12 +238,18 @@ def test_defaults_pass_input_validation() -> None:
         ({"cuda_env_cuda_toolkit_version": "latest!"}, "cuda_env_cuda_toolkit_version is 'latest!'"),
         ({"cuda_env_nccl_packages": []}, "cuda_env_nccl_packages is []; allowed: at least one package"),
         ({"cuda_env_repo_url": "ftp.example.com/cuda"}, "cuda_env_repo_url is 'ftp.example.com/cuda'"),
-        ({"cuda_env_repo_distro": "centos7"}, "allowed: \"\" (derived from the host) or one of ubuntu2204, ubuntu2404, debian12"),
+        (
+            {"cuda_env_repo_distro": "centos7"},
+            'allowed: "" (derived from the host) or one of ubuntu2204, ubuntu2404, debian12',
+        ),
         ({"cuda_env_repo_arch": "ppc64le"}, "cuda_env_repo_arch is 'ppc64le'"),
         ({"cuda_env_repo_key_checksum": "abc"}, "cuda_env_repo_key_checksum is 'abc'"),
         ({"cuda_env_gpu_source": "guess"}, "cuda_env_gpu_source is 'guess'; allowed: auto, nvidia-smi, declared"),
         ({"cuda_env_gpu_source": "declared"}, "cuda_env_declared_gpus is []; allowed: a non-empty list"),
-        ({"cuda_env_min_gpus": "four"}, "cuda_env_min_gpus is 'four'; allowed: an integer >= 1 (the deploy play sets it to the GPUs per node"),
+        (
+            {"cuda_env_min_gpus": "four"},
+            "cuda_env_min_gpus is 'four'; allowed: an integer >= 1 (the deploy play sets it to the GPUs per node",
+        ),
         ({"cuda_env_min_compute_capability": 8}, "cuda_env_min_compute_capability is 8"),
         ({"cuda_env_env_file": "cuda_env.env"}, "cuda_env_env_file is 'cuda_env.env'; allowed: an absolute file path"),
         ({"cuda_env_extra_env": {"1X": "y"}}, "cuda_env_extra_env: environment variable name '1X'"),
@@ -252,13 +273,15 @@ def test_filter_module_exposes_prefixed_filters() -> None:
 def test_real_h200_output_from_the_lent_machine() -> None:
     """Captured by scripts/device_gpu_check.sh on the lent H200 (docs/device-runs/h200-2026-11-29/)."""
     gpus = gf.parse_query_gpu(fixture_text("smi_query_h200x1_real.txt"))
-    assert gpus == [{
-        "index": 0,
-        "name": "NVIDIA H200",
-        "memory_mib": 143771,
-        "driver": "580.159.04",
-        "compute_capability": "9.0",
-        "pci_bus_id": "00000000:00:06.0",
-        "uuid": "GPU-3b87a679-6bfd-f5b9-2cdf-c115643b9a65",
-    }]
+    assert gpus == [
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "memory_mib": 143771,
+            "driver": "580.159.04",
+            "compute_capability": "9.0",
+            "pci_bus_id": "00000000:00:06.0",
+            "uuid": "GPU-3b87a679-6bfd-f5b9-2cdf-c115643b9a65",
+        }
+    ]
     assert gf.parse_driver_cuda_version(fixture_text("smi_banner_h200_real.txt")) == "13.0"

@@ -11,10 +11,9 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 import cuda_env_fake_workers as fake
 import nccl_allreduce_check as nc
+import pytest
 from conftest import ROLE
 
 SCRIPT = ROLE / "files" / "nccl_allreduce_check.py"
@@ -23,6 +22,7 @@ SCRIPT = ROLE / "files" / "nccl_allreduce_check.py"
 def fake_detect(devices: int):
     def detect(backend: str) -> dict:
         return {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "nccl": "2.27.7", "device_count": devices}
+
     return detect
 
 
@@ -43,7 +43,13 @@ def test_parse_sizes() -> None:
 
 def test_parse_args_limits() -> None:
     a = args()
-    assert (a.size_list, a.iters, a.warmup, a.timeout, a.backend) == ([1 << 20, 32 << 20, 256 << 20], 20, 5, 120.0, "nccl")
+    assert (a.size_list, a.iters, a.warmup, a.timeout, a.backend) == (
+        [1 << 20, 32 << 20, 256 << 20],
+        20,
+        5,
+        120.0,
+        "nccl",
+    )
     for bad in (["--iters", "0"], ["--timeout", "0"], ["--min-gpus", "0"], ["--min-busbw", "-1"], ["--backend", "mpi"]):
         with pytest.raises(nc.UsageError):
             args(*bad)
@@ -64,15 +70,19 @@ def test_bus_bandwidth_is_nccl_tests_definition() -> None:
 
 
 def test_summary_takes_the_slowest_rank() -> None:
-    per_rank = {0: [{"bytes": 1 << 20, "seconds": 0.001, "sum_ok": True}],
-                1: [{"bytes": 1 << 20, "seconds": 0.002, "sum_ok": True}]}
+    per_rank = {
+        0: [{"bytes": 1 << 20, "seconds": 0.001, "sum_ok": True}],
+        1: [{"bytes": 1 << 20, "seconds": 0.002, "sum_ok": True}],
+    }
     [row] = nc.summarize_sizes(per_rank, 2)
     assert row["time_us"] == 2000.0
     assert row["busbw_gbps"] == pytest.approx((1 << 20) / 0.002 / 1e9, abs=1e-3)
 
 
 def test_env_snapshot_and_failure_message() -> None:
-    env = nc.env_snapshot({"NCCL_P2P_LEVEL": "SYS", "CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/root", "GLOO_SOCKET_IFNAME": "eth0"})
+    env = nc.env_snapshot(
+        {"NCCL_P2P_LEVEL": "SYS", "CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/root", "GLOO_SOCKET_IFNAME": "eth0"}
+    )
     assert env == {"CUDA_VISIBLE_DEVICES": "0,1", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_P2P_LEVEL": "SYS"}
     msg = nc.failure_message("timeout", "no result after 5 s", env, {"torch": "2.11.0", "nccl": "2.27.7"})
     assert msg.startswith("NCCL all-reduce check FAILED (timeout): no result after 5 s.")
@@ -96,8 +106,12 @@ def test_four_ranks_ok_report() -> None:
     assert big["busbw_gbps"] == pytest.approx((64 << 20) / slowest / 1e9 * 1.5, abs=1e-3)
     assert report["busbw_gbps"] == {str(1 << 20): report["sizes"][0]["busbw_gbps"], str(64 << 20): big["busbw_gbps"]}
     # NVLink multicast is off by default, the caller's own settings are kept and reported
-    assert report["env"] == {"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_LEVEL": "SYS", "NVSHMEM_DISABLE_NVLS": "1",
-                             "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+    assert report["env"] == {
+        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_P2P_LEVEL": "SYS",
+        "NVSHMEM_DISABLE_NVLS": "1",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    }
     assert report["versions"] == {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "nccl": "2.27.7"}
     assert "passed on 4 GPU(s)" in report["message"]
     json.dumps(report)
@@ -111,22 +125,30 @@ def test_single_gpu_is_the_degenerate_case() -> None:
 
 
 def test_caller_may_turn_nvls_back_on() -> None:
-    report, _ = nc.run_check(args("--sizes", "4"), environ={"NCCL_NVLS_ENABLE": "1"}, detect=fake_detect(1), target=fake.good)
+    report, _ = nc.run_check(
+        args("--sizes", "4"), environ={"NCCL_NVLS_ENABLE": "1"}, detect=fake_detect(1), target=fake.good
+    )
     assert report["env"]["NCCL_NVLS_ENABLE"] == "1"
 
 
 def test_hang_is_killed_by_the_watchdog_and_explained() -> None:
     started = time.monotonic()
-    report, status = nc.run_check(args("--timeout", "3"), environ={"NCCL_P2P_LEVEL": "SYS"}, detect=fake_detect(4), target=fake.hang_in_init)
+    report, status = nc.run_check(
+        args("--timeout", "3"), environ={"NCCL_P2P_LEVEL": "SYS"}, detect=fake_detect(4), target=fake.hang_in_init
+    )
     assert time.monotonic() - started < 15
     assert status == 1 and report["reason"] == "timeout"
-    assert "no result after 3 s; ranks still waiting: rank 0 in all_reduce of 1048576 bytes (sum check); rank 1 in init_process_group" in report["message"]
+    assert (
+        "no result after 3 s; ranks still waiting: rank 0 in all_reduce of 1048576 bytes (sum check); rank 1 in init_process_group"
+        in report["message"]
+    )
     assert "NCCL environment used: NCCL_NVLS_ENABLE=0 NCCL_P2P_LEVEL=SYS" in report["message"]
     assert "the hang SGLang would show at start-up" in report["message"]
 
 
 def test_watchdog_leaves_no_process_behind() -> None:
     import multiprocessing
+
     run = nc.run_workers(2, {"sizes": [4]}, 2.0, target=fake.report_pid)
     assert run["error"][0] == "timeout"
     # run_workers itself sets nothing: the children see the parent's environment as it is
@@ -139,11 +161,15 @@ def test_watchdog_leaves_no_process_behind() -> None:
 
 def test_wrong_sum_fails_fast_with_the_rank_and_values() -> None:
     started = time.monotonic()
-    report, status = nc.run_check(args("--sizes", "1M", "--timeout", "60"), environ={}, detect=fake_detect(4), target=fake.wrong_sum_on_rank2)
+    report, status = nc.run_check(
+        args("--sizes", "1M", "--timeout", "60"), environ={}, detect=fake_detect(4), target=fake.wrong_sum_on_rank2
+    )
     assert time.monotonic() - started < 20  # not the 60 s watchdog
     assert status == 1 and report["reason"] == "wrong-sum"
-    assert ("rank 2 after all-reduce of 1048576 bytes: 1024 of 262144 elements differ, first at index 0: "
-            "got 9.0, expected 10.0 (= sum of rank+1 over 4 ranks)") in report["message"]
+    assert (
+        "rank 2 after all-reduce of 1048576 bytes: 1024 of 262144 elements differ, first at index 0: "
+        "got 9.0, expected 10.0 (= sum of rank+1 over 4 ranks)"
+    ) in report["message"]
     assert "NCCL_P2P_DISABLE=1" in report["message"]
 
 
@@ -169,11 +195,15 @@ def test_no_gpus_and_too_few_gpus() -> None:
 
 
 def test_bandwidth_floor() -> None:
-    report, status = nc.run_check(args("--sizes", "1M", "--min-busbw", "500"), environ={}, detect=fake_detect(4), target=fake.good)
+    report, status = nc.run_check(
+        args("--sizes", "1M", "--min-busbw", "500"), environ={}, detect=fake_detect(4), target=fake.good
+    )
     assert status == 1 and report["reason"] == "low-bandwidth"
     assert "is below --min-busbw 500 GB/s" in report["message"] and report["sizes"]
     # one GPU has no bus traffic, so the floor does not apply
-    report, status = nc.run_check(args("--sizes", "1M", "--min-busbw", "500"), environ={}, detect=fake_detect(1), target=fake.good)
+    report, status = nc.run_check(
+        args("--sizes", "1M", "--min-busbw", "500"), environ={}, detect=fake_detect(1), target=fake.good
+    )
     assert status == 0
 
 
@@ -181,8 +211,9 @@ def test_bandwidth_floor() -> None:
 
 
 def _run_script(*argv: str, python: str = sys.executable, env: dict | None = None) -> tuple[int, dict, str]:
-    proc = subprocess.run([python, str(SCRIPT), *argv], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [python, str(SCRIPT), *argv], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
@@ -209,7 +240,9 @@ def test_json_out(tmp_path) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed in this python")
 def test_gloo_on_cpu_runs_the_real_worker() -> None:
-    rc, report, stderr = _run_script("--backend", "gloo", "--world-size", "2", "--sizes", "4K,64K", "--iters", "3", "--timeout", "120")
+    rc, report, stderr = _run_script(
+        "--backend", "gloo", "--world-size", "2", "--sizes", "4K,64K", "--iters", "3", "--timeout", "120"
+    )
     assert rc == 0, stderr
     assert report["ok"] and report["world_size"] == 2 and len(report["sizes"]) == 2
     assert all(s["sum_ok"] for s in report["sizes"])

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, REPO
 
 IMAGE = os.environ.get("SGLANG_EMU_IMAGE", "localhost/sglang-emulator-host:bookworm")
@@ -29,7 +28,11 @@ def _podman_ready() -> bool:
     return subprocess.run(["podman", "image", "exists", IMAGE], capture_output=True).returncode == 0
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.systemd, pytest.mark.skipif(not _podman_ready(), reason=f"podman or {IMAGE} missing (make setup)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.systemd,
+    pytest.mark.skipif(not _podman_ready(), reason=f"podman or {IMAGE} missing (make setup)"),
+]
 
 
 def podman(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -48,23 +51,45 @@ def container():
 
 
 def run_play(tmp: Path, name: str, *extra: str, **hostvars) -> subprocess.CompletedProcess:
-    inv = {"all": {"hosts": {name: {
-        "ansible_connection": "containers.podman.podman",
-        "ansible_python_interpreter": "/usr/bin/python3",
-        "cuda_env_install": True,
-        "cuda_env_gpu_source": "declared",
-        "cuda_env_declared_gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "memory_mib": 97887,
-                                    "compute_capability": "12.0", "driver": "580.95.05", "count": 4}],
-        "cuda_env_repo_key_url": "file:///srv/key.asc",
-        **hostvars,
-    }}}}
+    inv = {
+        "all": {
+            "hosts": {
+                name: {
+                    "ansible_connection": "containers.podman.podman",
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "cuda_env_install": True,
+                    "cuda_env_gpu_source": "declared",
+                    "cuda_env_declared_gpus": [
+                        {
+                            "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                            "memory_mib": 97887,
+                            "compute_capability": "12.0",
+                            "driver": "580.95.05",
+                            "count": 4,
+                        }
+                    ],
+                    "cuda_env_repo_key_url": "file:///srv/key.asc",
+                    **hostvars,
+                }
+            }
+        }
+    }
     path = tmp / "inventory.yml"
     path.write_text(yaml.safe_dump(inv))
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path),
-         str(REPO / "tests" / "cuda_env" / "playbooks" / "repo.yml"), *extra],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(path),
+            str(REPO / "tests" / "cuda_env" / "playbooks" / "repo.yml"),
+            *extra,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -80,7 +105,12 @@ def test_repository_is_added_idempotently_offline(container, tmp_path) -> None:
     assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\n" in source
     assert "Suites: /\n" in source and f"Signed-By: {KEYRING}\n" in source and "Types: deb\n" in source
     assert podman("exec", container, "cat", KEYRING).stdout == (FIXTURES / "placeholder-repo-key.asc").read_text()
-    assert podman("exec", container, "stat", "-c", "%a %U", KEYRING, SOURCES).stdout.split() == ["644", "root", "644", "root"]
+    assert podman("exec", container, "stat", "-c", "%a %U", KEYRING, SOURCES).stdout.split() == [
+        "644",
+        "root",
+        "644",
+        "root",
+    ]
 
     assert changed(run_play(tmp_path, container)) == 0
 

@@ -18,22 +18,34 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, REPO
 
 pytestmark = pytest.mark.slow
 
-RTX = {"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "memory_mib": 97887,
-       "compute_capability": "12.0", "driver": "580.95.05", "count": 4}
+RTX = {
+    "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "memory_mib": 97887,
+    "compute_capability": "12.0",
+    "driver": "580.95.05",
+    "count": 4,
+}
 H200_LIST = "[0,1,2,3,4,5,6,7] NVIDIA H200 143771 MiB cc 9.0"
 
 
-def fake_smi(dest: Path, query: str, banner: str = "smi_banner_h200.txt", topo: str = "smi_topo_h200x8.txt",
-             lines: int | None = None, fail: bool = False) -> str:
+def fake_smi(
+    dest: Path,
+    query: str,
+    banner: str = "smi_banner_h200.txt",
+    topo: str = "smi_topo_h200x8.txt",
+    lines: int | None = None,
+    fail: bool = False,
+) -> str:
     """A stand-in nvidia-smi: answers the three commands the role runs with fixture text."""
     if fail:
-        body = ('echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver. '
-                'Make sure that the latest NVIDIA driver is installed and running."; exit 9')
+        body = (
+            "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+            'Make sure that the latest NVIDIA driver is installed and running."; exit 9'
+        )
     else:
         head = f"| head -n {lines}" if lines else ""
         body = (
@@ -59,11 +71,16 @@ def cases(tmp: Path) -> dict[str, dict]:
         "ok_declared_tp4": {},
         "tp8_too_big": {"sglang_server_tp_size": 8},
         "visible_hides": {"cuda_env_cuda_env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1"}},
-        "visible_bad": {"sglang_server_tp_size": 1,
-                        "cuda_env_cuda_env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,7"}},
+        "visible_bad": {
+            "sglang_server_tp_size": 1,
+            "cuda_env_cuda_env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,7"},
+        },
         "bad_cuda_version": {"cuda_env_cuda_version": "12"},
         "cuda_too_old_for_blackwell": {"cuda_env_cuda_version": "12.6"},
-        "driver_too_old": {"cuda_env_cuda_version": "12.9", "cuda_env_declared_gpus": [dict(RTX, driver_cuda_version="12.8")]},
+        "driver_too_old": {
+            "cuda_env_cuda_version": "12.9",
+            "cuda_env_declared_gpus": [dict(RTX, driver_cuda_version="12.8")],
+        },
         "min_cc_too_high": {"cuda_env_min_compute_capability": "12.1"},
         "bad_gpu_source": {"cuda_env_gpu_source": "guess"},
         "tp_not_int": {"sglang_server_tp_size": "four"},
@@ -73,24 +90,44 @@ def cases(tmp: Path) -> dict[str, dict]:
         "smi_missing": {**gpu_host, "cuda_env_nvidia_smi": "/nonexistent/nvidia-smi"},
         # declared GPUs make nvidia-smi optional (cuda_env_require_nvidia_smi's default), as on emulator hosts
         "smi_missing_fallback": {"cuda_env_gpu_source": "auto", "cuda_env_nvidia_smi": "/nonexistent/nvidia-smi"},
-        "smi_missing_required": {"cuda_env_gpu_source": "auto", "cuda_env_require_nvidia_smi": True,
-                                 "cuda_env_nvidia_smi": "/nonexistent/nvidia-smi"},
+        "smi_missing_required": {
+            "cuda_env_gpu_source": "auto",
+            "cuda_env_require_nvidia_smi": True,
+            "cuda_env_nvidia_smi": "/nonexistent/nvidia-smi",
+        },
         "smi_failing": {**gpu_host, "cuda_env_nvidia_smi": smi_bad},
         "smi_h200x8_tp8": {**gpu_host, "cuda_env_nvidia_smi": smi8, "sglang_server_tp_size": 8},
         "smi_h200x8_tp16": {**gpu_host, "cuda_env_nvidia_smi": smi8, "sglang_server_tp_size": 16},
         "main_bad_input": {"case_entry": "main", "sglang_server_tp_size": 8},
-        "main_emulator": {"case_entry": "main", "cuda_env_nccl_env": {"NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": 1,
-                                                                      "NCCL_SOCKET_IFNAME": ""},
-                          "cuda_env_extra_env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}},
-        "nccl_forced_no_torch": {"case_entry": "nccl_check", "cuda_env_nccl_check_force": True,
-                                 "cuda_env_nccl_check_python": sys.executable,
-                                 "cuda_env_nccl_env": {"NCCL_P2P_LEVEL": "SYS"}},
-        "nccl_single_gpu_skip": {**gpu_host, "case_entry": "nccl_check", "cuda_env_nvidia_smi": smi1,
-                                 "cuda_env_nccl_check_python": sys.executable},
-        "nccl_two_gpus_no_torch": {**gpu_host, "case_entry": "nccl_check", "cuda_env_nvidia_smi": smi2,
-                                   "cuda_env_nccl_check_python": sys.executable},
-        "nccl_python_missing": {**gpu_host, "case_entry": "nccl_check", "cuda_env_nvidia_smi": smi2,
-                                "cuda_env_nccl_check_python": "/nonexistent/bin/python"},
+        "main_emulator": {
+            "case_entry": "main",
+            "cuda_env_nccl_env": {"NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": 1, "NCCL_SOCKET_IFNAME": ""},
+            "cuda_env_extra_env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+        },
+        "nccl_forced_no_torch": {
+            "case_entry": "nccl_check",
+            "cuda_env_nccl_check_force": True,
+            "cuda_env_nccl_check_python": sys.executable,
+            "cuda_env_nccl_env": {"NCCL_P2P_LEVEL": "SYS"},
+        },
+        "nccl_single_gpu_skip": {
+            **gpu_host,
+            "case_entry": "nccl_check",
+            "cuda_env_nvidia_smi": smi1,
+            "cuda_env_nccl_check_python": sys.executable,
+        },
+        "nccl_two_gpus_no_torch": {
+            **gpu_host,
+            "case_entry": "nccl_check",
+            "cuda_env_nvidia_smi": smi2,
+            "cuda_env_nccl_check_python": sys.executable,
+        },
+        "nccl_python_missing": {
+            **gpu_host,
+            "case_entry": "nccl_check",
+            "cuda_env_nvidia_smi": smi2,
+            "cuda_env_nccl_check_python": "/nonexistent/bin/python",
+        },
         "nccl_python_empty": {**gpu_host, "case_entry": "nccl_check", "cuda_env_nvidia_smi": smi2},
     }
 
@@ -118,12 +155,27 @@ def write_inventory(tmp: Path) -> Path:
 
 
 def run_playbook(inventory: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
     return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "-f", "6",
-         str(REPO / "tests" / "cuda_env" / "playbooks" / "cases.yml"), *extra],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(inventory),
+            "-f",
+            "6",
+            str(REPO / "tests" / "cuda_env" / "playbooks" / "cases.yml"),
+            *extra,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -153,15 +205,24 @@ def failed(outcome: dict, case: str) -> str:
 def test_declared_gpus_fit(outcome) -> None:
     r = ok(outcome, "ok_declared_tp4")
     assert r["source"] == "declared" and r["gpu_count"] == 4 and r["visible_gpu_count"] == 4
-    assert r["gpus"][3] == {"index": 3, "name": RTX["name"], "memory_mib": 97887, "driver": "580.95.05",
-                            "compute_capability": "12.0", "pci_bus_id": "", "uuid": ""}
+    assert r["gpus"][3] == {
+        "index": 3,
+        "name": RTX["name"],
+        "memory_mib": 97887,
+        "driver": "580.95.05",
+        "compute_capability": "12.0",
+        "pci_bus_id": "",
+        "uuid": "",
+    }
     assert r["problems"] == []
 
 
 def test_tp_size_larger_than_gpus(outcome) -> None:
     msg = failed(outcome, "tp8_too_big")
-    assert ("cuda_env_min_gpus is 8 (the deploy play sets it to the GPUs per node that SGLang's tensor-parallel size "
-            "sglang_server_tp_size needs)") in msg
+    assert (
+        "cuda_env_min_gpus is 8 (the deploy play sets it to the GPUs per node that SGLang's tensor-parallel size "
+        "sglang_server_tp_size needs)"
+    ) in msg
     assert "this host has 4 usable GPU(s), declared in cuda_env_declared_gpus: [0,1,2,3] " + RTX["name"] in msg
     assert "allowed: sglang_server_tp_size (per node) / cuda_env_min_gpus from 1 to 4 on this host" in msg
 
@@ -169,29 +230,46 @@ def test_tp_size_larger_than_gpus(outcome) -> None:
 def test_cuda_visible_devices_limits_the_count(outcome) -> None:
     msg = failed(outcome, "visible_hides")
     assert "has 2 usable GPU(s) (2 of 4 hidden by CUDA_VISIBLE_DEVICES in cuda_env_cuda_env)" in msg
-    assert "CUDA_VISIBLE_DEVICES (cuda_env_cuda_env) entry '7' of '0,7' names no single GPU" in failed(outcome, "visible_bad")
+    assert "CUDA_VISIBLE_DEVICES (cuda_env_cuda_env) entry '7' of '0,7' names no single GPU" in failed(
+        outcome, "visible_bad"
+    )
 
 
 @pytest.mark.parametrize(
     ("case", "needles"),
     [
         ("bad_cuda_version", ["cuda_env_cuda_version is '12'; allowed: MAJOR.MINOR"]),
-        ("cuda_too_old_for_blackwell", ["cuda_env_cuda_version 12.6 cannot build for " + RTX["name"],
-                                        "allowed: cuda_env_cuda_version >= 12.8"]),
-        ("driver_too_old", ["supports CUDA up to 12.8, below cuda_env_cuda_version 12.9",
-                            "allowed: cuda_env_cuda_version <= 12.8"]),
+        (
+            "cuda_too_old_for_blackwell",
+            ["cuda_env_cuda_version 12.6 cannot build for " + RTX["name"], "allowed: cuda_env_cuda_version >= 12.8"],
+        ),
+        (
+            "driver_too_old",
+            ["supports CUDA up to 12.8, below cuda_env_cuda_version 12.9", "allowed: cuda_env_cuda_version <= 12.8"],
+        ),
         ("min_cc_too_high", ["below cuda_env_min_compute_capability 12.1"]),
         ("bad_gpu_source", ["cuda_env_gpu_source", "guess", "auto, nvidia-smi, declared"]),
         ("tp_not_int", ["cuda_env_min_gpus", "int"]),
         ("bad_env_name", ["cuda_env_extra_env: environment variable name 'BAD-NAME'"]),
         ("declared_missing_mem", ["cuda_env_declared_gpus[0] lacks memory_mib"]),
         ("repo_distro_bad", ["cuda_env_repo_distro is 'centos7'", "ubuntu2204, ubuntu2404, debian12"]),
-        ("smi_missing", ["nvidia-smi (/nonexistent/nvidia-smi) is not on smi_missing (or cannot run)",
-                         "cuda_env_gpu_source: declared with cuda_env_declared_gpus"]),
+        (
+            "smi_missing",
+            [
+                "nvidia-smi (/nonexistent/nvidia-smi) is not on smi_missing (or cannot run)",
+                "cuda_env_gpu_source: declared with cuda_env_declared_gpus",
+            ],
+        ),
         ("smi_missing_required", ["nvidia-smi (/nonexistent/nvidia-smi) is not on smi_missing_required"]),
         ("smi_failing", ["nvidia-smi failed on smi_failing (rc 9)", "couldn't communicate with the NVIDIA driver"]),
-        ("smi_h200x8_tp16", ["cuda_env_min_gpus is 16", "8 usable GPU(s), found by nvidia-smi: " + H200_LIST,
-                             "from 1 to 8 on this host"]),
+        (
+            "smi_h200x8_tp16",
+            [
+                "cuda_env_min_gpus is 16",
+                "8 usable GPU(s), found by nvidia-smi: " + H200_LIST,
+                "from 1 to 8 on this host",
+            ],
+        ),
     ],
 )
 def test_bad_input_messages_name_the_variable(outcome, case: str, needles: list[str]) -> None:
@@ -225,9 +303,13 @@ def test_main_on_an_emulator_host_writes_the_env_file(outcome) -> None:
     env_file = outcome["tmp"] / "main_emulator" / "cuda_env.env"
     text = env_file.read_text()
     assert oct(env_file.stat().st_mode & 0o777) == "0o644"
-    lines = [l for l in text.splitlines() if not l.startswith("#")]
-    assert lines == ['CUDA_DEVICE_ORDER="PCI_BUS_ID"', 'NCCL_IB_DISABLE="1"', 'NCCL_P2P_LEVEL="SYS"',
-                     'PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"']
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert lines == [
+        'CUDA_DEVICE_ORDER="PCI_BUS_ID"',
+        'NCCL_IB_DISABLE="1"',
+        'NCCL_P2P_LEVEL="SYS"',
+        'PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"',
+    ]
     assert f"EnvironmentFile=-{env_file}" in text
     assert r["env_file_changed"] is True
 
@@ -258,4 +340,7 @@ def test_nccl_check_skips_single_gpu_and_missing_python(outcome) -> None:
     r = ok(outcome, "nccl_python_empty")
     assert r["nccl_skip"].startswith("cuda_env_nccl_check_python is empty")
     msg = failed(outcome, "nccl_python_missing")
-    assert 'cuda_env_nccl_check_python is "/nonexistent/bin/python", which is not an executable on nccl_python_missing' in msg
+    assert (
+        'cuda_env_nccl_check_python is "/nonexistent/bin/python", which is not an executable on nccl_python_missing'
+        in msg
+    )

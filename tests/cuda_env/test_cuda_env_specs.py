@@ -3,9 +3,8 @@ inputs, and the nvidia-smi query the facts task runs."""
 
 from __future__ import annotations
 
-import yaml
-
 import gpu_facts as gf
+import yaml
 from conftest import ROLE
 
 

@@ -27,19 +27,45 @@ def free_port() -> int:
 def spec_flags(k: int) -> list[str]:
     if not k:
         return []
-    return ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(k),
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(k + 1)]
+    return [
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        str(k),
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        str(k + 1),
+    ]
 
 
 class Emulator:
     """One `python -m tuner.emulator` process; stderr (SGLang's log) and stdout (access log) to files."""
 
-    def __init__(self, tmp: Path, args: list[str], port: int | None = None, env: dict[str, str] | None = None,
-                 with_defaults: bool = True) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        args: list[str],
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        with_defaults: bool = True,
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        base = ["--model-path", MODEL, "--served-model-name", "qwen3.5-122b", "--host", "127.0.0.1",
-                "--port", str(self.port)] if with_defaults else []
+        base = (
+            [
+                "--model-path",
+                MODEL,
+                "--served-model-name",
+                "qwen3.5-122b",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ]
+            if with_defaults
+            else []
+        )
         self.cmd = [sys.executable, "-m", "tuner.emulator", *base, *args]
         self.err_path = tmp / f"emu-{self.port}.err"
         self.out_path = tmp / f"emu-{self.port}.out"
@@ -67,7 +93,7 @@ class Emulator:
             time.sleep(0.02)
         raise AssertionError(f"timed out waiting for {text!r}:\n{self.log()[-3000:]}")
 
-    def wait_ready(self, timeout: float = 15.0) -> "Emulator":
+    def wait_ready(self, timeout: float = 15.0) -> Emulator:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -87,8 +113,9 @@ class Emulator:
             raise AssertionError(f"emulator still running after {timeout}s:\n{self.log()[-3000:]}") from None
 
     # ---- HTTP (standard library: the tests check the server, not a client library) -------------------
-    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
-                timeout: float = 30.0) -> tuple[int, bytes, dict[str, str]]:
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> tuple[int, bytes, dict[str, str]]:
         data = json.dumps(body).encode() if body is not None else None
         h = {"Content-Type": "application/json"} if data is not None else {}
         h.update(headers or {})

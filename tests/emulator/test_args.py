@@ -6,30 +6,86 @@ import subprocess
 import sys
 
 import pytest
+from emu_testlib import MODEL, ROOT
 
 from tuner.emulator import args as A
 from tuner.emulator.faults import Fault, FaultError, FaultSet, parse_fault
 from tuner.emulator.profile import load_profile
 
-from emu_testlib import MODEL, ROOT
-
 PROFILE = load_profile()
 
 # What the role's template passes (design.md / the brief), in one command line.
 TEMPLATE_FLAGS = [
-    "--model-path", MODEL, "--served-model-name", "qwen3.5-122b", "--host", "0.0.0.0", "--port", "30000",
-    "--tp-size", "4", "--mem-fraction-static", "0.8", "--max-running-requests", "64", "--api-key", "s3cret",
-    "--enable-metrics", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--context-length", "262144",
-    "--chunked-prefill-size", "8192", "--trust-remote-code", "--decode-log-interval", "40", "--log-level", "info",
-    "--watchdog-timeout", "600", "--skip-server-warmup", "--nnodes", "1", "--node-rank", "0",
-    "--dist-init-addr", "10.0.0.1:5000",
+    "--model-path",
+    MODEL,
+    "--served-model-name",
+    "qwen3.5-122b",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "30000",
+    "--tp-size",
+    "4",
+    "--mem-fraction-static",
+    "0.8",
+    "--max-running-requests",
+    "64",
+    "--api-key",
+    "s3cret",
+    "--enable-metrics",
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+    "--context-length",
+    "262144",
+    "--chunked-prefill-size",
+    "8192",
+    "--trust-remote-code",
+    "--decode-log-interval",
+    "40",
+    "--log-level",
+    "info",
+    "--watchdog-timeout",
+    "600",
+    "--skip-server-warmup",
+    "--nnodes",
+    "1",
+    "--node-rank",
+    "0",
+    "--dist-init-addr",
+    "10.0.0.1:5000",
     # other common SGLang flags (sglang-facts.md §7.1)
-    "--kv-cache-dtype", "auto", "--attention-backend", "flashinfer", "--page-size", "1",
-    "--mamba-scheduler-strategy", "no_buffer", "--disable-radix-cache", "--cuda-graph-max-bs", "64",
-    "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder", "--tokenizer-path", MODEL, "--dp-size", "1",
+    "--kv-cache-dtype",
+    "auto",
+    "--attention-backend",
+    "flashinfer",
+    "--page-size",
+    "1",
+    "--mamba-scheduler-strategy",
+    "no_buffer",
+    "--disable-radix-cache",
+    "--cuda-graph-max-bs",
+    "64",
+    "--reasoning-parser",
+    "qwen3",
+    "--tool-call-parser",
+    "qwen3_coder",
+    "--tokenizer-path",
+    MODEL,
+    "--dp-size",
+    "1",
     # the emulator's own
-    "--emulator-startup-s", "0.5", "--emulator-fault", "slow-startup=1", "--emulator-fault", "http-5xx=0.1",
+    "--emulator-startup-s",
+    "0.5",
+    "--emulator-fault",
+    "slow-startup=1",
+    "--emulator-fault",
+    "http-5xx=0.1",
 ]
 
 
@@ -59,12 +115,23 @@ def test_unique_prefix_is_accepted_like_argparse():
 
 
 def test_topk1_forces_draft_tokens_with_sglang_warning():
-    cfg = resolve("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "4",
-                  "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "9", "--max-running-requests", "8")
+    cfg = resolve(
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "4",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "9",
+        "--max-running-requests",
+        "8",
+    )
     assert cfg.num_draft_tokens == 5 and cfg.values["speculative_num_draft_tokens"] == 5
     assert cfg.draft_tokens_adjusted
-    assert A.MSG_TOPK_ADJUST == ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 "
-                                 "when speculative_eagle_topk == 1")
+    assert A.MSG_TOPK_ADJUST == (
+        "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+    )
     assert A.MSG_TOPK_ADJUST in messages(cfg)
 
 
@@ -74,11 +141,21 @@ def test_topk1_without_draft_tokens_is_adjusted_too():
 
 
 def test_speculation_without_max_running_requests_resets_to_48():
-    cfg = resolve("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                  "--speculative-num-draft-tokens", "4")
+    cfg = resolve(
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+    )
     assert cfg.values["max_running_requests"] == 48
-    assert ("Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
-            "setting --max-running-requests.") in messages(cfg)
+    assert (
+        "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
+        "setting --max-running-requests."
+    ) in messages(cfg)
     # the warning comes before the topk rule, as in SGLang's __post_init__
     ms = messages(cfg)
     assert ms.index(A.MSG_MRR_RESET) < ms.index(A.MSG_OVERLAP)
@@ -104,32 +181,74 @@ def test_topk_or_draft_tokens_without_steps_is_a_bare_assertion(extra):
 
 def test_trtllm_with_topk_above_one_is_rejected():
     with pytest.raises(ValueError, match="trtllm_mha backend only supports topk = 1 for speculative decoding."):
-        resolve("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
-                "--speculative-num-draft-tokens", "6", "--attention-backend", "trtllm_mha")
+        resolve(
+            "--speculative-algorithm",
+            "EAGLE",
+            "--speculative-num-steps",
+            "3",
+            "--speculative-eagle-topk",
+            "2",
+            "--speculative-num-draft-tokens",
+            "6",
+            "--attention-backend",
+            "trtllm_mha",
+        )
 
 
 def test_inconsistent_tree_is_flagged_for_a_failure_at_graph_capture():
-    cfg = resolve("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",
-                  "--speculative-num-draft-tokens", "8")
+    cfg = resolve(
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "8",
+    )
     assert cfg.draft_tokens_inconsistent and not cfg.draft_tokens_adjusted
-    ok = resolve("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",
-                 "--speculative-num-draft-tokens", "5")
+    ok = resolve(
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "5",
+    )
     assert not ok.draft_tokens_inconsistent
 
 
 def test_hybrid_model_speculation_disables_radix_cache_with_warning():
     cfg = resolve("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1", "--speculative-eagle-topk", "1")
     assert cfg.values["disable_radix_cache"] is True
-    assert any(m.startswith("Disabling radix cache since speculative decoding for "
-                            "Qwen3_5MoeForConditionalGeneration") for m in messages(cfg))
+    assert any(
+        m.startswith("Disabling radix cache since speculative decoding for Qwen3_5MoeForConditionalGeneration")
+        for m in messages(cfg)
+    )
 
 
 def test_later_sglang_versions_refuse_radix_with_mamba_speculation():
     from dataclasses import replace
+
     newer = replace(PROFILE, sglang_version="0.5.10")
     with pytest.raises(ValueError, match="is not compatible with radix cache when using --mamba-scheduler-strategy"):
-        A.resolve(A.parse_flags(["--model-path", MODEL, "--speculative-algorithm", "NEXTN",
-                                 "--speculative-num-steps", "1", "--speculative-eagle-topk", "1"]), newer)
+        A.resolve(
+            A.parse_flags(
+                [
+                    "--model-path",
+                    MODEL,
+                    "--speculative-algorithm",
+                    "NEXTN",
+                    "--speculative-num-steps",
+                    "1",
+                    "--speculative-eagle-topk",
+                    "1",
+                ]
+            ),
+            newer,
+        )
 
 
 def test_unknown_flag_is_rejected_like_argparse(capsys):
@@ -163,8 +282,15 @@ def test_fault_parsing():
     assert parse_fault("hang-before-ready") == Fault("hang-before-ready", "http")
     assert parse_fault("hang-before-ready=load") == Fault("hang-before-ready", "load")
     assert parse_fault("http-5xx=0.25").arg == 0.25
-    for bad in ("nope", "http-5xx", "http-5xx=2", "cut-stream=x", "kv-oom=1", "slow-startup=-1",
-                "hang-before-ready=later"):
+    for bad in (
+        "nope",
+        "http-5xx",
+        "http-5xx=2",
+        "cut-stream=x",
+        "kv-oom=1",
+        "slow-startup=-1",
+        "hang-before-ready=later",
+    ):
         with pytest.raises(FaultError):
             parse_fault(bad)
 
@@ -184,8 +310,9 @@ def test_server_args_line_masks_the_api_key():
 
 
 def run_cli(*argv: str, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuner.emulator", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.emulator", *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_cli_unknown_flag_exit_code_and_message():

@@ -11,10 +11,12 @@ import pytest
 import yaml
 from emu_testlib import spec_flags
 
-from tuner.emulator.profile import PROFILE_DIR, DEFAULT_PROFILE_NAME
+from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR
 
-NOT_ENOUGH = ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-              "Current value: self.server_args.mem_fraction_static=")
+NOT_ENOUGH = (
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+    "Current value: self.server_args.mem_fraction_static="
+)
 SIGQUIT = "Received sigquit from a child process. It usually means the child failed."
 
 
@@ -45,8 +47,18 @@ def test_too_little_static_memory_fails_at_startup(emulator):
 
 
 def test_inconsistent_tree_fails_at_draft_graph_capture(emulator):
-    e = emulator("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",
-                 "--speculative-num-draft-tokens", "8", "--emulator-startup-s", "0.2")
+    e = emulator(
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "8",
+        "--emulator-startup-s",
+        "0.2",
+    )
     rc = e.wait_exit(15)
     log = e.log()
     assert rc == -signal.SIGKILL
@@ -93,9 +105,11 @@ def test_slow_startup_adds_time(emulator):
 
 def test_http_5xx_share(emulator):
     e = emulator("--emulator-fault", "http-5xx=1", "--emulator-startup-s", "0.1", "--enable-metrics").wait_ready()
-    for path, body in (("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 3}}),
-                       ("/v1/completions", {"prompt": "x", "max_tokens": 3}),
-                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 3})):
+    for path, body in (
+        ("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 3}}),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 3}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 3}),
+    ):
         status, out = e.post_json(path, body)
         assert status in (500, 503) and out["object"] == "error"
     assert e.get("/health")[0] == 200 and e.get("/v1/models")[0] == 200  # only generation requests fail
@@ -134,8 +148,15 @@ def test_faults_from_the_profile(emulator, tmp_path):
 
 def test_profile_from_environment(emulator, tmp_path):
     raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
-    raw.update(served_model_name="other", startup_s=0.1, kv_tokens_measured={}, kv_tokens_nospec=90000,
-               kv_tokens_per_step=1000, state_slots=9.5, state_slots_per_step=0.5)
+    raw.update(
+        served_model_name="other",
+        startup_s=0.1,
+        kv_tokens_measured={},
+        kv_tokens_nospec=90000,
+        kv_tokens_per_step=1000,
+        state_slots=9.5,
+        state_slots_per_step=0.5,
+    )
     prof = tmp_path / "other-machine.yaml"
     prof.write_text(yaml.safe_dump(raw))
     e = emulator(*spec_flags(3), env={"SGLANG_EMULATOR_PROFILE": str(prof)}).wait_ready()

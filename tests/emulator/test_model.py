@@ -41,7 +41,7 @@ def test_inverse_cdf_draws_follow_the_pmf(alpha, k):
     counts = [0] * (k + 1)
     for _ in range(n):
         counts[model.draw_accepted(rng.random(), alpha, k) - 1] += 1
-    for got, want in zip(counts, model.accept_pmf(alpha, k)):
+    for got, want in zip(counts, model.accept_pmf(alpha, k), strict=False):
         assert abs(got / n - want) < 0.005
     assert abs(sum((i + 1) * c for i, c in enumerate(counts)) / n - model.tau(alpha, k)) < 0.01
 
@@ -78,8 +78,8 @@ def test_max_running_requests_rule():
     p = replace(P, state_slots=30.6, state_slots_per_step=4.4)
     assert [model.state_slot_cap(p, k) for k in range(1, 5)] == [26, 21, 17, 13]  # 13.0 does not floor to 12
     assert model.max_running_requests(p, 1, None, 10**6) == 26
-    assert model.max_running_requests(p, 1, 8, 10**6) == 8          # the flag binds
-    assert model.max_running_requests(p, 1, None, 30) == 15          # max_total_num_tokens // 2 binds
+    assert model.max_running_requests(p, 1, 8, 10**6) == 8  # the flag binds
+    assert model.max_running_requests(p, 1, None, 30) == 15  # max_total_num_tokens // 2 binds
 
 
 def test_mem_fraction_moves_the_kv_pool():
@@ -111,18 +111,41 @@ def test_profile_validation_names_the_key():
 
 def _raw() -> dict:
     return {
-        "served_model_name": "m", "model_architecture": "X", "hybrid_mamba": False, "context_len": 4096,
-        "alpha": {0.0: 0.9}, "t_base_ms": 5.0, "c_tok_ms": 0.1, "t_spec_ms": 8.0, "t_draft_ms": 0.1,
-        "c_verify_ms": 0.1, "t_prefill_base_ms": 1.0, "t_prefill_tok_ms": 0.01, "kv_tokens_nospec": 100000,
-        "kv_tokens_per_step": 1000, "state_slots": 64, "state_slots_per_step": 0, "startup_s": 1,
+        "served_model_name": "m",
+        "model_architecture": "X",
+        "hybrid_mamba": False,
+        "context_len": 4096,
+        "alpha": {0.0: 0.9},
+        "t_base_ms": 5.0,
+        "c_tok_ms": 0.1,
+        "t_spec_ms": 8.0,
+        "t_draft_ms": 0.1,
+        "c_verify_ms": 0.1,
+        "t_prefill_base_ms": 1.0,
+        "t_prefill_tok_ms": 0.01,
+        "kv_tokens_nospec": 100000,
+        "kv_tokens_per_step": 1000,
+        "state_slots": 64,
+        "state_slots_per_step": 0,
+        "startup_s": 1,
     }
 
 
 # ---- the scheduler ---------------------------------------------------------------------------------
 
+
 def _spec(**kw) -> EngineSpec:
-    base = dict(k=2, topk=1, verify_tokens=3, max_running_requests=4, max_total_num_tokens=100_000,
-                chunked_prefill_size=8192, decode_log_interval=40, context_len=4096, state_slot_cap=4)
+    base = dict(
+        k=2,
+        topk=1,
+        verify_tokens=3,
+        max_running_requests=4,
+        max_total_num_tokens=100_000,
+        chunked_prefill_size=8192,
+        decode_log_interval=40,
+        context_len=4096,
+        state_slot_cap=4,
+    )
     base.update(kw)
     return EngineSpec(**base)
 
@@ -242,8 +265,9 @@ def test_virtual_closed_loop_matches_the_formula_at_concurrency_one():
 
 
 def test_virtual_closed_loop_queues_beyond_max_running_requests():
-    res = closed_loop(P, SpecSetting(3), concurrency=64, n_requests=64, input_len=64, output_len=200, seed=2,
-                      keep_records=True)
+    res = closed_loop(
+        P, SpecSetting(3), concurrency=64, n_requests=64, input_len=64, output_len=200, seed=2, keep_records=True
+    )
     assert res.max_running_requests == 17
     first = sorted(r.first_token for r in res.records)
     # only 17 start at once; the rest wait for a slot

@@ -15,17 +15,31 @@ from tuner.emulator import model
 from tuner.emulator.profile import load_profile
 
 P = load_profile()
-CAPACITY_RE = re.compile(r"\[[\d\- :.]+ TP0\] max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), "
-                         r"max_prefill_tokens=(\d+), max_running_requests=(\d+), context_len=(\d+), "
-                         r"available_gpu_mem=([\d.]+) GB")
+CAPACITY_RE = re.compile(
+    r"\[[\d\- :.]+ TP0\] max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), "
+    r"max_prefill_tokens=(\d+), max_running_requests=(\d+), context_len=(\d+), "
+    r"available_gpu_mem=([\d.]+) GB"
+)
 
 
 @pytest.fixture(scope="module")
 def srv3(tmp_path_factory):
     """k=3 (NEXTN 3/1/4), TP 4, metrics on, short decode-log interval; shared by the endpoint tests."""
-    e = Emulator(tmp_path_factory.mktemp("srv3"),
-                 ["--tp-size", "4", *spec_flags(3), "--enable-metrics", "--decode-log-interval", "5",
-                  "--emulator-startup-s", "0.2", "--random-seed", "7"])
+    e = Emulator(
+        tmp_path_factory.mktemp("srv3"),
+        [
+            "--tp-size",
+            "4",
+            *spec_flags(3),
+            "--enable-metrics",
+            "--decode-log-interval",
+            "5",
+            "--emulator-startup-s",
+            "0.2",
+            "--random-seed",
+            "7",
+        ],
+    )
     try:
         yield e.wait_ready()
     finally:
@@ -35,8 +49,9 @@ def srv3(tmp_path_factory):
 @pytest.fixture(scope="module")
 def srv1(tmp_path_factory):
     """k=1, no metrics, with an explicit --max-running-requests."""
-    e = Emulator(tmp_path_factory.mktemp("srv1"),
-                 [*spec_flags(1), "--max-running-requests", "64", "--emulator-startup-s", "0.2"])
+    e = Emulator(
+        tmp_path_factory.mktemp("srv1"), [*spec_flags(1), "--max-running-requests", "64", "--emulator-startup-s", "0.2"]
+    )
     try:
         yield e.wait_ready()
     finally:
@@ -50,6 +65,7 @@ def generate(e: Emulator, text: str, n: int, **sp) -> dict:
 
 
 # ---- start-up ---------------------------------------------------------------------------------------
+
 
 def test_startup_lines_order_and_health_gate(emulator):
     e = emulator("--tp-size", "4", *spec_flags(3), "--emulator-startup-s", "3")
@@ -82,7 +98,7 @@ def test_startup_lines_order_and_health_gate(emulator):
     assert order[1] not in log
     del order[1]
     positions = [log.find(s) for s in order]
-    assert all(p >= 0 for p in positions), [s for s, p in zip(order, positions) if p < 0]
+    assert all(p >= 0 for p in positions), [s for s, p in zip(order, positions, strict=False) if p < 0]
     assert positions == sorted(positions)
     assert log.lstrip().startswith("[") and "server_args=" in log.splitlines()[4]
     assert len(CAPACITY_RE.findall(log)) == 1  # only rank 0 prints the capacity line
@@ -91,12 +107,25 @@ def test_startup_lines_order_and_health_gate(emulator):
 
 
 def test_topk_adjust_warning_in_the_journal(emulator):
-    e = emulator("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-                 "--speculative-num-draft-tokens", "7", "--max-running-requests", "32", "--emulator-startup-s", "0.1")
+    e = emulator(
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "7",
+        "--max-running-requests",
+        "32",
+        "--emulator-startup-s",
+        "0.1",
+    )
     e.wait_ready()
     log = e.log()
-    assert ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
-            in log)
+    assert (
+        "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1" in log
+    )
     assert "speculative_num_draft_tokens=3" in log and "Max running requests is reset" not in log
     assert "max_running_requests=21," in log  # the state-slot cap binds below the flag's 32
 
@@ -106,8 +135,11 @@ def test_server_info_reports_capacity_and_speculation(srv3):
         info = srv3.get_json(path)
         assert info["max_total_num_tokens"] == 295931
         assert info["speculative_algorithm"] == "EAGLE"
-        assert (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) \
-            == (3, 1, 4)
+        assert (
+            info["speculative_num_steps"],
+            info["speculative_eagle_topk"],
+            info["speculative_num_draft_tokens"],
+        ) == (3, 1, 4)
         assert info["max_running_requests"] == 48  # the resolved server argument
         st = info["internal_states"][0]
         assert st["effective_max_running_requests_per_dp"] == 17
@@ -120,6 +152,7 @@ def test_server_info_reports_capacity_and_speculation(srv3):
 
 
 # ---- generation ------------------------------------------------------------------------------------
+
 
 def test_generate_exact_tokens_and_spec_meta(srv3):
     out = generate(srv3, "count these five words", 120, temperature=0, ignore_eos=True)
@@ -134,19 +167,26 @@ def test_generate_exact_tokens_and_spec_meta(srv3):
 
 
 def test_generate_with_input_ids_counts_ids(srv3):
-    status, body = srv3.post_json("/generate", {"input_ids": list(range(33)),
-                                                "sampling_params": {"max_new_tokens": 5, "temperature": 0}})
+    status, body = srv3.post_json(
+        "/generate", {"input_ids": list(range(33)), "sampling_params": {"max_new_tokens": 5, "temperature": 0}}
+    )
     assert status == 200 and body["meta_info"]["prompt_tokens"] == 33
 
 
 def test_generate_stream_is_cumulative_and_chunked_per_verify_step(srv3):
-    events = srv3.stream("/generate", {"text": "stream me", "stream": True,
-                                       "sampling_params": {"max_new_tokens": 80, "temperature": 0, "ignore_eos": True}})
+    events = srv3.stream(
+        "/generate",
+        {
+            "text": "stream me",
+            "stream": True,
+            "sampling_params": {"max_new_tokens": 80, "temperature": 0, "ignore_eos": True},
+        },
+    )
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
     counts = [c["meta_info"]["completion_tokens"] for c in chunks]
     assert counts == sorted(counts) and counts[-1] == 80
-    steps = [b - a for a, b in zip([0] + counts, counts)]
+    steps = [b - a for a, b in zip([0] + counts, counts, strict=False)]
     assert max(steps) <= 4  # at most k+1 tokens per verify step
     for c in chunks:
         assert len(c["text"].split()) == c["meta_info"]["completion_tokens"]
@@ -179,21 +219,41 @@ def test_sampling_is_seeded(srv3):
 
 
 def test_chat_completion_non_stream(srv3):
-    status, out = srv3.post_json("/v1/chat/completions", {
-        "model": "qwen3.5-122b", "messages": [{"role": "user", "content": "hello there"}],
-        "max_tokens": 30, "temperature": 0, "ignore_eos": True})
+    status, out = srv3.post_json(
+        "/v1/chat/completions",
+        {
+            "model": "qwen3.5-122b",
+            "messages": [{"role": "user", "content": "hello there"}],
+            "max_tokens": 30,
+            "temperature": 0,
+            "ignore_eos": True,
+        },
+    )
     assert status == 200 and out["object"] == "chat.completion"
     ch = out["choices"][0]
     assert ch["finish_reason"] == "length" and ch["message"]["role"] == "assistant"
     assert len(ch["message"]["content"].split()) == 30
-    assert out["usage"] == {"prompt_tokens": 3 + 4 + 2, "completion_tokens": 30, "total_tokens": 39,
-                            "prompt_tokens_details": None, "reasoning_tokens": 0}
+    assert out["usage"] == {
+        "prompt_tokens": 3 + 4 + 2,
+        "completion_tokens": 30,
+        "total_tokens": 39,
+        "prompt_tokens_details": None,
+        "reasoning_tokens": 0,
+    }
 
 
 def test_chat_completion_stream_with_usage(srv3):
-    events = srv3.stream("/v1/chat/completions", {
-        "messages": [{"role": "user", "content": "stream please"}], "max_tokens": 50, "temperature": 0,
-        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    events = srv3.stream(
+        "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "stream please"}],
+            "max_tokens": 50,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert events[-1] == "[DONE]"
     usage_chunk = events[-2]
     assert usage_chunk["choices"] == [] and usage_chunk["usage"]["completion_tokens"] == 50
@@ -206,22 +266,32 @@ def test_chat_completion_stream_with_usage(srv3):
 
 
 def test_completions_stream_continuous_usage_and_non_stream(srv3):
-    events = srv3.stream("/v1/completions", {
-        "prompt": "one two three", "max_tokens": 25, "temperature": 0, "ignore_eos": True, "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    events = srv3.stream(
+        "/v1/completions",
+        {
+            "prompt": "one two three",
+            "max_tokens": 25,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        },
+    )
     body = [e for e in events if e != "[DONE]" and e["choices"]]
     counts = [e["usage"]["completion_tokens"] for e in body]
     assert counts == sorted(counts) and counts[-1] == 25
     text = "".join(e["choices"][0]["text"] for e in body)
-    status, out = srv3.post_json("/v1/completions", {"prompt": "one two three", "max_tokens": 25, "temperature": 0,
-                                                     "ignore_eos": True})
+    status, out = srv3.post_json(
+        "/v1/completions", {"prompt": "one two three", "max_tokens": 25, "temperature": 0, "ignore_eos": True}
+    )
     assert status == 200 and out["choices"][0]["text"] == text and out["usage"]["prompt_tokens"] == 3
 
 
 def test_max_tokens_without_ignore_eos_is_an_upper_bound(srv3):
     for i in range(5):
-        status, out = srv3.post_json("/v1/completions", {"prompt": f"prompt number {i}", "max_tokens": 12,
-                                                         "temperature": 0})
+        status, out = srv3.post_json(
+            "/v1/completions", {"prompt": f"prompt number {i}", "max_tokens": 12, "temperature": 0}
+        )
         n = out["usage"]["completion_tokens"]
         assert status == 200 and 1 <= n <= 12
         assert out["choices"][0]["finish_reason"] == ("length" if n == 12 else "stop")
@@ -240,11 +310,23 @@ def test_metrics_text(srv3):
     status, body = srv3.get("/metrics")
     text = body.decode()
     assert status == 200
-    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:gen_throughput",
-                 "sglang:max_total_num_tokens", "sglang:spec_accept_length", "sglang:spec_accept_rate",
-                 "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
-                 "sglang:spec_verify_calls_total", "sglang:time_to_first_token_seconds_bucket"):
-        assert re.search(rf"^{re.escape(name)}\{{[^}}]*model_name=\"qwen3\.5-122b\"[^}}]*\}} [\d.e+-]+$", text, re.M), name
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+        "sglang:gen_throughput",
+        "sglang:max_total_num_tokens",
+        "sglang:spec_accept_length",
+        "sglang:spec_accept_rate",
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+        "sglang:num_requests_total",
+        "sglang:spec_verify_calls_total",
+        "sglang:time_to_first_token_seconds_bucket",
+    ):
+        assert re.search(rf"^{re.escape(name)}\{{[^}}]*model_name=\"qwen3\.5-122b\"[^}}]*\}} [\d.e+-]+$", text, re.M), (
+            name
+        )
     gen = float(re.search(r"^sglang:generation_tokens_total\{.*\} ([\d.]+)$", text, re.M).group(1))
     ver = float(re.search(r"^sglang:spec_verify_calls_total\{.*\} ([\d.]+)$", text, re.M).group(1))
     assert gen >= 60 and 1.0 < gen / ver <= 4.0
@@ -258,9 +340,12 @@ def test_metrics_absent_without_flag(srv1):
 def test_decode_log_lines_and_access_log(srv3):
     generate(srv3, "make some decode steps", 100, temperature=0, ignore_eos=True)
     log = srv3.log()
-    lines = re.findall(r"\[[\d\- :]+ TP0\] Decode batch, #running-req: \d+, #full token: \d+, full token usage: "
-                       r"[\d.]+, mamba num: \d+, mamba usage: [\d.]+, accept len: ([\d.]+), accept rate: ([\d.]+), "
-                       r"cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: \d+", log)
+    lines = re.findall(
+        r"\[[\d\- :]+ TP0\] Decode batch, #running-req: \d+, #full token: \d+, full token usage: "
+        r"[\d.]+, mamba num: \d+, mamba usage: [\d.]+, accept len: ([\d.]+), accept rate: ([\d.]+), "
+        r"cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: \d+",
+        log,
+    )
     assert lines and all(1.0 <= float(a) <= 4.0 and 0.0 <= float(r) <= 1.0 for a, r in lines)
     assert "Prefill batch, #new-seq: 1, #new-token: " in log
     assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "POST /generate HTTP/1\.1" 200 OK', srv3.access())
@@ -311,6 +396,7 @@ def test_admission_queues_beyond_max_running_requests(emulator):
 
 # ---- auth and shutdown ---------------------------------------------------------------------------------
 
+
 def test_api_key_is_enforced(emulator):
     e = emulator("--api-key", "k3y", "--enable-metrics", "--emulator-startup-s", "0.1").wait_ready()
     good = {"Authorization": "Bearer k3y"}
@@ -357,9 +443,13 @@ def test_sigterm_during_startup_exits_promptly(emulator):
 
 
 def test_generate_batch_of_prompts(srv3):
-    status, out = srv3.post_json("/generate", {"text": ["first prompt", "second prompt here"],
-                                               "sampling_params": {"max_new_tokens": 7, "temperature": 0,
-                                                                   "ignore_eos": True}})
+    status, out = srv3.post_json(
+        "/generate",
+        {
+            "text": ["first prompt", "second prompt here"],
+            "sampling_params": {"max_new_tokens": 7, "temperature": 0, "ignore_eos": True},
+        },
+    )
     assert status == 200 and isinstance(out, list) and len(out) == 2
     assert [o["meta_info"]["prompt_tokens"] for o in out] == [2, 3]
     assert all(o["meta_info"]["completion_tokens"] == 7 for o in out)
@@ -367,11 +457,14 @@ def test_generate_batch_of_prompts(srv3):
 
 def test_client_disconnect_frees_the_slot(emulator):
     import socket as _socket
+
     e = emulator("--emulator-startup-s", "0.1", "--enable-metrics").wait_ready()
     body = json.dumps({"prompt": "go away early", "max_tokens": 2000, "ignore_eos": True, "stream": True}).encode()
     with _socket.create_connection(("127.0.0.1", e.port)) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        s.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
         assert s.recv(200).startswith(b"HTTP/1.1 200")
         time.sleep(0.3)
     deadline = time.time() + 5
@@ -387,10 +480,30 @@ def test_client_disconnect_frees_the_slot(emulator):
 
 
 def test_multi_node_ranks(emulator):
-    head = emulator("--tp-size", "4", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:5000",
-                    "--emulator-startup-s", "0.1").wait_ready()
-    other = emulator("--tp-size", "4", "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "127.0.0.1:5000",
-                     "--emulator-startup-s", "0.1")
+    head = emulator(
+        "--tp-size",
+        "4",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "0",
+        "--dist-init-addr",
+        "127.0.0.1:5000",
+        "--emulator-startup-s",
+        "0.1",
+    ).wait_ready()
+    other = emulator(
+        "--tp-size",
+        "4",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--dist-init-addr",
+        "127.0.0.1:5000",
+        "--emulator-startup-s",
+        "0.1",
+    )
     other.wait_for_line("Uvicorn running on")
     hl, ol = head.log(), other.log()
     assert " TP1] Load weight begin" in hl and " TP2]" not in hl and "TP0] max_total_num_tokens=" in hl

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict
+from typing import Any
 
 import pytest
-
 from ready_testlib import FakeSGLang, ModuleExit, exit_json_raises, fail_json_raises
 
 
@@ -29,7 +28,7 @@ def run_module(monkeypatch):
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json_raises)
     sglang_ready = importlib.import_module("sglang_ready")
 
-    def run(args: Dict[str, Any], check_mode: bool = False):
+    def run(args: dict[str, Any], check_mode: bool = False):
         args = dict(args)
         if check_mode:
             args["_ansible_check_mode"] = True

@@ -11,10 +11,11 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -27,7 +28,7 @@ if str(ROOT / "library") not in sys.path:
     sys.path.insert(0, str(ROOT / "library"))
 
 
-def load_fixture(name: str) -> List[str]:
+def load_fixture(name: str) -> list[str]:
     """A fixture's log lines, without its leading ``#`` citation header."""
     lines = (FIXTURES / name).read_text(encoding="utf-8").split("\n")
     i = 0
@@ -54,12 +55,12 @@ class FakeSGLang:
     def __init__(self):
         self.health: Callable[[float], int] = lambda t: 200
         self.health_delay_s = 0.0
-        self.server_info: Optional[Dict[str, Any]] = None
-        self.get_server_info: Optional[Dict[str, Any]] = None
-        self.models: Optional[Dict[str, Any]] = None
-        self.requests: List[Dict[str, Any]] = []
+        self.server_info: dict[str, Any] | None = None
+        self.get_server_info: dict[str, Any] | None = None
+        self.models: dict[str, Any] | None = None
+        self.requests: list[dict[str, Any]] = []
         self.t0 = time.monotonic()
-        self.first_200_at: Optional[float] = None
+        self.first_200_at: float | None = None
         self.lock = threading.Lock()
         fake = self
 
@@ -102,7 +103,7 @@ class FakeSGLang:
 
     @property
     def url(self) -> str:
-        return "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def restart_clock(self):
         self.t0 = time.monotonic()
@@ -123,7 +124,7 @@ class FakeSGLang:
 
 
 class ModuleExit(Exception):
-    def __init__(self, result: Dict[str, Any], failed: bool):
+    def __init__(self, result: dict[str, Any], failed: bool):
         super().__init__(result.get("msg", ""))
         self.result = result
         self.failed = failed
@@ -141,7 +142,7 @@ def fail_json_raises(self, msg, **kwargs):
 
 
 @contextmanager
-def appending_writer(path: Path, lines: List[str], delay_s: float = 0.0, start_after_s: float = 0.0):
+def appending_writer(path: Path, lines: list[str], delay_s: float = 0.0, start_after_s: float = 0.0):
     """Append ``lines`` to ``path`` from a thread, ``delay_s`` apart (a server writing its log)."""
     stop = threading.Event()
 

@@ -24,10 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("SGLANG_EMU_IMAGE", "localhost/sglang-emulator-host:bookworm")
 VENV = "/opt/sglang-emu"
 UNIT = "sglang-qwen.service"
-MODEL_ARGS = ("--model-path /models/Qwen3.5-122B-A10B --served-model-name qwen3.5-122b --host 127.0.0.1 "
-              "--port 30000 --tp-size 4")
-SPEC_ARGS = ("--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
-             "--speculative-num-draft-tokens 6")
+MODEL_ARGS = (
+    "--model-path /models/Qwen3.5-122B-A10B --served-model-name qwen3.5-122b --host 127.0.0.1 --port 30000 --tp-size 4"
+)
+SPEC_ARGS = (
+    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 6"
+)
 API_KEY = "sk-integration-secret"
 
 
@@ -42,23 +45,23 @@ class Host:
     def sh(self, script: str, check: bool = True, timeout: int = 120) -> str:
         res = _run(["podman", "exec", self.name, "sh", "-c", script], check=False, timeout=timeout)
         if check and res.returncode != 0:
-            raise AssertionError("in %s: %s\nrc=%s\n%s%s" % (self.name, script, res.returncode, res.stdout, res.stderr))
+            raise AssertionError(f"in {self.name}: {script}\nrc={res.returncode}\n{res.stdout}{res.stderr}")
         return res.stdout
 
     def write_unit(self, emulator_args: str, restart: str = "no", extra: str = "") -> None:
         unit = (
             "[Unit]\nDescription=SGLang emulator (sglang_ready integration test)\n"
             "[Service]\nType=simple\n"
-            "ExecStart=%s/bin/python -m tuner.emulator %s\n"
-            "Restart=%s\nRestartSec=1\n%s\n" % (VENV, emulator_args, restart, extra)
+            f"ExecStart={VENV}/bin/python -m tuner.emulator {emulator_args}\n"
+            f"Restart={restart}\nRestartSec=1\n{extra}\n"
         )
-        self.sh("cat > /etc/systemd/system/%s <<'EOF'\n%sEOF\nsystemctl daemon-reload" % (UNIT, unit))
+        self.sh(f"cat > /etc/systemd/system/{UNIT} <<'EOF'\n{unit}EOF\nsystemctl daemon-reload")
 
     def restart(self) -> None:
-        self.sh("systemctl reset-failed %s 2>/dev/null; systemctl restart %s" % (UNIT, UNIT))
+        self.sh(f"systemctl reset-failed {UNIT} 2>/dev/null; systemctl restart {UNIT}")
 
     def prop(self, name: str) -> str:
-        return self.sh("systemctl show -p %s --value %s" % (name, UNIT)).strip()
+        return self.sh(f"systemctl show -p {name} --value {UNIT}").strip()
 
     def module(self, args: dict, check_mode: bool = False) -> dict:
         """Run sglang_ready on the host via Ansible (podman connection); returns the host's result."""
@@ -69,8 +72,20 @@ class Host:
             ANSIBLE_STDOUT_CALLBACK="json",
             PATH=str(ROOT / ".venv" / "bin") + os.pathsep + env.get("PATH", ""),
         )
-        cmd = ["ansible", "all", "-i", self.name + ",", "-c", "containers.podman.podman",
-               "-e", "ansible_python_interpreter=/usr/bin/python3", "-m", "sglang_ready", "-a", json.dumps(args)]
+        cmd = [
+            "ansible",
+            "all",
+            "-i",
+            self.name + ",",
+            "-c",
+            "containers.podman.podman",
+            "-e",
+            "ansible_python_interpreter=/usr/bin/python3",
+            "-m",
+            "sglang_ready",
+            "-a",
+            json.dumps(args),
+        ]
         if check_mode:
             cmd.append("--check")
         res = _run(cmd, check=False, cwd=str(ROOT), env=env, timeout=600)
@@ -78,14 +93,16 @@ class Host:
             out = json.loads(res.stdout)
             return out["plays"][0]["tasks"][0]["hosts"][self.name]
         except (ValueError, KeyError, IndexError):
-            raise AssertionError("ansible did not return a result:\n%s\n%s" % (res.stdout[-3000:], res.stderr[-3000:]))
+            raise AssertionError(
+                f"ansible did not return a result:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+            ) from None
 
 
 def _podman_ready() -> str:
     if shutil.which("podman") is None:
         return "podman is not installed"
     if _run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
-        return "image %s is missing (make setup builds it)" % IMAGE
+        return f"image {IMAGE} is missing (make setup builds it)"
     return ""
 
 
@@ -96,9 +113,23 @@ def host():
         pytest.skip(why)
     # the role installs from the wheelhouse; rebuild it (a no-op when the sources are unchanged)
     _run([str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "scripts" / "build_wheelhouse.py"), "--quiet"])
-    name = "sgt-test-ready-%s" % uuid.uuid4().hex[:8]
-    _run(["podman", "run", "-d", "--name", name, "--label", "io.sglang-tune=1", "--network", "none",
-          "--systemd=always", IMAGE, "/sbin/init"])
+    name = f"sgt-test-ready-{uuid.uuid4().hex[:8]}"
+    _run(
+        [
+            "podman",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--label",
+            "io.sglang-tune=1",
+            "--network",
+            "none",
+            "--systemd=always",
+            IMAGE,
+            "/sbin/init",
+        ]
+    )
     try:
         h = Host(name)
         deadline = time.monotonic() + 60
@@ -108,10 +139,12 @@ def host():
             if state in ("running", "degraded"):
                 break
             time.sleep(0.2)
-        assert state in ("running", "degraded"), "systemd did not boot: %r" % state
-        _run(["podman", "cp", str(ROOT / "build" / "wheelhouse"), "%s:/opt/wheelhouse" % name])
-        h.sh("python3 -m venv %s && %s/bin/pip install -q --no-index --find-links /opt/wheelhouse sglang-tune"
-             % (VENV, VENV), timeout=300)
+        assert state in ("running", "degraded"), f"systemd did not boot: {state!r}"
+        _run(["podman", "cp", str(ROOT / "build" / "wheelhouse"), f"{name}:/opt/wheelhouse"])
+        h.sh(
+            f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index --find-links /opt/wheelhouse sglang-tune",
+            timeout=300,
+        )
         yield h
     finally:
         _run(["podman", "rm", "-f", "-t", "0", name], check=False)
@@ -119,12 +152,12 @@ def host():
 
 def test_ready_report_from_this_invocations_journal(host):
     # a failed start first: its fatal lines are in the journal, but not in the next invocation's
-    host.write_unit("%s %s --emulator-startup-s 1 --emulator-fault kv-oom" % (MODEL_ARGS, SPEC_ARGS))
+    host.write_unit(f"{MODEL_ARGS} {SPEC_ARGS} --emulator-startup-s 1 --emulator-fault kv-oom")
     host.restart()
     time.sleep(2.5)
     assert host.prop("ActiveState") == "failed"
 
-    host.write_unit("%s %s --emulator-startup-s 4 --api-key %s" % (MODEL_ARGS, SPEC_ARGS, API_KEY))
+    host.write_unit(f"{MODEL_ARGS} {SPEC_ARGS} --emulator-startup-s 4 --api-key {API_KEY}")
     host.restart()
     res = host.module({"timeout": 120, "api_key": API_KEY, "log_lines": 400})
     assert not res.get("failed"), res.get("msg")
@@ -134,8 +167,13 @@ def test_ready_report_from_this_invocations_journal(host):
     assert res["health_status"] == 200
     assert res["ready_seconds"] >= 3.0  # measured from the unit's start, not from the module's
     cap = res["capacity"]
-    for key in ("max_total_num_tokens", "max_running_requests", "max_prefill_tokens", "chunked_prefill_size",
-                "context_len"):
+    for key in (
+        "max_total_num_tokens",
+        "max_running_requests",
+        "max_prefill_tokens",
+        "chunked_prefill_size",
+        "context_len",
+    ):
         assert isinstance(cap[key], int) and cap[key] != 0, key
     assert isinstance(cap["available_gpu_mem_gb"], float)
     spec = res["speculative"]
@@ -150,8 +188,12 @@ def test_ready_report_from_this_invocations_journal(host):
     assert "Not enough memory" not in tail  # the previous invocation is not read
     assert "server_args=" in tail and API_KEY not in json.dumps(res)
     # the capacity agrees with what the server itself says
-    info = json.loads(host.sh("python3 -c \"import urllib.request as u; r=u.Request('http://127.0.0.1:30000/server_info',"
-                              " headers={'Authorization': 'Bearer %s'}); print(u.urlopen(r).read().decode())\"" % API_KEY))
+    info = json.loads(
+        host.sh(
+            "python3 -c \"import urllib.request as u; r=u.Request('http://127.0.0.1:30000/server_info',"
+            f" headers={{'Authorization': 'Bearer {API_KEY}'}}); print(u.urlopen(r).read().decode())\""
+        )
+    )
     assert info["max_total_num_tokens"] == cap["max_total_num_tokens"]
 
 
@@ -163,7 +205,7 @@ def test_check_mode_reports_the_running_server(host):
 
 def test_kv_pool_failure_fails_fast_with_reason_and_tail(host):
     # the fault fires during start-up, while the module is already waiting
-    host.write_unit("%s %s --emulator-startup-s 10 --emulator-fault kv-oom" % (MODEL_ARGS, SPEC_ARGS))
+    host.write_unit(f"{MODEL_ARGS} {SPEC_ARGS} --emulator-startup-s 10 --emulator-fault kv-oom")
     host.restart()
     res = host.module({"timeout": 120, "log_lines": 12})
     assert res.get("failed")
@@ -177,10 +219,10 @@ def test_kv_pool_failure_fails_fast_with_reason_and_tail(host):
 
 def test_crash_loop_is_reported_with_its_first_reason(host):
     # an argument SGLang rejects, under Restart=on-failure: systemd keeps restarting it
-    host.write_unit("%s --speculative-num-stepz 3" % MODEL_ARGS, restart="on-failure")
+    host.write_unit(f"{MODEL_ARGS} --speculative-num-stepz 3", restart="on-failure")
     host.restart()
     res = host.module({"timeout": 120})
-    host.sh("systemctl stop %s" % UNIT)
+    host.sh(f"systemctl stop {UNIT}")
     assert res.get("failed")
     assert res["failure_kind"] == "bad_arguments", res["msg"]
     assert "unrecognized arguments: --speculative-num-stepz" in res["reason"]
@@ -190,13 +232,13 @@ def test_crash_loop_is_reported_with_its_first_reason(host):
 def test_log_file_mode_reads_only_the_latest_launch(host):
     extra = "StandardOutput=append:/var/log/sglang/emu.log\nStandardError=inherit"
     host.sh("mkdir -p /var/log/sglang && : > /var/log/sglang/emu.log")
-    host.write_unit("%s %s --emulator-startup-s 1 --emulator-fault kv-oom" % (MODEL_ARGS, SPEC_ARGS), extra=extra)
+    host.write_unit(f"{MODEL_ARGS} {SPEC_ARGS} --emulator-startup-s 1 --emulator-fault kv-oom", extra=extra)
     host.restart()
     time.sleep(2.5)
-    host.write_unit("%s --emulator-startup-s 3" % MODEL_ARGS, extra=extra)  # no speculation this time
+    host.write_unit(f"{MODEL_ARGS} --emulator-startup-s 3", extra=extra)  # no speculation this time
     host.restart()
     res = host.module({"timeout": 120, "log_path": "/var/log/sglang/emu.log", "log_lines": 500})
-    host.sh("systemctl stop %s" % UNIT)
+    host.sh(f"systemctl stop {UNIT}")
     assert not res.get("failed"), res.get("msg")
     assert res["log_source"] == "file"
     assert "Not enough memory" in host.sh("cat /var/log/sglang/emu.log")  # the earlier launch is in the file...

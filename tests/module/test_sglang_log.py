@@ -7,11 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sglang_utils import sglang_log as L
-
 from ready_testlib import load_fixture
-
+from sglang_utils import sglang_log as L
 
 # ------------------------------------------------------------------------------------------
 # Line prefix
@@ -22,16 +19,32 @@ from ready_testlib import load_fixture
     "raw, ts, ranks, msg",
     [
         ("[2026-06-28 15:16:45] max_total_num_tokens=1", "2026-06-28 15:16:45", {}, "max_total_num_tokens=1"),
-        ("[2025-03-08 12:29:21 TP0] Memory pool end. avail mem=2.09 GB", "2025-03-08 12:29:21", {"TP": 0},
-         "Memory pool end. avail mem=2.09 GB"),
-        ("[2025-10-15 11:03:35 DP6 TP6 EP6] Some requests", "2025-10-15 11:03:35", {"DP": 6, "TP": 6, "EP": 6},
-         "Some requests"),
+        (
+            "[2025-03-08 12:29:21 TP0] Memory pool end. avail mem=2.09 GB",
+            "2025-03-08 12:29:21",
+            {"TP": 0},
+            "Memory pool end. avail mem=2.09 GB",
+        ),
+        (
+            "[2025-10-15 11:03:35 DP6 TP6 EP6] Some requests",
+            "2025-10-15 11:03:35",
+            {"DP": 6, "TP": 6, "EP": 6},
+            "Some requests",
+        ),
         ("[2026-06-14 09:00:01.245] server_args=X()", "2026-06-14 09:00:01.245", {}, "server_args=X()"),
-        ("[2026-01-01 00:00:00 PP1 ATTN_CP2 MOE_DP3 TP12] x", "2026-01-01 00:00:00",
-         {"PP": 1, "ATTN_CP": 2, "MOE_DP": 3, "TP": 12}, "x"),
+        (
+            "[2026-01-01 00:00:00 PP1 ATTN_CP2 MOE_DP3 TP12] x",
+            "2026-01-01 00:00:00",
+            {"PP": 1, "ATTN_CP": 2, "MOE_DP": 3, "TP": 12},
+            "x",
+        ),
         # `docker logs -t` prefix in front (real, fixtures/sglang-0.5.2x_dp_attention_rocm_docker_ready.log)
-        ("2026-09-23T08:24:51.977090836Z [2026-09-23 08:24:51] The server is fired up and ready to roll!",
-         "2026-09-23 08:24:51", {}, "The server is fired up and ready to roll!"),
+        (
+            "2026-09-23T08:24:51.977090836Z [2026-09-23 08:24:51] The server is fired up and ready to roll!",
+            "2026-09-23 08:24:51",
+            {},
+            "The server is fired up and ready to roll!",
+        ),
     ],
 )
 def test_prefix_forms(raw, ts, ranks, msg):
@@ -43,8 +56,11 @@ def test_uvicorn_and_level_tagged_lines():
     uv = L.parse_line('[2025-03-08 12:29:32] INFO:     10.0.2.141:37662 - "GET /health HTTP/1.1" 200 OK')
     assert uv.uvicorn and uv.level == "INFO" and uv.message.startswith("10.0.2.141")
     tagged = L.parse_line("[2026-02-27 14:33:03] WARNING server_args.py:2326: KV cache is forced as chunk cache")
-    assert (tagged.level, tagged.where, tagged.message) == ("WARNING", "server_args.py:2326",
-                                                            "KV cache is forced as chunk cache")
+    assert (tagged.level, tagged.where, tagged.message) == (
+        "WARNING",
+        "server_args.py:2326",
+        "KV cache is forced as chunk cache",
+    )
 
 
 def test_foreign_and_blank_lines():
@@ -125,13 +141,21 @@ def test_capacity_ms_timestamps():
     "line, expect",
     [
         # cut inside the last value: available_gpu_mem is dropped, not misread
-        ("[2026-06-28 15:16:45] max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-         "max_running_requests=33, context_len=256000, available_gpu_mem=17.2",
-         {"max_total_num_tokens": 2086558, "context_len": 256000, "available_gpu_mem_gb": None}),
+        (
+            "[2026-06-28 15:16:45] max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            "max_running_requests=33, context_len=256000, available_gpu_mem=17.2",
+            {"max_total_num_tokens": 2086558, "context_len": 256000, "available_gpu_mem_gb": None},
+        ),
         # cut in the middle of a key
-        ("[2026-06-28 15:16:45] max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefi",
-         {"max_total_num_tokens": 2086558, "chunked_prefill_size": 8192, "max_prefill_tokens": None,
-          "max_running_requests": None}),
+        (
+            "[2026-06-28 15:16:45] max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefi",
+            {
+                "max_total_num_tokens": 2086558,
+                "chunked_prefill_size": 8192,
+                "max_prefill_tokens": None,
+                "max_running_requests": None,
+            },
+        ),
         # bench_one_batch prints the bare token count (real: code index id 33639436415)
         ("max_total_num_tokens=4096", {"max_total_num_tokens": 4096, "context_len": None}),
     ],
@@ -145,8 +169,15 @@ def test_capacity_truncated_lines_are_partial_not_fatal(line, expect):
 def test_capacity_absent_and_lookalikes():
     assert L.parse_capacity(load_fixture("sglang-0.5.9_npu_oom_traceback.log")) is None
     # the user-cap warning is not the capacity line (facts §5.3)
-    assert L.parse_capacity(["[2026-01-01 00:00:00 TP0] max_total_tokens=900000 is larger than the profiled "
-                             "value 800000. Use the profiled value instead."]) is None
+    assert (
+        L.parse_capacity(
+            [
+                "[2026-01-01 00:00:00 TP0] max_total_tokens=900000 is larger than the profiled "
+                "value 800000. Use the profiled value instead."
+            ]
+        )
+        is None
+    )
     assert L.parse_capacity([]) is None
 
 
@@ -160,14 +191,25 @@ def test_kv_pool_mha_per_rank_dedup():
     assert len(pools) == 1  # one per rank in the log, only TP0's kept
     p = pools[0]
     assert (p["rank"], p["layout"], p["tokens"], p["k_size_gb"], p["v_size_gb"], p["total_gb"]) == (
-        "TP0", "mha", 46611, 1.42, 1.42, 2.84)
+        "TP0",
+        "mha",
+        46611,
+        1.42,
+        1.42,
+        2.84,
+    )
     assert p["dtype"] is None and p["kv_size_gb"] is None and p["upper_bound"] is False
 
 
 def test_kv_pool_mla_form():
     (p,) = L.parse_kv_pools(load_fixture("sglang-2026-03_tp2_npu_mla_kv_size.log"))
-    assert (p["layout"], p["tokens"], p["kv_size_gb"], p["k_size_gb"], p["total_gb"]) == ("mla", 383872, 19.36,
-                                                                                          None, 19.36)
+    assert (p["layout"], p["tokens"], p["kv_size_gb"], p["k_size_gb"], p["total_gb"]) == (
+        "mla",
+        383872,
+        19.36,
+        None,
+        19.36,
+    )
 
 
 def test_kv_pool_dtype_form_without_rank0_falls_back_to_first_rank():
@@ -189,15 +231,23 @@ def test_kv_pool_labels_and_va_upper_bound():
 
 
 def test_third_party_kv_lines_are_not_sglang_pools():
-    lines = ["[kvcached][INFO] VirtualKV Cache is allocated. #tokens: 248479, K size: 7.99 GB, V size: 7.99 GB",
-             "[kvcached][INFO] Physical KV Cache limits by --mem-fraction-static: #tokens: 248479, K size: 4.27 GB"]
+    lines = [
+        "[kvcached][INFO] VirtualKV Cache is allocated. #tokens: 248479, K size: 7.99 GB, V size: 7.99 GB",
+        "[kvcached][INFO] Physical KV Cache limits by --mem-fraction-static: #tokens: 248479, K size: 4.27 GB",
+    ]
     assert L.parse_kv_pools(lines) == []
 
 
 def test_mamba_cache_qwen35():
     m = L.parse_mamba_cache(load_fixture("sglang-dev-0.5.10_tp2_qwen35_9b_mamba.log"))
-    assert m == {"rank": "TP0", "max_mamba_cache_size": 186, "conv_state_gb": 0.10, "ssm_state_gb": 4.38,
-                 "intermediate_ssm_state_cache_gb": None, "intermediate_conv_window_cache_gb": None}
+    assert m == {
+        "rank": "TP0",
+        "max_mamba_cache_size": 186,
+        "conv_state_gb": 0.10,
+        "ssm_state_gb": 4.38,
+        "intermediate_ssm_state_cache_gb": None,
+        "intermediate_conv_window_cache_gb": None,
+    }
 
 
 def test_mamba_cache_with_speculative_intermediate_state():
@@ -239,9 +289,16 @@ def test_speculative_off_ignores_default_steps_of_old_builds():
 
 def test_speculative_resolved_and_adjustments():
     spec = L.parse_speculative(load_fixture("constructed_0.5.9_tp1_mtp_ms_timestamps.log"))
-    assert spec == {"enabled": True, "algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
-                    "draft_tokens_adjusted": True, "max_running_requests_reset": True,
-                    "max_running_requests_reset_to": 48}
+    assert spec == {
+        "enabled": True,
+        "algorithm": "EAGLE",
+        "num_steps": 3,
+        "eagle_topk": 1,
+        "num_draft_tokens": 4,
+        "draft_tokens_adjusted": True,
+        "max_running_requests_reset": True,
+        "max_running_requests_reset_to": 48,
+    }
 
 
 def test_speculative_without_server_args_is_unknown():
@@ -263,7 +320,7 @@ def test_repr_parser_handles_quotes_escapes_and_truncation():
 
 def test_server_args_values_are_never_evaluated(tmp_path):
     marker = tmp_path / "pwned"
-    line = "[2026-01-01 00:00:00] server_args=ServerArgs(model_path=__import__('os').system('touch %s'))" % marker
+    line = f"[2026-01-01 00:00:00] server_args=ServerArgs(model_path=__import__('os').system('touch {marker}'))"
     sa = L.parse_server_args([line])
     assert isinstance(sa["model_path"], str) and not marker.exists()
     with pytest.raises(ValueError):
@@ -277,8 +334,10 @@ def test_server_args_values_are_never_evaluated(tmp_path):
 
 def test_warnings_dedup_across_ranks_and_known_texts():
     w = L.find_warnings(load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log"))
-    assert w == ["Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
-                 "To silence this warning, specify disable_custom_all_reduce=True explicitly."]
+    assert w == [
+        "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
+        "To silence this warning, specify disable_custom_all_reduce=True explicitly."
+    ]
 
 
 def test_warnings_level_tagged_and_speculative():
@@ -344,24 +403,58 @@ def test_fatal_argparse():
 @pytest.mark.parametrize(
     "lines, kind, reason_start",
     [
-        (["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "AssertionError"],
-         "exception", "AssertionError"),
-        (["Traceback (most recent call last):", "ValueError: trtllm_mha backend only supports topk = 1 for "
-          "speculative decoding."], "exception", "ValueError: trtllm_mha backend"),
-        (["[2026-01-01 00:00:00 TP0] Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB",
-          "Possible solutions:"], "cuda_graph", "Capture cuda graph failed"),
-        (["RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device"],
-         "kernel_image", "RuntimeError: RMSNorm failed"),
-        (["[2026-01-01 00:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs."],
-         "scheduler_dead", "Rank 0 scheduler is dead"),
-        (["[2026-01-01 00:00:00] Initialization failed. warmup error: timed out"], "init_failed",
-         "Initialization failed. warmup error"),
+        (
+            ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "AssertionError"],
+            "exception",
+            "AssertionError",
+        ),
+        (
+            [
+                "Traceback (most recent call last):",
+                "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding.",
+            ],
+            "exception",
+            "ValueError: trtllm_mha backend",
+        ),
+        (
+            [
+                "[2026-01-01 00:00:00 TP0] Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB",
+                "Possible solutions:",
+            ],
+            "cuda_graph",
+            "Capture cuda graph failed",
+        ),
+        (
+            ["RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device"],
+            "kernel_image",
+            "RuntimeError: RMSNorm failed",
+        ),
+        (
+            ["[2026-01-01 00:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs."],
+            "scheduler_dead",
+            "Rank 0 scheduler is dead",
+        ),
+        (
+            ["[2026-01-01 00:00:00] Initialization failed. warmup error: timed out"],
+            "init_failed",
+            "Initialization failed. warmup error",
+        ),
         (["Traceback (most recent call last):", '  File "x.py", line 1'], "traceback", "Traceback"),
         # chained exceptions: the one Python reports last is the reason
-        (["Traceback (most recent call last):", "KeyError: 'glm_moe_dsa'", "",
-          "During handling of the above exception, another exception occurred:", "",
-          "Traceback (most recent call last):", "ValueError: The checkpoint you are trying to load has model type "
-          "`glm_moe_dsa` but Transformers does not recognize this architecture."], "exception", "ValueError: The"),
+        (
+            [
+                "Traceback (most recent call last):",
+                "KeyError: 'glm_moe_dsa'",
+                "",
+                "During handling of the above exception, another exception occurred:",
+                "",
+                "Traceback (most recent call last):",
+                "ValueError: The checkpoint you are trying to load has model type "
+                "`glm_moe_dsa` but Transformers does not recognize this architecture.",
+            ],
+            "exception",
+            "ValueError: The",
+        ),
     ],
 )
 def test_fatal_kinds(lines, kind, reason_start):
@@ -390,7 +483,7 @@ def test_error_words_in_healthy_messages_are_not_fatal():
     lines = [
         "[2025-03-08 12:29:13 TP3] The following error message 'operation scheduled before its operands' can be ignored.",
         "[2026-01-01 00:00:00] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.",
-        "[2026-01-01 00:00:00] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 503 Service Unavailable",
+        '[2026-01-01 00:00:00] INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 503 Service Unavailable',
         "The checkpoint has no Error: nothing",
     ]
     assert L.find_fatal(lines) is None
@@ -436,8 +529,10 @@ def test_current_launch_without_server_args_is_the_whole_text():
 
 
 def test_redact_forms():
-    text = ("server_args=ServerArgs(api_key='sk-1', admin_api_key=\"adm-secret\", x=1) --api-key sk-2 "
-            "Authorization: Bearer sk-3 other sk-4")
+    text = (
+        "server_args=ServerArgs(api_key='sk-1', admin_api_key=\"adm-secret\", x=1) --api-key sk-2 "
+        "Authorization: Bearer sk-3 other sk-4"
+    )
     out = L.redact(text, ["sk-4"])
     for secret in ("sk-1", "adm-secret", "sk-2", "sk-3", "sk-4"):
         assert secret not in out

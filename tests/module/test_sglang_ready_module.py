@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-
 from ready_testlib import appending_writer, load_fixture
 
 SEED_LOG = load_fixture("constructed_0.5.9_tp1_mtp_ms_timestamps.log")
@@ -56,9 +55,14 @@ def test_waits_for_health_200_then_reports(fake_sglang, run_module, tmp_path):
     assert res["waited_seconds"] >= 1.0  # it did wait through the 503s
     health_calls = [r for r in fake_sglang.requests if r["path"] == "/health"]
     assert len(health_calls) >= 3
-    assert res["capacity"] == {"max_total_num_tokens": 1763904, "max_running_requests": 27,
-                               "max_prefill_tokens": 16384, "chunked_prefill_size": 8192,
-                               "context_len": 262144, "available_gpu_mem_gb": 8.70}
+    assert res["capacity"] == {
+        "max_total_num_tokens": 1763904,
+        "max_running_requests": 27,
+        "max_prefill_tokens": 16384,
+        "chunked_prefill_size": 8192,
+        "context_len": 262144,
+        "available_gpu_mem_gb": 8.70,
+    }
     spec = res["speculative"]
     assert (spec["algorithm"], spec["num_steps"], spec["eagle_topk"], spec["num_draft_tokens"]) == ("EAGLE", 3, 1, 4)
     assert spec["draft_tokens_adjusted"] is True and spec["max_running_requests_reset"] is True
@@ -77,13 +81,20 @@ def test_old_server_get_server_info_fallback_and_models(fake_sglang, run_module,
     log = tmp_path / "server.log"
     log.write_text("\n".join(load_fixture("sglang-0.5.1x_tp1_capacity_line.log")) + "\n")
     fake_sglang.server_info = None  # 404, like 0.5.5.post3
-    fake_sglang.get_server_info = {"version": "0.5.5.post3", "max_total_num_tokens": 2086558,
-                                   "speculative_algorithm": None}
+    fake_sglang.get_server_info = {
+        "version": "0.5.5.post3",
+        "max_total_num_tokens": 2086558,
+        "speculative_algorithm": None,
+    }
     fake_sglang.models = {"data": [{"id": "served-by-models", "max_model_len": 256000}]}
     res, failed = run_module(base_args(fake_sglang, log))
     assert not failed, res.get("msg")
-    assert res["server"] == {"version": "0.5.5.post3", "served_model_name": "served-by-models",
-                             "server_info_path": "/get_server_info", "avg_spec_accept_length": None}
+    assert res["server"] == {
+        "version": "0.5.5.post3",
+        "served_model_name": "served-by-models",
+        "server_info_path": "/get_server_info",
+        "avg_spec_accept_length": None,
+    }
     assert res["capacity"]["max_running_requests"] == 33
     assert res["speculative"]["enabled"] is False
     assert res["mamba_cache"] is None and res["kv_pools"] == []
@@ -118,8 +129,10 @@ def test_check_mode_reports_without_changing(fake_sglang, run_module, tmp_path):
 
 def test_api_key_is_sent_and_masked(fake_sglang, run_module, tmp_path):
     log = tmp_path / "server.log"
-    log.write_text("[2026-01-01 00:00:00] server_args=ServerArgs(api_key='k-123-secret', tp_size=1)\n"
-                   "[2026-01-01 00:00:05] launched with --api-key k-123-secret\n")
+    log.write_text(
+        "[2026-01-01 00:00:00] server_args=ServerArgs(api_key='k-123-secret', tp_size=1)\n"
+        "[2026-01-01 00:00:05] launched with --api-key k-123-secret\n"
+    )
     fake_sglang.server_info = INFO
     res, failed = run_module(base_args(fake_sglang, log, api_key="k-123-secret"))
     assert not failed
@@ -133,7 +146,7 @@ def test_unit_that_does_not_exist_is_ignored_with_log_path(fake_sglang, run_modu
     log = tmp_path / "server.log"
     log.write_text("\n".join(SEED_LOG) + "\n")
     args = base_args(fake_sglang, log)
-    args["unit"] = "sglang-does-not-exist-%d.service" % time.time_ns()
+    args["unit"] = f"sglang-does-not-exist-{time.time_ns()}.service"
     res, failed = run_module(args)
     assert not failed, res.get("msg")
     assert res["invocation_id"] is None and "unit_state" not in res
@@ -164,10 +177,14 @@ def test_traceback_reason_is_the_exception_written_after_it(fake_sglang, run_mod
     log = tmp_path / "server.log"
     log.write_text("")
     fake_sglang.health = lambda t: 503
-    head = ["[2026-10-02 00:40:09] Scheduler hit an exception: Traceback (most recent call last):",
-            '  File "/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process']
-    tail = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 970.00 MiB. GPU 0 has a total "
-            "capacity of 94.50 GiB of which 676.81 MiB is free."]
+    head = [
+        "[2026-10-02 00:40:09] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process',
+    ]
+    tail = [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 970.00 MiB. GPU 0 has a total "
+        "capacity of 94.50 GiB of which 676.81 MiB is free."
+    ]
     with appending_writer(log, head, start_after_s=0.2):
         with appending_writer(log, tail, start_after_s=0.45):
             res, failed = run_module(base_args(fake_sglang, log, timeout=60))
@@ -184,17 +201,19 @@ def test_process_exit_fails_fast(fake_sglang, run_module, tmp_path):
         proc.wait(timeout=10)
     assert failed and res["failure_kind"] == "process_exited"
     assert res["waited_seconds"] < 10
-    assert res["msg"].startswith("process %d exited" % proc.pid)
+    assert res["msg"].startswith(f"process {proc.pid} exited")
 
 
 def test_process_exit_reason_comes_from_its_log(fake_sglang, run_module, tmp_path):
     """The process dies without a fatal pattern the gate knew in time: its log explains why."""
     log = tmp_path / "server.log"
     fake_sglang.health = lambda t: 503
-    code = ("import sys, time; time.sleep(0.8); "
-            "f = open(%r, 'a'); f.write('usage: launch_server.py [-h]\\n"
-            "launch_server.py: error: argument --speculative-num-steps: invalid int value: \\'x\\'\\n'); "
-            "f.close(); sys.exit(2)") % str(log)
+    code = (
+        "import sys, time; time.sleep(0.8); "
+        f"f = open({str(log)!r}, 'a'); f.write('usage: launch_server.py [-h]\\n"
+        "launch_server.py: error: argument --speculative-num-steps: invalid int value: \\'x\\'\\n'); "
+        "f.close(); sys.exit(2)"
+    )
     log.write_text("")
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
@@ -215,8 +234,10 @@ def test_new_launch_in_the_file_means_a_restart(fake_sglang, run_module, tmp_pat
     try:
         time.sleep(0.1)
         log = tmp_path / "server.log"
-        old = ["[2026-01-01 00:00:00] server_args=ServerArgs(tp_size=1, served_model_name='old')",
-               "[2026-01-01 00:00:02] RuntimeError: old crash that must not count"]
+        old = [
+            "[2026-01-01 00:00:00] server_args=ServerArgs(tp_size=1, served_model_name='old')",
+            "[2026-01-01 00:00:02] RuntimeError: old crash that must not count",
+        ]
         first = [_stamp() + " server_args=ServerArgs(tp_size=1)", _stamp() + " Load weight begin. avail mem=90.00 GB"]
         log.write_text("\n".join(old + first) + "\n")
         fake_sglang.health = lambda t: 503
@@ -233,8 +254,10 @@ def test_new_launch_in_the_file_means_a_restart(fake_sglang, run_module, tmp_pat
 def test_without_start_time_a_later_launch_replaces_the_files_last_one(fake_sglang, run_module, tmp_path):
     """No unit, no pid: the launch that begins after the module started is the one reported."""
     log = tmp_path / "server.log"
-    log.write_text("\n".join(load_fixture("sglang-0.5.1x_tp1_capacity_line.log")) + "\n"
-                   "[2026-06-28 15:16:40] server_args=ServerArgs(served_model_name='previous')\n")
+    log.write_text(
+        "\n".join(load_fixture("sglang-0.5.1x_tp1_capacity_line.log")) + "\n"
+        "[2026-06-28 15:16:40] server_args=ServerArgs(served_model_name='previous')\n"
+    )
     fake_sglang.health = lambda t: 503 if t < 1.0 else 200
     fake_sglang.restart_clock()
     with appending_writer(log, SEED_LOG, start_after_s=0.3):
@@ -265,7 +288,7 @@ def test_timeout_without_any_listener(run_module, tmp_path):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
-    res, failed = run_module({"url": "http://127.0.0.1:%d" % port, "unit": "", "timeout": 0.6, "interval": 0.1})
+    res, failed = run_module({"url": f"http://127.0.0.1:{port}", "unit": "", "timeout": 0.6, "interval": 0.1})
     assert failed and res["failure_kind"] == "timeout"
     assert "no answer" in res["msg"] and res["health_status"] is None
 
@@ -304,15 +327,15 @@ def test_argument_validation(run_module, bad, text):
 
 def test_unit_without_systemd_fails_clearly(run_module):
     # no log_path and no pid: a unit that cannot be watched is an error, not a silent pass
-    res, failed = run_module({"unit": "sglang-not-here-%d.service" % time.time_ns(),
-                              "url": "http://127.0.0.1:9", "timeout": 5})
+    res, failed = run_module(
+        {"unit": f"sglang-not-here-{time.time_ns()}.service", "url": "http://127.0.0.1:9", "timeout": 5}
+    )
     assert failed and res["failure_kind"] == "unit_missing"
 
 
 def test_documentation_matches_argument_spec():
-    import yaml
-
     import sglang_ready
+    import yaml
 
     doc = yaml.safe_load(sglang_ready.DOCUMENTATION)
     spec = sglang_ready.argument_spec()
@@ -322,8 +345,20 @@ def test_documentation_matches_argument_spec():
         assert opt.get("default") == spec[name].get("default"), name
     assert spec["api_key"]["no_log"] is True
     ret = yaml.safe_load(sglang_ready.RETURN)
-    for key in ("ready_seconds", "capacity", "speculative", "server", "kv_pools", "mamba_cache", "log_tail",
-                "url", "health_status", "log_source", "invocation_id", "sglang_warnings"):
+    for key in (
+        "ready_seconds",
+        "capacity",
+        "speculative",
+        "server",
+        "kv_pools",
+        "mamba_cache",
+        "log_tail",
+        "url",
+        "health_status",
+        "log_source",
+        "invocation_id",
+        "sglang_warnings",
+    ):
         assert key in ret, key
 
 
@@ -339,10 +374,12 @@ def test_log_says_speculative_when_server_info_is_silent(fake_sglang, run_module
 def test_runtime_traceback_after_ready_does_not_fail_a_running_server(fake_sglang, run_module, tmp_path):
     """The gate re-run on a server that came up long ago: a later request's traceback is not a start failure."""
     log = tmp_path / "server.log"
-    runtime_error = ["[2026-06-14 10:00:00] Exception in ASGI application",
-                     "Traceback (most recent call last):",
-                     '  File "/sglang/srt/entrypoints/http_server.py", line 1, in generate_request',
-                     "ValueError: The input (262145 tokens) is longer than the model's context length (262144 tokens)."]
+    runtime_error = [
+        "[2026-06-14 10:00:00] Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/sglang/srt/entrypoints/http_server.py", line 1, in generate_request',
+        "ValueError: The input (262145 tokens) is longer than the model's context length (262144 tokens).",
+    ]
     log.write_text("\n".join(SEED_LOG + runtime_error) + "\n")
     fake_sglang.server_info = INFO
     res, failed = run_module(base_args(fake_sglang, log))

@@ -39,39 +39,67 @@ def test_059_body():
     assert out["version"] == "0.5.9" and out["served_model_name"] == "qwen3.5-122b"
     assert out["max_total_num_tokens"] == 1763904
     assert out["max_running_requests"] == 27 and out["max_running_requests_arg"] == 48
-    assert out["speculative"] == {"enabled": True, "algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1,
-                                  "num_draft_tokens": 4}
+    assert out["speculative"] == {
+        "enabled": True,
+        "algorithm": "EAGLE",
+        "num_steps": 3,
+        "eagle_topk": 1,
+        "num_draft_tokens": 4,
+    }
     assert out["avg_spec_accept_length"] == 3.12 and out["kv_token_capacity"] == 1763904
     assert out["context_length"] is None and out["launch_command"] is None
     assert "sk-secret" not in repr(out)
 
 
 def test_0523_body_with_launch_command_and_adjustment():
-    body = dict(INFO_059, version="0.5.23",
-                launch_command="python -m sglang.launch_server --model-path /m --speculative-algo NEXTN "
-                               "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens=6")
+    body = dict(
+        INFO_059,
+        version="0.5.23",
+        launch_command="python -m sglang.launch_server --model-path /m --speculative-algo NEXTN "
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens=6",
+    )
     out = S.parse_server_info(body)
     assert out["launch_command"][:3] == ["python", "-m", "sglang.launch_server"]
     req = S.requested_speculative(out["launch_command"])
     assert req == {"algorithm": "NEXTN", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 6}
     assert S.draft_tokens_adjusted(req, out["speculative"]) is True
-    assert S.draft_tokens_adjusted(S.requested_speculative(["--speculative-num-steps", "3"]),
-                                   out["speculative"]) is None
+    assert (
+        S.draft_tokens_adjusted(S.requested_speculative(["--speculative-num-steps", "3"]), out["speculative"]) is None
+    )
 
 
 def test_old_body_without_internal_states_and_spec_off():
-    body = {"model_path": "/m", "served_model_name": "m", "speculative_algorithm": None,
-            "speculative_num_steps": 5, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8,
-            "max_running_requests": None, "max_total_num_tokens": 46611, "version": "0.5.5.post3"}
+    body = {
+        "model_path": "/m",
+        "served_model_name": "m",
+        "speculative_algorithm": None,
+        "speculative_num_steps": 5,
+        "speculative_eagle_topk": 4,
+        "speculative_num_draft_tokens": 8,
+        "max_running_requests": None,
+        "max_total_num_tokens": 46611,
+        "version": "0.5.5.post3",
+    }
     out = S.parse_server_info(body)
-    assert out["speculative"] == {"enabled": False, "algorithm": None, "num_steps": None, "eagle_topk": None,
-                                  "num_draft_tokens": None}
+    assert out["speculative"] == {
+        "enabled": False,
+        "algorithm": None,
+        "num_steps": None,
+        "eagle_topk": None,
+        "num_draft_tokens": None,
+    }
     assert out["max_running_requests"] is None and out["max_total_num_tokens"] == 46611
 
 
 def test_garbage_shapes_give_nulls_not_errors():
-    for body in (None, [], "x", {"internal_states": "nope"}, {"internal_states": [None]},
-                 {"max_total_num_tokens": "12", "tp_size": True, "served_model_name": ["a", "b"]}):
+    for body in (
+        None,
+        [],
+        "x",
+        {"internal_states": "nope"},
+        {"internal_states": [None]},
+        {"max_total_num_tokens": "12", "tp_size": True, "served_model_name": ["a", "b"]},
+    ):
         out = S.parse_server_info(body)
         assert set(out) >= {"version", "max_total_num_tokens", "speculative"}
     odd = S.parse_server_info({"max_total_num_tokens": "12", "tp_size": True, "served_model_name": ["a", "b"]})
@@ -79,14 +107,17 @@ def test_garbage_shapes_give_nulls_not_errors():
 
 
 def test_nested_server_args_shape():
-    out = S.parse_server_info({"server_args": {"served_model_name": "x", "chunked_prefill_size": 4096},
-                               "max_total_num_tokens": 10})
+    out = S.parse_server_info(
+        {"server_args": {"served_model_name": "x", "chunked_prefill_size": 4096}, "max_total_num_tokens": 10}
+    )
     assert out["served_model_name"] == "x" and out["chunked_prefill_size"] == 4096
 
 
 def test_models_body():
-    body = {"object": "list", "data": [{"id": "qwen3.5-122b", "object": "model", "owned_by": "sglang",
-                                        "max_model_len": 262144}]}
+    body = {
+        "object": "list",
+        "data": [{"id": "qwen3.5-122b", "object": "model", "owned_by": "sglang", "max_model_len": 262144}],
+    }
     assert S.parse_models(body) == {"served_model_name": "qwen3.5-122b", "max_model_len": 262144}
     assert S.parse_models({"data": []}) == {"served_model_name": None, "max_model_len": None}
 

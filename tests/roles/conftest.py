@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from roles_testlib import podman_ready
 
 
@@ -23,8 +22,12 @@ def frozen_wheelhouse(tmp_path_factory):
 
     from roles_testlib import ROOT, VENV_BIN
 
-    subprocess.run([str(VENV_BIN / "python"), str(ROOT / "scripts/build_wheelhouse.py"), "--quiet"], check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        [str(VENV_BIN / "python"), str(ROOT / "scripts/build_wheelhouse.py"), "--quiet"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     dest = tmp_path_factory.mktemp("wheelhouse") / "wheelhouse"
     shutil.copytree(ROOT / "build" / "wheelhouse", dest)
     return dest

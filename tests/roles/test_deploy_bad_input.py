@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from roles_testlib import ROOT, run
 
-ABSENT = "sgt-absent-201"   # index 201: the ad-hoc range (docs/architecture.md); never created
+ABSENT = "sgt-absent-201"  # index 201: the ad-hoc range (docs/architecture.md); never created
 
 CASES = {
     "steps-negative": (["-e", "spec_steps=-1"], "spec_steps must be a whole number from 0 to 16"),
@@ -26,17 +25,25 @@ CASES = {
     "steps-fraction": (["-e", "spec_steps=1.5"], "spec_steps must be a whole number from 0 to 16"),
     "steps-too-deep": (["-e", "spec_steps=100"], "spec_steps must be a whole number from 0 to 16"),
     "topk-zero": (["-e", "spec_steps=3 spec_topk=0"], "spec_topk must be a whole number from 1 to 16"),
-    "draft-contradiction": (["-e", "spec_steps=3 spec_draft_tokens=6"],
-                            "spec_draft_tokens=6 contradicts spec_steps=3 with spec_topk=1"),
-    "draft-out-of-tree": (["-e", "spec_steps=3 spec_topk=2 spec_draft_tokens=9"],
-                          "spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = 7"),
+    "draft-contradiction": (
+        ["-e", "spec_steps=3 spec_draft_tokens=6"],
+        "spec_draft_tokens=6 contradicts spec_steps=3 with spec_topk=1",
+    ),
+    "draft-out-of-tree": (
+        ["-e", "spec_steps=3 spec_topk=2 spec_draft_tokens=9"],
+        "spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = 7",
+    ),
     "unknown-algorithm": (["-e", "spec_steps=3 spec_algorithm=MEDUSA"], "spec_algorithm must be one of EAGLE"),
-    "port-range": (["-e", "spec_steps=3 sglang_server_port=70000"],
-                   "sglang_server_port must be a whole number from 1 to 65535"),
+    "port-range": (
+        ["-e", "spec_steps=3 sglang_server_port=70000"],
+        "sglang_server_port must be a whole number from 1 to 65535",
+    ),
     "port-type": (["-e", "spec_steps=3 sglang_server_port=abc"], "sglang_server_port"),
     "unknown-engine": (["-e", "spec_steps=3 sglang_server_engine=vllm"], "sglang_server_engine"),
-    "unknown-fault": (["-e", '{"spec_steps": 3, "sglang_server_emulator_faults": ["bogus"]}'],
-                      "sglang_server_emulator_faults: 'bogus' is not one of"),
+    "unknown-fault": (
+        ["-e", '{"spec_steps": 3, "sglang_server_emulator_faults": ["bogus"]}'],
+        "sglang_server_emulator_faults: 'bogus' is not one of",
+    ),
     # The seed has 4 GPUs; TP 8 on one node does not fit (checked by cuda_env's preflight).
     "tp-too-large": (["-e", "spec_steps=3 sglang_server_tp_size=8"], "sglang_server_tp_size"),
 }
@@ -56,10 +63,12 @@ def absent_inventory(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def results(absent_inventory):
     def one(args):
-        return run([str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(absent_inventory), *args],
-                   timeout=180)
+        return run(
+            [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(absent_inventory), *args], timeout=180
+        )
+
     with ThreadPoolExecutor(max_workers=4) as pool:
-        procs = dict(zip(CASES, pool.map(one, [args for args, _ in CASES.values()])))
+        procs = dict(zip(CASES, pool.map(one, [args for args, _ in CASES.values()]), strict=False))
     return procs
 
 
@@ -76,18 +85,42 @@ def test_bad_input_fails_on_the_controller_naming_the_variable(results, case):
 
 def test_missing_model_path_on_a_real_engine_host(tmp_path):
     install_dir = tmp_path / "opt-sglang"
-    inv = {"all": {"children": {"sglang_servers": {"hosts": {"gpu-local": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "sglang_server_engine": "sglang", "sglang_server_model_path": str(tmp_path / "no-such-model"),
-        "sglang_server_install_dir": str(install_dir), "sglang_server_state_dir": str(tmp_path / "state"),
-        "sglang_server_config_dir": str(tmp_path / "etc"),
-        "cuda_env_install": False, "cuda_env_gpu_source": "declared", "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
-        "cuda_env_declared_gpus": [{"name": "NVIDIA H200", "memory_mib": 143771, "compute_capability": "9.0",
-                                    "driver": "580.95.05", "count": 1}]}}}}}}
+    inv = {
+        "all": {
+            "children": {
+                "sglang_servers": {
+                    "hosts": {
+                        "gpu-local": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": sys.executable,
+                            "sglang_server_engine": "sglang",
+                            "sglang_server_model_path": str(tmp_path / "no-such-model"),
+                            "sglang_server_install_dir": str(install_dir),
+                            "sglang_server_state_dir": str(tmp_path / "state"),
+                            "sglang_server_config_dir": str(tmp_path / "etc"),
+                            "cuda_env_install": False,
+                            "cuda_env_gpu_source": "declared",
+                            "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
+                            "cuda_env_declared_gpus": [
+                                {
+                                    "name": "NVIDIA H200",
+                                    "memory_mib": 143771,
+                                    "compute_capability": "9.0",
+                                    "driver": "580.95.05",
+                                    "count": 1,
+                                }
+                            ],
+                        }
+                    }
+                }
+            }
+        }
+    }
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inv))
-    proc = run([str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"],
-               timeout=180)
+    proc = run(
+        [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"], timeout=180
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert f"sglang_server_model_path={tmp_path / 'no-such-model'} is not a directory on gpu-local" in out, out[-3000:]

@@ -18,7 +18,6 @@ import urllib.request
 import ansible_runner
 import pytest
 import yaml
-
 from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container, run
 
 HOSTS = {"roles-e2e-211": 211, "roles-e2e-212": 212}
@@ -29,22 +28,34 @@ def inventory(path, wheelhouse):
     inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
     group = inv["all"]["children"]["emulator_hosts"]
     group["hosts"] = {name: {"emulator_host_index": idx} for name, idx in HOSTS.items()}
-    group["vars"].update(sglang_server_emulator_build_wheelhouse=False,
-                         sglang_server_emulator_wheelhouse_dir=str(wheelhouse), sglang_server_emulator_startup_s=1)
+    group["vars"].update(
+        sglang_server_emulator_build_wheelhouse=False,
+        sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
+        sglang_server_emulator_startup_s=1,
+    )
     path.write_text(yaml.safe_dump(inv))
     return path
 
 
 def hosts_play(inv, *extra):
-    return run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml", *extra], timeout=300)
+    return run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml", *extra], timeout=300
+    )
 
 
 def deploy(tmp_path, inv, tag, **extravars):
     private = tmp_path / f"runner-{tag}"
     private.mkdir()
-    r = ansible_runner.run(private_data_dir=str(private), project_dir=str(ROOT), playbook="deploy.yml",
-                           inventory=str(inv), extravars=extravars, quiet=True,
-                           tags=SLIM if tag.startswith("slim") else None, envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    r = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(ROOT),
+        playbook="deploy.yml",
+        inventory=str(inv),
+        extravars=extravars,
+        quiet=True,
+        tags=SLIM if tag.startswith("slim") else None,
+        envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+    )
     events = list(r.events)
     out = r.stdout.read()
     assert r.rc == 0, out[-6000:]
@@ -53,8 +64,12 @@ def deploy(tmp_path, inv, tag, **extravars):
 
 
 def unit_show(host):
-    out = subprocess.run(["podman", "exec", host, "systemctl", "show", "sglang-qwen.service", "-p", "MainPID",
-                          "-p", "InvocationID"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["podman", "exec", host, "systemctl", "show", "sglang-qwen.service", "-p", "MainPID", "-p", "InvocationID"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return dict(line.split("=", 1) for line in out.split())
 
 
@@ -73,10 +88,14 @@ def test_emulator_hosts_and_deploy_play(need_podman, frozen_wheelhouse, tmp_path
         assert first.returncode == 0, first.stdout[-4000:]
         again = hosts_play(inv)
         assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-4000:]
-        for name, idx in HOSTS.items():
+        for name in HOSTS:
             assert f"sgt-{name}" in netns()
-            labels = subprocess.run(["podman", "inspect", name, "--format", "{{json .Config.Labels}}"],
-                                    capture_output=True, text=True, check=True).stdout
+            labels = subprocess.run(
+                ["podman", "inspect", name, "--format", "{{json .Config.Labels}}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             assert json.loads(labels).get("io.sglang-tune") == "1"
 
         stats, out = deploy(tmp_path, inv, "full", spec_steps=3)
@@ -104,10 +123,23 @@ def test_emulator_hosts_and_deploy_play(need_podman, frozen_wheelhouse, tmp_path
             assert after[name]["InvocationID"] != before[name]["InvocationID"]
             assert stats["artifact_data"]["sglang_ready"][name]["report"]["capacity"]["max_total_num_tokens"] == 377207
             assert out.count("RUNNING HANDLER [sglang_server : Restart the SGLang unit]") == 1
-            journal = subprocess.run(["podman", "exec", name, "journalctl", "--no-pager", "-o", "cat",
-                                      "UNIT=sglang-qwen.service", "MESSAGE_ID=39f53479d3a045ac8e11786248231fbf"],
-                                     capture_output=True, text=True, check=True).stdout
-            assert len(journal.splitlines()) == 2, journal   # the full run's start and this restart
+            journal = subprocess.run(
+                [
+                    "podman",
+                    "exec",
+                    name,
+                    "journalctl",
+                    "--no-pager",
+                    "-o",
+                    "cat",
+                    "UNIT=sglang-qwen.service",
+                    "MESSAGE_ID=39f53479d3a045ac8e11786248231fbf",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            assert len(journal.splitlines()) == 2, journal  # the full run's start and this restart
     finally:
         gone = hosts_play(inv, "-e", "emulator_hosts_state=absent")
         for name in HOSTS:

@@ -3,19 +3,39 @@
 from __future__ import annotations
 
 import pytest
-
 import roles_testlib  # noqa: F401  (puts plugins/filter on sys.path)
 import sglang_flags as f
 
 
 def base(**over):
-    settings = dict(engine="emulator", model_path="/shared/models/Qwen3.5-122B-A10B", served_model_name="qwen3.5-122b",
-                    host="0.0.0.0", port=30000, tp_size=4, mem_fraction_static=None, max_running_requests=None,
-                    context_length=None, chunked_prefill_size=None, trust_remote_code=False, enable_metrics=True,
-                    decode_log_interval=None, log_level="info", watchdog_timeout=None, skip_server_warmup=False,
-                    api_key="", extra_flags={}, environment={}, dist_init_port=50000, emulator_profile="",
-                    emulator_profile_path="", emulator_startup_s=None, emulator_faults=[],
-                    spec=f.spec_settings(3), node=f.node_settings("h1"))
+    settings = dict(
+        engine="emulator",
+        model_path="/shared/models/Qwen3.5-122B-A10B",
+        served_model_name="qwen3.5-122b",
+        host="0.0.0.0",
+        port=30000,
+        tp_size=4,
+        mem_fraction_static=None,
+        max_running_requests=None,
+        context_length=None,
+        chunked_prefill_size=None,
+        trust_remote_code=False,
+        enable_metrics=True,
+        decode_log_interval=None,
+        log_level="info",
+        watchdog_timeout=None,
+        skip_server_warmup=False,
+        api_key="",
+        extra_flags={},
+        environment={},
+        dist_init_port=50000,
+        emulator_profile="",
+        emulator_profile_path="",
+        emulator_startup_s=None,
+        emulator_faults=[],
+        spec=f.spec_settings(3),
+        node=f.node_settings("h1"),
+    )
     settings.update(over)
     return settings
 
@@ -25,6 +45,7 @@ def flat(lines):
 
 
 # --- spec_settings -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("steps", [0, 1, 3, 16, "0", "3", " 7 ", "+2"])
 def test_spec_steps_accepts_whole_numbers_in_range(steps):
@@ -114,6 +135,7 @@ def test_separate_draft_models_need_a_path():
 
 # --- node_settings (multi-node TP) -----------------------------------------------------------
 
+
 def test_single_node_without_group():
     assert f.node_settings("h1") == {"errors": [], "nnodes": 1, "node_rank": 0, "dist_init_addr": None, "is_head": True}
 
@@ -122,11 +144,22 @@ def test_node_rank_follows_the_group_order_and_the_head_address():
     members = ["gpu-a", "gpu-b", "gpu-c"]
     head = f.node_settings("gpu-a", "tp", members, "10.0.0.21", 50000)
     worker = f.node_settings("gpu-c", "tp", members, "10.0.0.21", "51000")
-    assert (head["nnodes"], head["node_rank"], head["dist_init_addr"], head["is_head"]) == (3, 0, "10.0.0.21:50000", True)
+    assert (head["nnodes"], head["node_rank"], head["dist_init_addr"], head["is_head"]) == (
+        3,
+        0,
+        "10.0.0.21:50000",
+        True,
+    )
     assert (worker["node_rank"], worker["dist_init_addr"], worker["is_head"]) == (2, "10.0.0.21:51000", False)
     flags = flat(f.server_flags(base(node=worker, tp_size=8)))
-    assert flags[flags.index("--nnodes"):flags.index("--nnodes") + 6] == [
-        "--nnodes", "3", "--node-rank", "2", "--dist-init-addr", "10.0.0.21:51000"]
+    assert flags[flags.index("--nnodes") : flags.index("--nnodes") + 6] == [
+        "--nnodes",
+        "3",
+        "--node-rank",
+        "2",
+        "--dist-init-addr",
+        "10.0.0.21:51000",
+    ]
 
 
 def test_node_settings_ipv6_head_and_explicit_address():
@@ -144,42 +177,50 @@ def test_node_settings_errors_name_the_variable():
 
 # --- server_errors ----------------------------------------------------------------------------
 
+
 def test_defaults_are_valid():
     assert f.server_errors(base()) == []
 
 
-@pytest.mark.parametrize("key,value,needle", [
-    ("port", 0, "sglang_server_port must be a whole number from 1 to 65535"),
-    ("port", "70000", "sglang_server_port must be a whole number from 1 to 65535"),
-    ("port", "abc", "sglang_server_port"),
-    ("port", None, "sglang_server_port"),
-    ("tp_size", 0, "sglang_server_tp_size"),
-    ("mem_fraction_static", 0, "sglang_server_mem_fraction_static must be a number above 0 and at most 1"),
-    ("mem_fraction_static", "1.2", "sglang_server_mem_fraction_static"),
-    ("max_running_requests", 0, "sglang_server_max_running_requests"),
-    ("chunked_prefill_size", -2, "sglang_server_chunked_prefill_size"),
-    ("watchdog_timeout", 0, "sglang_server_watchdog_timeout"),
-    ("engine", "vllm", "sglang_server_engine must be one of sglang, emulator"),
-    ("model_path", "", "sglang_server_model_path must be set"),
-    ("model_path", "models/x", "sglang_server_model_path must be an absolute path"),
-    ("enable_metrics", "maybe", "sglang_server_enable_metrics must be true or false"),
-    ("api_key", "two\nlines", "sglang_server_api_key must be one line"),
-    ("extra_flags", {"port": 1}, "must not set --port: use sglang_server_port"),
-    ("extra_flags", {"--api-key": "k"}, "must not set --api-key: use sglang_server_api_key"),
-    ("extra_flags", {"speculative-num-steps": 2}, "use spec_steps"),
-    ("extra_flags", {"Bad Flag": 1}, "is not a flag name"),
-    ("extra_flags", ["x"], "must be a mapping"),
-    ("environment", {"SGLANG_SERVER_API_KEY": "x"}, "use sglang_server_api_key"),
-    ("environment", {"1BAD": "x"}, "not an environment variable name"),
-    ("environment", {"A": "x\ny"}, "must be one line"),
-    ("emulator_faults", ["bogus"], "'bogus' is not one of kv-oom"),
-    ("emulator_faults", ["kv-oom=1"], "kv-oom takes no argument"),
-    ("emulator_faults", ["crash-after-ready"], "crash-after-ready needs an argument"),
-    ("emulator_faults", ["http-5xx=1.5"], "a share from 0 to 1"),
-    ("emulator_faults", ["hang-before-ready=soon"], "needs one of http, load"),
-    ("emulator_faults", "kv-oom", "must be a list"),
-    ("emulator_profile", "/nonexistent/profile.yaml", "sglang_server_emulator_profile must name a file on the controller"),
-])
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("port", 0, "sglang_server_port must be a whole number from 1 to 65535"),
+        ("port", "70000", "sglang_server_port must be a whole number from 1 to 65535"),
+        ("port", "abc", "sglang_server_port"),
+        ("port", None, "sglang_server_port"),
+        ("tp_size", 0, "sglang_server_tp_size"),
+        ("mem_fraction_static", 0, "sglang_server_mem_fraction_static must be a number above 0 and at most 1"),
+        ("mem_fraction_static", "1.2", "sglang_server_mem_fraction_static"),
+        ("max_running_requests", 0, "sglang_server_max_running_requests"),
+        ("chunked_prefill_size", -2, "sglang_server_chunked_prefill_size"),
+        ("watchdog_timeout", 0, "sglang_server_watchdog_timeout"),
+        ("engine", "vllm", "sglang_server_engine must be one of sglang, emulator"),
+        ("model_path", "", "sglang_server_model_path must be set"),
+        ("model_path", "models/x", "sglang_server_model_path must be an absolute path"),
+        ("enable_metrics", "maybe", "sglang_server_enable_metrics must be true or false"),
+        ("api_key", "two\nlines", "sglang_server_api_key must be one line"),
+        ("extra_flags", {"port": 1}, "must not set --port: use sglang_server_port"),
+        ("extra_flags", {"--api-key": "k"}, "must not set --api-key: use sglang_server_api_key"),
+        ("extra_flags", {"speculative-num-steps": 2}, "use spec_steps"),
+        ("extra_flags", {"Bad Flag": 1}, "is not a flag name"),
+        ("extra_flags", ["x"], "must be a mapping"),
+        ("environment", {"SGLANG_SERVER_API_KEY": "x"}, "use sglang_server_api_key"),
+        ("environment", {"1BAD": "x"}, "not an environment variable name"),
+        ("environment", {"A": "x\ny"}, "must be one line"),
+        ("emulator_faults", ["bogus"], "'bogus' is not one of kv-oom"),
+        ("emulator_faults", ["kv-oom=1"], "kv-oom takes no argument"),
+        ("emulator_faults", ["crash-after-ready"], "crash-after-ready needs an argument"),
+        ("emulator_faults", ["http-5xx=1.5"], "a share from 0 to 1"),
+        ("emulator_faults", ["hang-before-ready=soon"], "needs one of http, load"),
+        ("emulator_faults", "kv-oom", "must be a list"),
+        (
+            "emulator_profile",
+            "/nonexistent/profile.yaml",
+            "sglang_server_emulator_profile must name a file on the controller",
+        ),
+    ],
+)
 def test_bad_settings_name_the_variable(key, value, needle):
     errors = f.server_errors(base(**{key: value}))
     assert any(needle in e for e in errors), errors
@@ -192,25 +233,56 @@ def test_emulator_only_settings_are_rejected_on_the_real_engine():
 
 
 def test_good_faults_and_strings_from_extra_vars():
-    assert f.server_errors(base(emulator_faults=["kv-oom", "slow-startup=10", "hang-before-ready", "http-5xx=0.1"],
-                                port="30001", enable_metrics="false", mem_fraction_static="0.85")) == []
+    assert (
+        f.server_errors(
+            base(
+                emulator_faults=["kv-oom", "slow-startup=10", "hang-before-ready", "http-5xx=0.1"],
+                port="30001",
+                enable_metrics="false",
+                mem_fraction_static="0.85",
+            )
+        )
+        == []
+    )
 
 
 # --- server_flags ------------------------------------------------------------------------------
 
+
 def test_flags_for_the_seed_configuration():
     lines = f.server_flags(base(emulator_startup_s=5))
     assert lines == [
-        ["--model-path", "/shared/models/Qwen3.5-122B-A10B"], ["--served-model-name", "qwen3.5-122b"],
-        ["--host", "0.0.0.0"], ["--port", "30000"], ["--tp-size", "4"], ["--enable-metrics"], ["--log-level", "info"],
-        ["--speculative-algorithm", "NEXTN"], ["--speculative-num-steps", "3"], ["--speculative-eagle-topk", "1"],
-        ["--speculative-num-draft-tokens", "4"], ["--emulator-startup-s", "5"]]
+        ["--model-path", "/shared/models/Qwen3.5-122B-A10B"],
+        ["--served-model-name", "qwen3.5-122b"],
+        ["--host", "0.0.0.0"],
+        ["--port", "30000"],
+        ["--tp-size", "4"],
+        ["--enable-metrics"],
+        ["--log-level", "info"],
+        ["--speculative-algorithm", "NEXTN"],
+        ["--speculative-num-steps", "3"],
+        ["--speculative-eagle-topk", "1"],
+        ["--speculative-num-draft-tokens", "4"],
+        ["--emulator-startup-s", "5"],
+    ]
 
 
 def test_unset_values_are_not_passed_and_set_ones_are_normalised():
-    flags = flat(f.server_flags(base(max_running_requests="64", mem_fraction_static="0.80", context_length=262144,
-                                     chunked_prefill_size=-1, watchdog_timeout="1200", trust_remote_code="yes",
-                                     enable_metrics="false", skip_server_warmup=True, decode_log_interval=10)))
+    flags = flat(
+        f.server_flags(
+            base(
+                max_running_requests="64",
+                mem_fraction_static="0.80",
+                context_length=262144,
+                chunked_prefill_size=-1,
+                watchdog_timeout="1200",
+                trust_remote_code="yes",
+                enable_metrics="false",
+                skip_server_warmup=True,
+                decode_log_interval=10,
+            )
+        )
+    )
     assert flags[flags.index("--max-running-requests") + 1] == "64"
     assert flags[flags.index("--mem-fraction-static") + 1] == "0.8"
     assert flags[flags.index("--chunked-prefill-size") + 1] == "-1"
@@ -218,8 +290,17 @@ def test_unset_values_are_not_passed_and_set_ones_are_normalised():
     assert "--trust-remote-code" in flags and "--skip-server-warmup" in flags
     assert "--enable-metrics" not in flags
     bare = flat(f.server_flags(base()))
-    for flag in ("--max-running-requests", "--mem-fraction-static", "--context-length", "--chunked-prefill-size",
-                 "--watchdog-timeout", "--decode-log-interval", "--api-key", "--nnodes", "--emulator-profile"):
+    for flag in (
+        "--max-running-requests",
+        "--mem-fraction-static",
+        "--context-length",
+        "--chunked-prefill-size",
+        "--watchdog-timeout",
+        "--decode-log-interval",
+        "--api-key",
+        "--nnodes",
+        "--emulator-profile",
+    ):
         assert flag not in bare
 
 
@@ -230,19 +311,49 @@ def test_api_key_goes_through_the_environment_never_literally():
 
 
 def test_extra_flags_in_name_order_with_bare_and_repeated_values():
-    lines = f.server_flags(base(extra_flags={"mamba-scheduler-strategy": "extra_buffer", "--attention-backend": "flashinfer",
-                                             "enable-cache-report": True, "disable-radix-cache": False,
-                                             "cuda-graph-bs": [1, 2, 4], "tokenizer-path": None}))
-    tail = lines[lines.index(["--speculative-num-draft-tokens", "4"]) + 1:]
-    assert tail == [["--attention-backend", "flashinfer"], ["--cuda-graph-bs", "1"], ["--cuda-graph-bs", "2"],
-                    ["--cuda-graph-bs", "4"], ["--enable-cache-report"], ["--mamba-scheduler-strategy", "extra_buffer"]]
+    lines = f.server_flags(
+        base(
+            extra_flags={
+                "mamba-scheduler-strategy": "extra_buffer",
+                "--attention-backend": "flashinfer",
+                "enable-cache-report": True,
+                "disable-radix-cache": False,
+                "cuda-graph-bs": [1, 2, 4],
+                "tokenizer-path": None,
+            }
+        )
+    )
+    tail = lines[lines.index(["--speculative-num-draft-tokens", "4"]) + 1 :]
+    assert tail == [
+        ["--attention-backend", "flashinfer"],
+        ["--cuda-graph-bs", "1"],
+        ["--cuda-graph-bs", "2"],
+        ["--cuda-graph-bs", "4"],
+        ["--enable-cache-report"],
+        ["--mamba-scheduler-strategy", "extra_buffer"],
+    ]
 
 
 def test_emulator_flags_only_for_the_emulator_engine():
-    emu = flat(f.server_flags(base(emulator_profile_path="/etc/sglang/p.yaml", emulator_startup_s="2.5",
-                                   emulator_faults=["kv-oom", "slow-startup=3"])))
-    assert emu[-8:] == ["--emulator-profile", "/etc/sglang/p.yaml", "--emulator-startup-s", "2.5",
-                        "--emulator-fault", "kv-oom", "--emulator-fault", "slow-startup=3"]
+    emu = flat(
+        f.server_flags(
+            base(
+                emulator_profile_path="/etc/sglang/p.yaml",
+                emulator_startup_s="2.5",
+                emulator_faults=["kv-oom", "slow-startup=3"],
+            )
+        )
+    )
+    assert emu[-8:] == [
+        "--emulator-profile",
+        "/etc/sglang/p.yaml",
+        "--emulator-startup-s",
+        "2.5",
+        "--emulator-fault",
+        "kv-oom",
+        "--emulator-fault",
+        "slow-startup=3",
+    ]
     real = flat(f.server_flags(base(engine="sglang", emulator_profile_path="/x", emulator_startup_s=1)))
     assert not [w for w in real if w.startswith("--emulator")]
 
@@ -254,21 +365,25 @@ def test_every_mapped_flag_is_protected_from_extra_flags():
 
 # --- quoting -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("word,quoted", [
-    ("/opt/sglang/venv/bin/python", "/opt/sglang/venv/bin/python"),
-    ("--tp-size", "--tp-size"),
-    ("qwen3.5-122b", "qwen3.5-122b"),
-    ("with space", '"with space"'),
-    ("100%", '"100%%"'),
-    ("$HOME", '"$$HOME"'),
-    ('a"b', '"a\\"b"'),
-    ("back\\slash", '"back\\\\slash"'),
-    ("", '""'),
-    (";", '";"'),
-    ("${SGLANG_SERVER_API_KEY}", "${SGLANG_SERVER_API_KEY}"),
-    ("${OTHER}", '"$${OTHER}"'),
-    ('{"a": 1}', '"{\\"a\\": 1}"'),
-])
+
+@pytest.mark.parametrize(
+    "word,quoted",
+    [
+        ("/opt/sglang/venv/bin/python", "/opt/sglang/venv/bin/python"),
+        ("--tp-size", "--tp-size"),
+        ("qwen3.5-122b", "qwen3.5-122b"),
+        ("with space", '"with space"'),
+        ("100%", '"100%%"'),
+        ("$HOME", '"$$HOME"'),
+        ('a"b', '"a\\"b"'),
+        ("back\\slash", '"back\\\\slash"'),
+        ("", '""'),
+        (";", '";"'),
+        ("${SGLANG_SERVER_API_KEY}", "${SGLANG_SERVER_API_KEY}"),
+        ("${OTHER}", '"$${OTHER}"'),
+        ('{"a": 1}', '"{\\"a\\": 1}"'),
+    ],
+)
 def test_systemd_exec_quote(word, quoted):
     assert f.systemd_exec_quote(word) == quoted
 
@@ -286,5 +401,11 @@ def test_systemd_env_assign():
 
 def test_filter_module_exposes_the_filters():
     names = set(f.FilterModule().filters())
-    assert {"sglang_spec", "sglang_node", "sglang_server_errors", "sglang_flags", "systemd_exec_quote",
-            "systemd_env_assign"} <= names
+    assert {
+        "sglang_spec",
+        "sglang_node",
+        "sglang_server_errors",
+        "sglang_flags",
+        "systemd_exec_quote",
+        "systemd_env_assign",
+    } <= names

@@ -6,13 +6,18 @@ from __future__ import annotations
 import re
 
 import yaml
-
 from roles_testlib import ROOT
 
 ROLE = ROOT / "roles" / "sglang_server"
 # Documented, but not in defaults/main.yml: play-level variables and optional per-host ones.
-NO_DEFAULT = {"spec_steps", "spec_topk", "spec_draft_tokens", "spec_algorithm",
-              "sglang_server_client_host", "sglang_server_dist_init_host"}
+NO_DEFAULT = {
+    "spec_steps",
+    "spec_topk",
+    "spec_draft_tokens",
+    "spec_algorithm",
+    "sglang_server_client_host",
+    "sglang_server_dist_init_host",
+}
 
 
 def load(path):
@@ -51,10 +56,18 @@ def test_no_undocumented_variable_is_read():
     """Every public sglang_server_* name the role's files mention is documented."""
     options = set(specs()["main"]["options"])
     used = set()
-    for path in list(ROLE.glob("tasks/*.yml")) + list(ROLE.glob("templates/*.j2")) + [ROLE / "vars" / "main.yml",
-                                                                                      ROLE / "handlers" / "main.yml"]:
+    for path in (
+        list(ROLE.glob("tasks/*.yml"))
+        + list(ROLE.glob("templates/*.j2"))
+        + [ROLE / "vars" / "main.yml", ROLE / "handlers" / "main.yml"]
+    ):
         used |= set(re.findall(r"(?<![_\w])sglang_server_[a-z0-9_]+", path.read_text()))
     # Module, filter and tag names are not variables.
-    used -= {"sglang_server_files", "sglang_server_errors", "sglang_server_install", "sglang_server_configure",
-             "sglang_server_run"}
+    used -= {
+        "sglang_server_files",
+        "sglang_server_errors",
+        "sglang_server_install",
+        "sglang_server_configure",
+        "sglang_server_run",
+    }
     assert sorted(used - options) == []

@@ -8,7 +8,6 @@ import stat
 import sys
 
 import pytest
-
 from roles_testlib import ROOT, VENV_BIN, run
 
 SECRET = "k3y-never-printed"
@@ -16,21 +15,46 @@ SECRET = "k3y-never-printed"
 
 def apply(tmp_path, files, check=False, last_good=""):
     args = json.dumps({"files": files, "last_good_dir": str(last_good)})
-    cmd = [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
-           "-m", "sglang_server_files", "-a", args, "-v"] + (["--check"] if check else [])
-    proc = run(cmd, timeout=120, ANSIBLE_LIBRARY=str(ROOT / "roles/sglang_server/library"),
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    cmd = [
+        str(VENV_BIN / "ansible"),
+        "localhost",
+        "-c",
+        "local",
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
+        "-m",
+        "sglang_server_files",
+        "-a",
+        args,
+        "-v",
+    ] + (["--check"] if check else [])
+    proc = run(
+        cmd,
+        timeout=120,
+        ANSIBLE_LIBRARY=str(ROOT / "roles/sglang_server/library"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal",
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+    )
     out = proc.stdout + proc.stderr
     assert SECRET not in out
     assert proc.returncode == 0, out
-    return json.loads(out[out.index("{"):])
+    return json.loads(out[out.index("{") :])
 
 
 def spec(tmp_path):
-    return [{"path": str(tmp_path / "etc/systemd/sglang-qwen.service"), "content": "[Service]\nType=exec\n",
-             "last_good_name": "unit"},
-            {"path": str(tmp_path / "etc/sglang/sglang-qwen.env"), "content": f'SGLANG_SERVER_API_KEY="{SECRET}"\n',
-             "mode": "0600", "last_good_name": "env"}]
+    return [
+        {
+            "path": str(tmp_path / "etc/systemd/sglang-qwen.service"),
+            "content": "[Service]\nType=exec\n",
+            "last_good_name": "unit",
+        },
+        {
+            "path": str(tmp_path / "etc/sglang/sglang-qwen.env"),
+            "content": f'SGLANG_SERVER_API_KEY="{SECRET}"\n',
+            "mode": "0600",
+            "last_good_name": "env",
+        },
+    ]
 
 
 def test_writes_once_then_reports_unchanged(tmp_path):
@@ -77,16 +101,34 @@ def test_last_good_comparison(tmp_path):
     assert apply(tmp_path, files, last_good=good)["last_good_current"] is False
 
 
-@pytest.mark.parametrize("bad,needle", [({"mode": "644x"}, "mode must be an octal string"),
-                                         ({"owner": "no-such-user-xyz"}, "no such user"),
-                                         ({"path": "relative/file"}, "path must be absolute")])
+@pytest.mark.parametrize(
+    "bad,needle",
+    [
+        ({"mode": "644x"}, "mode must be an octal string"),
+        ({"owner": "no-such-user-xyz"}, "no such user"),
+        ({"path": "relative/file"}, "path must be absolute"),
+    ],
+)
 def test_bad_arguments_fail_clearly(tmp_path, bad, needle):
     files = spec(tmp_path)
     files[0].update(bad)
     args = json.dumps({"files": files})
-    proc = run([str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
-                "-m", "sglang_server_files", "-a", args], timeout=120,
-               ANSIBLE_LIBRARY=str(ROOT / "roles/sglang_server/library"))
+    proc = run(
+        [
+            str(VENV_BIN / "ansible"),
+            "localhost",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-m",
+            "sglang_server_files",
+            "-a",
+            args,
+        ],
+        timeout=120,
+        ANSIBLE_LIBRARY=str(ROOT / "roles/sglang_server/library"),
+    )
     assert proc.returncode != 0
     assert needle in proc.stdout + proc.stderr
     assert SECRET not in proc.stdout + proc.stderr

@@ -4,11 +4,10 @@ default (converge, idempotence, verify) and rollback (converge, bad configuratio
 from __future__ import annotations
 
 import pytest
-
 from roles_testlib import ROOT, remove_container, run
 
 ROLE = ROOT / "roles" / "sglang_server"
-KEY = "molecule-Secret-Key-7f3a"   # molecule/base.yml
+KEY = "molecule-Secret-Key-7f3a"  # molecule/base.yml
 
 
 @pytest.mark.systemd
@@ -18,9 +17,14 @@ def test_molecule_scenario(need_podman, frozen_wheelhouse, tmp_path, scenario):
     home = tmp_path / "home"
     home.mkdir()
     try:
-        proc = run(["molecule", "-c", "molecule/base.yml", "test", "-s", scenario], cwd=ROLE, timeout=1200,
-                   HOME=str(home), MOLECULE_SGLANG_WHEELHOUSE=str(frozen_wheelhouse),
-                   VIRTUAL_ENV=str(ROOT / ".venv"))
+        proc = run(
+            ["molecule", "-c", "molecule/base.yml", "test", "-s", scenario],
+            cwd=ROLE,
+            timeout=1200,
+            HOME=str(home),
+            MOLECULE_SGLANG_WHEELHOUSE=str(frozen_wheelhouse),
+            VIRTUAL_ENV=str(ROOT / ".venv"),
+        )
     finally:
         remove_container(f"sgt-mol-{scenario}")
     out = proc.stdout + proc.stderr

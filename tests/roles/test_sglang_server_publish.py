@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 
 import ansible_runner
-
 from roles_testlib import ROOT, ansible_env
 
 
@@ -16,13 +15,26 @@ def test_set_stats_from_several_hosts_merge_into_one_dict(tmp_path, monkeypatch)
         monkeypatch.setenv(key, value)
     hosts = {f"h{i}": {"ansible_host": f"10.213.{200 + i}.2", "host_no": i} for i in range(1, 4)}
     hosts["h3"]["sglang_server_client_host"] = "client.example"
-    inventory = {"all": {"hosts": hosts, "vars": {"ansible_python_interpreter": sys.executable,
-                                                  "sglang_server_engine": "emulator", "sglang_server_port": 30100}}}
+    inventory = {
+        "all": {
+            "hosts": hosts,
+            "vars": {
+                "ansible_python_interpreter": sys.executable,
+                "sglang_server_engine": "emulator",
+                "sglang_server_port": 30100,
+            },
+        }
+    }
     private = tmp_path / "runner"
     private.mkdir()
-    r = ansible_runner.run(private_data_dir=str(private), project_dir=str(ROOT), inventory=inventory,
-                           playbook=str(ROOT / "tests/roles/fixtures/publish_only.yml"), quiet=True,
-                           envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    r = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(ROOT),
+        inventory=inventory,
+        playbook=str(ROOT / "tests/roles/fixtures/publish_only.yml"),
+        quiet=True,
+        envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+    )
     out = r.stdout.read()
     assert r.rc == 0, out[-3000:]
     stats = [e for e in r.events if e["event"] == "playbook_on_stats"]

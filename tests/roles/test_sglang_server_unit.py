@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from roles_testlib import ROOT, run
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
@@ -33,32 +32,79 @@ def rendered(tmp_path_factory):
     (venv / "bin" / "python").symlink_to(sys.executable)
     model = tmp / "models" / "Qwen3.5-122B-A10B"
     model.mkdir(parents=True)
-    common = {"ansible_python_interpreter": sys.executable, "sglang_server_venv_dir": str(venv),
-              "sglang_server_model_path": str(model), "sglang_server_emulator_build_wheelhouse": False}
-    inventory = {"all": {"vars": common, "hosts": {
-        "emulator-nokey": {"sglang_server_engine": "emulator", "sglang_server_tp_size": 4,
-                           "sglang_server_emulator_startup_s": 5, "spec_steps": "3"},
-        "sglang-key": {"sglang_server_engine": "sglang", "sglang_server_api_key": "k3y-$ecret%n",
-                       "sglang_server_max_running_requests": 64, "sglang_server_mem_fraction_static": 0.8,
-                       "sglang_server_extra_flags": {"attention-backend": "flashinfer",
-                                                     "json-model-override-args": '{"rope_scaling": null}'},
-                       "sglang_server_environment": {"SGLANG_ENABLE_SPEC_V2": "1", "HF_TOKEN": "hf_$x"},
-                       "spec_steps": 4},
-        "nospec-home": {"sglang_server_engine": "sglang", "spec_steps": 0, "sglang_server_device_policy": "",
-                        "sglang_server_read_write_paths": ["/home/sglang/cache"]},
-        "topk": {"sglang_server_engine": "emulator", "spec_steps": 3, "spec_topk": 2, "spec_draft_tokens": 6,
-                 "sglang_server_emulator_faults": ["slow-startup=2"], "sglang_server_unit_extra": {
-                     "CPUAffinity": "0-15", "Environment": ["A=1", "B=2"]}},
-    }, "children": {"tp2": {"hosts": {
-        "node-a": {"sglang_server_dist_init_host": "10.0.0.21"},
-        "node-b": {},
-    }, "vars": {"sglang_server_engine": "sglang", "sglang_server_multinode_group": "tp2",
-                "sglang_server_tp_size": 8, "spec_steps": 2}}}}}
+    common = {
+        "ansible_python_interpreter": sys.executable,
+        "sglang_server_venv_dir": str(venv),
+        "sglang_server_model_path": str(model),
+        "sglang_server_emulator_build_wheelhouse": False,
+    }
+    inventory = {
+        "all": {
+            "vars": common,
+            "hosts": {
+                "emulator-nokey": {
+                    "sglang_server_engine": "emulator",
+                    "sglang_server_tp_size": 4,
+                    "sglang_server_emulator_startup_s": 5,
+                    "spec_steps": "3",
+                },
+                "sglang-key": {
+                    "sglang_server_engine": "sglang",
+                    "sglang_server_api_key": "k3y-$ecret%n",
+                    "sglang_server_max_running_requests": 64,
+                    "sglang_server_mem_fraction_static": 0.8,
+                    "sglang_server_extra_flags": {
+                        "attention-backend": "flashinfer",
+                        "json-model-override-args": '{"rope_scaling": null}',
+                    },
+                    "sglang_server_environment": {"SGLANG_ENABLE_SPEC_V2": "1", "HF_TOKEN": "hf_$x"},
+                    "spec_steps": 4,
+                },
+                "nospec-home": {
+                    "sglang_server_engine": "sglang",
+                    "spec_steps": 0,
+                    "sglang_server_device_policy": "",
+                    "sglang_server_read_write_paths": ["/home/sglang/cache"],
+                },
+                "topk": {
+                    "sglang_server_engine": "emulator",
+                    "spec_steps": 3,
+                    "spec_topk": 2,
+                    "spec_draft_tokens": 6,
+                    "sglang_server_emulator_faults": ["slow-startup=2"],
+                    "sglang_server_unit_extra": {"CPUAffinity": "0-15", "Environment": ["A=1", "B=2"]},
+                },
+            },
+            "children": {
+                "tp2": {
+                    "hosts": {
+                        "node-a": {"sglang_server_dist_init_host": "10.0.0.21"},
+                        "node-b": {},
+                    },
+                    "vars": {
+                        "sglang_server_engine": "sglang",
+                        "sglang_server_multinode_group": "tp2",
+                        "sglang_server_tp_size": 8,
+                        "spec_steps": 2,
+                    },
+                }
+            },
+        }
+    }
     inv = tmp / "inventory.yml"
     inv.write_text(yaml.safe_dump(inventory))
     out = tmp / "out"
-    proc = run([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(inv), "-e", f"render_dir={out}",
-                str(ROOT / "tests/roles/fixtures/render_unit.yml")], timeout=240)
+    proc = run(
+        [
+            str(ROOT / ".venv/bin/ansible-playbook"),
+            "-i",
+            str(inv),
+            "-e",
+            f"render_dir={out}",
+            str(ROOT / "tests/roles/fixtures/render_unit.yml"),
+        ],
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return out
 
@@ -88,8 +134,12 @@ def test_systemd_analyze_verify_accepts_the_unit(rendered, host):
 @pytest.mark.parametrize("host", HOSTS)
 def test_systemd_analyze_security_rates_the_unit(rendered, host):
     path = rendered / host / "sglang-qwen.service"
-    proc = subprocess.run([SYSTEMD_ANALYZE, "security", "--offline=true", "--no-pager", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [SYSTEMD_ANALYZE, "security", "--offline=true", "--no-pager", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     m = re.search(r"Overall exposure level for \S+: ([\d.]+)", proc.stdout + proc.stderr)
     assert m, proc.stdout + proc.stderr
     assert float(m.group(1)) <= MAX_EXPOSURE, proc.stdout
@@ -98,18 +148,39 @@ def test_systemd_analyze_security_rates_the_unit(rendered, host):
 def test_one_template_for_both_engines(rendered):
     emu, real = exec_start(unit(rendered, "emulator-nokey")), exec_start(unit(rendered, "nospec-home"))
     assert " -m tuner.emulator " in emu and " -m sglang.launch_server " in real
-    strip = lambda s: [ln for ln in s.splitlines() if not ln.startswith(("ExecStart", "    ", "Description"))]
+
+    def strip(s):
+        return [ln for ln in s.splitlines() if not ln.startswith(("ExecStart", "    ", "Description"))]
+
     assert strip(unit(rendered, "emulator-nokey")).count("NoNewPrivileges=yes") == 1
 
 
 def test_hardening_keeps_the_gpus(rendered):
     text = unit(rendered, "sglang-key")
-    for line in ("User=sglang", "Type=exec", "NoNewPrivileges=yes", "ProtectSystem=strict", "ReadWritePaths=/var/lib/sglang",
-                 "PrivateTmp=yes", "ProtectHome=yes", "DevicePolicy=closed", "DeviceAllow=char-nvidiactl rw",
-                 "DeviceAllow=char-nvidia-uvm rw", "DeviceAllow=char-nvidia-caps rw", "DeviceAllow=char-nvidia rw",
-                 "Restart=on-failure", "KillSignal=SIGTERM", "KillMode=mixed", "TimeoutStopSec=300",
-                 "TimeoutStartSec=1800", "LimitMEMLOCK=infinity", "LimitNOFILE=65536", "SyslogIdentifier=sglang-qwen",
-                 "EnvironmentFile=-/etc/sglang/cuda_env.env", "EnvironmentFile=/etc/sglang/sglang-qwen.env"):
+    for line in (
+        "User=sglang",
+        "Type=exec",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ReadWritePaths=/var/lib/sglang",
+        "PrivateTmp=yes",
+        "ProtectHome=yes",
+        "DevicePolicy=closed",
+        "DeviceAllow=char-nvidiactl rw",
+        "DeviceAllow=char-nvidia-uvm rw",
+        "DeviceAllow=char-nvidia-caps rw",
+        "DeviceAllow=char-nvidia rw",
+        "Restart=on-failure",
+        "KillSignal=SIGTERM",
+        "KillMode=mixed",
+        "TimeoutStopSec=300",
+        "TimeoutStartSec=1800",
+        "LimitMEMLOCK=infinity",
+        "LimitNOFILE=65536",
+        "SyslogIdentifier=sglang-qwen",
+        "EnvironmentFile=-/etc/sglang/cuda_env.env",
+        "EnvironmentFile=/etc/sglang/sglang-qwen.env",
+    ):
         assert f"\n{line}\n" in text, line
     directives = [ln for ln in text.splitlines() if not ln.startswith("#")]
     for forbidden in ("PrivateDevices=", "MemoryDenyWriteExecute=", "DeviceAllow=char-nvidia-frontend", "User=root"):

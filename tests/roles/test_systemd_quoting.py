@@ -8,12 +8,11 @@ import subprocess
 import time
 
 import pytest
-
 import roles_testlib  # noqa: F401  (puts plugins/filter on sys.path)
 import sglang_flags as f
 from roles_testlib import IMAGE, remove_container
 
-NAME = "sgt-roles-quoting-230"   # ad-hoc range (docs/architecture.md)
+NAME = "sgt-roles-quoting-230"  # ad-hoc range (docs/architecture.md)
 
 
 def podman(*args, stdin: str | None = None, check=True):
@@ -22,19 +21,54 @@ def podman(*args, stdin: str | None = None, check=True):
 
 @pytest.mark.systemd
 def test_exec_and_env_quoting_through_systemd(need_podman):
-    env_values = {"PLAIN": "plain", "SPACE": "with space", "DQ": 'd"q', "SQ": "s'q", "BS": "back\\slash",
-                  "DOLLAR": "dollar $HOME ${X}", "TICK": "tick `id`", "HASH": "#hash; semi",
-                  "SGLANG_SERVER_API_KEY": 'k$y "x" \\ `z` %n'}
-    args = ["plain", "with space", "pct%n", "dol$HOME", 'q"x', "s'q", "b\\s", "", ";", '{"a": [1, 2]}',
-            "${SGLANG_SERVER_API_KEY}"]
-    script = "import json,os,sys; print('RESULT', json.dumps([sys.argv[1:], {k: os.environ.get(k) for k in %r}]))" % list(env_values)
-    unit = ("[Service]\nType=oneshot\nEnvironmentFile=/etc/quoting.env\nExecStart=/usr/bin/python3 -c "
-            + f.systemd_exec_quote(script) + " " + " ".join(f.systemd_exec_quote(a) for a in args) + "\n")
+    env_values = {
+        "PLAIN": "plain",
+        "SPACE": "with space",
+        "DQ": 'd"q',
+        "SQ": "s'q",
+        "BS": "back\\slash",
+        "DOLLAR": "dollar $HOME ${X}",
+        "TICK": "tick `id`",
+        "HASH": "#hash; semi",
+        "SGLANG_SERVER_API_KEY": 'k$y "x" \\ `z` %n',
+    }
+    args = [
+        "plain",
+        "with space",
+        "pct%n",
+        "dol$HOME",
+        'q"x',
+        "s'q",
+        "b\\s",
+        "",
+        ";",
+        '{"a": [1, 2]}',
+        "${SGLANG_SERVER_API_KEY}",
+    ]
+    script = f"import json,os,sys; print('RESULT', json.dumps([sys.argv[1:], {{k: os.environ.get(k) for k in {list(env_values)!r}}}]))"
+    unit = (
+        "[Service]\nType=oneshot\nEnvironmentFile=/etc/quoting.env\nExecStart=/usr/bin/python3 -c "
+        + f.systemd_exec_quote(script)
+        + " "
+        + " ".join(f.systemd_exec_quote(a) for a in args)
+        + "\n"
+    )
     env = "".join(f.systemd_env_assign(k, v) + "\n" for k, v in env_values.items())
     remove_container(NAME)
     try:
-        podman("run", "-d", "--name", NAME, "--label", "io.sglang-tune=1", "--network", "none", "--systemd=always",
-               IMAGE, "/sbin/init")
+        podman(
+            "run",
+            "-d",
+            "--name",
+            NAME,
+            "--label",
+            "io.sglang-tune=1",
+            "--network",
+            "none",
+            "--systemd=always",
+            IMAGE,
+            "/sbin/init",
+        )
         for _ in range(120):
             state = podman("exec", NAME, "systemctl", "is-system-running", check=False).stdout.strip()
             if state in ("running", "degraded"):
@@ -47,7 +81,7 @@ def test_exec_and_env_quoting_through_systemd(need_podman):
     finally:
         remove_container(NAME)
     line = next(ln for ln in log.splitlines() if ln.startswith("RESULT "))
-    got_args, got_env = json.loads(line[len("RESULT "):])
+    got_args, got_env = json.loads(line[len("RESULT ") :])
     assert got_env == env_values
     # Every word arrives as written; the one ${SGLANG_SERVER_API_KEY} reference is expanded by systemd.
     assert got_args == args[:-1] + [env_values["SGLANG_SERVER_API_KEY"]]

@@ -1,10 +1,10 @@
 """Fixtures for the tuner's tests: real emulator processes on loopback."""
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
-
 from tuner_testlib import emulator
 
 

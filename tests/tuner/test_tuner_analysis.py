@@ -3,15 +3,24 @@
 The seed table (seed-measurements.md) is used as *input data* here: the rules must turn those
 measurements into the seed's conclusions; nothing in the tuner knows them.
 """
+
 from __future__ import annotations
 
 from tuner import analysis
 
 
 def row(k, c, tput, per_req=None, rep=1, status="ok", topk=1):
-    return {"config_id": f"k{k}-t{topk}", "spec_steps": k, "spec_topk": topk, "concurrency": c,
-            "repeat": rep, "output_tok_s": tput, "per_request_tok_s": per_req or tput / max(1, c),
-            "status": status, "requests_failed": 0}
+    return {
+        "config_id": f"k{k}-t{topk}",
+        "spec_steps": k,
+        "spec_topk": topk,
+        "concurrency": c,
+        "repeat": rep,
+        "output_tok_s": tput,
+        "per_request_tok_s": per_req or tput / max(1, c),
+        "status": status,
+        "requests_failed": 0,
+    }
 
 
 # Aggregate tok/s shaped like the seed's hand measurements (C=1 and C=64 cells are the seed's;
@@ -72,7 +81,7 @@ def test_recommend_single_level_and_mix():
 
 
 def test_recommend_ignores_configs_missing_a_level():
-    rows = seed_rows() + [row(5, 1, 400.0)]          # k5 measured at one level only
+    rows = seed_rows() + [row(5, 1, 400.0)]  # k5 measured at one level only
     stats = analysis.aggregate(rows)
     rec = analysis.recommend(stats, LEVELS, None)
     assert "k5-t1" not in rec.scores
@@ -103,15 +112,17 @@ def test_early_stop_unknown_level_never_stops():
 
 
 def test_failed_and_skipped_rows_are_not_measurements():
-    rows = seed_rows() + [{"config_id": "k5-t1", "spec_steps": 5, "concurrency": 1,
-                           "status": "deploy_failed", "output_tok_s": ""}]
+    rows = seed_rows() + [
+        {"config_id": "k5-t1", "spec_steps": 5, "concurrency": 1, "status": "deploy_failed", "output_tok_s": ""}
+    ]
     stats = analysis.aggregate(rows)
     assert ("k5-t1", 1) not in stats
 
 
 def test_capacity_failure_classification():
-    assert analysis.is_capacity_failure("RuntimeError: Not enough memory. Please try to increase "
-                                        "--mem-fraction-static. Current value: 0.8")
+    assert analysis.is_capacity_failure(
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: 0.8"
+    )
     assert analysis.is_capacity_failure("KV cache pool cannot be allocated")
     assert not analysis.is_capacity_failure("sglang_ready: timed out after 600 s waiting for /health")
     assert not analysis.is_capacity_failure(None)

@@ -1,11 +1,13 @@
 """`python -m tuner bench --url` against a running emulator, then `plot DIR` and `report DIR`."""
+
 from __future__ import annotations
 
 import csv
 import json
 
-from tuner import cli
 from tuner_testlib import emulator, grep_tree
+
+from tuner import cli
 
 KEY = "sk-bench-cli-31337"
 
@@ -14,14 +16,29 @@ def test_bench_writes_the_sweep_outputs_without_the_key(tmp_path, monkeypatch, c
     monkeypatch.setenv("SGLANG_API_KEY", KEY)
     out = tmp_path / "b"
     with emulator("--api-key", KEY, steps=2) as url:
-        rc = cli.main(["bench", "--url", url, "--concurrency", "1,2", "--input-len", "8",
-                       "--output-len", "16", "--repeats", "2", "--out", str(out)])
+        rc = cli.main(
+            [
+                "bench",
+                "--url",
+                url,
+                "--concurrency",
+                "1,2",
+                "--input-len",
+                "8",
+                "--output-len",
+                "16",
+                "--repeats",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     with open(out / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert [(r["concurrency"], r["repeat"]) for r in rows] == [("1", "1"), ("1", "2"), ("2", "1"), ("2", "2")]
-    assert {r["spec_steps"] for r in rows} == {"2"}                # from /server_info
+    assert {r["spec_steps"] for r in rows} == {"2"}  # from /server_info
     assert all(r["status"] == "ok" and int(r["max_total_num_tokens"]) > 0 for r in rows)
     rec = json.loads((out / "recommendation.json").read_text())
     assert rec["by_concurrency"]["2"]["repeats"] == 2
@@ -47,4 +64,5 @@ def test_bench_without_out_prints_a_table(capsys):
 
 def test_bench_unreachable_server_fails(capsys):
     from tuner_testlib import free_port
+
     assert cli.main(["bench", "--url", f"http://127.0.0.1:{free_port()}", "--concurrency", "1"]) == 1

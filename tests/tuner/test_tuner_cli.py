@@ -1,4 +1,5 @@
 """The CLI's contract: bad input exits 2 naming the flag, before any host is touched."""
+
 from __future__ import annotations
 
 import subprocess
@@ -6,16 +7,18 @@ import sys
 
 import ansible_runner
 import pytest
+from tuner_testlib import FIXTURES, ROOT
 
 from tuner import cli, deploy
-from tuner_testlib import FIXTURES, ROOT
 
 
 @pytest.fixture
 def no_hosts(monkeypatch):
     """Fail the test if anything would deploy."""
+
     def boom(*a, **k):
         raise AssertionError("a host was touched")
+
     monkeypatch.setattr(ansible_runner, "run", boom)
     monkeypatch.setattr(deploy.Deployer, "deploy", boom)
 
@@ -23,35 +26,38 @@ def no_hosts(monkeypatch):
 INV = str(FIXTURES / "local_inventory.yml")
 
 
-@pytest.mark.parametrize("args,flag", [
-    (["--steps", "5-1"], "--steps"),
-    (["--steps", "0-x"], "--steps"),
-    (["--steps", ""], "--steps"),
-    (["--concurrency", "0"], "--concurrency"),
-    (["--concurrency", ""], "--concurrency"),
-    (["--concurrency", "1,x"], "--concurrency"),
-    (["--topk", "0"], "--topk"),
-    (["--algorithm", "MEDUSA"], "--algorithm"),
-    (["--repeats", "0"], "--repeats"),
-    (["--input-len", "-5"], "--input-len"),
-    (["--output-len", "many"], "--output-len"),
-    (["--temperature", "hot"], "--temperature"),
-    (["--requests-per-level", "0"], "--requests-per-level"),
-    (["--endpoint", "grpc"], "--endpoint"),
-    (["--target-concurrency", "8"], "--target-concurrency"),
-    (["-e", "spec_steps=2"], "-e/--extra-vars"),
-    (["-e", "@/no/such/vars.yml"], "-e/--extra-vars"),
-    (["--inventory", "/no/such/inventory.yml"], "--inventory"),
-    (["--playbook", "/no/such/play.yml"], "--playbook"),
-    (["--limit", "nothing-matches-this"], "--limit"),
-    (["--deploy-timeout", "0"], "--deploy-timeout"),
-])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["--steps", "5-1"], "--steps"),
+        (["--steps", "0-x"], "--steps"),
+        (["--steps", ""], "--steps"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--concurrency", ""], "--concurrency"),
+        (["--concurrency", "1,x"], "--concurrency"),
+        (["--topk", "0"], "--topk"),
+        (["--algorithm", "MEDUSA"], "--algorithm"),
+        (["--repeats", "0"], "--repeats"),
+        (["--input-len", "-5"], "--input-len"),
+        (["--output-len", "many"], "--output-len"),
+        (["--temperature", "hot"], "--temperature"),
+        (["--requests-per-level", "0"], "--requests-per-level"),
+        (["--endpoint", "grpc"], "--endpoint"),
+        (["--target-concurrency", "8"], "--target-concurrency"),
+        (["-e", "spec_steps=2"], "-e/--extra-vars"),
+        (["-e", "@/no/such/vars.yml"], "-e/--extra-vars"),
+        (["--inventory", "/no/such/inventory.yml"], "--inventory"),
+        (["--playbook", "/no/such/play.yml"], "--playbook"),
+        (["--limit", "nothing-matches-this"], "--limit"),
+        (["--deploy-timeout", "0"], "--deploy-timeout"),
+    ],
+)
 def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, no_hosts):
     argv = ["sweep", "--out", str(tmp_path / "out"), "--inventory", INV, *args]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert flag in err, err
-    assert not (tmp_path / "out").exists()        # nothing written either
+    assert not (tmp_path / "out").exists()  # nothing written either
 
 
 def test_out_is_a_file(tmp_path, capsys, no_hosts):
@@ -72,17 +78,38 @@ def test_bench_bad_url_and_dirs(tmp_path, capsys):
 def test_missing_out_is_argparse_exit_2():
     p = subprocess.run([sys.executable, "-m", "tuner", "sweep"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 2 and "--out" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "tuner", "sweep", "--out", "/tmp/x", "--steps", "5-1"],
-                       cwd=ROOT, capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "tuner", "sweep", "--out", "/tmp/x", "--steps", "5-1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and "--steps" in p.stderr
     p = subprocess.run([sys.executable, "-m", "tuner"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 2
 
 
 def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):
-    rc = cli.main(["sweep", "--out", str(tmp_path / "o"), "--inventory", INV, "--steps", "0-2",
-                   "--topk", "1,2", "--draft-tokens", "3", "--limit", "local-a", "--dry-run",
-                   "-e", "sglang_server_emulator_startup_s=1"])
+    rc = cli.main(
+        [
+            "sweep",
+            "--out",
+            str(tmp_path / "o"),
+            "--inventory",
+            INV,
+            "--steps",
+            "0-2",
+            "--topk",
+            "1,2",
+            "--draft-tokens",
+            "3",
+            "--limit",
+            "local-a",
+            "--dry-run",
+            "-e",
+            "sglang_server_emulator_startup_s=1",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "hosts: local-a" in out

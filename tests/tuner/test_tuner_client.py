@@ -1,14 +1,14 @@
 """The streaming client against a real emulator process on loopback (tuner/client.py)."""
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from tuner_testlib import emulator, free_port
 
 from tuner.client import BenchClient, ClientOptions
 from tuner.metrics import level_metrics
-
-from tuner_testlib import emulator, free_port
 
 
 def run(coro):
@@ -16,12 +16,14 @@ def run(coro):
 
 
 async def _level(url, c=4, n=8, **kw):
-    async with BenchClient(ClientOptions(url=url, input_len=kw.pop("input_len", 32),
-                                         output_len=kw.pop("output_len", 48), **kw)) as cl:
+    async with BenchClient(
+        ClientOptions(url=url, input_len=kw.pop("input_len", 32), output_len=kw.pop("output_len", 48), **kw)
+    ) as cl:
         before = await cl.counters()
         traces = await cl.run_level(c, n)
         after = await cl.counters()
         from tuner.metrics import counter_delta
+
         return traces, level_metrics(c, traces, counter_delta(before, after))
 
 
@@ -30,12 +32,12 @@ def test_generate_stream_counts_tokens_from_the_server(emu_url):
     assert m.requests_ok == 8 and m.requests_failed == 0 and m.status == "ok"
     for t in traces:
         assert t.output_tokens == 48 == sum(t.chunk_tokens)
-        assert t.prompt_tokens == 32               # input_ids: exactly input_len tokens
+        assert t.prompt_tokens == 32  # input_ids: exactly input_len tokens
         assert t.spec_verify_ct and t.spec_verify_ct < 48
     # speculation sends several tokens per chunk
     assert max(n for t in traces for n in t.chunk_tokens) > 1
     assert m.accept_length_source == "meta_info"
-    assert 1.0 < m.accept_length <= 4.0            # steps 3: at most 4 tokens per verify
+    assert 1.0 < m.accept_length <= 4.0  # steps 3: at most 4 tokens per verify
     assert m.output_tokens == 8 * 48
     assert m.output_tok_s > 0 and m.per_request_tok_s > m.output_tok_s / 4 * 0.5
     assert m.ttft_ms_p50 > 0 and m.itl_ms_p50 > 0 and m.tpot_ms_p50 > 0
@@ -47,7 +49,7 @@ def test_openai_endpoints(emu_url, endpoint):
     assert m.requests_ok == 4, m.errors
     for t in traces:
         assert t.output_tokens == 48
-        assert sum(c or 0 for c in t.chunk_tokens) == 48   # continuous usage stats per chunk
+        assert sum(c or 0 for c in t.chunk_tokens) == 48  # continuous usage stats per chunk
     # no spec_verify_ct on OpenAI endpoints: the level's /metrics delta is used
     assert m.accept_length_source == "metrics"
     assert 1.0 < m.accept_length <= 4.0
@@ -86,6 +88,7 @@ def test_server_info_through_the_shared_parser(emu_url):
     async def go():
         async with BenchClient(ClientOptions(url=emu_url)) as cl:
             return await cl.parsed_server_info(), await cl.served_model_name(), await cl.health()
+
     info, name, healthy = run(go())
     assert info["speculative"]["num_steps"] == 3 and info["speculative"]["num_draft_tokens"] == 4
     assert info["max_total_num_tokens"] > 0 and info["max_running_requests"] > 0

@@ -1,19 +1,31 @@
 """The ansible-runner wrapper (tuner/deploy.py): event parsing, and real runs of a fixture play."""
+
 from __future__ import annotations
 
 import json
 import tempfile
 
 import pytest
-
-from tuner.deploy import (FAST_TAGS, Deployer, InventoryError, inventory_hosts, outcome_from_events,
-                          project_root, read_inventory)
-from tuner.redact import Redactor
-from tuner.specs import SpecConfig
 from tuner_testlib import FIXTURES, grep_tree
 
-REPORT = {"ready_seconds": 2.5, "capacity": {"max_total_num_tokens": 295931, "max_running_requests": 17},
-          "speculative": {"num_steps": 3, "num_draft_tokens": 4}, "server": {"served_model_name": "m"}}
+from tuner.deploy import (
+    FAST_TAGS,
+    Deployer,
+    InventoryError,
+    inventory_hosts,
+    outcome_from_events,
+    project_root,
+    read_inventory,
+)
+from tuner.redact import Redactor
+from tuner.specs import SpecConfig
+
+REPORT = {
+    "ready_seconds": 2.5,
+    "capacity": {"max_total_num_tokens": 295931, "max_running_requests": 17},
+    "speculative": {"num_steps": 3, "num_draft_tokens": 4},
+    "server": {"served_model_name": "m"},
+}
 
 
 def ev(kind, host="h1", **data):
@@ -21,10 +33,20 @@ def ev(kind, host="h1", **data):
 
 
 def test_outcome_from_set_stats():
-    events = [ev("runner_on_ok", task="Gate", task_action="sglang_ready", res={"censored": "hidden"}),
-              {"event": "playbook_on_stats", "event_data": {"artifact_data": {"sglang_ready": {
-                  "h1": {"client_url": "http://10.213.1.2:30000", "report": REPORT},
-                  "h2": {"client_url": "http://10.213.2.2:30000", "report": {}}}}}}]
+    events = [
+        ev("runner_on_ok", task="Gate", task_action="sglang_ready", res={"censored": "hidden"}),
+        {
+            "event": "playbook_on_stats",
+            "event_data": {
+                "artifact_data": {
+                    "sglang_ready": {
+                        "h1": {"client_url": "http://10.213.1.2:30000", "report": REPORT},
+                        "h2": {"client_url": "http://10.213.2.2:30000", "report": {}},
+                    }
+                }
+            },
+        },
+    ]
     out = outcome_from_events(events, "h1")
     assert out.report == REPORT and out.client_url == "http://10.213.1.2:30000"
     assert out.source == "set_stats" and out.failure is None
@@ -32,8 +54,10 @@ def test_outcome_from_set_stats():
 
 def test_outcome_falls_back_to_the_module_event():
     res = {**REPORT, "url": "http://127.0.0.1:30000", "invocation": {"module_args": {"api_key": "x"}}}
-    events = [ev("runner_on_ok", host="h2", resolved_action="sglang_ready", res={"x": 1}),
-              ev("runner_on_ok", resolved_action="local.sglang_ready", res=res)]
+    events = [
+        ev("runner_on_ok", host="h2", resolved_action="sglang_ready", res={"x": 1}),
+        ev("runner_on_ok", resolved_action="local.sglang_ready", res=res),
+    ]
     out = outcome_from_events(events, "h1")
     assert out.source == "runner_on_ok" and "invocation" not in out.report
     assert out.report["capacity"]["max_total_num_tokens"] == 295931
@@ -41,16 +65,23 @@ def test_outcome_falls_back_to_the_module_event():
 
 
 def test_outcome_failure_reason_is_the_roles_final_message():
-    events = [ev("runner_on_failed", task="Wait until the server is ready", res={"censored": "no_log"}),
-              ev("runner_on_failed", task="ignored one", ignore_errors=True, res={"msg": "meh"}),
-              ev("runner_on_failed", host="other", task="x", res={"msg": "not mine"}),
-              ev("runner_on_failed", task="Fail with the reason",
-                 res={"msg": "KV cache pool cannot be allocated: Not enough memory (rolled back)"})]
+    events = [
+        ev("runner_on_failed", task="Wait until the server is ready", res={"censored": "no_log"}),
+        ev("runner_on_failed", task="ignored one", ignore_errors=True, res={"msg": "meh"}),
+        ev("runner_on_failed", host="other", task="x", res={"msg": "not mine"}),
+        ev(
+            "runner_on_failed",
+            task="Fail with the reason",
+            res={"msg": "KV cache pool cannot be allocated: Not enough memory (rolled back)"},
+        ),
+    ]
     out = outcome_from_events(events, "h1")
     assert out.failure.startswith("KV cache pool cannot be allocated")
     assert out.failed_task == "Fail with the reason"
-    assert outcome_from_events([ev("runner_on_unreachable", res={"msg": "no route"})], "h1").failure \
+    assert (
+        outcome_from_events([ev("runner_on_unreachable", res={"msg": "no route"})], "h1").failure
         == "unreachable: no route"
+    )
     only_censored = outcome_from_events(events[:1], "h1")
     assert only_censored.failure and "no_log" in only_censored.failure
 
@@ -58,7 +89,7 @@ def test_outcome_failure_reason_is_the_roles_final_message():
 def test_inventory_hosts_group_and_limit():
     inv = FIXTURES / "local_inventory.yml"
     hosts, hostvars = inventory_hosts(inv, None, project_root())
-    assert hosts == ["local-a", "local-b"]                   # group sglang_servers only
+    assert hosts == ["local-a", "local-b"]  # group sglang_servers only
     assert hostvars["local-a"]["ansible_connection"] == "local"
     assert inventory_hosts(inv, "local-b", project_root())[0] == ["local-b"]
     assert inventory_hosts(inv, "nomatch*", project_root())[0] == []
@@ -79,15 +110,20 @@ def test_real_runner_runs_tags_failure_and_scrubbing(tmp_path, monkeypatch):
     runner_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(runner_tmp))
     out = tmp_path / "out"
-    d = Deployer(inventory=FIXTURES / "local_inventory.yml", out_dir=out, extravars={"fail_from": 4},
-                 playbook=str(FIXTURES / "fake_deploy.yml"), redactor=Redactor([key]))
+    d = Deployer(
+        inventory=FIXTURES / "local_inventory.yml",
+        out_dir=out,
+        extravars={"fail_from": 4},
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+        redactor=Redactor([key]),
+    )
     first = d.deploy(SpecConfig(3), "local-a")
     assert first.ok, first.reason
     assert first.tags == [] and first.source == "set_stats"
     assert first.report["capacity"]["max_total_num_tokens"] == 260000
-    assert first.report["api_key_seen"] == "<redacted>"    # the play got the key from the env
+    assert first.report["api_key_seen"] == "<redacted>"  # the play got the key from the env
     again = d.deploy(SpecConfig(3), "local-a")
-    assert again.ok and again.tags == list(FAST_TAGS)      # no re-provisioning
+    assert again.ok and again.tags == list(FAST_TAGS)  # no re-provisioning
     bad = d.deploy(SpecConfig(4), "local-a")
     assert not bad.ok and bad.reason.startswith("KV cache pool cannot be allocated at spec_steps 4")
     rec = bad.record()
@@ -105,14 +141,21 @@ def test_real_runner_runs_tags_failure_and_scrubbing(tmp_path, monkeypatch):
 def test_multinode_group_is_one_slot():
     inv = read_inventory(FIXTURES / "multinode_inventory.yml", None, project_root())
     assert inv.slots() == {"tp2": ["node-a", "node-b"], "single-c": ["single-c"]}
-    assert read_inventory(FIXTURES / "multinode_inventory.yml", "single-c", project_root()).slots() == \
-        {"single-c": ["single-c"]}
+    assert read_inventory(FIXTURES / "multinode_inventory.yml", "single-c", project_root()).slots() == {
+        "single-c": ["single-c"]
+    }
 
 
 def test_outcome_fails_when_a_member_fails():
-    events = [{"event": "playbook_on_stats", "event_data": {"artifact_data": {"sglang_ready": {
-                  "node-a": {"client_url": "http://head:30000", "report": REPORT}}}}},
-              ev("runner_on_failed", host="node-b", task="Gate", res={"msg": "NCCL timeout"})]
+    events = [
+        {
+            "event": "playbook_on_stats",
+            "event_data": {
+                "artifact_data": {"sglang_ready": {"node-a": {"client_url": "http://head:30000", "report": REPORT}}}
+            },
+        },
+        ev("runner_on_failed", host="node-b", task="Gate", res={"msg": "NCCL timeout"}),
+    ]
     out = outcome_from_events(events, "node-a", ("node-b",))
     assert out.client_url == "http://head:30000" and out.failure == "node-b: NCCL timeout"
     assert outcome_from_events(events, "node-a").failure is None
@@ -121,14 +164,23 @@ def test_outcome_fails_when_a_member_fails():
 @pytest.mark.slow
 def test_real_runner_deploys_a_multinode_group_at_once(tmp_path):
     inv = FIXTURES / "multinode_inventory.yml"
-    d = Deployer(inventory=inv, out_dir=tmp_path, playbook=str(FIXTURES / "fake_deploy.yml"),
-                 slots=read_inventory(inv, None, project_root()).slots())
+    d = Deployer(
+        inventory=inv,
+        out_dir=tmp_path,
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+        slots=read_inventory(inv, None, project_root()).slots(),
+    )
     res = d.deploy(SpecConfig(2), "tp2")
     assert res.ok, res.reason
     events = [json.loads(x) for x in (tmp_path / "deploy" / "k2-t1" / "events.jsonl").read_text().splitlines()]
     assert {e["event_data"].get("host") for e in events if e["event"] == "runner_on_ok"} == {"node-a", "node-b"}
     assert res.record()["hosts"] == ["node-a", "node-b"]
-    bad = Deployer(inventory=inv, out_dir=tmp_path / "b", playbook=str(FIXTURES / "fake_deploy.yml"),
-                   extravars={"fail_hosts": ["node-b"]}, slots={"tp2": ["node-a", "node-b"]})
+    bad = Deployer(
+        inventory=inv,
+        out_dir=tmp_path / "b",
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+        extravars={"fail_hosts": ["node-b"]},
+        slots={"tp2": ["node-a", "node-b"]},
+    )
     res = bad.deploy(SpecConfig(2), "tp2")
     assert not res.ok and res.reason.startswith("node-b: KV cache pool cannot be allocated")

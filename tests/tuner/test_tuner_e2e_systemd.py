@@ -6,6 +6,7 @@ host of the tests' index range (100-149) and a 1 s emulated start-up, and remove
 default (seed) profile (its KV pool would be below zero), so the sweep records the failure, the
 role rolls the host back to steps 2, and the sweep goes on to recommend and `--deploy-best`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from tuner_testlib import ROOT, grep_tree
 
 pytestmark = [pytest.mark.systemd, pytest.mark.slow]
@@ -28,15 +28,23 @@ pytestmark = [pytest.mark.systemd, pytest.mark.slow]
 HOST, INDEX = "emu-t121", 121
 KEY = "sk-e2e-sweep-5b7c0d"
 VENV_BIN = Path(sys.executable).parent
-ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-       "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+ENV = {
+    **os.environ,
+    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+    "ANSIBLE_NOCOLOR": "1",
+}
 
 
 def _image_present() -> bool:
     if not shutil.which("podman"):
         return False
-    return subprocess.run(["podman", "image", "exists", "localhost/sglang-emulator-host:bookworm"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["podman", "image", "exists", "localhost/sglang-emulator-host:bookworm"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +60,21 @@ def inventory(tmp_path_factory):
     path.write_text(yaml.safe_dump(inv, sort_keys=False))
 
     def hosts(state: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(path),
-                               "playbooks/emulator_hosts.yml", "-e", f"emulator_hosts_state={state}"],
-                              cwd=ROOT, env=ENV, capture_output=True, text=True)
+        return subprocess.run(
+            [
+                str(VENV_BIN / "ansible-playbook"),
+                "-i",
+                str(path),
+                "playbooks/emulator_hosts.yml",
+                "-e",
+                f"emulator_hosts_state={state}",
+            ],
+            cwd=ROOT,
+            env=ENV,
+            capture_output=True,
+            text=True,
+        )
+
     try:
         made = hosts("present")
         assert made.returncode == 0, made.stdout[-3000:]
@@ -67,10 +87,34 @@ def inventory(tmp_path_factory):
 def test_sweep_end_to_end(inventory, tmp_path):
     out = tmp_path / "out"
     env = {**ENV, "SGLANG_API_KEY": KEY}
-    p = subprocess.run([sys.executable, "-m", "tuner", "sweep", "--out", str(out), "--inventory", str(inventory),
-                        "--steps", "1,2,7", "--concurrency", "1,4", "--input-len", "32", "--output-len", "48",
-                        "--deploy-best", "--target-concurrency", "4"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "sweep",
+            "--out",
+            str(out),
+            "--inventory",
+            str(inventory),
+            "--steps",
+            "1,2,7",
+            "--concurrency",
+            "1,4",
+            "--input-len",
+            "32",
+            "--output-len",
+            "48",
+            "--deploy-best",
+            "--target-concurrency",
+            "4",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert p.returncode == 0, p.stderr[-4000:]
     assert "[k=2 C=4 rep 1/1]" in p.stderr and "plot:" in p.stdout
 
@@ -78,7 +122,11 @@ def test_sweep_end_to_end(inventory, tmp_path):
         rows = list(csv.DictReader(f))
     ok = [r for r in rows if r["status"] == "ok"]
     assert {(r["config_id"], r["concurrency"]) for r in ok} == {
-        ("k1-t1", "1"), ("k1-t1", "4"), ("k2-t1", "1"), ("k2-t1", "4")}
+        ("k1-t1", "1"),
+        ("k1-t1", "4"),
+        ("k2-t1", "1"),
+        ("k2-t1", "4"),
+    }
     # the capacity the server came up with, read from the sglang_ready module's result
     kv = {r["config_id"]: int(r["max_total_num_tokens"]) for r in ok}
     mrr = {r["config_id"]: int(r["max_running_requests"]) for r in ok}
@@ -94,10 +142,14 @@ def test_sweep_end_to_end(inventory, tmp_path):
     assert best == rec["by_concurrency"]["4"]["spec_steps"] in (1, 2)
     assert rec["deploy_best"]["status"] == "ok" and rec["deploy_best"]["verified"] is True
     # the host runs the recommendation now
-    url = next(json.loads(x)["client_url"] for x in (out / "records.jsonl").read_text().splitlines()
-               if '"deploy"' in x and '"ok"' in x)
-    with urllib.request.urlopen(urllib.request.Request(url + "/server_info",
-                                                       headers={"Authorization": f"Bearer {KEY}"}), timeout=10) as r:
+    url = next(
+        json.loads(x)["client_url"]
+        for x in (out / "records.jsonl").read_text().splitlines()
+        if '"deploy"' in x and '"ok"' in x
+    )
+    with urllib.request.urlopen(
+        urllib.request.Request(url + "/server_info", headers={"Authorization": f"Bearer {KEY}"}), timeout=10
+    ) as r:
         assert json.load(r)["speculative_num_steps"] == best
 
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x.strip()]
@@ -106,7 +158,7 @@ def test_sweep_end_to_end(inventory, tmp_path):
     assert (out / "deploy" / "k1-t1" / "stdout.txt").is_file()
     assert (out / "throughput_vs_steps.png").stat().st_size > 10_000
     report = (out / "report.md").read_text()
-    assert "k7-t1" in report and "Rolled back" in report          # the role's own account
+    assert "k7-t1" in report and "Rolled back" in report  # the role's own account
     # the server enforces the key the role gave it: without it, 401
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(url + "/v1/models", timeout=10)

@@ -1,14 +1,24 @@
 """Per-request and per-level metrics (tuner/metrics.py) on hand-built traces."""
+
 from __future__ import annotations
 
 import pytest
 
-from tuner.metrics import (RequestTrace, accept_length, counter_delta, decode_rate, itl_samples_s,
-                           level_metrics, parse_prometheus_counters, percentile, tpot_s, ttft_s)
+from tuner.metrics import (
+    RequestTrace,
+    accept_length,
+    counter_delta,
+    decode_rate,
+    itl_samples_s,
+    level_metrics,
+    parse_prometheus_counters,
+    percentile,
+    tpot_s,
+    ttft_s,
+)
 
 
-def trace(index=0, sent=0.0, chunks=((0.1, 1), (0.2, 4), (0.3, 4), (0.4, 1)), verify=None,
-          error=None, tokens=None):
+def trace(index=0, sent=0.0, chunks=((0.1, 1), (0.2, 4), (0.3, 4), (0.4, 1)), verify=None, error=None, tokens=None):
     t = RequestTrace(index=index, sent=sent)
     for at, n in chunks:
         t.chunk_times.append(sent + at)
@@ -42,7 +52,7 @@ def test_itl_is_per_token_and_chunk_robust():
     # gaps 0.1 s carrying 4, 4 and 1 tokens -> 4 x 0.025, 4 x 0.025, 1 x 0.1
     assert len(s) == 9
     assert sorted(s) == pytest.approx([0.025] * 8 + [0.1])
-    assert sum(s) == pytest.approx(0.3)       # the decode time is fully accounted for
+    assert sum(s) == pytest.approx(0.3)  # the decode time is fully accounted for
 
 
 def test_itl_unknown_counts_spread_evenly():
@@ -59,7 +69,7 @@ def test_level_metrics_aggregate_and_failures():
     m = level_metrics(2, [a, b, bad])
     assert m.requests_ok == 2 and m.requests_failed == 1
     assert m.output_tokens == 20
-    assert m.wall_s == pytest.approx(0.9)            # first send 0.0, last chunk 0.9
+    assert m.wall_s == pytest.approx(0.9)  # first send 0.0, last chunk 0.9
     assert m.output_tok_s == pytest.approx(20 / 0.9)
     assert m.per_request_tok_s == pytest.approx(30.0)
     assert m.accept_length == pytest.approx(20 / 5)
@@ -96,5 +106,5 @@ sglang:num_running_reqs{model_name="m"} 3
     assert c == {"generation_tokens": 2000.0, "spec_verify_calls": 400.0}
     d = counter_delta(c, {"generation_tokens": 2600.0, "spec_verify_calls": 550.0})
     assert d == {"generation_tokens": 600.0, "spec_verify_calls": 150.0}
-    assert counter_delta(c, {"generation_tokens": 10.0}) == {}     # restarted in between
+    assert counter_delta(c, {"generation_tokens": 10.0}) == {}  # restarted in between
     assert counter_delta(None, c) == {}

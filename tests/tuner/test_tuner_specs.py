@@ -1,18 +1,38 @@
 """Flag parsing and validation (tuner/specs.py): every refusal names its flag."""
+
 from __future__ import annotations
 
 import pytest
 
-from tuner.specs import (BadInput, SpecConfig, check_out_dir, parse_concurrency, parse_draft_tokens,
-                         parse_extra_vars, parse_requests_per_level, parse_steps,
-                         parse_target_concurrency, parse_temperature, plan_configs,
-                         requests_for_level)
+from tuner.specs import (
+    BadInput,
+    SpecConfig,
+    check_out_dir,
+    parse_concurrency,
+    parse_draft_tokens,
+    parse_extra_vars,
+    parse_requests_per_level,
+    parse_steps,
+    parse_target_concurrency,
+    parse_temperature,
+    plan_configs,
+    requests_for_level,
+)
 
 
-@pytest.mark.parametrize("text,want", [
-    ("1-5", [1, 2, 3, 4, 5]), ("1,2,4", [1, 2, 4]), ("3", [3]), ("4,1-2", [1, 2, 4]),
-    ("0-2", [0, 1, 2]), (" 2 , 1 ", [1, 2]), ("2-2", [2]), ("1 - 3", [1, 2, 3]),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("1-5", [1, 2, 3, 4, 5]),
+        ("1,2,4", [1, 2, 4]),
+        ("3", [3]),
+        ("4,1-2", [1, 2, 4]),
+        ("0-2", [0, 1, 2]),
+        (" 2 , 1 ", [1, 2]),
+        ("2-2", [2]),
+        ("1 - 3", [1, 2, 3]),
+    ],
+)
 def test_steps_ok(text, want):
     assert parse_steps(text) == want
 
@@ -125,5 +145,6 @@ def test_plan_configs_uses_the_play_limits():
     assert [c.config_id for c in plan.configs] == ["k20-t1"]
     # EAGLE3 needs a draft model, as the play says
     assert plan_configs([2], [1], [None], "EAGLE3").infeasible
-    assert plan_configs([2], [1], [None], "EAGLE3",
-                        play_vars={"sglang_server_spec_draft_model_path": "/m/draft"}).configs
+    assert plan_configs(
+        [2], [1], [None], "EAGLE3", play_vars={"sglang_server_spec_draft_model_path": "/m/draft"}
+    ).configs

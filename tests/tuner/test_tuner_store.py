@@ -1,4 +1,5 @@
 """records.jsonl, results.csv and resume state (tuner/store.py), plus the derived outputs."""
+
 from __future__ import annotations
 
 import csv
@@ -12,34 +13,64 @@ PARAMS = {"concurrency": [1, 4], "temperature": 0.0, "input_len": 8, "output_len
 
 
 def cfg(k):
-    return {"config_id": f"k{k}-t1", "spec_steps": k, "spec_topk": 1, "spec_draft_tokens": None,
-            "spec_algorithm": "NEXTN"}
+    return {
+        "config_id": f"k{k}-t1",
+        "spec_steps": k,
+        "spec_topk": 1,
+        "spec_draft_tokens": None,
+        "spec_algorithm": "NEXTN",
+    }
 
 
 def deploy(k, status="ok", reason=None, host="h1"):
-    return {"type": "deploy", "config": cfg(k), "host": host, "status": status, "reason": reason,
-            "ready_s": 1.5, "capacity": {"max_total_num_tokens": 1000 - k, "max_running_requests": 20 - k},
-            "speculative": {"num_draft_tokens": k + 1}, "server": {"served_model_name": "m", "version": "x"}}
+    return {
+        "type": "deploy",
+        "config": cfg(k),
+        "host": host,
+        "status": status,
+        "reason": reason,
+        "ready_s": 1.5,
+        "capacity": {"max_total_num_tokens": 1000 - k, "max_running_requests": 20 - k},
+        "speculative": {"num_draft_tokens": k + 1},
+        "server": {"served_model_name": "m", "version": "x"},
+    }
 
 
 def level(k, c, tput, rep=1, failed=0, host="h1"):
-    return {"type": "level", "config": cfg(k), "host": host, "repeat": rep, "concurrency": c,
-            "temperature": 0.0, "input_len": 8, "output_len": 16,
-            "metrics": {"concurrency": c, "requests": 4, "requests_ok": 4 - failed, "requests_failed": failed,
-                        "output_tokens": 64, "wall_s": 1.0, "output_tok_s": tput,
-                        "per_request_tok_s": tput / c, "ttft_ms_p50": 10.0, "accept_length": k + 0.5,
-                        "accept_length_source": "meta_info",
-                        "status": "ok" if not failed else "partial",
-                        "errors": {"HTTP 503: x": failed} if failed else {}}}
+    return {
+        "type": "level",
+        "config": cfg(k),
+        "host": host,
+        "repeat": rep,
+        "concurrency": c,
+        "temperature": 0.0,
+        "input_len": 8,
+        "output_len": 16,
+        "metrics": {
+            "concurrency": c,
+            "requests": 4,
+            "requests_ok": 4 - failed,
+            "requests_failed": failed,
+            "output_tokens": 64,
+            "wall_s": 1.0,
+            "output_tok_s": tput,
+            "per_request_tok_s": tput / c,
+            "ttft_ms_p50": 10.0,
+            "accept_length": k + 0.5,
+            "accept_length_source": "meta_info",
+            "status": "ok" if not failed else "partial",
+            "errors": {"HTTP 503: x": failed} if failed else {},
+        },
+    }
 
 
 def test_append_is_durable_and_tolerates_a_torn_line(tmp_path):
     st = Store(tmp_path)
     st.append(deploy(1))
     with open(st.records_path, "a") as f:
-        f.write('{"type": "level", "conf')           # the process died mid-write
+        f.write('{"type": "level", "conf')  # the process died mid-write
     assert len(read_records(st.records_path)) == 1
-    st.append(level(1, 1, 100.0))                      # the next append closes the torn line
+    st.append(level(1, 1, 100.0))  # the next append closes the torn line
     recs = read_records(st.records_path)
     assert [r["type"] for r in recs] == ["deploy", "level"]
     assert all("time" in r for r in recs)
@@ -56,14 +87,22 @@ def test_redaction_everywhere(tmp_path):
 
 
 def test_result_rows_join_and_terminal_rows():
-    recs = [deploy(1), level(1, 1, 100.0), level(1, 4, 300.0, failed=1),
-            deploy(2, "failed", "Not enough memory"),
-            {"type": "skip", "kind": "early_stop", "config": cfg(3), "reason": "past peak"}]
+    recs = [
+        deploy(1),
+        level(1, 1, 100.0),
+        level(1, 4, 300.0, failed=1),
+        deploy(2, "failed", "Not enough memory"),
+        {"type": "skip", "kind": "early_stop", "config": cfg(3), "reason": "past peak"},
+    ]
     rows = result_rows(recs, PARAMS)
     assert [(r["config_id"], r["concurrency"], r["status"]) for r in rows] == [
-        ("k1-t1", 1, "ok"), ("k1-t1", 4, "partial"),
-        ("k2-t1", 1, "deploy_failed"), ("k2-t1", 4, "deploy_failed"),
-        ("k3-t1", 1, "skipped"), ("k3-t1", 4, "skipped")]
+        ("k1-t1", 1, "ok"),
+        ("k1-t1", 4, "partial"),
+        ("k2-t1", 1, "deploy_failed"),
+        ("k2-t1", 4, "deploy_failed"),
+        ("k3-t1", 1, "skipped"),
+        ("k3-t1", 4, "skipped"),
+    ]
     assert rows[0]["max_total_num_tokens"] == 999 and rows[0]["ready_s"] == 1.5
     assert rows[1]["error"] == "1x HTTP 503: x"
     assert rows[2]["error"] == "Not enough memory"
@@ -78,17 +117,39 @@ def test_results_csv_columns(tmp_path):
         rd = csv.DictReader(f)
         assert rd.fieldnames == RESULT_COLUMNS
         rows = list(rd)
-    for col in ("spec_steps", "spec_topk", "spec_draft_tokens", "temperature", "concurrency",
-                "requests_ok", "requests_failed", "output_tok_s", "per_request_tok_s", "ttft_ms_p50",
-                "ttft_ms_p99", "tpot_ms_p50", "accept_length", "max_total_num_tokens",
-                "max_running_requests", "ready_s", "status"):
+    for col in (
+        "spec_steps",
+        "spec_topk",
+        "spec_draft_tokens",
+        "temperature",
+        "concurrency",
+        "requests_ok",
+        "requests_failed",
+        "output_tok_s",
+        "per_request_tok_s",
+        "ttft_ms_p50",
+        "ttft_ms_p99",
+        "tpot_ms_p50",
+        "accept_length",
+        "max_total_num_tokens",
+        "max_running_requests",
+        "ready_s",
+        "status",
+    ):
         assert col in rows[0]
     assert rows[1]["output_tok_s"] == "300"
 
 
 def test_resume_state():
-    recs = [deploy(1), level(1, 1, 100.0), level(1, 4, 300.0), deploy(2, "failed", "boom"),
-            deploy(3), level(3, 1, 50.0), {"type": "skip", "config": cfg(4), "reason": "r"}]
+    recs = [
+        deploy(1),
+        level(1, 1, 100.0),
+        level(1, 4, 300.0),
+        deploy(2, "failed", "boom"),
+        deploy(3),
+        level(3, 1, 50.0),
+        {"type": "skip", "config": cfg(4), "reason": "r"},
+    ]
     st = ResumeState.from_records(recs)
     assert st.done_levels == {("k1-t1", 1, 1), ("k1-t1", 4, 1), ("k3-t1", 1, 1)}
     assert st.failed == {"k2-t1": "boom"}

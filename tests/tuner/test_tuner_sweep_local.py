@@ -4,6 +4,7 @@ The deploy play is fixtures/local_emulator_deploy.yml, which keeps the sglang_se
 contract (tags, set_stats, rollback, failure message) with a plain process instead of systemd;
 the systemd version of this test is tests/tuner/test_tuner_e2e_systemd.py.
 """
+
 from __future__ import annotations
 
 import csv
@@ -14,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tuner_testlib import FIXTURES, ROOT, free_port, grep_tree, local_inventory, stop_local_emulators
 
 from tuner import cli
-from tuner_testlib import FIXTURES, ROOT, free_port, grep_tree, local_inventory, stop_local_emulators
 
 KEY = "sk-sweep-test-4f1e9c"
 PLAY = str(FIXTURES / "local_emulator_deploy.yml")
@@ -34,6 +35,7 @@ def hosts(tmp_path, monkeypatch):
 
     def make(*names: str) -> Path:
         return local_inventory(tmp_path / "inventory.yml", {n: free_port() for n in names}, state)
+
     make.state = state
     make.runner_tmp = runner_tmp
     yield make
@@ -41,9 +43,28 @@ def hosts(tmp_path, monkeypatch):
 
 
 def sweep(out: Path, inventory: Path, *args: str) -> int:
-    return cli.main(["sweep", "--out", str(out), "--inventory", str(inventory), "--playbook", PLAY,
-                     "-e", f"project_dir={ROOT}", "--concurrency", "1,4", "--input-len", "16",
-                     "--output-len", "24", "--warmup-requests", "1", *args])
+    return cli.main(
+        [
+            "sweep",
+            "--out",
+            str(out),
+            "--inventory",
+            str(inventory),
+            "--playbook",
+            PLAY,
+            "-e",
+            f"project_dir={ROOT}",
+            "--concurrency",
+            "1,4",
+            "--input-len",
+            "16",
+            "--output-len",
+            "24",
+            "--warmup-requests",
+            "1",
+            *args,
+        ]
+    )
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -63,8 +84,14 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
     rc = sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--deploy-best")
     err = capsys.readouterr().err
     assert rc == 0, err
-    for name in ("sweep.json", "records.jsonl", "results.csv", "recommendation.json",
-                 "throughput_vs_steps.png", "report.md"):
+    for name in (
+        "sweep.json",
+        "records.jsonl",
+        "results.csv",
+        "recommendation.json",
+        "throughput_vs_steps.png",
+        "report.md",
+    ):
         assert (out / name).is_file(), name
     rows = read_csv(out / "results.csv")
     status = {(r["config_id"], r["concurrency"]): r["status"] for r in rows}
@@ -79,9 +106,12 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
     assert float(k1["accept_length"]) > 1 and k1["accept_length_source"] == "meta_info"
     assert int(k1["requests_ok"]) == 8 and k1["requests_failed"] == "0"
     # the host was rolled back to its last good configuration (k1) and the sweep went on
-    with urllib.request.urlopen(urllib.request.Request(
+    with urllib.request.urlopen(
+        urllib.request.Request(
             f"http://127.0.0.1:{yaml.safe_load(inv.read_text())['all']['children']['sglang_servers']['hosts']['local-a']['local_emu_port']}/server_info",
-            headers={"Authorization": f"Bearer {KEY}"})) as r:
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+    ) as r:
         steps_now = json.load(r)["speculative_num_steps"]
     rec = json.loads((out / "recommendation.json").read_text())
     assert set(rec["by_concurrency"]) == {"1", "4"}
@@ -91,8 +121,9 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
     assert best and best[0]["verified"] is True
     assert steps_now == rec["recommended"]["spec_steps"]
     deploys = [r for r in records(out) if r["type"] == "deploy"]
-    assert deploys[0]["tags"] == [] and all(d["tags"] == ["sglang_server_configure", "sglang_server_run"]
-                                            for d in deploys[1:])
+    assert deploys[0]["tags"] == [] and all(
+        d["tags"] == ["sglang_server_configure", "sglang_server_run"] for d in deploys[1:]
+    )
     assert (out / "deploy" / "k1-t1" / "stdout.txt").is_file()
     assert (out / "deploy" / "k1-t1" / "events.jsonl").is_file()
     report = (out / "report.md").read_text()
@@ -102,7 +133,7 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
     # the API key reached the server (requests succeeded with it enforced) but no file holds it
     assert grep_tree(out, KEY) == []
     assert KEY not in err
-    assert list(hosts.runner_tmp.iterdir()) == []         # private data dirs are deleted
+    assert list(hosts.runner_tmp.iterdir()) == []  # private data dirs are deleted
 
     # --resume on a finished sweep redoes nothing
     n = len(records(out))
@@ -113,7 +144,7 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
     lines = (out / "records.jsonl").read_text().splitlines()
     last = max(i for i, line in enumerate(lines) if '"level"' in line)
     dropped = json.loads(lines[last])
-    (out / "records.jsonl").write_text("\n".join(lines[:last] + lines[last + 1:]) + "\n")
+    (out / "records.jsonl").write_text("\n".join(lines[:last] + lines[last + 1 :]) + "\n")
     n = len(records(out))
     assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--resume") == 0
     new = [r for r in records(out)[n:] if r["type"] != "timing"]
@@ -130,8 +161,9 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
 
 def slow_profile(tmp_path: Path) -> Path:
     """Another machine: a costly draft with poor acceptance, so every extra step loses."""
-    seed = yaml.safe_load((ROOT / "tuner" / "emulator" / "profiles" /
-                           "seed-qwen35-122b-4x-rtxpro6000.yaml").read_text())
+    seed = yaml.safe_load(
+        (ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml").read_text()
+    )
     seed.update({"name": "slow-draft", "t_draft_ms": 25.0, "alpha": {0.0: 0.5, 1.0: 0.3}})
     p = tmp_path / "slow-draft.yaml"
     p.write_text(yaml.safe_dump(seed))
@@ -142,8 +174,18 @@ def slow_profile(tmp_path: Path) -> Path:
 def test_early_stop_skips_deeper_steps(hosts, tmp_path, capsys):
     inv = hosts("local-a")
     out = tmp_path / "out"
-    rc = sweep(out, inv, "--steps", "1-4", "-e", f"local_emu_profile={slow_profile(tmp_path)}",
-               "--target-concurrency", "4", "--output-len", "64")
+    rc = sweep(
+        out,
+        inv,
+        "--steps",
+        "1-4",
+        "-e",
+        f"local_emu_profile={slow_profile(tmp_path)}",
+        "--target-concurrency",
+        "4",
+        "--output-len",
+        "64",
+    )
     assert rc == 0, capsys.readouterr().err
     recs = records(out)
     measured = {r["config"]["config_id"] for r in recs if r["type"] == "level"}

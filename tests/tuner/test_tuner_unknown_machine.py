@@ -7,6 +7,7 @@ measures and recommends. The oracle is the emulator's own scheduler in virtual t
 (tuner.emulator.simulate), run on the same workload: the tuner's pick must be the oracle's best
 wherever the oracle's margin is clear, and never far from the optimum anywhere.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
 
 from tuner import cli
 from tuner.emulator.profile import load_profile
 from tuner.emulator.simulate import SpecSetting, closed_loop
-from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
 
 PROFILE = """\
 name: test-dense-other-machine
@@ -43,8 +44,8 @@ startup_s: 1
 STEPS = (1, 2, 3, 4)
 LEVELS = (1, 32)
 INPUT_LEN, OUTPUT_LEN = 16, 96
-CLEAR_MARGIN = 0.08     # the oracle's best beats its runner-up by this much: the tuner must agree
-MAX_REGRET = 0.06       # elsewhere the tuner's pick is within this of the oracle's best
+CLEAR_MARGIN = 0.08  # the oracle's best beats its runner-up by this much: the tuner must agree
+MAX_REGRET = 0.06  # elsewhere the tuner's pick is within this of the oracle's best
 
 
 def oracle(profile_path: Path) -> dict[int, dict[int, float]]:
@@ -54,9 +55,18 @@ def oracle(profile_path: Path) -> dict[int, dict[int, float]]:
     for c in LEVELS:
         table[c] = {}
         for k in STEPS:
-            runs = [closed_loop(p, SpecSetting(k), concurrency=c, n_requests=max(4, 2 * c),
-                                input_len=INPUT_LEN, output_len=OUTPUT_LEN, seed=s).aggregate_tok_s
-                    for s in (11, 12, 13)]
+            runs = [
+                closed_loop(
+                    p,
+                    SpecSetting(k),
+                    concurrency=c,
+                    n_requests=max(4, 2 * c),
+                    input_len=INPUT_LEN,
+                    output_len=OUTPUT_LEN,
+                    seed=s,
+                ).aggregate_tok_s
+                for s in (11, 12, 13)
+            ]
             table[c][k] = sum(runs) / len(runs)
     return table
 
@@ -79,12 +89,33 @@ def test_tuner_finds_the_best_depth_of_an_unknown_machine(tmp_path, monkeypatch)
     inventory = local_inventory(tmp_path / "inventory.yml", {"local-other": free_port()}, state)
     out = tmp_path / "out"
     try:
-        rc = cli.main(["sweep", "--out", str(out), "--inventory", str(inventory),
-                       "--playbook", str(FIXTURES / "local_emulator_deploy.yml"),
-                       "-e", f"project_dir={ROOT}", "-e", f"local_emu_profile={profile}",
-                       "--steps", "1-4", "--concurrency", ",".join(map(str, LEVELS)),
-                       "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN),
-                       "--warmup-requests", "1", "--no-early-stop", "--quiet"])
+        rc = cli.main(
+            [
+                "sweep",
+                "--out",
+                str(out),
+                "--inventory",
+                str(inventory),
+                "--playbook",
+                str(FIXTURES / "local_emulator_deploy.yml"),
+                "-e",
+                f"project_dir={ROOT}",
+                "-e",
+                f"local_emu_profile={profile}",
+                "--steps",
+                "1-4",
+                "--concurrency",
+                ",".join(map(str, LEVELS)),
+                "--input-len",
+                str(INPUT_LEN),
+                "--output-len",
+                str(OUTPUT_LEN),
+                "--warmup-requests",
+                "1",
+                "--no-early-stop",
+                "--quiet",
+            ]
+        )
     finally:
         stop_local_emulators(state)
     assert rc == 0

@@ -1,4 +1,5 @@
 """Helpers for the tuner's tests: real emulator processes on loopback (imported by name)."""
+
 from __future__ import annotations
 
 import os
@@ -9,9 +10,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -24,16 +25,38 @@ def free_port() -> int:
 
 
 @contextmanager
-def emulator(*extra: str, steps: int = 3, startup_s: float = 0.2, log: Path | None = None,
-             wait: bool = True) -> Iterator[str]:
+def emulator(
+    *extra: str, steps: int = 3, startup_s: float = 0.2, log: Path | None = None, wait: bool = True
+) -> Iterator[str]:
     """A real `python -m tuner.emulator` process on a free loopback port; yields its URL."""
     port = free_port()
-    cmd = [sys.executable, "-m", "tuner.emulator", "--model-path", "/models/x",
-           "--served-model-name", "qwen3.5-122b", "--host", "127.0.0.1", "--port", str(port),
-           "--tp-size", "4", "--emulator-startup-s", str(startup_s), "--enable-metrics"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tuner.emulator",
+        "--model-path",
+        "/models/x",
+        "--served-model-name",
+        "qwen3.5-122b",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--tp-size",
+        "4",
+        "--emulator-startup-s",
+        str(startup_s),
+        "--enable-metrics",
+    ]
     if steps:
-        cmd += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps),
-                "--speculative-eagle-topk", "1"]
+        cmd += [
+            "--speculative-algorithm",
+            "NEXTN",
+            "--speculative-num-steps",
+            str(steps),
+            "--speculative-eagle-topk",
+            "1",
+        ]
     cmd += list(extra)
     out = open(log, "wb") if log else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -72,10 +95,17 @@ def local_inventory(path: Path, hosts: dict[str, int], state_dir: Path) -> Path:
     """An inventory of local hosts for fixtures/local_emulator_deploy.yml (one port each)."""
     lines = ["---", "all:", "  children:", "    sglang_servers:", "      hosts:"]
     for name, port in hosts.items():
-        lines += [f"        {name}:", f"          local_emu_port: {port}",
-                  f"          local_emu_dir: {state_dir / name}"]
-    lines += ["      vars:", "        ansible_connection: local",
-              '        ansible_python_interpreter: "{{ ansible_playbook_python }}"', ""]
+        lines += [
+            f"        {name}:",
+            f"          local_emu_port: {port}",
+            f"          local_emu_dir: {state_dir / name}",
+        ]
+    lines += [
+        "      vars:",
+        "        ansible_connection: local",
+        '        ansible_python_interpreter: "{{ ansible_playbook_python }}"',
+        "",
+    ]
     path.write_text("\n".join(lines))
     return path
 

@@ -153,8 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--mm-attention-backend", type=str, default=None)
     # speculative decoding
     a("--speculative-algorithm", type=str, default=None, choices=SPEC_ALGORITHMS)
-    a("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path",
-      type=str, default=None)
+    a(
+        "--speculative-draft-model-path",
+        "--speculative-draft-model",
+        dest="speculative_draft_model_path",
+        type=str,
+        default=None,
+    )
     a("--speculative-draft-model-revision", type=str, default=None)
     a("--speculative-num-steps", type=int, default=None)
     a("--speculative-eagle-topk", type=int, default=None)
@@ -199,12 +204,25 @@ def build_parser() -> argparse.ArgumentParser:
     a("--disable-shared-experts-fusion", action="store_true")
     a("--enable-return-hidden-states", action="store_true")
     # the emulator's own flags (design.md, "The emulator")
-    a("--emulator-profile", type=str, default=None,
-      help="profile YAML (default: $SGLANG_EMULATOR_PROFILE or the seed deployment's profile)")
-    a("--emulator-startup-s", type=float, default=None,
-      help="start-up time in seconds (overrides the profile's startup_s)")
-    a("--emulator-fault", action="append", default=[], metavar="NAME[=ARG]",
-      help="switch a fault on (repeatable): " + ", ".join(faults_mod.FAULT_NAMES))
+    a(
+        "--emulator-profile",
+        type=str,
+        default=None,
+        help="profile YAML (default: $SGLANG_EMULATOR_PROFILE or the seed deployment's profile)",
+    )
+    a(
+        "--emulator-startup-s",
+        type=float,
+        default=None,
+        help="start-up time in seconds (overrides the profile's startup_s)",
+    )
+    a(
+        "--emulator-fault",
+        action="append",
+        default=[],
+        metavar="NAME[=ARG]",
+        help="switch a fault on (repeatable): " + ", ".join(faults_mod.FAULT_NAMES),
+    )
     return p
 
 
@@ -264,7 +282,9 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
     Raises AssertionError / ValueError exactly where SGLang does; the caller lets them surface as
     a Python traceback and exit status 1, as the real launcher does.
     """
-    v: dict[str, Any] = {k: val for k, val in vars(ns).items() if k not in EMULATOR_DESTS and k != "emulator_fault_list"}
+    v: dict[str, Any] = {
+        k: val for k, val in vars(ns).items() if k not in EMULATOR_DESTS and k != "emulator_fault_list"
+    }
     notes: list[LogNote] = []
 
     if v["tokenizer_path"] is None:
@@ -292,7 +312,9 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
     if v["attention_backend"] is None:
         # SM120 (RTX PRO 6000) and MHA models default to flashinfer (sglang-facts.md §7.5).
         v["attention_backend"] = "flashinfer"
-        notes.append(LogNote("INFO", _WHERE_ATTN, "Attention backend not specified. Use flashinfer backend by default."))
+        notes.append(
+            LogNote("INFO", _WHERE_ATTN, "Attention backend not specified. Use flashinfer backend by default.")
+        )
     if v["sampling_backend"] is None:
         v["sampling_backend"] = "flashinfer"
     if v["grammar_backend"] is None:
@@ -322,10 +344,13 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
                 "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1."
             )
         v["disable_radix_cache"] = True
-        notes.append(LogNote(
-            "WARNING", _WHERE_RADIX,
-            f"Disabling radix cache since speculative decoding for {arch} is not supported with radix cache yet.",
-        ))
+        notes.append(
+            LogNote(
+                "WARNING",
+                _WHERE_RADIX,
+                f"Disabling radix cache since speculative decoding for {arch} is not supported with radix cache yet.",
+            )
+        )
 
     res = ResolvedArgs(values=v, notes=notes, faults=list(getattr(ns, "emulator_fault_list", [])))
     if not spec_on:
@@ -350,8 +375,13 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
 
     if v["enable_mixed_chunk"]:
         v["enable_mixed_chunk"] = False
-        notes.append(LogNote("WARNING", _WHERE_MIXED,
-                             "Mixed chunked prefill is disabled because of using eagle speculative decoding."))
+        notes.append(
+            LogNote(
+                "WARNING",
+                _WHERE_MIXED,
+                "Mixed chunked prefill is disabled because of using eagle speculative decoding.",
+            )
+        )
 
     if v["speculative_num_steps"] is None:
         # SGLang: a bare assert, so the launcher dies with "AssertionError" and no text (§2.2).
@@ -390,7 +420,8 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
 def max_total_tokens_note(requested: int, profiled: int) -> LogNote:
     """SGLang's warning when --max-total-tokens exceeds what memory allows (sglang-facts.md §5.3)."""
     return LogNote(
-        "WARNING", _WHERE_MAXTOK,
+        "WARNING",
+        _WHERE_MAXTOK,
         f"max_total_tokens={requested} is larger than the profiled value {profiled}. Use the profiled value instead.",
     )
 

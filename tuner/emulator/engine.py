@@ -18,8 +18,8 @@ import asyncio
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from . import logs, model
 from .profile import Profile
@@ -36,10 +36,28 @@ class Request:
     """One generation request as the scheduler sees it (counts, not text)."""
 
     __slots__ = (
-        "rid", "input_tokens", "max_new_tokens", "stop_at", "kv_need", "ila", "alpha",
-        "arrival", "ready_at", "admitted_at", "first_token_at", "finished_at",
-        "generated", "verify_ct", "accepted_drafts", "hist", "finished", "finish_reason",
-        "aborted", "notify", "internal", "user",
+        "rid",
+        "input_tokens",
+        "max_new_tokens",
+        "stop_at",
+        "kv_need",
+        "ila",
+        "alpha",
+        "arrival",
+        "ready_at",
+        "admitted_at",
+        "first_token_at",
+        "finished_at",
+        "generated",
+        "verify_ct",
+        "accepted_drafts",
+        "hist",
+        "finished",
+        "finish_reason",
+        "aborted",
+        "notify",
+        "internal",
+        "user",
     )
 
     def __init__(
@@ -50,7 +68,7 @@ class Request:
         *,
         alpha: float,
         stop_at: int | None = None,
-        notify: Callable[["Request"], None] | None = None,
+        notify: Callable[[Request], None] | None = None,
         internal: bool = False,
         user: object = None,
     ) -> None:
@@ -126,8 +144,9 @@ def _reason(r: Request) -> str:
 class Scheduler:
     """Admission, prefill and decode/verify steps, and the counters SGLang reports."""
 
-    def __init__(self, profile: Profile, spec: EngineSpec, rng: random.Random,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, profile: Profile, spec: EngineSpec, rng: random.Random, log: Callable[[str], None] | None = None
+    ) -> None:
         self.p = profile
         self.spec = spec
         self.k = spec.k
@@ -380,10 +399,16 @@ class Scheduler:
     def _decode_line(self, accept_len: float | None, accept_rate: float | None) -> str:
         tokens, usage, mamba_usage = self._usage()
         return logs.decode_batch_line(
-            running=len(self.running), tokens=tokens, token_usage=usage,
-            gen_throughput=self.last_gen_throughput, queue=len(self.waiting),
-            accept_len=accept_len, accept_rate=accept_rate, hybrid=self.spec.hybrid,
-            mamba_num=len(self.running), mamba_usage=mamba_usage,
+            running=len(self.running),
+            tokens=tokens,
+            token_usage=usage,
+            gen_throughput=self.last_gen_throughput,
+            queue=len(self.waiting),
+            accept_len=accept_len,
+            accept_rate=accept_rate,
+            hybrid=self.spec.hybrid,
+            mamba_num=len(self.running),
+            mamba_usage=mamba_usage,
         )
 
     def _log_prefill(self, new: list[Request], tokens: int, now: float) -> None:
@@ -395,10 +420,18 @@ class Scheduler:
         self._prefill_log_t = now
         self._prefill_tokens_since = 0
         live, usage, mamba_usage = self._usage()
-        self.log(logs.prefill_batch_line(  # type: ignore[misc]
-            new_seq=len(new), new_token=tokens, token_usage=usage, running=len(self.running),
-            queue=len(self.waiting), input_throughput=thr, hybrid=self.spec.hybrid, mamba_usage=mamba_usage,
-        ))
+        self.log(
+            logs.prefill_batch_line(  # type: ignore[misc]
+                new_seq=len(new),
+                new_token=tokens,
+                token_usage=usage,
+                running=len(self.running),
+                queue=len(self.waiting),
+                input_throughput=thr,
+                hybrid=self.spec.hybrid,
+                mamba_usage=mamba_usage,
+            )
+        )
 
     def avg_spec_accept_length(self) -> float | None:
         """Lifetime accept length, or None before the first folded window (as SGLang omits it)."""

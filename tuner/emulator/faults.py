@@ -24,7 +24,11 @@ class Fault:
 _SPECS: dict[str, tuple[str, bool, str]] = {
     "kv-oom": ("none", False, "start-up fails: the KV pool cannot be allocated (SGLang's 'Not enough memory')"),
     "crash-after-ready": ("seconds", True, "the server dies S seconds after it is ready"),
-    "hang-before-ready": ("phase", False, "start-up never finishes: 'http' (default; port open, /health 503) or 'load'"),
+    "hang-before-ready": (
+        "phase",
+        False,
+        "start-up never finishes: 'http' (default; port open, /health 503) or 'load'",
+    ),
     "slow-startup": ("seconds", True, "start-up takes S seconds longer (weight loading)"),
     "http-5xx": ("share", True, "a share P (0..1) of generation requests is answered 500/503"),
     "cut-stream": ("share", True, "a share P (0..1) of streamed responses is cut mid-stream"),
@@ -79,7 +83,7 @@ class FaultSet:
     cut_stream_share: float = 0.0
 
     @classmethod
-    def from_list(cls, faults: list[Fault]) -> "FaultSet":
+    def from_list(cls, faults: list[Fault]) -> FaultSet:
         fs = cls()
         for f in faults:
             if f.name == "kv-oom":

@@ -17,7 +17,7 @@ LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
 def rank_prefix(tp_rank: int | None, tp_size: int, dp_rank: int | None = None, dp_size: int = 1) -> str:
-    """" DP{n}" when data-parallel ranks exist, " TP{n}" only when tp_size > 1 (sglang-facts.md §1.1)."""
+    """ " DP{n}" when data-parallel ranks exist, " TP{n}" only when tp_size > 1 (sglang-facts.md §1.1)."""
     out = ""
     if dp_rank is not None and dp_size > 1:
         out += f" DP{dp_rank}"
@@ -98,11 +98,13 @@ class Logger:
     def access(self, client: str, method: str, path: str, status: int, reason: str) -> None:
         """`[time] INFO:     127.0.0.1:51872 - "POST /generate HTTP/1.1" 200 OK` (sglang-facts.md §1.1)."""
         if self.http_level <= 20:
-            self._write(self.access_out,
-                        f'[{self.stamp()}] INFO:     {client} - "{method} {path} HTTP/1.1" {status} {reason}')
+            self._write(
+                self.access_out, f'[{self.stamp()}] INFO:     {client} - "{method} {path} HTTP/1.1" {status} {reason}'
+            )
 
 
 # ---- message builders (pure): the text after the bracketed prefix ---------------------------------
+
 
 def capacity_line(
     max_total_num_tokens: int,
@@ -125,13 +127,20 @@ def kv_cache_line(tokens: int, k_gb: float, v_gb: float) -> str:
     return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
 
 
-def mamba_cache_line(size: int, conv_gb: float, ssm_gb: float,
-                     intermediate_ssm_gb: float | None = None, intermediate_conv_gb: float | None = None) -> str:
+def mamba_cache_line(
+    size: int,
+    conv_gb: float,
+    ssm_gb: float,
+    intermediate_ssm_gb: float | None = None,
+    intermediate_conv_gb: float | None = None,
+) -> str:
     """Hybrid models' state pool line; the intermediate caches appear with speculation (§1.3)."""
     text = f"Mamba Cache is allocated. max_mamba_cache_size: {size}, conv_state size: {conv_gb:.2f}GB, ssm_state size: {ssm_gb:.2f}GB "
     if intermediate_ssm_gb is not None:
-        text += (f"intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB "
-                 f"intermediate_conv_window_cache size: {intermediate_conv_gb or 0.0:.2f}GB")
+        text += (
+            f"intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB "
+            f"intermediate_conv_window_cache size: {intermediate_conv_gb or 0.0:.2f}GB"
+        )
     return text
 
 
@@ -151,15 +160,19 @@ def decode_batch_line(
 ) -> str:
     """`Decode batch, ...` every --decode-log-interval steps (sglang-facts.md §1.4), hybrid form when asked."""
     if hybrid:
-        mid = (f"#full token: {tokens}, full token usage: {token_usage:.2f}, "
-               f"mamba num: {mamba_num}, mamba usage: {mamba_usage:.2f}, ")
+        mid = (
+            f"#full token: {tokens}, full token usage: {token_usage:.2f}, "
+            f"mamba num: {mamba_num}, mamba usage: {mamba_usage:.2f}, "
+        )
     else:
         mid = f"#token: {tokens}, token usage: {token_usage:.2f}, "
     spec = ""
     if accept_len is not None:
         spec = f"accept len: {accept_len:.2f}, accept rate: {accept_rate or 0.0:.2f}, "
-    return (f"Decode batch, #running-req: {running}, {mid}{spec}cuda graph: {cuda_graph}, "
-            f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queue}")
+    return (
+        f"Decode batch, #running-req: {running}, {mid}{spec}cuda graph: {cuda_graph}, "
+        f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queue}"
+    )
 
 
 def prefill_batch_line(
@@ -178,9 +191,11 @@ def prefill_batch_line(
         usage = f"full token usage: {token_usage:.2f}, mamba usage: {mamba_usage:.2f}, "
     else:
         usage = f"token usage: {token_usage:.2f}, "
-    return (f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: 0, {usage}"
-            f"#running-req: {running}, #queue-req: {queue}, input throughput (token/s): {input_throughput:.2f}, "
-            f"cuda graph: False")
+    return (
+        f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: 0, {usage}"
+        f"#running-req: {running}, #queue-req: {queue}, input throughput (token/s): {input_throughput:.2f}, "
+        f"cuda graph: False"
+    )
 
 
 READY_LINE = "The server is fired up and ready to roll!"

@@ -7,13 +7,59 @@ produces: `# HELP`, `# TYPE`, counters as `name_total`, histograms as `_bucket`/
 from __future__ import annotations
 
 import bisect
-from typing import Iterable
+from collections.abc import Iterable
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0)
-ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-               0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
-E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0,
-               200.0, 250.0, 300.0, 350.0, 500.0, 1000.0)
+ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.010,
+    0.015,
+    0.020,
+    0.025,
+    0.030,
+    0.035,
+    0.040,
+    0.060,
+    0.080,
+    0.100,
+    0.200,
+    0.400,
+    0.600,
+    0.800,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+)
+E2E_BUCKETS = (
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+    10.0,
+    20.0,
+    40.0,
+    60.0,
+    80.0,
+    100.0,
+    150.0,
+    200.0,
+    250.0,
+    300.0,
+    350.0,
+    500.0,
+    1000.0,
+)
 
 
 class Histogram:
@@ -35,7 +81,7 @@ class Histogram:
     def lines(self, name: str, labels: str) -> list[str]:
         out = []
         cum = 0
-        for le, c in zip(self.buckets, self.counts):
+        for le, c in zip(self.buckets, self.counts, strict=False):
             cum += c
             out.append(f'{name}_bucket{{{labels},le="{le}"}} {float(cum)}')
         out.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(self.count)}')
@@ -63,7 +109,11 @@ def render(
         out += [f"# HELP {full} {help_}", f"# TYPE {full} gauge", f"{full}{{{labels}}} {float(value)}"]
     for name, help_, value in counters:
         full = f"sglang:{name}"
-        out += [f"# HELP {full}_total {help_}", f"# TYPE {full}_total counter", f"{full}_total{{{labels}}} {float(value)}"]
+        out += [
+            f"# HELP {full}_total {help_}",
+            f"# TYPE {full}_total counter",
+            f"{full}_total{{{labels}}} {float(value)}",
+        ]
     for name, help_, hist in histograms:
         full = f"sglang:{name}"
         out += [f"# HELP {full} {help_}", f"# TYPE {full} histogram"]

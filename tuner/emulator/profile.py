@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -205,22 +206,40 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         raise ProfileError(f"emulator profile {name}: need 1 <= eos_min_tokens <= eos_max_tokens")
 
     floats = (
-        "t_base_ms", "c_tok_ms", "t_spec_ms", "t_draft_ms", "c_verify_ms", "t_prefill_base_ms",
-        "t_prefill_tok_ms", "t_request_overhead_ms", "state_slots", "state_slots_per_step", "startup_s",
-        "gpu_mem_gb", "weights_gb", "mem_fraction_static", "graph_mem_gb",
+        "t_base_ms",
+        "c_tok_ms",
+        "t_spec_ms",
+        "t_draft_ms",
+        "c_verify_ms",
+        "t_prefill_base_ms",
+        "t_prefill_tok_ms",
+        "t_request_overhead_ms",
+        "state_slots",
+        "state_slots_per_step",
+        "startup_s",
+        "gpu_mem_gb",
+        "weights_gb",
+        "mem_fraction_static",
+        "graph_mem_gb",
     )
     for key in floats:
         values[key] = float(values[key])
     ints = (
-        "context_len", "kv_tokens_nospec", "kv_tokens_per_step", "clip_max_new_tokens",
-        "chunked_prefill_size", "max_prefill_tokens", "cuda_graph_max_bs", "kv_bytes_per_token",
-        "eos_min_tokens", "eos_max_tokens", "eos_token_id",
+        "context_len",
+        "kv_tokens_nospec",
+        "kv_tokens_per_step",
+        "clip_max_new_tokens",
+        "chunked_prefill_size",
+        "max_prefill_tokens",
+        "cuda_graph_max_bs",
+        "kv_bytes_per_token",
+        "eos_min_tokens",
+        "eos_max_tokens",
+        "eos_token_id",
     )
     for key in ints:
         values[key] = int(values[key])
     values["sglang_version"] = str(values["sglang_version"])
     values["draft_model_architecture"] = str(values["draft_model_architecture"] or f"{values['model_architecture']}MTP")
     values["model_type"] = str(values["model_type"] or "unknown")
-    return Profile(
-        name=str(name), path=path, alpha=alpha, kv_tokens_measured=measured_map, faults=faults, **values
-    )
+    return Profile(name=str(name), path=path, alpha=alpha, kv_tokens_measured=measured_map, faults=faults, **values)

@@ -77,18 +77,31 @@ def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int
     draft_kv = kv_gb * 0.03 if k else 0.0
     after_draft = max(0.2, after_graph - draft_graph - draft_kv)
     return {
-        "avail0": avail0, "weights": p.weights_gb, "after_load": after_load, "kv_half": kv_gb / 2,
-        "kv_total": kv_gb, "conv": conv, "ssm": mamba - inter - conv, "inter_ssm": inter * 0.97,
-        "inter_conv": inter * 0.03, "after_pool": after_pool, "graph": graph, "after_graph": after_graph,
-        "draft_kv_half": draft_kv / 2, "draft_graph": draft_graph, "after_draft_pool": after_graph - draft_kv,
-        "after_draft": after_draft, "final": after_draft if k else after_graph,
+        "avail0": avail0,
+        "weights": p.weights_gb,
+        "after_load": after_load,
+        "kv_half": kv_gb / 2,
+        "kv_total": kv_gb,
+        "conv": conv,
+        "ssm": mamba - inter - conv,
+        "inter_ssm": inter * 0.97,
+        "inter_conv": inter * 0.03,
+        "after_pool": after_pool,
+        "graph": graph,
+        "after_graph": after_graph,
+        "draft_kv_half": draft_kv / 2,
+        "draft_graph": draft_graph,
+        "after_draft_pool": after_graph - draft_kv,
+        "after_draft": after_draft,
+        "final": after_draft if k else after_graph,
         "mamba_size": float(state_cap * (1 if cfg.values.get("disable_radix_cache") else 3)),
     }
 
 
 class Runner:
-    def __init__(self, cfg: ResolvedArgs, profile: Profile, faults: FaultSet, startup_s: float,
-                 logger: Logger | None = None) -> None:
+    def __init__(
+        self, cfg: ResolvedArgs, profile: Profile, faults: FaultSet, startup_s: float, logger: Logger | None = None
+    ) -> None:
         self.cfg = cfg
         self.p = profile
         self.faults = faults
@@ -122,7 +135,7 @@ class Runner:
             return
         try:
             await asyncio.wait_for(self._stop.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         if self._stop.is_set():
             raise _Stopped()
@@ -133,7 +146,9 @@ class Runner:
             self.log.error(
                 "Scheduler hit an exception: Traceback (most recent call last):\n"
                 f'  File "<sglang-emulator>", line 1, in {where}\n'
-                f"{exception_line}\n", pre)
+                f"{exception_line}\n",
+                pre,
+            )
         self.log.error(logs.SIGQUIT_LINE)
         _kill_self()
 
@@ -159,12 +174,18 @@ class Runner:
         t_start = time.monotonic()
         S = self.startup_s
         ctx_flag = v.get("context_length")
-        if ctx_flag is not None and ctx_flag > p.context_len and not _env_true("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"):
-            log.raw("Traceback (most recent call last):\n  File \"<sglang-emulator>\", line 1, in __init__\n"
-                    f"ValueError: User-specified context_length ({ctx_flag}) is greater than the derived "
-                    f"context_length ({p.context_len}). This may lead to incorrect model outputs or CUDA errors. "
-                    "Note that the derived context_length may differ from max_position_embeddings in the model's "
-                    "config. To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+        if (
+            ctx_flag is not None
+            and ctx_flag > p.context_len
+            and not _env_true("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
+        ):
+            log.raw(
+                'Traceback (most recent call last):\n  File "<sglang-emulator>", line 1, in __init__\n'
+                f"ValueError: User-specified context_length ({ctx_flag}) is greater than the derived "
+                f"context_length ({p.context_len}). This may lead to incorrect model outputs or CUDA errors. "
+                "Note that the derived context_length may differ from max_position_embeddings in the model's "
+                "config. To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+            )
             sys.stderr.flush()
             os._exit(1)
 
@@ -187,12 +208,14 @@ class Runner:
         await self.sleep(PHASE_LOAD * S + self.faults.slow_startup_s)
         self.each_rank(
             f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.model_architecture}, "
-            f"dtype=torch.bfloat16, avail mem={mem['after_load']:.2f} GB, mem usage={p.weights_gb:.2f} GB.")
+            f"dtype=torch.bfloat16, avail mem={mem['after_load']:.2f} GB, mem usage={p.weights_gb:.2f} GB."
+        )
 
         # pools: the KV pool must have room, or SGLang raises (sglang-facts.md §5.3)
         if kv <= 0 or self.faults.kv_oom:
-            self.die("RuntimeError: " + logs.NOT_ENOUGH_MEMORY.format(value=v["mem_fraction_static"]),
-                     "init_memory_pool")
+            self.die(
+                "RuntimeError: " + logs.NOT_ENOUGH_MEMORY.format(value=v["mem_fraction_static"]), "init_memory_pool"
+            )
         mtt = v.get("max_total_tokens")
         if mtt is not None:
             if mtt > kv_total:
@@ -201,42 +224,59 @@ class Runner:
                     log.warning(note.message, pre)
             else:
                 kv_total = mtt
-                cap = model.Capacity(kv_total, model.max_running_requests(p, self.k, mrr_flag, kv_total),
-                                     cap.state_slot_cap)
+                cap = model.Capacity(
+                    kv_total, model.max_running_requests(p, self.k, mrr_flag, kv_total), cap.state_slot_cap
+                )
                 mem = memory_figures(p, cfg, kv_total, cap.state_slot_cap)
         await self.sleep(PHASE_POOL * S)
         if p.hybrid_mamba:
-            self.each_rank(logs.mamba_cache_line(
-                int(mem["mamba_size"]), mem["conv"], mem["ssm"],
-                mem["inter_ssm"] if self.k else None, mem["inter_conv"] if self.k else None))
+            self.each_rank(
+                logs.mamba_cache_line(
+                    int(mem["mamba_size"]),
+                    mem["conv"],
+                    mem["ssm"],
+                    mem["inter_ssm"] if self.k else None,
+                    mem["inter_conv"] if self.k else None,
+                )
+            )
         self.each_rank(logs.kv_cache_line(kv_total, mem["kv_half"], mem["kv_half"]))
         self.each_rank(f"Memory pool end. avail mem={mem['after_pool']:.2f} GB")
 
         # CUDA graphs
-        self.each_rank(f"Capture cuda graph begin. This can take up to several minutes. avail mem={mem['after_pool']:.2f} GB")
+        self.each_rank(
+            f"Capture cuda graph begin. This can take up to several minutes. avail mem={mem['after_pool']:.2f} GB"
+        )
         t0 = time.monotonic()
         await self.sleep(PHASE_GRAPH * S)
-        self.each_rank(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
-                       f"mem usage={mem['graph']:.2f} GB. avail mem={mem['after_graph']:.2f} GB.")
+        self.each_rank(
+            f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
+            f"mem usage={mem['graph']:.2f} GB. avail mem={mem['after_graph']:.2f} GB."
+        )
         if self.k:
             # the draft (MTP) worker: its own runner, weights, pool sized like the target's, graphs
             self.each_rank(f"Load weight begin. avail mem={mem['after_graph']:.2f} GB")
             t0 = time.monotonic()
             await self.sleep(PHASE_DRAFT * S * 0.4)
-            self.each_rank(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.draft_model_architecture}, "
-                           f"dtype=torch.bfloat16, avail mem={mem['after_graph']:.2f} GB, mem usage=0.00 GB.")
+            self.each_rank(
+                f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.draft_model_architecture}, "
+                f"dtype=torch.bfloat16, avail mem={mem['after_graph']:.2f} GB, mem usage=0.00 GB."
+            )
             self.each_rank(logs.kv_cache_line(kv_total, mem["draft_kv_half"], mem["draft_kv_half"]))
             self.each_rank(f"Memory pool end. avail mem={mem['after_draft_pool']:.2f} GB")
-            self.each_rank("Capture draft cuda graph begin. This can take up to several minutes. "
-                           f"avail mem={mem['after_draft_pool']:.2f} GB")
+            self.each_rank(
+                "Capture draft cuda graph begin. This can take up to several minutes. "
+                f"avail mem={mem['after_draft_pool']:.2f} GB"
+            )
             t0 = time.monotonic()
             await self.sleep(PHASE_DRAFT * S * 0.6)
             if cfg.draft_tokens_inconsistent:
                 # topk > 1 with more draft tokens than the tree holds: SGLang does not check, the
                 # kernels fail (sglang issue #5160, sglang-facts.md §2.3)
                 self.die("RuntimeError: selected index k out of range", "capture")
-            self.each_rank(f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
-                           f"mem usage={mem['draft_graph']:.2f} GB. avail mem={mem['after_draft']:.2f} GB.")
+            self.each_rank(
+                f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
+                f"mem usage={mem['draft_graph']:.2f} GB. avail mem={mem['after_draft']:.2f} GB."
+            )
 
         if not self.has_rank0:
             # Other nodes of a multi-node deployment run schedulers only; rank 0's node serves the
@@ -246,14 +286,27 @@ class Runner:
             await self._serve_dummy_health()
             await self.sleep(float("inf"))
 
-        log.info(logs.capacity_line(kv_total, v["chunked_prefill_size"], v["max_prefill_tokens"],
-                                    cap.max_running_requests, int(v.get("context_length") or p.context_len),
-                                    mem["final"]), self.prefix0)
+        log.info(
+            logs.capacity_line(
+                kv_total,
+                v["chunked_prefill_size"],
+                v["max_prefill_tokens"],
+                cap.max_running_requests,
+                int(v.get("context_length") or p.context_len),
+                mem["final"],
+            ),
+            self.prefix0,
+        )
         spec = EngineSpec(
-            k=self.k, topk=cfg.topk, verify_tokens=cfg.num_draft_tokens if self.k else 1,
-            max_running_requests=cap.max_running_requests, max_total_num_tokens=kv_total,
-            chunked_prefill_size=v["chunked_prefill_size"], decode_log_interval=v["decode_log_interval"],
-            context_len=int(v.get("context_length") or p.context_len), state_slot_cap=cap.state_slot_cap,
+            k=self.k,
+            topk=cfg.topk,
+            verify_tokens=cfg.num_draft_tokens if self.k else 1,
+            max_running_requests=cap.max_running_requests,
+            max_total_num_tokens=kv_total,
+            chunked_prefill_size=v["chunked_prefill_size"],
+            decode_log_interval=v["decode_log_interval"],
+            context_len=int(v.get("context_length") or p.context_len),
+            state_slot_cap=cap.state_slot_cap,
             hybrid=p.hybrid_mamba,
         )
         prefix0 = self.prefix0
@@ -276,8 +329,11 @@ class Runner:
             site = web.TCPSite(self.runner, host, port, backlog=1024, reuse_address=True)
             await site.start()
         except OSError as e:
-            log.uvicorn(f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {port}): "
-                        f"{(e.strerror or str(e)).lower()}", "ERROR")
+            log.uvicorn(
+                f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {port}): "
+                f"{(e.strerror or str(e)).lower()}",
+                "ERROR",
+            )
             await app.driver.stop()
             _flush()
             os._exit(1)
@@ -294,6 +350,7 @@ class Runner:
 
     async def _serve_dummy_health(self) -> None:
         """The non-zero node ranks' HTTP server: /health, /health_generate and /ping, always 200."""
+
         async def ok(_request: web.Request) -> web.Response:
             return web.Response(status=200)
 
@@ -322,8 +379,10 @@ class Runner:
             async with ClientSession(timeout=ClientTimeout(total=600), headers=headers) as s:
                 async with s.get(url + "/model_info") as r:
                     await r.read()
-                payload = {"text": "The capital city of France is",
-                           "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+                payload = {
+                    "text": "The capital city of France is",
+                    "sampling_params": {"temperature": 0, "max_new_tokens": 8},
+                }
                 async with s.post(url + "/generate", json=payload) as r:
                     await r.read()
                     ok = r.status == 200
@@ -339,8 +398,10 @@ class Runner:
 
     def _crash(self) -> None:
         """crash-after-ready: a scheduler fault kills the server, as a real GPU fault would."""
-        self.die("RuntimeError: CUDA error: an illegal memory access was encountered "
-                 "(emulated fault crash-after-ready)", "event_loop_normal")
+        self.die(
+            "RuntimeError: CUDA error: an illegal memory access was encountered (emulated fault crash-after-ready)",
+            "event_loop_normal",
+        )
 
     # ---- shutdown --------------------------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
@@ -349,8 +410,12 @@ class Runner:
         if self._sigterm_count == 1:
             self.log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
         app = self.app
-        drain = (self._sigterm_count == 1 and app is not None and app.status == "up"
-                 and not os.environ.get("SGL_FORCE_SHUTDOWN"))
+        drain = (
+            self._sigterm_count == 1
+            and app is not None
+            and app.status == "up"
+            and not os.environ.get("SGL_FORCE_SHUTDOWN")
+        )
         if drain and app is not None:
             app.status = "draining"
         self._drain_needed = drain
@@ -370,8 +435,10 @@ class Runner:
                     break
                 if now - last_log >= 5.0:
                     rids = [r.rid for r in remaining[:16]]
-                    self.log.info(f"Gracefully exiting... Remaining number of requests {len(remaining)}. "
-                                  f"Remaining requests remaining_rids={rids}.")
+                    self.log.info(
+                        f"Gracefully exiting... Remaining number of requests {len(remaining)}. "
+                        f"Remaining requests remaining_rids={rids}."
+                    )
                     last_log = now
                 await asyncio.sleep(0.05 if s.num_running or s.num_waiting else 0.01)
             self.log.info("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
@@ -379,7 +446,7 @@ class Runner:
             self.log.uvicorn("Shutting down")
             try:
                 await asyncio.wait_for(self.runner.cleanup(), 5.0)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 pass
             self.log.uvicorn("Waiting for application shutdown.")
             self.log.uvicorn("Application shutdown complete.")

@@ -19,7 +19,8 @@ import os
 import random
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -27,7 +28,7 @@ from aiohttp.abc import AbstractAccessLogger
 from . import metrics as prom
 from . import model, tokens
 from .args import ResolvedArgs, public_values
-from .engine import Request, RealtimeDriver, Scheduler
+from .engine import RealtimeDriver, Request, Scheduler
 from .faults import FaultSet
 from .logs import Logger
 from .profile import Profile
@@ -36,8 +37,15 @@ HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT default (sglang-fac
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions")
 OPEN_PATHS = ("/health", "/health_generate", "/metrics")  # allowed without the key (sglang-facts.md §3)
@@ -78,9 +86,18 @@ class BadRequest(Exception):
 class EmulatorApp:
     """State shared by the handlers: the resolved arguments, the scheduler and the counters."""
 
-    def __init__(self, cfg: ResolvedArgs, profile: Profile, faults: FaultSet, logger: Logger,
-                 scheduler: Scheduler, capacity: model.Capacity, memory: dict[str, float],
-                 version: str, rank_prefix: str) -> None:
+    def __init__(
+        self,
+        cfg: ResolvedArgs,
+        profile: Profile,
+        faults: FaultSet,
+        logger: Logger,
+        scheduler: Scheduler,
+        capacity: model.Capacity,
+        memory: dict[str, float],
+        version: str,
+        rank_prefix: str,
+    ) -> None:
         self.cfg = cfg
         self.p = profile
         self.faults = faults
@@ -170,52 +187,68 @@ class EmulatorApp:
         self.driver.submit(req)
         try:
             await asyncio.wait_for(fut, HEALTH_CHECK_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.driver.abort(req)
             self.log.error(
                 f"Health check failed. Server couldn't get a response from detokenizer for last "
                 f"{HEALTH_CHECK_TIMEOUT_S:g} seconds. tic start time: {tic:.2f}. "
-                f"last_heartbeat time: {self.sched.last_output_time:.2f}")
+                f"last_heartbeat time: {self.sched.last_output_time:.2f}"
+            )
             self.status = "unhealthy"
             return web.Response(status=503)
         self.driver.abort(req)
         return web.Response(status=200)
 
     async def models(self, request: web.Request) -> web.Response:
-        card = {"id": self.served_name, "object": "model", "created": self.created, "owned_by": "sglang",
-                "root": self.served_name, "max_model_len": self.cfg.values.get("context_length") or self.p.context_len}
+        card = {
+            "id": self.served_name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "sglang",
+            "root": self.served_name,
+            "max_model_len": self.cfg.values.get("context_length") or self.p.context_len,
+        }
         return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
 
     def _server_info(self) -> dict[str, Any]:
         args = public_values(self.cfg.values)
         internal = dict(args)
-        internal.update({
-            "last_gen_throughput": self.sched.last_gen_throughput,
-            "memory_usage": {
-                "weight": round(self.memory["weights"], 2),
-                "kvcache": round(self.memory["kv_total"], 2),
-                "token_capacity": self.capacity.max_total_num_tokens,
-                "graph": round(self.memory["graph"], 2),
-            },
-            "effective_max_running_requests_per_dp": self.capacity.max_running_requests,
-        })
+        internal.update(
+            {
+                "last_gen_throughput": self.sched.last_gen_throughput,
+                "memory_usage": {
+                    "weight": round(self.memory["weights"], 2),
+                    "kvcache": round(self.memory["kv_total"], 2),
+                    "token_capacity": self.capacity.max_total_num_tokens,
+                    "graph": round(self.memory["graph"], 2),
+                },
+                "effective_max_running_requests_per_dp": self.capacity.max_running_requests,
+            }
+        )
         avg = self.sched.avg_spec_accept_length()
         if avg is not None:
             internal["avg_spec_accept_length"] = avg
         info = dict(args)
-        info.update({
-            "status": "ready" if self.status == "up" else self.status,
-            "max_total_num_tokens": self.capacity.max_total_num_tokens,
-            "max_req_input_len": min(self.p.context_len, self.capacity.max_total_num_tokens) - 1,
-            "internal_states": [internal],
-            "version": self.version,
-            "emulator": {
-                "profile": self.p.name, "profile_path": self.p.path, "faults": self.faults.describe(),
-                # how well the real-time driver kept the model's clock (bench/emulator_speed.py reads these)
-                "clock": {"max_lag_ms": round(self.driver.max_lag * 1000, 3), "lag_resets": self.driver.lag_resets,
-                          "model_busy_s": round(self.sched.busy_time, 3)},
-            },
-        })
+        info.update(
+            {
+                "status": "ready" if self.status == "up" else self.status,
+                "max_total_num_tokens": self.capacity.max_total_num_tokens,
+                "max_req_input_len": min(self.p.context_len, self.capacity.max_total_num_tokens) - 1,
+                "internal_states": [internal],
+                "version": self.version,
+                "emulator": {
+                    "profile": self.p.name,
+                    "profile_path": self.p.path,
+                    "faults": self.faults.describe(),
+                    # how well the real-time driver kept the model's clock (bench/emulator_speed.py reads these)
+                    "clock": {
+                        "max_lag_ms": round(self.driver.max_lag * 1000, 3),
+                        "lag_resets": self.driver.lag_resets,
+                        "model_busy_s": round(self.sched.busy_time, 3),
+                    },
+                },
+            }
+        )
         return info
 
     async def server_info(self, request: web.Request) -> web.Response:
@@ -226,21 +259,33 @@ class EmulatorApp:
 
     async def model_info(self, request: web.Request) -> web.Response:
         v = self.cfg.values
-        return web.json_response({
-            "model_path": v["model_path"], "tokenizer_path": v["tokenizer_path"], "is_generation": True,
-            "preferred_sampling_params": v.get("preferred_sampling_params"), "weight_version": v["weight_version"],
-            "has_image_understanding": False, "has_audio_understanding": False,
-            "model_type": self.p.model_type,
-            "architectures": [self.p.model_architecture],
-        }, dumps=_dumps)
+        return web.json_response(
+            {
+                "model_path": v["model_path"],
+                "tokenizer_path": v["tokenizer_path"],
+                "is_generation": True,
+                "preferred_sampling_params": v.get("preferred_sampling_params"),
+                "weight_version": v["weight_version"],
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": self.p.model_type,
+                "architectures": [self.p.model_architecture],
+            },
+            dumps=_dumps,
+        )
 
     async def flush_cache(self, request: web.Request) -> web.Response:
-        text = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
-                "requests, the operation will not be performed.)\n")
+        text = (
+            "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+            "requests, the operation will not be performed.)\n"
+        )
         s = self.sched
         if s.num_running or s.num_waiting:
-            self.log.warning(f"Cache not flushed because there are pending requests. #queue-req: "
-                             f"{s.num_waiting}, #running-req: {s.num_running}", self.prefix0)
+            self.log.warning(
+                f"Cache not flushed because there are pending requests. #queue-req: "
+                f"{s.num_waiting}, #running-req: {s.num_running}",
+                self.prefix0,
+            )
             return web.Response(status=400, text=text)
         s.reset_spec_counters()
         self.log.info("Cache flushed successfully!", self.prefix0)
@@ -255,13 +300,22 @@ class EmulatorApp:
             ("num_used_tokens", "The number of used tokens.", max(0, s.kv_live)),
             ("token_usage", "The token usage.", max(0, s.kv_live) / total),
             ("gen_throughput", "The generation throughput (token/s).", s.last_gen_throughput),
-            ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
-             self.capacity.max_total_num_tokens),
+            (
+                "max_total_num_tokens",
+                "Maximum total number of tokens in the KV cache pool.",
+                self.capacity.max_total_num_tokens,
+            ),
             ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
-            ("spec_accept_length", "The average acceptance length of speculative decoding.",
-             s.last_spec_accept_length if self.k else 0.0),
-            ("spec_accept_rate", "The average acceptance rate of speculative decoding.",
-             s.last_spec_accept_rate if self.k else 0.0),
+            (
+                "spec_accept_length",
+                "The average acceptance length of speculative decoding.",
+                s.last_spec_accept_length if self.k else 0.0,
+            ),
+            (
+                "spec_accept_rate",
+                "The average acceptance rate of speculative decoding.",
+                s.last_spec_accept_rate if self.k else 0.0,
+            ),
         ]
         if self.p.hybrid_mamba:
             cap = self.capacity.state_slot_cap or 1
@@ -270,8 +324,11 @@ class EmulatorApp:
             ("prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_total),
             ("generation_tokens", "Number of generation tokens processed.", s.generation_tokens_total),
             ("num_requests", "Number of requests processed.", s.num_requests_total),
-            ("spec_verify_calls", "Number of speculative verify calls (one per request per verify step).",
-             s.spec_verify_calls_total),
+            (
+                "spec_verify_calls",
+                "Number of speculative verify calls (one per request per verify step).",
+                s.spec_verify_calls_total,
+            ),
         ]
         hists = [
             ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.h_ttft),
@@ -282,11 +339,21 @@ class EmulatorApp:
         return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
     # ---- generation -------------------------------------------------------------------------------
-    def _make_request(self, rid: str, input_tokens: int, max_new: int, temperature: float, ignore_eos: bool,
-                      prompt_h: int, seed: int | None) -> tuple[Request, int]:
+    def _make_request(
+        self,
+        rid: str,
+        input_tokens: int,
+        max_new: int,
+        temperature: float,
+        ignore_eos: bool,
+        prompt_h: int,
+        seed: int | None,
+    ) -> tuple[Request, int]:
         ctx = int(self.cfg.values.get("context_length") or self.p.context_len)
         if input_tokens >= ctx:
-            raise BadRequest(f"The input ({input_tokens} tokens) is longer than the model's context length ({ctx} tokens).")
+            raise BadRequest(
+                f"The input ({input_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
+            )
         if max_new is None:
             max_new = ctx - input_tokens
         if max_new < 0:
@@ -296,7 +363,8 @@ class EmulatorApp:
                 f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested a "
                 f"total of {input_tokens + max_new} tokens: {input_tokens} tokens from the input messages and "
                 f"{max_new} tokens for the completion. Please reduce the number of tokens in the input messages or "
-                f"the completion to fit within the limit.")
+                f"the completion to fit within the limit."
+            )
         h = tokens.output_seed(prompt_h, temperature, seed, self.rng.getrandbits(62))
         stop_at = None if ignore_eos else tokens.eos_position(h, self.p.eos_min_tokens, self.p.eos_max_tokens)
         alpha = model.effective_alpha(self.p.alpha_at(max(0.0, temperature)), self.topk)
@@ -337,9 +405,13 @@ class EmulatorApp:
                 self.driver.abort(req)
         self._observe(req)
 
-    async def _stream(self, request: web.Request, req: Request,
-                      on_tokens: Callable[[int, int, bool], list[bytes]],
-                      head: list[bytes] | None = None) -> web.StreamResponse:
+    async def _stream(
+        self,
+        request: web.Request,
+        req: Request,
+        on_tokens: Callable[[int, int, bool], list[bytes]],
+        head: list[bytes] | None = None,
+    ) -> web.StreamResponse:
         """Drive one streamed request: on_tokens(sent, now_generated, finished) -> SSE frames to write."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -395,9 +467,14 @@ class EmulatorApp:
                 finish = {"type": "abort", "message": "Abort request"}
             else:
                 finish = {"type": "length", "length": completion}
-        meta: dict[str, Any] = {"id": req.rid, "finish_reason": finish, "prompt_tokens": prompt_tokens,
-                                "weight_version": self.cfg.values["weight_version"],
-                                "completion_tokens": completion, "cached_tokens": 0}
+        meta: dict[str, Any] = {
+            "id": req.rid,
+            "finish_reason": finish,
+            "prompt_tokens": prompt_tokens,
+            "weight_version": self.cfg.values["weight_version"],
+            "completion_tokens": completion,
+            "cached_tokens": 0,
+        }
         if self.k:
             meta["spec_verify_ct"] = req.verify_ct
         if final:
@@ -449,9 +526,14 @@ class EmulatorApp:
             rid0 = body.get("rid")
             reqs = []
             for i, (n_in, h_prompt) in enumerate(prompts):
-                rid = (rid0 if isinstance(rid0, str) and len(prompts) == 1 else
-                       (rid0[i] if isinstance(rid0, list) and i < len(rid0) else uuid.uuid4().hex))
-                reqs.append((self._make_request(rid, max(1, n_in), max_new, temperature, ignore_eos, h_prompt, seed), n_in))
+                rid = (
+                    rid0
+                    if isinstance(rid0, str) and len(prompts) == 1
+                    else (rid0[i] if isinstance(rid0, list) and i < len(rid0) else uuid.uuid4().hex)
+                )
+                reqs.append(
+                    (self._make_request(rid, max(1, n_in), max_new, temperature, ignore_eos, h_prompt, seed), n_in)
+                )
         except BadRequest as e:
             return _error_native(str(e), 400)
         except (TypeError, ValueError) as e:
@@ -462,8 +544,13 @@ class EmulatorApp:
             out = []
             for (r, h), n_in in reqs:
                 comp = 0 if r.user == 0 else r.generated
-                out.append({"text": tokens.text_range(h, 0, comp), "output_ids": tokens.ids_range(h, 0, comp),
-                            "meta_info": self._meta(r, n_in, comp, True)})
+                out.append(
+                    {
+                        "text": tokens.text_range(h, 0, comp),
+                        "output_ids": tokens.ids_range(h, 0, comp),
+                        "meta_info": self._meta(r, n_in, comp, True),
+                    }
+                )
             batched = isinstance(text, list) or (text is None and isinstance(ids[0] if ids else None, list))
             return web.json_response(out if batched else out[0], dumps=_dumps)
 
@@ -499,8 +586,13 @@ class EmulatorApp:
         return max_new, temperature, ignore_eos, seed, opts
 
     def _usage(self, prompt_tokens: int, completion: int) -> dict[str, Any]:
-        return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion,
-                "completion_tokens": completion, "prompt_tokens_details": None, "reasoning_tokens": 0}
+        return {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + completion,
+            "completion_tokens": completion,
+            "prompt_tokens_details": None,
+            "reasoning_tokens": 0,
+        }
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._openai(request, chat=True)
@@ -547,15 +639,26 @@ class EmulatorApp:
             finish = "stop" if req.finish_reason == "stop" else "length"
             matched = self.p.eos_token_id if finish == "stop" else None
             if chat:
-                choice = {"index": 0, "message": {"role": "assistant", "content": text, "reasoning_content": None,
-                                                  "tool_calls": None},
-                          "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+                choice = {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "matched_stop": matched,
+                }
                 obj = "chat.completion"
             else:
                 choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
                 obj = "text_completion"
-            out = {"id": rid, "object": obj, "created": created, "model": model_name, "choices": [choice],
-                   "usage": self._usage(n_in, comp), "metadata": {"weight_version": self.cfg.values["weight_version"]}}
+            out = {
+                "id": rid,
+                "object": obj,
+                "created": created,
+                "model": model_name,
+                "choices": [choice],
+                "usage": self._usage(n_in, comp),
+                "metadata": {"weight_version": self.cfg.values["weight_version"]},
+            }
             return web.json_response(out, dumps=_dumps)
 
         include_usage = bool(opts.get("include_usage"))
@@ -563,15 +666,30 @@ class EmulatorApp:
         obj = "chat.completion.chunk" if chat else "text_completion"
 
         def frame(choice: dict[str, Any] | None, usage: dict[str, Any] | None) -> bytes:
-            d = {"id": rid, "object": obj, "created": created, "model": model_name,
-                 "choices": [choice] if choice is not None else [], "usage": usage}
+            d = {
+                "id": rid,
+                "object": obj,
+                "created": created,
+                "model": model_name,
+                "choices": [choice] if choice is not None else [],
+                "usage": usage,
+            }
             return b"data: " + _dumps(d).encode() + b"\n\n"
 
         head = []
         if chat:
-            head.append(frame({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                               "finish_reason": None, "matched_stop": None},
-                              self._usage(n_in, 0) if continuous else None))
+            head.append(
+                frame(
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                        "matched_stop": None,
+                    },
+                    self._usage(n_in, 0) if continuous else None,
+                )
+            )
 
         def on_tokens(sent: int, g: int, done: bool) -> list[bytes]:
             comp = 0 if zero else g
@@ -579,8 +697,13 @@ class EmulatorApp:
             if comp > sent:
                 piece = tokens.text_range(h, sent, comp)
                 if chat:
-                    choice = {"index": 0, "delta": {"content": piece}, "logprobs": None, "finish_reason": None,
-                              "matched_stop": None}
+                    choice = {
+                        "index": 0,
+                        "delta": {"content": piece},
+                        "logprobs": None,
+                        "finish_reason": None,
+                        "matched_stop": None,
+                    }
                 else:
                     choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None, "matched_stop": None}
                 frames.append(frame(choice, self._usage(n_in, comp) if continuous else None))
@@ -588,9 +711,21 @@ class EmulatorApp:
                 finish = "stop" if req.finish_reason == "stop" else "length"
                 matched = self.p.eos_token_id if finish == "stop" else None
                 if chat:
-                    choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+                    choice = {
+                        "index": 0,
+                        "delta": {},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                        "matched_stop": matched,
+                    }
                 else:
-                    choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+                    choice = {
+                        "index": 0,
+                        "text": "",
+                        "logprobs": None,
+                        "finish_reason": finish,
+                        "matched_stop": matched,
+                    }
                 frames.append(frame(choice, self._usage(n_in, comp) if continuous else None))
                 if include_usage:
                     frames.append(frame(None, self._usage(n_in, comp)))

@@ -184,7 +184,15 @@ def seed_procedure(
 ) -> dict[int, LevelResult]:
     """The seed's benchmark: each level with max(4, 2*C) requests (seed-measurements.md)."""
     return {
-        c: closed_loop(profile, setting, concurrency=c, n_requests=max(4, 2 * c), input_len=input_len,
-                       output_len=output_len, temperature=temperature, seed=seed + c)
+        c: closed_loop(
+            profile,
+            setting,
+            concurrency=c,
+            n_requests=max(4, 2 * c),
+            input_len=input_len,
+            output_len=output_len,
+            temperature=temperature,
+            seed=seed + c,
+        )
         for c in levels
     }

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 _MASK64 = (1 << 64) - 1
 

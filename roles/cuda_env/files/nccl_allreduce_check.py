@@ -101,14 +101,22 @@ def parse_sizes(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"all-reduce sizes in bytes (K/M/G suffixes), default {DEFAULT_SIZES}")
+    p.add_argument(
+        "--sizes", default=DEFAULT_SIZES, help=f"all-reduce sizes in bytes (K/M/G suffixes), default {DEFAULT_SIZES}"
+    )
     p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size first (default 5)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds before the watchdog kills the workers (default 120)")
-    p.add_argument("--init-timeout", type=float, default=60.0, help="process-group set-up timeout in seconds (default 60)")
+    p.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds before the watchdog kills the workers (default 120)"
+    )
+    p.add_argument(
+        "--init-timeout", type=float, default=60.0, help="process-group set-up timeout in seconds (default 60)"
+    )
     p.add_argument("--world-size", type=int, default=0, help="processes (GPUs) to use; default: every visible GPU")
     p.add_argument("--min-gpus", type=int, default=1, help="fail unless at least this many GPUs take part (default 1)")
-    p.add_argument("--min-busbw", type=float, default=0.0, help="fail if the largest size's bus bandwidth (GB/s) is lower; 0 = off")
+    p.add_argument(
+        "--min-busbw", type=float, default=0.0, help="fail if the largest size's bus bandwidth (GB/s) is lower; 0 = off"
+    )
     p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl", help="gloo runs on CPU (logic tests only)")
     p.add_argument("--json-out", default="", help="also write the JSON report to this file")
     return p
@@ -216,7 +224,11 @@ def build_report(
         "reason": reason,
         "message": (
             f"NCCL all-reduce check passed on {world_size} GPU(s): {len(sizes)} sizes, exact sums"
-            + (f"; largest {sizes[-1]['bytes']} bytes at {sizes[-1]['busbw_gbps']} GB/s bus bandwidth" if sizes and world_size > 1 else "")
+            + (
+                f"; largest {sizes[-1]['bytes']} bytes at {sizes[-1]['busbw_gbps']} GB/s bus bandwidth"
+                if sizes and world_size > 1
+                else ""
+            )
             + (f" ({note})" if note else "")
             if ok
             else failure_message(reason or "failed", detail, env, versions)
@@ -273,9 +285,13 @@ def _device_info(torch: Any, rank: int, backend: str) -> dict[str, Any]:
     if backend != "nccl":
         return {"rank": rank, "device": "cpu"}
     props = torch.cuda.get_device_properties(rank)
-    info: dict[str, Any] = {"rank": rank, "device": f"cuda:{rank}", "name": props.name,
-                            "memory_mib": int(props.total_memory // (1 << 20)),
-                            "compute_capability": f"{props.major}.{props.minor}"}
+    info: dict[str, Any] = {
+        "rank": rank,
+        "device": f"cuda:{rank}",
+        "name": props.name,
+        "memory_mib": int(props.total_memory // (1 << 20)),
+        "compute_capability": f"{props.major}.{props.minor}",
+    }
     if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
         info["pci_bus_id"] = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
     if getattr(props, "uuid", None) is not None:
@@ -348,8 +364,14 @@ def worker(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: A
         out.put(("result", rank, results))
     except Exception as exc:  # every failure becomes a report, never a silent exit
         kind = "init-failed" if stage == "init_process_group" else "worker-error"
-        out.put(("error", rank, kind, f"rank {rank} failed in {stage}: {type(exc).__name__}: {exc}"
-                 f"\n{traceback.format_exc(limit=3)}"))
+        out.put(
+            (
+                "error",
+                rank,
+                kind,
+                f"rank {rank} failed in {stage}: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
+            )
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -384,7 +406,9 @@ def run_workers(
     ctx = multiprocessing.get_context("spawn")  # fresh processes: no CUDA state inherited
     out = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=target, args=(r, world_size, port, dict(cfg), out), daemon=True) for r in range(world_size)]
+    procs = [
+        ctx.Process(target=target, args=(r, world_size, port, dict(cfg), out), daemon=True) for r in range(world_size)
+    ]
     stages = {r: "start" for r in range(world_size)}
     devices: dict[int, dict[str, Any]] = {}
     results: dict[int, list[dict[str, Any]]] = {}
@@ -396,8 +420,11 @@ def run_workers(
         while len(results) < world_size and error is None:
             if time.monotonic() > deadline:
                 waiting = {r: s for r, s in stages.items() if r not in results}
-                error = ("timeout", f"no result after {timeout:g} s; ranks still waiting: " + "; ".join(
-                    f"rank {r} in {s}" for r, s in sorted(waiting.items())))
+                error = (
+                    "timeout",
+                    f"no result after {timeout:g} s; ranks still waiting: "
+                    + "; ".join(f"rank {r} in {s}" for r, s in sorted(waiting.items())),
+                )
                 break
             try:
                 msg = out.get(timeout=0.2)
@@ -407,8 +434,12 @@ def run_workers(
                     try:  # a last message may still be in the pipe
                         msg = out.get(timeout=0.5)
                     except queue.Empty:
-                        error = ("worker-crashed", "; ".join(
-                            f"rank {r} exited with status {procs[r].exitcode} during {stages[r]}" for r in dead))
+                        error = (
+                            "worker-crashed",
+                            "; ".join(
+                                f"rank {r} exited with status {procs[r].exitcode} during {stages[r]}" for r in dead
+                            ),
+                        )
                         break
                 else:
                     continue
@@ -443,9 +474,21 @@ def run_check(
     info = detect(args.backend)
     versions = {k: info.get(k) for k in ("python", "torch", "cuda", "nccl")}
 
-    def fail(reason: str, detail: str, world: int = 0, gpus: Sequence[Any] = (), sizes: Sequence[Any] = ()) -> tuple[dict[str, Any], int]:
-        return build_report(ok=False, reason=reason, detail=detail, args=args, world_size=world, gpus=gpus,
-                            sizes=sizes, env=env, versions=versions, elapsed_s=time.monotonic() - started), EXIT_FAILED
+    def fail(
+        reason: str, detail: str, world: int = 0, gpus: Sequence[Any] = (), sizes: Sequence[Any] = ()
+    ) -> tuple[dict[str, Any], int]:
+        return build_report(
+            ok=False,
+            reason=reason,
+            detail=detail,
+            args=args,
+            world_size=world,
+            gpus=gpus,
+            sizes=sizes,
+            env=env,
+            versions=versions,
+            elapsed_s=time.monotonic() - started,
+        ), EXIT_FAILED
 
     if "error" in info:
         return fail("torch-missing", info["error"])
@@ -460,18 +503,39 @@ def run_check(
         world = args.world_size or 2
     if world < args.min_gpus:
         return fail("too-few-gpus", f"{world} GPU(s) take part but --min-gpus is {args.min_gpus}", world)
-    cfg = {"backend": args.backend, "sizes": args.size_list, "iters": args.iters, "warmup": args.warmup,
-           "init_timeout": args.init_timeout}
+    cfg = {
+        "backend": args.backend,
+        "sizes": args.size_list,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "init_timeout": args.init_timeout,
+    }
     run = run_workers(world, cfg, args.timeout, target=target)
     sizes = summarize_sizes(run["results"], world) if len(run["results"]) == world else []
     if run["error"]:
         reason, detail = run["error"]
         return fail(reason, detail.strip(), world, run["devices"], sizes)
     if args.min_busbw and world > 1 and sizes and sizes[-1]["busbw_gbps"] < args.min_busbw:
-        return fail("low-bandwidth", f"bus bandwidth {sizes[-1]['busbw_gbps']} GB/s at {sizes[-1]['bytes']} bytes "
-                    f"is below --min-busbw {args.min_busbw:g} GB/s", world, run["devices"], sizes)
-    report = build_report(ok=True, reason=None, detail="", args=args, world_size=world, gpus=run["devices"],
-                          sizes=sizes, env=env, versions=versions, elapsed_s=time.monotonic() - started)
+        return fail(
+            "low-bandwidth",
+            f"bus bandwidth {sizes[-1]['busbw_gbps']} GB/s at {sizes[-1]['bytes']} bytes "
+            f"is below --min-busbw {args.min_busbw:g} GB/s",
+            world,
+            run["devices"],
+            sizes,
+        )
+    report = build_report(
+        ok=True,
+        reason=None,
+        detail="",
+        args=args,
+        world_size=world,
+        gpus=run["devices"],
+        sizes=sizes,
+        env=env,
+        versions=versions,
+        elapsed_s=time.monotonic() - started,
+    )
     return report, EXIT_OK
 
 
@@ -489,8 +553,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else argv)
     except UsageError as exc:
         env = env_snapshot(os.environ)
-        report = build_report(ok=False, reason="bad-arguments", detail=str(exc), args=None, world_size=0, gpus=(),
-                              sizes=(), env=env, versions={"python": platform.python_version()}, elapsed_s=0.0)
+        report = build_report(
+            ok=False,
+            reason="bad-arguments",
+            detail=str(exc),
+            args=None,
+            world_size=0,
+            gpus=(),
+            sizes=(),
+            env=env,
+            versions={"python": platform.python_version()},
+            elapsed_s=0.0,
+        )
         print(json.dumps(report, sort_keys=True))
         print(report["message"], file=sys.stderr)
         return EXIT_USAGE

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sglang-tune contributors
 # Apache-2.0 (see pyproject.toml)
 """Role-local module of sglang_server: write files whose content must not travel in a command line
@@ -104,7 +103,6 @@ import grp
 import os
 import pwd
 import stat
-import subprocess
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -120,12 +118,12 @@ def resolve_id(value, db, what):
     try:
         return db(text)
     except KeyError:
-        raise ValueError("no such %s: %s" % (what, text))
+        raise ValueError(f"no such {what}: {text}") from None
 
 
 def parse_mode(text):
     if not isinstance(text, str) or not text or any(c not in "01234567" for c in text) or len(text) > 4:
-        raise ValueError("mode must be an octal string such as '0644', got %r" % (text,))
+        raise ValueError(f"mode must be an octal string such as '0644', got {text!r}")
     return int(text, 8)
 
 
@@ -145,7 +143,7 @@ def write_atomically(path, data, mode, uid, gid):
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
     try:
         os.fchmod(fd, mode)
         os.fchown(fd, uid, gid)
@@ -173,10 +171,10 @@ def unit_state(module, unit):
     if not unit:
         return {}
     systemctl = module.get_bin_path("systemctl", required=True)
-    args = [systemctl, "show", unit] + ["--property=%s" % p for p in UNIT_PROPERTIES]
+    args = [systemctl, "show", unit] + [f"--property={p}" for p in UNIT_PROPERTIES]
     rc, out, err = module.run_command(args)
     if rc != 0:
-        module.fail_json(msg="systemctl show %s failed: %s" % (unit, err.strip()))
+        module.fail_json(msg=f"systemctl show {unit} failed: {err.strip()}")
     state = {}
     for line in out.splitlines():
         key, sep, value = line.partition("=")
@@ -188,14 +186,19 @@ def unit_state(module, unit):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            files=dict(type="list", elements="dict", required=True, options=dict(
-                path=dict(type="path", required=True),
-                content=dict(type="str", required=True, no_log=True),
-                mode=dict(type="str", default="0644"),
-                owner=dict(type="str", default="root"),
-                group=dict(type="str", default="root"),
-                last_good_name=dict(type="str"),
-            )),
+            files=dict(
+                type="list",
+                elements="dict",
+                required=True,
+                options=dict(
+                    path=dict(type="path", required=True),
+                    content=dict(type="str", required=True, no_log=True),
+                    mode=dict(type="str", default="0644"),
+                    owner=dict(type="str", default="root"),
+                    group=dict(type="str", default="root"),
+                    last_good_name=dict(type="str"),
+                ),
+            ),
             unit=dict(type="str", default=""),
             last_good_dir=dict(type="path", default=""),
         ),
@@ -207,13 +210,13 @@ def main():
     for item in module.params["files"]:
         path = item["path"]
         if not os.path.isabs(path):
-            module.fail_json(msg="files: path must be absolute, got %r" % path)
+            module.fail_json(msg=f"files: path must be absolute, got {path!r}")
         try:
             mode = parse_mode(item["mode"])
             uid = resolve_id(item["owner"], lambda n: pwd.getpwnam(n).pw_uid, "user")
             gid = resolve_id(item["group"], lambda n: grp.getgrnam(n).gr_gid, "group")
         except ValueError as err:
-            module.fail_json(msg="files: %s: %s" % (path, err))
+            module.fail_json(msg=f"files: {path}: {err}")
         data = item["content"].encode("utf-8")
         if file_differs(path, data, mode, uid, gid):
             changed_files.append(path)
@@ -223,10 +226,10 @@ def main():
             kept.append((path, item["last_good_name"], data))
 
     last_good = module.params["last_good_dir"]
-    current = bool(last_good) and all(
-        equals(os.path.join(last_good, name), data) for _path, name, data in kept)
-    module.exit_json(changed=bool(changed_files), changed_files=changed_files, unit_state=state,
-                     last_good_current=current)
+    current = bool(last_good) and all(equals(os.path.join(last_good, name), data) for _path, name, data in kept)
+    module.exit_json(
+        changed=bool(changed_files), changed_files=changed_files, unit_state=state, last_good_current=current
+    )
 
 
 if __name__ == "__main__":
