@@ -408,8 +408,10 @@ def test_api_key_is_enforced(emulator):
     status, body = e.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}})
     assert status == 401 and body == {"error": "Unauthorized"}
     assert e.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}}, headers=good)[0] == 200
-    assert "k3y" not in e.log() and "api_key='[REDACTED]'" in e.log()
-    assert "k3y" not in json.dumps(e.get_json("/server_info", headers=good))
+    # As real SGLang does (sglang issue #37457): the key is in the server_args= line and in
+    # /server_info; keeping it out of the journal is the role's job (its launcher).
+    assert "api_key='k3y'" in e.log()
+    assert e.get_json("/server_info", headers=good)["api_key"] == "k3y"
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_zero(emulator):

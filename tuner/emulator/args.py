@@ -229,9 +229,70 @@ def build_parser() -> argparse.ArgumentParser:
 EMULATOR_DESTS = ("emulator_profile", "emulator_startup_s", "emulator_fault")
 
 
+def merge_config_file(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`--config FILE.yaml`: the file's keys become flags placed before the command line's, so the
+    command line wins, as SGLang's ConfigArgumentMerger does (sglang/srt/server_args_config_parser.py
+    in 0.5.9, sglang/srt/utils/server_args_config_parser.py in 0.5.23; prepare_server_args calls it
+    when "--config" is in argv). A key `api-key: ...` in such a file keeps the secret out of the
+    process's command line, which every local user can read in /proc/PID/cmdline.
+
+    SGLang's errors are plain ValueErrors (a traceback, exit status 1), reproduced word for word.
+    """
+    where = [i for i, arg in enumerate(argv) if arg == "--config"]
+    if not where:
+        return argv
+    if len(where) > 1:
+        raise ValueError("Multiple config files specified! Only one allowed.")
+    i = where[0]
+    if i == len(argv) - 1:
+        raise ValueError("No config file specified after --config flag!")
+    path = argv[i + 1]
+    suffix = os.path.splitext(path)[1]
+    if suffix.lower() not in (".yaml", ".yml"):
+        raise ValueError(f"Config file must be YAML format, got: {suffix}")
+    if not os.path.exists(path):
+        raise ValueError(f"Config file not found: {path}")
+    import yaml  # the bare install carries PyYAML, as SGLang's does
+
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError("Config file must contain a dictionary at root level")
+    store_true = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
+    unsupported = {
+        a.dest: a
+        for a in parser._actions
+        if a.option_strings
+        and not isinstance(a, (argparse._StoreTrueAction, argparse._StoreAction))
+        and "--help" not in a.option_strings
+    }
+    out: list[str] = []
+    for key, value in data.items():
+        norm = str(key).replace("-", "_")
+        if norm in unsupported:
+            raise ValueError(f"Unsupported config option '{norm}' with action '{unsupported[norm].__class__.__name__}'")
+        if isinstance(value, bool):
+            if norm in store_true:
+                if value:
+                    out.append(f"--{key}")
+            else:
+                out += [f"--{key}", str(value).lower()]
+        elif isinstance(value, list):
+            if value:
+                out.append(f"--{key}")
+                out += [str(item) for item in value]
+        else:
+            out += [f"--{key}", str(value)]
+    return out + argv[:i] + argv[i + 2 :]
+
+
 def parse_flags(argv: list[str]) -> argparse.Namespace:
-    """Parse like SGLang: bad or unknown flags print usage + `error: ...` and exit 2."""
+    """Parse like SGLang: bad or unknown flags print usage + `error: ...` and exit 2; `--config`
+    is merged first (its ValueErrors surface as SGLang's do)."""
     parser = build_parser()
+    argv = merge_config_file(parser, list(argv))
     ns = parser.parse_args(argv)
     if ns.emulator_startup_s is not None and ns.emulator_startup_s < 0:
         parser.error("argument --emulator-startup-s: must be >= 0")
@@ -439,25 +500,21 @@ def _version_tuple(v: str) -> tuple[int, ...]:
 
 
 SECRET_FIELDS = ("api_key", "admin_api_key")
-REDACTED = "[REDACTED]"
 
 
 def server_args_repr(values: dict[str, Any]) -> str:
-    """`ServerArgs(field=value, ...)` as SGLang's dataclass repr prints it, secrets masked.
+    """`ServerArgs(field=value, ...)` as SGLang's dataclass repr prints it, secrets included.
 
-    Real SGLang 0.5.x prints api_key verbatim in this line and in /server_info (sglang issue #37457;
-    redaction PRs #18518/#19328 were not in the versions read). The emulator masks it with the
-    "[REDACTED]" form those PRs propose, so a key never lands in the journal; None stays None, so a
-    parser can still tell whether a key is configured.
+    Real SGLang 0.5.x prints api_key verbatim in this line (`logger.info(f"{server_args=}")` in
+    sglang/srt/entrypoints/engine.py) and serves it in /server_info (sgl-project/sglang issue
+    #37457, open; the redaction PRs are unmerged). The emulator does the same, so that the role's
+    own defence (a launcher that keeps the key out of the journal) is tested against the real
+    behaviour rather than against an emulator that hides the problem.
     """
-    parts = []
-    for key, val in values.items():
-        if key in SECRET_FIELDS and val is not None:
-            val = REDACTED
-        parts.append(f"{key}={val!r}")
-    return "ServerArgs(" + ", ".join(parts) + ")"
+    return "ServerArgs(" + ", ".join(f"{key}={val!r}" for key, val in values.items()) + ")"
 
 
 def public_values(values: dict[str, Any]) -> dict[str, Any]:
-    """Resolved server args for /server_info, secrets masked as in the log line."""
-    return {k: (REDACTED if k in SECRET_FIELDS and val is not None else val) for k, val in values.items()}
+    """Resolved server args as /server_info serves them: everything, the key included, as SGLang
+    does (`dataclasses.asdict(server_args)`); only holders of the key can read it there."""
+    return dict(values)
