@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sglang_filters.sglang_flags import SPEC_ALGORITHMS
+
 from . import __version__
 from .redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_env
 from .specs import (
-    SPEC_ALGORITHMS,
     BadInput,
     check_endpoint,
     check_inventory,
