@@ -1,9 +1,9 @@
-"""Recommendation, early stop and noise (pure functions over result rows).
+"""Recommendation, early stop and noise (pure functions over measured level records).
 
-The rules follow vLLM's `tune_speculative_k` where it fits (peer-tools.md §1.2): repeated
+The rules follow vLLM's `tune_speculative_k` where it fits (docs/reference/peer-tools.md §1.2): repeated
 measurements are summarised by their mean and spread, and among configurations whose
 throughput is within the measured noise (or 1%) of the best, the smaller `spec_steps` wins —
-deeper speculation costs KV capacity (seed-measurements.md) for no measured gain.
+deeper speculation costs KV capacity (docs/reference/seed-campaign.md) for no measured gain.
 
 Nothing here knows any machine's numbers: every decision is relative to what was measured.
 """
@@ -16,28 +16,70 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .configs import SpecConfig
+from .records import LevelRecord
+
 MIN_REL_TOL = 0.01  # "prefer smaller K within 1%" (tune_speculative_k's default)
 NOISE_Z = 2.0  # two standard errors: a difference smaller than this is noise
-
-# Rows with these statuses carry a measurement (partial: some requests failed, the tokens of the
-# successful ones over the level's wall time still count; failures lower the throughput).
-MEASURED = ("ok", "partial")
 
 
 @dataclass
 class PointStats:
-    """One configuration at one concurrency, over its repeats."""
+    """One configuration at one concurrency, over its repeats (the level records measured there)."""
 
-    config_id: str
-    spec_steps: int
-    spec_topk: int
-    spec_draft_tokens: int | None
-    spec_algorithm: str
+    config: SpecConfig
     concurrency: int
-    values: list[float] = field(default_factory=list)  # output_tok_s per repeat
-    per_request: list[float] = field(default_factory=list)  # per_request_tok_s per repeat
-    accept: list[float] = field(default_factory=list)
-    failed_requests: int = 0
+    levels: list[LevelRecord] = field(default_factory=list)
+
+    @property
+    def config_id(self) -> str:
+        return self.config.config_id
+
+    @property
+    def spec_steps(self) -> int:
+        return self.config.spec_steps
+
+    @property
+    def spec_topk(self) -> int:
+        return self.config.spec_topk
+
+    @property
+    def spec_draft_tokens(self) -> int | None:
+        return self.config.spec_draft_tokens
+
+    @property
+    def spec_algorithm(self) -> str:
+        return self.config.spec_algorithm
+
+    @property
+    def values(self) -> list[float]:
+        """Aggregate output tok/s, one per repeat."""
+        return [lv.metrics.output_tok_s for lv in self.levels if lv.metrics.output_tok_s is not None]
+
+    def metric(self, name: str) -> list[float]:
+        """One metric of the level records (e.g. `ttft_ms_p50`), where they have it."""
+        out = []
+        for lv in self.levels:
+            v = getattr(lv.metrics, name)
+            if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+                out.append(float(v))
+        return out
+
+    def metric_mean(self, name: str) -> float | None:
+        vals = self.metric(name)
+        return sum(vals) / len(vals) if vals else None
+
+    @property
+    def per_request(self) -> list[float]:
+        return self.metric("per_request_tok_s")
+
+    @property
+    def accept(self) -> list[float]:
+        return self.metric("accept_length")
+
+    @property
+    def failed_requests(self) -> int:
+        return sum(lv.metrics.requests_failed for lv in self.levels)
 
     @property
     def n(self) -> int:
@@ -45,15 +87,17 @@ class PointStats:
 
     @property
     def mean(self) -> float:
-        return sum(self.values) / len(self.values) if self.values else 0.0
+        vals = self.values
+        return sum(vals) / len(vals) if vals else 0.0
 
     @property
     def std(self) -> float:
         """Sample standard deviation across repeats (0 with one repeat: noise unknown)."""
-        if len(self.values) < 2:
+        vals = self.values
+        if len(vals) < 2:
             return 0.0
         m = self.mean
-        return math.sqrt(sum((v - m) ** 2 for v in self.values) / (len(self.values) - 1))
+        return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
 
     @property
     def sem(self) -> float:
@@ -61,57 +105,29 @@ class PointStats:
 
     @property
     def per_request_mean(self) -> float | None:
-        return sum(self.per_request) / len(self.per_request) if self.per_request else None
+        return self.metric_mean("per_request_tok_s")
 
     @property
     def accept_mean(self) -> float | None:
-        return sum(self.accept) / len(self.accept) if self.accept else None
+        return self.metric_mean("accept_length")
 
     @property
-    def order_key(self) -> tuple:
+    def order_key(self) -> tuple[int, int, int, str]:
         """Smaller is cheaper: fewer steps, then a narrower tree, then fewer draft tokens."""
-        return (self.spec_steps, self.spec_topk, self.spec_draft_tokens or 0, self.config_id)
+        return self.config.order_key
 
 
-def _num(v: Any) -> float | None:
-    if v is None or v == "":
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
-def aggregate(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, int], PointStats]:
-    """Group measured level rows by (config_id, concurrency)."""
+def aggregate(levels: Iterable[LevelRecord]) -> dict[tuple[str, int], PointStats]:
+    """Group measured level records by (config_id, concurrency)."""
     out: dict[tuple[str, int], PointStats] = {}
-    for row in rows:
-        if row.get("status") not in MEASURED:
+    for lv in levels:
+        if not lv.measured:
             continue
-        tput = _num(row.get("output_tok_s"))
-        if tput is None:
-            continue
-        key = (str(row["config_id"]), int(row["concurrency"]))
+        key = (lv.config_id, int(lv.concurrency))
         ps = out.get(key)
         if ps is None:
-            draft = _num(row.get("spec_draft_tokens"))
-            ps = out[key] = PointStats(
-                config_id=key[0],
-                spec_steps=int(row["spec_steps"]),
-                spec_topk=int(_num(row.get("spec_topk")) or 1),
-                spec_draft_tokens=None if draft is None else int(draft),
-                spec_algorithm=str(row.get("spec_algorithm") or "NEXTN"),
-                concurrency=key[1],
-            )
-        ps.values.append(tput)
-        pr = _num(row.get("per_request_tok_s"))
-        if pr is not None:
-            ps.per_request.append(pr)
-        acc = _num(row.get("accept_length"))
-        if acc is not None:
-            ps.accept.append(acc)
-        ps.failed_requests += int(_num(row.get("requests_failed")) or 0)
+            ps = out[key] = PointStats(config=lv.config, concurrency=key[1])
+        ps.levels.append(lv)
     return out
 
 
@@ -276,9 +292,9 @@ def recommend(
     if not per_level:
         return Recommendation(None, None, "no level was measured", workload)
     configs: dict[str, dict[int, PointStats]] = {}
-    for (cid, c), p in stats.items():
-        if c in tlevels:
-            configs.setdefault(cid, {})[c] = p
+    for (cid, level), p in stats.items():
+        if level in tlevels:
+            configs.setdefault(cid, {})[level] = p
     scores: dict[str, float] = {}
     rel_noise: dict[str, float] = {}
     for cid, pts in configs.items():
@@ -348,7 +364,8 @@ def early_stop(
 
 
 # Start-up failures that deeper speculation can only make worse: every extra step takes more KV
-# memory (emulator-model.md "Admission and KV capacity"; sglang-facts.md §5.3 failure strings).
+# memory (docs/reference/performance-model.md "Admission and KV capacity"; the failure strings of
+# docs/reference/sglang.md §5.3).
 _CAPACITY_PATTERNS = (
     r"not enough memory",
     r"kv (cache )?pool",

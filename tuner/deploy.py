@@ -1,6 +1,6 @@
 """Applying one configuration: an ansible-runner run of the deploy play, read from its events.
 
-How (docs/architecture.md "Roles", ansible-conventions.md §3):
+How (docs/architecture.md "Roles", docs/reference/ansible.md §3):
 - A fresh private data dir per run (`tempfile.mkdtemp`): ansible-runner never rewrites an
   existing `env/extravars`, so a reused dir would deploy a previous run's variables (gotcha 1).
   `project_dir` is the repository, so its ansible.cfg (roles, library, collections) applies.
@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .configs import SpecConfig
+from .records import DeployRecord
 from .redact import Redactor
-from .specs import SpecConfig
 
 FAST_TAGS = ("sglang_server_configure", "sglang_server_run")
 # Read-only GPU facts and checks: made by a host's full run; nothing a configuration changes affects them.
@@ -241,31 +242,30 @@ class DeployResult:
                 return line.strip()
         return None
 
-    def record(self) -> dict[str, Any]:
-        """The `deploy` record of records.jsonl (docs/architecture.md)."""
+    def record(self) -> DeployRecord:
+        """The `deploy` record of records.jsonl (tuner/records.py)."""
         rep = self.report or {}
-        return {
-            "type": "deploy",
-            "config": self.config.to_dict(),
-            "host": self.host,
-            **({"hosts": self.members} if len(self.members) > 1 else {}),
-            "status": "ok" if self.ok else "failed",
-            "reason": self.reason,
-            "rollback": self.rollback,
-            "detail": self.detail if self.detail != self.reason else None,
-            "client_url": self.client_url,
-            "ready_s": rep.get("ready_seconds"),
-            "capacity": rep.get("capacity"),
-            "speculative": rep.get("speculative"),
-            "server": rep.get("server"),
-            "warnings": rep.get("warnings"),
-            "elapsed_s": round(self.elapsed_s, 3),
-            "runner_status": self.runner_status,
-            "runner_rc": self.runner_rc,
-            "tags": self.tags,
-            "artifacts": self.artifacts,
-            "result_source": self.source,
-        }
+        return DeployRecord(
+            config=self.config,
+            host=self.host,
+            hosts=self.members if len(self.members) > 1 else None,
+            status="ok" if self.ok else "failed",
+            reason=self.reason,
+            rollback=self.rollback,
+            detail=self.detail if self.detail != self.reason else None,
+            client_url=self.client_url,
+            ready_s=rep.get("ready_seconds"),
+            capacity=rep.get("capacity"),
+            speculative=rep.get("speculative"),
+            server=rep.get("server"),
+            warnings=rep.get("warnings"),
+            elapsed_s=round(self.elapsed_s, 3),
+            runner_status=self.runner_status,
+            runner_rc=self.runner_rc,
+            tags=self.tags,
+            artifacts=self.artifacts,
+            result_source=self.source,
+        )
 
 
 class Deployer:
@@ -349,7 +349,7 @@ class Deployer:
                     self.on_event(host, ev)
                 except Exception:  # progress display must never break a deploy
                     pass
-            return True  # keep the event (ansible-conventions.md §3, gotcha 2)
+            return True  # keep the event (docs/reference/ansible.md §3, gotcha 2)
 
         extravars = {**self.extravars, **config.extravars()}
         pdd = Path(tempfile.mkdtemp(prefix="sgt-runner-"))

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -138,32 +138,41 @@ def itl_samples_s(t: RequestTrace) -> list[float]:
 
 @dataclass
 class LevelMetrics:
-    """One benchmark level (one concurrency, one repeat); the row results.csv is built from."""
+    """One benchmark level (one concurrency, one repeat): what results.csv shows of it.
 
-    concurrency: int
-    requests: int
-    requests_ok: int
-    requests_failed: int
-    output_tokens: int
-    wall_s: float
-    output_tok_s: float | None
-    per_request_tok_s: float | None
-    ttft_ms_p50: float | None
-    ttft_ms_p99: float | None
-    tpot_ms_p50: float | None
-    tpot_ms_p99: float | None
-    itl_ms_p50: float | None
-    itl_ms_p99: float | None
-    e2e_ms_p50: float | None
-    e2e_ms_p99: float | None
-    prompt_tokens_mean: float | None
-    accept_length: float | None
-    accept_length_source: str
-    status: str
+    Every field has an empty default, so a record written by another version of the tuner still
+    reads (`from_dict` ignores what it does not know).
+    """
+
+    concurrency: int = 0
+    requests: int = 0
+    requests_ok: int = 0
+    requests_failed: int = 0
+    output_tokens: int = 0
+    wall_s: float = 0.0
+    output_tok_s: float | None = None
+    per_request_tok_s: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p99: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p99: float | None = None
+    e2e_ms_p50: float | None = None
+    e2e_ms_p99: float | None = None
+    prompt_tokens_mean: float | None = None
+    accept_length: float | None = None
+    accept_length_source: str = "none"
+    status: str = "failed"
     errors: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LevelMetrics:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 def _ms(v: float | None) -> float | None:

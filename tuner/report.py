@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .outputs import PLOT, Summary
+from .records import DeployRecord, Record, SkipRecord
+from .store import PLOT
+from .summary import Summary
 
 METRIC_DEFINITIONS = """\
 - **Aggregate output tok/s** (`output_tok_s`): output tokens of the level's successful requests
@@ -55,32 +57,38 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def render(s: Summary) -> str:
-    p = s.params
+    """The whole report: its sections in reading order (each a function of the summary)."""
+    parts = [section(s) for section in SECTIONS]
+    return "\n".join(line for part in parts for line in part)
+
+
+def _header(s: Summary) -> list[str]:
+    w = s.spec.workload
     name = s.server.get("served_model_name") or "the server"
-    lines: list[str] = [f"# Speculative-decoding sweep: {name}", ""]
-    hosts = sorted({r.get("host") for r in s.records if r.get("type") == "deploy" and r.get("host")})
+    hosts = sorted({d.host for d in s.state.records if isinstance(d, DeployRecord) and d.TYPE == "deploy" and d.host})
     meta = [
         ("server version", s.server.get("version") or "-"),
-        ("hosts", ", ".join(hosts) or p.get("url") or "-"),
+        ("hosts", ", ".join(hosts) or s.spec.url or "-"),
         (
             "workload",
-            f"{p.get('input_len')} input / {p.get('output_len')} output tokens, temperature "
-            f"{p.get('temperature')}, ignore_eos {p.get('ignore_eos', True)}, endpoint "
-            f"{p.get('endpoint', 'generate')}",
+            f"{w.input_len} input / {w.output_len} output tokens, temperature {w.temperature}, "
+            f"ignore_eos {w.ignore_eos}, endpoint {w.endpoint}",
         ),
         (
             "levels",
             f"concurrency {', '.join(map(str, s.levels))}; requests per level "
-            f"{p.get('requests_per_level') or 'max(4, 2 x C)'}; repeats {p.get('repeats', 1)}",
+            f"{w.requests_per_level or 'max(4, 2 x C)'}; repeats {w.repeats}",
         ),
     ]
-    if p.get("steps") is not None:
+    if s.spec.command == "sweep":
         meta.append(
-            ("swept", f"spec_steps {p.get('steps')}, topk {p.get('topk')}, algorithm {p.get('algorithm', 'NEXTN')}")
+            ("swept", f"spec_steps {list(s.spec.steps)}, topk {list(s.spec.topk)}, algorithm {s.spec.algorithm}")
         )
-    for k, v in meta:
-        lines.append(f"- **{k}**: {v}")
-    lines += ["", "## Recommendation", ""]
+    return [f"# Speculative-decoding sweep: {name}", ""] + [f"- **{k}**: {v}" for k, v in meta]
+
+
+def _recommendation(s: Summary) -> list[str]:
+    lines = ["", "## Recommendation", ""]
     rec = s.recommendation
     if rec.chosen is not None:
         c = rec.chosen
@@ -98,11 +106,11 @@ def render(s: Summary) -> str:
     lines.append("")
     if s.choices:
         rows = []
-        for c, ch in sorted(s.choices.items()):
+        for level, ch in sorted(s.choices.items()):
             ru = ch.runner_up
             rows.append(
                 [
-                    c,
+                    level,
                     ch.chosen.spec_steps,
                     _f(ch.chosen.mean),
                     _f(ch.chosen.per_request_mean),
@@ -111,45 +119,34 @@ def render(s: Summary) -> str:
                     _f(ch.tolerance_pct) + "%",
                 ]
             )
+        header = [
+            "concurrency",
+            "best spec_steps",
+            "aggregate tok/s",
+            "per-request tok/s",
+            "runner-up (tok/s)",
+            "margin",
+            "tie tolerance",
+        ]
+        lines += [_table(header, rows), ""]
+    best = s.state.deploy_best
+    if best is not None:
         lines.append(
-            _table(
-                [
-                    "concurrency",
-                    "best spec_steps",
-                    "aggregate tok/s",
-                    "per-request tok/s",
-                    "runner-up (tok/s)",
-                    "margin",
-                    "tie tolerance",
-                ],
-                rows,
-            )
+            f"Deployed the recommendation at the end (`--deploy-best`) on {best.host}: "
+            f"{best.status}" + (f", {best.reason}" if best.reason else "") + "."
         )
         lines.append("")
-    if s.deploy_best:
-        d = s.deploy_best
-        lines.append(
-            f"Deployed the recommendation at the end (`--deploy-best`) on {d.get('host')}: "
-            f"{d.get('status')}" + (f", {d.get('reason')}" if d.get("reason") else "") + "."
-        )
-        lines.append("")
-    lines += ["## Throughput against steps", "", f"![throughput vs steps]({PLOT})", ""]
+    return lines
+
+
+def _results(s: Summary) -> list[str]:
+    lines = ["## Throughput against steps", "", f"![throughput vs steps]({PLOT})", ""]
     lines += ["## Results (mean over repeats)", ""]
     rows = []
-    for (cid, c), pt in sorted(s.stats.items(), key=lambda kv: (kv[1].order_key, kv[0][1])):
-        sub = [
-            r
-            for r in s.rows
-            if r.get("config_id") == cid and r.get("concurrency") == c and r.get("status") in ("ok", "partial")
-        ]
-
-        def m(key: str) -> float | None:
-            vals = [float(r[key]) for r in sub if r.get(key) not in (None, "")]
-            return sum(vals) / len(vals) if vals else None
-
+    for (_cid, c), pt in sorted(s.stats.items(), key=lambda kv: (kv[1].order_key, kv[0][1])):
         spread = f" ± {_f(pt.std)}" if pt.n > 1 else ""
-        ok = sum(int(r.get("requests_ok") or 0) for r in sub)
-        bad = sum(int(r.get("requests_failed") or 0) for r in sub)
+        ok = sum(lv.metrics.requests_ok for lv in pt.levels)
+        bad = sum(lv.metrics.requests_failed for lv in pt.levels)
         rows.append(
             [
                 pt.spec_steps,
@@ -158,95 +155,98 @@ def render(s: Summary) -> str:
                 c,
                 _f(pt.mean) + spread,
                 _f(pt.per_request_mean),
-                _f(m("ttft_ms_p50")),
-                _f(m("ttft_ms_p99")),
-                _f(m("tpot_ms_p50"), 2),
-                _f(m("itl_ms_p99"), 2),
+                _f(pt.metric_mean("ttft_ms_p50")),
+                _f(pt.metric_mean("ttft_ms_p99")),
+                _f(pt.metric_mean("tpot_ms_p50"), 2),
+                _f(pt.metric_mean("itl_ms_p99"), 2),
                 _f(pt.accept_mean, 2),
                 f"{ok}/{bad}",
             ]
         )
-    if rows:
-        lines.append(
-            _table(
-                [
-                    "steps",
-                    "topk",
-                    "draft",
-                    "C",
-                    "aggregate tok/s",
-                    "per-request tok/s",
-                    "TTFT p50 ms",
-                    "TTFT p99 ms",
-                    "TPOT p50 ms",
-                    "ITL p99 ms",
-                    "accept len",
-                    "ok/failed",
-                ],
-                rows,
-            )
-        )
-    else:
-        lines.append("Nothing was measured.")
-    lines += ["", "## Configurations", ""]
+    if not rows:
+        return lines + ["Nothing was measured."]
+    header = [
+        "steps",
+        "topk",
+        "draft",
+        "C",
+        "aggregate tok/s",
+        "per-request tok/s",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "TPOT p50 ms",
+        "ITL p99 ms",
+        "accept len",
+        "ok/failed",
+    ]
+    return lines + [_table(header, rows)]
+
+
+def _configurations(s: Summary) -> list[str]:
+    lines = ["", "## Configurations", ""]
     crow = []
     seen = set()
-    timing = {(r.get("config") or {}).get("config_id"): r for r in s.records if r.get("type") == "timing"}
     # SGLang's warnings that every configuration printed (the 48-request reset, say) are listed once,
     # below the table; a configuration's row shows only what set it apart.
-    deploys = [r for r in s.records if r.get("type") in ("deploy", "skip")]
-    common = _common_warnings([r for r in deploys if r.get("type") == "deploy" and r.get("status") == "ok"])
-    for r in deploys:
-        cfg = r.get("config") or {}
-        cap = r.get("capacity") or {}
-        spec = r.get("speculative") or {}
-        key = (cfg.get("config_id"), r.get("host"), r.get("type"), r.get("status"))
+    events: list[Record] = [
+        r for r in s.state.records if (isinstance(r, DeployRecord) and r.TYPE == "deploy") or isinstance(r, SkipRecord)
+    ]
+    common = _common_warnings([r for r in events if isinstance(r, DeployRecord) and r.ok])
+    for r in events:
+        dep = r if isinstance(r, DeployRecord) else None
+        key = (r.config_id, getattr(r, "host", None), r.TYPE, dep.status if dep else None)
         if key in seen:
             continue
         seen.add(key)
-        status = r.get("status") if r.get("type") == "deploy" else "skipped"
-        what = r.get("reason") or "; ".join(str(w) for w in (r.get("warnings") or []) if str(w) not in common)
-        tm = timing.get(cfg.get("config_id")) if r.get("type") == "deploy" and r.get("status") == "ok" else None
+        reason = getattr(r, "reason", None)
+        what = reason or "; ".join(str(w) for w in ((dep.warnings if dep else None) or []) if str(w) not in common)
+        tm = s.state.timings.get(r.config_id) if dep is not None and dep.ok else None
         crow.append(
             [
-                cfg.get("config_id"),
-                r.get("host") or "-",
-                status,
-                _f(r.get("ready_s")),
-                _f(r.get("elapsed_s")),
-                _f((tm or {}).get("total_s")),
-                cap.get("max_total_num_tokens") or "-",
-                cap.get("max_running_requests") or "-",
-                spec.get("num_draft_tokens") or "-",
+                r.config_id,
+                getattr(r, "host", None) or "-",
+                dep.status if dep else "skipped",
+                _f(dep.ready_s if dep else None),
+                _f(dep.elapsed_s if dep else None),
+                _f(tm.total_s if tm else None),
+                (dep.max_total_num_tokens if dep else None) or "-",
+                (dep.max_running_requests if dep else None) or "-",
+                (dep.resolved_draft_tokens if dep else None) or "-",
                 _clip(what or "", 300),
             ]
         )
     if crow:
-        lines.append(
-            _table(
-                [
-                    "config",
-                    "host",
-                    "status",
-                    "ready s",
-                    "deploy s",
-                    "total s",
-                    "max_total_num_tokens",
-                    "max_running_requests",
-                    "draft tokens",
-                    "notes",
-                ],
-                crow,
-            )
-        )
+        header = [
+            "config",
+            "host",
+            "status",
+            "ready s",
+            "deploy s",
+            "total s",
+            "max_total_num_tokens",
+            "max_running_requests",
+            "draft tokens",
+            "notes",
+        ]
+        lines.append(_table(header, crow))
     if common:
         lines += ["", "Every configuration's server logged these warnings:", ""]
         lines += [f"- {w}" for w in sorted(common)]
-    if s.notes:
-        lines += ["", "## Notes", ""]
-        lines += [f"- {n}" for n in s.notes]
-    lines += ["", "## How the numbers are measured", "", METRIC_DEFINITIONS]
-    lines += [
+    return lines
+
+
+def _notes(s: Summary) -> list[str]:
+    if not s.notes:
+        return []
+    return ["", "## Notes", ""] + [f"- {n}" for n in s.notes]
+
+
+def _definitions(s: Summary) -> list[str]:
+    return [
+        "",
+        "## How the numbers are measured",
+        "",
+        METRIC_DEFINITIONS,
         "## Files",
         "",
         "- `results.csv`: a row per configuration x concurrency x repeat",
@@ -255,12 +255,14 @@ def render(s: Summary) -> str:
         "- `deploy/<config>/`: ansible-runner stdout and job events of each deploy (API key scrubbed)",
         "",
     ]
-    return "\n".join(lines)
 
 
-def _common_warnings(deploys: list[dict[str, Any]]) -> set[str]:
+SECTIONS = (_header, _recommendation, _results, _configurations, _notes, _definitions)
+
+
+def _common_warnings(deploys: list[DeployRecord]) -> set[str]:
     """The warnings every one of these deploys logged (empty for fewer than two deploys)."""
-    sets = [{str(w) for w in (r.get("warnings") or [])} for r in deploys]
+    sets = [{str(w) for w in (r.warnings or [])} for r in deploys]
     return set.intersection(*sets) if len(sets) > 1 else set()
 
 

@@ -1,11 +1,12 @@
 """Orchestration: deploy each configuration, benchmark every level, store, decide what is next.
 
-One worker per host (design.md "Many hosts"): with several hosts of group `sglang_servers` the
-configurations are spread over them, each deploy limited to its host. Configurations are handed
-out in plan order (ascending steps within a series); the early-stop rule is checked each time a
-configuration is about to start, from what has been measured by then, so it also holds after
-`--resume`. With several hosts a deeper configuration may already be running when a shallower
-one ends; it is finished, not wasted, and only configurations not yet started are skipped.
+One worker per slot (a host, or a multi-node group deployed as one; docs/architecture.md): with
+several hosts of group `sglang_servers` the configurations are spread over them, each deploy
+limited to its slot. Configurations are handed out in plan order (ascending steps within a
+series); the early-stop rule is checked each time a configuration is about to start, from what has
+been measured by then, so it also holds after `--resume`. With several hosts a deeper
+configuration may already be running when a shallower one ends; it is finished, not wasted, and
+only configurations not yet started are skipped.
 """
 
 from __future__ import annotations
@@ -17,40 +18,39 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from . import analysis, outputs
 from .client import BenchClient, ClientOptions, with_ticker
+from .configs import ConfigPlan, SpecConfig
 from .deploy import Deployer, DeployResult
-from .metrics import RequestTrace, counter_delta, level_metrics
-from .redact import Redactor
-from .specs import ConfigPlan, SpecConfig, requests_for_level
-from .store import ResumeState, Store, result_rows
-
-# sweep.json keys that define a sweep: `--resume` refuses a directory whose values differ.
-IDENTITY_KEYS = (
-    "command",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "algorithm",
-    "concurrency",
-    "input_len",
-    "output_len",
-    "requests_per_level",
-    "temperature",
-    "repeats",
-    "endpoint",
-    "ignore_eos",
-    "seed",
-    "inventory",
-    "limit",
-    "extra_vars",
-    "playbook",
-    "url",
+from .metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics
+from .records import (
+    BenchFailedRecord,
+    DeployBestRecord,
+    DeployRecord,
+    LevelRecord,
+    Record,
+    SkipRecord,
+    SweepState,
+    TimingRecord,
 )
+from .redact import Redactor
+from .store import MemoryStore, Store
+from .summary import Summary
+from .sweepspec import SweepSpec, WorkloadSpec
 
 TICK_S = 10.0
+
+
+class RecordLog(Protocol):
+    """Where records go: a Store (an output directory) or a MemoryStore (`bench` without --out)."""
+
+    def append(self, record: Record | dict[str, Any]) -> dict[str, Any]: ...
+
+    def records(self) -> list[dict[str, Any]]: ...
+
+    def state(self) -> SweepState: ...
 
 
 class Progress:
@@ -67,58 +67,32 @@ class Progress:
         print(self.redactor.scrub(text), file=self.stream, flush=True)
 
 
-def cfg_label(cfg: SpecConfig) -> str:
-    if cfg.spec_steps == 0:
-        return "k=0 (no speculation)"
-    s = f"k={cfg.spec_steps}"
-    if cfg.spec_topk != 1:
-        s += f" topk={cfg.spec_topk}"
-    if cfg.spec_draft_tokens is not None:
-        s += f" draft={cfg.spec_draft_tokens}"
-    return s
+def client_options(w: WorkloadSpec, url: str, api_key: str | None, model: str | None = None) -> ClientOptions:
+    return ClientOptions(
+        url=url,
+        endpoint=w.endpoint,
+        input_len=w.input_len,
+        output_len=w.output_len,
+        temperature=w.temperature,
+        ignore_eos=w.ignore_eos,
+        api_key=api_key,
+        model=model,
+        request_timeout=w.request_timeout,
+        seed=w.seed,
+    )
 
 
-@dataclass
-class BenchSettings:
-    concurrency: list[int]
-    input_len: int = 256
-    output_len: int = 256
-    requests_per_level: int | None = None
-    temperature: float = 0.0
-    repeats: int = 1
-    endpoint: str = "generate"
-    ignore_eos: bool = True
-    warmup_requests: int = 4
-    request_timeout: float = 600.0
-    seed: int = 0
-    api_key: str | None = None
-
-    def client_options(self, url: str, model: str | None = None) -> ClientOptions:
-        return ClientOptions(
-            url=url,
-            endpoint=self.endpoint,
-            input_len=self.input_len,
-            output_len=self.output_len,
-            temperature=self.temperature,
-            ignore_eos=self.ignore_eos,
-            api_key=self.api_key,
-            model=model,
-            request_timeout=self.request_timeout,
-            seed=self.seed,
-        )
-
-
-def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: dict[str, Any]) -> str:
+def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: LevelMetrics) -> str:
     def f(v: Any, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
 
     s = (
-        f"[{cfg_label(cfg)} C={c} rep {rep}/{repeats}] {f(m.get('output_tok_s'), '.0f')} tok/s agg, "
-        f"{f(m.get('per_request_tok_s'), '.1f')} tok/s/req, TTFT p50 {f(m.get('ttft_ms_p50'), '.0f')} ms, "
-        f"accept {f(m.get('accept_length'), '.2f')}"
+        f"[{cfg.label} C={c} rep {rep}/{repeats}] {f(m.output_tok_s, '.0f')} tok/s agg, "
+        f"{f(m.per_request_tok_s, '.1f')} tok/s/req, TTFT p50 {f(m.ttft_ms_p50, '.0f')} ms, "
+        f"accept {f(m.accept_length, '.2f')}"
     )
-    if m.get("requests_failed"):
-        s += f", {m['requests_failed']}/{m['requests']} FAILED"
+    if m.requests_failed:
+        s += f", {m.requests_failed}/{m.requests} FAILED"
     return s
 
 
@@ -129,69 +103,77 @@ class LevelsOutcome:
     bench_s: float = 0.0  # the levels' own time (first send to last completion, summed)
 
 
+class Ticker:
+    """Progress of one level while it runs: requests done and tokens/s so far."""
+
+    def __init__(self, progress: Progress, prefix: str, total: int):
+        self.progress, self.prefix, self.total = progress, prefix, total
+        self.finished: list[RequestTrace] = []
+        self.started = time.perf_counter()
+
+    def tick(self) -> None:
+        el = time.perf_counter() - self.started
+        toks = sum(t.output_tokens or 0 for t in self.finished if t.ok)
+        self.progress.line(
+            f"{self.prefix} {len(self.finished)}/{self.total} requests, {toks / el if el else 0:.0f} tok/s so far"
+        )
+
+
 async def run_levels(
     client: BenchClient,
-    settings: BenchSettings,
+    workload: WorkloadSpec,
     *,
     config: SpecConfig,
     host: str,
-    done: set[tuple[str, int, int]],
-    store: Store,
+    done: set[tuple[str, float, int, int]],
+    log: RecordLog,
     progress: Progress,
     after_level: Callable[[], None] | None = None,
 ) -> LevelsOutcome:
     """Warm up, then every (repeat, level) not yet done."""
-    cid = config.config_id
+    w = workload
     res = LevelsOutcome()
+    temp = float(w.temperature)
     todo = [
-        (rep, c) for rep in range(1, settings.repeats + 1) for c in settings.concurrency if (cid, c, rep) not in done
+        (rep, c)
+        for rep in range(1, w.repeats + 1)
+        for c in w.concurrency
+        if (config.config_id, temp, c, rep) not in done
     ]
     if not todo:
         return res
     t0 = time.perf_counter()
-    warm = await client.warmup(settings.warmup_requests, min(4, max(settings.concurrency)))
+    warm = await client.warmup(w.warmup_requests, min(4, max(w.concurrency)))
     res.warmup_s = time.perf_counter() - t0
     if warm and not any(t.ok for t in warm):
         res.reason = f"every warm-up request failed: {warm[0].error}"
         return res
     for rep, c in todo:
-        n = requests_for_level(c, settings.requests_per_level)
+        n = w.requests_for(c)
         before = await client.counters()
-        finished: list[RequestTrace] = []
-        started = time.perf_counter()
-
-        def tick() -> None:
-            el = time.perf_counter() - started
-            toks = sum(t.output_tokens or 0 for t in finished if t.ok)
-            progress.line(
-                f"[{cfg_label(config)} C={c} rep {rep}/{settings.repeats}] "
-                f"{len(finished)}/{n} requests, {toks / el if el else 0:.0f} tok/s so far"
-            )
-
-        traces = await with_ticker(client.run_level(c, n, on_done=finished.append), tick, TICK_S)
+        ticker = Ticker(progress, f"[{config.label} C={c} rep {rep}/{w.repeats}]", n)
+        traces = await with_ticker(client.run_level(c, n, on_done=ticker.finished.append), ticker.tick, TICK_S)
         after = await client.counters()
-        m = level_metrics(c, traces, counter_delta(before, after)).to_dict()
-        res.bench_s += m["wall_s"]
-        store.append(
-            {
-                "type": "level",
-                "config": config.to_dict(),
-                "host": host,
-                "repeat": rep,
-                "concurrency": c,
-                "temperature": settings.temperature,
-                "input_len": settings.input_len,
-                "output_len": settings.output_len,
-                "endpoint": settings.endpoint,
-                "metrics": m,
-                "bench_s": round(time.perf_counter() - started, 3),
-            }
+        m = level_metrics(c, traces, counter_delta(before, after))
+        res.bench_s += m.wall_s
+        rec = LevelRecord(
+            config=config,
+            metrics=m,
+            host=host,
+            concurrency=c,
+            repeat=rep,
+            temperature=temp,
+            input_len=w.input_len,
+            output_len=w.output_len,
+            endpoint=w.endpoint,
+            bench_s=round(time.perf_counter() - ticker.started, 3),
         )
-        done.add((cid, c, rep))
-        progress.line(level_line(config, c, rep, settings.repeats, m))
+        log.append(rec)
+        done.add(rec.key)
+        progress.line(level_line(config, c, rep, w.repeats, m))
         if after_level is not None:
             after_level()
-        if m["requests_ok"] == 0 and not await client.health():
+        if m.requests_ok == 0 and not await client.health():
             first = next((t.error for t in traces if t.error), "unknown")
             res.reason = f"the server stopped answering at concurrency {c} ({first})"
             return res
@@ -202,55 +184,47 @@ class Sweep:
     def __init__(
         self,
         *,
-        params: dict[str, Any],
+        spec: SweepSpec,
         plan: ConfigPlan,
-        settings: BenchSettings,
         store: Store,
         deployer: Deployer,
         hosts: list[str],
         progress: Progress,
-        early_stop: bool = True,
-        deploy_best: bool = False,
-        target: list[int] | None = None,
+        api_key: str | None = None,
     ):
-        self.params = params
+        self.spec = spec
         self.plan = plan
-        self.settings = settings
         self.store = store
         self.deployer = deployer
         self.hosts = hosts
         self.progress = progress
-        self.early_stop = early_stop
-        self.deploy_best = deploy_best
-        self.target = target
+        self.api_key = api_key
         self.in_progress: set[str] = set()
         self.finished: set[str] = set()
-        self.done: set[tuple[str, int, int]] = set()
+        self.done: set[tuple[str, float, int, int]] = set()
+
+    @property
+    def workload(self) -> WorkloadSpec:
+        return self.spec.workload
 
     # -- what to run next ------------------------------------------------------------------
     def _all_levels_done(self, cid: str) -> bool:
+        w = self.workload
         return all(
-            (cid, c, r) in self.done for c in self.settings.concurrency for r in range(1, self.settings.repeats + 1)
+            (cid, float(w.temperature), c, r) in self.done for c in w.concurrency for r in range(1, w.repeats + 1)
         )
 
-    def _skip_reason(
-        self, cfg: SpecConfig, records: list[dict[str, Any]], state: ResumeState
-    ) -> tuple[str, str] | None:
+    def _skip_reason(self, cfg: SpecConfig, state: SweepState) -> tuple[str, str] | None:
         same = [c for c in self.plan.configs if c.series == cfg.series and 0 < c.spec_steps < cfg.spec_steps]
-        details = {
-            (r.get("config") or {}).get("config_id"): f"{r.get('reason')}\n{r.get('detail') or ''}"
-            for r in records
-            if r.get("type") == "deploy" and r.get("status") != "ok"
-        }
         for c in same:
-            reason = state.failed.get(c.config_id)
-            if reason and analysis.is_capacity_failure(details.get(c.config_id) or reason):
+            dep = state.failed.get(c.config_id)
+            if dep is not None and analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
                 return (
                     f"spec_steps {c.spec_steps} could not start for lack of KV memory "
-                    f"({reason[:160]}); deeper speculation needs more of it",
+                    f"({(dep.reason or '')[:160]}); deeper speculation needs more of it",
                     "capacity",
                 )
-        stats = analysis.aggregate(result_rows(records, self.params))
+        stats = analysis.aggregate(state.levels())
         series = []
         for c in sorted(same, key=lambda c: c.spec_steps):
             if c.config_id not in self.finished or not self._all_levels_done(c.config_id):
@@ -260,15 +234,14 @@ class Sweep:
                 series.append((c, pts))
         if len(series) < 2:
             return None
-        es = analysis.early_stop([pts for _, pts in series], self.settings.concurrency)
+        es = analysis.early_stop([pts for _, pts in series], self.workload.concurrency)
         if es.stop:
             return (f"after spec_steps {series[-1][0].spec_steps}: {es.detail}", "early_stop")
         return None
 
     def next_config(self) -> SpecConfig | None:
-        records = self.store.records()
-        state = ResumeState.from_records(records)
-        self.done |= state.done_levels
+        state = self.store.state()
+        self.done |= state.done
         for cfg in self.plan.configs:
             cid = cfg.config_id
             if cid in self.in_progress or cid in self.finished:
@@ -276,15 +249,14 @@ class Sweep:
             if cid in state.failed or cid in state.skipped or self._all_levels_done(cid):
                 self.finished.add(cid)
                 continue
-            if self.early_stop and cfg.spec_steps > 0:
-                skip = self._skip_reason(cfg, records, state)
+            if self.spec.early_stop and cfg.spec_steps > 0:
+                skip = self._skip_reason(cfg, state)
                 if skip is not None:
                     reason, kind = skip
-                    self.store.append({"type": "skip", "kind": kind, "config": cfg.to_dict(), "reason": reason})
-                    self.progress.line(f"[{cfg_label(cfg)}] skipped: {reason}")
+                    self.store.append(SkipRecord(config=cfg, kind=kind, reason=reason))
+                    self.progress.line(f"[{cfg.label}] skipped: {reason}")
                     self.finished.add(cid)
-                    records = self.store.records()
-                    state = ResumeState.from_records(records)
+                    state = self.store.state()
                     continue
             self.in_progress.add(cid)
             return cfg
@@ -292,11 +264,11 @@ class Sweep:
 
     # -- one configuration -------------------------------------------------------------------
     def _rebuild(self) -> None:
-        outputs.write_all(self.store, self.params, target=self.target, plot=False, report=False)
+        outputs.write_all(self.store, self.spec, plot=False, report=False)
 
     def _deploy_line(self, cfg: SpecConfig, res: DeployResult) -> str:
         if not res.ok:
-            return f"[{cfg_label(cfg)}] deploy FAILED on {res.host} after {res.elapsed_s:.1f} s: {res.reason}" + (
+            return f"[{cfg.label}] deploy FAILED on {res.host} after {res.elapsed_s:.1f} s: {res.reason}" + (
                 f" ({res.rollback})" if res.rollback else ""
             )
         rep = res.report or {}
@@ -304,17 +276,23 @@ class Sweep:
         spec = rep.get("speculative") or {}
         ready = rep.get("ready_seconds")
         return (
-            f"[{cfg_label(cfg)}] up on {res.host} in {res.elapsed_s:.1f} s (server ready "
+            f"[{cfg.label}] up on {res.host} in {res.elapsed_s:.1f} s (server ready "
             f"{'-' if ready is None else format(ready, '.1f')} s): max_total_num_tokens "
             f"{cap.get('max_total_num_tokens')}, max_running_requests {cap.get('max_running_requests')}, "
             f"draft tokens {spec.get('num_draft_tokens')}"
         )
 
+    def _client(self, res: DeployResult) -> BenchClient:
+        served = ((res.report or {}).get("server") or {}).get("served_model_name")
+        assert res.client_url is not None
+        return BenchClient(client_options(self.workload, res.client_url, self.api_key, served))
+
     async def run_config(self, cfg: SpecConfig, host: str) -> None:
         started = time.perf_counter()
         mode = "configure+run tags" if self.deployer.has_had_full_run(host) else "full run"
-        where = host if self.deployer.members(host) == [host] else f"{host} ({', '.join(self.deployer.members(host))})"
-        self.progress.line(f"[{cfg_label(cfg)}] deploying on {where} ({mode})")
+        members = self.deployer.members(host)
+        where = host if members == [host] else f"{host} ({', '.join(members)})"
+        self.progress.line(f"[{cfg.label}] deploying on {where} ({mode})")
         res = await asyncio.to_thread(self.deployer.deploy, cfg, host)
         if res.ok and not res.client_url:
             res.ok, res.reason = False, "the play published no client_url for the host"
@@ -323,34 +301,31 @@ class Sweep:
         if not res.ok:
             self._rebuild()
             return
-        served = ((res.report or {}).get("server") or {}).get("served_model_name")
-        async with BenchClient(self.settings.client_options(res.client_url, served)) as client:
+        async with self._client(res) as client:
             lv = await run_levels(
                 client,
-                self.settings,
+                self.workload,
                 config=cfg,
                 host=host,
                 done=self.done,
-                store=self.store,
+                log=self.store,
                 progress=self.progress,
                 after_level=self._rebuild,
             )
         if lv.reason:
-            self.store.append({"type": "bench_failed", "config": cfg.to_dict(), "host": host, "reason": lv.reason})
-            self.progress.line(f"[{cfg_label(cfg)}] benchmark stopped: {lv.reason}")
-        # Where a configuration's time went (bench/sweep_overhead.py reads this).
+            self.store.append(BenchFailedRecord(config=cfg, host=host, reason=lv.reason))
+            self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
         self.store.append(
-            {
-                "type": "timing",
-                "config": cfg.to_dict(),
-                "host": host,
-                "total_s": round(time.perf_counter() - started, 3),
-                "deploy_s": round(res.elapsed_s, 3),
-                "ready_s": (res.report or {}).get("ready_seconds"),
-                "warmup_s": round(lv.warmup_s, 3),
-                "bench_s": round(lv.bench_s, 3),
-                "full_run": not res.tags,
-            }
+            TimingRecord(
+                config=cfg,
+                host=host,
+                total_s=round(time.perf_counter() - started, 3),
+                deploy_s=round(res.elapsed_s, 3),
+                ready_s=(res.report or {}).get("ready_seconds"),
+                warmup_s=round(lv.warmup_s, 3),
+                bench_s=round(lv.bench_s, 3),
+                full_run=not res.tags,
+            )
         )
 
     async def _worker(self, host: str) -> None:
@@ -365,37 +340,31 @@ class Sweep:
                 self.finished.add(cfg.config_id)
 
     # -- the whole sweep -----------------------------------------------------------------------
-    async def _deploy_best(self, summary: outputs.Summary) -> bool:
+    async def _deploy_best(self, summary: Summary) -> bool:
         chosen = summary.recommendation.chosen
         if chosen is None:
             self.progress.line("--deploy-best: nothing to deploy (no recommendation)")
             return False
-        cfg = SpecConfig(chosen.spec_steps, chosen.spec_topk, chosen.spec_draft_tokens, chosen.spec_algorithm)
+        cfg = chosen.config
 
         async def one(host: str) -> bool:
-            self.progress.line(f"[best {cfg_label(cfg)}] deploying on {host}")
+            self.progress.line(f"[best {cfg.label}] deploying on {host}")
             res = await asyncio.to_thread(self.deployer.deploy, cfg, host, label=f"best-{cfg.config_id}")
             verified, why = False, res.reason
             if res.ok and res.client_url:
-                served = ((res.report or {}).get("server") or {}).get("served_model_name")
-                async with BenchClient(self.settings.client_options(res.client_url, served)) as client:
+                async with self._client(res) as client:
                     healthy = await client.health()
                     probe = await client.request(client.take_indices(1), max_tokens=8) if healthy else None
                     verified = bool(healthy and probe is not None and probe.ok)
                     if not verified:
-                        why = "not healthy after deploy" if not healthy else f"probe request failed: {probe.error}"
-            rec = res.record()
-            rec.update(
-                {
-                    "type": "deploy_best",
-                    "status": "ok" if verified else "failed",
-                    "reason": None if verified else why,
-                    "verified": verified,
-                }
-            )
-            self.store.append(rec)
+                        why = (
+                            "not healthy after deploy"
+                            if not healthy or probe is None
+                            else f"probe request failed: {probe.error}"
+                        )
+            self.store.append(DeployBestRecord.of(res.record(), verified=verified, reason=why))
             self.progress.line(
-                f"[best {cfg_label(cfg)}] on {host}: " + ("up and answering" if verified else f"FAILED: {why}")
+                f"[best {cfg.label}] on {host}: " + ("up and answering" if verified else f"FAILED: {why}")
             )
             return verified
 
@@ -418,12 +387,10 @@ class Sweep:
                 loop.add_signal_handler(sig, on_signal)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        known = self.store.state().skipped
         for cfg, why in self.plan.infeasible:
-            if not any(
-                r.get("type") == "skip" and (r.get("config") or {}).get("config_id") == cfg.config_id
-                for r in self.store.records()
-            ):
-                self.store.append({"type": "skip", "kind": "infeasible", "config": cfg.to_dict(), "reason": why})
+            if cfg.config_id not in known:
+                self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
         try:
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
         except asyncio.CancelledError:
@@ -438,99 +405,91 @@ class Sweep:
                     loop.remove_signal_handler(sig)
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass
-        summary = outputs.write_all(self.store, self.params, target=self.target)
+        summary = outputs.write_all(self.store, self.spec)
         rc = 0 if summary.recommendation.chosen is not None else 1
         if summary.recommendation.chosen is None:
             self.progress.line(f"no recommendation: {summary.recommendation.reason}")
-        if self.deploy_best:
+        if self.spec.deploy_best:
             try:
                 ok = await self._deploy_best(summary)
             except asyncio.CancelledError:
                 self.progress.line("interrupted during --deploy-best")
                 return 1
-            summary = outputs.write_all(self.store, self.params, target=self.target)
+            outputs.write_all(self.store, self.spec)
             if not ok:
                 rc = 1
         return rc
 
 
+def server_record(url: str, info: dict[str, Any], served: str | None) -> DeployRecord:
+    """`bench --url`: what the running server says it is, as a deploy record (`source`
+    "server_info"), from the same /server_info parser the sglang_ready module uses."""
+    spec = info.get("speculative") or {}
+    steps = spec.get("num_steps") if spec.get("enabled") else 0
+    topk = spec.get("eagle_topk") or 1
+    draft = spec.get("num_draft_tokens") if (steps and topk > 1) else None
+    cfg = SpecConfig(int(steps or 0), int(topk), draft, str(spec.get("algorithm") or "NEXTN"))
+    return DeployRecord(
+        config=cfg,
+        host=url,
+        status="ok",
+        client_url=url,
+        source="server_info",
+        capacity={
+            "max_total_num_tokens": info.get("max_total_num_tokens"),
+            "max_running_requests": info.get("max_running_requests"),
+            "max_prefill_tokens": info.get("max_prefill_tokens"),
+            "chunked_prefill_size": info.get("chunked_prefill_size"),
+            "context_len": info.get("context_length"),
+        },
+        speculative={k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")},
+        server={"version": info.get("version"), "served_model_name": served},
+    )
+
+
 async def bench_url(
-    url: str, settings: BenchSettings, store: Store | None, progress: Progress, params: dict[str, Any]
-) -> tuple[int, outputs.Summary | None, list[dict[str, Any]]]:
+    spec: SweepSpec, store: Store | None, progress: Progress, api_key: str | None
+) -> tuple[int, Summary | None, SweepState]:
     """`bench --url`: the same client and metrics against a running server, no deploy."""
     from .client import ServerError
 
-    async with BenchClient(settings.client_options(url)) as client:
+    assert spec.url is not None
+    url = spec.url
+    log: RecordLog = store if store is not None else MemoryStore()
+
+    def rebuild() -> None:
+        if store is not None:
+            outputs.write_all(store, spec, plot=False, report=False)
+
+    async with BenchClient(client_options(spec.workload, url, api_key)) as client:
         try:
             info = await client.parsed_server_info()
         except ServerError as exc:
             progress.line(f"{url}: {exc}")
-            return 1, None, []
-        spec = info.get("speculative") or {}
-        steps = spec.get("num_steps") if spec.get("enabled") else 0
-        topk = spec.get("eagle_topk") or 1
-        draft = spec.get("num_draft_tokens") if (steps and topk > 1) else None
-        cfg = SpecConfig(int(steps or 0), int(topk), draft, str(spec.get("algorithm") or "NEXTN"))
+            return 1, None, log.state()
         served = info.get("served_model_name") or await client.served_model_name()
         client.opts.model = served
-        record = {
-            "type": "deploy",
-            "source": "server_info",
-            "config": cfg.to_dict(),
-            "host": url,
-            "status": "ok",
-            "client_url": url,
-            "ready_s": None,
-            "capacity": {
-                "max_total_num_tokens": info.get("max_total_num_tokens"),
-                "max_running_requests": info.get("max_running_requests"),
-                "max_prefill_tokens": info.get("max_prefill_tokens"),
-                "chunked_prefill_size": info.get("chunked_prefill_size"),
-                "context_len": info.get("context_length"),
-            },
-            "speculative": {k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")},
-            "server": {"version": info.get("version"), "served_model_name": served},
-        }
-        mem_store = store or _MemoryStore()
-        mem_store.append(record)
+        rec = server_record(url, info, served)
+        cfg = rec.config
+        log.append(rec)
         progress.line(
-            f"[{url}] {cfg_label(cfg)}: max_total_num_tokens {info.get('max_total_num_tokens')}, "
-            f"max_running_requests {info.get('max_running_requests')}, model {served}"
+            f"[{url}] {cfg.label}: max_total_num_tokens {rec.max_total_num_tokens}, "
+            f"max_running_requests {rec.max_running_requests}, model {served}"
         )
         lv = await run_levels(
             client,
-            settings,
+            spec.workload,
             config=cfg,
             host=url,
             done=set(),
-            store=mem_store,
+            log=log,
             progress=progress,
-            after_level=(lambda: outputs.write_all(store, params, plot=False, report=False))
-            if store is not None
-            else None,
+            after_level=rebuild,
         )
-        reason = lv.reason
-        if reason:
-            mem_store.append({"type": "bench_failed", "config": cfg.to_dict(), "host": url, "reason": reason})
-            progress.line(f"[{url}] benchmark stopped: {reason}")
-    records = mem_store.records()
-    summary = None
-    if store is not None:
-        summary = outputs.write_all(store, params)
-    rows = [r for r in result_rows(records, {"concurrency": settings.concurrency}) if r.get("status")]
-    ok = any(r.get("status") in ("ok", "partial") for r in rows)
-    return (0 if ok and not reason else 1), summary, rows
-
-
-class _MemoryStore:
-    """`bench` without `--out`: the same records, kept in memory only."""
-
-    def __init__(self) -> None:
-        self._records: list[dict[str, Any]] = []
-
-    def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        self._records.append(record)
-        return record
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(self._records)
+        if lv.reason:
+            log.append(BenchFailedRecord(config=cfg, host=url, reason=lv.reason))
+            progress.line(f"[{url}] benchmark stopped: {lv.reason}")
+    summary = outputs.write_all(store, spec) if store is not None else None
+    state = log.state()
+    ok = any(lv.measured for lv in state.levels(measured_only=False))
+    return (0 if ok and not lv.reason else 1), summary, state

@@ -1,26 +1,32 @@
 """Recommendation, early stop and noise rules (tuner/analysis.py).
 
-The seed table (seed-measurements.md) is used as *input data* here: the rules must turn those
+The seed table (docs/reference/seed-campaign.md) is used as *input data* here: the rules must turn those
 measurements into the seed's conclusions; nothing in the tuner knows them.
 """
 
 from __future__ import annotations
 
 from tuner import analysis
+from tuner.configs import SpecConfig
+from tuner.metrics import LevelMetrics
+from tuner.records import LevelRecord
 
 
 def row(k, c, tput, per_req=None, rep=1, status="ok", topk=1):
-    return {
-        "config_id": f"k{k}-t{topk}",
-        "spec_steps": k,
-        "spec_topk": topk,
-        "concurrency": c,
-        "repeat": rep,
-        "output_tok_s": tput,
-        "per_request_tok_s": per_req or tput / max(1, c),
-        "status": status,
-        "requests_failed": 0,
-    }
+    """A measured level record as the sweep writes it."""
+    return LevelRecord(
+        config=SpecConfig(k, topk),
+        concurrency=c,
+        repeat=rep,
+        metrics=LevelMetrics(
+            concurrency=c,
+            requests=4,
+            requests_ok=4,
+            output_tok_s=tput,
+            per_request_tok_s=per_req or (tput / max(1, c) if tput is not None else None),
+            status=status,
+        ),
+    )
 
 
 # Aggregate tok/s shaped like the seed's hand measurements (C=1 and C=64 cells are the seed's;
@@ -112,9 +118,7 @@ def test_early_stop_unknown_level_never_stops():
 
 
 def test_failed_and_skipped_rows_are_not_measurements():
-    rows = seed_rows() + [
-        {"config_id": "k5-t1", "spec_steps": 5, "concurrency": 1, "status": "deploy_failed", "output_tok_s": ""}
-    ]
+    rows = seed_rows() + [row(5, 1, None, status="failed")]
     stats = analysis.aggregate(rows)
     assert ("k5-t1", 1) not in stats
 

@@ -8,6 +8,7 @@ import tempfile
 import pytest
 from tuner_testlib import FIXTURES, grep_tree
 
+from tuner.configs import SpecConfig
 from tuner.deploy import (
     FAST_TAGS,
     Deployer,
@@ -18,7 +19,6 @@ from tuner.deploy import (
     read_inventory,
 )
 from tuner.redact import Redactor
-from tuner.specs import SpecConfig
 
 REPORT = {
     "ready_seconds": 2.5,
@@ -127,7 +127,7 @@ def test_real_runner_runs_tags_failure_and_scrubbing(tmp_path, monkeypatch):
     bad = d.deploy(SpecConfig(4), "local-a")
     assert not bad.ok and bad.reason.startswith("KV cache pool cannot be allocated at spec_steps 4")
     rec = bad.record()
-    assert rec["status"] == "failed" and rec["config"]["config_id"] == "k4-t1"
+    assert rec.status == "failed" and rec.config_id == "k4-t1"
     # what is kept: scrubbed stdout + events; the private data dirs (env, command) are gone
     assert sorted(p.name for p in (out / "deploy").iterdir()) == ["k3-t1", "k3-t1-2", "k4-t1"]
     stdout = (out / "deploy" / "k3-t1" / "stdout.txt").read_text()
@@ -174,7 +174,7 @@ def test_real_runner_deploys_a_multinode_group_at_once(tmp_path):
     assert res.ok, res.reason
     events = [json.loads(x) for x in (tmp_path / "deploy" / "k2-t1" / "events.jsonl").read_text().splitlines()]
     assert {e["event_data"].get("host") for e in events if e["event"] == "runner_on_ok"} == {"node-a", "node-b"}
-    assert res.record()["hosts"] == ["node-a", "node-b"]
+    assert res.record().hosts == ["node-a", "node-b"]
     bad = Deployer(
         inventory=inv,
         out_dir=tmp_path / "b",

@@ -6,10 +6,17 @@ import csv
 import json
 
 from tuner import outputs
+from tuner.records import DeployRecord, LevelRecord, SkipRecord, SweepState, parse_record
 from tuner.redact import Redactor
-from tuner.store import RESULT_COLUMNS, ResumeState, Store, read_records, result_rows
+from tuner.results import RESULT_COLUMNS, result_rows
+from tuner.store import Store, read_records
+from tuner.sweepspec import SweepSpec, WorkloadSpec
 
-PARAMS = {"concurrency": [1, 4], "temperature": 0.0, "input_len": 8, "output_len": 16, "repeats": 1}
+WORKLOAD = WorkloadSpec(concurrency=(1, 4), temperature=0.0, input_len=8, output_len=16, repeats=1)
+
+
+def rows_of(records):
+    return result_rows(SweepState.fold(records), WORKLOAD)
 
 
 def cfg(k):
@@ -81,7 +88,7 @@ def test_redaction_everywhere(tmp_path):
     st = Store(tmp_path, Redactor([key]))
     st.append({**deploy(1, "failed", f"401 with key {key}")})
     st.write_sweep({"params": {"x": key}})
-    st.write_results_csv(result_rows(st.records(), PARAMS))
+    st.write_results_csv(rows_of(st.records()))
     for p in tmp_path.iterdir():
         assert key not in p.read_text()
 
@@ -94,7 +101,7 @@ def test_result_rows_join_and_terminal_rows():
         deploy(2, "failed", "Not enough memory"),
         {"type": "skip", "kind": "early_stop", "config": cfg(3), "reason": "past peak"},
     ]
-    rows = result_rows(recs, PARAMS)
+    rows = rows_of(recs)
     assert [(r["config_id"], r["concurrency"], r["status"]) for r in rows] == [
         ("k1-t1", 1, "ok"),
         ("k1-t1", 4, "partial"),
@@ -112,7 +119,7 @@ def test_results_csv_columns(tmp_path):
     st = Store(tmp_path)
     for r in (deploy(1), level(1, 1, 100.0), level(1, 4, 300.0)):
         st.append(r)
-    st.write_results_csv(result_rows(st.records(), PARAMS))
+    st.write_results_csv(rows_of(st.records()))
     with open(tmp_path / "results.csv") as f:
         rd = csv.DictReader(f)
         assert rd.fieldnames == RESULT_COLUMNS
@@ -150,12 +157,38 @@ def test_resume_state():
         level(3, 1, 50.0),
         {"type": "skip", "config": cfg(4), "reason": "r"},
     ]
-    st = ResumeState.from_records(recs)
-    assert st.done_levels == {("k1-t1", 1, 1), ("k1-t1", 4, 1), ("k3-t1", 1, 1)}
-    assert st.failed == {"k2-t1": "boom"}
-    assert st.skipped == {"k4-t1": "r"}
+    st = SweepState.fold(recs)
+    assert st.done == {("k1-t1", 0.0, 1, 1), ("k1-t1", 0.0, 4, 1), ("k3-t1", 0.0, 1, 1)}
+    assert {cid: r.reason for cid, r in st.failed.items()} == {"k2-t1": "boom"}
+    assert {cid: r.reason for cid, r in st.skipped.items()} == {"k4-t1": "r"}
+    assert st.deployed_hosts == {"h1"}
     # a later successful deploy clears an earlier failure
-    assert ResumeState.from_records(recs + [deploy(2)]).failed == {}
+    assert SweepState.fold(recs + [deploy(2)]).failed == {}
+
+
+def test_levels_join_the_deployment_they_ran_on():
+    recs = [deploy(1), level(1, 1, 100.0), {**deploy(1), "capacity": {"max_total_num_tokens": 5}}, level(1, 4, 1.0)]
+    rows = rows_of(recs)
+    assert [r["max_total_num_tokens"] for r in rows] == [999, 5]
+
+
+def test_records_round_trip_and_unknown_kinds():
+    for raw in (deploy(1), level(1, 4, 300.0, failed=1), {"type": "skip", "kind": "capacity", "config": cfg(5)}):
+        rec = parse_record(raw)
+        again = rec.to_json()
+        assert parse_record(again).to_json() == again
+        for k, v in raw.items():
+            if k == "metrics":
+                assert {kk: again[k][kk] for kk in v} == v
+            else:
+                assert again[k] == v, k
+    assert isinstance(parse_record(deploy(1)), DeployRecord)
+    assert isinstance(parse_record(level(1, 1, 1.0)), LevelRecord)
+    assert isinstance(parse_record({"type": "skip", "config": cfg(2)}), SkipRecord)
+    # a record kind from another version is skipped, not fatal; so are unknown fields
+    assert parse_record({"type": "from_the_future", "config": cfg(1)}) is None
+    st = SweepState.fold([{"type": "from_the_future"}, {**level(1, 1, 7.0), "new_field": 1}])
+    assert [lv.metrics.output_tok_s for lv in st.levels()] == [7.0]
 
 
 def test_outputs_from_records(tmp_path):
@@ -167,7 +200,7 @@ def test_outputs_from_records(tmp_path):
             st.append(level(k, c, v))
     st.append(deploy(4, "failed", "RuntimeError: Not enough memory"))
     st.append({"type": "skip", "kind": "capacity", "config": cfg(5), "reason": "deeper needs more"})
-    s = outputs.write_all(st, {**PARAMS, "steps": [1, 2, 3, 4, 5], "topk": [1]})
+    s = outputs.write_all(st, SweepSpec(workload=WORKLOAD, steps=(1, 2, 3, 4, 5)))
     rec = json.loads((tmp_path / "recommendation.json").read_text())
     assert rec["by_concurrency"]["1"]["spec_steps"] == 3
     assert rec["by_concurrency"]["4"]["spec_steps"] == 2

@@ -1,12 +1,12 @@
-"""Flag parsing and validation (tuner/specs.py): every refusal names its flag."""
+"""Flag parsing and validation (tuner/flags.py, tuner/configs.py): every refusal names its flag."""
 
 from __future__ import annotations
 
 import pytest
 
-from tuner.specs import (
+from tuner.configs import SpecConfig, plan_configs
+from tuner.flags import (
     BadInput,
-    SpecConfig,
     check_out_dir,
     parse_concurrency,
     parse_draft_tokens,
@@ -15,7 +15,6 @@ from tuner.specs import (
     parse_steps,
     parse_target_concurrency,
     parse_temperature,
-    plan_configs,
     requests_for_level,
 )
 
@@ -34,7 +33,7 @@ from tuner.specs import (
     ],
 )
 def test_steps_ok(text, want):
-    assert parse_steps(text) == want
+    assert list(parse_steps(text)) == want
 
 
 @pytest.mark.parametrize("text", ["5-1", "0-x", "", "  ", "a", "1,,2", "-1", "1-2-3", "1.5", None])
@@ -53,7 +52,7 @@ def test_concurrency_bad(text):
 
 
 def test_concurrency_sorted_unique():
-    assert parse_concurrency("64,1,16,4,32,4") == [1, 4, 16, 32, 64]
+    assert parse_concurrency("64,1,16,4,32,4") == (1, 4, 16, 32, 64)
 
 
 def test_requests_per_level():
@@ -74,10 +73,10 @@ def test_temperature():
 
 
 def test_target_concurrency():
-    assert parse_target_concurrency("mix", [1, 4]) is None
-    assert parse_target_concurrency("4", [1, 4]) == [4]
+    assert parse_target_concurrency("mix", (1, 4)) is None
+    assert parse_target_concurrency("4", (1, 4)) == (4,)
     with pytest.raises(BadInput) as e:
-        parse_target_concurrency("8", [1, 4])
+        parse_target_concurrency("8", (1, 4))
     assert e.value.flag == "--target-concurrency"
 
 
@@ -90,7 +89,9 @@ def test_extra_vars_forms(tmp_path):
     assert got == {"x": "1", "y": "two words", "a": 1, "b": ["x"], "c": True, "d": 4}
 
 
-@pytest.mark.parametrize("item", ["novalue", "@/does/not/exist.yml", "spec_steps=3", "1x=2", "[1, 2]"])
+@pytest.mark.parametrize(
+    "item", ["novalue", "@/does/not/exist.yml", "spec_steps=3", "1x=2", "[1, 2]", "sglang_server_api_key=sk-1"]
+)
 def test_extra_vars_bad(item):
     with pytest.raises(BadInput) as e:
         parse_extra_vars([item])
@@ -109,14 +110,14 @@ def test_out_dir(tmp_path):
 
 
 def test_draft_tokens():
-    assert parse_draft_tokens("auto") == [None]
-    assert parse_draft_tokens("4,8") == [4, 8]
+    assert parse_draft_tokens("auto") == (None,)
+    assert parse_draft_tokens("4,8") == (4, 8)
     with pytest.raises(BadInput):
         parse_draft_tokens("1")
 
 
 def test_plan_configs_order_and_feasibility():
-    plan = plan_configs([0, 1, 2, 3], [1, 2], [None])
+    plan = plan_configs((0, 1, 2, 3), (1, 2), (None,))
     ids = [c.config_id for c in plan.configs]
     assert ids == ["k0", "k1-t1", "k2-t1", "k3-t1"]
     # a tree (topk > 1) needs explicit draft tokens: the deploy play refuses it otherwise, so the
@@ -124,7 +125,7 @@ def test_plan_configs_order_and_feasibility():
     why = dict((c.config_id, w) for c, w in plan.infeasible)
     assert set(why) == {"k1-t2", "k2-t2", "k3-t2"}
     assert all("spec_draft_tokens is required" in w for w in why.values())
-    plan = plan_configs([1, 3], [1, 4], [4, 8])
+    plan = plan_configs((1, 3), (1, 4), (4, 8))
     ids = {c.config_id for c in plan.configs}
     # topk 1 forces draft = steps + 1; a tree verifies at most steps x topk + 1
     assert ids == {"k1-t4-d4", "k3-t1-d4", "k3-t4-d4", "k3-t4-d8"}
@@ -135,7 +136,7 @@ def test_spec_config_vars():
     c = SpecConfig(3)
     assert c.extravars() == {"spec_steps": 3, "spec_topk": 1, "spec_algorithm": "NEXTN"}
     assert SpecConfig(4, 2, 8).extravars()["spec_draft_tokens"] == 8
-    assert SpecConfig.from_dict(c.to_dict()) == c
+    assert SpecConfig.from_json(c.to_json()) == c
 
 
 def test_plan_configs_uses_the_play_limits():

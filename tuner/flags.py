@@ -1,0 +1,249 @@
+"""Parsing and checking of the tuner's flag values (pure, apart from `stat`-like path checks).
+
+Every check raises `BadInput(flag, message)`; the CLI turns it into exit status 2 with a message
+that names the flag, before any host is touched (docs/tuner.md, exit status). Whole numbers are
+parsed by the play's own strict parser (plugins/filter/sglang_flags.py `parse_whole_number`), so
+`--steps 1.5` and `-e spec_steps=1.5` are refused by the same rule.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sglang_filters.sglang_flags import parse_whole_number
+
+ENDPOINTS = ("generate", "chat", "completions")
+
+# Play-level variables the sweep itself sets (docs/tuner.md "sweep"); a user's -e may not override
+# them, or every configuration of the sweep would silently deploy the same thing.
+SWEEP_OWNED_VARS = ("spec_steps", "spec_topk", "spec_draft_tokens", "spec_algorithm")
+# Secrets must not travel as extra vars: sweep.json records every -e value, and ansible-runner
+# writes extra vars to its private data dir. The role reads the key from the controller's
+# environment (SGLANG_API_KEY), as the tuner's client does.
+SECRET_VARS = ("sglang_server_api_key",)
+
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class BadInput(ValueError):
+    """A flag value the tuner refuses; `flag` is what the user typed (e.g. `--steps`)."""
+
+    def __init__(self, flag: str, message: str):
+        super().__init__(f"{flag}: {message}")
+        self.flag = flag
+        self.message = message
+
+
+def whole_number(flag: str, text: Any, *, minimum: int | None = None) -> int:
+    value: int | None = parse_whole_number(text if isinstance(text, int) else str(text))
+    if value is None:
+        raise BadInput(flag, f"{text!r} is not a whole number")
+    if minimum is not None and value < minimum:
+        raise BadInput(flag, f"{value} is below the minimum {minimum}")
+    return value
+
+
+def parse_int_list(flag: str, text: str | None, *, minimum: int = 0, allow_ranges: bool = True) -> tuple[int, ...]:
+    """`1-5`, `1,2,4`, `1-3,5` or `3` -> sorted, de-duplicated ints.
+
+    A range must go upwards (`5-1` is refused rather than read as empty or reversed): a silent
+    empty sweep would deploy nothing and report nothing.
+    """
+    if text is None or not str(text).strip():
+        raise BadInput(flag, "empty; give values like 1,4,16" + (" or a range like 1-5" if allow_ranges else ""))
+    values: set[int] = set()
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            raise BadInput(flag, f"empty item in {text!r}")
+        m = re.fullmatch(r"(\S+?)\s*-\s*(\S+)", part) if allow_ranges else None
+        if m and not re.fullmatch(r"[+-]?\d+", part):
+            lo = whole_number(flag, m.group(1), minimum=minimum)
+            hi = whole_number(flag, m.group(2), minimum=minimum)
+            if hi < lo:
+                raise BadInput(flag, f"range {part!r} runs downwards; write {hi}-{lo}")
+            values.update(range(lo, hi + 1))
+        else:
+            values.add(whole_number(flag, part, minimum=minimum))
+    return tuple(sorted(values))
+
+
+def parse_steps(text: str | None) -> tuple[int, ...]:
+    """`--steps`: ints >= 0 (0 = no speculation)."""
+    return parse_int_list("--steps", text, minimum=0)
+
+
+def parse_topk(text: str | None) -> tuple[int, ...]:
+    return parse_int_list("--topk", text, minimum=1)
+
+
+def parse_draft_tokens(text: str | None) -> tuple[int | None, ...]:
+    """`--draft-tokens`: empty/`auto` means "let SGLang decide" (steps + 1 when topk is 1)."""
+    if text is None or str(text).strip().lower() in ("", "auto"):
+        return (None,)
+    return parse_int_list("--draft-tokens", text, minimum=2)
+
+
+def parse_concurrency(text: str | None) -> tuple[int, ...]:
+    """`--concurrency`: positive ints, ascending."""
+    return parse_int_list("--concurrency", text, minimum=1, allow_ranges=False)
+
+
+def parse_requests_per_level(text: str | None) -> int | None:
+    """`--requests-per-level`: `auto` (None) = max(4, 2 x concurrency), as the seed campaign did."""
+    if text is None or str(text).strip().lower() == "auto":
+        return None
+    return whole_number("--requests-per-level", str(text), minimum=1)
+
+
+def requests_for_level(concurrency: int, fixed: int | None) -> int:
+    """How many requests a level sends; never fewer than its concurrency when automatic."""
+    if fixed is not None:
+        return fixed
+    return max(4, 2 * concurrency)
+
+
+def parse_float(
+    flag: str, text: Any, *, lo: float | None = None, hi: float | None = None, above: float | None = None
+) -> float:
+    try:
+        value = float(str(text))
+    except ValueError:
+        raise BadInput(flag, f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise BadInput(flag, f"{text!r} is not a finite number")
+    if above is not None and not value > above:
+        raise BadInput(flag, f"{value:g} must be above {above:g}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise BadInput(flag, f"{value:g} is outside {lo:g}..{hi:g}")
+    return value
+
+
+def parse_temperature(text: Any) -> float:
+    return parse_float("--temperature", text, lo=0.0, hi=2.0)
+
+
+def parse_target_concurrency(text: str | None, levels: tuple[int, ...]) -> tuple[int, ...] | None:
+    """`--target-concurrency`: `mix` (None: every level weighted equally) or levels of the sweep."""
+    if text is None or str(text).strip().lower() in ("", "mix", "all"):
+        return None
+    wanted = parse_int_list("--target-concurrency", text, minimum=1, allow_ranges=False)
+    missing = [c for c in wanted if c not in levels]
+    if missing:
+        raise BadInput("--target-concurrency", f"{missing} not among the swept levels {list(levels)}")
+    return wanted
+
+
+def check_endpoint(text: str) -> str:
+    if text not in ENDPOINTS:
+        raise BadInput("--endpoint", f"{text!r} is not one of {', '.join(ENDPOINTS)}")
+    return text
+
+
+def _load_vars_file(flag: str, path_text: str) -> dict[str, Any]:
+    path = Path(path_text)
+    if not path.is_file():
+        raise BadInput(flag, f"@{path_text}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BadInput(flag, f"@{path_text}: cannot read it as YAML/JSON ({exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(flag, f"@{path_text}: must hold a mapping of variables")
+    return data
+
+
+def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> dict[str, Any]:
+    """Ansible's three -e forms: `k=v k2=v2`, `@file.yml|json`, or an inline JSON/YAML mapping.
+
+    `k=v` values stay strings, as `ansible-playbook -e` leaves them; later items win.
+    """
+    merged: dict[str, Any] = {}
+    for item in items or []:
+        text = item.strip()
+        if not text:
+            raise BadInput(flag, "empty value")
+        if text.startswith("@"):
+            merged.update(_load_vars_file(flag, text[1:]))
+        elif text.startswith("{"):
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise BadInput(flag, f"cannot parse {text!r} ({exc})") from None
+            if not isinstance(data, dict):
+                raise BadInput(flag, f"{text!r} is not a mapping")
+            merged.update(data)
+        else:
+            try:
+                parts = shlex.split(text)
+            except ValueError as exc:
+                raise BadInput(flag, f"cannot split {text!r} ({exc})") from None
+            for part in parts:
+                key, sep, value = part.partition("=")
+                if not sep or not _VAR_NAME.fullmatch(key):
+                    raise BadInput(flag, f"{part!r} is not key=value, @file or a mapping")
+                merged[key] = value
+    for key in merged:
+        if not isinstance(key, str) or not _VAR_NAME.fullmatch(key):
+            raise BadInput(flag, f"{key!r} is not a valid variable name")
+    owned = [k for k in SWEEP_OWNED_VARS if k in merged]
+    if owned:
+        raise BadInput(
+            flag, f"{', '.join(owned)} is set by the sweep itself (--steps/--topk/--draft-tokens/--algorithm)"
+        )
+    secret = [k for k in SECRET_VARS if k in merged]
+    if secret:
+        raise BadInput(
+            flag,
+            f"{', '.join(secret)} would be written to sweep.json and ansible-runner's files; export "
+            "SGLANG_API_KEY instead (the role and the client both read it from the environment)",
+        )
+    return merged
+
+
+def check_out_dir(path_text: str | None, flag: str = "--out") -> Path:
+    """The output directory may exist (as a directory) or be creatable; a file is refused."""
+    if not path_text:
+        raise BadInput(flag, "an output directory is required")
+    path = Path(path_text)
+    if path.exists() and not path.is_dir():
+        raise BadInput(flag, f"{path_text} exists and is not a directory")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise BadInput(flag, f"{parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInput(flag, f"{parent} is not writable")
+    return path
+
+
+def check_results_dir(path_text: str, flag: str) -> Path:
+    """`plot DIR` / `report DIR`: a directory holding a sweep's records."""
+    path = Path(path_text)
+    if not path.is_dir():
+        raise BadInput(flag, f"{path_text} is not a directory")
+    if not (path / "records.jsonl").is_file():
+        raise BadInput(flag, f"{path_text} holds no records.jsonl")
+    return path
+
+
+def check_existing(path_text: str, flag: str) -> Path:
+    path = Path(path_text)
+    if not path.exists():
+        raise BadInput(flag, f"{path_text} does not exist")
+    return path
+
+
+def check_url(text: str, flag: str = "--url") -> str:
+    if not re.fullmatch(r"https?://[^\s/]+(/.*)?", text or ""):
+        raise BadInput(flag, f"{text!r} is not an http(s) URL")
+    return text.rstrip("/")
