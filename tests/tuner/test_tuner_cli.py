@@ -45,6 +45,9 @@ INV = str(FIXTURES / "local_inventory.yml")
         (["--endpoint", "grpc"], "--endpoint"),
         (["--target-concurrency", "8"], "--target-concurrency"),
         (["-e", "spec_steps=2"], "-e/--extra-vars"),
+        # the key would land in sweep.json and the runner's files: it comes from SGLANG_API_KEY
+        (["-e", "sglang_server_api_key=sk-live-1234"], "-e/--extra-vars"),
+        (["-e", '{"sglang_server_api_key": "sk-live-1234"}'], "-e/--extra-vars"),
         (["-e", "@/no/such/vars.yml"], "-e/--extra-vars"),
         (["--inventory", "/no/such/inventory.yml"], "--inventory"),
         (["--playbook", "/no/such/play.yml"], "--playbook"),
