@@ -17,11 +17,43 @@ Only the standard library is used; Ansible is not imported.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
+
+
+def _module_utils(name: str) -> ModuleType:
+    """A file of plugins/module_utils (contracts shared with the emulator, standard library only).
+
+    Found as the collection's module_utils when Ansible loads this filter, as the installed
+    ``sglang_utils`` package in the tuner's environment, else by path beside this file.
+    """
+    for qualified in (f"ansible_collections.sglang_tune.serving.plugins.module_utils.{name}", f"sglang_utils.{name}"):
+        try:
+            return importlib.import_module(qualified)
+        except ImportError:
+            continue
+    key = f"_sglang_tune_module_utils_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(key, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# The emulator's fault table (one copy, shared with tuner/emulator/faults.py).
+_faults = _module_utils("emulator_faults")
 
 # sglang-facts.md §2.1: builtin --speculative-algorithm values over 0.5.9 .. 0.5.23
 # (0.5.9/0.5.10: EAGLE EAGLE3 NEXTN STANDALONE NGRAM; 0.5.11 adds DFLASH; 0.5.23 adds DSPARK UNO).
@@ -30,18 +62,10 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", 
 # target's own MTP layers (sglang-facts.md §2.5).
 SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
 
-# docs/architecture.md "Emulator": the faults the emulator understands, the kind of their ARG and
-# whether ARG is required (the emulator's tuner/emulator/faults.py checks the same at start-up;
-# checking here fails a bad value before the host is touched).
-EMULATOR_FAULTS: dict[str, tuple[str | None, bool]] = {
-    "kv-oom": (None, False),
-    "crash-after-ready": ("seconds", True),
-    "hang-before-ready": ("phase", False),
-    "slow-startup": ("seconds", True),
-    "http-5xx": ("share", True),
-    "cut-stream": ("share", True),
-}
-HANG_PHASES = ("http", "load")
+# docs/architecture.md "Emulator": the faults the emulator understands. The table lives in
+# plugins/module_utils/emulator_faults.py, which the emulator reads too; checking here fails a bad
+# entry before the host is touched.
+EMULATOR_FAULTS = _faults.FAULT_NAMES
 
 # The ExecStart module per engine: the only line of the unit that differs between engines.
 ENGINE_MODULES = {"sglang": "sglang.launch_server", "emulator": "tuner.emulator"}
@@ -112,7 +136,6 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 _FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _FLAG_RE = re.compile(r"^(--)?[a-z0-9][a-z0-9-]*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_FAULT_RE = re.compile(r"^(?P<name>[a-z0-9-]+)(=(?P<arg>.+))?$")
 
 
 def _is_unset(value: Any) -> bool:
@@ -391,15 +414,6 @@ def normalise_flag(name: str) -> str:
     return name if name.startswith("--") else f"--{name}"
 
 
-def parse_fault(text: Any) -> tuple[str, str | None] | None:
-    if not isinstance(text, str):
-        return None
-    m = _FAULT_RE.match(text.strip())
-    if not m:
-        return None
-    return m.group("name"), m.group("arg")
-
-
 def server_errors(settings: dict) -> list[str]:
     """Check the role's settings (keys are the variable names without `sglang_server_`).
 
@@ -488,28 +502,10 @@ def server_errors(settings: dict) -> list[str]:
         errors.append("sglang_server_emulator_faults must be a list like ['kv-oom', 'slow-startup=10']")
         faults = []
     for fault in faults:
-        parsed = parse_fault(fault)
-        if parsed is None or parsed[0] not in EMULATOR_FAULTS:
-            errors.append(
-                f"sglang_server_emulator_faults: {_fmt(fault)} is not one of "
-                f"{', '.join(EMULATOR_FAULTS)} (NAME or NAME=ARG)"
-            )
-            continue
-        name, arg = parsed
-        kind, required = EMULATOR_FAULTS[name]
-        if kind is None and arg is not None:
-            errors.append(f"sglang_server_emulator_faults: {name} takes no argument; got {_fmt(fault)}")
-        elif arg is None and required:
-            errors.append(f"sglang_server_emulator_faults: {name} needs an argument ({name}=...); got {_fmt(fault)}")
-        elif kind == "phase" and arg is not None and arg not in HANG_PHASES:
-            errors.append(
-                f"sglang_server_emulator_faults: {name}=ARG needs one of {', '.join(HANG_PHASES)}; got {_fmt(fault)}"
-            )
-        elif kind in ("seconds", "share") and arg is not None:
-            value = parse_number(arg)
-            if value is None or value < 0 or (kind == "share" and value > 1):
-                allowed = "a share from 0 to 1" if kind == "share" else "seconds (a number of at least 0)"
-                errors.append(f"sglang_server_emulator_faults: {name}=ARG needs {allowed}; got {_fmt(fault)}")
+        try:
+            _faults.parse_fault(fault)
+        except _faults.FaultSpecError as e:
+            errors.append(f"sglang_server_emulator_faults: {e}")
     return errors
 
 

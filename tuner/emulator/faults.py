@@ -1,13 +1,18 @@
 """Faults the emulator can be told to show, for the reliability tests (emulator-model.md, "Faults").
 
-Names are a contract (docs/architecture.md): `kv-oom`, `crash-after-ready=S`, `hang-before-ready`,
-`slow-startup=S`, `http-5xx=P`, `cut-stream=P`. They come from `--emulator-fault NAME[=ARG]`
-(repeatable) and from the profile's `faults:` list.
+The fault table itself (names, arguments, limits) lives in plugins/module_utils/emulator_faults.py,
+shared with the role's input check, so both refuse the same entries with the same words. They come
+from `--emulator-fault NAME[=ARG]` (repeatable) and from the profile's `faults:` list.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from sglang_utils.emulator_faults import FAULT_USAGE, FaultSpecError
+from sglang_utils.emulator_faults import parse_fault as _parse_spec
+
+FAULT_NAMES = FAULT_USAGE
 
 
 class FaultError(ValueError):
@@ -20,51 +25,13 @@ class Fault:
     arg: float | str | None = None
 
 
-# name -> (argument kind, required, help)
-_SPECS: dict[str, tuple[str, bool, str]] = {
-    "kv-oom": ("none", False, "start-up fails: the KV pool cannot be allocated (SGLang's 'Not enough memory')"),
-    "crash-after-ready": ("seconds", True, "the server dies S seconds after it is ready"),
-    "hang-before-ready": (
-        "phase",
-        False,
-        "start-up never finishes: 'http' (default; port open, /health 503) or 'load'",
-    ),
-    "slow-startup": ("seconds", True, "start-up takes S seconds longer (weight loading)"),
-    "http-5xx": ("share", True, "a share P (0..1) of generation requests is answered 500/503"),
-    "cut-stream": ("share", True, "a share P (0..1) of streamed responses is cut mid-stream"),
-}
-_ARG_HINT = {"seconds": "=S", "share": "=P", "phase": "[=http|load]", "none": ""}
-FAULT_NAMES = tuple(f"{n}{_ARG_HINT[k]}" for n, (k, _, _) in _SPECS.items())
-HANG_PHASES = ("http", "load")
-
-
 def parse_fault(text: str) -> Fault:
     """`NAME` or `NAME=ARG` -> Fault; raises FaultError with a message naming what is wrong."""
-    name, sep, raw = text.strip().partition("=")
-    name = name.strip()
-    if name not in _SPECS:
-        raise FaultError(f"unknown fault {name!r} (known: {', '.join(_SPECS)})")
-    kind, required, _ = _SPECS[name]
-    if not sep:
-        if required:
-            raise FaultError(f"fault {name} needs an argument ({name}=...)")
-        return Fault(name, "http" if kind == "phase" else None)
-    raw = raw.strip()
-    if kind == "none":
-        raise FaultError(f"fault {name} takes no argument")
-    if kind == "phase":
-        if raw not in HANG_PHASES:
-            raise FaultError(f"fault {name}: phase must be one of {', '.join(HANG_PHASES)}")
-        return Fault(name, raw)
     try:
-        value = float(raw)
-    except ValueError:
-        raise FaultError(f"fault {name}: {raw!r} is not a number") from None
-    if value < 0:
-        raise FaultError(f"fault {name}: argument must be >= 0")
-    if kind == "share" and value > 1:
-        raise FaultError(f"fault {name}: share must be between 0 and 1")
-    return Fault(name, value)
+        name, arg = _parse_spec(text)
+    except FaultSpecError as e:
+        raise FaultError(str(e)) from None
+    return Fault(name, arg)
 
 
 def parse_faults(items: list[str] | tuple[str, ...]) -> list[Fault]:

@@ -1,0 +1,88 @@
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache-2.0 (see pyproject.toml)
+"""The emulator's fault table, written once.
+
+The emulator (``tuner.emulator.faults``, which switches faults on at start-up) and the
+``sglang_server`` role's input check (``plugins/filter/sglang_flags.py``, which fails a bad
+``sglang_server_emulator_faults`` entry before any host changes) both read this table, so a
+fault name, its argument and its limits cannot drift apart. Standard library only and Python 3.8
+syntax: it is imported on the controller by a filter plugin, and installed with the emulator as
+``sglang_utils.emulator_faults``.
+
+``parse_fault`` raises :class:`FaultSpecError` whose text says what is wrong without naming who
+asked; each caller puts its own flag or variable name in front of it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FAULT_SPECS",
+    "FAULT_NAMES",
+    "FAULT_USAGE",
+    "HANG_PHASES",
+    "FaultSpecError",
+    "parse_fault",
+]
+
+# name -> (argument kind, argument required, what it does). Kinds: "none" (no argument),
+# "seconds" (a number >= 0), "share" (a number from 0 to 1), "phase" (one of HANG_PHASES).
+FAULT_SPECS: dict[str, tuple[str, bool, str]] = {
+    "kv-oom": ("none", False, "start-up fails: the KV pool cannot be allocated (SGLang's 'Not enough memory')"),
+    "crash-after-ready": ("seconds", True, "the server dies S seconds after it is ready"),
+    "hang-before-ready": (
+        "phase",
+        False,
+        "start-up never finishes: 'http' (default; port open, /health 503) or 'load' (hangs in weight loading)",
+    ),
+    "slow-startup": ("seconds", True, "start-up takes S seconds longer (weight loading)"),
+    "http-5xx": ("share", True, "a share P (0..1) of generation requests is answered 500/503"),
+    "cut-stream": ("share", True, "a share P (0..1) of streamed responses is cut mid-stream"),
+}
+HANG_PHASES = ("http", "load")
+FAULT_NAMES = tuple(FAULT_SPECS)
+_ARG_HINT = {"seconds": "=S", "share": "=P", "phase": "[=http|load]", "none": ""}
+# How each fault is written, for help texts: kv-oom, crash-after-ready=S, ...
+FAULT_USAGE = tuple(name + _ARG_HINT[kind] for name, (kind, _, _) in FAULT_SPECS.items())
+
+
+class FaultSpecError(ValueError):
+    """A fault entry that is not in the table or has a bad argument."""
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def parse_fault(text: object) -> tuple[str, float | str | None]:
+    """``NAME`` or ``NAME=ARG`` -> (name, argument); the argument is a float for seconds and
+    shares, the phase for hang-before-ready (``http`` when omitted), None for argument-less faults.
+    """
+    if not isinstance(text, str):
+        raise FaultSpecError(f"{text!r} is not one of {', '.join(FAULT_NAMES)} (NAME or NAME=ARG)")
+    name, sep, raw = text.strip().partition("=")
+    name = name.strip()
+    raw = raw.strip()
+    if name not in FAULT_SPECS:
+        raise FaultSpecError(f"{text!r} is not one of {', '.join(FAULT_NAMES)} (NAME or NAME=ARG)")
+    kind, required, _ = FAULT_SPECS[name]
+    if not sep:
+        if required:
+            raise FaultSpecError(f"{name} needs an argument ({name}=...); got {text!r}")
+        return name, ("http" if kind == "phase" else None)
+    if kind == "none":
+        raise FaultSpecError(f"{name} takes no argument; got {text!r}")
+    if kind == "phase":
+        if raw not in HANG_PHASES:
+            raise FaultSpecError(f"{name}=ARG needs one of {', '.join(HANG_PHASES)}; got {text!r}")
+        return name, raw
+    value = _number(raw)
+    if value is None or value < 0 or (kind == "share" and value > 1):
+        allowed = "a share from 0 to 1" if kind == "share" else "seconds (a number of at least 0)"
+        raise FaultSpecError(f"{name}=ARG needs {allowed}; got {text!r}")
+    return name, value
