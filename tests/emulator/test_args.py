@@ -229,26 +229,18 @@ def test_hybrid_model_speculation_disables_radix_cache_with_warning():
     )
 
 
-def test_later_sglang_versions_refuse_radix_with_mamba_speculation():
-    from dataclasses import replace
-
-    newer = replace(PROFILE, sglang_version="0.5.10")
-    with pytest.raises(ValueError, match="is not compatible with radix cache when using --mamba-scheduler-strategy"):
-        A.resolve(
-            A.parse_flags(
-                [
-                    "--model-path",
-                    MODEL,
-                    "--speculative-algorithm",
-                    "NEXTN",
-                    "--speculative-num-steps",
-                    "1",
-                    "--speculative-eagle-topk",
-                    "1",
-                ]
-            ),
-            newer,
-        )
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.11", "0.5.12"])
+def test_later_sglang_versions_refuse_radix_with_mamba_speculation(version):
+    argv = ["--model-path", MODEL, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1"]
+    with pytest.raises(ValueError) as ei:
+        A.resolve(A.parse_flags(argv, version=version), PROFILE)
+    assert str(ei.value) == (
+        "Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache when "
+        "using --mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
+        "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1."
+    )
+    ok = A.resolve(A.parse_flags([*argv, "--disable-radix-cache"], version=version), PROFILE)
+    assert ok.spec_on and ok.values["disable_radix_cache"] is True
 
 
 def test_unknown_flag_is_rejected_like_argparse(capsys):

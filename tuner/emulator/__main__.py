@@ -13,17 +13,20 @@ from .runner import Runner
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ns = args_mod.parse_flags(argv)  # argparse: usage + "error: ..." and exit 2, as SGLang
+    # argparse of the emulated release: usage + "error: ..." and exit 2, as SGLang; an SGLang
+    # release the emulator does not model is refused here, naming the ones it does.
+    ns = args_mod.parse_flags(argv)
+    prog = ns.emulator_facts.prog
     try:
         profile = load_profile(ns.emulator_profile)
         profile_faults = parse_faults(list(profile.faults))
     except (ProfileError, FaultError) as e:
-        print(f"{args_mod.PROG}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     try:
         cfg = args_mod.resolve(ns, profile)  # AssertionError / ValueError surface as SGLang's do
     except args_mod.EmulatorUnsupported as e:
-        print(f"{args_mod.PROG}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     faults = FaultSet.from_list(profile_faults + cfg.faults)
     startup_s = ns.emulator_startup_s if ns.emulator_startup_s is not None else profile.startup_s

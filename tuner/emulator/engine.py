@@ -20,8 +20,10 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from . import logs, model
+from . import adaptive, logs, model
+from .noise import Noise
 from .profile import Profile
 
 PREFILL = 0
@@ -58,6 +60,7 @@ class Request:
         "notify",
         "internal",
         "user",
+        "stream",
     )
 
     def __init__(
@@ -101,6 +104,7 @@ class Request:
         self.notify = notify
         self.internal = internal  # health checks: not counted in metrics
         self.user = user
+        self.stream = False  # a streamed response (0.5.23 labels the token counters is_streaming)
 
     @property
     def limit(self) -> int:
@@ -122,7 +126,7 @@ class Batch:
 class EngineSpec:
     """What the scheduler needs from the resolved server arguments."""
 
-    k: int  # speculative steps; 0 = no speculation
+    k: int  # speculative steps; 0 = no speculation (the initial steps under adaptive speculation)
     topk: int
     verify_tokens: int  # num_draft_tokens (k + 1 for a chain)
     max_running_requests: int
@@ -132,6 +136,15 @@ class EngineSpec:
     context_len: int
     state_slot_cap: int = 0
     hybrid: bool = False
+    spec: bool | None = None  # speculation on (default: k > 0); adaptive buckets may run 0 steps
+    policy: Any = None  # adaptive.FlatPolicy | adaptive.PerBsPolicy, or None for a static depth
+    k_max: int | None = None  # the widest depth this server may run (adaptive: the widest candidate)
+    accept_rate: str = "drafts-only"  # versions.SGLangVersion.accept_rate
+    cuda_graph_max_bs: int = 0  # decode batches up to this size replay a CUDA graph (0 = graphs off)
+
+    @property
+    def speculative(self) -> bool:
+        return self.k > 0 if self.spec is None else self.spec
 
 
 def _reason(r: Request) -> str:
@@ -145,23 +158,39 @@ class Scheduler:
     """Admission, prefill and decode/verify steps, and the counters SGLang reports."""
 
     def __init__(
-        self, profile: Profile, spec: EngineSpec, rng: random.Random, log: Callable[[str], None] | None = None
+        self,
+        profile: Profile,
+        spec: EngineSpec,
+        rng: random.Random,
+        log: Callable[[str], None] | None = None,
+        noise: Noise | None = None,
     ) -> None:
         self.p = profile
         self.spec = spec
-        self.k = spec.k
+        self.speculative = spec.speculative
+        self.k = spec.k  # the depth in use now (changes under adaptive speculation)
+        self.k_max = max(spec.k, spec.k_max or 0)
+        self.policy = spec.policy
         self.rng = rng
         self.log = log
+        self.noise = noise
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.kv_reserved = 0
         self.kv_live = 0  # tokens actually held (inputs + outputs so far), for "token usage"
         self.prefill_budget = spec.chunked_prefill_size if spec.chunked_prefill_size > 0 else 16384
-        # counters (sglang-facts.md §3.1, §3.2)
+        # counters (/metrics; sglang-facts.md §3.1, §3.2)
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        # the same two counters split by streamed (1) / not streamed (0) requests
+        self.prompt_tokens_by_stream = [0, 0]
+        self.generation_tokens_by_stream = [0, 0]
         self.num_requests_total = 0
         self.spec_verify_calls_total = 0
+        self.cuda_graph_passes = {"decode_cuda_graph": 0, "decode_none": 0}
+        self.realtime_tokens = {"prefill_compute": 0, "decode": 0}
+        self.steps_histogram: dict[int, int] = {}  # depth -> decode steps run at it
+        self.step_switches = 0
         self.spec_total_accepted = 0  # folded in at each decode-log interval, like SGLang
         self.spec_total_forward = 0
         self.last_spec_accept_length = 0.0
@@ -170,6 +199,20 @@ class Scheduler:
         self.forward_ct_decode = 0
         self.last_output_time = -1.0
         self.busy_time = 0.0
+        # The scheduler's gauges as /metrics serves them: set when SGLang logs its stats (each
+        # prefill batch and every decode_log_interval decode steps), not live.
+        self.gauges: dict[str, float] = {
+            "num_running_reqs": 0,
+            "num_queue_reqs": 0,
+            "num_used_tokens": 0,
+            "token_usage": 0.0,
+            "mamba_usage": 0.0,
+            "gen_throughput": 0.0,
+            "spec_accept_length": 0.0,
+            "spec_accept_rate": 0.0,
+            "spec_num_steps": float(self.k),
+            "spec_num_draft_tokens": float(spec.verify_tokens if self.speculative else 0),
+        }
         # current decode-log window
         self._win_passes = 0
         self._win_accepted = 0
@@ -248,18 +291,36 @@ class Scheduler:
                 self.kv_reserved += r.kv_need
                 r.admitted_at = now
             if new:
-                if self.log is not None:
-                    self._log_prefill(new, tokens, now)
-                return Batch(PREFILL, new, model.prefill_time_ms(self.p, tokens) / 1000.0, tokens)
+                self._log_prefill(new, tokens, now)
+                ms = model.prefill_time_ms(self.p, tokens)
+                return Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens)
         if running:
-            ms = model.step_time_ms(self.p, len(running), self.k, spec.verify_tokens if self.k else None)
-            return Batch(DECODE, running, ms / 1000.0)
+            if self.policy is not None:
+                self._activate(self.policy.steps_for_batch(len(running)))
+            k = self.k
+            verify = (k + 1 if self.policy is not None else spec.verify_tokens) if self.speculative else None
+            ms = model.step_time_ms(self.p, len(running), k, verify, spec=self.speculative)
+            return Batch(DECODE, running, self._noisy(ms, now) / 1000.0)
         return None
+
+    def _noisy(self, ms: float, start: float) -> float:
+        return ms * self.noise.factor(start) if self.noise is not None else ms
+
+    def _activate(self, steps: int) -> None:
+        """Run `steps` from now on (adaptive speculation): SGLang's runtime-state switch."""
+        if steps == self.k:
+            return
+        if self.log is not None:
+            self.log(adaptive.switch_line(self.k, steps))
+        self.k = steps
+        self.step_switches += 1
 
     # ---- apply a batch's effects at its end time -------------------------------------------------
     def finish_batch(self, batch: Batch, t: float) -> None:
         self.busy_time += batch.duration
         self.last_output_time = t
+        if self.noise is not None:
+            self.noise.ended(t)
         if batch.kind == PREFILL:
             self._finish_prefill(batch, t)
         else:
@@ -267,9 +328,12 @@ class Scheduler:
 
     def _finish_prefill(self, batch: Batch, t: float) -> None:
         running = self.running
+        computed = 0
         for r in batch.reqs:
             if not r.internal:
                 self.prompt_tokens_total += r.input_tokens
+                self.prompt_tokens_by_stream[r.stream] += r.input_tokens
+            computed += r.input_tokens
             self.kv_live += r.input_tokens
             if r.aborted:
                 self._release(r, t, "abort")
@@ -279,37 +343,47 @@ class Scheduler:
             self.kv_live += 1
             if not r.internal:
                 self.generation_tokens_total += 1
-            if self.k:
-                r.hist = [0] * (self.k + 1)
+                self.generation_tokens_by_stream[r.stream] += 1
+            if self.speculative:
+                r.hist = [0] * (self.k_max + 1)
             if r.limit <= 1:
                 self._release(r, t, _reason(r))
             else:
                 running.append(r)
             if r.notify is not None:
                 r.notify(r)
+        self.realtime_tokens["prefill_compute"] += computed
 
     def _finish_decode(self, batch: Batch, t: float) -> None:
         k = self.k
         reqs = batch.reqs
         bs = len(reqs)
         ended: list[Request] | None = None
-        emitted = 0
-        if k:
+        emitted = emitted_stream = 0
+        self.steps_histogram[k] = self.steps_histogram.get(k, 0) + 1
+        graph = 0 < bs <= self.spec.cuda_graph_max_bs
+        self.cuda_graph_passes["decode_cuda_graph" if graph else "decode_none"] += 1
+        if self.speculative:
             rnd = self.rng.random
             log = math.log
             kp1 = k + 1
             accepted = 0
+            correct: list[int] = []
             for r in reqs:
                 if r.aborted:
                     if ended is None:
                         ended = []
                     ended.append(r)
                     continue
-                x = 1.0 - rnd()  # in (0, 1]
-                a = 1 + int(log(x) * r.ila)
-                if a > kp1:
-                    a = kp1
+                if k:
+                    x = 1.0 - rnd()  # in (0, 1]
+                    a = 1 + int(log(x) * r.ila)
+                    if a > kp1:
+                        a = kp1
+                else:
+                    a = 1  # a bucket at 0 steps verifies the target's own token only
                 accepted += a
+                correct.append(a - 1)
                 r.verify_ct += 1
                 r.accepted_drafts += a - 1
                 r.hist[a - 1] += 1  # type: ignore[index]
@@ -317,6 +391,8 @@ class Scheduler:
                 n = a if a < left else left
                 r.generated += n
                 emitted += n
+                if r.stream:
+                    emitted_stream += n
                 if n == left:
                     if ended is None:
                         ended = []
@@ -326,6 +402,12 @@ class Scheduler:
             self._win_passes += bs
             self._win_accepted += accepted
             self.spec_verify_calls_total += bs
+            if self.policy is not None:
+                # SGLang feeds the per-request correct-draft counts to the bucket of this batch
+                # size after verify (batch_result_processor.py on_verify_complete_cpu).
+                new_steps = self.policy.on_verify_complete(correct, bs)
+                if new_steps is not None:
+                    self._activate(new_steps)
         else:
             for r in reqs:
                 if r.aborted:
@@ -335,6 +417,8 @@ class Scheduler:
                     continue
                 r.generated += 1
                 emitted += 1
+                if r.stream:
+                    emitted_stream += 1
                 if r.generated >= r.limit:
                     if ended is None:
                         ended = []
@@ -343,6 +427,9 @@ class Scheduler:
                     r.notify(r)
         self.kv_live += emitted
         self.generation_tokens_total += emitted
+        self.generation_tokens_by_stream[1] += emitted_stream
+        self.generation_tokens_by_stream[0] += emitted - emitted_stream
+        self.realtime_tokens["decode"] += emitted
         self._win_tokens += emitted
         if ended:
             for r in ended:
@@ -354,7 +441,7 @@ class Scheduler:
         if self._win_start is None:
             self._win_start = t - batch.duration
         if self.forward_ct_decode % max(1, self.spec.decode_log_interval) == 0:
-            self._close_window(t)
+            self._close_window(t, bs, graph)
 
     def _release(self, r: Request, t: float, reason: str) -> None:
         r.finished = True
@@ -371,22 +458,65 @@ class Scheduler:
         r.finished_at = t
 
     # ---- the periodic decode log line and the counters behind /server_info ---------------------
-    def _close_window(self, t: float) -> None:
+    @property
+    def draft_tokens_now(self) -> int:
+        """speculative_num_draft_tokens in force (k + 1 under adaptive speculation)."""
+        if not self.speculative:
+            return 0
+        return self.k + 1 if self.policy is not None else self.spec.verify_tokens
+
+    def _close_window(self, t: float, batch_size: int, graph: bool) -> None:
+        """SGLang's decode stats every --decode-log-interval steps: the `Decode batch` line (its
+        `#running-req` is the size of the batch that closes the window) and the gauges."""
         start = self._win_start if self._win_start is not None else t
         elapsed = max(t - start, 1e-9)
         self.last_gen_throughput = self._win_tokens / elapsed
         accept_len = accept_rate = None
-        if self.k and self._win_passes:
+        if self.speculative and self._win_passes:
             accept_len = self._win_accepted / self._win_passes
-            drafts = self.spec.verify_tokens - 1
-            accept_rate = (self._win_accepted - self._win_passes) / (self._win_passes * drafts) if drafts > 0 else 0.0
+            draft_tokens = self.draft_tokens_now
+            if self.spec.accept_rate == "with-bonus":
+                # 0.5.9/0.5.10: (accepted drafts + bonus) / (passes * num_draft_tokens)
+                denom = self._win_passes * draft_tokens
+                accept_rate = self._win_accepted / denom if denom > 0 else 0.0
+            else:
+                # 0.5.11+: correct drafts / (passes * (num_draft_tokens - 1))
+                denom = self._win_passes * (draft_tokens - 1)
+                accept_rate = (self._win_accepted - self._win_passes) / denom if denom > 0 else 0.0
             self.last_spec_accept_length = accept_len
             self.last_spec_accept_rate = accept_rate
             # lifetime totals are folded in only here (sglang-facts.md §3.1)
             self.spec_total_accepted += self._win_accepted
             self.spec_total_forward += self._win_passes
+        tokens, usage, mamba_usage = self._usage()
+        self.gauges.update(
+            num_running_reqs=batch_size,
+            num_queue_reqs=len(self.waiting),
+            num_used_tokens=tokens,
+            token_usage=usage,
+            mamba_usage=mamba_usage,
+            gen_throughput=self.last_gen_throughput,
+            spec_accept_length=accept_len or 0.0,
+            spec_accept_rate=accept_rate or 0.0,
+            spec_num_steps=self.k if self.speculative else 0,
+            spec_num_draft_tokens=self.draft_tokens_now,
+        )
         if self.log is not None:
-            self.log(self._decode_line(accept_len, accept_rate))
+            self.log(
+                logs.decode_batch_line(
+                    running=batch_size,
+                    tokens=tokens,
+                    token_usage=usage,
+                    gen_throughput=self.last_gen_throughput,
+                    queue=len(self.waiting),
+                    accept_len=accept_len,
+                    accept_rate=accept_rate,
+                    hybrid=self.spec.hybrid,
+                    mamba_num=batch_size,
+                    mamba_usage=mamba_usage,
+                    cuda_graph=graph,
+                )
+            )
         self._win_passes = self._win_accepted = self._win_tokens = 0
         self._win_start = t
 
@@ -396,22 +526,8 @@ class Scheduler:
         mamba_usage = len(self.running) / self.spec.state_slot_cap if self.spec.state_slot_cap else 0.0
         return tokens, tokens / total, mamba_usage
 
-    def _decode_line(self, accept_len: float | None, accept_rate: float | None) -> str:
-        tokens, usage, mamba_usage = self._usage()
-        return logs.decode_batch_line(
-            running=len(self.running),
-            tokens=tokens,
-            token_usage=usage,
-            gen_throughput=self.last_gen_throughput,
-            queue=len(self.waiting),
-            accept_len=accept_len,
-            accept_rate=accept_rate,
-            hybrid=self.spec.hybrid,
-            mamba_num=len(self.running),
-            mamba_usage=mamba_usage,
-        )
-
     def _log_prefill(self, new: list[Request], tokens: int, now: float) -> None:
+        """SGLang's prefill stats for each prefill batch: the `Prefill batch` line and the gauges."""
         self._prefill_tokens_since += tokens
         if self._prefill_log_t is None:
             thr = 0.0
@@ -420,22 +536,30 @@ class Scheduler:
         self._prefill_log_t = now
         self._prefill_tokens_since = 0
         live, usage, mamba_usage = self._usage()
-        self.log(
-            logs.prefill_batch_line(  # type: ignore[misc]
-                new_seq=len(new),
-                new_token=tokens,
-                token_usage=usage,
-                running=len(self.running),
-                queue=len(self.waiting),
-                input_throughput=thr,
-                hybrid=self.spec.hybrid,
-                mamba_usage=mamba_usage,
-            )
+        self.gauges.update(
+            num_running_reqs=len(self.running),
+            num_queue_reqs=len(self.waiting),
+            num_used_tokens=live,
+            token_usage=usage,
+            mamba_usage=mamba_usage,
         )
+        if self.log is not None:
+            self.log(
+                logs.prefill_batch_line(
+                    new_seq=len(new),
+                    new_token=tokens,
+                    token_usage=usage,
+                    running=len(self.running),
+                    queue=len(self.waiting),
+                    input_throughput=thr,
+                    hybrid=self.spec.hybrid,
+                    mamba_usage=mamba_usage,
+                )
+            )
 
     def avg_spec_accept_length(self) -> float | None:
         """Lifetime accept length, or None before the first folded window (as SGLang omits it)."""
-        if not self.k or not self.spec_total_forward:
+        if not self.speculative or not self.spec_total_forward:
             return None
         return self.spec_total_accepted / self.spec_total_forward
 
@@ -454,8 +578,14 @@ class RealtimeDriver:
     keeps its own clock as long as it is less than MAX_LAG_S behind.
     """
 
-    def __init__(self, scheduler: Scheduler, on_batch: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        on_batch: Callable[[], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
         self.s = scheduler
+        self.on_error = on_error
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.on_batch = on_batch
@@ -484,6 +614,16 @@ class RealtimeDriver:
         self._wake.set()
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a scheduler exception ends the server, as in SGLang
+            if self.on_error is None:
+                raise
+            self.on_error(e)
+
+    async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         s = self.s
         deadline: float | None = None

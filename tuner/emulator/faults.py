@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang_utils.emulator_faults import FAULT_USAGE, FaultSpecError
-from sglang_utils.emulator_faults import parse_fault as _parse_spec
+from sglang_utils.emulator_faults import FAULT_USAGE, FaultSpecError  # type: ignore[import-not-found]
+from sglang_utils.emulator_faults import parse_fault as _parse_spec  # type: ignore[import-not-found]
 
 FAULT_NAMES = FAULT_USAGE
 

@@ -87,6 +87,15 @@ class Logger:
         if self.level <= LEVELS.get(level.lower(), 20):
             self._write(self.out, f"[{self.stamp()}] {level.upper()} {where}: {message}")
 
+    def prelaunch(self, style: str, level: str, where: str, message: str) -> None:
+        """A line logged while arguments are resolved, in the release's form (versions.prelaunch_log):
+        "located" as above, "plain" `[time] message` (0.5.11+ logging.basicConfig in prepare_server_args,
+        which shows INFO and above whatever --log-level says)."""
+        if style == "located":
+            self.located(level, where, message)
+        else:
+            self._write(self.out, f"[{self.stamp()}] {message}")
+
     def raw(self, text: str) -> None:
         """Unformatted text (tracebacks continue over several lines)."""
         self._write(self.out, text)
@@ -122,9 +131,11 @@ def capacity_line(
     )
 
 
-def kv_cache_line(tokens: int, k_gb: float, v_gb: float) -> str:
-    """MHA/GQA form of the KV pool line (0.5.5-0.5.12, sglang-facts.md §1.3)."""
-    return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+def kv_cache_line(tokens: int, k_gb: float, v_gb: float, dtype: str | None = None) -> str:
+    """MHA/GQA form of the KV pool line: 0.5.5-0.5.12 memory_pool.py _finalize_allocation_log, and
+    0.5.23's, which adds `dtype: ...` (pass `dtype` for it)."""
+    mid = f"dtype: {dtype}, " if dtype else ""
+    return f"KV Cache is allocated. {mid}#tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
 
 
 def mamba_cache_line(
@@ -139,7 +150,7 @@ def mamba_cache_line(
     if intermediate_ssm_gb is not None:
         text += (
             f"intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB "
-            f"intermediate_conv_window_cache size: {intermediate_conv_gb or 0.0:.2f}GB"
+            f"intermediate_conv_window_cache size: {intermediate_conv_gb or 0.0:.2f}GB "
         )
     return text
 

@@ -99,21 +99,21 @@ def labels_text(model_name: str) -> str:
 def render(
     labels: str,
     gauges: list[tuple[str, str, float]],
-    counters: list[tuple[str, str, float]],
+    counters: list[tuple[str, str, list[tuple[str, float]]]],
     histograms: list[tuple[str, str, Histogram]],
 ) -> str:
-    """Exposition text; names are given without the `sglang:` prefix and counters without `_total`."""
+    """Exposition text; names are given without the `sglang:` prefix and counters without `_total`.
+    Each counter has one or more series: (extra labels, e.g. `mode="decode"` or "", value)."""
     out: list[str] = []
     for name, help_, value in gauges:
         full = f"sglang:{name}"
         out += [f"# HELP {full} {help_}", f"# TYPE {full} gauge", f"{full}{{{labels}}} {float(value)}"]
-    for name, help_, value in counters:
+    for name, help_, series in counters:
         full = f"sglang:{name}"
-        out += [
-            f"# HELP {full}_total {help_}",
-            f"# TYPE {full}_total counter",
-            f"{full}_total{{{labels}}} {float(value)}",
-        ]
+        out += [f"# HELP {full}_total {help_}", f"# TYPE {full}_total counter"]
+        for extra, value in series:
+            lab = f"{labels},{extra}" if extra else labels
+            out.append(f"{full}_total{{{lab}}} {float(value)}")
     for name, help_, hist in histograms:
         full = f"sglang:{name}"
         out += [f"# HELP {full} {help_}", f"# TYPE {full} histogram"]

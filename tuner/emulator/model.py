@@ -66,16 +66,31 @@ def effective_alpha(alpha: float, topk: int) -> float:
     return 1.0 - (1.0 - alpha) ** topk
 
 
-def step_time_ms(p: Profile, batch: int, k: int, verify_tokens: int | None = None) -> float:
-    """Duration of one decode (k = 0) or draft+verify (k >= 1) step for `batch` running requests.
+def step_time_ms(
+    p: Profile, batch: int, k: int, verify_tokens: int | None = None, *, spec: bool | None = None
+) -> float:
+    """Duration of one decode step (no speculation) or draft+verify step for `batch` running requests.
 
-    t(B,0) = t_base + c_tok*B; t(B,k) = t_spec + k*t_draft + c_verify*B*n, n = k+1 for a chain
-    (emulator-model.md, "Time of one decode step"); n is the verify width (num_draft_tokens).
+    t(B,0) = t_base + c_tok*B without speculation; with it,
+    t(B,k) = t_spec + k*t_draft + c_verify*B*n (emulator-model.md, "Time of one decode step"), n the
+    verify width (num_draft_tokens, k+1 for a chain), plus the profile's optional non-linear terms
+    t_draft_quad*k^2 + t_step_extra[k] (0 unless the profile sets them). `spec` says whether the
+    server speculates (default: k > 0): under adaptive speculation a bucket at 0 steps still runs
+    the verify and draft-extend passes with one token per request (0.5.23 eagle_worker_v2.py
+    forward_batch_generation, `_build_trivial_verify_input`), so it is the spec formula at k = 0.
     """
-    if k <= 0:
+    if spec is None:
+        spec = k > 0
+    if not spec:
         return p.t_base_ms + p.c_tok_ms * batch
+    k = max(k, 0)
     n = verify_tokens if verify_tokens is not None else k + 1
-    return p.t_spec_ms + k * p.t_draft_ms + p.c_verify_ms * batch * n
+    t = p.t_spec_ms + k * p.t_draft_ms + p.c_verify_ms * batch * n
+    if p.t_draft_quad_ms:
+        t += p.t_draft_quad_ms * k * k
+    if p.t_step_extra_ms:
+        t += p.t_step_extra_ms.get(k, 0.0)
+    return t
 
 
 def prefill_time_ms(p: Profile, tokens: int) -> float:

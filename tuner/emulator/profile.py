@@ -75,6 +75,21 @@ class Profile:
     eos_max_tokens: int
     eos_token_id: int
     faults: tuple[str, ...] = field(default_factory=tuple)
+    # acceptance by workload (workload.py): prompt content and top_p
+    prompt_sensitivity: float = 8.0
+    prompt_score_ref: float = 0.0
+    prompt_min_tokens: int = 16
+    top_p_exponent: float = 1.0
+    alpha_max: float = 0.999
+    # non-linear step time in depth (model.step_time_ms): q * k^2 and a per-depth table, ms
+    t_draft_quad_ms: float = 0.0
+    t_step_extra_ms: Mapping[int, float] = field(default_factory=dict)
+    # noise (noise.py); all off by default
+    noise_run_cv: float = 0.0
+    noise_restart_cv: float = 0.0
+    noise_seed: int | None = None
+    noise_window_s: float = 0.0
+    noise_idle_gap_s: float = 0.5
 
     def alpha_at(self, temperature: float) -> float:
         """Acceptance per draft position at this sampling temperature (linear interpolation)."""
@@ -129,6 +144,18 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "eos_max_tokens": 1500,
     "eos_token_id": 248046,  # Qwen3.5's <|im_end|>: finish_reason.matched of a natural stop
     "faults": [],
+    "prompt_sensitivity": 8.0,
+    "prompt_score_ref": 0.0,
+    "prompt_min_tokens": 16,
+    "top_p_exponent": 1.0,
+    "alpha_max": 0.999,
+    "t_draft_quad_ms": 0.0,
+    "t_step_extra_ms": {},
+    "noise_run_cv": 0.0,
+    "noise_restart_cv": 0.0,
+    "noise_seed": None,
+    "noise_window_s": 0.0,
+    "noise_idle_gap_s": 0.5,
 }
 
 
@@ -172,6 +199,9 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     missing = [k for k in _REQUIRED if k not in raw]
     if missing:
         raise ProfileError(f"emulator profile {name}: missing key(s): {', '.join(missing)}")
+    unknown = [str(k) for k in raw if k not in _REQUIRED and k not in _OPTIONAL_DEFAULTS and k != "name"]
+    if unknown:
+        raise ProfileError(f"emulator profile {name}: unknown key(s): {', '.join(unknown)}")
     values: dict[str, Any] = {}
     for key, typ in _REQUIRED.items():
         v = raw[key]
@@ -199,6 +229,24 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     except (TypeError, ValueError) as e:
         raise ProfileError(f"emulator profile {name}: kv_tokens_measured must map steps -> tokens") from e
     faults = tuple(str(f) for f in (values.pop("faults") or []))
+    extra = values.pop("t_step_extra_ms") or {}
+    try:
+        extra_map = {int(k): float(v) for k, v in dict(extra).items()}
+    except (TypeError, ValueError) as e:
+        raise ProfileError(f"emulator profile {name}: t_step_extra_ms must map steps -> milliseconds") from e
+    if any(k < 0 for k in extra_map):
+        raise ProfileError(f"emulator profile {name}: t_step_extra_ms keys must be steps >= 0")
+    seed = values["noise_seed"]
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ProfileError(f"emulator profile {name}: noise_seed must be a whole number or absent")
+    for key in ("noise_run_cv", "noise_restart_cv", "noise_window_s", "noise_idle_gap_s", "prompt_sensitivity"):
+        v = values[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ProfileError(f"emulator profile {name}: {key} must be a number >= 0")
+    if not 0.0 < float(values["alpha_max"]) < 1.0:
+        raise ProfileError(f"emulator profile {name}: alpha_max must be in (0, 1)")
+    if float(values["top_p_exponent"]) < 0:
+        raise ProfileError(f"emulator profile {name}: top_p_exponent must be >= 0")
     for key in ("t_base_ms", "t_spec_ms", "c_verify_ms", "c_tok_ms", "startup_s"):
         if float(values[key]) < 0:
             raise ProfileError(f"emulator profile {name}: {key} must not be negative")
@@ -221,6 +269,15 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         "weights_gb",
         "mem_fraction_static",
         "graph_mem_gb",
+        "prompt_sensitivity",
+        "prompt_score_ref",
+        "top_p_exponent",
+        "alpha_max",
+        "t_draft_quad_ms",
+        "noise_run_cv",
+        "noise_restart_cv",
+        "noise_window_s",
+        "noise_idle_gap_s",
     )
     for key in floats:
         values[key] = float(values[key])
@@ -236,10 +293,19 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         "eos_min_tokens",
         "eos_max_tokens",
         "eos_token_id",
+        "prompt_min_tokens",
     )
     for key in ints:
         values[key] = int(values[key])
     values["sglang_version"] = str(values["sglang_version"])
     values["draft_model_architecture"] = str(values["draft_model_architecture"] or f"{values['model_architecture']}MTP")
     values["model_type"] = str(values["model_type"] or "unknown")
-    return Profile(name=str(name), path=path, alpha=alpha, kv_tokens_measured=measured_map, faults=faults, **values)
+    return Profile(
+        name=str(name),
+        path=path,
+        alpha=alpha,
+        kv_tokens_measured=measured_map,
+        faults=faults,
+        t_step_extra_ms=extra_map,
+        **values,
+    )

@@ -22,13 +22,15 @@ import time
 
 from aiohttp import ClientSession, ClientTimeout, web
 
-from . import __version__, logs, model
+from . import __version__, adaptive, logs, model
 from .args import ResolvedArgs, max_total_tokens_note, server_args_repr
 from .engine import EngineSpec, Scheduler
 from .faults import FaultSet
 from .logs import Logger
+from .noise import Noise
 from .profile import Profile
 from .server import EmulatorApp, UvicornAccessLogger
+from .versions import SGLangVersion
 
 # Shares of the start-up time (the warm-up takes what is left).
 PHASE_INIT = 0.03
@@ -42,13 +44,13 @@ GIB = float(1 << 30)
 MAMBA_INTERMEDIATE_SHARE_PER_STEP = 0.06
 
 
-def emulator_version(profile: Profile) -> str:
+def emulator_version(version: str) -> str:
     """The `version` /server_info reports: the emulated SGLang version plus a PEP 440 local label.
 
     A parser that reads the leading `X.Y.Z` sees the SGLang version whose behaviour is emulated;
     the `+emulator.N` label keeps results from being mistaken for a real server's.
     """
-    return f"{profile.sglang_version}+emulator.{__version__}"
+    return f"{version}+emulator.{__version__}"
 
 
 def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int) -> dict[str, float]:
@@ -57,7 +59,11 @@ def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int
     The static fraction leaves gpu_mem * (1 - mem_fraction_static) free; what the weights leave of
     the rest becomes the pools (sglang-facts.md §1.2). KV cells come from the token count; on hybrid
     models the Mamba state pool takes the remainder, a share of it per draft step as intermediate
-    state (sglang-facts.md §2.7). The numbers are for the log lines only.
+    state (sglang-facts.md §2.7). The numbers are for the log lines only, with one exception:
+    under 0.5.23's adaptive speculation the intermediate state is allocated for the widest
+    candidate while the pools were budgeted for the initial steps (versions.adaptive_widest_buffers),
+    and what that costs comes out of the memory left after the pools (`widest_extra`); each extra
+    runtime state's CUDA graphs cost `state_graph` more (eagle_worker_v2.py build_adaptive_runtime_state).
     """
     k = cfg.num_steps if cfg.spec_on else 0
     f = float(cfg.values["mem_fraction_static"])
@@ -67,15 +73,26 @@ def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int
     pool = max(0.0, after_load - reserve)
     kv_gb = max(kv_tokens, 0) * p.kv_bytes_per_token / GIB
     mamba = max(0.05, pool - kv_gb) if p.hybrid_mamba else 0.0
-    share = k * MAMBA_INTERMEDIATE_SHARE_PER_STEP
-    inter = mamba * share / (1.0 + share) if k else 0.0
+
+    def inter_at(steps: int) -> float:
+        share = steps * MAMBA_INTERMEDIATE_SHARE_PER_STEP
+        return mamba * share / (1.0 + share) if cfg.spec_on else 0.0
+
+    inter = inter_at(k)
     conv = (mamba - inter) * 0.02
-    after_pool = max(0.5, after_load - kv_gb - mamba)
+    ad = cfg.adaptive
+    widest_extra = 0.0
+    if ad is not None and cfg.facts.adaptive_widest_buffers and p.hybrid_mamba:
+        widest_extra = max(0.0, inter_at(ad.max_steps) - inter)
+    after_pool = after_load - kv_gb - mamba - widest_extra
     graph = p.graph_mem_gb
-    after_graph = max(0.3, after_pool - graph)
-    draft_graph = 0.25 * graph if k else 0.0
-    draft_kv = kv_gb * 0.03 if k else 0.0
-    after_draft = max(0.2, after_graph - draft_graph - draft_kv)
+    after_graph = after_pool - graph
+    draft_graph = 0.25 * graph if cfg.spec_on else 0.0
+    draft_kv = kv_gb * 0.03 if cfg.spec_on else 0.0
+    after_draft = after_graph - draft_graph - draft_kv
+    state_graph = 1.25 * graph
+    extra_states = len([s for s in ad.candidate_steps if s != k]) if ad is not None else 0
+    after_states = after_draft - extra_states * state_graph
     return {
         "avail0": avail0,
         "weights": p.weights_gb,
@@ -93,7 +110,11 @@ def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int
         "draft_graph": draft_graph,
         "after_draft_pool": after_graph - draft_kv,
         "after_draft": after_draft,
-        "final": after_draft if k else after_graph,
+        "state_graph": state_graph,
+        "widest_extra": widest_extra,
+        "inter_widest_ssm": (inter + widest_extra) * 0.97,
+        "inter_widest_conv": (inter + widest_extra) * 0.03,
+        "final": after_states if cfg.spec_on else after_graph,
         "mamba_size": float(state_cap * (1 if cfg.values.get("disable_radix_cache") else 3)),
     }
 
@@ -152,6 +173,48 @@ class Runner:
         self.log.error(logs.SIGQUIT_LINE)
         _kill_self()
 
+    @property
+    def kv_dtype(self) -> str | None:
+        """The KV pool's torch dtype as 0.5.23's pool line prints it (None: releases that do not)."""
+        if not self.cfg.facts.kv_line_dtype:
+            return None
+        kv = self.cfg.values.get("kv_cache_dtype") or "auto"
+        return {
+            "fp8_e4m3": "torch.float8_e4m3fn",
+            "fp8_e5m2": "torch.float8_e5m2",
+            "mxfp8": "torch.float8_e4m3fn",
+        }.get(kv, "torch.bfloat16")
+
+    @property
+    def graph_max_bs(self) -> int:
+        v = self.cfg.values
+        return int(v.get("cuda_graph_max_bs") or v.get("cuda_graph_max_bs_decode") or self.p.cuda_graph_max_bs)
+
+    def _adaptive_policy(self) -> adaptive.Policy | None:
+        """The release's adaptive policy, built where SGLang builds it (the EAGLE worker's init, in
+        the scheduler process): a config the release reads there and rejects ends the server."""
+        ad = self.cfg.adaptive
+        assert ad is not None
+        prefix0 = self.prefix0
+
+        def say(line: str) -> None:
+            self.log.info(line, prefix0)
+
+        try:
+            if ad.deferred_error is not None:
+                raise ad.deferred_error
+            if ad.kind == "per-bs":
+                return adaptive.PerBsPolicy(ad.initial_steps, ad.config, ad.bs_entries, ad.graph_bs, say)
+            return adaptive.FlatPolicy(ad.initial_steps, ad.config or {}, self.cfg.facts.adaptive_initial, say)
+        except Exception as e:  # noqa: BLE001 - SGLang's own exception, shown as the scheduler's
+            self.die(_exception_line(e), "__init__")
+        return None
+
+    def _scheduler_error(self, e: BaseException) -> None:
+        """An exception in the scheduler loop (e.g. an adaptive config value of the wrong type that
+        SGLang only trips over at the first update) ends the server as SGLang's does."""
+        self.die(_exception_line(e), "event_loop_normal")
+
     # ---- the process --------------------------------------------------------------------------------
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -168,9 +231,10 @@ class Runner:
 
     async def _start(self) -> None:
         cfg, p, v, log = self.cfg, self.p, self.cfg.values, self.log
+        facts = cfg.facts
         for note in cfg.notes:
-            log.located(note.level, note.where, note.message)
-        log.info("server_args=" + server_args_repr(v))
+            log.prelaunch(facts.prelaunch_log, note.level, note.where, note.message)
+        log.info("server_args=" + server_args_repr(v, facts))
         t_start = time.monotonic()
         S = self.startup_s
         ctx_flag = v.get("context_length")
@@ -214,12 +278,12 @@ class Runner:
         # pools: the KV pool must have room, or SGLang raises (sglang-facts.md §5.3)
         if kv <= 0 or self.faults.kv_oom:
             self.die(
-                "RuntimeError: " + logs.NOT_ENOUGH_MEMORY.format(value=v["mem_fraction_static"]), "init_memory_pool"
+                "RuntimeError: " + facts.not_enough_memory.format(value=v["mem_fraction_static"]), "init_memory_pool"
             )
         mtt = v.get("max_total_tokens")
         if mtt is not None:
             if mtt > kv_total:
-                note = max_total_tokens_note(mtt, kv_total)
+                note = max_total_tokens_note(facts, mtt, kv_total)
                 for pre in self.prefixes:
                     log.warning(note.message, pre)
             else:
@@ -235,11 +299,11 @@ class Runner:
                     int(mem["mamba_size"]),
                     mem["conv"],
                     mem["ssm"],
-                    mem["inter_ssm"] if self.k else None,
-                    mem["inter_conv"] if self.k else None,
+                    mem["inter_widest_ssm"] if cfg.spec_on else None,
+                    mem["inter_widest_conv"] if cfg.spec_on else None,
                 )
             )
-        self.each_rank(logs.kv_cache_line(kv_total, mem["kv_half"], mem["kv_half"]))
+        self.each_rank(logs.kv_cache_line(kv_total, mem["kv_half"], mem["kv_half"], self.kv_dtype))
         self.each_rank(f"Memory pool end. avail mem={mem['after_pool']:.2f} GB")
 
         # CUDA graphs
@@ -248,11 +312,16 @@ class Runner:
         )
         t0 = time.monotonic()
         await self.sleep(PHASE_GRAPH * S)
+        if mem["after_graph"] < 0:
+            self.die(_graph_oom(facts), "capture")
         self.each_rank(
             f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
             f"mem usage={mem['graph']:.2f} GB. avail mem={mem['after_graph']:.2f} GB."
         )
-        if self.k:
+        policy = None
+        if cfg.adaptive is not None:
+            policy = self._adaptive_policy()
+        if cfg.spec_on:
             # the draft (MTP) worker: its own runner, weights, pool sized like the target's, graphs
             self.each_rank(f"Load weight begin. avail mem={mem['after_graph']:.2f} GB")
             t0 = time.monotonic()
@@ -261,7 +330,7 @@ class Runner:
                 f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.draft_model_architecture}, "
                 f"dtype=torch.bfloat16, avail mem={mem['after_graph']:.2f} GB, mem usage=0.00 GB."
             )
-            self.each_rank(logs.kv_cache_line(kv_total, mem["draft_kv_half"], mem["draft_kv_half"]))
+            self.each_rank(logs.kv_cache_line(kv_total, mem["draft_kv_half"], mem["draft_kv_half"], self.kv_dtype))
             self.each_rank(f"Memory pool end. avail mem={mem['after_draft_pool']:.2f} GB")
             self.each_rank(
                 "Capture draft cuda graph begin. This can take up to several minutes. "
@@ -277,6 +346,19 @@ class Runner:
                 f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
                 f"mem usage={mem['draft_graph']:.2f} GB. avail mem={mem['after_draft']:.2f} GB."
             )
+            if cfg.adaptive is not None:
+                # AdaptiveController.init_states: one runtime state (attention backends, CUDA
+                # graphs) per other candidate, built after the draft worker exists.
+                avail = mem["after_draft"]
+                for steps in cfg.adaptive.candidate_steps:
+                    if steps == self.k:
+                        continue
+                    t0 = time.monotonic()
+                    await self.sleep(PHASE_DRAFT * S * 0.1)
+                    avail -= mem["state_graph"]
+                    if avail < 0:
+                        self.die(_graph_oom(facts), "build_adaptive_runtime_state")
+                    log.info(adaptive.built_state_line(steps, time.monotonic() - t0, mem["state_graph"]), self.prefix0)
 
         if not self.has_rank0:
             # Other nodes of a multi-node deployment run schedulers only; rank 0's node serves the
@@ -300,7 +382,7 @@ class Runner:
         spec = EngineSpec(
             k=self.k,
             topk=cfg.topk,
-            verify_tokens=cfg.num_draft_tokens if self.k else 1,
+            verify_tokens=cfg.num_draft_tokens if cfg.spec_on else 1,
             max_running_requests=cap.max_running_requests,
             max_total_num_tokens=kv_total,
             chunked_prefill_size=v["chunked_prefill_size"],
@@ -308,10 +390,25 @@ class Runner:
             context_len=int(v.get("context_length") or p.context_len),
             state_slot_cap=cap.state_slot_cap,
             hybrid=p.hybrid_mamba,
+            spec=cfg.spec_on,
+            policy=policy,
+            k_max=cfg.adaptive.max_steps if cfg.adaptive is not None else None,
+            accept_rate=facts.accept_rate,
+            cuda_graph_max_bs=0 if v.get("disable_cuda_graph") else min(self.graph_max_bs, cap.max_running_requests),
         )
         prefix0 = self.prefix0
-        sched = Scheduler(p, spec, random.Random(v["random_seed"]), log=lambda line: log.info(line, prefix0))
-        app = EmulatorApp(cfg, p, self.faults, log, sched, cap, mem, emulator_version(p), prefix0)
+        noise = Noise(
+            run_cv=p.noise_run_cv,
+            restart_cv=p.noise_restart_cv,
+            seed=cfg.noise_seed if cfg.noise_seed is not None else p.noise_seed,
+            window_s=p.noise_window_s,
+            idle_gap_s=p.noise_idle_gap_s,
+        )
+        sched = Scheduler(
+            p, spec, random.Random(v["random_seed"]), log=lambda line: log.info(line, prefix0), noise=noise
+        )
+        app = EmulatorApp(cfg, p, self.faults, log, sched, cap, mem, emulator_version(facts.version), prefix0)
+        app.driver.on_error = self._scheduler_error
         self.app = app
         app.driver.start()
 
@@ -344,6 +441,7 @@ class Runner:
         if not v["skip_server_warmup"]:
             await self._warmup(t_start)
         app.status = "up"
+        app.startup_time = round(time.monotonic() - t_start, 3)
         log.info(logs.READY_LINE)
         if self.faults.crash_after_ready_s is not None:
             asyncio.get_running_loop().call_later(self.faults.crash_after_ready_s, self._crash)
@@ -453,6 +551,20 @@ class Runner:
             self.log.uvicorn(f"Finished server process [{os.getpid()}]")
         if app is not None:
             await app.driver.stop()
+
+
+def _exception_line(e: BaseException) -> str:
+    """`ValueError: message` / `AssertionError` as the last line of a Python traceback."""
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _graph_oom(facts: SGLangVersion) -> str:
+    """SGLang's CUDA-graph capture failure: `raise Exception(f"Capture cuda graph failed: {e}\\n{hint}")`."""
+    return (
+        "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        + facts.graph_capture_failed_hint.rstrip("\n ")
+    )
 
 
 class _Stopped(Exception):

@@ -26,8 +26,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from . import metrics as prom
-from . import model, tokens
-from .args import ResolvedArgs, public_values
+from . import model, tokens, workload
+from .args import ResolvedArgs, launch_command, public_values
 from .engine import RealtimeDriver, Request, Scheduler
 from .faults import FaultSet
 from .logs import Logger
@@ -113,8 +113,9 @@ class EmulatorApp:
         self.api_key = cfg.values.get("api_key")
         self.rng = random.Random(cfg.values["random_seed"] ^ 0x5F3759DF)
         self.created = int(time.time())
-        self.k = cfg.num_steps if cfg.spec_on else 0
         self.topk = cfg.topk
+        self.startup_time = 0.0  # seconds from launch to ready (0.5.23 reports it)
+        self.launch_command = launch_command(cfg.launch_argv)
         self.in_flight: dict[str, Request] = {}
         self._progress: list[asyncio.Future] = []
         self.labels = prom.labels_text(self.served_name)
@@ -211,44 +212,92 @@ class EmulatorApp:
         return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
 
     def _server_info(self) -> dict[str, Any]:
+        """The /server_info body of the emulated release.
+
+        0.5.9 (http_server.py get_server_info): dataclasses.asdict(server_args) + scheduler_info
+        (status, max_total_num_tokens, max_req_input_len) + internal_states (one per DP rank: the
+        scheduler's server args + last_gen_throughput, memory_usage,
+        effective_max_running_requests_per_dp, avg_spec_accept_length once counted) + version.
+        The scheduler's copy of the arguments follows adaptive switches (0.5.12
+        eagle_worker.py syncs server_args.speculative_num_steps; 0.5.23 overrides the context), so
+        internal_states[0].speculative_num_steps is the depth in use while the top level keeps the
+        launch value. 0.5.23 (utils/common.py build_server_info, internal_state.py) adds
+        launch_command, kv_events, startup_time, frontend, and per rank world_size, startup_time,
+        memory_usage.startup_available / token_capacity_swa and graph memory by phase.
+        """
+        facts = self.cfg.facts
+        s = self.sched
         args = public_values(self.cfg.values)
         internal = dict(args)
+        if s.speculative:
+            internal["speculative_num_steps"] = s.k
+            internal["speculative_num_draft_tokens"] = s.draft_tokens_now
+        memory: dict[str, Any] = {
+            "weight": round(self.memory["weights"], 2),
+            "kvcache": round(self.memory["kv_total"], 2),
+            "token_capacity": self.capacity.max_total_num_tokens,
+            "graph": round(self.memory["graph"], 2),
+        }
+        if facts.server_info_v2:
+            graph = self.memory["graph"]
+            memory = {
+                "weight": round(self.memory["weights"], 3),
+                "kvcache": round(self.memory["kv_total"], 3),
+                "startup_available": round(self.memory["final"], 3),
+                "token_capacity": self.capacity.max_total_num_tokens,
+                "token_capacity_swa": None,
+                "graph": {
+                    "decode": round(0.0 if s.speculative else graph, 3),
+                    "target_verify": round(graph if s.speculative else 0.0, 3),
+                    "draft_decode": round(self.memory["draft_graph"] * 0.6, 3),
+                    "draft_extend": round(self.memory["draft_graph"] * 0.4, 3),
+                },
+            }
+            internal["world_size"] = self.cfg.values["tp_size"] * self.cfg.values["pp_size"]
+            internal["startup_time"] = self.startup_time
         internal.update(
             {
-                "last_gen_throughput": self.sched.last_gen_throughput,
-                "memory_usage": {
-                    "weight": round(self.memory["weights"], 2),
-                    "kvcache": round(self.memory["kv_total"], 2),
-                    "token_capacity": self.capacity.max_total_num_tokens,
-                    "graph": round(self.memory["graph"], 2),
-                },
+                "last_gen_throughput": s.last_gen_throughput,
+                "memory_usage": memory,
                 "effective_max_running_requests_per_dp": self.capacity.max_running_requests,
             }
         )
-        avg = self.sched.avg_spec_accept_length()
+        avg = s.avg_spec_accept_length()
         if avg is not None:
             internal["avg_spec_accept_length"] = avg
         info = dict(args)
+        if facts.server_info_v2:
+            info["launch_command"] = self.launch_command
         info.update(
             {
                 "status": "ready" if self.status == "up" else self.status,
                 "max_total_num_tokens": self.capacity.max_total_num_tokens,
                 "max_req_input_len": min(self.p.context_len, self.capacity.max_total_num_tokens) - 1,
-                "internal_states": [internal],
-                "version": self.version,
-                "emulator": {
-                    "profile": self.p.name,
-                    "profile_path": self.p.path,
-                    "faults": self.faults.describe(),
-                    # how well the real-time driver kept the model's clock (bench/emulator_speed.py reads these)
-                    "clock": {
-                        "max_lag_ms": round(self.driver.max_lag * 1000, 3),
-                        "lag_resets": self.driver.lag_resets,
-                        "model_busy_s": round(self.sched.busy_time, 3),
-                    },
-                },
             }
         )
+        if facts.server_info_v2:
+            info["kv_events"] = None
+            info["startup_time"] = self.startup_time
+        info["internal_states"] = [internal]
+        info["version"] = self.version
+        if facts.server_info_v2:
+            info["frontend"] = "python"
+        info["emulator"] = {
+            "profile": self.p.name,
+            "profile_path": self.p.path,
+            "sglang_version": facts.version,
+            "faults": self.faults.describe(),
+            "adaptive": s.policy.describe() if s.policy is not None else None,
+            "steps_histogram": {str(k): n for k, n in sorted(s.steps_histogram.items())},
+            "step_switches": s.step_switches,
+            "noise": s.noise.describe() if s.noise is not None else None,
+            # how well the real-time driver kept the model's clock (bench/emulator_speed.py reads these)
+            "clock": {
+                "max_lag_ms": round(self.driver.max_lag * 1000, 3),
+                "lag_resets": self.driver.lag_resets,
+                "model_busy_s": round(s.busy_time, 3),
+            },
+        }
         return info
 
     async def server_info(self, request: web.Request) -> web.Response:
@@ -292,14 +341,22 @@ class EmulatorApp:
         return web.Response(status=200, text=text)
 
     async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text with the release's names. Gauges hold what SGLang last logged (each prefill
+        batch, every --decode-log-interval decode steps: scheduler_metrics_mixin.py log_decode_stats),
+        counters count every step: sglang:cuda_graph_passes_total (one per decode batch) and
+        sglang:realtime_tokens_total{mode} exist from 0.5.9; 0.5.23 adds sglang:spec_verify_calls_total
+        (one per request per verify step, so its delta over the decode passes' delta is the mean
+        running batch size), the active-depth gauges sglang:spec_num_steps / spec_num_draft_tokens,
+        and an is_streaming label on the token counters (observability/metrics_collector.py)."""
+        facts = self.cfg.facts
         s = self.sched
-        total = max(1, self.capacity.max_total_num_tokens)
-        gauges = [
-            ("num_running_reqs", "The number of running requests.", s.num_running),
-            ("num_queue_reqs", "The number of requests in the waiting queue.", s.num_waiting),
-            ("num_used_tokens", "The number of used tokens.", max(0, s.kv_live)),
-            ("token_usage", "The token usage.", max(0, s.kv_live) / total),
-            ("gen_throughput", "The generation throughput (token/s).", s.last_gen_throughput),
+        g = s.gauges
+        gauges: list[tuple[str, str, float]] = [
+            ("num_running_reqs", "The number of running requests.", g["num_running_reqs"]),
+            ("num_queue_reqs", "The number of requests in the waiting queue.", g["num_queue_reqs"]),
+            ("num_used_tokens", "The number of used tokens.", g["num_used_tokens"]),
+            ("token_usage", "The token usage.", g["token_usage"]),
+            ("gen_throughput", "The generation throughput (token/s).", g["gen_throughput"]),
             (
                 "max_total_num_tokens",
                 "Maximum total number of tokens in the KV cache pool.",
@@ -309,27 +366,71 @@ class EmulatorApp:
             (
                 "spec_accept_length",
                 "The average acceptance length of speculative decoding.",
-                s.last_spec_accept_length if self.k else 0.0,
+                g["spec_accept_length"] if s.speculative else 0.0,
             ),
             (
                 "spec_accept_rate",
                 "The average acceptance rate of speculative decoding.",
-                s.last_spec_accept_rate if self.k else 0.0,
+                g["spec_accept_rate"] if s.speculative else 0.0,
             ),
         ]
+        if facts.metrics_spec_num_steps:
+            gauges += [
+                ("spec_num_steps", "Currently active speculative_num_steps.", g["spec_num_steps"]),
+                (
+                    "spec_num_draft_tokens",
+                    "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+                    g["spec_num_draft_tokens"],
+                ),
+            ]
         if self.p.hybrid_mamba:
-            cap = self.capacity.state_slot_cap or 1
-            gauges.append(("mamba_usage", "The mamba state usage.", s.num_running / cap))
-        counters = [
-            ("prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_total),
-            ("generation_tokens", "Number of generation tokens processed.", s.generation_tokens_total),
-            ("num_requests", "Number of requests processed.", s.num_requests_total),
+            gauges.append(("mamba_usage", "The mamba state usage.", g["mamba_usage"]))
+        counters: list[tuple[str, str, list[tuple[str, float]]]] = []
+        if facts.server_info_v2:
+            counters += [
+                (
+                    "prompt_tokens",
+                    "Number of prefill tokens processed.",
+                    [
+                        ('is_streaming="false"', s.prompt_tokens_by_stream[0]),
+                        ('is_streaming="true"', s.prompt_tokens_by_stream[1]),
+                    ],
+                ),
+                (
+                    "generation_tokens",
+                    "Number of generation tokens processed.",
+                    [
+                        ('is_streaming="false"', s.generation_tokens_by_stream[0]),
+                        ('is_streaming="true"', s.generation_tokens_by_stream[1]),
+                    ],
+                ),
+            ]
+        else:
+            counters += [
+                ("prompt_tokens", "Number of prefill tokens processed.", [("", s.prompt_tokens_total)]),
+                ("generation_tokens", "Number of generation tokens processed.", [("", s.generation_tokens_total)]),
+            ]
+        counters += [
+            ("num_requests", "Number of requests processed.", [("", s.num_requests_total)]),
             (
-                "spec_verify_calls",
-                "Number of speculative verify calls (one per request per verify step).",
-                s.spec_verify_calls_total,
+                "cuda_graph_passes",
+                "Total number of forward passes categorized by CUDA graph.",
+                [(f'mode="{mode}"', n) for mode, n in s.cuda_graph_passes.items() if n],
+            ),
+            (
+                "realtime_tokens",
+                "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.",
+                [(f'mode="{mode}"', n) for mode, n in s.realtime_tokens.items() if n],
             ),
         ]
+        if facts.metrics_spec_verify_calls and s.speculative:
+            counters.append(
+                (
+                    "spec_verify_calls",
+                    "Number of speculative decoding verification calls.",
+                    [("", s.spec_verify_calls_total)],
+                )
+            )
         hists = [
             ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.h_ttft),
             ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.h_itl),
@@ -343,11 +444,14 @@ class EmulatorApp:
         self,
         rid: str,
         input_tokens: int,
-        max_new: int,
+        max_new: int | None,
         temperature: float,
         ignore_eos: bool,
         prompt_h: int,
         seed: int | None,
+        top_p: float = 1.0,
+        prompt_tokens: list[Any] | None = None,
+        stream: bool = False,
     ) -> tuple[Request, int]:
         ctx = int(self.cfg.values.get("context_length") or self.p.context_len)
         if input_tokens >= ctx:
@@ -367,8 +471,11 @@ class EmulatorApp:
             )
         h = tokens.output_seed(prompt_h, temperature, seed, self.rng.getrandbits(62))
         stop_at = None if ignore_eos else tokens.eos_position(h, self.p.eos_min_tokens, self.p.eos_max_tokens)
-        alpha = model.effective_alpha(self.p.alpha_at(max(0.0, temperature)), self.topk)
+        if not 0.0 < top_p <= 1.0:
+            raise BadRequest(f"top_p must be in (0, 1], got {top_p}.")
+        alpha = model.effective_alpha(workload.request_alpha(self.p, temperature, top_p, prompt_tokens), self.topk)
         req = Request(rid, input_tokens, max(1, max_new), alpha=alpha, stop_at=stop_at)
+        req.stream = stream
         req.user = max_new  # 0 means "prefill only": reported as zero completion tokens
         return req, h
 
@@ -475,16 +582,25 @@ class EmulatorApp:
             "completion_tokens": completion,
             "cached_tokens": 0,
         }
-        if self.k:
+        spec = self.sched.speculative
+        if spec:
             meta["spec_verify_ct"] = req.verify_ct
         if final:
-            if self.k and req.verify_ct > 0:
+            if spec and req.verify_ct > 0:
+                # tokenizer_manager.py: proposed drafts = verify calls * (the launch's
+                # speculative_num_draft_tokens - 1), also under adaptive speculation.
                 drafts = req.verify_ct * (self.cfg.num_draft_tokens - 1)
-                meta["spec_accept_rate"] = req.accepted_drafts / drafts if drafts else 0.0
-                meta["spec_accept_length"] = completion / req.verify_ct
-                meta["spec_accept_token_num"] = req.accepted_drafts
-                meta["spec_draft_token_num"] = drafts
-                meta["spec_accept_histogram"] = list(req.hist or [])
+                if drafts > 0:
+                    meta["spec_accept_rate"] = req.accepted_drafts / drafts
+                    meta["spec_accept_length"] = completion / req.verify_ct
+                    if self.cfg.facts.meta_info_v2:
+                        meta["spec_num_correct_drafts"] = req.accepted_drafts
+                        meta["spec_num_proposed_drafts"] = drafts
+                    else:
+                        meta["spec_accept_token_num"] = req.accepted_drafts
+                        meta["spec_draft_token_num"] = drafts
+                hist_key = "spec_correct_drafts_histogram" if self.cfg.facts.meta_info_v2 else "spec_accept_histogram"
+                meta[hist_key] = list(req.hist or [])
             end = req.finished_at if req.finished_at >= 0 else asyncio.get_running_loop().time()
             meta["e2e_latency"] = max(0.0, end - req.arrival)
         return meta
@@ -503,36 +619,52 @@ class EmulatorApp:
         if isinstance(sp, list):
             sp = sp[0] if sp else {}
         stream = bool(body.get("stream", False))
-        prompts: list[tuple[int, int]] = []  # (token count, hash)
+        prompts: list[tuple[int, int, list[Any]]] = []  # (token count, hash, tokens)
         try:
             if text is not None:
                 items = text if isinstance(text, list) else [text]
                 for t in items:
                     if not isinstance(t, str):
                         raise BadRequest("text must be a string or a list of strings")
-                    prompts.append((tokens.count_words(t), tokens.prompt_hash(t)))
+                    words = t.split()
+                    prompts.append((len(words), tokens.prompt_hash(t), words))
             else:
                 items = ids if (isinstance(ids, list) and ids and isinstance(ids[0], list)) else [ids]
                 for one in items:
                     if not isinstance(one, list) or not all(isinstance(i, int) for i in one):
                         raise BadRequest("input_ids must be a list of integers or a list of lists")
-                    prompts.append((len(one), tokens.ids_hash(one)))
+                    prompts.append((len(one), tokens.ids_hash(one), one))
             if stream and len(prompts) > 1:
                 raise BadRequest("The emulator streams single prompts only; send a batch without stream.")
             max_new = int(sp.get("max_new_tokens", 128))
             temperature = float(sp.get("temperature", 1.0))
+            top_p = float(sp.get("top_p", 1.0))
             ignore_eos = bool(sp.get("ignore_eos", False))
             seed = sp.get("sampling_seed", sp.get("seed"))
             rid0 = body.get("rid")
             reqs = []
-            for i, (n_in, h_prompt) in enumerate(prompts):
+            for i, (n_in, h_prompt, prompt_toks) in enumerate(prompts):
                 rid = (
                     rid0
                     if isinstance(rid0, str) and len(prompts) == 1
                     else (rid0[i] if isinstance(rid0, list) and i < len(rid0) else uuid.uuid4().hex)
                 )
                 reqs.append(
-                    (self._make_request(rid, max(1, n_in), max_new, temperature, ignore_eos, h_prompt, seed), n_in)
+                    (
+                        self._make_request(
+                            rid,
+                            max(1, n_in),
+                            max_new,
+                            temperature,
+                            ignore_eos,
+                            h_prompt,
+                            seed,
+                            top_p=top_p,
+                            prompt_tokens=prompt_toks,
+                            stream=stream,
+                        ),
+                        n_in,
+                    )
                 )
         except BadRequest as e:
             return _error_native(str(e), 400)
@@ -570,12 +702,14 @@ class EmulatorApp:
         return await self._stream(request, req, on_tokens)
 
     # OpenAI ---------------------------------------------------------------------------------------
-    def _openai_common(self, body: dict[str, Any]) -> tuple[int | None, float, bool, int | None, dict[str, Any]]:
+    def _openai_common(self, body: dict[str, Any]) -> tuple[int | None, float, float, bool, int | None, dict[str, Any]]:
         max_new = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_new is not None:
             max_new = int(max_new)
         temperature = body.get("temperature")
         temperature = 1.0 if temperature is None else float(temperature)
+        top_p = body.get("top_p")
+        top_p = 1.0 if top_p is None else float(top_p)
         ignore_eos = bool(body.get("ignore_eos", False))
         seed = body.get("seed")
         opts = body.get("stream_options") or {}
@@ -583,7 +717,7 @@ class EmulatorApp:
             raise BadRequest("stream_options must be an object")
         if body.get("n", 1) not in (1, None):
             raise BadRequest("The emulator supports n=1 only.")
-        return max_new, temperature, ignore_eos, seed, opts
+        return max_new, temperature, top_p, ignore_eos, seed, opts
 
     def _usage(self, prompt_tokens: int, completion: int) -> dict[str, Any]:
         return {
@@ -611,19 +745,33 @@ class EmulatorApp:
             if chat:
                 rendered, n_in = tokens.render_chat(body.get("messages"))
                 h_prompt = tokens.prompt_hash(rendered)
+                prompt_toks: list[Any] = rendered.split()
             else:
                 prompt = body.get("prompt")
                 if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
                     prompt = prompt[0]
                 if isinstance(prompt, str):
-                    n_in, h_prompt = tokens.count_words(prompt), tokens.prompt_hash(prompt)
+                    prompt_toks = prompt.split()
+                    n_in, h_prompt = len(prompt_toks), tokens.prompt_hash(prompt)
                 elif isinstance(prompt, list) and prompt and all(isinstance(i, int) for i in prompt):
+                    prompt_toks = prompt
                     n_in, h_prompt = len(prompt), tokens.ids_hash(prompt)
                 else:
                     raise BadRequest("prompt must be a string or a list of token ids (batches are not emulated)")
-            max_new, temperature, ignore_eos, seed, opts = self._openai_common(body)
+            max_new, temperature, top_p, ignore_eos, seed, opts = self._openai_common(body)
             rid = uuid.uuid4().hex
-            req, h = self._make_request(rid, max(1, n_in), max_new, temperature, ignore_eos, h_prompt, seed)
+            req, h = self._make_request(
+                rid,
+                max(1, n_in),
+                max_new,
+                temperature,
+                ignore_eos,
+                h_prompt,
+                seed,
+                top_p=top_p,
+                prompt_tokens=prompt_toks,
+                stream=bool(body.get("stream")),
+            )
         except BadRequest as e:
             return _error_openai(str(e))
         except (TypeError, ValueError) as e:

@@ -1,0 +1,111 @@
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache-2.0 (see pyproject.toml)
+"""SGLang's adaptive speculative decoding config (``--speculative-adaptive-config FILE.json``).
+
+One reading of SGLang's schema for everything in this project that writes or reads such a file:
+the emulator (which validates it as the emulated release does and runs the policy) and the role
+(which turns a ``spec_schedule`` into the JSON SGLang reads). Standard library only, Python 3.8
+syntax; installed with the emulator as ``sglang_utils.sglang_adaptive``.
+
+Two schemas exist (sgl-project/sglang ``python/sglang/srt/speculative/adaptive_spec_params.py``):
+
+* **flat** (0.5.11, 0.5.12; ``load_adaptive_config``): one JSON object with any of
+  ``candidate_steps`` (default ``[1, 3, 7]``), ``ema_alpha``, ``update_interval``,
+  ``warmup_batches``, ``down_hysteresis``, ``up_hysteresis``. Other keys are ignored, so a
+  per-batch-size file is silently read as the flat default there.
+* **per-bs** (0.5.13+, PR #24055; ``_load_adaptive_config``): keys that are digit strings are
+  batch-size lower bounds (``"1"``, ``"16"``, ...), each an object with ``candidate_steps`` (a
+  non-empty list of ints >= 0; one element pins the bucket, 0 = no drafting) and optional tuning
+  keys; non-digit top-level keys are defaults merged under every bucket. Without a file SGLang
+  uses ``DEFAULT_ADAPTIVE_CONFIG``. The flat form has no digit key and is rejected.
+
+The loaders below repeat SGLang's statements in SGLang's order, so a bad file fails here with the
+same exception type and the same words as on a real server.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+__all__ = [
+    "DEFAULT_ADAPTIVE_CONFIG",
+    "FLAT_DEFAULT_CANDIDATE_STEPS",
+    "read_config_file",
+    "load_per_bs",
+    "load_flat",
+    "union_candidate_steps",
+    "schedule_config",
+]
+
+# 0.5.23 adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG (used when no file is given).
+DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
+    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+}
+# 0.5.11/0.5.12 AdaptiveSpeculativeParams: cfg.get("candidate_steps", [1, 3, 7]).
+FLAT_DEFAULT_CANDIDATE_STEPS = [1, 3, 7]
+
+
+def read_config_file(path: str) -> Any:
+    """``with open(path) as f: json.load(f)``: FileNotFoundError / json.JSONDecodeError as SGLang's."""
+    with open(path) as f:
+        return json.load(f)
+
+
+def load_per_bs(cfg: Any) -> tuple[Any, dict[int, dict[str, Any]]]:
+    """0.5.23 ``_load_adaptive_config`` after the file is read (``cfg`` None -> the default).
+
+    Returns (the whole config, {bucket lower bound: its entry}). Raises what SGLang raises:
+    ValueError with SGLang's words for bad candidate lists and for a file without bucket keys,
+    AttributeError for a document that is not an object (``cfg.items()``) or an entry that is not
+    one (``entry.get``).
+    """
+    if cfg is None:
+        cfg = copy.deepcopy(DEFAULT_ADAPTIVE_CONFIG)
+    bs_entries: dict[int, dict[str, Any]] = {}
+    for key, entry in cfg.items():
+        if not key.isdigit():
+            continue
+        steps = entry.get("candidate_steps")
+        if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
+            raise ValueError(f"BS {key}: candidate_steps must be a list of non-negative ints, got {steps!r}")
+        bs_entries[int(key)] = entry
+    if not bs_entries:
+        raise ValueError(
+            "speculative_adaptive_config must contain at least one integer-string "
+            'BS key, e.g. {"1": {"candidate_steps": [1,3,7]}}. '
+            f"Got keys: {list(cfg.keys())}"
+        )
+    return cfg, bs_entries
+
+
+def load_flat(cfg: Any) -> dict[str, Any]:
+    """0.5.11/0.5.12 ``load_adaptive_config`` after the file is read (``cfg`` None -> ``{}``)."""
+    if cfg is None:
+        return {}
+    if not isinstance(cfg, dict):
+        raise ValueError(f"speculative_adaptive_config must be a JSON object, got {type(cfg).__name__}")
+    return cfg
+
+
+def union_candidate_steps(bs_entries: dict[int, dict[str, Any]]) -> list[int]:
+    """0.5.23 ``resolve_candidate_steps_from_config``: every bucket's candidates, sorted; this union
+    sizes SGLang's runtime buffers and picks the initial steps (its middle element)."""
+    steps: set[int] = set()
+    for entry in bs_entries.values():
+        steps.update(entry["candidate_steps"])
+    return sorted(steps)
+
+
+def schedule_config(schedule: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
+    """A per-batch-size schedule {lower bound: steps} as SGLang's per-bs JSON, one pinned candidate
+    per bucket: ``{"1": 4, "16": 3}`` -> ``{"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}``.
+    Keys are written as SGLang reads them (decimal strings), in increasing order."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for key in sorted(schedule, key=lambda k: int(str(k))):
+        out[str(int(str(key)))] = {"candidate_steps": [int(schedule[key])]}
+    return out

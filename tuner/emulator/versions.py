@@ -1,0 +1,272 @@
+"""What changes with the SGLang version the emulator plays: one table, one row per release.
+
+Every behaviour that differs between the releases the emulator models is a field of
+`SGLangVersion`, filled in from that release's wheel (`pip download --no-deps sglang==X`; a wheel's
+`sglang/...` is `python/sglang/...` in sgl-project/sglang). Code elsewhere asks the row
+(`facts.prog`, `facts.adaptive`, ...) and never compares version numbers itself. The flag set per
+release is the `since`/`until` column of the flag table in args.py, checked against the real
+parsers' flag lists in tests/emulator/data/sglang_flags/.
+
+The row is chosen by `--emulator-sglang-version` (the role passes `sglang_server_sglang_version`),
+else by the profile's `sglang_version`. A release that is not in the table is a start-up error
+naming the ones that are (`UnsupportedVersion`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class UnsupportedVersion(ValueError):
+    """The emulator has no row for this SGLang release."""
+
+
+@dataclass(frozen=True)
+class SGLangVersion:
+    version: str
+    # argparse's program name in `usage:` and `error:` lines: 0.5.9's prepare_server_args builds
+    # ArgumentParser() (prog = basename of argv[0]); 0.5.10+ pass prog="sglang serve".
+    prog: str
+    # --speculative-algorithm: argparse choices, or None where it is a free string that
+    # SpeculativeAlgorithm.from_string checks later (0.5.12+, sglang/srt/speculative/spec_info.py).
+    spec_algorithm_choices: tuple[str, ...] | None
+    builtin_spec_algorithms: tuple[str, ...]
+    kv_cache_dtypes: tuple[str, ...]
+    # How the hybrid model's radix cache meets speculation (server_args.py _handle_mamba_radix_cache):
+    # "disable-warn" (0.5.9: turned off with a warning), "error" (0.5.10-0.5.12: ValueError under
+    # no_buffer), "auto-extra-buffer" (0.5.23 arg_groups/overrides.py _mamba_radix_cache_resolution).
+    mamba_radix_rule: str
+    mamba_strategy_dest: str  # mamba_scheduler_strategy (<= 0.5.12) / mamba_radix_cache_strategy (0.5.23)
+    # Spec v2 (overlap scheduler) for EAGLE: "env-off" (0.5.9/0.5.10: SGLANG_ENABLE_SPEC_V2 default
+    # False), "env-on" (0.5.11/0.5.12: default True, topk > 1 falls back to v1), "always" (0.5.23).
+    spec_v2: str
+    # Where the arguments' warnings go before SGLang configures its logger: "located" prints
+    # `[time] LEVEL file.py:LINE: message` (as public 0.5.9 logs show), "plain" `[time] message`
+    # (0.5.11+ call logging.basicConfig(format="[%(asctime)s] %(message)s") in prepare_server_args).
+    prelaunch_log: str
+    where: dict[str, str] = field(default_factory=dict)  # message -> "server_args.py:LINE" ("located" only)
+    # The first launch line: `server_args=ServerArgs(...)` (repr) or `server_args={...}` (0.5.23
+    # engine.py: _server_args_for_logging returns server_args.resolved_dict()).
+    server_args_log: str = "repr"
+    # Pool lines: 0.5.23 memory_pool.py adds "dtype: ..., " to the KV line.
+    kv_line_dtype: bool = False
+    # RuntimeError text when the KV pool comes out empty.
+    not_enough_memory: str = (
+        "Not enough memory. Please try to increase --mem-fraction-static. "
+        "Current value: self.server_args.mem_fraction_static={value}"
+    )
+    # The hint after "Capture cuda graph failed: ..." (CUDA_GRAPH_CAPTURE_FAILED_MSG:
+    # model_executor/cuda_graph_runner.py <= 0.5.12, model_executor/runner_backend_utils/__init__.py 0.5.23).
+    graph_capture_failed_hint: str = (
+        "Possible solutions:\n"
+        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+        "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+        "3. disable torch compile by not using --enable-torch-compile\n"
+        "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+        "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+    )
+    # `accept rate` of the Decode batch line and sglang:spec_accept_rate: "with-bonus" divides
+    # (accepted drafts + bonus) by passes * draft tokens (0.5.9/0.5.10 scheduler_metrics_mixin.py);
+    # "drafts-only" divides correct drafts by passes * (draft tokens - 1) (0.5.11+).
+    accept_rate: str = "with-bonus"
+    # /metrics beyond 0.5.9's set (observability/metrics_collector.py, 0.5.23): the per-call
+    # counter and the active-depth gauges.
+    metrics_spec_verify_calls: bool = False
+    metrics_spec_num_steps: bool = False
+    # /server_info: 0.5.23 adds launch_command, startup_time, kv_events, frontend at the top and
+    # world_size, startup_time, memory_usage.startup_available / token_capacity_swa and a
+    # per-phase graph memory dict in internal_states (internal_state.py, memory_usage.py).
+    server_info_v2: bool = False
+    # meta_info of /generate: 0.5.23 renames spec_accept_token_num / spec_draft_token_num /
+    # spec_accept_histogram to spec_num_correct_drafts / spec_num_proposed_drafts /
+    # spec_correct_drafts_histogram (tokenizer_manager.py).
+    meta_info_v2: bool = False
+    # --config merging (server_args_config_parser.py): 0.5.23's utils/server_args_config_parser.py
+    # accepts every long spelling of a flag as a key and passes dict values as JSON.
+    config_v2: bool = False
+    # Adaptive speculation: None (absent), "flat" (0.5.11/0.5.12: one policy, JSON keys
+    # candidate_steps/ema_alpha/...), "per-bs" (0.5.13+: keyed by batch-size lower bounds).
+    adaptive: str | None = None
+    # 0.5.11 only runs adaptive on the v1 worker (adaptive_unsupported_reason: overlap on -> off).
+    adaptive_needs_v1: bool = False
+    # Which steps a flat policy starts at when the static steps are not a candidate:
+    # "nearest" (0.5.11), "add" (0.5.12 adds them to the candidates).
+    adaptive_initial: str = "add"
+    # When the adaptive config is read: "scheduler" (0.5.11/0.5.12: the EAGLE worker's
+    # AdaptiveController, in the scheduler process) or "resolution" (0.5.23 speculative_hook.py
+    # _init_adaptive_speculative_params, before the first log line).
+    adaptive_config_read: str = "scheduler"
+    # 0.5.23 sizes draft-token buffers for the widest candidate (runtime_context.py
+    # max_speculative_num_draft_tokens): the hybrid state pool's intermediate caches
+    # (kv_cache_configurator.py _build_hybrid_req_pool), the decode logits rows
+    # (model_runner.py max_decode_logits_rows) and the per-step KV allocation.
+    adaptive_widest_buffers: bool = False
+    released: str = ""
+
+    @property
+    def has_adaptive(self) -> bool:
+        return self.adaptive is not None
+
+    def where_of(self, key: str) -> str:
+        return self.where.get(key, "server_args.py:1")
+
+
+_KV_DTYPES_05 = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
+_ALGOS_059 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+VERSIONS: dict[str, SGLangVersion] = {
+    v.version: v
+    for v in (
+        SGLangVersion(
+            version="0.5.9",
+            released="2026-02-23",
+            prog="launch_server.py",
+            spec_algorithm_choices=_ALGOS_059,
+            builtin_spec_algorithms=_ALGOS_059,
+            kv_cache_dtypes=_KV_DTYPES_05,
+            mamba_radix_rule="disable-warn",
+            mamba_strategy_dest="mamba_scheduler_strategy",
+            spec_v2="env-off",
+            prelaunch_log="located",
+            # the logger call's line in 0.5.9's sglang/srt/server_args.py (ServerArgs.__post_init__)
+            where={
+                "attention": "server_args.py:1835",
+                "radix": "server_args.py:1761",
+                "mrr": "server_args.py:2364",
+                "overlap": "server_args.py:2385",
+                "mixed": "server_args.py:2392",
+                "topk": "server_args.py:2447",
+                "maxtok": "model_runner_kv_cache_mixin.py:382",
+            },
+        ),
+        SGLangVersion(
+            version="0.5.10",
+            released="2026-04-05",
+            prog="sglang serve",
+            spec_algorithm_choices=_ALGOS_059,
+            builtin_spec_algorithms=_ALGOS_059,
+            kv_cache_dtypes=_KV_DTYPES_05,
+            mamba_radix_rule="error",
+            mamba_strategy_dest="mamba_scheduler_strategy",
+            spec_v2="env-off",
+            prelaunch_log="located",
+            where={
+                "attention": "server_args.py:2292",
+                "mrr": "server_args.py:2995",
+                "overlap": "server_args.py:3016",
+                "mixed": "server_args.py:3023",
+                "topk": "server_args.py:3078",
+                "maxtok": "model_runner_kv_cache_mixin.py:382",
+            },
+        ),
+        SGLangVersion(
+            version="0.5.11",
+            released="2026-05-07",
+            prog="sglang serve",
+            spec_algorithm_choices=("DFLASH", *_ALGOS_059),
+            builtin_spec_algorithms=(*_ALGOS_059, "DFLASH"),
+            kv_cache_dtypes=_KV_DTYPES_05,
+            mamba_radix_rule="error",
+            mamba_strategy_dest="mamba_scheduler_strategy",
+            spec_v2="env-on",
+            prelaunch_log="plain",
+            accept_rate="drafts-only",
+            adaptive="flat",
+            adaptive_needs_v1=True,
+            adaptive_initial="nearest",
+        ),
+        SGLangVersion(
+            version="0.5.12",
+            released="2026-05-16",
+            prog="sglang serve",
+            spec_algorithm_choices=None,
+            builtin_spec_algorithms=(*_ALGOS_059, "DFLASH"),
+            kv_cache_dtypes=_KV_DTYPES_05,
+            mamba_radix_rule="error",
+            mamba_strategy_dest="mamba_scheduler_strategy",
+            spec_v2="env-on",
+            prelaunch_log="plain",
+            accept_rate="drafts-only",
+            adaptive="flat",
+            adaptive_initial="add",
+        ),
+        SGLangVersion(
+            version="0.5.23",
+            released="2026-10-30",
+            prog="sglang serve",
+            spec_algorithm_choices=None,
+            builtin_spec_algorithms=(*_ALGOS_059, "DFLASH", "DSPARK", "UNO"),
+            kv_cache_dtypes=("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"),
+            mamba_radix_rule="auto-extra-buffer",
+            mamba_strategy_dest="mamba_radix_cache_strategy",
+            spec_v2="always",
+            prelaunch_log="plain",
+            server_args_log="dict",
+            kv_line_dtype=True,
+            not_enough_memory=(
+                "Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static={value}"
+            ),
+            graph_capture_failed_hint=(
+                "Possible solutions:\n"
+                "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+                "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
+                "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
+                "(Not recommended. Huge performance loss)\n"
+                "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+            ),
+            accept_rate="drafts-only",
+            metrics_spec_verify_calls=True,
+            metrics_spec_num_steps=True,
+            server_info_v2=True,
+            meta_info_v2=True,
+            config_v2=True,
+            adaptive="per-bs",
+            adaptive_config_read="resolution",
+            adaptive_widest_buffers=True,
+        ),
+    )
+}
+SUPPORTED = tuple(VERSIONS)
+# The first release with --speculative-adaptive (flat config) and with the per-batch-size schedule
+# (sgl-project/sglang PR #24055; absent from 0.5.12's adaptive_spec_params.py, present in 0.5.13's).
+ADAPTIVE_SINCE = "0.5.11"
+ADAPTIVE_PER_BS_SINCE = "0.5.13"
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    """`0.5.12.post1` -> (0, 5, 12): the release numbers, for ordering."""
+    out: list[int] = []
+    for part in text.split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if digits != part:
+            break
+    return tuple(out)
+
+
+def get(version: str) -> SGLangVersion:
+    """The row for `version`; a `.postN` release shares its base release's row."""
+    text = str(version).strip()
+    if text in VERSIONS:
+        return VERSIONS[text]
+    base = ".".join(str(n) for n in version_key(text)[:3])
+    if base in VERSIONS and text.startswith(base + ".post"):
+        return VERSIONS[base]
+    raise UnsupportedVersion(
+        f"SGLang {text} is not emulated; the emulator models SGLang {', '.join(SUPPORTED)} "
+        "(set --emulator-sglang-version or the profile's sglang_version to one of them)"
+    )
+
+
+def in_range(version: SGLangVersion, since: str | None, until: str | None) -> bool:
+    """Whether a flag or rule that exists from `since` up to and including `until` is in `version`."""
+    v = version_key(version.version)
+    if since is not None and v < version_key(since):
+        return False
+    return not (until is not None and v > version_key(until))
