@@ -52,8 +52,10 @@ def _module_utils(name: str) -> ModuleType:
     return module
 
 
-# The emulator's fault table (one copy, shared with tuner/emulator/faults.py).
+# The emulator's fault table (one copy, shared with tuner/emulator/faults.py) and the SGLang
+# releases it models (shared with tuner/emulator/versions.py).
 _faults = _module_utils("emulator_faults")
+_releases = _module_utils("sglang_releases")
 
 # sglang-facts.md §2.1: builtin --speculative-algorithm values over 0.5.9 .. 0.5.23
 # (0.5.9/0.5.10: EAGLE EAGLE3 NEXTN STANDALONE NGRAM; 0.5.11 adds DFLASH; 0.5.23 adds DSPARK UNO).
@@ -127,6 +129,7 @@ MANAGED_FLAGS.update(
         "--emulator-profile": "sglang_server_emulator_profile",
         "--emulator-startup-s": "sglang_server_emulator_startup_s",
         "--emulator-fault": "sglang_server_emulator_faults",
+        "--emulator-sglang-version": "sglang_server_sglang_version",
         "--tensor-parallel-size": "sglang_server_tp_size",
         "--tp": "sglang_server_tp_size",
     }
@@ -506,7 +509,24 @@ def server_errors(settings: dict) -> list[str]:
             _faults.parse_fault(fault)
         except _faults.FaultSpecError as e:
             errors.append(f"sglang_server_emulator_faults: {e}")
+    errors.extend(emulator_version_errors(settings))
     return errors
+
+
+def emulator_version_errors(settings: dict) -> list[str]:
+    """The emulator plays the SGLang release the role installs (sglang_server_sglang_version,
+    passed as --emulator-sglang-version); a release it does not model fails here, before the host."""
+    version = settings.get("sglang_version")
+    if settings.get("engine") != "emulator" or _is_unset(version):
+        return []
+    text = str(version).strip()
+    base = ".".join(str(n) for n in _releases.release_key(text)[:3])
+    if text in _releases.EMULATED_RELEASES or (base in _releases.EMULATED_RELEASES and text.startswith(base + ".post")):
+        return []
+    return [
+        f"sglang_server_sglang_version={_fmt(version)} is not emulated: with sglang_server_engine=emulator "
+        f"use one of {', '.join(_releases.EMULATED_RELEASES)}"
+    ]
 
 
 def _num_text(value: Any, kind: str) -> str:
@@ -568,6 +588,9 @@ def server_flags(settings: dict) -> list[list[str]]:
                 lines.append([flag, str(item)])
 
     if settings.get("engine") == "emulator":
+        if not _is_unset(settings.get("sglang_version")):
+            # the emulator plays the release the role would install (tuner/emulator/versions.py)
+            lines.append(["--emulator-sglang-version", str(settings["sglang_version"]).strip()])
         if not _is_unset(settings.get("emulator_profile_path")):
             lines.append(["--emulator-profile", str(settings["emulator_profile_path"])])
         if not _is_unset(settings.get("emulator_startup_s")):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sglang_utils import sglang_releases as releases  # type: ignore[import-not-found]
+
 
 class UnsupportedVersion(ValueError):
     """The emulator has no row for this SGLang release."""
@@ -227,27 +229,12 @@ VERSIONS: dict[str, SGLangVersion] = {
     )
 }
 SUPPORTED = tuple(VERSIONS)
-# The first release with --speculative-adaptive (flat config) and with the per-batch-size schedule
-# (sgl-project/sglang PR #24055; absent from 0.5.12's adaptive_spec_params.py, present in 0.5.13's).
-ADAPTIVE_SINCE = "0.5.11"
-ADAPTIVE_PER_BS_SINCE = "0.5.13"
-
-
-def version_key(text: str) -> tuple[int, ...]:
-    """`0.5.12.post1` -> (0, 5, 12): the release numbers, for ordering."""
-    out: list[int] = []
-    for part in text.split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        out.append(int(digits))
-        if digits != part:
-            break
-    return tuple(out)
+# Shared with the role's input checks (plugins/module_utils/sglang_releases.py): the releases
+# modelled, and the first with --speculative-adaptive (flat config) / the per-batch-size schedule.
+assert SUPPORTED == releases.EMULATED_RELEASES, "versions.VERSIONS and sglang_releases.EMULATED_RELEASES differ"
+ADAPTIVE_SINCE = releases.ADAPTIVE_SINCE
+ADAPTIVE_PER_BS_SINCE = releases.ADAPTIVE_PER_BS_SINCE
+version_key = releases.release_key
 
 
 def get(version: str) -> SGLangVersion:

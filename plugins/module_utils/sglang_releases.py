@@ -1,0 +1,57 @@
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache-2.0 (see pyproject.toml)
+"""Facts about SGLang releases that both the role's input checks and the emulator need.
+
+One place for: which releases the emulator models, and from which release SGLang has adaptive
+speculation (``--speculative-adaptive``) in which config form. The emulator's full per-release
+table (tuner/emulator/versions.py) is built on these names; the role's filter checks
+``sglang_server_sglang_version`` and ``spec_schedule`` against them before a host changes.
+Standard library only, Python 3.8 syntax; installed with the emulator as ``sglang_utils.sglang_releases``.
+
+Sources (sgl-project/sglang wheels on PyPI, ``python/sglang/...`` in the repo): the
+``--speculative-adaptive`` flags first appear in 0.5.11's ``srt/server_args.py``; 0.5.11 and 0.5.12
+read a flat JSON config (``srt/speculative/adaptive_spec_params.py`` ``load_adaptive_config``);
+0.5.13 is the first release whose ``adaptive_spec_params.py`` keys the config by batch-size lower
+bounds (PR #24055, ``_load_adaptive_config``), which 0.5.23 still reads.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EMULATED_RELEASES",
+    "ADAPTIVE_SINCE",
+    "ADAPTIVE_PER_BS_SINCE",
+    "release_key",
+    "adaptive_config_form",
+]
+
+EMULATED_RELEASES = ("0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.23")
+ADAPTIVE_SINCE = "0.5.11"
+ADAPTIVE_PER_BS_SINCE = "0.5.13"
+
+
+def release_key(text: object) -> tuple[int, ...]:
+    """``0.5.12.post1`` -> (0, 5, 12): the release numbers, for ordering (empty for junk)."""
+    out = []
+    for part in str(text).strip().split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if digits != part:
+            break
+    return tuple(out)
+
+
+def adaptive_config_form(version: object) -> str | None:
+    """None (no --speculative-adaptive), "flat" or "per-bs" for an SGLang release."""
+    key = release_key(version)
+    if not key or key < release_key(ADAPTIVE_SINCE):
+        return None
+    if key < release_key(ADAPTIVE_PER_BS_SINCE):
+        return "flat"
+    return "per-bs"
