@@ -12,35 +12,58 @@ import heapq
 import random
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
-from . import model
+from sglang_utils import sglang_adaptive as adaptive_schema  # type: ignore[import-not-found]
+
+from . import adaptive, model
 from .engine import EngineSpec, Request, Scheduler
+from .noise import Noise
 from .profile import Profile
 
 
 @dataclass(frozen=True)
 class SpecSetting:
-    """A speculation setting as the server would resolve it (k = 0: off)."""
+    """A speculation setting as the server would resolve it (k = 0: off).
 
-    k: int
+    `adaptive`: SGLang's per-batch-size adaptive config (the JSON document, or {} for SGLang's
+    default) run as 0.5.23 runs it; `k` is then the initial steps, which size the pools (None: the
+    middle of the candidates' union, as SGLang picks it); `graph_bs` is --cuda-graph-bs-decode.
+    """
+
+    k: int | None
     topk: int = 1
     verify_tokens: int | None = None  # default k + 1
     mrr_flag: int | None = None  # --max-running-requests, or 48 when spec is on and the flag is absent
     mem_fraction_static: float | None = None
+    adaptive: dict[str, Any] | None = None
+    graph_bs: tuple[int, ...] | None = None
 
 
 def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40) -> EngineSpec:
     """Resolve capacity for this setting as the server does at start-up."""
+    policy = None
+    k = s.k or 0
+    k_max = None
+    if s.adaptive is not None:
+        cfg, entries = adaptive_schema.load_per_bs(s.adaptive or None)
+        union = adaptive_schema.union_candidate_steps(entries)
+        k = union[len(union) // 2] if s.k is None else s.k
+        if k not in union:
+            raise ValueError(f"--speculative-num-steps={k} is not in the adaptive config candidate_steps {union}.")
+        policy = adaptive.PerBsPolicy(k, cfg, entries, list(s.graph_bs) if s.graph_bs else None)
+        k_max = max(union)
+    spec_on = k > 0 or policy is not None
     mrr_flag = s.mrr_flag
-    if s.k > 0 and mrr_flag is None:
+    if spec_on and mrr_flag is None:
         mrr_flag = 48  # SGLang 0.5.x default with speculation (sglang-facts.md §2.4)
-    cap = model.capacity(profile, s.k, mrr_flag, s.mem_fraction_static)
+    cap = model.capacity(profile, k, mrr_flag, s.mem_fraction_static)
     if cap.max_total_num_tokens <= 0:
-        raise ValueError(f"k={s.k}: KV pool is {cap.max_total_num_tokens} tokens; the server cannot start")
+        raise ValueError(f"k={k}: KV pool is {cap.max_total_num_tokens} tokens; the server cannot start")
     return EngineSpec(
-        k=s.k,
+        k=k,
         topk=s.topk,
-        verify_tokens=(s.verify_tokens if s.verify_tokens is not None else s.k + 1) if s.k else 1,
+        verify_tokens=(s.verify_tokens if s.verify_tokens is not None else k + 1) if spec_on else 1,
         max_running_requests=cap.max_running_requests,
         max_total_num_tokens=cap.max_total_num_tokens,
         chunked_prefill_size=profile.chunked_prefill_size,
@@ -48,6 +71,10 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
         context_len=profile.context_len,
         state_slot_cap=cap.state_slot_cap,
         hybrid=profile.hybrid_mamba,
+        spec=spec_on,
+        policy=policy,
+        k_max=k_max,
+        cuda_graph_max_bs=cap.max_running_requests,
     )
 
 
@@ -80,6 +107,7 @@ class LevelResult:
     accept_length: float
     max_running_requests: int
     max_total_num_tokens: int
+    end: float = 0.0  # virtual time the level's last request finished (continue the next level here)
     records: list[RequestRecord] = field(default_factory=list, repr=False)
 
 
@@ -95,17 +123,28 @@ def closed_loop(
     seed: int = 0,
     client_gap_s: float = 0.0,
     keep_records: bool = False,
+    alpha: float | None = None,
+    noise: Noise | None = None,
+    start: float = 0.0,
+    scheduler: Scheduler | None = None,
 ) -> LevelResult:
-    """C clients, each sending its next request when the last one ends, until n_requests are done."""
-    spec = engine_spec(profile, setting)
-    sched = Scheduler(profile, spec, random.Random(seed))
-    alpha = model.effective_alpha(profile.alpha_at(temperature), setting.topk)
-    t = 0.0
+    """C clients, each sending its next request when the last one ends, until n_requests are done.
+
+    `alpha` overrides the profile's alpha at `temperature` (e.g. workload.request_alpha for a
+    prompt kind); `scheduler` continues an earlier level on the same server (its adaptive state,
+    noise and counters), starting at virtual time `start`.
+    """
+    sched = scheduler or Scheduler(profile, engine_spec(profile, setting), random.Random(seed), noise=noise)
+    spec = sched.spec
+    if alpha is None:
+        alpha = profile.alpha_at(temperature)
+    alpha = model.effective_alpha(alpha, setting.topk)
+    t = start
     submits: list[tuple[float, int]] = []  # (time, seq)
     seq = 0
     sent = 0
     for _ in range(min(concurrency, n_requests)):
-        heapq.heappush(submits, (0.0, seq))
+        heapq.heappush(submits, (start, seq))
         seq += 1
     records: list[RequestRecord] = []
     finished: list[Request] = []
@@ -148,7 +187,8 @@ def closed_loop(
                     heapq.heappush(submits, (t + client_gap_s, seq))
                     seq += 1
             finished.clear()
-    wall = max(r.finished for r in records)
+    end = max(r.finished for r in records)
+    wall = end - start
     out_tokens = sum(r.output_tokens for r in records)
     rates = [
         (r.output_tokens - 1) / (r.finished - r.first_token)
@@ -168,6 +208,7 @@ def closed_loop(
         accept_length=(decoded / verify) if verify else 1.0,
         max_running_requests=spec.max_running_requests,
         max_total_num_tokens=spec.max_total_num_tokens,
+        end=end,
         records=records if keep_records else [],
     )
 
