@@ -57,9 +57,9 @@ def _module_utils(name: str) -> ModuleType:
 _faults = _module_utils("emulator_faults")
 _releases = _module_utils("sglang_releases")
 
-# sglang-facts.md §2.1: builtin --speculative-algorithm values over 0.5.9 .. 0.5.23
-# (0.5.9/0.5.10: EAGLE EAGLE3 NEXTN STANDALONE NGRAM; 0.5.11 adds DFLASH; 0.5.23 adds DSPARK UNO).
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+# Builtin --speculative-algorithm values over 0.5.9 .. 0.5.23, from the table the emulator plays
+# them by (plugins/module_utils/sglang_releases.py SPEC_ALGORITHMS_SINCE).
+SPEC_ALGORITHMS = _releases.SPEC_ALGORITHMS
 # EAGLE3 and STANDALONE drafts are separate models; NEXTN/EAGLE on MTP checkpoints reuse the
 # target's own MTP layers (sglang-facts.md §2.5).
 SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE")

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 __all__ = [
     "EMULATED_RELEASES",
+    "SPEC_ALGORITHMS_SINCE",
+    "SPEC_ALGORITHMS",
+    "spec_algorithms",
     "ADAPTIVE_SINCE",
     "ADAPTIVE_PER_BS_SINCE",
     "release_key",
@@ -28,6 +31,21 @@ __all__ = [
 EMULATED_RELEASES = ("0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.23")
 ADAPTIVE_SINCE = "0.5.11"
 ADAPTIVE_PER_BS_SINCE = "0.5.13"
+
+# SGLang's builtin --speculative-algorithm values and the release that added each: 0.5.9/0.5.10
+# argparse choices EAGLE EAGLE3 NEXTN STANDALONE NGRAM (srt/server_args.py), 0.5.11 adds DFLASH,
+# 0.5.23's help names DSPARK and UNO too (srt/arg_groups/fields/spec.py).
+SPEC_ALGORITHMS_SINCE = (
+    ("EAGLE", "0.5.9"),
+    ("EAGLE3", "0.5.9"),
+    ("NEXTN", "0.5.9"),
+    ("STANDALONE", "0.5.9"),
+    ("NGRAM", "0.5.9"),
+    ("DFLASH", "0.5.11"),
+    ("DSPARK", "0.5.23"),
+    ("UNO", "0.5.23"),
+)
+SPEC_ALGORITHMS = tuple(name for name, _ in SPEC_ALGORITHMS_SINCE)
 
 
 def release_key(text: object) -> tuple[int, ...]:
@@ -45,6 +63,14 @@ def release_key(text: object) -> tuple[int, ...]:
         if digits != part:
             break
     return tuple(out)
+
+
+def spec_algorithms(version: object) -> tuple[str, ...]:
+    """The builtin algorithms of one release (all of them for an unparseable version)."""
+    key = release_key(version)
+    if not key:
+        return SPEC_ALGORITHMS
+    return tuple(name for name, since in SPEC_ALGORITHMS_SINCE if key >= release_key(since))
 
 
 def adaptive_config_form(version: object) -> str | None:

@@ -58,3 +58,45 @@ def test_the_filter_finds_the_table_beside_it_without_the_installed_package(tmp_
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=30)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ",".join(emulator_faults.FAULT_SPECS)
+
+
+def test_the_release_facts_the_role_checks_are_the_emulators():
+    from sglang_utils import sglang_releases
+
+    from tuner.emulator import versions
+
+    assert versions.SUPPORTED == sglang_releases.EMULATED_RELEASES
+    assert sglang_flags.SPEC_ALGORITHMS == sglang_releases.SPEC_ALGORITHMS
+    for v in versions.SUPPORTED:
+        row = versions.get(v)
+        assert row.builtin_spec_algorithms == sglang_releases.spec_algorithms(v)
+        assert row.adaptive == sglang_releases.adaptive_config_form(v)
+
+
+def _settings(**over):
+    base = {"engine": "emulator", "port": 30000, "tp_size": 1, "model_path": "/m", "host": "0.0.0.0"}
+    return {**base, **over}
+
+
+def test_the_role_passes_the_release_it_installs_to_the_emulator():
+    lines = sglang_flags.server_flags(_settings(sglang_version="0.5.23"))
+    assert ["--emulator-sglang-version", "0.5.23"] in lines
+    assert not any(line[0] == "--emulator-sglang-version" for line in sglang_flags.server_flags(_settings()))
+    real = sglang_flags.server_flags(_settings(engine="sglang", sglang_version="0.5.23"))
+    assert not any(line[0].startswith("--emulator") for line in real)
+    # what the role renders is what the emulator of that release accepts
+    from tuner.emulator import args as A
+
+    argv = [w for line in lines for w in line]
+    assert A.parse_flags(argv).emulator_facts.version == "0.5.23"
+
+
+def test_a_release_the_emulator_does_not_play_fails_before_the_host():
+    assert sglang_flags.server_errors(_settings(sglang_version="0.5.12.post1")) == []
+    errors = sglang_flags.server_errors(_settings(sglang_version="0.5.99"))
+    assert errors == [
+        "sglang_server_sglang_version='0.5.99' is not emulated: with sglang_server_engine=emulator use one of "
+        "0.5.9, 0.5.10, 0.5.11, 0.5.12, 0.5.23"
+    ]
+    assert sglang_flags.server_errors(_settings(engine="sglang", sglang_version="0.5.99")) == []
+    assert sglang_flags.MANAGED_FLAGS["--emulator-sglang-version"] == "sglang_server_sglang_version"

@@ -5,7 +5,7 @@ batch for `batch.duration` seconds, on whatever clock they keep. `RealtimeDriver
 asyncio loop's clock for the HTTP server; `simulate.py` runs the very same code in virtual time for
 predictions and the calibration fit, so both follow one model.
 
-One iteration, as SGLang's event loop does it (sglang-facts.md §1.4; emulator-model.md):
+One iteration, as SGLang's event loop does it (docs/reference/sglang.md §1.4; docs/reference/performance-model.md):
 admit waiting requests (FIFO) while running < max_running_requests and the KV pool has room for
 input + max output; if any were admitted, run one prefill batch (it yields each request's first
 token); otherwise run one decode/verify step of all running requests, in which each request
@@ -179,7 +179,7 @@ class Scheduler:
         self.kv_reserved = 0
         self.kv_live = 0  # tokens actually held (inputs + outputs so far), for "token usage"
         self.prefill_budget = spec.chunked_prefill_size if spec.chunked_prefill_size > 0 else 16384
-        # counters (/metrics; sglang-facts.md §3.1, §3.2)
+        # counters (/metrics; docs/reference/sglang.md §3.1, §3.2)
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         # the same two counters split by streamed (1) / not streamed (0) requests
@@ -485,7 +485,7 @@ class Scheduler:
                 accept_rate = (self._win_accepted - self._win_passes) / denom if denom > 0 else 0.0
             self.last_spec_accept_length = accept_len
             self.last_spec_accept_rate = accept_rate
-            # lifetime totals are folded in only here (sglang-facts.md §3.1)
+            # lifetime totals are folded in only here (docs/reference/sglang.md §3.1)
             self.spec_total_accepted += self._win_accepted
             self.spec_total_forward += self._win_passes
         tokens, usage, mamba_usage = self._usage()
@@ -564,7 +564,7 @@ class Scheduler:
         return self.spec_total_accepted / self.spec_total_forward
 
     def reset_spec_counters(self) -> None:
-        """What /flush_cache does to the speculative counters when idle (sglang-facts.md §3)."""
+        """What /flush_cache does to the speculative counters when idle (docs/reference/sglang.md §3)."""
         self.spec_total_accepted = self.spec_total_forward = 0
         self._win_passes = self._win_accepted = self._win_tokens = 0
         self.last_spec_accept_length = self.last_spec_accept_rate = 0.0

@@ -1,4 +1,4 @@
-"""Faults the emulator can be told to show, for the reliability tests (emulator-model.md, "Faults").
+"""Faults the emulator can be told to show, for the reliability tests (docs/reference/performance-model.md, "Faults").
 
 The fault table itself (names, arguments, limits) lives in plugins/module_utils/emulator_faults.py,
 shared with the role's input check, so both refuse the same entries with the same words. They come

@@ -1,4 +1,4 @@
-"""SGLang's log lines, in SGLang's format (reference/sglang-facts.md §1).
+"""SGLang's log lines, in SGLang's format (docs/reference/sglang.md §1).
 
 Format: `[%Y-%m-%d %H:%M:%S{.mmm if SGLANG_LOG_MS=1}{rank prefix}] message`, no level name for
 SGLang's own loggers; uvicorn lines as `[time] INFO:     message`. SGLang's loggers write to
@@ -17,7 +17,7 @@ LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
 def rank_prefix(tp_rank: int | None, tp_size: int, dp_rank: int | None = None, dp_size: int = 1) -> str:
-    """ " DP{n}" when data-parallel ranks exist, " TP{n}" only when tp_size > 1 (sglang-facts.md §1.1)."""
+    """ " DP{n}" when data-parallel ranks exist, " TP{n}" only when tp_size > 1 (docs/reference/sglang.md §1.1)."""
     out = ""
     if dp_rank is not None and dp_size > 1:
         out += f" DP{dp_rank}"
@@ -27,7 +27,7 @@ def rank_prefix(tp_rank: int | None, tp_size: int, dp_rank: int | None = None, d
 
 
 def _uvicorn_levelprefix(level: str) -> str:
-    # uvicorn pads "LEVEL:" to 9 columns; the format adds one space (sglang-facts.md §1.1).
+    # uvicorn pads "LEVEL:" to 9 columns; the format adds one space (docs/reference/sglang.md §1.1).
     return (level.upper() + ":").ljust(9)
 
 
@@ -105,7 +105,7 @@ class Logger:
             self._write(self.out, f"[{self.stamp()}] {_uvicorn_levelprefix(level)} {message}")
 
     def access(self, client: str, method: str, path: str, status: int, reason: str) -> None:
-        """`[time] INFO:     127.0.0.1:51872 - "POST /generate HTTP/1.1" 200 OK` (sglang-facts.md §1.1)."""
+        """`[time] INFO:     127.0.0.1:51872 - "POST /generate HTTP/1.1" 200 OK` (docs/reference/sglang.md §1.1)."""
         if self.http_level <= 20:
             self._write(
                 self.access_out, f'[{self.stamp()}] INFO:     {client} - "{method} {path} HTTP/1.1" {status} {reason}'
@@ -123,7 +123,7 @@ def capacity_line(
     context_len: int,
     available_gpu_mem: float,
 ) -> str:
-    """The scheduler's capacity line, field order of sglang-facts.md §1.2."""
+    """The scheduler's capacity line, field order of docs/reference/sglang.md §1.2."""
     return (
         f"max_total_num_tokens={max_total_num_tokens}, chunked_prefill_size={chunked_prefill_size}, "
         f"max_prefill_tokens={max_prefill_tokens}, max_running_requests={max_running_requests}, "
@@ -169,7 +169,7 @@ def decode_batch_line(
     mamba_usage: float = 0.0,
     cuda_graph: bool = True,
 ) -> str:
-    """`Decode batch, ...` every --decode-log-interval steps (sglang-facts.md §1.4), hybrid form when asked."""
+    """`Decode batch, ...` every --decode-log-interval steps (docs/reference/sglang.md §1.4), hybrid form when asked."""
     if hybrid:
         mid = (
             f"#full token: {tokens}, full token usage: {token_usage:.2f}, "
@@ -197,7 +197,7 @@ def prefill_batch_line(
     hybrid: bool = False,
     mamba_usage: float = 0.0,
 ) -> str:
-    """`Prefill batch, ...` for each prefill batch (sglang-facts.md §1.4; hybrid form as seen in public logs)."""
+    """`Prefill batch, ...` for each prefill batch (docs/reference/sglang.md §1.4; hybrid form as seen in public logs)."""
     if hybrid:
         usage = f"full token usage: {token_usage:.2f}, mamba usage: {mamba_usage:.2f}, "
     else:

@@ -1,4 +1,4 @@
-"""Prometheus text for /metrics with SGLang's metric names (sglang-facts.md §3.2).
+"""Prometheus text for /metrics with SGLang's metric names (docs/reference/sglang.md §3.2).
 
 Written by hand (standard library only) in the text exposition format that prometheus_client
 produces: `# HELP`, `# TYPE`, counters as `name_total`, histograms as `_bucket`/`_sum`/`_count`.
@@ -91,7 +91,7 @@ class Histogram:
 
 
 def labels_text(model_name: str) -> str:
-    """SGLang 0.5.9's scheduler labels (sglang-facts.md §3.2); only TP0 exports by default."""
+    """SGLang 0.5.9's scheduler labels (docs/reference/sglang.md §3.2); only TP0 exports by default."""
     esc = model_name.replace("\\", "\\\\").replace('"', '\\"')
     return f'model_name="{esc}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
 

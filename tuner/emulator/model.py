@@ -1,4 +1,4 @@
-"""The performance model of reference/emulator-model.md, as pure functions.
+"""The performance model of docs/reference/performance-model.md, as pure functions.
 
 Nothing here sleeps, draws, or touches I/O: the scheduler (engine.py), the calibration fit and the
 tests all call the same formulas, so what is calibrated is what is served.
@@ -15,7 +15,7 @@ from .profile import Profile
 def tau(alpha: float, k: int) -> float:
     """Expected tokens per verify step of a chain of k drafts plus the bonus token.
 
-    tau(k) = (1 - alpha^(k+1)) / (1 - alpha); tau(0) = 1 (emulator-model.md, "Tokens per verify step").
+    tau(k) = (1 - alpha^(k+1)) / (1 - alpha); tau(0) = 1 (docs/reference/performance-model.md, "Tokens per verify step").
     """
     if k <= 0:
         return 1.0
@@ -72,7 +72,7 @@ def step_time_ms(
     """Duration of one decode step (no speculation) or draft+verify step for `batch` running requests.
 
     t(B,0) = t_base + c_tok*B without speculation; with it,
-    t(B,k) = t_spec + k*t_draft + c_verify*B*n (emulator-model.md, "Time of one decode step"), n the
+    t(B,k) = t_spec + k*t_draft + c_verify*B*n (docs/reference/performance-model.md, "Time of one decode step"), n the
     verify width (num_draft_tokens, k+1 for a chain), plus the profile's optional non-linear terms
     t_draft_quad*k^2 + t_step_extra[k] (0 unless the profile sets them). `spec` says whether the
     server speculates (default: k > 0): under adaptive speculation a bucket at 0 steps still runs
@@ -94,7 +94,7 @@ def step_time_ms(
 
 
 def prefill_time_ms(p: Profile, tokens: int) -> float:
-    """One prefill batch: a fixed cost per chunk plus a cost per input token (emulator-model.md, "Prefill")."""
+    """One prefill batch: a fixed cost per chunk plus a cost per input token (docs/reference/performance-model.md, "Prefill")."""
     chunks = max(1, math.ceil(tokens / p.chunked_prefill_size)) if p.chunked_prefill_size > 0 else 1
     return chunks * p.t_prefill_base_ms + tokens * p.t_prefill_tok_ms
 
@@ -109,7 +109,7 @@ def mem_fraction_token_delta(p: Profile, mem_fraction_static: float | None) -> i
 
     The profile's token counts were read at p.mem_fraction_static; each extra fraction of a GPU's
     memory becomes KV cells of kv_bytes_per_token (per rank), as SGLang's profile_max_num_token
-    sizes the pool from what the static fraction leaves after the weights (sglang-facts.md §1.2).
+    sizes the pool from what the static fraction leaves after the weights (docs/reference/sglang.md §1.2).
     """
     if mem_fraction_static is None or p.kv_bytes_per_token <= 0:
         return 0
@@ -122,7 +122,7 @@ def max_total_num_tokens(p: Profile, k: int, mem_fraction_static: float | None =
 
     Measured counts (the seed's journal) take precedence over the straight line through them, so an
     emulated host prints what the real one printed. A result <= 0 means SGLang cannot allocate the
-    pool and fails at start-up (emulator-model.md, "Admission and KV capacity").
+    pool and fails at start-up (docs/reference/performance-model.md, "Admission and KV capacity").
     """
     if k in p.kv_tokens_measured:
         base = p.kv_tokens_measured[k]
@@ -141,10 +141,10 @@ def state_slot_cap(p: Profile, k: int) -> int:
 
 
 def max_running_requests(p: Profile, k: int, flag: int | None, kv_tokens: int) -> int:
-    """min(flag if given, state-slot cap, max_total_num_tokens // 2) (emulator-model.md).
+    """min(flag if given, state-slot cap, max_total_num_tokens // 2) (docs/reference/performance-model.md).
 
     `flag` is the already-resolved server argument: with speculation on and no
-    --max-running-requests, args.py has set it to 48 as SGLang 0.5.x does (sglang-facts.md §2.4).
+    --max-running-requests, args.py has set it to 48 as SGLang 0.5.x does (docs/reference/sglang.md §2.4).
     """
     caps = [state_slot_cap(p, k), max(kv_tokens, 0) // 2]
     if flag is not None:

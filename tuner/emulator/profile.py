@@ -1,6 +1,6 @@
 """Emulator profiles: the numbers that make the emulator one particular machine.
 
-A profile is a YAML file (reference/emulator-model.md, "What a profile holds"). The emulator never
+A profile is a YAML file (docs/reference/performance-model.md, "What a profile holds"). The emulator never
 hard-codes a machine: another file is another machine, and the tuner must find its best depth
 without knowing the numbers. Loading is strict: a missing or mistyped key fails at start-up with
 the key's name, because a silently defaulted timing constant would make a sweep quietly wrong.

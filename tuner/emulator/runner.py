@@ -1,6 +1,6 @@
 """The process's life: start-up timeline, serving, faults and shutdown, as SGLang lives it.
 
-Start-up order (sglang-facts.md §5.1): `server_args=...`, distributed init, weight loading, KV (and
+Start-up order (docs/reference/sglang.md §5.1): `server_args=...`, distributed init, weight loading, KV (and
 Mamba) pool allocation, CUDA-graph capture (then the draft model's), the capacity line, uvicorn
 opening the port (/v1/models answers, /health is 503), warm-up, and `The server is fired up and
 ready to roll!` (/health 200). Each phase takes its share of the start-up time, so a profile's
@@ -8,7 +8,7 @@ ready to roll!` (/health 200). Each phase takes its share of the start-up time, 
 
 Failures end the way SGLang's do: a scheduler exception is logged as `Scheduler hit an exception:
 Traceback ...`, the parent logs `Received sigquit from a child process...` and kills its process
-tree, itself included (SIGKILL; sglang-facts.md §5.3 and §7.2).
+tree, itself included (SIGKILL; docs/reference/sglang.md §5.3 and §7.2).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int
     """GB figures for the log lines, per GPU, consistent with how SGLang sizes its pools.
 
     The static fraction leaves gpu_mem * (1 - mem_fraction_static) free; what the weights leave of
-    the rest becomes the pools (sglang-facts.md §1.2). KV cells come from the token count; on hybrid
+    the rest becomes the pools (docs/reference/sglang.md §1.2). KV cells come from the token count; on hybrid
     models the Mamba state pool takes the remainder, a share of it per draft step as intermediate
-    state (sglang-facts.md §2.7). The numbers are for the log lines only, with one exception:
+    state (docs/reference/sglang.md §2.7). The numbers are for the log lines only, with one exception:
     under 0.5.23's adaptive speculation the intermediate state is allocated for the widest
     candidate while the pools were budgeted for the initial steps (versions.adaptive_widest_buffers),
     and what that costs comes out of the memory left after the pools (`widest_extra`); each extra
@@ -275,7 +275,7 @@ class Runner:
             f"dtype=torch.bfloat16, avail mem={mem['after_load']:.2f} GB, mem usage={p.weights_gb:.2f} GB."
         )
 
-        # pools: the KV pool must have room, or SGLang raises (sglang-facts.md §5.3)
+        # pools: the KV pool must have room, or SGLang raises (docs/reference/sglang.md §5.3)
         if kv <= 0 or self.faults.kv_oom:
             self.die(
                 "RuntimeError: " + facts.not_enough_memory.format(value=v["mem_fraction_static"]), "init_memory_pool"
@@ -340,7 +340,7 @@ class Runner:
             await self.sleep(PHASE_DRAFT * S * 0.6)
             if cfg.draft_tokens_inconsistent:
                 # topk > 1 with more draft tokens than the tree holds: SGLang does not check, the
-                # kernels fail (sglang issue #5160, sglang-facts.md §2.3)
+                # kernels fail (sglang issue #5160, docs/reference/sglang.md §2.3)
                 self.die("RuntimeError: selected index k out of range", "capture")
             self.each_rank(
                 f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
@@ -462,7 +462,7 @@ class Runner:
         self.log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
 
     async def _warmup(self, t_start: float) -> None:
-        """SGLang's warm-up: poll /model_info, send one short /generate (sglang-facts.md §5.1)."""
+        """SGLang's warm-up: poll /model_info, send one short /generate (docs/reference/sglang.md §5.1)."""
         v = self.cfg.values
         remaining = self.startup_s - (time.monotonic() - t_start)
         host = v["host"]
@@ -523,7 +523,7 @@ class Runner:
     async def _shutdown(self) -> None:
         app = self.app
         if app is not None and self._drain_needed:
-            # drain: poll until in-flight requests finish (sglang-facts.md §7.2)
+            # drain: poll until in-flight requests finish (docs/reference/sglang.md §7.2)
             last_log = -1e9
             while True:
                 s = app.sched

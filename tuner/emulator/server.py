@@ -1,6 +1,6 @@
 """The emulator's HTTP API: SGLang's endpoints on aiohttp, backed by the real-time scheduler.
 
-Endpoints and their shapes follow reference/sglang-facts.md §3: /health (503 until warm),
+Endpoints and their shapes follow docs/reference/sglang.md §3: /health (503 until warm),
 /v1/models (answers as soon as the port is open), /server_info and /get_server_info, /model_info,
 /generate (SGLang's native API, streaming with cumulative text and `data: [DONE]`),
 /v1/chat/completions and /v1/completions (OpenAI, streaming SSE and not, usage, stream_options),
@@ -33,7 +33,7 @@ from .faults import FaultSet
 from .logs import Logger
 from .profile import Profile
 
-HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT default (sglang-facts.md §7.4)
+HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT default (docs/reference/sglang.md §7.4)
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
@@ -48,11 +48,11 @@ _REASONS = {
 }
 
 GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions")
-OPEN_PATHS = ("/health", "/health_generate", "/metrics")  # allowed without the key (sglang-facts.md §3)
+OPEN_PATHS = ("/health", "/health_generate", "/metrics")  # allowed without the key (docs/reference/sglang.md §3)
 
 
 class UvicornAccessLogger(AbstractAccessLogger):
-    """Access lines in the format SGLang configures for uvicorn (sglang-facts.md §1.1)."""
+    """Access lines in the format SGLang configures for uvicorn (docs/reference/sglang.md §1.1)."""
 
     sink: Logger | None = None
     exclude: tuple[str, ...] = ()
@@ -179,7 +179,7 @@ class EmulatorApp:
         if not self.health_generation:
             return web.Response(status=200)
         # SGLang sends a 1-token generation and answers 200 as soon as any scheduler output arrives
-        # (sglang-facts.md §3); a busy server answers at its next step.
+        # (docs/reference/sglang.md §3); a busy server answers at its next step.
         loop = asyncio.get_running_loop()
         tic = loop.time()
         req = Request(f"HEALTH_CHECK_{uuid.uuid4().hex}", 1, 1, alpha=0.0, internal=True)

@@ -1,6 +1,6 @@
 """The scheduler in virtual time: what the emulator predicts for a benchmark, without waiting.
 
-`closed_loop` replays the seed's benchmark procedure (seed-measurements.md: closed-loop concurrency
+`closed_loop` replays the seed's benchmark procedure (docs/reference/seed-campaign.md: closed-loop concurrency
 C, a fixed number of requests, fixed output length, ignore_eos) through the same `Scheduler` the
 server runs, on a simulated clock: the calibration fit, its kept table and the speed benchmark's
 "predicted" column all come from here.
@@ -56,7 +56,7 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
     spec_on = k > 0 or policy is not None
     mrr_flag = s.mrr_flag
     if spec_on and mrr_flag is None:
-        mrr_flag = 48  # SGLang 0.5.x default with speculation (sglang-facts.md §2.4)
+        mrr_flag = 48  # SGLang 0.5.x default with speculation (docs/reference/sglang.md §2.4)
     cap = model.capacity(profile, k, mrr_flag, s.mem_fraction_static)
     if cap.max_total_num_tokens <= 0:
         raise ValueError(f"k={k}: KV pool is {cap.max_total_num_tokens} tokens; the server cannot start")
@@ -93,7 +93,7 @@ class LevelResult:
 
     aggregate_tok_s: total output tokens / wall time of the level.
     per_request_tok_s: mean over requests of (output_tokens - 1) / (e2e - ttft), i.e. the decode
-    rate, excluding queue wait and time to first token (seed-measurements.md; see the calibration
+    rate, excluding queue wait and time to first token (docs/reference/seed-campaign.md; see the calibration
     notes for why the seed's column must be this).
     """
 
@@ -223,7 +223,7 @@ def seed_procedure(
     temperature: float = 0.0,
     seed: int = 0,
 ) -> dict[int, LevelResult]:
-    """The seed's benchmark: each level with max(4, 2*C) requests (seed-measurements.md)."""
+    """The seed's benchmark: each level with max(4, 2*C) requests (docs/reference/seed-campaign.md)."""
     return {
         c: closed_loop(
             profile,

@@ -114,7 +114,7 @@ class SGLangVersion:
 
 
 _KV_DTYPES_05 = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
-_ALGOS_059 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+_ALGOS_059 = releases.spec_algorithms("0.5.9")
 
 VERSIONS: dict[str, SGLangVersion] = {
     v.version: v
@@ -165,8 +165,8 @@ VERSIONS: dict[str, SGLangVersion] = {
             version="0.5.11",
             released="2026-05-07",
             prog="sglang serve",
-            spec_algorithm_choices=("DFLASH", *_ALGOS_059),
-            builtin_spec_algorithms=(*_ALGOS_059, "DFLASH"),
+            spec_algorithm_choices=("DFLASH", *_ALGOS_059),  # argparse's order in 0.5.11
+            builtin_spec_algorithms=releases.spec_algorithms("0.5.11"),
             kv_cache_dtypes=_KV_DTYPES_05,
             mamba_radix_rule="error",
             mamba_strategy_dest="mamba_scheduler_strategy",
@@ -182,7 +182,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             released="2026-05-16",
             prog="sglang serve",
             spec_algorithm_choices=None,
-            builtin_spec_algorithms=(*_ALGOS_059, "DFLASH"),
+            builtin_spec_algorithms=releases.spec_algorithms("0.5.12"),
             kv_cache_dtypes=_KV_DTYPES_05,
             mamba_radix_rule="error",
             mamba_strategy_dest="mamba_scheduler_strategy",
@@ -197,7 +197,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             released="2026-10-30",
             prog="sglang serve",
             spec_algorithm_choices=None,
-            builtin_spec_algorithms=(*_ALGOS_059, "DFLASH", "DSPARK", "UNO"),
+            builtin_spec_algorithms=releases.spec_algorithms("0.5.23"),
             kv_cache_dtypes=("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"),
             mamba_radix_rule="auto-extra-buffer",
             mamba_strategy_dest="mamba_radix_cache_strategy",
