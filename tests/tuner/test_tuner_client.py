@@ -50,7 +50,15 @@ def test_openai_endpoints(emu_url, endpoint):
     for t in traces:
         assert t.output_tokens == 48
         assert sum(c or 0 for c in t.chunk_tokens) == 48  # continuous usage stats per chunk
-    # no spec_verify_ct on OpenAI endpoints: the level's /metrics delta is used
+    # no spec_verify_ct on OpenAI endpoints, and SGLang 0.5.9's /metrics has no per-call verify
+    # counter (0.5.23 adds sglang:spec_verify_calls_total): tokens per chunk are used
+    assert m.accept_length_source == "chunks"
+    assert 1.0 < m.accept_length <= 4.0
+
+
+def test_openai_endpoint_uses_the_verify_counter_where_sglang_has_one():
+    with emulator("--emulator-sglang-version", "0.5.23") as url:
+        _, m = run(_level(url, c=2, n=4, endpoint="completions", model="qwen3.5-122b"))
     assert m.accept_length_source == "metrics"
     assert 1.0 < m.accept_length <= 4.0
 

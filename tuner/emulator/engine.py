@@ -368,7 +368,7 @@ class Scheduler:
             log = math.log
             kp1 = k + 1
             accepted = 0
-            correct: list[int] = []
+            correct: list[int] | None = [] if self.policy is not None else None
             for r in reqs:
                 if r.aborted:
                     if ended is None:
@@ -383,7 +383,8 @@ class Scheduler:
                 else:
                     a = 1  # a bucket at 0 steps verifies the target's own token only
                 accepted += a
-                correct.append(a - 1)
+                if correct is not None:
+                    correct.append(a - 1)
                 r.verify_ct += 1
                 r.accepted_drafts += a - 1
                 r.hist[a - 1] += 1  # type: ignore[index]
@@ -402,7 +403,7 @@ class Scheduler:
             self._win_passes += bs
             self._win_accepted += accepted
             self.spec_verify_calls_total += bs
-            if self.policy is not None:
+            if correct is not None:
                 # SGLang feeds the per-request correct-draft counts to the bucket of this batch
                 # size after verify (batch_result_processor.py on_verify_complete_cpu).
                 new_steps = self.policy.on_verify_complete(correct, bs)
