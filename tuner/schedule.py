@@ -4,16 +4,18 @@ vLLM's own formats, and routed the way SGLang routes them (pure).
 SGLang (`--speculative-adaptive --speculative-adaptive-config FILE.json`, sgl-project/sglang PR
 #24055, python/sglang/srt/speculative/adaptive_spec_params.py) keys a schedule by batch-size lower
 bounds ("1", "16", ...), each with its `candidate_steps`; a one-element list pins that bucket, 0
-means no drafting. At each decode step it pads the running batch size up to the nearest captured
-CUDA-graph batch size (`_pad_to_cuda_graph_bs`) and takes the bucket with the largest key at or
-below it (`_find_closest_bs`). vLLM's equivalent is `num_speculative_tokens_per_batch_size`, a
+means no drafting. At each decode step it takes the bucket with the largest key at or below the
+running batch size (`_find_closest_bs`), after padding that size up to the nearest captured
+CUDA-graph batch size (`_pad_to_cuda_graph_bs`) when it was told a padding list: in 0.5.23 that
+list is `--cuda-graph-bs-decode` as given (EAGLEWorkerV2.init_cuda_graphs passes
+`get_exec().graph.cuda_graph_bs_decode`), so with default flags the batch size is routed unpadded. vLLM's equivalent is `num_speculative_tokens_per_batch_size`, a
 list of `[bs_lo, bs_hi, K]` ranges starting at 1, sorted and non-overlapping
 (vllm-project/vllm vllm/v1/spec_decode/dynamic/utils.py `validate_and_normalize_dynamic_sd_schedule`).
 
 The tuner builds a schedule from what it measured: at each concurrency level the static depth
 that won, placed at the batch size the server actually ran there (the running-request count, not
 the client's concurrency: admission caps it), with bucket boundaries on captured CUDA-graph batch
-sizes between the levels. Whether the schedule beats the best static depth is for the measurement
+sizes between the levels (SGLang captures graphs at those sizes anyway). Whether the schedule beats the best static depth is for the measurement
 of the schedule itself to say (a schedule sizes its buffers for its widest candidate, which can
 cost KV capacity at high load).
 """
@@ -117,40 +119,45 @@ class LevelWinner:
     score: float = 1.0  # how strongly the level prefers it (for conflicts in one bucket)
 
 
-def boundary(lo_batch: int, hi_batch: int, graph_bs: Sequence[int] | None) -> int:
-    """A bucket key between two levels' padded batch sizes: the captured size nearest to their
-    geometric mean, kept in (lo_batch, hi_batch] so that both levels route to their own winner.
-    Unmeasured batch sizes in between get whichever side is nearer on a log scale, since decode
-    cost grows with batch size roughly proportionally in the memory-bound regime."""
+def boundary(lo_batch: int, hi_batch: int, sizes: Sequence[int] | None) -> int:
+    """A bucket key between two levels' batch sizes: the size in `sizes` (captured CUDA-graph
+    batch sizes) nearest to their geometric mean, kept in (lo_batch, hi_batch] so that both levels
+    route to their own winner. Unmeasured batch sizes in between get whichever side is nearer on a
+    log scale, since decode cost grows with batch size roughly proportionally in the memory-bound
+    regime."""
     target = math.sqrt(lo_batch * hi_batch)
-    candidates = [b for b in (graph_bs or range(lo_batch + 1, hi_batch + 1)) if lo_batch < b <= hi_batch]
+    candidates = [b for b in (sizes or range(lo_batch + 1, hi_batch + 1)) if lo_batch < b <= hi_batch]
     if not candidates:
         return hi_batch
     return min(candidates, key=lambda b: (abs(math.log(b) - math.log(target)), b))
 
 
-def build_schedule(winners: Sequence[LevelWinner], graph_bs: Sequence[int] | None = None) -> Schedule:
+def build_schedule(
+    winners: Sequence[LevelWinner], *, padding: Sequence[int] | None = None, sizes: Sequence[int] | None = None
+) -> Schedule:
     """The schedule that gives every measured level its winner.
 
-    Levels whose running batches pad to the same captured size share a bucket; if their winners
-    differ, the one with the larger `score` takes it. Adjacent buckets with the same steps merge.
+    `padding` is the list the server pads running batches to before routing (None: unpadded, the
+    default); `sizes` are the preferred bucket keys (captured CUDA-graph sizes). Levels whose
+    routed batch sizes are equal share a bucket; if their winners differ, the one with the larger
+    `score` takes it. Adjacent buckets with the same steps merge.
     """
     if not winners:
         raise ValueError("no level to build a schedule from")
-    by_padded: dict[int, LevelWinner] = {}
+    by_batch: dict[int, LevelWinner] = {}
     for w in winners:
-        p = pad_to_graph_bs(max(1, round(w.running_batch)), graph_bs)
-        cur = by_padded.get(p)
+        p = pad_to_graph_bs(max(1, round(w.running_batch)), padding)
+        cur = by_batch.get(p)
         if cur is None or w.score > cur.score:
-            by_padded[p] = w
-    points = sorted(by_padded.items())
+            by_batch[p] = w
+    points = sorted(by_batch.items())
     buckets: list[tuple[int, int]] = [(1, points[0][1].steps)]
     for (p_lo, w_lo), (p_hi, w_hi) in zip(points, points[1:], strict=False):
         if w_hi.steps != w_lo.steps:
-            buckets.append((boundary(p_lo, p_hi, graph_bs), w_hi.steps))
+            buckets.append((boundary(p_lo, p_hi, padding or sizes), w_hi.steps))
     merged: list[tuple[int, int]] = []
-    for b, s in buckets:
-        if merged and merged[-1][1] == s:
+    for b, st in buckets:
+        if merged and merged[-1][1] == st:
             continue
-        merged.append((b, s))
+        merged.append((b, st))
     return Schedule(tuple(merged))

@@ -35,21 +35,25 @@ def test_seed_shaped_winners_give_the_seed_schedule():
         LevelWinner(32, 17.0, 3),
         LevelWinner(64, 17.0, 3),
     ]
-    s = build_schedule(winners, GRAPH)
+    s = build_schedule(winners, sizes=GRAPH)
     assert s.to_sglang() == {"1": {"candidate_steps": [4]}, "8": {"candidate_steps": [3]}}
     for w in winners:
-        assert s.route(round(w.running_batch), GRAPH) == w.steps
+        assert s.route(round(w.running_batch)) == w.steps
+    # a server told to pad (--cuda-graph-bs-decode) routes padded sizes: still every level's winner
+    padded = build_schedule(winners, padding=GRAPH)
+    for w in winners:
+        assert padded.route(round(w.running_batch), GRAPH) == w.steps
     assert s.to_vllm(48) == [[1, 7, 4], [8, 48, 3]]
     assert s.config_id == "sched-1k4-8k3"
 
 
-def test_levels_on_one_captured_size_share_a_bucket_and_the_stronger_preference_wins():
-    s = build_schedule([LevelWinner(32, 17.0, 3, score=0.2), LevelWinner(64, 17.4, 2, score=0.9)], GRAPH)
+def test_levels_padded_to_one_size_share_a_bucket_and_the_stronger_preference_wins():
+    s = build_schedule([LevelWinner(32, 17.0, 3, score=0.2), LevelWinner(64, 17.4, 2, score=0.9)], padding=GRAPH)
     assert s.buckets == ((1, 2),)
 
 
 def test_no_drafting_bucket_and_merging():
-    s = build_schedule([LevelWinner(1, 1, 5), LevelWinner(4, 4, 5), LevelWinner(64, 48, 0)], GRAPH)
+    s = build_schedule([LevelWinner(1, 1, 5), LevelWinner(4, 4, 5), LevelWinner(64, 48, 0)], sizes=GRAPH)
     assert s.buckets[0] == (1, 5) and s.buckets[-1][1] == 0
     assert s.route(1, GRAPH) == 5 and s.route(4, GRAPH) == 5 and s.route(48, GRAPH) == 0
 
