@@ -27,6 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sglang_utils.sglang_adaptive import schedule_config
+
 
 def sglang_spec_cuda_graph_bs(max_bs: int) -> list[int]:
     """SGLang's default captured batch sizes with speculative decoding on, up to `max_bs`
@@ -88,8 +90,9 @@ class Schedule:
         return self.buckets[max(0, bisect.bisect_right(keys, padded) - 1)][1]
 
     def to_sglang(self) -> dict[str, dict[str, list[int]]]:
-        """SGLang's `--speculative-adaptive-config` JSON: each bucket pinned to one candidate."""
-        return {str(b): {"candidate_steps": [s]} for b, s in self.buckets}
+        """SGLang's `--speculative-adaptive-config` JSON: each bucket pinned to one candidate (the
+        conversion the role's filter makes from `spec_schedule`, plugins/module_utils/sglang_adaptive.py)."""
+        return schedule_config(dict(self.buckets))
 
     def to_vllm(self, max_batch: int) -> list[list[int]]:
         """vLLM's `num_speculative_tokens_per_batch_size`: [bs_lo, bs_hi, K] ranges from 1 to
