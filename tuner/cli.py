@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -80,24 +81,41 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="recompute the recommendation for this workload (default: the sweep's)",
     )
+    rp.add_argument(
+        "--slo",
+        default=None,
+        help="recompute goodput and the recommendation under these limits, e.g. tpot_p99_ms=50 "
+        "(default: the sweep's; `none` drops it)",
+    )
     return parser
 
 
 def _print_summary(summary: Summary | None, out: Path | None) -> None:
     if summary is None:
         return
-    rec = summary.recommendation
-    print("concurrency  best spec_steps  aggregate tok/s  per-request tok/s")
-    for c, ch in sorted(summary.choices.items()):
-        pr = ch.chosen.per_request_mean
-        print(
-            f"{c:>11}  {ch.chosen.spec_steps:>15}  {ch.chosen.mean:>15.1f}  "
-            f"{'-' if pr is None else format(pr, '.1f'):>17}"
-        )
-    if rec.chosen is not None:
-        print(f"recommended: spec_steps {rec.chosen.spec_steps} ({rec.chosen.config_id}): {rec.reason}")
-    else:
-        print(f"no recommendation: {rec.reason}")
+    for v in summary.views.values() or []:
+        rec = v.recommendation
+        if len(summary.views) > 1:
+            print(f"temperature {v.temperature:g}:")
+        print("concurrency  best spec_steps  aggregate tok/s  95% CI               verdict")
+        for c in summary.levels:
+            ch = v.choices.get(c)
+            if ch is None:
+                if c in v.unchosen:
+                    print(f"{c:>11}  {'none':>15}  {'-':>15}  {'-':<19}  {v.unchosen[c]}")
+                continue
+            iv = ch.chosen.interval
+            ci = f"[{iv.low:.1f}, {iv.high:.1f}]"
+            print(
+                f"{c:>11}  {ch.chosen.spec_steps:>15}  {ch.chosen.mean:>15.1f}  {ci:<19}  "
+                f"{'tied within noise' if ch.tied else ch.verdict}"
+            )
+        if rec.chosen is not None:
+            print(f"recommended: spec_steps {rec.chosen.spec_steps} ({rec.chosen.config_id}): {rec.reason}")
+        else:
+            print(f"no recommendation: {rec.reason}")
+    if not summary.views:
+        print(f"no recommendation: {summary.recommendation.reason}")
     if out is not None:
         for label, name in (("results", "results.csv"), ("plot", "throughput_vs_steps.png"), ("report", "report.md")):
             if (out / name).exists():
@@ -153,11 +171,22 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         for cfg, why in plan.infeasible:
             print(f"skip {cfg.config_id}: {why}")
         w = spec.workload
+        if w.adaptive:
+            per = ", ".join(
+                f"C={c} x {requests_for_level(c, None)}..{w.max_requests_for(c)} requests" for c in w.concurrency
+            )
+            per += f" (until +-{w.precision:g}% or {w.max_level_s:g} s)"
+        else:
+            per = ", ".join(f"C={c} x {requests_for_level(c, w.requests_per_level)} requests" for c in w.concurrency)
         print(
             "levels: "
-            + ", ".join(f"C={c} x {requests_for_level(c, w.requests_per_level)} requests" for c in w.concurrency)
-            + f", {w.repeats} repeat(s)"
+            + per
+            + f", temperature {', '.join(f'{t:g}' for t in w.temperature)}, {w.repeats} repeat(s)"
+            + (f", {spec.repeat_deploys} deployments per configuration" if spec.repeat_deploys > 1 else "")
         )
+        from .workload import describe
+
+        print(f"prompts: {describe(w.dataset, w.dataset_sample)}")
         return 0
     store.ensure()
     store.write_spec(spec, TOOL)
@@ -247,6 +276,11 @@ def cmd_report(a: argparse.Namespace) -> int:
 
     d = check_results_dir(a.dir, "DIR")
     spec = _stored_spec(d)
+    if a.slo is not None:
+        from .slo import parse_slo
+
+        slo = None if a.slo.strip().lower() == "none" else parse_slo(a.slo)
+        spec = spec.replace(workload=dataclasses.replace(spec.workload, slo=slo))
     target = None
     if a.target_concurrency is not None:
         levels = spec.workload.concurrency

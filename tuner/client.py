@@ -23,13 +23,13 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
-from . import prompts
 from .metrics import RequestTrace, parse_prometheus_counters
+from .workload import PromptSource
 
 try:  # the one parser of /server_info (plugins/module_utils, installed as sglang_utils)
     from sglang_utils.sglang_server_info import SERVER_INFO_PATHS, parse_models, parse_server_info
@@ -65,6 +65,15 @@ class ClientOptions:
     request_timeout: float = 600.0
     seed: int = 0
     input_ids: bool = True  # /generate: send token ids (exact length on real SGLang)
+    top_p: float = 1.0  # sent with temperature > 0
+    source: PromptSource | None = None  # the prompts (default: synthetic, from the lengths and seed)
+
+    def prompts(self) -> PromptSource:
+        if self.source is None:
+            self.source = PromptSource(
+                input_len=self.input_len, output_len=self.output_len, seed=self.seed, input_ids=self.input_ids
+            )
+        return self.source
 
     def headers(self) -> dict[str, str]:
         h = {"User-Agent": USER_AGENT}
@@ -85,6 +94,8 @@ class BenchClient:
         self.base = opts.url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
         self._next_index = 0
+        self.running: dict[int, RequestTrace] = {}  # requests streaming now (the precision loop reads them)
+        self._health_check: asyncio.Task[bool] | None = None
 
     async def __aenter__(self) -> BenchClient:
         # No connection limit: the level's workers are the limit. Keep-alive connections are
@@ -155,38 +166,38 @@ class BenchClient:
     # -- one request ----------------------------------------------------------------------------
     def _body(self, index: int, max_tokens: int) -> tuple[str, dict[str, Any]]:
         o = self.opts
+        req = o.prompts().request(index, o.endpoint, max_tokens)
+        sample: dict[str, Any] = {"temperature": o.temperature}
+        if o.temperature > 0 and o.top_p < 1.0:
+            sample["top_p"] = o.top_p
         if o.endpoint == "generate":
-            sampling: dict[str, Any] = {
-                "max_new_tokens": max_tokens,
-                "temperature": o.temperature,
-                "ignore_eos": o.ignore_eos,
-            }
+            sampling: dict[str, Any] = {"max_new_tokens": max_tokens, **sample, "ignore_eos": o.ignore_eos}
             body: dict[str, Any] = {"sampling_params": sampling, "stream": True}
-            if o.input_ids:
-                body["input_ids"] = prompts.prompt_ids(index, o.input_len, o.seed)
+            if req.input_ids is not None:
+                body["input_ids"] = req.input_ids
             else:
-                body["text"] = prompts.prompt_text(index, o.input_len, o.seed)
+                body["text"] = req.text
             return "/generate", body
         common: dict[str, Any] = {
             "max_tokens": max_tokens,
-            "temperature": o.temperature,
+            **sample,
             "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "ignore_eos": o.ignore_eos,
         }
         if o.model:
             common["model"] = o.model
-        text = prompts.prompt_text(index, o.input_len, o.seed)
         if o.endpoint == "chat":
-            return "/v1/chat/completions", {"messages": [{"role": "user", "content": text}], **common}
-        return "/v1/completions", {"prompt": text, **common}
+            return "/v1/chat/completions", {"messages": req.messages, **common}
+        return "/v1/completions", {"prompt": req.text, **common}
 
     async def request(self, index: int, max_tokens: int | None = None) -> RequestTrace:
         """Send one streaming request and record what arrives; never raises for server faults."""
-        max_tokens = self.opts.output_len if max_tokens is None else max_tokens
+        max_tokens = self.opts.prompts().max_tokens(index) if max_tokens is None else max_tokens
         path, body = self._body(index, max_tokens)
         payload = json.dumps(body).encode()
         trace = RequestTrace(index=index, sent=time.perf_counter())
+        self.running[id(trace)] = trace
         try:
             async with asyncio.timeout(self.opts.request_timeout):
                 async with self.session.post(
@@ -205,6 +216,8 @@ class BenchClient:
             trace.error = f"{type(exc).__name__}: {exc}"[:200]
         except ValueError as exc:  # a chunk that is not JSON, or a line beyond the buffer
             trace.error = f"bad stream chunk: {exc}"[:200]
+        finally:
+            self.running.pop(id(trace), None)
         trace.ended = time.perf_counter()
         if trace.error is None:
             trace.error = self._check_complete(trace, max_tokens)
@@ -222,6 +235,7 @@ class BenchClient:
     async def _read_generate(self, resp: aiohttp.ClientResponse, t: RequestTrace) -> None:
         seen = 0
         finished = done = False
+        meta: dict[str, Any] = {}
         async for now, chunk in _sse_chunks(resp):
             if chunk is None:
                 done = True
@@ -251,7 +265,9 @@ class BenchClient:
         if not (finished and done):
             t.error = "stream cut: " + ("no final chunk" if not finished else "no [DONE]")
             return
-        t.output_tokens = seen
+        t.stream_tokens = sum(c or 0 for c in t.chunk_tokens)
+        final = meta.get("completion_tokens")
+        t.output_tokens = final if isinstance(final, int) and final >= seen else seen
 
     async def _read_openai(self, resp: aiohttp.ClientResponse, t: RequestTrace) -> None:
         seen = 0  # cumulative completion tokens from continuous usage, when given
@@ -301,6 +317,8 @@ class BenchClient:
             t.error = "stream cut: " + ("no finish_reason" if not finished else "no [DONE]")
             return
         t.output_tokens = usage_total
+        if t.chunk_tokens and all(c is not None for c in t.chunk_tokens):
+            t.stream_tokens = sum(c or 0 for c in t.chunk_tokens)
         if usage_total is not None and t.chunk_tokens and all(c is not None for c in t.chunk_tokens):
             missing = usage_total - sum(c for c in t.chunk_tokens if c)  # type: ignore[misc]
             if missing > 0:  # the final usage-only chunk may carry the last count
@@ -328,20 +346,114 @@ class BenchClient:
         first_index: int | None = None,
         on_done: Callable[[RequestTrace], Any] | None = None,
     ) -> list[RequestTrace]:
-        """Closed loop: `concurrency` workers share `n_requests` requests."""
+        """Closed loop: `concurrency` workers share exactly `n_requests` requests."""
         base = self.take_indices(n_requests) if first_index is None else first_index
-        traces: list[RequestTrace] = []
-        counter = iter(range(n_requests))
+        plan = LevelPlan(concurrency, n_requests, n_requests, first_index=base)
+        run = await self.run_plan(plan, max_tokens=max_tokens, on_done=on_done)
+        return run.traces
+
+    async def server_gone(self) -> bool:
+        """After a failed request: is the server still there? One /health probe at a time is
+        shared by every worker that asks meanwhile."""
+        if self._health_check is None or self._health_check.done():
+            self._health_check = asyncio.ensure_future(self.health(timeout=5.0))
+        return not await asyncio.shield(self._health_check)
+
+    async def run_plan(
+        self,
+        plan: LevelPlan,
+        *,
+        max_tokens: int | None = None,
+        on_done: Callable[[RequestTrace], Any] | None = None,
+    ) -> LevelRun:
+        """Closed loop of `plan.concurrency` workers: at least `min_requests`, then, with a
+        precision, more until the level's throughput interval is narrow enough or a cap is hit.
+
+        A failed request whose server no longer answers /health ends the level at once
+        (`lost`): requests to a server that is gone fail in microseconds and would otherwise
+        use up the level's caps. The requests already in flight are finished, never cut.
+        """
+        from . import stats
+        from .metrics import level_windows
+
+        run = LevelRun()
+        issued = 0
+        t0 = time.perf_counter()
+        c = max(1, plan.concurrency)
+
+        def precise_enough() -> bool:
+            windows = level_windows(run.traces, c, list(self.running.values()))
+            iv = stats.ratio_interval(windows)
+            rel = None if iv is None else iv.rel_half_width
+            return len(windows) >= MIN_WINDOWS and rel is not None and rel * 100.0 <= (plan.precision_pct or 0.0)
+
+        def stop_sending() -> None:
+            # The first worker to stop: from here on fewer than C requests run, and the level's
+            # measured span (output_tok_s) ends.
+            if run.until is None:
+                run.until = time.perf_counter()
 
         async def worker() -> None:
-            for i in counter:
-                t = await self.request(base + i, max_tokens)
-                traces.append(t)
+            nonlocal issued
+            while True:
+                if run.stop_reason is not None:
+                    return stop_sending()
+                if issued >= plan.max_requests:
+                    run.stop_reason = "fixed count" if plan.precision_pct is None else "request cap"
+                    return stop_sending()
+                if (
+                    issued >= plan.min_requests
+                    and plan.max_seconds is not None
+                    and time.perf_counter() - t0 >= plan.max_seconds
+                ):
+                    run.stop_reason = "time cap"
+                    return stop_sending()
+                i = issued
+                issued += 1
+                t = await self.request(plan.first_index + i, max_tokens)
+                run.traces.append(t)
                 if on_done is not None:
                     on_done(t)
+                if not t.ok and await self.server_gone():
+                    run.lost = True
+                    run.stop_reason = run.stop_reason or "server lost"
+                    stop_sending()
+                elif (
+                    plan.precision_pct is not None
+                    and run.stop_reason is None
+                    and len(run.traces) >= plan.min_requests
+                    and len(run.traces) % c == 0
+                    and precise_enough()
+                ):
+                    run.stop_reason = "precision reached"
+                    stop_sending()
 
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, n_requests)))))
-        return traces
+        await asyncio.gather(*(worker() for _ in range(max(1, min(c, plan.max_requests)))))
+        return run
+
+
+MIN_WINDOWS = 3  # the precision loop's fewest windows (2 degrees of freedom) before it may stop
+
+
+@dataclass
+class LevelPlan:
+    """How many requests a level sends (tuner/sweepspec.py WorkloadSpec: the fixed count, or the
+    precision loop's minimum, caps and target)."""
+
+    concurrency: int
+    min_requests: int
+    max_requests: int
+    max_seconds: float | None = None  # no new request after this many seconds (min_requests always go)
+    precision_pct: float | None = None  # None: exactly min_requests == max_requests
+    first_index: int = 0  # prompt index of the level's first request
+
+
+@dataclass
+class LevelRun:
+    traces: list[RequestTrace] = field(default_factory=list)
+    stop_reason: str | None = None  # precision reached | request cap | time cap | fixed count | server lost
+    lost: bool = False  # the server stopped answering /health during the level
+    until: float | None = None  # when the loop stopped sending (the end of the measured span)
 
 
 async def with_ticker(coro: Awaitable[Any], tick: Callable[[], None], every_s: float) -> Any:

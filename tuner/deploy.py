@@ -331,7 +331,13 @@ class Deployer:
         return d
 
     def deploy(
-        self, config: SpecConfig, host: str, *, label: str | None = None, full: bool | None = None
+        self,
+        config: SpecConfig,
+        host: str,
+        *,
+        label: str | None = None,
+        full: bool | None = None,
+        extravars: dict[str, Any] | None = None,
     ) -> DeployResult:
         """One play run limited to slot `host` (a host, or a multi-node group); never raises for a
         failed play."""
@@ -351,7 +357,7 @@ class Deployer:
                     pass
             return True  # keep the event (docs/reference/ansible.md §3, gotcha 2)
 
-        extravars = {**self.extravars, **config.extravars()}
+        extravars = {**self.extravars, **(extravars or {}), **config.extravars()}
         pdd = Path(tempfile.mkdtemp(prefix="sgt-runner-"))
         started = time.monotonic()
         status, rc, stdout = "failed", None, ""

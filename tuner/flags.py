@@ -129,6 +129,62 @@ def parse_temperature(text: Any) -> float:
     return parse_float("--temperature", text, lo=0.0, hi=2.0)
 
 
+def parse_temperatures(text: Any) -> tuple[float, ...]:
+    """`--temperature 0,0.7`: each value is swept on every deployment, in the order given."""
+    if isinstance(text, (int, float)):
+        return (parse_temperature(text),)
+    items = [t.strip() for t in str(text or "").split(",")]
+    if not any(items):
+        raise BadInput("--temperature", "empty; give values like 0 or 0,0.7")
+    out: list[float] = []
+    for item in items:
+        if not item:
+            raise BadInput("--temperature", f"empty item in {text!r}")
+        value = parse_temperature(item)
+        if value in out:
+            raise BadInput("--temperature", f"{item} is given twice")
+        out.append(value)
+    return tuple(out)
+
+
+def parse_top_p(text: Any) -> float:
+    value = parse_float("--top-p", text, hi=1.0)
+    if not value > 0:
+        raise BadInput("--top-p", f"{value:g} must be above 0 (at most 1)")
+    return value
+
+
+def parse_precision(text: Any) -> float:
+    """`--precision 2` or `2%`: the 95% interval's half-width a level aims for, in % of its mean."""
+    raw = str(text).strip().removesuffix("%").strip()
+    value = parse_float("--precision", raw)
+    if value <= 0:
+        raise BadInput("--precision", f"{text!r}: must be above 0 (e.g. 2 for +-2%)")
+    if value > 50:
+        raise BadInput("--precision", f"{text!r}: at most 50 (%)")
+    return value
+
+
+def parse_length(flag: str) -> Any:
+    """`--input-len` / `--output-len`: `auto` (None: 256, or the dataset's own) or a whole number."""
+
+    def parse(text: Any) -> int | None:
+        if text is None or str(text).strip().lower() == "auto":
+            return None
+        return whole_number(flag, str(text), minimum=1)
+
+    return parse
+
+
+def parse_optional_count(flag: str) -> Any:
+    def parse(text: Any) -> int | None:
+        if text is None or str(text).strip().lower() in ("", "auto", "all"):
+            return None
+        return whole_number(flag, str(text), minimum=1)
+
+    return parse
+
+
 def parse_target_concurrency(text: str | None, levels: tuple[int, ...]) -> tuple[int, ...] | None:
     """`--target-concurrency`: `mix` (None: every level weighted equally) or levels of the sweep."""
     if text is None or str(text).strip().lower() in ("", "mix", "all"):

@@ -34,6 +34,7 @@ Per level (closed loop: C workers, each sends its next request when its previous
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,6 +57,9 @@ class RequestTrace:
     prompt_tokens: int | None = None
     spec_verify_ct: int | None = None
     server_e2e_s: float | None = None  # the server's own arrival-to-finish time, if it says
+    # Tokens counted chunk by chunk as they arrived (None when a chunk did not say), before the
+    # final count is known: the client's side of the token cross-check.
+    stream_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
 
@@ -149,8 +153,12 @@ class LevelMetrics:
     requests_ok: int = 0
     requests_failed: int = 0
     output_tokens: int = 0
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # first send to last completion
     output_tok_s: float | None = None
+    # The span output_tok_s measures: first send to the moment the closed loop stopped sending
+    # (fewer than C requests in flight after it), and the tokens that arrived in it.
+    measured_s: float | None = None
+    output_tokens_measured: int | None = None
     per_request_tok_s: float | None = None
     ttft_ms_p50: float | None = None
     ttft_ms_p99: float | None = None
@@ -165,6 +173,22 @@ class LevelMetrics:
     accept_length_source: str = "none"
     status: str = "failed"
     errors: dict[str, int] = field(default_factory=dict)
+    # 95% intervals from this level's own requests (tuner/stats.py; noise "requests")
+    output_tok_s_ci_low: float | None = None
+    output_tok_s_ci_high: float | None = None
+    samples: int = 0  # successful requests: the per-request samples the intervals rest on
+    windows: int = 0  # batch-means windows of the throughput interval
+    precision_pct: float | None = None  # the throughput interval's half-width, % of the value
+    ttft_ms_p50_ci_low: float | None = None
+    ttft_ms_p50_ci_high: float | None = None
+    tpot_ms_p50_ci_low: float | None = None
+    tpot_ms_p50_ci_high: float | None = None
+    # cross-checks (docs/tuner.md "Cross-checks"): the same quantities from other sources than
+    # output_tokens (the server's final count per request) and accept_length
+    stream_tokens: int | None = None  # the client's chunk-by-chunk count (successful requests)
+    metrics_tokens: float | None = None  # /metrics generation_tokens_total over the level
+    spec_verify_ct: int | None = None  # sum of the requests' spec_verify_ct (native /generate)
+    metrics_verify_calls: float | None = None  # /metrics spec_verify_calls_total over the level
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,9 +228,110 @@ def _error_key(message: str) -> str:
     return re.sub(r"(?<!HTTP )\b\d+(\.\d+)?\b", "N", message)[:120]
 
 
+def completion_time(t: RequestTrace) -> float:
+    """When a request left the level: its stream closed (or its last chunk, or its send)."""
+    if t.ended is not None:
+        return t.ended
+    return t.chunk_times[-1] if t.chunk_times else t.sent
+
+
+def level_windows(
+    traces: Sequence[RequestTrace],
+    per_window: int,
+    running: Sequence[RequestTrace] = (),
+    until: float | None = None,
+) -> list[tuple[float, float]]:
+    """(tokens that arrived, seconds) per batch-means window of a level (tuner/stats.py).
+
+    The level's measured span runs from its first send to `until` (when the closed loop stopped
+    sending: the completion after which fewer than C requests remained; default the last
+    completion), cut at every `per_window`-th completion (C for a closed loop of C: about one
+    generation of requests); the remainder joins the last window. Tokens of successful requests
+    count when their chunk arrived inside the span, so the windows' sums are the level's
+    `output_tokens_measured` and `measured_s`, and their ratio is `output_tok_s`. `running` are
+    requests still streaming (the precision loop's look at a level in progress): their tokens so
+    far count, their ends do not cut windows.
+    """
+    if not traces:
+        return []
+    m = max(1, int(per_window))
+    ends = sorted(completion_time(t) for t in traces)
+    if until is not None:
+        ends = [e for e in ends if e <= until] or ends[:1]
+    t0 = min(t.sent for t in traces)
+    b = max(1, len(ends) // m)
+    bounds = [t0] + [ends[j * m - 1] for j in range(1, b)] + [ends[-1]]
+    tokens = [0.0] * b
+    for t in list(traces) + list(running):
+        if t.error is not None:
+            continue
+        for when, n in zip(t.chunk_times, chunk_token_counts(t), strict=False):
+            if when > bounds[-1]:
+                break
+            j = bisect.bisect_left(bounds, when, 1, b) - 1
+            tokens[min(max(j, 0), b - 1)] += n
+    return [(tokens[j], bounds[j + 1] - bounds[j]) for j in range(b)]
+
+
+@dataclass
+class LevelSamples:
+    """What a level's statistics are recomputed from (records.jsonl keeps it with the level):
+    per successful request its latencies and tokens, and the throughput windows."""
+
+    ttft_ms: list[float] = field(default_factory=list)
+    tpot_ms: list[float | None] = field(default_factory=list)
+    e2e_ms: list[float] = field(default_factory=list)
+    output_tokens: list[int] = field(default_factory=list)
+    windows: list[tuple[float, float]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        def r(v: float | None, nd: int) -> float | None:
+            return None if v is None else round(v, nd)
+
+        return {
+            "ttft_ms": [r(v, 2) for v in self.ttft_ms],
+            "tpot_ms": [r(v, 3) for v in self.tpot_ms],
+            "e2e_ms": [r(v, 2) for v in self.e2e_ms],
+            "output_tokens": list(self.output_tokens),
+            "windows": [[round(y, 3), round(x, 6)] for y, x in self.windows],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> LevelSamples | None:
+        if not d:
+            return None
+        return cls(
+            ttft_ms=[float(v) for v in d.get("ttft_ms") or []],
+            tpot_ms=[None if v is None else float(v) for v in d.get("tpot_ms") or []],
+            e2e_ms=[float(v) for v in d.get("e2e_ms") or []],
+            output_tokens=[int(v) for v in d.get("output_tokens") or []],
+            windows=[(float(w[0]), float(w[1])) for w in d.get("windows") or [] if len(w) == 2],
+        )
+
+    @property
+    def tpots(self) -> list[float]:
+        return [v for v in self.tpot_ms if v is not None]
+
+
+def level_samples(concurrency: int, traces: Sequence[RequestTrace], until: float | None = None) -> LevelSamples:
+    ok = [t for t in traces if t.ok and t.chunk_times]
+    return LevelSamples(
+        ttft_ms=[(ttft_s(t) or 0.0) * 1000.0 for t in ok],
+        tpot_ms=[_ms(tpot_s(t)) for t in ok],
+        e2e_ms=[(e2e_s(t) or 0.0) * 1000.0 for t in ok],
+        output_tokens=[t.output_tokens or 0 for t in ok],
+        windows=level_windows(traces, concurrency, until=until),
+    )
+
+
 def level_metrics(
-    concurrency: int, traces: Sequence[RequestTrace], counter_delta: dict[str, float] | None = None
+    concurrency: int,
+    traces: Sequence[RequestTrace],
+    counter_delta: dict[str, float] | None = None,
+    until: float | None = None,
 ) -> LevelMetrics:
+    from . import stats  # pure; imported here to keep this module's import graph flat
+
     ok = [t for t in traces if t.ok]
     failed = [t for t in traces if not t.ok]
     starts = [t.sent for t in traces]
@@ -224,6 +349,15 @@ def level_metrics(
         key = _error_key(t.error or "unknown")
         errors[key] = errors.get(key, 0) + 1
     status = "ok" if not failed else ("partial" if ok else "failed")
+    windows = level_windows(traces, concurrency, until=until)
+    tput = stats.ratio_interval(windows, len(ok)) if ok else None
+    span_tokens = sum(y for y, _ in windows)
+    span_s = sum(x for _, x in windows)
+    ttft_iv = stats.quantile_interval([v * 1000.0 for v in ttfts])
+    tpot_iv = stats.quantile_interval([v * 1000.0 for v in tpots])
+    stream = [t.stream_tokens for t in ok]
+    verify = [t.spec_verify_ct for t in ok]
+    delta = counter_delta or {}
     return LevelMetrics(
         concurrency=concurrency,
         requests=len(traces),
@@ -231,7 +365,9 @@ def level_metrics(
         requests_failed=len(failed),
         output_tokens=tokens,
         wall_s=wall,
-        output_tok_s=(tokens / wall) if ok and wall > 0 else None,
+        output_tok_s=(span_tokens / span_s) if ok and span_s > 0 else None,
+        measured_s=span_s,
+        output_tokens_measured=int(round(span_tokens)),
         per_request_tok_s=mean(rates),
         ttft_ms_p50=_ms(percentile(ttfts, 50)),
         ttft_ms_p99=_ms(percentile(ttfts, 99)),
@@ -246,6 +382,19 @@ def level_metrics(
         accept_length_source=source,
         status=status,
         errors=errors,
+        output_tok_s_ci_low=None if tput is None else tput.low,
+        output_tok_s_ci_high=None if tput is None else tput.high,
+        samples=len(ok),
+        windows=len(windows),
+        precision_pct=None if tput is None or tput.rel_half_width is None else tput.rel_half_width * 100.0,
+        ttft_ms_p50_ci_low=None if ttft_iv is None else ttft_iv.low,
+        ttft_ms_p50_ci_high=None if ttft_iv is None else ttft_iv.high,
+        tpot_ms_p50_ci_low=None if tpot_iv is None else tpot_iv.low,
+        tpot_ms_p50_ci_high=None if tpot_iv is None else tpot_iv.high,
+        stream_tokens=sum(v for v in stream if v is not None) if ok and all(v is not None for v in stream) else None,
+        metrics_tokens=delta.get("generation_tokens"),
+        spec_verify_ct=sum(v for v in verify if v) if ok and all(verify) else None,
+        metrics_verify_calls=delta.get("spec_verify_calls"),
     )
 
 

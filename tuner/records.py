@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .configs import SpecConfig
-from .metrics import LevelMetrics
+from .metrics import LevelMetrics, LevelSamples
 
 # Level statuses that carry a measurement (partial: some requests failed; the tokens of the
 # successful ones over the level's wall time still count, failures lower the throughput).
@@ -57,6 +57,8 @@ class Record:
                 value = self.config.to_json()
             elif isinstance(value, LevelMetrics):
                 value = value.to_dict()
+            elif isinstance(value, LevelSamples):
+                value = value.to_json()
             out[f.name] = value
         return out
 
@@ -91,6 +93,7 @@ class DeployRecord(Record):
     artifacts: str | None = None
     result_source: str | None = None  # set_stats | runner_on_ok
     source: str | None = None  # "server_info" for `bench --url`
+    deployment: int = 1  # which of the configuration's --repeat-deploys this is
 
     @property
     def ok(self) -> bool:
@@ -124,9 +127,13 @@ class DeployBestRecord(DeployRecord):
         return cls(**values, verified=verified)
 
 
+LevelKey = tuple[str, float, int, int, int]
+
+
 @dataclass
 class LevelRecord(Record):
-    """One benchmark level: one concurrency, one repeat, on one deployment of a configuration."""
+    """One benchmark level: one concurrency, one temperature, one repeat, on one deployment of a
+    configuration (`deployment` counts the `--repeat-deploys` of it, from 1)."""
 
     TYPE: ClassVar[str] = "level"
     metrics: LevelMetrics = field(default_factory=LevelMetrics)
@@ -138,25 +145,50 @@ class LevelRecord(Record):
     output_len: int | None = None
     endpoint: str | None = None
     bench_s: float | None = None
+    deployment: int = 1
+    top_p: float | None = None
+    # A level measured again because the server went away during its first attempt (attempt 2),
+    # and the lost first attempt (server_lost): the report says so; the lost one is not compared.
+    attempt: int = 1
+    server_lost: bool = False
+    stop_reason: str | None = None  # precision reached / request cap / time cap / fixed count
+    samples: LevelSamples | None = None
 
     @property
-    def key(self) -> tuple[str, float, int, int]:
-        """What `--resume` treats as done: (configuration, temperature, concurrency, repeat)."""
-        return (self.config_id, float(self.temperature or 0.0), int(self.concurrency), int(self.repeat or 1))
+    def key(self) -> LevelKey:
+        """What `--resume` treats as done: (configuration, temperature, concurrency, repeat,
+        deployment)."""
+        return (
+            self.config_id,
+            float(self.temperature or 0.0),
+            int(self.concurrency),
+            int(self.repeat or 1),
+            int(self.deployment or 1),
+        )
 
     @property
     def measured(self) -> bool:
         return self.metrics.status in MEASURED and self.metrics.output_tok_s is not None
 
+    @property
+    def complete(self) -> bool:
+        """Every request succeeded: a throughput that compares with others as it is."""
+        return self.metrics.status == "ok" and self.metrics.output_tok_s is not None and not self.server_lost
+
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> LevelRecord:
-        values = _fields(cls, d, ("config", "metrics"))
+        values = _fields(cls, d, ("config", "metrics", "samples"))
         values.setdefault("concurrency", (d.get("metrics") or {}).get("concurrency") or 0)
-        if values.get("temperature") is None:
-            values["temperature"] = 0.0
-        if values.get("repeat") is None:
-            values["repeat"] = 1
-        return cls(config=_config(d), metrics=LevelMetrics.from_dict(d.get("metrics") or {}), **values)
+        for name, default in (("temperature", 0.0), ("repeat", 1), ("deployment", 1), ("attempt", 1)):
+            if values.get(name) is None:
+                values[name] = default
+        values["server_lost"] = bool(values.get("server_lost"))
+        return cls(
+            config=_config(d),
+            metrics=LevelMetrics.from_dict(d.get("metrics") or {}),
+            samples=LevelSamples.from_json(d.get("samples")),
+            **values,
+        )
 
 
 @dataclass
@@ -176,6 +208,10 @@ class BenchFailedRecord(Record):
     TYPE: ClassVar[str] = "bench_failed"
     host: str | None = None
     reason: str | None = None
+    # server_lost: the server went away twice (the configuration fails: it is not recommended);
+    # warmup: every warm-up request failed; stopped: the server stopped answering
+    kind: str | None = None
+    deployment: int = 1
 
 
 @dataclass
@@ -274,14 +310,20 @@ class SweepState:
 
     # -- what the sweep reads -----------------------------------------------------------------
     @property
-    def done(self) -> set[tuple[str, float, int, int]]:
-        return {m.level.key for m in self.measured}
+    def done(self) -> set[LevelKey]:
+        """Levels that need no measuring again (a level lost with its server does)."""
+        return {m.level.key for m in self.measured if not m.level.server_lost}
 
     def levels(self, *, measured_only: bool = True) -> list[LevelRecord]:
         return [m.level for m in self.measured if m.level.measured or not measured_only]
 
     def has_levels(self, config_id: str) -> bool:
         return any(m.level.config_id == config_id for m in self.measured)
+
+    @property
+    def unstable(self) -> dict[str, BenchFailedRecord]:
+        """Configurations whose server went away twice during their benchmark: failed."""
+        return {bf.config_id: bf for bf in self.bench_failures if bf.kind == "server_lost"}
 
     def terminal(self) -> dict[str, Record]:
         """Configurations that never produced a level: why (their failed deploy or their skip)."""

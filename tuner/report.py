@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import workload as workload_mod
 from .records import DeployRecord, Record, SkipRecord
 from .store import PLOT
 from .summary import Summary
 
 METRIC_DEFINITIONS = """\
 - **Aggregate output tok/s** (`output_tok_s`): output tokens of the level's successful requests
-  divided by the level's wall time, first send to last completion (vLLM `bench serve`'s output
-  token throughput). A closed loop: C clients, each sends its next request when its previous one
-  ends; a level sends `requests_per_level` requests (default max(4, 2 x C), as the seed did).
-  Warm-up requests before the first level are not counted.
+  that arrived while all C clients were busy, divided by that time: from the first send to the
+  moment the closed loop stopped sending (vLLM `bench serve`'s output token throughput, without
+  the drain at the end, whose length would depend on how many requests the level needed). A
+  closed loop: C clients, each sends its next request when its previous one ends; a level sends
+  at least max(4, 2 x C) requests, then more until `--precision` (or exactly
+  `--requests-per-level N`). Warm-up requests before the first level are not counted.
 - **Per-request tok/s** (`per_request_tok_s`): mean over requests of (output tokens - 1) /
   (E2E - TTFT), the decode rate once a request runs. It excludes queueing and prefill, so it
   stays meaningful when C exceeds `max_running_requests`.
@@ -31,10 +34,24 @@ METRIC_DEFINITIONS = """\
   `avg_spec_accept_length` is cumulative since start-up and is not used.
 - **Failed requests**: HTTP errors, streams cut before their final chunk, and, with `ignore_eos`,
   streams with fewer tokens than requested.
-- **Choosing**: per level, the highest mean aggregate throughput; among configurations within the
-  measured noise (two standard errors of the difference over repeats) or 1% of it, the smallest
-  spec_steps (vLLM `tune_speculative_k`'s rule). The workload choice averages each
-  configuration's throughput relative to the best at each target level.
+- **Intervals** (`ci95`): 95% confidence intervals. From one level: batch means over the level's
+  windows (cut at every C-th completion) for aggregate tok/s, order statistics for TTFT/TPOT
+  p50: they cover the noise *within* that level. With `--repeats`: a Student t interval over the
+  repeats (run-to-run noise on one deployment); with `--repeat-deploys`: over the deployments
+  (restart-to-restart noise). Never narrower than the requests alone say.
+- **Precision**: with `--requests-per-level auto` a level sends requests until its interval's
+  half-width is within `--precision` of its mean (or a cap on requests or seconds is hit); the
+  precision reached is in every cell.
+- **Choosing**: per level, a configuration is named the winner only when its interval lies wholly
+  above every other's ("beyond noise"). Otherwise the level is *tied within noise*: among the
+  configurations whose interval overlaps the best's, the one with more KV capacity
+  (`max_total_num_tokens`), then fewer steps, is chosen (vLLM `tune_speculative_k` prefers the
+  smaller K when measurements cannot separate them). Cells with a failed request, and with
+  `--slo` cells that miss it, do not compete. The workload choice averages each configuration's
+  throughput relative to the best at each target level, with the same rule on its interval.
+- **Goodput** (`--slo`): output tok/s of the requests that succeeded and met every limit (SGLang
+  `bench_serving --goodput`, DistServe); a cell meets the SLO when each limited percentile over
+  its requests is within its limit.
 - **Early stop**: steps go up one configuration at a time; when every level's throughput at the
   newest depth is below (beyond noise) the best at a shallower depth, deeper steps are skipped.
 """
@@ -71,15 +88,27 @@ def _header(s: Summary) -> list[str]:
         ("hosts", ", ".join(hosts) or s.spec.url or "-"),
         (
             "workload",
-            f"{w.input_len} input / {w.output_len} output tokens, temperature {w.temperature}, "
-            f"ignore_eos {w.ignore_eos}, endpoint {w.endpoint}",
+            f"{w.input_len or 'dataset'} input / {w.output_len or 'dataset'} output tokens, temperature "
+            f"{', '.join(f'{t:g}' for t in w.temperature)}"
+            + (f" (top_p {w.top_p:g})" if w.top_p < 1 else "")
+            + f", ignore_eos {w.ignore_eos}, endpoint {w.endpoint}",
         ),
+        ("prompts", workload_mod.describe(w.dataset, w.dataset_sample)),
         (
             "levels",
             f"concurrency {', '.join(map(str, s.levels))}; requests per level "
-            f"{w.requests_per_level or 'max(4, 2 x C)'}; repeats {w.repeats}",
+            + (
+                f"{w.requests_per_level}"
+                if not w.adaptive
+                else f"until +-{w.precision:g}% (at least max(4, 2 x C), at most "
+                f"{w.max_requests_per_level or 'max(32, 16 x C)'} or {w.max_level_s:g} s)"
+            )
+            + f"; repeats {w.repeats}"
+            + (f"; deployments per configuration {s.spec.repeat_deploys}" if s.spec.repeat_deploys > 1 else ""),
         ),
     ]
+    if w.slo is not None:
+        meta.append(("SLO", w.slo.describe()))
     if s.spec.command == "sweep":
         meta.append(
             ("swept", f"spec_steps {list(s.spec.steps)}, topk {list(s.spec.topk)}, algorithm {s.spec.algorithm}")
@@ -89,46 +118,62 @@ def _header(s: Summary) -> list[str]:
 
 def _recommendation(s: Summary) -> list[str]:
     lines = ["", "## Recommendation", ""]
-    rec = s.recommendation
-    if rec.chosen is not None:
-        c = rec.chosen
-        extra = (
-            ""
-            if (c.spec_topk == 1 and c.spec_draft_tokens is None)
-            else f", topk {c.spec_topk}, draft tokens {c.spec_draft_tokens or 'auto'}"
-        )
-        lines.append(
-            f"**spec_steps {c.spec_steps}**{extra} for the stated workload "
-            f"(concurrency {', '.join(map(str, rec.workload['concurrency']))}): {rec.reason}."
-        )
-    else:
-        lines.append(f"No recommendation: {rec.reason}.")
-    lines.append("")
-    if s.choices:
+    views = list(s.views.values())
+    many = len(views) > 1
+    if not views:
+        lines.append(f"No recommendation: {s.recommendation.reason}.")
+        lines.append("")
+    for v in views:
+        if many:
+            lines += [f"### Temperature {v.temperature:g}", ""]
+        rec = v.recommendation
+        if rec.chosen is not None:
+            c = rec.chosen
+            extra = (
+                ""
+                if (c.spec_topk == 1 and c.spec_draft_tokens is None)
+                else f", topk {c.spec_topk}, draft tokens {c.spec_draft_tokens or 'auto'}"
+            )
+            lines.append(
+                f"**spec_steps {c.spec_steps}**{extra} for the stated workload "
+                f"(concurrency {', '.join(map(str, rec.workload['concurrency']))}"
+                + (f", temperature {v.temperature:g}" if many else "")
+                + f"): {rec.reason}."
+            )
+        else:
+            lines.append(f"No recommendation: {rec.reason}.")
+        lines.append("")
         rows = []
-        for level, ch in sorted(s.choices.items()):
+        for level in s.levels:
+            ch = v.choices.get(level)
+            if ch is None:
+                if level in v.unchosen:
+                    rows.append([level, "**none**", "-", "-", "-", "-", v.unchosen[level]])
+                continue
+            iv = ch.chosen.interval
             ru = ch.runner_up
             rows.append(
                 [
                     level,
                     ch.chosen.spec_steps,
-                    _f(ch.chosen.mean),
+                    f"{_f(ch.chosen.mean)} [{_f(iv.low)}, {_f(iv.high)}]",
                     _f(ch.chosen.per_request_mean),
                     f"{ru.config_id} ({_f(ru.mean)})" if ru else "-",
                     _f(ch.margin_pct) + "%" if ch.margin_pct is not None else "-",
-                    _f(ch.tolerance_pct) + "%",
+                    ("**tied within noise**: " if ch.tied else "") + ch.verdict,
                 ]
             )
-        header = [
-            "concurrency",
-            "best spec_steps",
-            "aggregate tok/s",
-            "per-request tok/s",
-            "runner-up (tok/s)",
-            "margin",
-            "tie tolerance",
-        ]
-        lines += [_table(header, rows), ""]
+        if rows:
+            header = [
+                "concurrency",
+                "best spec_steps",
+                "aggregate tok/s [95% CI]",
+                "per-request tok/s",
+                "runner-up (tok/s)",
+                "margin",
+                "verdict",
+            ]
+            lines += [_table(header, rows), ""]
     best = s.state.deploy_best
     if best is not None:
         lines.append(
@@ -141,45 +186,66 @@ def _recommendation(s: Summary) -> list[str]:
 
 def _results(s: Summary) -> list[str]:
     lines = ["## Throughput against steps", "", f"![throughput vs steps]({PLOT})", ""]
-    lines += ["## Results (mean over repeats)", ""]
+    lines += ["## Results (every cell, with its 95% interval)", ""]
     rows = []
-    for (_cid, c), pt in sorted(s.stats.items(), key=lambda kv: (kv[1].order_key, kv[0][1])):
-        spread = f" ± {_f(pt.std)}" if pt.n > 1 else ""
-        ok = sum(lv.metrics.requests_ok for lv in pt.levels)
-        bad = sum(lv.metrics.requests_failed for lv in pt.levels)
-        rows.append(
-            [
-                pt.spec_steps,
-                pt.spec_topk,
-                pt.spec_draft_tokens or "auto",
-                c,
-                _f(pt.mean) + spread,
-                _f(pt.per_request_mean),
-                _f(pt.metric_mean("ttft_ms_p50")),
-                _f(pt.metric_mean("ttft_ms_p99")),
-                _f(pt.metric_mean("tpot_ms_p50"), 2),
-                _f(pt.metric_mean("itl_ms_p99"), 2),
-                _f(pt.accept_mean, 2),
-                f"{ok}/{bad}",
-            ]
-        )
+    many = len(s.views) > 1
+    for v in s.views.values():
+        for (_cid, c), pt in sorted(v.stats.items(), key=lambda kv: (kv[1].order_key, kv[0][1])):
+            iv = pt.interval
+            ok = sum(lv.metrics.requests_ok for lv in pt.levels)
+            bad = sum(lv.metrics.requests_failed for lv in pt.levels)
+            ttft = pt.ttft_p50_ci95
+            tpot = pt.tpot_p50_ci95
+            mark = " (partial)" if pt.partial else ""
+            temp_col: list[Any] = [f"{v.temperature:g}"] if many else []
+            rows.append(
+                temp_col
+                + [
+                    pt.spec_steps,
+                    pt.spec_topk,
+                    pt.spec_draft_tokens or "auto",
+                    c,
+                    f"{_f(pt.mean)}{mark}",
+                    f"[{_f(iv.low)}, {_f(iv.high)}]",
+                    "-" if pt.precision_pct is None else f"+-{pt.precision_pct:.1f}%",
+                    f"{iv.noise} ({pt.n})" if iv.noise in ("repeats", "deployments") else iv.noise,
+                    _f(pt.per_request_mean),
+                    _ci_txt(pt.metric_mean("ttft_ms_p50"), ttft, 0),
+                    _f(pt.metric_mean("ttft_ms_p99"), 0),
+                    _ci_txt(pt.metric_mean("tpot_ms_p50"), tpot, 2),
+                    _f(pt.accept_mean, 2),
+                    _f(pt.metric_mean("prompt_tokens_mean"), 0),
+                    f"{ok}/{bad}",
+                ]
+            )
     if not rows:
         return lines + ["Nothing was measured."]
-    header = [
+    header = (["T"] if many else []) + [
         "steps",
         "topk",
         "draft",
         "C",
         "aggregate tok/s",
+        "95% CI",
+        "precision",
+        "noise covered",
         "per-request tok/s",
-        "TTFT p50 ms",
+        "TTFT p50 ms [CI]",
         "TTFT p99 ms",
-        "TPOT p50 ms",
-        "ITL p99 ms",
+        "TPOT p50 ms [CI]",
         "accept len",
+        "prompt tokens",
         "ok/failed",
     ]
     return lines + [_table(header, rows)]
+
+
+def _ci_txt(value: float | None, iv: Any, nd: int) -> str:
+    if value is None:
+        return "-"
+    if iv is None:
+        return _f(value, nd)
+    return f"{_f(value, nd)} [{_f(iv.low, nd)}, {_f(iv.high, nd)}]"
 
 
 def _configurations(s: Summary) -> list[str]:
@@ -257,7 +323,80 @@ def _definitions(s: Summary) -> list[str]:
     ]
 
 
-SECTIONS = (_header, _recommendation, _results, _configurations, _notes, _definitions)
+def _slo_section(s: Summary) -> list[str]:
+    """Per cell: goodput and whether it meets the SLO (only with --slo)."""
+    if s.slo is None:
+        return []
+    lines = ["", "## Service-level objectives", "", f"SLO: {s.slo.describe()}.", ""]
+    rows = []
+    many = len(s.views) > 1
+    for v in s.views.values():
+        for (_cid, c), pt in sorted(v.stats.items(), key=lambda kv: (kv[0][1], kv[1].order_key)):
+            r = pt.slo
+            if r is None:
+                continue
+            obs = ", ".join(f"{k} {_f(val, 0)}" for k, val in r.observed.items())
+            first: list[Any] = [f"{v.temperature:g}"] if many else []
+            rows.append(
+                first
+                + [
+                    c,
+                    pt.config_id,
+                    _f(pt.mean),
+                    _f(r.goodput_tok_s),
+                    f"{r.attainment * 100:.1f}%",
+                    obs,
+                    r.requests,
+                    "**yes**" if r.meets else "no",
+                ]
+            )
+    if not rows:
+        return lines + ["No per-request samples were kept (a directory from an older version)."]
+    header = (["T"] if many else []) + [
+        "C",
+        "config",
+        "aggregate tok/s",
+        "goodput tok/s",
+        "requests within every limit",
+        "observed",
+        "requests",
+        "meets SLO",
+    ]
+    lines += [_table(header, rows), ""]
+    for v in s.views.values():
+        for c, why in sorted(v.unchosen.items()):
+            lines.append(f"- Concurrency {c}" + (f", temperature {v.temperature:g}" if many else "") + f": {why}.")
+    return lines
+
+
+def _cross_checks(s: Summary) -> list[str]:
+    """The client's counts against the server's and /metrics', per level (tuner/crosscheck.py)."""
+    ck = s.checks
+    lines = ["", "## Cross-checks", ""]
+    if not ck.levels:
+        return lines + ["No level could be cross-checked (no /metrics, or nothing measured)."]
+    diffs = "; ".join(f"{k}: largest difference {v:.2f}%" for k, v in ck.max_diff_pct.items())
+    lines.append(f"{ck.comparisons} comparisons over {ck.levels} levels ({diffs}).")
+    if ck.warnings:
+        lines += ["", f"**Warning: {len(ck.warnings)} disagreement(s) above 1%:**", ""]
+        lines += [f"- {w}" for w in ck.warnings[:40]]
+        if len(ck.warnings) > 40:
+            lines.append(f"- ... and {len(ck.warnings) - 40} more (recommendation.json `cross_checks`)")
+    else:
+        lines.append("Every comparison agrees within 1%.")
+    return lines
+
+
+SECTIONS = (
+    _header,
+    _recommendation,
+    _results,
+    _slo_section,
+    _cross_checks,
+    _configurations,
+    _notes,
+    _definitions,
+)
 
 
 def _common_warnings(deploys: list[DeployRecord]) -> set[str]:

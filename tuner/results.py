@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .records import DeployRecord, Measured, Record, SkipRecord, SweepState
+from .slo import Slo, evaluate
 from .sweepspec import WorkloadSpec
 
 # The first columns after the ids are the contract's (docs/tuner.md "Output"), in its order.
@@ -47,6 +48,29 @@ RESULT_COLUMNS = [
     "ready_s",
     "status",
     "error",
+    # issue #11: intervals, deployments, sampling, SLO, cross-checks (docs/tuner.md "Output")
+    "output_tok_s_ci_low",
+    "output_tok_s_ci_high",
+    "samples",
+    "precision_pct",
+    "windows",
+    "stop_reason",
+    "ttft_ms_p50_ci_low",
+    "ttft_ms_p50_ci_high",
+    "tpot_ms_p50_ci_low",
+    "tpot_ms_p50_ci_high",
+    "deployment",
+    "attempt",
+    "server_lost",
+    "top_p",
+    "prompt_tokens_mean",
+    "goodput_tok_s",
+    "slo_attainment",
+    "meets_slo",
+    "stream_tokens",
+    "metrics_tokens",
+    "spec_verify_ct",
+    "metrics_verify_calls",
 ]
 
 
@@ -66,44 +90,64 @@ def _deploy_fields(dep: DeployRecord | None) -> dict[str, Any]:
     }
 
 
-def level_row(m: Measured) -> dict[str, Any]:
+def level_row(m: Measured, slo: Slo | None = None) -> dict[str, Any]:
     lv = m.level
     metrics = lv.metrics.to_dict()
     errors = metrics.pop("errors", None) or {}
-    return {
+    row = {
         **_config_fields(lv),
         **_deploy_fields(m.deploy),
         "host": lv.host,
         "temperature": lv.temperature,
+        "top_p": lv.top_p,
         "input_len": lv.input_len,
         "output_len": lv.output_len,
         "concurrency": lv.concurrency,
         "repeat": lv.repeat,
+        "deployment": lv.deployment,
+        "attempt": lv.attempt,
+        "server_lost": lv.server_lost or None,
+        "stop_reason": lv.stop_reason,
         **metrics,
         "error": "; ".join(f"{n}x {k}" for k, n in errors.items()) or None,
     }
+    if slo is not None and lv.samples is not None:
+        res = evaluate(slo, [(lv.samples, lv.metrics.output_tok_s)])
+        if res is not None:
+            row.update(goodput_tok_s=res.goodput_tok_s, slo_attainment=res.attainment, meets_slo=res.meets)
+    return row
 
 
 def terminal_rows(rec: Record, workload: WorkloadSpec | None) -> list[dict[str, Any]]:
     status = "skipped" if isinstance(rec, SkipRecord) else "deploy_failed"
     levels: list[int | None] = list(workload.concurrency) if workload else [None]
+    temps: list[float | None] = list(workload.temperature) if workload else [None]
     base = {
         **_config_fields(rec),
         "host": getattr(rec, "host", None),
-        "temperature": workload.temperature if workload else None,
         "input_len": workload.input_len if workload else None,
         "output_len": workload.output_len if workload else None,
         "status": status,
         "error": getattr(rec, "reason", None),
         **(_deploy_fields(rec) if isinstance(rec, DeployRecord) else {}),
     }
-    return [{**base, "concurrency": c} for c in levels]
+    return [{**base, "temperature": t, "concurrency": c} for t in temps for c in levels]
 
 
 def result_rows(state: SweepState, workload: WorkloadSpec | None = None) -> list[dict[str, Any]]:
-    rows = [level_row(m) for m in state.measured]
+    slo = workload.slo if workload else None
+    rows = [level_row(m, slo) for m in state.measured]
     for rec in state.terminal().values():
         rows += terminal_rows(rec, workload)
     position = {cid: i for i, cid in enumerate(state.order)}
-    rows.sort(key=lambda r: (position.get(r["config_id"], 1 << 30), r.get("concurrency") or 0, r.get("repeat") or 0))
+    rows.sort(
+        key=lambda r: (
+            position.get(r["config_id"], 1 << 30),
+            r.get("temperature") or 0.0,
+            r.get("concurrency") or 0,
+            r.get("deployment") or 1,
+            r.get("repeat") or 0,
+            r.get("attempt") or 1,
+        )
+    )
     return rows

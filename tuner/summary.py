@@ -8,11 +8,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import analysis
+from . import analysis, workload
 from .analysis import LevelChoice, PointStats, Recommendation
+from .crosscheck import CrossCheck, check_levels
 from .records import DeployRecord, SkipRecord, SweepState
 from .results import result_rows
+from .slo import Slo
 from .sweepspec import SweepSpec
+
+
+@dataclass
+class TempView:
+    """Everything chosen at one sampling temperature (the recommendation is per temperature)."""
+
+    temperature: float
+    stats: dict[tuple[str, int], PointStats]
+    choices: dict[int, LevelChoice]
+    unchosen: dict[int, str]  # levels measured without a choice, and why
+    recommendation: Recommendation
 
 
 @dataclass
@@ -20,11 +33,14 @@ class Summary:
     spec: SweepSpec
     state: SweepState
     rows: list[dict[str, Any]]  # results.csv
-    stats: dict[tuple[str, int], PointStats]
+    stats: dict[tuple[str, int], PointStats]  # the primary temperature's (the first of --temperature)
     levels: list[int]
     choices: dict[int, LevelChoice]
     recommendation: Recommendation
     notes: list[str] = field(default_factory=list)
+    views: dict[float, TempView] = field(default_factory=dict)  # every temperature measured
+    unchosen: dict[int, str] = field(default_factory=dict)
+    checks: CrossCheck = field(default_factory=CrossCheck)
 
     @property
     def noise(self) -> dict[str, Any]:
@@ -46,6 +62,14 @@ class Summary:
     def skipped(self) -> dict[str, SkipRecord]:
         return self.state.skipped
 
+    @property
+    def slo(self) -> Slo | None:
+        return self.spec.workload.slo
+
+    @property
+    def temperatures(self) -> list[float]:
+        return list(self.views)
+
 
 def _target(spec: SweepSpec, override: list[int] | None) -> list[int] | None:
     if override is not None:
@@ -54,17 +78,43 @@ def _target(spec: SweepSpec, override: list[int] | None) -> list[int] | None:
     return list(t) if t else None
 
 
+def view_for(
+    state: SweepState, spec: SweepSpec, temperature: float, levels: list[int], target: list[int] | None
+) -> TempView:
+    capacity = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
+    stats = analysis.aggregate(state.levels(), temperature=temperature, capacity=capacity)
+    for p in stats.values():
+        bf = state.unstable.get(p.config_id)
+        p.failed_reason = None if bf is None else bf.reason
+    analysis.apply_slo(stats, spec.workload.slo)
+    return TempView(
+        temperature=temperature,
+        stats=stats,
+        choices=analysis.by_concurrency(stats, levels),
+        unchosen=analysis.unchosen(stats, levels),
+        recommendation=analysis.recommend(stats, levels, target),
+    )
+
+
 def summarize(state: SweepState, spec: SweepSpec, target: list[int] | None = None) -> Summary:
     levels = list(spec.workload.concurrency) or sorted({lv.concurrency for lv in state.levels()})
-    stats = analysis.aggregate(state.levels())
+    measured = analysis.temperatures(state.levels())
+    temps = [float(t) for t in spec.workload.temperature if float(t) in measured]
+    temps += [t for t in measured if t not in temps]
+    tgt = _target(spec, target)
+    views = {t: view_for(state, spec, t, levels, tgt) for t in temps}
+    primary = views[temps[0]] if temps else view_for(state, spec, float(spec.workload.temperature[0]), levels, tgt)
     s = Summary(
         spec=spec,
         state=state,
         rows=result_rows(state, spec.workload),
-        stats=stats,
+        stats=primary.stats,
         levels=levels,
-        choices=analysis.by_concurrency(stats, levels),
-        recommendation=analysis.recommend(stats, levels, _target(spec, target)),
+        choices=primary.choices,
+        recommendation=primary.recommendation,
+        views=views,
+        unchosen=primary.unchosen,
+        checks=check_levels(state.levels(measured_only=False)),
     )
     s.notes = notes_for(s)
     return s
@@ -94,24 +144,34 @@ def notes_for(s: Summary) -> list[str]:
         notes.append(f"{_cfg_txt(bf)}: benchmark stopped on {bf.host}: {bf.reason}.")
     for m in s.state.measured:
         lv = m.level
-        if lv.metrics.status in ("partial", "failed"):
+        where = f"{lv.config_id} C={lv.concurrency} T={lv.temperature:g} repeat {lv.repeat}"
+        if lv.deployment > 1:
+            where += f" deployment {lv.deployment}"
+        if lv.server_lost:
+            notes.append(
+                f"{where}: the server went away during the level ({lv.metrics.requests_failed} of "
+                f"{lv.metrics.requests} requests failed); the level was not compared"
+                + (" and was measured again once the server answered /health." if _remeasured(s, lv) else ".")
+            )
+        elif lv.metrics.status in ("partial", "failed"):
             errors = "; ".join(f"{n}x {k}" for k, n in lv.metrics.errors.items())
             notes.append(
-                f"{lv.config_id} C={lv.concurrency} repeat {lv.repeat}: {lv.metrics.requests_failed} of "
-                f"{lv.metrics.requests_ok + lv.metrics.requests_failed} requests failed ({errors}); the "
-                "throughput counts successful tokens only."
+                f"{where}: {lv.metrics.requests_failed} of "
+                f"{lv.metrics.requests_ok + lv.metrics.requests_failed} requests failed ({errors}); the level is "
+                "marked and its throughput is not compared as if complete."
             )
-    noise = s.noise
-    if noise["repeats"] <= 1:
+        if lv.attempt > 1 and not lv.server_lost:
+            notes.append(f"{where}: measured again (attempt {lv.attempt}) after the server came back.")
+    for cid, bf in s.state.unstable.items():
+        notes.append(f"{cid} failed during its benchmark: {bf.reason}. It is not recommended.")
+    notes.append(noise_note(s))
+    for t, v in s.views.items():
+        for c, why in sorted(v.unchosen.items()):
+            notes.append(f"Concurrency {c}, temperature {t:g}: no configuration is recommended: {why}.")
+    if s.checks.warnings:
         notes.append(
-            "Each point was measured once, so the noise is unknown: throughputs within 1% "
-            "count as equal and the smaller spec_steps wins (`--repeats 3` measures the spread)."
-        )
-    elif noise["max_rel_std_pct"] is not None:
-        notes.append(
-            f"Spread over {noise['repeats']} repeats (std/mean): median "
-            f"{noise['median_rel_std_pct']}%, max {noise['max_rel_std_pct']}%. Differences "
-            "within two standard errors (or 1%) count as equal; the smaller spec_steps wins."
+            f"Cross-checks: {len(s.checks.warnings)} disagreement(s) above 1% between the client's, the "
+            "server's and /metrics' counts (see \"Cross-checks\")."
         )
     swept = sorted({p.spec_steps for p in s.stats.values()})
     if len(swept) > 1:
@@ -134,11 +194,16 @@ def notes_for(s: Summary) -> list[str]:
                     "faster still (widen --steps to find out)."
                 )
     w = s.spec.workload
-    if w.temperature == 0 and w.ignore_eos:
+    if s.temperatures and max(s.temperatures) == 0:
         notes.append(
-            "Greedy decoding (temperature 0) with ignore_eos gives the draft an easy job: "
-            "acceptance, and with it the best depth, can be lower on real sampled traffic "
-            "(`--temperature 0.7` measures that workload)."
+            "Warning: only greedy decoding (temperature 0) was measured. Greedy decoding gives the draft an "
+            "easy job: acceptance, and with it the best depth, can be lower on real sampled traffic "
+            "(`--temperature 0,0.7` measures both)."
+        )
+    if w.dataset is None:
+        notes.append(
+            "Prompts were synthetic (random words / token ids), which drafts differently from real text: "
+            '`--dataset FILE` measures your own prompts (docs/tuner.md "Datasets").'
         )
     queued = []
     for cid, d in s.state.deploys.items():
@@ -154,12 +219,87 @@ def notes_for(s: Summary) -> list[str]:
     return notes
 
 
+def _remeasured(s: Summary, lost: Any) -> bool:
+    return any(
+        m.level.key == lost.key and m.level.attempt > lost.attempt and not m.level.server_lost for m in s.state.measured
+    )
+
+
+def noise_note(s: Summary) -> str:
+    """What the intervals cover, in words (docs/tuner.md "Statistics")."""
+    n = s.noise
+    kinds = n["intervals_cover"]
+    cover = {
+        "requests": "the requests within each level (batch means over the level's windows)",
+        "repeats": "run-to-run noise on one deployment (--repeats)",
+        "deployments": "restart-to-restart noise (--repeat-deploys)",
+        "none": "nothing: no interval was measured, a +-1% floor stands in",
+    }
+    text = "Every cell carries a 95% interval of its aggregate tok/s covering " + "; ".join(
+        cover.get(k, k) for k in kinds
+    )
+    if n["median_precision_pct"] is not None:
+        text += f"; precision reached: median +-{n['median_precision_pct']}%, worst +-{n['max_precision_pct']}%"
+    text += (
+        ". A configuration wins a level only when its interval lies above every other's; otherwise the level "
+        "is tied within noise and the tie-break (more KV capacity, then fewer steps) chooses."
+    )
+    if "deployments" not in kinds:
+        text += " Restart-to-restart noise is not covered (`--repeat-deploys 2` measures it)."
+    return text
+
+
+def _unchosen_json(s: Summary, view: TempView, c: int, why: str) -> dict[str, Any]:
+    pts = [p for (cid, cc), p in view.stats.items() if cc == c]
+    best = max(pts, key=lambda p: p.mean) if pts else None
+    return {
+        "config_id": None,
+        "meets_slo": False if s.slo is not None and "SLO" in why else None,
+        "goodput_tok_s": None,
+        "reason": why,
+        "best_measured": None
+        if best is None
+        else {
+            "config_id": best.config_id,
+            "output_tok_s": round(best.mean, 2),
+            "ci95": best.interval.as_list(),
+            "goodput_tok_s": None if best.slo is None else round(best.slo.goodput_tok_s, 2),
+        },
+    }
+
+
+def by_concurrency_json(s: Summary, view: TempView) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for c in s.levels:
+        if c in view.choices:
+            out[str(c)] = view.choices[c].to_dict()
+        elif c in view.unchosen:
+            out[str(c)] = _unchosen_json(s, view, c, view.unchosen[c])
+    return out
+
+
 def recommendation_json(s: Summary) -> dict[str, Any]:
     w = s.spec.workload
     best = s.state.deploy_best
+    primary = s.views.get(s.temperatures[0]) if s.temperatures else None
     return {
-        "by_concurrency": {str(c): ch.to_dict() for c, ch in sorted(s.choices.items())},
+        "by_concurrency": by_concurrency_json(s, primary)
+        if primary
+        else {str(c): ch.to_dict() for c, ch in sorted(s.choices.items())},
         "recommended": s.recommendation.to_dict(),
+        "temperature": s.temperatures[0] if s.temperatures else None,
+        "by_temperature": {
+            f"{t:g}": {"by_concurrency": by_concurrency_json(s, v), "recommended": v.recommendation.to_dict()}
+            for t, v in s.views.items()
+        },
+        "slo": None if s.slo is None else s.slo.to_json(),
+        "dataset": None if w.dataset is None else w.dataset.to_json(),
+        "cross_checks": {
+            "levels": s.checks.levels,
+            "comparisons": s.checks.comparisons,
+            "max_diff_pct": s.checks.max_diff_pct,
+            "warnings": s.checks.warnings,
+        },
         "notes": s.notes,
         "skipped": [{"config_id": r.config_id, "reason": r.reason, "kind": r.kind} for r in s.state.skipped.values()],
         "failed": [{"config_id": cid, "host": r.host, "reason": r.reason} for cid, r in s.state.failed.items()],
@@ -175,14 +315,18 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
         },
         "server": s.server,
         "workload": {
-            "temperature": w.temperature,
+            "temperature": list(w.temperature),
+            "top_p": w.top_p,
             "input_len": w.input_len,
             "output_len": w.output_len,
             "ignore_eos": w.ignore_eos,
             "endpoint": w.endpoint,
             "concurrency": list(w.concurrency),
             "requests_per_level": w.requests_per_level,
+            "precision_pct": w.precision if w.adaptive else None,
             "repeats": w.repeats,
+            "repeat_deploys": s.spec.repeat_deploys,
+            "prompts": workload.describe(w.dataset, w.dataset_sample),
         },
     }
 
@@ -190,10 +334,13 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
 def title(s: Summary) -> str:
     name = s.server.get("served_model_name") or "SGLang"
     w = s.spec.workload
-    return (
-        f"{name}: throughput vs speculative steps (temperature {w.temperature}, "
-        f"{w.input_len} in / {w.output_len} out tokens)"
+    temps = ", ".join(f"{t:g}" for t in (s.temperatures or list(w.temperature)))
+    shape = (
+        f"{w.dataset.name}"
+        if w.dataset is not None
+        else f"{w.input_len or 'auto'} in / {w.output_len or 'auto'} out tokens"
     )
+    return f"{name}: throughput vs speculative steps (temperature {temps}, {shape})"
 
 
 def capacity_by_config(s: Summary) -> dict[str, dict[str, Any]]:

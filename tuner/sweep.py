@@ -21,14 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
 from . import analysis, outputs
-from .client import BenchClient, ClientOptions, with_ticker
+from .client import BenchClient, ClientOptions, LevelPlan, with_ticker
 from .configs import ConfigPlan, SpecConfig
 from .deploy import Deployer, DeployResult
-from .metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics
+from .metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics, level_samples
 from .records import (
     BenchFailedRecord,
     DeployBestRecord,
     DeployRecord,
+    LevelKey,
     LevelRecord,
     Record,
     SkipRecord,
@@ -39,8 +40,10 @@ from .redact import Redactor
 from .store import MemoryStore, Store
 from .summary import Summary
 from .sweepspec import SweepSpec, WorkloadSpec
+from .workload import PromptSource
 
 TICK_S = 10.0
+REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
 
 
 class RecordLog(Protocol):
@@ -71,23 +74,56 @@ def client_options(w: WorkloadSpec, url: str, api_key: str | None, model: str | 
     return ClientOptions(
         url=url,
         endpoint=w.endpoint,
-        input_len=w.input_len,
-        output_len=w.output_len,
-        temperature=w.temperature,
+        input_len=w.input_len or 256,
+        output_len=w.output_len or 256,
+        temperature=w.temperature[0],
+        top_p=w.top_p,
         ignore_eos=w.ignore_eos,
         api_key=api_key,
         model=model,
         request_timeout=w.request_timeout,
         seed=w.seed,
+        source=prompt_source(w),
     )
 
 
-def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: LevelMetrics) -> str:
+def prompt_source(w: WorkloadSpec) -> PromptSource:
+    ds = w.dataset if w.dataset is not None and w.dataset.loaded else None
+    return PromptSource(
+        input_len=w.input_len, output_len=w.output_len, seed=w.seed, dataset=ds, sample=w.dataset_sample
+    )
+
+
+def level_plan(w: WorkloadSpec, c: int, first_index: int) -> LevelPlan:
+    """The fixed count (`--requests-per-level N`), or the precision loop (auto)."""
+    if not w.adaptive:
+        n = w.requests_for(c)
+        return LevelPlan(c, n, n, first_index=first_index)
+    return LevelPlan(
+        c,
+        w.requests_for(c),
+        w.max_requests_for(c),
+        max_seconds=w.max_level_s,
+        precision_pct=w.precision,
+        first_index=first_index,
+    )
+
+
+def first_index(w: WorkloadSpec, temperature: float, repeat: int, c: int) -> int:
+    """Where a level's prompts start: the same for every configuration and deployment, whatever
+    number of requests earlier levels needed, so every configuration sees the same prompts."""
+    ti = w.temperature.index(temperature) if temperature in w.temperature else 0
+    ci = w.concurrency.index(c) if c in w.concurrency else 0
+    return ((ti * 64 + (repeat - 1)) * 64 + ci) * 1_000_000
+
+
+def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: LevelMetrics, extra: str = "") -> str:
     def f(v: Any, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
 
     s = (
-        f"[{cfg.label} C={c} rep {rep}/{repeats}] {f(m.output_tok_s, '.0f')} tok/s agg, "
+        f"[{cfg.label}{extra} C={c} rep {rep}/{repeats}] {f(m.output_tok_s, '.0f')} tok/s agg "
+        f"(+-{f(m.precision_pct, '.1f')}%, {m.requests} requests), "
         f"{f(m.per_request_tok_s, '.1f')} tok/s/req, TTFT p50 {f(m.ttft_ms_p50, '.0f')} ms, "
         f"accept {f(m.accept_length, '.2f')}"
     )
@@ -99,6 +135,7 @@ def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: LevelMetrics)
 @dataclass
 class LevelsOutcome:
     reason: str | None = None  # why the benchmark stopped early, if it did
+    kind: str | None = None  # BenchFailedRecord.kind
     warmup_s: float = 0.0
     bench_s: float = 0.0  # the levels' own time (first send to last completion, summed)
 
@@ -119,64 +156,122 @@ class Ticker:
         )
 
 
+async def wait_for_health(client: BenchClient, timeout_s: float, every_s: float = 1.0) -> float | None:
+    """Seconds until /health answered again (bounded by timeout_s); None when it did not."""
+    t0 = time.perf_counter()
+    while True:
+        if await client.health(timeout=min(10.0, max(1.0, every_s * 5))):
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 >= timeout_s:
+            return None
+        await asyncio.sleep(every_s)
+
+
 async def run_levels(
     client: BenchClient,
     workload: WorkloadSpec,
     *,
     config: SpecConfig,
     host: str,
-    done: set[tuple[str, float, int, int]],
+    done: set[LevelKey],
     log: RecordLog,
     progress: Progress,
     after_level: Callable[[], None] | None = None,
+    deployment: int = 1,
+    deployments: int = 1,
 ) -> LevelsOutcome:
-    """Warm up, then every (repeat, level) not yet done."""
+    """Warm up, then every (temperature, repeat, level) not yet done on this deployment.
+
+    A level during which the server went away (a failed request, then no /health) is recorded as
+    lost; the tuner waits for /health (systemd restarts a crashed unit; bounded by
+    `--recover-timeout`) and measures that level once more. A second loss on the same
+    deployment fails the configuration with the reason.
+    """
     w = workload
     res = LevelsOutcome()
-    temp = float(w.temperature)
     todo = [
-        (rep, c)
+        (temp, rep, c)
+        for temp in w.temperature
         for rep in range(1, w.repeats + 1)
         for c in w.concurrency
-        if (config.config_id, temp, c, rep) not in done
+        if (config.config_id, float(temp), c, rep, deployment) not in done
     ]
     if not todo:
         return res
+    client.opts.temperature = float(todo[0][0])
     t0 = time.perf_counter()
     warm = await client.warmup(w.warmup_requests, min(4, max(w.concurrency)))
     res.warmup_s = time.perf_counter() - t0
     if warm and not any(t.ok for t in warm):
-        res.reason = f"every warm-up request failed: {warm[0].error}"
+        res.reason, res.kind = f"every warm-up request failed: {warm[0].error}", "warmup"
         return res
-    for rep, c in todo:
-        n = w.requests_for(c)
-        before = await client.counters()
-        ticker = Ticker(progress, f"[{config.label} C={c} rep {rep}/{w.repeats}]", n)
-        traces = await with_ticker(client.run_level(c, n, on_done=ticker.finished.append), ticker.tick, TICK_S)
-        after = await client.counters()
-        m = level_metrics(c, traces, counter_delta(before, after))
-        res.bench_s += m.wall_s
-        rec = LevelRecord(
-            config=config,
-            metrics=m,
-            host=host,
-            concurrency=c,
-            repeat=rep,
-            temperature=temp,
-            input_len=w.input_len,
-            output_len=w.output_len,
-            endpoint=w.endpoint,
-            bench_s=round(time.perf_counter() - ticker.started, 3),
-        )
-        log.append(rec)
-        done.add(rec.key)
-        progress.line(level_line(config, c, rep, w.repeats, m))
-        if after_level is not None:
-            after_level()
-        if m.requests_ok == 0 and not await client.health():
+    dep_txt = f" dep {deployment}/{deployments}" if deployments > 1 else ""
+    temp_txt = len(w.temperature) > 1
+    losses = 0
+    for temp, rep, c in todo:
+        client.opts.temperature = float(temp)
+        extra = dep_txt + (f" T={temp:g}" if temp_txt else "")
+        attempt = 1
+        while True:
+            plan = level_plan(w, c, first_index(w, float(temp), rep, c))
+            before = await client.counters()
+            ticker = Ticker(progress, f"[{config.label}{extra} C={c} rep {rep}/{w.repeats}]", plan.max_requests)
+            run = await with_ticker(client.run_plan(plan, on_done=ticker.finished.append), ticker.tick, TICK_S)
+            after = await client.counters()
+            traces = run.traces
+            m = level_metrics(c, traces, counter_delta(before, after), until=run.until)
+            res.bench_s += m.wall_s
+            rec = LevelRecord(
+                config=config,
+                metrics=m,
+                host=host,
+                concurrency=c,
+                repeat=rep,
+                temperature=float(temp),
+                top_p=w.top_p if temp > 0 else None,
+                input_len=w.input_len,
+                output_len=w.output_len,
+                endpoint=w.endpoint,
+                bench_s=round(time.perf_counter() - ticker.started, 3),
+                deployment=deployment,
+                attempt=attempt,
+                server_lost=run.lost,
+                stop_reason=run.stop_reason,
+                samples=level_samples(c, traces, until=run.until),
+            )
+            log.append(rec)
+            line = level_line(config, c, rep, w.repeats, m, extra)
+            if attempt > 1:
+                line += " (measured again after the server came back)"
+            progress.line(line + (" SERVER LOST" if run.lost else ""))
+            if after_level is not None:
+                after_level()
+            if not run.lost:
+                done.add(rec.key)
+                break
+            losses += 1
             first = next((t.error for t in traces if t.error), "unknown")
-            res.reason = f"the server stopped answering at concurrency {c} ({first})"
-            return res
+            if losses >= 2:
+                res.reason = (
+                    f"the server went away twice (the second time at concurrency {c}, temperature {temp:g}: "
+                    f"{first}); the configuration fails"
+                )
+                res.kind = "server_lost"
+                return res
+            progress.line(
+                f"[{config.label}{extra}] the server went away at concurrency {c} ({first}); waiting up to "
+                f"{w.recover_timeout:g} s for /health"
+            )
+            back = await wait_for_health(client, w.recover_timeout)
+            if back is None:
+                res.reason = (
+                    f"the server went away at concurrency {c} ({first}) and did not answer /health within "
+                    f"{w.recover_timeout:g} s"
+                )
+                res.kind = "server_lost"
+                return res
+            progress.line(f"[{config.label}{extra}] the server answers again after {back:.1f} s: measuring C={c} again")
+            attempt += 1
     return res
 
 
@@ -199,19 +294,23 @@ class Sweep:
         self.hosts = hosts
         self.progress = progress
         self.api_key = api_key
-        self.in_progress: set[str] = set()
-        self.finished: set[str] = set()
-        self.done: set[tuple[str, float, int, int]] = set()
+        # work units are (configuration id, deployment): --repeat-deploys N deploys each one N times
+        self.in_progress: set[tuple[str, int]] = set()
+        self.finished: set[tuple[str, int]] = set()
+        self.done: set[LevelKey] = set()
 
     @property
     def workload(self) -> WorkloadSpec:
         return self.spec.workload
 
     # -- what to run next ------------------------------------------------------------------
-    def _all_levels_done(self, cid: str) -> bool:
+    def _all_levels_done(self, cid: str, deployment: int = 1) -> bool:
         w = self.workload
         return all(
-            (cid, float(w.temperature), c, r) in self.done for c in w.concurrency for r in range(1, w.repeats + 1)
+            (cid, float(t), c, r, deployment) in self.done
+            for t in w.temperature
+            for c in w.concurrency
+            for r in range(1, w.repeats + 1)
         )
 
     def _skip_reason(self, cfg: SpecConfig, state: SweepState) -> tuple[str, str] | None:
@@ -224,43 +323,63 @@ class Sweep:
                     f"({(dep.reason or '')[:160]}); deeper speculation needs more of it",
                     "capacity",
                 )
-        stats = analysis.aggregate(state.levels())
-        series = []
-        for c in sorted(same, key=lambda c: c.spec_steps):
-            if c.config_id not in self.finished or not self._all_levels_done(c.config_id):
-                continue
-            pts = {cc: p for (cid, cc), p in stats.items() if cid == c.config_id}
-            if pts:
-                series.append((c, pts))
-        if len(series) < 2:
-            return None
-        es = analysis.early_stop([pts for _, pts in series], self.workload.concurrency)
-        if es.stop:
-            return (f"after spec_steps {series[-1][0].spec_steps}: {es.detail}", "early_stop")
+        # Past the peak at every level, at every temperature (each temperature on its own).
+        details = []
+        for temp in self.workload.temperature:
+            stats = analysis.aggregate(state.levels(), temperature=float(temp))
+            series = []
+            for c in sorted(same, key=lambda c: c.spec_steps):
+                if (c.config_id, 1) not in self.finished or not self._all_levels_done(c.config_id):
+                    continue
+                pts = {cc: p for (cid, cc), p in stats.items() if cid == c.config_id}
+                if pts:
+                    series.append((c, pts))
+            if len(series) < 2:
+                return None
+            es = analysis.early_stop([pts for _, pts in series], self.workload.concurrency)
+            if not es.stop:
+                return None
+            details.append((f"temperature {temp:g}: " if len(self.workload.temperature) > 1 else "") + es.detail)
+        return (f"after spec_steps {series[-1][0].spec_steps}: {'; '.join(details)}", "early_stop")
+
+    def next_unit(self) -> tuple[SpecConfig, int] | None:
+        """The next (configuration, deployment) to run: every configuration's first deployment in
+        plan order, then the second round, and so on (rounds spread drift over every
+        configuration alike; a configuration skipped or failed in round 1 is not redeployed)."""
+        state = self.store.state()
+        self.done |= state.done
+        for dep in range(1, self.spec.repeat_deploys + 1):
+            for cfg in self.plan.configs:
+                cid = cfg.config_id
+                unit = (cid, dep)
+                if unit in self.in_progress or unit in self.finished:
+                    continue
+                if cid in state.skipped or cid in state.unstable or self._all_levels_done(cid, dep):
+                    self.finished.add(unit)
+                    continue
+                if cid in state.failed and (dep == 1 or not state.has_levels(cid)):
+                    self.finished.add(unit)
+                    continue
+                if dep > 1 and ((cid, 1) not in self.finished or not state.has_levels(cid)):
+                    if (cid, 1) in self.finished:  # round 1 measured nothing: nothing to repeat
+                        self.finished.add(unit)
+                    continue
+                if dep == 1 and self.spec.early_stop and cfg.spec_steps > 0:
+                    skip = self._skip_reason(cfg, state)
+                    if skip is not None:
+                        reason, kind = skip
+                        self.store.append(SkipRecord(config=cfg, kind=kind, reason=reason))
+                        self.progress.line(f"[{cfg.label}] skipped: {reason}")
+                        self.finished.add(unit)
+                        state = self.store.state()
+                        continue
+                self.in_progress.add(unit)
+                return cfg, dep
         return None
 
     def next_config(self) -> SpecConfig | None:
-        state = self.store.state()
-        self.done |= state.done
-        for cfg in self.plan.configs:
-            cid = cfg.config_id
-            if cid in self.in_progress or cid in self.finished:
-                continue
-            if cid in state.failed or cid in state.skipped or self._all_levels_done(cid):
-                self.finished.add(cid)
-                continue
-            if self.spec.early_stop and cfg.spec_steps > 0:
-                skip = self._skip_reason(cfg, state)
-                if skip is not None:
-                    reason, kind = skip
-                    self.store.append(SkipRecord(config=cfg, kind=kind, reason=reason))
-                    self.progress.line(f"[{cfg.label}] skipped: {reason}")
-                    self.finished.add(cid)
-                    state = self.store.state()
-                    continue
-            self.in_progress.add(cid)
-            return cfg
-        return None
+        unit = self.next_unit()
+        return None if unit is None else unit[0]
 
     # -- one configuration -------------------------------------------------------------------
     def _rebuild(self) -> None:
@@ -287,16 +406,33 @@ class Sweep:
         assert res.client_url is not None
         return BenchClient(client_options(self.workload, res.client_url, self.api_key, served))
 
-    async def run_config(self, cfg: SpecConfig, host: str) -> None:
+    def _redeploy_vars(self, deployment: int) -> dict[str, Any]:
+        """With --repeat-deploys, each deployment carries its number in the server's environment
+        (`sglang_server_environment`), so the role sees a changed unit and restarts the server even
+        when the configuration is the one already running (an identical run restarts nothing)."""
+        if self.spec.repeat_deploys <= 1:
+            return {}
+        env = dict(self.spec.extra_vars.get("sglang_server_environment") or {})
+        env[REDEPLOY_ENV] = str(deployment)
+        return {"sglang_server_environment": env}
+
+    async def run_config(self, cfg: SpecConfig, host: str, deployment: int = 1) -> None:
         started = time.perf_counter()
         mode = "configure+run tags" if self.deployer.has_had_full_run(host) else "full run"
         members = self.deployer.members(host)
         where = host if members == [host] else f"{host} ({', '.join(members)})"
-        self.progress.line(f"[{cfg.label}] deploying on {where} ({mode})")
-        res = await asyncio.to_thread(self.deployer.deploy, cfg, host)
+        n = self.spec.repeat_deploys
+        dep_txt = f" (deployment {deployment}/{n})" if n > 1 else ""
+        self.progress.line(f"[{cfg.label}] deploying on {where}{dep_txt} ({mode})")
+        label = cfg.config_id if n <= 1 else f"{cfg.config_id}-d{deployment}"
+        res = await asyncio.to_thread(
+            self.deployer.deploy, cfg, host, label=label, extravars=self._redeploy_vars(deployment)
+        )
         if res.ok and not res.client_url:
             res.ok, res.reason = False, "the play published no client_url for the host"
-        self.store.append(res.record())
+        rec = res.record()
+        rec.deployment = deployment
+        self.store.append(rec)
         self.progress.line(self._deploy_line(cfg, res))
         if not res.ok:
             self._rebuild()
@@ -311,9 +447,13 @@ class Sweep:
                 log=self.store,
                 progress=self.progress,
                 after_level=self._rebuild,
+                deployment=deployment,
+                deployments=n,
             )
         if lv.reason:
-            self.store.append(BenchFailedRecord(config=cfg, host=host, reason=lv.reason))
+            self.store.append(
+                BenchFailedRecord(config=cfg, host=host, reason=lv.reason, kind=lv.kind, deployment=deployment)
+            )
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
         self.store.append(
             TimingRecord(
@@ -330,14 +470,15 @@ class Sweep:
 
     async def _worker(self, host: str) -> None:
         while True:
-            cfg = self.next_config()
-            if cfg is None:
+            unit = self.next_unit()
+            if unit is None:
                 return
+            cfg, dep = unit
             try:
-                await self.run_config(cfg, host)
+                await self.run_config(cfg, host, dep)
             finally:
-                self.in_progress.discard(cfg.config_id)
-                self.finished.add(cfg.config_id)
+                self.in_progress.discard((cfg.config_id, dep))
+                self.finished.add((cfg.config_id, dep))
 
     # -- the whole sweep -----------------------------------------------------------------------
     async def _deploy_best(self, summary: Summary) -> bool:

@@ -33,14 +33,20 @@ from .flags import (
     parse_draft_tokens,
     parse_extra_vars,
     parse_float,
+    parse_length,
+    parse_optional_count,
+    parse_precision,
     parse_requests_per_level,
     parse_steps,
     parse_target_concurrency,
-    parse_temperature,
+    parse_temperatures,
+    parse_top_p,
     parse_topk,
     requests_for_level,
     whole_number,
 )
+from .slo import Slo, parse_slo
+from .workload import Dataset, check_sample, load_dataset
 
 SWEEP_JSON_VERSION = 2
 
@@ -56,6 +62,7 @@ class Opt:
     identity: bool = True
     action: str | None = None  # argparse action ("store_true", "append", ...)
     negative: str | None = None  # a `--no-...` flag that stores False
+    load: Callable[[Any], Any] | None = None  # sweep.json value -> field value (default: lists -> tuples)
 
     @property
     def name(self) -> str:
@@ -100,6 +107,8 @@ def _parse_args(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, Mapping):
@@ -107,7 +116,17 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _identity_value(value: Any) -> Any:
+    """A value as `--resume` compares it (a dataset by its content, not its path)."""
+    if hasattr(value, "identity"):
+        return value.identity()
+    return _jsonable(value)
+
+
 def _from_json_value(f: dataclasses.Field[Any], value: Any) -> Any:
+    load = f.metadata["opt"].load
+    if load is not None:
+        return load(value)
     if isinstance(value, list):
         return tuple(value)
     if value is None and isinstance(f.default, tuple):
@@ -135,17 +154,23 @@ class WorkloadSpec:
             parse_concurrency,
         ),
     )
-    input_len: int = field(
+    input_len: int | None = field(
         default=256,
-        metadata=_opt("--input-len", "256", "prompt length in tokens (default %(default)s)", _int("--input-len", 1)),
+        metadata=_opt(
+            "--input-len",
+            "auto",
+            "prompt length in tokens; auto = 256, or the dataset's own prompts (default %(default)s)",
+            parse_length("--input-len"),
+        ),
     )
-    output_len: int = field(
+    output_len: int | None = field(
         default=256,
         metadata=_opt(
             "--output-len",
-            "256",
-            "output tokens per request (max_tokens; default %(default)s)",
-            _int("--output-len", 1),
+            "auto",
+            "output tokens per request (max_tokens); auto = 256, or each dataset row's reference output "
+            "(default %(default)s)",
+            parse_length("--output-len"),
         ),
     )
     requests_per_level: int | None = field(
@@ -153,13 +178,20 @@ class WorkloadSpec:
         metadata=_opt(
             "--requests-per-level",
             "auto",
-            "requests per level; auto = max(4, 2 x concurrency) (default %(default)s)",
+            "requests per level; auto = at least max(4, 2 x concurrency), then more until --precision is "
+            "reached or a cap is hit; a number = exactly that many (default %(default)s)",
             parse_requests_per_level,
         ),
     )
-    temperature: float = field(
-        default=0.0,
-        metadata=_opt("--temperature", "0", "sampling temperature (default %(default)s)", parse_temperature),
+    temperature: tuple[float, ...] = field(
+        default=(0.0,),
+        metadata=_opt(
+            "--temperature",
+            "0",
+            "sampling temperature(s), e.g. 0,0.7: each is measured on every deployment (default %(default)s)",
+            parse_temperatures,
+            load=lambda v: parse_temperatures(",".join(str(x) for x in v) if isinstance(v, list) else v),
+        ),
     )
     repeats: int = field(
         default=1,
@@ -218,8 +250,103 @@ class WorkloadSpec:
         ),
     )
 
+    top_p: float = field(
+        default=1.0,
+        metadata=_opt("--top-p", "1", "top_p of sampled requests (temperature > 0; default %(default)s)", parse_top_p),
+    )
+    dataset: Dataset | None = field(
+        default=None,
+        metadata=_opt(
+            "--dataset",
+            None,
+            'prompts from a local file: ShareGPT-style JSON or OpenAI-chat JSONL (docs/tuner.md "Datasets"); '
+            "default: synthetic prompts",
+            lambda v: None if v in (None, "") else load_dataset(str(v)),
+            load=lambda v: Dataset.from_json(v) if isinstance(v, dict) else None,
+        ),
+    )
+    dataset_sample: int | None = field(
+        default=None,
+        metadata=_opt(
+            "--dataset-sample",
+            "all",
+            "use N rows of the dataset, drawn with --seed (default %(default)s)",
+            parse_optional_count("--dataset-sample"),
+        ),
+    )
+    precision: float = field(
+        default=2.0,
+        metadata=_opt(
+            "--precision",
+            "2%",
+            "with --requests-per-level auto, a level sends requests until the 95%% interval of its "
+            "throughput is within +-P%% of the mean, or a cap is hit (default %(default)s)",
+            parse_precision,
+            identity=False,
+        ),
+    )
+    max_requests_per_level: int | None = field(
+        default=None,
+        metadata=_opt(
+            "--max-requests-per-level",
+            "auto",
+            "the precision loop's cap on requests per level; auto = max(32, 16 x concurrency) (default %(default)s)",
+            parse_optional_count("--max-requests-per-level"),
+            identity=False,
+        ),
+    )
+    max_level_s: float = field(
+        default=120.0,
+        metadata=_opt(
+            "--max-level-s",
+            "120",
+            "the precision loop's cap on a level's seconds: no new request after it (default %(default)s)",
+            _positive("--max-level-s"),
+            identity=False,
+        ),
+    )
+    slo: Slo | None = field(
+        default=None,
+        metadata=_opt(
+            "--slo",
+            None,
+            "latency objectives, e.g. ttft_p99_ms=500,tpot_p99_ms=50,e2e_p99_ms=20000: goodput per cell, and "
+            "the recommendation among the cells that meet them",
+            parse_slo,
+            identity=False,
+            load=lambda v: Slo.from_json(v) if isinstance(v, dict) else None,
+        ),
+    )
+    recover_timeout: float = field(
+        default=600.0,
+        metadata=_opt(
+            "--recover-timeout",
+            "600",
+            "when the server goes away during a level: seconds to wait for /health before the level is "
+            "measured again (default %(default)s)",
+            _positive("--recover-timeout"),
+            identity=False,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.temperature, (int, float)):  # one temperature given as a number
+            object.__setattr__(self, "temperature", (float(self.temperature),))
+
     def requests_for(self, concurrency: int) -> int:
+        """The fixed count, or the precision loop's minimum."""
         return requests_for_level(concurrency, self.requests_per_level)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether levels run until `precision` (requests_per_level auto) or a fixed count."""
+        return self.requests_per_level is None
+
+    def max_requests_for(self, concurrency: int) -> int:
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        cap = self.max_requests_per_level or max(32, 16 * concurrency)
+        return max(cap, self.requests_for(concurrency))
 
     @classmethod
     def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
@@ -229,6 +356,10 @@ class WorkloadSpec:
     def from_cli_args(cls, ns: argparse.Namespace) -> WorkloadSpec:
         values = _parse_args(cls, ns)
         values["target_concurrency"] = parse_target_concurrency(ns.target_concurrency, values["concurrency"])
+        check_sample(values["dataset_sample"], values["dataset"])
+        if values["dataset"] is None:  # synthetic prompts: 256 unless given
+            values["input_len"] = values["input_len"] or 256
+            values["output_len"] = values["output_len"] or 256
         return cls(**values)
 
     @classmethod
@@ -324,6 +455,17 @@ class SweepSpec:
             identity=False,
         ),
     )
+    repeat_deploys: int = field(
+        default=1,
+        metadata=_opt(
+            "--repeat-deploys",
+            "1",
+            "deploy each configuration N times (a restart each time), measuring every level on each: "
+            "the intervals then cover restart-to-restart noise (default %(default)s)",
+            _int("--repeat-deploys", 1),
+            identity=False,
+        ),
+    )
     url: str | None = None  # bench: the server benchmarked
 
     # -- command line ------------------------------------------------------------------------
@@ -382,7 +524,7 @@ class SweepSpec:
         for cls, obj in ((WorkloadSpec, self.workload), (SweepSpec, self)):
             for f, o in _opts(cls):
                 if o.identity:
-                    out[f.name] = _jsonable(getattr(obj, f.name))
+                    out[f.name] = _identity_value(getattr(obj, f.name))
         return out
 
     def identity_diff(self, stored: Mapping[str, Any]) -> list[str]:

@@ -56,7 +56,9 @@ def test_bench_writes_the_sweep_outputs_without_the_key(tmp_path, monkeypatch, c
 
 def test_bench_without_out_prints_a_table(capsys):
     with emulator(steps=0) as url:
-        rc = cli.main(["bench", "--url", url, "--concurrency", "2", "--output-len", "8", "--quiet"])
+        rc = cli.main(
+            ["bench", "--url", url, "--concurrency", "2", "--output-len", "8", "--requests-per-level", "4", "--quiet"]
+        )
     out = capsys.readouterr().out
     assert rc == 0
     assert "aggregate tok/s" in out and "4/0" in out

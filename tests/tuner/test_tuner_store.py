@@ -158,7 +158,7 @@ def test_resume_state():
         {"type": "skip", "config": cfg(4), "reason": "r"},
     ]
     st = SweepState.fold(recs)
-    assert st.done == {("k1-t1", 0.0, 1, 1), ("k1-t1", 0.0, 4, 1), ("k3-t1", 0.0, 1, 1)}
+    assert st.done == {("k1-t1", 0.0, 1, 1, 1), ("k1-t1", 0.0, 4, 1, 1), ("k3-t1", 0.0, 1, 1, 1)}
     assert {cid: r.reason for cid, r in st.failed.items()} == {"k2-t1": "boom"}
     assert {cid: r.reason for cid, r in st.skipped.items()} == {"k4-t1": "r"}
     assert st.deployed_hosts == {"h1"}

@@ -81,7 +81,8 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
     monkeypatch.setenv("SGLANG_API_KEY", KEY)
     inv = hosts("local-a")
     out = tmp_path / "out"
-    rc = sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--deploy-best")
+    fixed = ("--requests-per-level", "8")
+    rc = sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--deploy-best", *fixed)
     err = capsys.readouterr().err
     assert rc == 0, err
     for name in (
@@ -137,7 +138,7 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
 
     # --resume on a finished sweep redoes nothing
     n = len(records(out))
-    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--resume") == 0
+    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--resume", *fixed) == 0
     assert [r["type"] for r in records(out)[n:]] == []
 
     # an interrupted sweep: the last level of k1 was never written
@@ -146,16 +147,16 @@ def test_sweep_failure_rollback_resume_and_key(hosts, tmp_path, monkeypatch, cap
     dropped = json.loads(lines[last])
     (out / "records.jsonl").write_text("\n".join(lines[:last] + lines[last + 1 :]) + "\n")
     n = len(records(out))
-    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--resume") == 0
+    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", "--resume", *fixed) == 0
     new = [r for r in records(out)[n:] if r["type"] != "timing"]
     assert [(r["type"], r["config"]["config_id"]) for r in new] == [("deploy", "k1-t1"), ("level", "k1-t1")]
     assert new[1]["concurrency"] == dropped["concurrency"] and new[1]["repeat"] == dropped["repeat"]
 
     # a different sweep in the same directory is refused, naming the flag
     capsys.readouterr()
-    assert sweep(out, inv, "--steps", "1-3", "--resume") == 2
+    assert sweep(out, inv, "--steps", "1-3", "--resume", *fixed) == 2
     assert "--resume" in capsys.readouterr().err
-    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2") == 2
+    assert sweep(out, inv, "--steps", "1-4", "-e", "fail_from=2", *fixed) == 2
     assert "--out" in capsys.readouterr().err
 
 
@@ -185,6 +186,10 @@ def test_early_stop_skips_deeper_steps(hosts, tmp_path, capsys):
         "4",
         "--output-len",
         "64",
+        "--precision",
+        "5",
+        "--max-requests-per-level",
+        "24",
     )
     assert rc == 0, capsys.readouterr().err
     recs = records(out)
