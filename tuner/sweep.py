@@ -628,9 +628,11 @@ async def bench_url(
             after_level=rebuild,
         )
         if lv.reason:
-            log.append(BenchFailedRecord(config=cfg, host=url, reason=lv.reason))
+            log.append(BenchFailedRecord(config=cfg, host=url, reason=lv.reason, kind=lv.kind))
             progress.line(f"[{url}] benchmark stopped: {lv.reason}")
     summary = outputs.write_all(store, spec) if store is not None else None
     state = log.state()
     ok = any(lv.measured for lv in state.levels(measured_only=False))
+    if summary is not None and summary.recommendation.chosen is None:
+        ok = False  # nothing competes (every level lost requests, or none meets the SLO): as `sweep`
     return (0 if ok and not lv.reason else 1), summary, state

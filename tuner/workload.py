@@ -188,13 +188,13 @@ def _row(obj: Any, where: str) -> tuple[Prompt, str]:
     raise BadInput("--dataset", f"{where}: no prompt (expected `conversations`, `messages` or `prompt`)")
 
 
-def _json_error(path: Path, exc: json.JSONDecodeError, text: str, base_line: int = 0) -> BadInput:
-    line = base_line + exc.lineno if base_line else exc.lineno
-    if exc.pos >= len(text.rstrip()):
+def _json_error(path: Path, exc: json.JSONDecodeError, text: str) -> BadInput:
+    """An array element that does not parse: truncated when the array is never closed."""
+    if exc.pos >= len(text.rstrip()) or not text.rstrip().endswith("]"):
         msg = f"truncated JSON ({exc.msg})"
     else:
         msg = f"not valid JSON: {exc.msg} (column {exc.colno})"
-    return BadInput("--dataset", f"{_where(path, line)}: {msg}")
+    return BadInput("--dataset", f"{_where(path, exc.lineno)}: {msg}")
 
 
 def _array_rows(path: Path, text: str) -> list[tuple[Any, int]]:

@@ -6,6 +6,8 @@ measurements into the seed's conclusions; nothing in the tuner knows them.
 
 from __future__ import annotations
 
+import pytest
+
 from tuner import analysis
 from tuner.configs import SpecConfig
 from tuner.metrics import LevelMetrics
@@ -137,3 +139,111 @@ def test_noise_summary():
     n = analysis.noise_summary(analysis.aggregate(rows))
     assert n["repeats"] == 3 and n["max_rel_std_pct"] == 10.0
     assert analysis.noise_summary(analysis.aggregate(seed_rows()))["max_rel_std_pct"] is None
+
+
+def ci_row(k, c, tput, hw_pct, *, rep=1, dep=1, status="ok", failed=0, temp=0.0):
+    """A level with its own interval (+-hw_pct%), as the precision loop writes it."""
+    r = row(k, c, tput, rep=rep, status=status)
+    r.deployment, r.temperature = dep, temp
+    r.metrics.output_tok_s_ci_low = tput * (1 - hw_pct / 100)
+    r.metrics.output_tok_s_ci_high = tput * (1 + hw_pct / 100)
+    r.metrics.samples, r.metrics.requests_failed = 40, failed
+    return r
+
+
+def test_a_winner_is_named_only_beyond_noise():
+    # k4 2.1% above k3 with +-2% intervals: tied; the tie-break takes more KV capacity (k3)
+    cap = {"k3-t1": 295931, "k4-t1": 250000, "k2-t1": 340000}
+    rows = [ci_row(3, 32, 1657.0, 2.0), ci_row(4, 32, 1692.0, 2.0), ci_row(2, 32, 1473.0, 2.0)]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows, capacity=cap).values()))
+    assert ch.tied and ch.best.spec_steps == 4 and ch.chosen.spec_steps == 3
+    assert ch.equivalent == ["k3-t1", "k4-t1"] and ch.tied_with == ["k4-t1"]  # k2 is beyond noise below
+    d = ch.to_dict()
+    assert d["ci95"] == [round(1657 * 0.98, 2), round(1657 * 1.02, 2)] and d["verdict"] == "tied within noise"
+    assert d["tied_with"] == ["k4-t1"] and "more KV capacity" in d["tie_break"] and d["noise"] == "requests"
+    # the same 2.1% with +-0.5% intervals is real: k4 wins beyond noise
+    rows = [ci_row(3, 32, 1657.0, 0.5), ci_row(4, 32, 1692.0, 0.5)]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows, capacity=cap).values()))
+    assert not ch.tied and ch.chosen.spec_steps == 4 and ch.tied_with == []
+    assert ch.verdict == "beats k3-t1 beyond noise"
+
+
+def test_tie_break_prefers_kv_capacity_then_fewer_steps():
+    rows = [ci_row(2, 16, 1000.0, 3.0, temp=0.0), ci_row(3, 16, 1010.0, 3.0)]
+    # topk 4 at steps 2 costs more KV than a chain at 3: capacity decides, not the step count
+    wide = ci_row(2, 16, 1005.0, 3.0)
+    wide.config = SpecConfig(2, 4, 8)
+    cap = {"k2-t1": 300000, "k3-t1": 290000, wide.config_id: 200000}
+    ch = analysis.choose_for_level(list(analysis.aggregate([*rows, wide], capacity=cap).values()))
+    assert ch.chosen.config_id == "k2-t1"
+    cap["k3-t1"] = 310000
+    ch = analysis.choose_for_level(list(analysis.aggregate([*rows, wide], capacity=cap).values()))
+    assert ch.chosen.config_id == "k3-t1"
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))  # capacity unknown: fewer steps
+    assert ch.chosen.spec_steps == 2
+
+
+def test_levels_with_failed_requests_do_not_compete():
+    rows = [ci_row(3, 16, 1650.0, 1.0), ci_row(4, 16, 1900.0, 1.0, status="partial", failed=3)]
+    stats = analysis.aggregate(rows)
+    ch = analysis.choose_for_level(list(stats.values()))
+    assert ch.chosen.spec_steps == 3 and "requests failed" in ch.excluded["k4-t1"]
+    # a complete repeat of the same cell is used, the partial one is not
+    rows.append(ci_row(4, 16, 1700.0, 1.0, rep=2))
+    p = analysis.aggregate(rows)[("k4-t1", 16)]
+    assert not p.partial and p.values == [1700.0]
+    # every configuration lost requests: no winner, and why
+    only = [ci_row(4, 16, 1900.0, 1.0, status="partial", failed=3)]
+    assert analysis.choose_for_level(list(analysis.aggregate(only).values())) is None
+    assert "requests failed" in analysis.unchosen(analysis.aggregate(only), [16])[16]
+
+
+def test_levels_of_two_temperatures_never_mix():
+    rows = [ci_row(3, 16, 1650.0, 1.0), ci_row(3, 16, 1100.0, 1.0, temp=0.7), ci_row(4, 16, 1200.0, 1.0, temp=0.7)]
+    assert analysis.temperatures(rows) == [0.0, 0.7]
+    greedy = analysis.aggregate(rows, temperature=0.0)
+    sampled = analysis.aggregate(rows, temperature=0.7)
+    assert greedy[("k3-t1", 16)].values == [1650.0] and set(sampled) == {("k3-t1", 16), ("k4-t1", 16)}
+    assert analysis.choose_for_level(list(sampled.values())).chosen.spec_steps == 4
+
+
+def test_deployments_make_the_interval_cover_restarts():
+    rows = [
+        ci_row(3, 16, v, rep=r, dep=d, hw_pct=0.5)
+        for d, vals in ((1, (1000, 1002)), (2, (1080, 1078)))
+        for r, v in enumerate(vals, 1)
+    ]
+    p = analysis.aggregate(rows)[("k3-t1", 16)]
+    iv = p.ci95
+    assert iv.noise == "deployments" and p.deployments == 2
+    assert iv.estimate == pytest.approx(1040.0) and iv.half_width > 40  # two restarts 8% apart: wide
+
+
+def _samples(ttft, tpot, tokens=100):
+    from tuner.metrics import LevelSamples
+
+    return LevelSamples(
+        ttft_ms=list(ttft), tpot_ms=list(tpot), e2e_ms=[1000.0] * len(ttft), output_tokens=[tokens] * len(ttft)
+    )
+
+
+def test_slo_choice_and_a_level_where_none_meets_it():
+    from tuner.slo import parse_slo
+
+    fast = ci_row(2, 16, 1500.0, 1.0)
+    deep = ci_row(4, 16, 1800.0, 1.0)
+    fast.samples = _samples([200.0] * 20, [20.0] * 20)
+    deep.samples = _samples([200.0] * 20, [20.0] * 18 + [80.0, 90.0])  # p99 TPOT 90 ms
+    stats = analysis.aggregate([fast, deep])
+    analysis.apply_slo(stats, parse_slo("tpot_p99_ms=50"))
+    ch = analysis.choose_for_level(list(stats.values()))
+    assert ch.chosen.spec_steps == 2 and "misses the SLO" in ch.excluded["k4-t1"]
+    d = ch.to_dict()
+    assert d["meets_slo"] is True and d["goodput_tok_s"] == 1500.0
+    assert stats[("k4-t1", 16)].slo.goodput_tok_s == pytest.approx(1800.0 * 18 / 20)
+    analysis.apply_slo(stats, parse_slo("tpot_p99_ms=10"))
+    assert analysis.choose_for_level(list(stats.values())) is None
+    why = analysis.unchosen(stats, [16])[16]
+    assert why.startswith("no configuration meets the SLO")
+    rec = analysis.recommend(stats, [16], None)
+    assert rec.chosen is None and "SLO" in rec.reason

@@ -220,3 +220,47 @@ def test_parallel_hosts_share_the_sweep(hosts, tmp_path, capsys):
         firsts.setdefault(r["host"], r)
     assert all(r["tags"] == [] for r in firsts.values())
     assert len([r for r in recs if r["type"] == "level"]) == 2
+
+
+@pytest.mark.slow
+def test_repeat_deploys_and_temperatures(hosts, tmp_path, capsys):
+    """Each configuration deployed twice (a restart each time), each deployment measuring both
+    temperatures without a redeploy; the intervals then cover restart-to-restart noise."""
+    inv = hosts("local-a")
+    out = tmp_path / "out"
+    rc = sweep(
+        out,
+        inv,
+        "--steps",
+        "1-2",
+        "--no-early-stop",
+        "--concurrency",
+        "2",
+        "--requests-per-level",
+        "4",
+        "--repeat-deploys",
+        "2",
+        "--temperature",
+        "0,0.7",
+    )
+    assert rc == 0, capsys.readouterr().err
+    recs = records(out)
+    deploys = [(r["config"]["config_id"], r["deployment"]) for r in recs if r["type"] == "deploy"]
+    # round 1 over every configuration, then round 2
+    assert deploys == [("k1-t1", 1), ("k2-t1", 1), ("k1-t1", 2), ("k2-t1", 2)]
+    lv = [(r["config"]["config_id"], r["deployment"], r["temperature"]) for r in recs if r["type"] == "level"]
+    assert sorted(lv) == sorted((c, d, t) for c in ("k1-t1", "k2-t1") for d in (1, 2) for t in (0.0, 0.7))
+    rec = json.loads((out / "recommendation.json").read_text())
+    for t in ("0", "0.7"):
+        cell = rec["by_temperature"][t]["by_concurrency"]["2"]
+        assert cell["noise"] == "deployments" and cell["deployments"] == 2
+    rows = read_csv(out / "results.csv")
+    assert {r["deployment"] for r in rows} == {"1", "2"}
+    assert "restart-to-restart" in (out / "report.md").read_text()
+    # the second deployment's artifacts are kept apart from the first's
+    assert (out / "deploy" / "k1-t1-d2" / "events.jsonl").is_file()
+    # --resume after the sweep redoes nothing
+    n = len(recs)
+    args = ("--steps", "1-2", "--no-early-stop", "--concurrency", "2", "--requests-per-level", "4")
+    assert sweep(out, inv, *args, "--repeat-deploys", "2", "--temperature", "0,0.7", "--resume") == 0
+    assert [r["type"] for r in records(out)[n:]] == []

@@ -126,3 +126,82 @@ def grep_tree(root: Path, needle: str) -> list[Path]:
         if p.is_file() and needle.encode() in p.read_bytes():
             hits.append(p)
     return hits
+
+
+@contextmanager
+def supervised_emulator(
+    first: list[str], then: list[str] | None = None, *, steps: int = 3, restart_s: float = 0.5
+) -> Iterator[tuple[str, list[int]]]:
+    """An emulator restarted whenever it exits, as systemd's Restart=on-failure does: the first
+    process gets `first` as extra flags, every later one `then` (default: the same). Yields the URL
+    and the list of exit codes seen so far."""
+    import threading
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    exits: list[int] = []
+    stop = threading.Event()
+    current: list[subprocess.Popen[bytes]] = []
+
+    def cmd(extra: list[str]) -> list[str]:
+        c = [
+            sys.executable,
+            "-m",
+            "tuner.emulator",
+            "--model-path",
+            "/models/x",
+            "--served-model-name",
+            "qwen3.5-122b",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--tp-size",
+            "4",
+            "--emulator-startup-s",
+            "0.2",
+            "--enable-metrics",
+        ]
+        if steps:
+            c += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps)]
+        return c + extra
+
+    def loop() -> None:
+        extra = first
+        while not stop.is_set():
+            proc = subprocess.Popen(
+                cmd(extra), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            )
+            current[:] = [proc]
+            while proc.poll() is None and not stop.is_set():
+                time.sleep(0.05)
+            if stop.is_set():
+                break
+            exits.append(proc.returncode)
+            extra = then if then is not None else first
+            stop.wait(restart_s)
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("supervised emulator did not become healthy")
+            time.sleep(0.1)
+        yield url, exits
+    finally:
+        stop.set()
+        for proc in current:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        t.join(timeout=10)

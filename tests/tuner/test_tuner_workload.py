@@ -1,0 +1,199 @@
+"""Datasets and prompts (tuner/workload.py), SLO limits (tuner/slo.py), and the bad input of issue #11:
+each refused with exit 2 naming the flag or the file and line, before anything is deployed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tuner_testlib import FIXTURES
+
+from tuner import cli
+from tuner.flags import BadInput
+from tuner.metrics import LevelSamples
+from tuner.slo import evaluate, parse_slo
+from tuner.workload import SHIPPED, PromptSource, estimate_tokens, load_dataset
+
+INV = str(FIXTURES / "local_inventory.yml")
+
+SHAREGPT = [
+    {
+        "id": "a",
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "human", "value": "What is a kettle?"},
+            {"from": "gpt", "value": "A pot for boiling water, usually with a spout and a handle."},
+            {"from": "human", "value": "And a teapot?"},
+        ],
+    },
+    {"id": "b", "conversations": [{"from": "human", "value": "Write a haiku about rain."}]},
+]
+
+
+def test_sharegpt_json_array_and_lines(tmp_path):
+    p = tmp_path / "sg.json"
+    p.write_text(json.dumps(SHAREGPT, indent=2))
+    ds = load_dataset(str(p))
+    assert (ds.rows, ds.format, ds.name) == (2, "sharegpt", "sg.json") and len(ds.sha256) == 64
+    first = ds.prompts[0]
+    # the first human turn is the prompt, the reply after it the reference output
+    assert first.messages == (("system", "Be brief."), ("user", "What is a kettle?"))
+    assert first.output_len == estimate_tokens("A pot for boiling water, usually with a spout and a handle.") == 14
+    assert ds.prompts[1].output_len is None and ds.prompts[1].line > first.line
+    assert first.text.startswith("System: Be brief.") and first.text.endswith("Assistant:")
+    lines = tmp_path / "sg.jsonl"
+    lines.write_text("\n".join(json.dumps(r) for r in SHAREGPT) + "\n")
+    again = load_dataset(str(lines))
+    assert [(p.messages, p.output_len) for p in again.prompts] == [(p.messages, p.output_len) for p in ds.prompts]
+    assert [p.line for p in again.prompts] == [1, 2]
+
+
+def test_openai_chat_lines_and_the_shipped_dataset(tmp_path):
+    p = tmp_path / "chat.jsonl"
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": "Hi there"},
+                {"role": "assistant", "content": "Hello! How are you?"},
+            ]
+        },
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "Parts work too"}]}]},
+    ]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    ds = load_dataset(str(p))
+    assert ds.format == "openai-chat" and ds.prompts[0].output_len == 6 and ds.prompts[0].text == "Hi there"
+    assert ds.prompts[1].text == "Parts work too" and ds.prompts[1].output_len is None
+    shipped = load_dataset(str(SHIPPED))
+    assert shipped.rows == 36 and shipped.format == "openai-chat"
+    assert all(p.output_len and 30 <= p.output_len <= 250 for p in shipped.prompts)
+    kinds = [json.loads(line)["kind"] for line in SHIPPED.read_text().splitlines()]
+    assert {k: kinds.count(k) for k in set(kinds)} == {"chat": 12, "code": 12, "summary": 12}
+
+
+def test_prompt_source_is_the_same_for_every_configuration(tmp_path):
+    ds = load_dataset(str(SHIPPED))
+    a = PromptSource(input_len=None, output_len=None, seed=1, dataset=ds, sample=10)
+    b = PromptSource(input_len=None, output_len=None, seed=1, dataset=ds, sample=10)
+    assert [a.request(i, "chat") for i in range(25)] == [b.request(i, "chat") for i in range(25)]
+    assert len({a.request(i, "chat").messages[-1]["content"] for i in range(10)}) == 10  # 10 distinct rows
+    assert a.request(3, "chat") == a.request(13, "chat")  # then they cycle
+    assert a.request(0, "generate").text and a.request(0, "generate").input_ids is None  # text on /generate
+    assert a.max_tokens(0) == a.row(0).output_len  # output lengths from the data
+    other = PromptSource(input_len=None, output_len=None, seed=2, dataset=ds, sample=10)
+    assert [other.row(i) for i in range(10)] != [a.row(i) for i in range(10)]  # --seed draws another sample
+    fixed = PromptSource(input_len=12, output_len=40, seed=1, dataset=ds)
+    req = fixed.request(0, "completions")
+    assert req.max_tokens == 40 and len(req.messages[-1]["content"].split()) == 12
+    synthetic = PromptSource(input_len=8, output_len=16, seed=0)
+    assert len(synthetic.request(0, "generate").input_ids) == 8
+    assert len(synthetic.request(0, "chat").messages[0]["content"].split()) == 8
+
+
+@pytest.mark.parametrize(
+    "content,where,what",
+    [
+        (b"", "", "empty file"),
+        (b"  \n\n", "", "empty file"),
+        (b'{"messages": [{"role": "user", "content": "ok"}]}\n{"messages": [{"role": "us', ":2", "truncated JSON"),
+        (b'[\n  {"conversations": [{"from": "human", "value": "x"}]},\n  {"conv', ":3", "truncated JSON"),
+        (b'{"messages": [{"role": "user", "content": "ok"}]}\n{"prompt": "caf\xe9"}\n', ":2", "not UTF-8"),
+        (
+            b'{"messages": [{"role": "user", "content": "ok"}]}\n{"messages": [{"role": "assistant", "content": "a"}]}\n',
+            ":2",
+            "no prompt",
+        ),
+        (
+            b'[\n {"conversations": [{"from": "human", "value": "q"}]},\n {"conversations": [{"from": "gpt", "value": "a"}]}\n]',
+            ":3",
+            "no prompt",
+        ),
+        (b'{"messages": [{"role": "user", "content": "ok"}]}\n{"text": "no prompt key"}\n', ":2", "no prompt"),
+        (b'{"messages": [{"role": "user", "content": "ok"}]}\n[1, 2]\n', ":2", "must be a JSON object"),
+        (b'{"messages": [{"role": "user", "content": "ok"}]}\n{oops}\n', ":2", "not valid JSON"),
+    ],
+)
+def test_bad_datasets_name_the_file_and_line(tmp_path, content, where, what):
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(BadInput) as e:
+        load_dataset(str(p))
+    assert e.value.flag == "--dataset"
+    assert f"{p}{where}:" in str(e.value) and what in str(e.value)
+
+
+def test_slo_parsing():
+    slo = parse_slo("ttft_p99_ms=500, tpot_p90_ms=50,e2e_p99_ms=20000")
+    assert [(x.metric, x.percentile, x.limit_ms) for x in slo.limits] == [
+        ("ttft", 99.0, 500.0),
+        ("tpot", 90.0, 50.0),
+        ("e2e", 99.0, 20000.0),
+    ]
+    assert slo.to_json() == {"ttft_p99_ms": 500.0, "tpot_p90_ms": 50.0, "e2e_p99_ms": 20000.0}
+    assert parse_slo("") is None
+    for bad, what in [
+        ("ttft_p99=5", "unknown key"),
+        ("latency_p99_ms=5", "unknown key"),
+        ("ttft_p100_ms=5", "between 0 and 100"),
+        ("ttft_p99_ms=-5", "negative"),
+        ("ttft_p99_ms=0", "never be met"),
+        ("ttft_p99_ms=abc", "not a number"),
+        ("ttft_p99_ms", "KEY=MILLISECONDS"),
+        ("ttft_p99_ms=1,ttft_p99_ms=2", "twice"),
+    ]:
+        with pytest.raises(BadInput) as e:
+            parse_slo(bad)
+        assert e.value.flag == "--slo" and what in str(e.value), bad
+
+
+def test_goodput_counts_the_requests_within_every_limit():
+    s = LevelSamples(
+        ttft_ms=[100.0, 200.0, 900.0, 150.0],
+        tpot_ms=[10.0, 60.0, 10.0, None],  # None: a one-token answer, TPOT 0 as SGLang counts it
+        e2e_ms=[1000.0, 1500.0, 2000.0, 200.0],
+        output_tokens=[100, 100, 100, 1],
+    )
+    res = evaluate(parse_slo("ttft_p99_ms=500,tpot_p99_ms=50"), [(s, 301.0)])
+    # requests 1 and 4 meet both limits: 101 of 301 tokens
+    assert res.goodput_tok_s == pytest.approx(101.0) and res.attainment == 0.5 and res.requests == 4
+    assert res.meets is False and res.observed["ttft_p99_ms"] > 500
+    ok = evaluate(parse_slo("ttft_p50_ms=500"), [(s, 301.0)])
+    assert ok.meets is True and ok.observed["ttft_p50_ms"] == pytest.approx(175.0)
+
+
+def _sweep(tmp_path, *args):
+    out = tmp_path / "out"
+    return cli.main(["sweep", "--out", str(out), "--inventory", INV, *args]), out
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--precision", "0"], "--precision"),
+        (["--precision", "-1"], "--precision"),
+        (["--slo", "ttft_p99=5"], "--slo: unknown key"),
+        (["--slo", "tpot_p99_ms=-3"], "--slo: tpot_p99_ms=-3: a limit cannot be negative"),
+        (["--temperature", "0,abc"], "--temperature"),
+        (["--top-p", "0"], "--top-p"),
+        (["--dataset-sample", "5"], "--dataset-sample: needs --dataset"),
+        (["--dataset", str(SHIPPED), "--dataset-sample", "99"], "--dataset-sample: 99 is more than the 36 rows"),
+    ],
+)
+def test_bad_flags_exit_2_before_anything(tmp_path, capsys, args, needle):
+    rc, out = _sweep(tmp_path, *args)
+    assert rc == 2 and needle in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "content,where",
+    [(b"", ": empty file"), (b'{"messages": [', ":1: truncated JSON"), (b"\xff\xfe{}", ":1: not UTF-8")],
+)
+def test_bad_dataset_exits_2_naming_the_file(tmp_path, capsys, content, where):
+    p = tmp_path / "d.jsonl"
+    p.write_bytes(content)
+    rc, out = _sweep(tmp_path, "--dataset", str(p))
+    err = capsys.readouterr().err
+    assert rc == 2 and f"--dataset: {p}{where}" in err
+    assert not out.exists()
+    rc = cli.main(["bench", "--url", "http://127.0.0.1:9", "--dataset", str(p)])
+    assert rc == 2 and f"{p}{where}" in capsys.readouterr().err
