@@ -177,7 +177,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             )
             per += f" (until +-{w.precision:g}% or {w.max_level_s:g} s)"
         else:
-            per = ", ".join(f"C={c} x {requests_for_level(c, w.requests_per_level)} requests" for c in w.concurrency)
+            per = ", ".join(f"C={c} x {w.requests_for(c)} requests" for c in w.concurrency)
         print(
             "levels: "
             + per

@@ -106,6 +106,7 @@ class BenchClient:
             headers=self.opts.headers(),
             read_bufsize=1 << 22,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            trace_configs=[_sent_clock()],
         )
         return self
 
@@ -197,11 +198,15 @@ class BenchClient:
         path, body = self._body(index, max_tokens)
         payload = json.dumps(body).encode()
         trace = RequestTrace(index=index, sent=time.perf_counter())
+        trace.issued = trace.sent
         self.running[id(trace)] = trace
         try:
             async with asyncio.timeout(self.opts.request_timeout):
                 async with self.session.post(
-                    self.base + path, data=payload, headers={"Content-Type": "application/json"}
+                    self.base + path,
+                    data=payload,
+                    headers={"Content-Type": "application/json"},
+                    trace_request_ctx=trace,
                 ) as resp:
                     if resp.status != 200:
                         text = (await resp.text(errors="replace"))[:200].replace("\n", " ")
@@ -454,6 +459,27 @@ class LevelRun:
     stop_reason: str | None = None  # precision reached | request cap | time cap | fixed count | server lost
     lost: bool = False  # the server stopped answering /health during the level
     until: float | None = None  # when the loop stopped sending (the end of the measured span)
+
+
+def _sent_clock() -> aiohttp.TraceConfig:
+    """Restart a request's clock when its headers go to the socket.
+
+    TTFT and E2E are the server's (and the network's) latency: time the load generator's own event
+    loop spends before the bytes leave (building the request, taking a pooled connection, or simply
+    waiting for its turn while other streams are read) must not count. GuideLLM takes its
+    `request_start` at the same point (httpx's `send_request_headers.started` trace); the
+    difference is measured in bench/peer_clients.md against tcpdump timestamps."""
+
+    async def on_headers_sent(
+        _session: aiohttp.ClientSession, ctx: Any, _params: aiohttp.TraceRequestHeadersSentParams
+    ) -> None:
+        trace = getattr(ctx, "trace_request_ctx", None)
+        if isinstance(trace, RequestTrace):
+            trace.sent = time.perf_counter()
+
+    cfg = aiohttp.TraceConfig()
+    cfg.on_request_headers_sent.append(on_headers_sent)
+    return cfg
 
 
 async def with_ticker(coro: Awaitable[Any], tick: Callable[[], None], every_s: float) -> Any:

@@ -95,15 +95,22 @@ def parse_concurrency(text: str | None) -> tuple[int, ...]:
     return parse_int_list("--concurrency", text, minimum=1, allow_ranges=False)
 
 
-def parse_requests_per_level(text: str | None) -> int | None:
-    """`--requests-per-level`: `auto` (None) = max(4, 2 x concurrency), as the seed campaign did."""
+def parse_requests_per_level(text: str | None) -> int | str | None:
+    """`--requests-per-level`: `auto` (None: the precision loop, from max(4, 2 x concurrency)),
+    `N` (exactly N per level) or `Nx` (N x concurrency per level, at least 4)."""
     if text is None or str(text).strip().lower() == "auto":
         return None
-    return whole_number("--requests-per-level", str(text), minimum=1)
+    raw = str(text).strip().lower()
+    if raw.endswith("x"):
+        n = whole_number("--requests-per-level", raw[:-1], minimum=1)
+        return f"{n}x"
+    return whole_number("--requests-per-level", raw, minimum=1)
 
 
-def requests_for_level(concurrency: int, fixed: int | None) -> int:
-    """How many requests a level sends; never fewer than its concurrency when automatic."""
+def requests_for_level(concurrency: int, fixed: int | str | None) -> int:
+    """How many requests a level sends (the precision loop's minimum when `fixed` is None)."""
+    if isinstance(fixed, str):
+        return max(4, int(fixed.rstrip("x")) * concurrency)
     if fixed is not None:
         return fixed
     return max(4, 2 * concurrency)

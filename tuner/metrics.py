@@ -47,7 +47,7 @@ class RequestTrace:
     """What the client saw of one request; times are `time.perf_counter()` seconds."""
 
     index: int
-    sent: float
+    sent: float  # when the request's headers went to the socket (tuner/client.py `_sent_clock`)
     chunk_times: list[float] = field(default_factory=list)
     # Tokens each of those chunks carried (None: the server did not say, e.g. chat without
     # continuous usage; then the request's total is spread evenly over its chunks).
@@ -62,6 +62,7 @@ class RequestTrace:
     stream_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    issued: float | None = None  # when the client started the request (before aiohttp's own work)
 
     @property
     def ok(self) -> bool:

@@ -41,4 +41,5 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         recommended=s.recommendation.to_dict() if s.recommendation.chosen else None,
         failed={cid: r.config.to_json() for cid, r in s.state.failed.items()},
         skipped={cid: r.config.to_json() for cid, r in s.state.skipped.items()},
+        slo=s.slo,
     )

@@ -1,9 +1,12 @@
 """throughput_vs_steps.png: the plot the seed campaign compared by eye, drawn from the results.
 
-Three panels sharing the steps axis: aggregate output tok/s (one line per concurrency, error
-bars = standard deviation over repeats), per-request decode tok/s, and the KV capacity
-(`max_total_num_tokens`) with `max_running_requests` on a twin axis: deeper speculation buys
-per-request speed with capacity, and the panels show both sides of that trade.
+Four panels. Against the steps: aggregate output tok/s (one line per concurrency, error bars =
+the cells' 95% intervals), per-request decode tok/s, and the KV capacity (`max_total_num_tokens`)
+with `max_running_requests` on a twin axis: deeper speculation buys per-request speed with
+capacity, and the panels show both sides of that trade. The fourth is the Pareto view (vLLM's
+`bench sweep plot_pareto` and AIPerf's throughput-vs-interactivity plots draw the same trade):
+aggregate tok/s against per-user tok/s, one line per configuration across concurrency; with an
+SLO, the cells that miss it are hollow and a TPOT limit is drawn as the per-user rate it implies.
 """
 
 from __future__ import annotations
@@ -18,6 +21,58 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from .analysis import PointStats  # noqa: E402
+from .slo import Slo  # noqa: E402
+
+
+def _pareto(
+    ax: Any, stats: dict[tuple[str, int], PointStats], levels: list[int], slo: Slo | None, chosen: dict[int, str]
+) -> None:
+    """Aggregate tok/s against per-user tok/s, a line per configuration through its levels."""
+    by_cfg: dict[str, list[PointStats]] = {}
+    for (cid, _c), p in stats.items():
+        if p.per_request_mean is not None:
+            by_cfg.setdefault(cid, []).append(p)
+    cmap = plt.get_cmap("tab10")
+    for i, (cid, pts) in enumerate(sorted(by_cfg.items(), key=lambda kv: kv[1][0].order_key)):
+        pts.sort(key=lambda p: p.concurrency)
+        color = cmap(i % 10)
+        xs = [p.per_request_mean or 0.0 for p in pts]
+        ys = [p.mean for p in pts]
+        ax.plot(xs, ys, "-", color=color, label=cid, linewidth=1.4)
+        for p, x, y in zip(pts, xs, ys, strict=True):
+            miss = p.slo is not None and not p.slo.meets
+            ax.errorbar(
+                [x],
+                [y],
+                yerr=[[y - p.interval.low], [p.interval.high - y]],
+                fmt="o",
+                color=color,
+                markerfacecolor="white" if miss else color,
+                markersize=6,
+                capsize=2,
+            )
+            if chosen.get(p.concurrency) == cid:
+                ax.plot([x], [y], marker="*", markersize=14, color=color, markeredgecolor="black", zorder=5)
+            ax.annotate(f"C={p.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if slo is not None:
+        for lim in slo.limits:
+            if lim.metric == "tpot":
+                ax.axvline(
+                    1000.0 / lim.limit_ms,
+                    color="tab:red",
+                    linestyle="--",
+                    linewidth=1.2,
+                    label=f"SLO TPOT p{lim.percentile:g} <= {lim.limit_ms:g} ms (per-user >= {1000.0 / lim.limit_ms:.0f} tok/s)",
+                )
+        ax.plot([], [], "o", markerfacecolor="white", color="0.3", label=f"misses the SLO ({slo.describe()})")
+    ax.set_title("Pareto: aggregate vs per-user throughput")
+    ax.set_xlabel("per-user tok/s (decode rate)")
+    ax.set_ylabel("aggregate output tok/s")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if by_cfg:
+        ax.legend(fontsize=8, loc="best")
 
 
 def _series_label(p: PointStats) -> str:
@@ -46,13 +101,14 @@ def plot_throughput(
     recommended: dict[str, Any] | None = None,
     failed: dict[str, dict[str, Any]] | None = None,
     skipped: dict[str, dict[str, Any]] | None = None,
+    slo: Slo | None = None,
 ) -> Path:
     """Draw the figure; `capacity` maps config_id -> {spec_steps, max_total_num_tokens, ...}."""
     chosen = chosen or {}
     failed = failed or {}
     skipped = skipped or {}
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.4), sharex=True)
-    ax_agg, ax_req, ax_cap = axes
+    fig, axes = plt.subplots(2, 2, figsize=(15, 10.5))
+    ax_agg, ax_req, ax_cap, ax_par = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
     cmap = plt.get_cmap("viridis")
     styles = ["-", "--", ":", "-."]
     series_keys = sorted({_series_key(p) for p in stats.values()}, key=lambda k: (k[0], k[1] or 0, k[2]))
@@ -68,7 +124,7 @@ def plot_throughput(
             label = f"C={c}{_series_label(pts[-1])}"
             ls = styles[si % len(styles)]
             ys = [p.mean for p in pts]
-            err = [p.std for p in pts] if any(p.n > 1 for p in pts) else None
+            err = [[p.mean - p.interval.low for p in pts], [p.interval.high - p.mean for p in pts]]
             ax_agg.errorbar(
                 xs, ys, yerr=err, marker="o", linestyle=ls, color=color, label=label, capsize=3, markersize=5
             )
@@ -181,6 +237,7 @@ def plot_throughput(
     h2, l2 = ax_mrr.get_legend_handles_labels()
     if h1 or h2:
         ax_cap.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
+    _pareto(ax_par, stats, levels, slo, chosen)
     fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)

@@ -98,7 +98,7 @@ def _header(s: Summary) -> list[str]:
             "levels",
             f"concurrency {', '.join(map(str, s.levels))}; requests per level "
             + (
-                f"{w.requests_per_level}"
+                f"{w.requests_per_level}" + (" C" if isinstance(w.requests_per_level, str) else "")
                 if not w.adaptive
                 else f"until +-{w.precision:g}% (at least max(4, 2 x C), at most "
                 f"{w.max_requests_per_level or 'max(32, 16 x C)'} or {w.max_level_s:g} s)"

@@ -334,7 +334,9 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
 def title(s: Summary) -> str:
     name = s.server.get("served_model_name") or "SGLang"
     w = s.spec.workload
-    temps = ", ".join(f"{t:g}" for t in (s.temperatures or list(w.temperature)))
+    temps = f"{(s.temperatures or list(w.temperature))[0]:g}"
+    if len(s.temperatures) > 1:
+        temps += " (of " + ", ".join(f"{t:g}" for t in s.temperatures) + ": report.md has each)"
     shape = (
         f"{w.dataset.name}"
         if w.dataset is not None

@@ -173,13 +173,13 @@ class WorkloadSpec:
             parse_length("--output-len"),
         ),
     )
-    requests_per_level: int | None = field(
+    requests_per_level: int | str | None = field(
         default=None,
         metadata=_opt(
             "--requests-per-level",
             "auto",
             "requests per level; auto = at least max(4, 2 x concurrency), then more until --precision is "
-            "reached or a cap is hit; a number = exactly that many (default %(default)s)",
+            "reached or a cap is hit; N = exactly N; Nx = N x concurrency (at least 4) (default %(default)s)",
             parse_requests_per_level,
         ),
     )
@@ -344,7 +344,7 @@ class WorkloadSpec:
 
     def max_requests_for(self, concurrency: int) -> int:
         if self.requests_per_level is not None:
-            return self.requests_per_level
+            return self.requests_for(concurrency)
         cap = self.max_requests_per_level or max(32, 16 * concurrency)
         return max(cap, self.requests_for(concurrency))
 

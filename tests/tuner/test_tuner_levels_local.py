@@ -155,3 +155,19 @@ def test_a_second_loss_fails_the_configuration(tmp_path, capsys):
     rec = json.loads((out / "recommendation.json").read_text())
     assert rec["recommended"]["config_id"] is None
     assert any("went away twice" in n for n in rec["notes"])
+
+
+def test_the_clock_starts_when_the_request_leaves(emu_url):
+    """TTFT counts from the header write (an aiohttp trace hook), not from when the worker began."""
+    import asyncio
+
+    from tuner.client import BenchClient, ClientOptions
+
+    async def go():
+        async with BenchClient(ClientOptions(url=emu_url, input_len=8, output_len=8)) as client:
+            return await client.run_level(4, 8)
+
+    traces = asyncio.run(go())
+    assert len(traces) == 8 and all(t.ok for t in traces)
+    for t in traces:
+        assert t.issued is not None and t.issued < t.sent < t.chunk_times[0]
