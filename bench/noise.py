@@ -3,29 +3,31 @@
 
 On one local host (the emulator as a plain process, deployed through the real `python -m tuner
 sweep` with the test play tests/tuner/fixtures/local_emulator_deploy.yml, which restarts the
-server on every deploy), side by side in one run, interleaved so that machine drift hits both
-alike:
+server on every deploy), on a noisy profile (the seed profile with `noise_run_cv` and
+`noise_restart_cv`, docs/emulator.md "Noise"), five sweeps of each of three kinds, taking turns so
+that drift of the machine hits all alike:
 
-- five sweeps **without the statistics**: the count the tuner used before issue #11 (max(4, 2 x C)
-  requests per level, `--requests-per-level 2x`) and the rule it used then (the highest mean
-  wins; within 1% the fewer steps);
-- five sweeps **with them**: the precision loop (`--precision 2`), a winner named only beyond
-  noise, else "tied within noise" and the tie-break (more KV capacity, then fewer steps).
+- **without** the statistics: the count the tuner used before issue #11 (max(4, 2 x C) requests
+  per level, `--requests-per-level 2x`) and the rule it used then (the highest mean wins; within 1%
+  the fewer steps);
+- **requests**: the precision loop (`--precision 2`), one deployment: intervals from the requests
+  of each level only;
+- **restarts**: the same with `--repeat-deploys 3`: intervals over the deployments, which cover
+  level-to-level and restart-to-restart noise.
 
-It reports, per level, how often two sweeps named different winners (over the 10 pairs of
-sweeps), and whether a winner named beyond noise in one sweep was ever beaten beyond noise in
-another (it must never be). Then the cost: one more set of sweeps with a fixed count large enough
-for every cell to reach the same interval width (the most the precision loop needed anywhere,
-in requests per unit of concurrency: a fixed count must be chosen before knowing which cell is
-noisy) against the precision loop's own time.
+With the statistics a winner is named only beyond noise, else "tied within noise" and the
+tie-break (more KV capacity, then fewer steps). The benchmark reports, per level and kind, how
+often two sweeps chose differently (over the 10 pairs) and whether a winner named beyond noise in
+one sweep was beaten beyond noise in another (for `restarts` it must never be: exit 1 otherwise).
+Then the cost: sweeps with a fixed count large enough for every cell to reach the same interval
+width (the most the precision loop needed anywhere, in requests per unit of concurrency: a fixed
+count must be chosen before knowing which cell is noisy) against the precision loop's own time.
 
-The profile: the seed profile with `noise` keys when the emulator has them (`--noise-run-pct`,
-`--noise-restart-pct`), else the emulator's own noise (acceptance draws per step, a fresh random
-seed per start, timing jitter of a shared machine). Levels: concurrency 4 (where depth 4 clearly
-beats 3) and 32 (where depths 3 and 4 are within ~2%), 64 output tokens: bounded load, minutes.
+Levels: concurrency 4 (where depth 4 clearly beats 3 on the seed profile) and 32 (where 3 and 4
+are within a few %), 128 output tokens: bounded load.
 
-Writes bench/noise.md (or --out); exits 1 when a confidently named winner is beaten beyond noise.
-Usage: .venv/bin/python bench/noise.py [--sweeps 5] [--steps 2-4] [--concurrency 4,32]
+Writes bench/noise.md (or --out).
+Usage: .venv/bin/python bench/noise.py [--sweeps 5] [--steps 3-4] [--concurrency 4,32]
 """
 
 from __future__ import annotations
@@ -63,23 +65,16 @@ ENV = {
 }
 
 
-def noisy_profile(path: Path, run_pct: float, restart_pct: float) -> list[str]:
-    """The seed profile, with the emulator's noise keys where it knows them; returns what was set."""
+def noisy_profile(path: Path, run_cv: float, restart_cv: float) -> list[str]:
+    """The seed profile with the emulator's noise (docs/emulator.md "Noise"): a factor on every
+    batch's duration drawn once per server start (`noise_restart_cv`) and once per level
+    (`noise_run_cv`), without a seed, so every start and every level differs as on a real machine."""
     prof = yaml.safe_load(SEED.read_text())
     prof["name"] = "seed-noisy"
-    notes = []
-    try:
-        from tuner.emulator import profile as emu_profile
-
-        known = set(getattr(emu_profile, "_OPTIONAL_DEFAULTS", {})) | set(getattr(emu_profile, "_REQUIRED", {}))
-    except ImportError:  # pragma: no cover
-        known = set()
-    for key, value in (("noise_run_pct", run_pct), ("noise_restart_pct", restart_pct)):
-        if key in known and value:
-            prof[key] = value
-            notes.append(f"{key}: {value}")
+    prof["noise_run_cv"] = run_cv
+    prof["noise_restart_cv"] = restart_cv
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
-    return notes
+    return [f"noise_run_cv {run_cv}", f"noise_restart_cv {restart_cv}"]
 
 
 def sweep(inv: Path, profile: Path, out: Path, args: argparse.Namespace, extra: list[str]) -> float:
@@ -161,12 +156,13 @@ def disagreement(names: list[str | None]) -> tuple[int, int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=5)
-    ap.add_argument("--steps", default="2-4")
+    ap.add_argument("--steps", default="3-4")
     ap.add_argument("--concurrency", default="4,32")
-    ap.add_argument("--output-len", type=int, default=64)
+    ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--precision", default="2")
-    ap.add_argument("--noise-run-pct", type=float, default=2.0, help="run-to-run noise, when the emulator has it")
-    ap.add_argument("--noise-restart-pct", type=float, default=3.0, help="restart noise, when the emulator has it")
+    ap.add_argument("--noise-run-cv", type=float, default=0.02, help="run-to-run noise (the profile's CV)")
+    ap.add_argument("--noise-restart-cv", type=float, default=0.02, help="restart noise (the profile's CV)")
+    ap.add_argument("--deploys", type=int, default=3, help="--repeat-deploys of the sweeps that cover restarts")
     ap.add_argument("--out", default=str(ROOT / "bench" / "noise.md"))
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -176,42 +172,51 @@ def main() -> int:
         state = tmpd / "state"
         state.mkdir()
         profile = tmpd / "seed-noisy.yaml"
-        noise_keys = noisy_profile(profile, args.noise_run_pct, args.noise_restart_pct)
+        noise_keys = noisy_profile(profile, args.noise_run_cv, args.noise_restart_cv)
         inv = local_inventory(tmpd / "inventory.yml", {"noise-a": free_port()}, state)
-        stats_runs: list[dict] = []
-        naive_runs: list[dict] = []
-        stats_s: list[float] = []
-        naive_s: list[float] = []
+        runs: dict[str, list[dict]] = {k: [] for k in KINDS}
         try:
             for i in range(args.sweeps):
-                for mode in ("stats", "naive"):
-                    out = tmpd / f"{mode}-{i + 1}"
-                    extra = ["--precision", args.precision] if mode == "stats" else ["--requests-per-level", "2x"]
-                    took = sweep(inv, profile, out, args, extra)
+                for kind in KINDS:  # the kinds take turns, so drift of the machine hits all alike
+                    out = tmpd / f"{kind}-{i + 1}"
+                    took = sweep(inv, profile, out, args, kind_args(kind, args))
                     res = analyse(out)
-                    (stats_runs if mode == "stats" else naive_runs).append(res)
-                    (stats_s if mode == "stats" else naive_s).append(took)
-                    print(f"{mode} sweep {i + 1}: {took:.0f} s, levels {res['level_s']:.0f} s", file=sys.stderr)
+                    res["took_s"] = took
+                    runs[kind].append(res)
+                    print(f"{kind} sweep {i + 1}: {took:.0f} s, levels {res['level_s']:.0f} s", file=sys.stderr)
             # the fixed count that gives every cell the precision loop's width: the most requests per
             # unit of concurrency the loop needed in any cell of any sweep
             need = max(
-                math.ceil(n / c) for r in stats_runs for c, lv in r["levels"].items() for n in lv["requests"].values()
+                math.ceil(n / c)
+                for r in runs["requests"]
+                for c, lv in r["levels"].items()
+                for n in lv["requests"].values()
             )
             fixed_runs: list[dict] = []
-            fixed_s: list[float] = []
             for i in range(2):
                 out = tmpd / f"fixed-{i + 1}"
                 took = sweep(inv, profile, out, args, ["--requests-per-level", f"{need}x"])
                 fixed_runs.append(analyse(out))
-                fixed_s.append(took)
                 print(f"fixed sweep {i + 1} ({need}x): {took:.0f} s", file=sys.stderr)
         finally:
             stop_local_emulators(state)
-    text = report(args, levels, stats_runs, naive_runs, fixed_runs, need, noise_keys, started)
+    text = report(args, levels, runs, fixed_runs, need, noise_keys, started)
     Path(args.out).write_text(text)
     print(text)
-    beaten = confident_beaten(stats_runs, levels)
-    return 1 if beaten else 0
+    return 1 if confident_beaten(runs["restarts"], levels) else 0
+
+
+# without: the count and rule before issue #11; requests: the statistics with one deployment and no
+# repeats (intervals from the requests alone); restarts: the statistics over --repeat-deploys
+KINDS = ("without", "requests", "restarts")
+
+
+def kind_args(kind: str, args: argparse.Namespace) -> list[str]:
+    if kind == "without":
+        return ["--requests-per-level", "2x"]
+    if kind == "requests":
+        return ["--precision", args.precision]
+    return ["--precision", args.precision, "--repeat-deploys", str(args.deploys)]
 
 
 def confident_beaten(runs: list[dict], levels: list[int]) -> list[str]:
@@ -233,7 +238,7 @@ def confident_beaten(runs: list[dict], levels: list[int]) -> list[str]:
     return out
 
 
-def report(args, levels, stats_runs, naive_runs, fixed_runs, need, noise_keys, started) -> str:  # noqa: ANN001
+def report(args, levels, runs, fixed_runs, need, noise_keys, started) -> str:  # noqa: ANN001
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
     lines = [
@@ -242,59 +247,78 @@ def report(args, levels, stats_runs, naive_runs, fixed_runs, need, noise_keys, s
         f"Generated by `bench/noise.py` on {now} ({platform.node() or 'host'}, {os.cpu_count()} CPUs, load "
         f"{load[0]:.1f} at the end; {(time.time() - started) / 60:.1f} min). One local host: the emulator as a "
         "plain process, deployed by `python -m tuner sweep` through tests/tuner/fixtures/local_emulator_deploy.yml "
-        f"(a restart per deploy), seed profile"
-        + (f" with {', '.join(noise_keys)}" if noise_keys else " and the emulator's own noise (no noise keys yet)")
-        + f"; steps {args.steps}, concurrency {args.concurrency}, 64 input / {args.output_len} output tokens, "
-        "temperature 0. Sweeps of the two kinds alternate.",
+        f'(a restart per deploy), the seed profile with {", ".join(noise_keys)} (docs/emulator.md "Noise": a '
+        "factor on every batch's duration, drawn per server start and per level, unseeded), on top of the "
+        f"emulator's own acceptance draws and a shared machine's jitter; steps {args.steps}, concurrency "
+        f"{args.concurrency}, 64 input / {args.output_len} output tokens, temperature 0. {args.sweeps} sweeps of "
+        "each kind, the kinds taking turns:",
         "",
-        "- **without the statistics**: `--requests-per-level 2x` (the count before issue #11) and the rule "
-        "then: highest mean, within 1% the fewer steps;",
-        f"- **with them**: `--precision {args.precision}` (the default), winner only beyond noise, else tied "
-        "within noise and the tie-break (more KV capacity, then fewer steps).",
+        "- **without** the statistics: `--requests-per-level 2x` (the count before issue #11) and the rule then: "
+        "the highest mean, within 1% the fewer steps;",
+        f"- **requests**: `--precision {args.precision}` (the default), one deployment, no repeats: the intervals "
+        "cover the noise within a level only (the report says so);",
+        f"- **restarts**: the same with `--repeat-deploys {args.deploys}`: the intervals cover restart-to-restart "
+        "and level-to-level noise.",
+        "",
+        'With the statistics a winner is named only beyond noise, else "tied within noise" and the tie-break '
+        "(more KV capacity, then fewer steps) chooses.",
         "",
         "## Named winners, sweep by sweep",
         "",
     ]
-    header = ["sweep"] + [f"C={c} without" for c in levels] + [f"C={c} with (verdict)" for c in levels]
+    header = ["sweep"] + [f"C={c} {k}" for k in KINDS for c in levels]
     rows = []
-    for i, (n, s) in enumerate(zip(naive_runs, stats_runs, strict=True)):
-        cells = [n["levels"][c]["naive"] for c in levels]
-        for c in levels:
-            lv = s["levels"][c]
-            lo, hi, _m = lv["intervals"][lv["chosen"]]
-            v = "tied: " + "/".join(lv["equivalent"]) if lv["tied"] else "beyond noise"
-            cells.append(f"{lv['chosen']} ({v}; [{lo:.0f}, {hi:.0f}])")
+    for i in range(args.sweeps):
+        cells = []
+        for k in KINDS:
+            for c in levels:
+                lv = runs[k][i]["levels"][c]
+                if k == "without":
+                    cells.append(lv["naive"])
+                    continue
+                lo, hi, _m = lv["intervals"][lv["chosen"]]
+                v = "tied " + "/".join(lv["equivalent"]) if lv["tied"] else "beyond noise"
+                cells.append(f"{lv['chosen']} ({v}; [{lo:.0f}, {hi:.0f}])")
         rows.append([str(i + 1)] + cells)
     lines += _table(header, rows)
     lines += ["", "## How often two sweeps disagree", ""]
     hdr = [
         "level",
-        "without: pairs naming different winners",
-        "with: pairs choosing differently",
-        "with: winners named beyond noise",
-        "with: of those, beaten beyond noise in another sweep",
+        "kind",
+        "pairs of sweeps choosing differently",
+        "winners named beyond noise",
+        "of those, beaten beyond noise in another sweep of the kind",
     ]
-    beaten = confident_beaten(stats_runs, levels)
     rows = []
-    for c in levels:
-        d0, n0 = disagreement([r["levels"][c]["naive"] for r in naive_runs])
-        d1, n1 = disagreement([r["levels"][c]["chosen"] for r in stats_runs])
-        named = sum(1 for r in stats_runs if not r["levels"][c]["tied"])
-        b = sum(1 for x in beaten if x.startswith(f"C={c}:"))
-        rows.append([f"C={c}", f"{d0} of {n0}", f"{d1} of {n1}", f"{named} of {len(stats_runs)}", str(b)])
+    beaten_all: dict[str, list[str]] = {}
+    for k in KINDS:
+        beaten = confident_beaten(runs[k], levels) if k != "without" else []
+        beaten_all[k] = beaten
+        for c in levels:
+            names = [r["levels"][c]["naive" if k == "without" else "chosen"] for r in runs[k]]
+            d, n = disagreement(names)
+            named = (
+                "every one (no test)"
+                if k == "without"
+                else f"{sum(1 for r in runs[k] if not r['levels'][c]['tied'])} of {len(runs[k])}"
+            )
+            b = "-" if k == "without" else str(sum(1 for x in beaten if x.startswith(f"C={c}:")))
+            rows.append([f"C={c}", k, f"{d} of {n}", named, b])
     lines += _table(hdr, rows)
-    lines += [""] + (
-        [f"- {x}" for x in beaten] or ["No winner named beyond noise was beaten beyond noise in another sweep."]
-    )
-    # cost
-    prec = [r for r in stats_runs]
+    lines.append("")
+    for k in ("requests", "restarts"):
+        if beaten_all[k]:
+            lines += [f"- {k}: {x}" for x in beaten_all[k]]
+        else:
+            lines.append(f"- {k}: no winner named beyond noise was beaten beyond noise in another sweep.")
     lines += [
         "",
         "## What --precision costs, against a fixed count for the same interval width",
         "",
-        f"A fixed count must be chosen before the noise is known, so to give every cell the width the "
-        f"precision loop reached it must be the most the loop needed anywhere: {need} x C requests per level "
-        f"(`--requests-per-level {need}x`). Level time is the levels' own time (deploys excluded).",
+        "A fixed count must be chosen before the noise is known, so to give every cell the width the "
+        f"precision loop reached it must be the most the loop needed anywhere in the `requests` sweeps: {need} x C "
+        f"requests per level (`--requests-per-level {need}x`). Level time is the levels' own time (deploys "
+        "excluded).",
         "",
     ]
     hdr = [
@@ -302,14 +326,14 @@ def report(args, levels, stats_runs, naive_runs, fixed_runs, need, noise_keys, s
         "sweeps",
         "requests per sweep (mean)",
         "level time per sweep (mean, s)",
-        "cells within the target width",
+        f"cells within +-{args.precision}%",
         "widest cell (+-%)",
     ]
 
-    def cells_ok(runs: list[dict]) -> tuple[str, float]:
+    def cells_ok(rs: list[dict]) -> tuple[str, float]:
         tot = ok = 0
         widest = 0.0
-        for r in runs:
+        for r in rs:
             for lv in r["levels"].values():
                 for p in lv["precision"].values():
                     if p is None:
@@ -320,18 +344,19 @@ def report(args, levels, stats_runs, naive_runs, fixed_runs, need, noise_keys, s
         return f"{ok} of {tot}", widest
 
     rows = []
-    for name, runs in (
+    prec = runs["requests"]
+    for name, rs in (
         (f"precision loop (+-{args.precision}%)", prec),
         (f"fixed {need} x C", fixed_runs),
-        ("fixed 2 x C (before #11)", naive_runs),
+        ("fixed 2 x C (before #11)", runs["without"]),
     ):
-        within, widest = cells_ok(runs)
+        within, widest = cells_ok(rs)
         rows.append(
             [
                 name,
-                str(len(runs)),
-                f"{sum(r['requests'] for r in runs) / len(runs):.0f}",
-                f"{sum(r['level_s'] for r in runs) / len(runs):.1f}",
+                str(len(rs)),
+                f"{sum(r['requests'] for r in rs) / len(rs):.0f}",
+                f"{sum(r['level_s'] for r in rs) / len(rs):.1f}",
                 within,
                 f"{widest:.1f}",
             ]
@@ -341,7 +366,8 @@ def report(args, levels, stats_runs, naive_runs, fixed_runs, need, noise_keys, s
     f_s = sum(r["level_s"] for r in fixed_runs) / len(fixed_runs)
     lines += [
         "",
-        f"The precision loop took {p_s / f_s:.2f} x the fixed count's level time ({(1 - p_s / f_s) * 100:.0f}% saved).",
+        f"The precision loop took {p_s / f_s:.2f} x the fixed count's level time "
+        f"({(1 - p_s / f_s) * 100:.0f}% saved) for the same interval width.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
@@ -412,7 +412,10 @@ class Sweep:
         when the configuration is the one already running (an identical run restarts nothing)."""
         if self.spec.repeat_deploys <= 1:
             return {}
-        env = dict(self.spec.extra_vars.get("sglang_server_environment") or {})
+        given = self.spec.extra_vars.get("sglang_server_environment") or {}
+        if not isinstance(given, Mapping):  # the role refuses it with its own message
+            return {}
+        env = dict(given)
         env[REDEPLOY_ENV] = str(deployment)
         return {"sglang_server_environment": env}
 

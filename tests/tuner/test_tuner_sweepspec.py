@@ -109,3 +109,21 @@ def test_identity_names_what_differs_and_ignores_the_rest():
     assert any(d.startswith("--steps was [1, 2, 3, 4]") for d in diffs)
     assert any(d.startswith("--temperature was [0.0], now [0.7]") for d in diffs)
     assert parse("-e", "x=2", "--steps", "1-4").identity_diff(stored)[0].startswith("-e/--extra-vars")
+
+
+def test_repeat_deploys_mark_each_deployment_for_a_restart():
+    """An identical run of the role restarts nothing, so each redeploy carries its number in the
+    server's environment: the unit changes and the role restarts it (docs/tuner.md --repeat-deploys)."""
+    from tuner.sweep import REDEPLOY_ENV, Sweep
+
+    def redeploy_vars(*argv, dep):
+        s = Sweep(spec=parse(*argv), plan=None, store=None, deployer=None, hosts=[], progress=None)
+        return s._redeploy_vars(dep)
+
+    assert redeploy_vars("--steps", "1", dep=1) == {}
+    assert redeploy_vars("--steps", "1", "--repeat-deploys", "3", dep=2) == {
+        "sglang_server_environment": {REDEPLOY_ENV: "2"}
+    }
+    mine = '{"sglang_server_environment": {"HF_HOME": "/data/hf"}}'
+    got = redeploy_vars("--steps", "1", "--repeat-deploys", "2", "-e", mine, dep=1)
+    assert got == {"sglang_server_environment": {"HF_HOME": "/data/hf", REDEPLOY_ENV: "1"}}
