@@ -140,7 +140,7 @@ def analyse(out: Path) -> dict:
             "tied": bool(ch and ch.tied),
             "equivalent": list(ch.equivalent) if ch else [],
             "intervals": {p.config_id: (p.interval.low, p.interval.high, p.mean) for p in pts},
-            "precision": {p.config_id: p.precision_pct for p in pts},
+            "precision": {p.config_id: (p.precision_pct if p.interval.noise != "none" else None) for p in pts},
             "requests": {p.config_id: sum(lv.metrics.requests for lv in p.levels) for p in pts},
         }
     level_s = sum(lv.bench_s or 0.0 for lv in state.levels(measured_only=False))
