@@ -141,7 +141,8 @@ def notes_for(s: Summary) -> list[str]:
         after = dep.rollback or "The role rolls a host whose new configuration fails back to its last good one."
         notes.append(f"{_cfg_txt(dep)} failed to deploy on {dep.host}: {dep.reason}. {after}")
     for bf in s.state.bench_failures:
-        notes.append(f"{_cfg_txt(bf)}: benchmark stopped on {bf.host}: {bf.reason}.")
+        if bf.kind != "server_lost":  # said once below, with what it means for the recommendation
+            notes.append(f"{_cfg_txt(bf)}: benchmark stopped on {bf.host}: {bf.reason}.")
     for m in s.state.measured:
         lv = m.level
         where = f"{lv.config_id} C={lv.concurrency} T={lv.temperature:g} repeat {lv.repeat}"
@@ -163,7 +164,7 @@ def notes_for(s: Summary) -> list[str]:
         if lv.attempt > 1 and not lv.server_lost:
             notes.append(f"{where}: measured again (attempt {lv.attempt}) after the server came back.")
     for cid, bf in s.state.unstable.items():
-        notes.append(f"{cid} failed during its benchmark: {bf.reason}. It is not recommended.")
+        notes.append(f"{_cfg_txt(bf)} failed during its benchmark on {bf.host}: {bf.reason}. It is not recommended.")
     notes.append(noise_note(s))
     for t, v in s.views.items():
         for c, why in sorted(v.unchosen.items()):
