@@ -8,7 +8,10 @@ On one emulator host (a podman container with systemd, the role's unit with its
 recorded as all-failed and the sweep ended without a recommendation. Now a level during which the
 server went away is recorded as lost, the tuner waits for /health (systemd restarts the unit) and
 measures that level once more; a second loss fails the configuration with the reason. This script
-runs the sweep and writes what happened, level by level, from records.jsonl.
+runs the sweep and writes what happened, level by level, from records.jsonl. Where the crashes
+fall depends on timing (a level longer than the server's 8 s of life is lost twice), so two runs
+can end differently; what must hold is that no lost level is compared, each is measured again once,
+and a second loss fails the configuration with its reason.
 
 Run it under the shared lock (it makes a container): flock /tmp/sgt-systemd.lock .venv/bin/python
 bench/lost_level.py [--index 203]. Writes bench/lost_level.md.

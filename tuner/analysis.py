@@ -358,7 +358,7 @@ def _exclusions(points: Sequence[PointStats]) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in points:
         if p.failed_reason:
-            out[p.config_id] = f"failed: {p.failed_reason}"
+            out[p.config_id] = "failed during its benchmark (the notes say why)"
         elif p.n == 0:
             out[p.config_id] = "nothing measured"
         elif p.partial:
