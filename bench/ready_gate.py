@@ -41,14 +41,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MANUAL_SLEEP_S = 100.0  # the seed campaign's `sleep 100` after each restart
 
-import ansible.module_utils as _amu  # noqa: E402
+# The module is collection content; `make setup` links the repo in as sglang_tune.serving.
+sys.path.insert(0, str(ROOT / ".ansible" / "collections"))
 
-_amu.__path__.append(str(ROOT / "plugins" / "module_utils"))
-sys.path.insert(0, str(ROOT / "library"))
-
-import sglang_ready  # noqa: E402
 from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
+from ansible_collections.sglang_tune.serving.plugins.modules import sglang_ready  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
 

@@ -89,6 +89,17 @@ mirror_lines() {
   printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' "$base" "$base" "$sec"
 }
 
+step_collection_link() {
+  # The repo root is the collection sglang_tune.serving (galaxy.yml); linked into the collections
+  # path of ansible.cfg, its FQCNs resolve from the repo as they do from an installed collection.
+  local link="$ROOT/.ansible/collections/ansible_collections/sglang_tune/serving"
+  [ "$(readlink "$link" 2>/dev/null)" = "../../../.." ] && return 0
+  log "collection: linking the repo as sglang_tune.serving"
+  mkdir -p "$(dirname "$link")"
+  rm -rf "$link"
+  ln -s ../../../.. "$link"
+}
+
 step_image() {
   if podman image exists "$IMAGE" 2>/dev/null; then return 0; fi
   need_root image
@@ -109,7 +120,7 @@ step_wheelhouse() {
 
 main() {
   local steps=("$@")
-  [ ${#steps[@]} -eq 0 ] && steps=(apt podman_conf venv collections image wheelhouse)
+  [ ${#steps[@]} -eq 0 ] && steps=(apt podman_conf venv collections collection_link image wheelhouse)
   for s in "${steps[@]}"; do "step_$s"; done
 }
 

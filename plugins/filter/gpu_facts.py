@@ -246,7 +246,7 @@ def expand_declared_gpus(declared: Any) -> dict[str, Any]:
                 problems.append(f'{where}.driver_cuda_version is {dcv!r}; allowed: MAJOR.MINOR, e.g. "13.0"')
             else:
                 driver_cuda = str(dcv)
-        for _ in range(int(count)):
+        for _copy in range(int(count)):
             gpus.append(
                 {
                     "index": len(gpus),

@@ -112,7 +112,7 @@ NUMERIC_LIMITS: dict[str, tuple[str, float | None, float | None, bool]] = {
 API_KEY_ENV = "SGLANG_SERVER_API_KEY"
 
 # Flags a user may not pass through sglang_server_extra_flags, with the variable that owns them.
-MANAGED_FLAGS: dict[str, str] = {flag: f"sglang_server_{key}" for key, flag, _ in FLAG_TABLE}
+MANAGED_FLAGS: dict[str, str] = {row[1]: f"sglang_server_{row[0]}" for row in FLAG_TABLE}
 MANAGED_FLAGS.update(
     {
         "--api-key": "sglang_server_api_key",
@@ -431,7 +431,7 @@ def server_errors(settings: dict) -> list[str]:
     for key, (kind, lo, hi, excl) in NUMERIC_LIMITS.items():
         if key not in settings or _is_unset(settings[key]):
             continue
-        _, err = check_number(f"sglang_server_{key}", settings[key], kind, lo, hi, excl)
+        err = check_number(f"sglang_server_{key}", settings[key], kind, lo, hi, excl)[1]
         if err:
             errors.append(err)
     if _is_unset(settings.get("port")):

@@ -101,7 +101,7 @@ def split_lines(text: str) -> list[str]:
     """Split on ``\\n``, ``\\r\\n`` and lone ``\\r`` (tqdm redraws with carriage returns)."""
     if not text:
         return []
-    return [ln for ln in re.split(r"\r\n|\r|\n", text)]
+    return re.split(r"\r\n|\r|\n", text)
 
 
 def _parse_ranks(text: str) -> dict[str, int]:
@@ -542,7 +542,7 @@ _WRAPPERS = [
     ("subprocess_exited", re.compile(r"Server process exited with code.*")),
 ]
 # Kinds that only say something died: the line naming why (an exception, an OOM) usually follows.
-_GENERIC_KINDS = frozenset([kind for kind, _ in _WRAPPERS] + ["traceback"])
+_GENERIC_KINDS = frozenset([wrapper[0] for wrapper in _WRAPPERS] + ["traceback"])
 _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
@@ -588,7 +588,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
                 break
         exc = _exception_line(msg)
         if exc and (in_traceback or ln.sglang is False):
-            is_wrapper = any(rx.search(msg) for _, rx in _WRAPPERS)
+            is_wrapper = any(wrapper[1].search(msg) for wrapper in _WRAPPERS)
             if not is_wrapper:
                 exceptions.append((i, msg.strip()))
                 hit = True

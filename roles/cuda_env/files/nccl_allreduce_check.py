@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Prove that NCCL works across this host's GPUs before SGLang is started on them.
 
 SGLang with tensor parallelism > 1 all-reduces through NCCL (on PCIe-only hosts with more than two
@@ -100,7 +99,7 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(description=__doc__.split("\n\n", maxsplit=1)[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--sizes", default=DEFAULT_SIZES, help=f"all-reduce sizes in bytes (K/M/G suffixes), default {DEFAULT_SIZES}"
     )
@@ -350,11 +349,11 @@ def worker(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: A
             stage = f"all_reduce of {size} bytes (timing)"
             out.put(("stage", rank, stage))
             t.zero_()  # timing on zeros keeps the repeated in-place sums finite
-            for _ in range(cfg["warmup"]):
+            for _warmup in range(cfg["warmup"]):
                 dist.all_reduce(t)
             sync()
             start = time.perf_counter()
-            for _ in range(cfg["iters"]):
+            for _iteration in range(cfg["iters"]):
                 dist.all_reduce(t)
             sync()
             seconds = (time.perf_counter() - start) / cfg["iters"]

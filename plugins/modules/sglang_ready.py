@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: (c) 2026, sglang-tune contributors
-# Apache-2.0 (see pyproject.toml)
+# Apache License 2.0 (the collection's licence, galaxy.yml): https://www.apache.org/licenses/LICENSE-2.0
 """Ansible module ``sglang_ready``: gate on a just-(re)started SGLang server and report what it came up with."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ EXAMPLES = r"""
     daemon_reload: true
 
 - name: Wait until it is ready and read its capacity
-  sglang_ready:
+  sglang_tune.serving.sglang_ready:
     unit: sglang-qwen.service
     url: http://127.0.0.1:30000
     timeout: 900
@@ -132,7 +132,7 @@ EXAMPLES = r"""
       spec steps {{ sglang.speculative.num_steps }} (adjusted: {{ sglang.speculative.draft_tokens_adjusted }})
 
 - name: A server that writes to a file and is not run by systemd
-  sglang_ready:
+  sglang_tune.serving.sglang_ready:
     unit: ""
     pid: "{{ server_pid }}"
     log_path: /var/log/sglang/server.log
@@ -268,12 +268,27 @@ kv_pools:
   type: list
   elements: dict
   sample:
-    - {rank: TP0, label: null, layout: mha, dtype: null, tokens: 1917632, k_size_gb: 51.21, v_size_gb: 51.21, kv_size_gb: null, total_gb: 102.42, upper_bound: false}
+    - rank: TP0
+      label: null
+      layout: mha
+      dtype: null
+      tokens: 1917632
+      k_size_gb: 51.21
+      v_size_gb: 51.21
+      kv_size_gb: null
+      total_gb: 102.42
+      upper_bound: false
 mamba_cache:
   description: The Mamba/GDN state pool of hybrid models (Qwen3-Next, Qwen3.5); null for others.
   returned: success
   type: dict
-  sample: {rank: TP0, max_mamba_cache_size: 186, conv_state_gb: 0.1, ssm_state_gb: 4.38, intermediate_ssm_state_cache_gb: null, intermediate_conv_window_cache_gb: null}
+  sample:
+    rank: TP0
+    max_mamba_cache_size: 186
+    conv_state_gb: 0.1
+    ssm_state_gb: 4.38
+    intermediate_ssm_state_cache_gb: null
+    intermediate_conv_window_cache_gb: null
 sglang_warnings:
   description:
     - SGLang's warnings from this start's log, de-duplicated across ranks. They are also emitted as
@@ -281,7 +296,10 @@ sglang_warnings:
   returned: success
   type: list
   elements: str
-  sample: ["Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests."]
+  sample:
+    - >-
+      Max running requests is reset to 48 for speculative decoding. You can override this by explicitly
+      setting --max-running-requests.
 log_tail:
   description: The last O(log_lines) lines of this start's log, API keys masked.
   returned: always
@@ -293,7 +311,9 @@ reason:
   type: str
   sample: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
 failure_kind:
-  description: On failure, its class (C(kv_pool_oom), C(out_of_memory), C(cuda_graph), C(bad_arguments), C(exception), C(unit_dead), C(restarted), C(process_exited), C(timeout), ...).
+  description:
+    - On failure, its class (C(kv_pool_oom), C(out_of_memory), C(cuda_graph), C(bad_arguments), C(exception),
+      C(unit_dead), C(restarted), C(process_exited), C(timeout), ...).
   returned: failed
   type: str
   sample: kv_pool_oom
@@ -308,7 +328,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_log import (
+from ansible.module_utils.urls import fetch_url
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log import (
     current_launch,
     find_fatal,
     is_ready_line,
@@ -318,14 +339,13 @@ from ansible.module_utils.sglang_log import (
     split_lines,
     summarize,
 )
-from ansible.module_utils.sglang_server_info import (
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_info import (
     SERVER_INFO_PATHS,
     draft_tokens_adjusted,
     parse_models,
     parse_server_info,
     requested_speculative,
 )
-from ansible.module_utils.urls import fetch_url
 
 UNIT_PROPERTIES = (
     "Id",
