@@ -219,6 +219,8 @@ class SystemdHost:
                 self.name,
                 "--label",
                 "io.sglang-tune=1",
+                "--label",
+                f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
                 "--network",
                 "none",
                 "--systemd=always",

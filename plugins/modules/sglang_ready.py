@@ -379,8 +379,8 @@ class UnitWatcher:
         self.module = module
         self.unit = unit
         self.systemctl = module.get_bin_path("systemctl")
-        self.baseline = None
-        self.last = None
+        self.baseline: dict[str, str] | None = None
+        self.last: dict[str, str] = {}
 
     def available(self):
         return self.systemctl is not None
@@ -541,11 +541,12 @@ class JournalLog:
 
 
 def _server_args_at(lines):
-    return [
-        i
-        for i, ln in enumerate(lines)
-        if "server_args=" in ln and parse_line(ln) is not None and "server_args=" in parse_line(ln).message
-    ]
+    found = []
+    for i, ln in enumerate(lines):
+        parsed = parse_line(ln) if "server_args=" in ln else None
+        if parsed is not None and "server_args=" in parsed.message:
+            found.append(i)
+    return found
 
 
 class FileLog:
@@ -685,14 +686,14 @@ class Gate:
         self.params = p
         self.secrets = [p["api_key"]] if p["api_key"] else []
         self.http = Http(module, p["url"], p["api_key"], p["request_timeout"])
-        self.unit = None
-        self.proc = None
-        self.log = None
+        self.unit: UnitWatcher | None = None
+        self.proc: PidWatcher | None = None
+        self.log: JournalLog | FileLog | None = None
         self.health_status = None
         self.health_detail = None
         self.first_probe_ok = None
         self.t0 = time.monotonic()
-        self.t_ready = None
+        self.t_ready: float | None = None
         self.scanned = 0
         self.ready_scan = 0
 
@@ -729,7 +730,7 @@ class Gate:
         if p["log_path"]:
             self.log = FileLog(p["log_path"], not_before)
         elif self.unit is not None:
-            self.log = JournalLog(self.module, self.unit.baseline.get("InvocationID"))
+            self.log = JournalLog(self.module, (self.unit.baseline or {}).get("InvocationID"))
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -780,11 +781,14 @@ class Gate:
 
     def settle(self):
         """Read on briefly so a traceback's last line (the real reason) is in the log."""
+        log = self.log
+        if log is None:
+            return
         deadline = time.monotonic() + FATAL_SETTLE_S
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            if self.log.read():
+            if log.read():
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= FATAL_QUIET_S:
                 fatal = find_fatal(self.startup_lines())
@@ -866,10 +870,11 @@ class Gate:
         return res
 
     def ready_seconds(self, lines):
-        waited = self.t_ready - self.t0
+        t_ready = self.t_ready if self.t_ready is not None else time.monotonic()
+        waited = t_ready - self.t0
         start = self.not_before
         if not self.first_probe_ok and start is not None:
-            now_epoch = time.time() - (time.monotonic() - self.t_ready)
+            now_epoch = time.time() - (time.monotonic() - t_ready)
             return max(0.0, now_epoch - start)
         first_ts = ready_ts = None
         for raw in lines:

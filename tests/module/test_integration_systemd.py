@@ -123,6 +123,8 @@ def host():
             name,
             "--label",
             "io.sglang-tune=1",
+            "--label",
+            f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
             "--network",
             "none",
             "--systemd=always",

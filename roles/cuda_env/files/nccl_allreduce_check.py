@@ -34,7 +34,7 @@ import sys
 import time
 import traceback
 from datetime import timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, MutableMapping, NoReturn, Sequence
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ELEMENT_BYTES = 4  # float32: small integers and their sums are exact in it
@@ -71,7 +71,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print and exit; we report JSON instead
+    def error(self, message: str) -> NoReturn:  # argparse would print and exit; we report JSON instead
         raise UsageError(message)
 
 
@@ -460,16 +460,16 @@ def run_workers(
 def run_check(
     args: argparse.Namespace,
     *,
-    environ: dict[str, str] | None = None,
+    environ: MutableMapping[str, str] | None = None,
     detect: Callable[[str], dict[str, Any]] = detect_torch,
     target: Callable[..., None] = worker,
 ) -> tuple[dict[str, Any], int]:
     """The whole check; returns (report, exit status). `detect` and `target` are seams for CPU tests."""
     started = time.monotonic()
-    environ = os.environ if environ is None else environ
+    env_now: MutableMapping[str, str] = os.environ if environ is None else environ
     for key, value in MULTICAST_OFF.items():
-        environ.setdefault(key, value)  # children inherit os.environ
-    env = env_snapshot(environ)
+        env_now.setdefault(key, value)  # children inherit os.environ
+    env = env_snapshot(env_now)
     info = detect(args.backend)
     versions = {k: info.get(k) for k in ("python", "torch", "cuda", "nccl")}
 
