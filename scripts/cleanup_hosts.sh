@@ -76,8 +76,8 @@ if [ -n "$run" ]; then
     pid=${environ#/proc/}
     pid=${pid%/environ}
     [ "$pid" = "$$" ] && continue
-    tr '\0' '\n' <"$environ" 2>/dev/null | grep -qxF "SGLANG_TUNE_RUN=$run" || continue
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- '-m tuner\.emulator' || continue
+    { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -qxF "SGLANG_TUNE_RUN=$run" || continue
+    { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- '-m tuner\.emulator' || continue
     remove "emulator process $pid" kill -TERM "$pid"
   done
 fi
