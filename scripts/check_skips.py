@@ -46,7 +46,7 @@ def junit_id(classname: str, name: str) -> str:
 
 
 def nodeid_to_junit(nodeid: str) -> str:
-    """`tests/dir/test_mod.py::Class::test[p]` -> `tests.dir.test_mod.Class.test[p]` (junit's spelling)."""
+    """`tests/<dir>/test_mod.py::Class::test[p]` -> `tests.<dir>.test_mod.Class.test[p]` (junit's spelling)."""
     path, _, rest = nodeid.partition("::")
     if path.endswith(".py"):
         path = path[: -len(".py")]

@@ -66,8 +66,8 @@ def test_listed_skips_pass_only_in_their_stage(tmp_path, capsys) -> None:
     report = junit(tmp_path)
     listed = allowed(
         tmp_path,
-        "- {test: 'tests/demo/test_mod.py::test_needs_torch', stages: [unit], reason: no torch}\n"
-        "- {test: 'tests/demo/test_mod.py::TestGroup::test_param[[]2]', stages: [unit], reason: two}\n",
+        "- {test: 'tests/demo/test_mod.py::test_needs_torch', stages: [unit], reason: no torch}\n"  # refs: ignore
+        "- {test: 'tests/demo/test_mod.py::TestGroup::test_param[[]2]', stages: [unit], reason: two}\n",  # refs: ignore
     )
     assert check_skips.main([str(report), "--stage", "unit", "--allowed", str(listed)]) == 0
     assert "4 tests, 2 allowed skips" in capsys.readouterr().out
@@ -95,7 +95,7 @@ def test_a_missing_report_is_an_error_not_a_pass(tmp_path) -> None:
 
 
 def test_nodeid_spelling() -> None:
-    assert nodeid("tests/a/test_b.py::C::test_d[x-1]") == "tests.a.test_b.C.test_d[x-1]"
+    assert nodeid("tests/a/test_b.py::C::test_d[x-1]") == "tests.a.test_b.C.test_d[x-1]"  # refs: ignore
 
 
 def nodeid(s: str) -> str:
