@@ -96,7 +96,8 @@ def inline_scripts(doc: Any, origin: str) -> list[Script]:
     found = []
     for task in _tasks(doc):
         name = task.get("name", "?")
-        args = task.get("args") if isinstance(task.get("args"), dict) else {}
+        raw_args = task.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         for key in SHELL_MODULES & task.keys():
             value = task[key]
             text = value.get("cmd") if isinstance(value, dict) else value
