@@ -124,7 +124,7 @@ def test_emulator_hosts_and_deploy_play(need_podman, frozen_wheelhouse, tmp_path
         for name in HOSTS:
             assert after[name]["InvocationID"] != before[name]["InvocationID"]
             assert stats["artifact_data"]["sglang_ready"][name]["report"]["capacity"]["max_total_num_tokens"] == 377207
-            assert out.count("RUNNING HANDLER [sglang_server : Restart the SGLang unit]") == 1
+            assert out.count("RUNNING HANDLER [sglang_tune.serving.sglang_server : Restart the SGLang unit]") == 1
             journal = subprocess.run(
                 [
                     "podman",
