@@ -83,7 +83,7 @@ def sections(markdown: str) -> tuple[set[str], set[str]]:
             continue
         m = _HEADING_RE.match(line)
         if m:
-            title = m.group(2)
+            title = m.group(2).replace("`", "")
             titles.add(title.lower())
             n = _HEADING_NUM_RE.match(title + " ")
             current = None

@@ -58,6 +58,7 @@ PHRASES = (
     ),
     ("`../shared/design.md` (copied in spirit below) names", 'The section "Contracts" below names'),
     (" of the project's shared notes", ""),
+    ("(design.md / the brief)", '(docs/architecture.md "The emulator")'),
 )
 
 

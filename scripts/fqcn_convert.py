@@ -4,7 +4,7 @@ The roles, plays, molecule scenarios and test playbooks once used short names th
 through `library`/`filter_plugins`/`roles_path` in ansible.cfg. In a collection the names are
 `sglang_tune.serving.<name>`, and they resolve the same from the repo (`make setup` links it into
 the collections path) and from an installed collection. This rewrites:
-  - modules and action plugins (plugins/modules, plugins/action): keys of task mappings only, found
+  - modules and action plugins (`plugins/<modules or action>/`): keys of task mappings only, found
     through the YAML node tree, so a data key with the same name (set_stats' `sglang_ready`) stays;
   - roles: `import_role`/`include_role` names and `roles:` entries;
   - filters (plugins/filter): `| name(...)` and `map('name')`-style uses in any template text.

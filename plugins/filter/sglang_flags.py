@@ -1,7 +1,7 @@
 """The one mapping from sglang_server role variables to `launch_server` flags.
 
 Everything the unit template needs to decide lives here as pure functions, so that the mapping
-is unit-tested without Ansible (tests/roles/test_sglang_flags.py) and the template stays a
+is unit-tested without Ansible (tests/roles/test_sglang_flags_filter.py) and the template stays a
 layout. The role calls these through the filters at the bottom of the file:
 
 - ``sglang_spec``: validates and normalises the play-level speculative-decoding variables.
@@ -61,7 +61,7 @@ _releases = _module_utils("sglang_releases")
 # them by (plugins/module_utils/sglang_releases.py SPEC_ALGORITHMS_SINCE).
 SPEC_ALGORITHMS = _releases.SPEC_ALGORITHMS
 # EAGLE3 and STANDALONE drafts are separate models; NEXTN/EAGLE on MTP checkpoints reuse the
-# target's own MTP layers (sglang-facts.md §2.5).
+# target's own MTP layers (docs/reference/sglang.md §2.5).
 SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
 
 # docs/architecture.md "Emulator": the faults the emulator understands. The table lives in
@@ -239,7 +239,7 @@ def spec_settings(
 
     Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
     "num_draft_tokens", "draft_model_path"}; the numbers are ints when there are no errors.
-    SGLang would silently rewrite draft tokens to steps + 1 when topk is 1 (sglang-facts.md
+    SGLang would silently rewrite draft tokens to steps + 1 when topk is 1 (docs/reference/sglang.md
     §2.3) and crashes later on draft > steps*topk + 1 (issue #5160), so both are rejected here.
     """
     errors: list[str] = []

@@ -750,7 +750,7 @@ class Gate:
             raise GateFailed("restarted", "a new launch started in {} while waiting".format(self.params["log_path"]))
 
     def startup_lines(self):
-        """This start's lines up to SGLang's ready line (facts §5.1 step 10).
+        """This start's lines up to SGLang's ready line (docs/reference/sglang.md §5.1 step 10).
 
         A traceback after it (a request that failed at run time) is not a start-up failure:
         when the gate runs against a server that came up long ago, /health decides.
@@ -1026,7 +1026,7 @@ def main():
         res.update(reason=reason, failure_kind=err.kind, reported_at=round(time.time(), 3))
         module.fail_json(msg=msg, **res)
     res = gate.report()
-    # SGLang's warnings become the task's own (the result's `warnings`, design.md); the same
+    # SGLang's warnings become the task's own (the result's `warnings`, docs/architecture.md); the same
     # list is in `sglang_warnings`, free of anything Ansible adds there.
     for warning in res["sglang_warnings"]:
         module.warn(warning)

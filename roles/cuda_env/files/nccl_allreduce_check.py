@@ -1,7 +1,7 @@
 """Prove that NCCL works across this host's GPUs before SGLang is started on them.
 
 SGLang with tensor parallelism > 1 all-reduces through NCCL (on PCIe-only hosts with more than two
-GPUs custom all-reduce is off and NCCL does it all, sglang-facts.md §7.5). A broken NCCL set-up
+GPUs custom all-reduce is off and NCCL does it all, docs/reference/sglang.md §7.5). A broken NCCL set-up
 shows up there only as a server that never becomes ready. This script turns that hang into a
 fast, explained failure: one process per GPU, a real NCCL communicator, an all-reduce of known
 values at a few sizes with an exact sum check, timed, reported as one JSON object on stdout.
