@@ -19,7 +19,7 @@ import ast
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 __all__ = [
     "LogLine",
@@ -181,7 +181,7 @@ def is_primary_rank(ranks: dict[str, int]) -> bool:
     return all(v == 0 for v in ranks.values())
 
 
-def _primary(lines: list[LogLine], pred) -> list[LogLine]:
+def _primary(lines: list[LogLine], pred: Callable[[LogLine], bool]) -> list[LogLine]:
     """Lines matching ``pred`` from the primary rank; if none, from the first rank seen.
 
     docs/reference/sglang.md §1.2/§1.3: the capacity line is printed by TP rank 0 only, the pool lines by every
@@ -315,7 +315,10 @@ def parse_capacity(lines: Sequence[Any]) -> dict[str, Any] | None:
     if not hits:
         return None
     line = hits[-1]
-    start = _CAPACITY_START_RE.search(line.message).start()
+    begin = _CAPACITY_START_RE.search(line.message)
+    if begin is None:
+        return None
+    start = begin.start()
     fields = _capacity_fields(line.message[start:])
     out: dict[str, Any] = {k: fields.get(k) for k in CAPACITY_KEYS}
     if "available_cpu_mem_gb" in fields:
@@ -346,6 +349,8 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
     pools: list[dict[str, Any]] = []
     for ln in hits:
         m = _KV_RE.match(ln.message)
+        if m is None:
+            continue
         sizes = {s.group("name"): float(s.group("gb")) for s in _SIZE_RE.finditer(m.group("rest"))}
         if "KV" in sizes:
             layout = "mla"
@@ -393,7 +398,10 @@ def parse_mamba_cache(lines: Sequence[Any]) -> dict[str, Any] | None:
     if not hits:
         return None
     ln = hits[-1]
-    rest = _MAMBA_RE.search(ln.message).group("rest")
+    found = _MAMBA_RE.search(ln.message)
+    if found is None:
+        return None
+    rest = found.group("rest")
     slots = _MAMBA_SLOTS_RE.search(rest)
     out: dict[str, Any] = {
         "rank": ln.rank_label,
@@ -547,7 +555,7 @@ _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
 
-def _exception_line(msg: str) -> re.Match | None:
+def _exception_line(msg: str) -> re.Match[str] | None:
     m = _EXC_RE.match(msg.strip())
     if not m:
         return None
@@ -650,7 +658,7 @@ _PRELAUNCH_FOREIGN_RE = re.compile(
 def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool:
     if ln.sglang:
         ts = parse_timestamp(ln.timestamp) if not_before is not None else None
-        if ts is not None:
+        if ts is not None and not_before is not None:
             return ts >= not_before - slack_s
         if ln.ranks or ln.uvicorn:
             return False

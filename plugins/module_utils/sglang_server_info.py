@@ -93,7 +93,8 @@ def parse_server_info(info: Any) -> dict[str, Any]:
     if not isinstance(info, dict):
         info = {}
     state = _first_state(info)
-    memory = state.get("memory_usage") if isinstance(state.get("memory_usage"), dict) else {}
+    raw_memory = state.get("memory_usage")
+    memory: dict[str, Any] = raw_memory if isinstance(raw_memory, dict) else {}
     mrr_arg = _as_int(_lookup(info, "max_running_requests"))
     mrr_eff = _as_int(state.get("effective_max_running_requests_per_dp"))
     algo = _lookup(info, "speculative_algorithm")
@@ -209,4 +210,4 @@ def draft_tokens_adjusted(requested: dict[str, Any], resolved: dict[str, Any]) -
     got = resolved.get("num_draft_tokens") if resolved else None
     if want is None or got is None:
         return None
-    return want != got
+    return bool(want != got)
