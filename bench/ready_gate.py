@@ -286,7 +286,7 @@ class SystemdHost:
                 "-e",
                 "ansible_python_interpreter=/usr/bin/python3",
                 "-m",
-                "sglang_ready",
+                "sglang_tune.serving.sglang_ready",
                 "-a",
                 json.dumps({"timeout": 120}),
             ],
@@ -337,7 +337,7 @@ def systemd_section(n, rng, lines):
         "",
         "## The production path: systemd unit + journal, module run by Ansible (podman connection)",
         "",
-        "Same gate, run as an Ansible task (`ansible -m sglang_ready`, default `interval`) against the emulator "
+        "Same gate, run as an Ansible task (`ansible -m sglang_tune.serving.sglang_ready`, default `interval`) against the emulator "
         "as `sglang-qwen.service` in a systemd container; the log is the unit invocation's journal. "
         '"module" is the module\'s own report time (`reported_at`); "task result" is when the result was '
         "back on the controller, i.e. it adds Ansible's return overhead. Failure time: systemd's "

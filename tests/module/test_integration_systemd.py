@@ -82,7 +82,7 @@ class Host:
             "-e",
             "ansible_python_interpreter=/usr/bin/python3",
             "-m",
-            "sglang_ready",
+            "sglang_tune.serving.sglang_ready",
             "-a",
             json.dumps(args),
         ]
