@@ -285,7 +285,7 @@ class SweepState:
             if isinstance(rec, DeployBestRecord):
                 st.deploy_best = rec
                 continue
-            if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord)):
+            if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
                 st.order.append(cid)
             st.configs.setdefault(cid, rec.config)
             if isinstance(rec, DeployRecord):

@@ -1002,7 +1002,12 @@ def anchors(configs: Sequence[SpecConfig]) -> list[SpecConfig]:
 
 def _closest(pred: Prediction, threats: Sequence[Threat]) -> str:
     """The level where the configuration came nearest to winning, in words."""
-    th = max(threats, key=lambda t: t.chance, default=None)
+
+    def nearness(t: Threat) -> tuple[float, float]:
+        lp = pred.level(t.concurrency)
+        return (t.chance, lp.output_tok_s.mean / t.threshold if lp is not None and t.threshold > 0 else 0.0)
+
+    th = max(threats, key=nearness, default=None)
     lp = None if th is None else pred.level(th.concurrency)
     if th is None or lp is None:
         return "no level could change"
@@ -1130,3 +1135,23 @@ def _with_chances(pred: Prediction, threats: Sequence[Threat], chance: float) ->
     by_level = {t.concurrency: t.chance for t in threats}
     levels = tuple(dataclasses.replace(lp, chance=by_level.get(lp.concurrency, 0.0)) for lp in pred.levels)
     return dataclasses.replace(pred, levels=levels, chance=chance)
+
+
+# -- in words --------------------------------------------------------------------------------------
+
+
+def prediction_text(pred: Prediction | None) -> str:
+    """The prediction behind a deployment, for the progress log: the level it is most likely to win."""
+    if pred is None or not pred.levels:
+        return ""
+    lp = max(pred.levels, key=lambda x: (x.chance, -x.concurrency))
+    b = lp.output_tok_s
+    return f"; predicted at C={lp.concurrency}: {b.mean:,.0f} tok/s ({b.lo:,.0f}-{b.hi:,.0f})"
+
+
+def misfit_text(m: Misfit) -> str:
+    b = m.predicted
+    return (
+        f"{m.what} measured {m.measured:,.0f}, outside its predicted interval {b.lo:,.0f}-{b.hi:,.0f} "
+        f"(predicted {b.mean:,.0f}, {m.rel_error:+.1%})"
+    )

@@ -12,6 +12,8 @@ from . import analysis
 from .analysis import LevelChoice, PointStats, Recommendation
 from .records import DeployRecord, SkipRecord, SweepState
 from .results import result_rows
+from .search import misfit_text
+from .search_report import SearchSummary, search_summary
 from .sweepspec import SweepSpec
 
 
@@ -24,6 +26,7 @@ class Summary:
     levels: list[int]
     choices: dict[int, LevelChoice]
     recommendation: Recommendation
+    search: SearchSummary | None = None  # what the model-guided search did (`--search model`)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -65,6 +68,7 @@ def summarize(state: SweepState, spec: SweepSpec, target: list[int] | None = Non
         levels=levels,
         choices=analysis.by_concurrency(stats, levels),
         recommendation=analysis.recommend(stats, levels, _target(spec, target)),
+        search=search_summary(state, spec),
     )
     s.notes = notes_for(s)
     return s
@@ -77,7 +81,22 @@ def _cfg_txt(rec: Any) -> str:
 def notes_for(s: Summary) -> list[str]:
     """Plain statements of what the numbers rest on; never silent about a gap."""
     notes: list[str] = []
+    predicted = [r for r in s.state.skipped.values() if r.kind == "predicted"]
+    if predicted:
+        notes.append(
+            f"The model-guided search did not deploy {len(predicted)} configuration(s) "
+            f"({', '.join(r.config_id for r in predicted)}): each was predicted not to win any level beyond "
+            'the noise, or not to start; the predictions are under "Model-guided search". '
+            "`--resume --search grid` measures them."
+        )
+    if s.search is not None:
+        for m in s.search.misfits:
+            notes.append(
+                f"Misfit: {m.config.config_id} {misfit_text(m)}; the search refitted and widened its intervals."
+            )
     for skip in s.state.skipped.values():
+        if skip.kind == "predicted":
+            continue
         if skip.kind == "early_stop":
             notes.append(
                 f"Early stop: {_cfg_txt(skip)} was not measured: {skip.reason}. "
@@ -164,6 +183,7 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
         "skipped": [{"config_id": r.config_id, "reason": r.reason, "kind": r.kind} for r in s.state.skipped.values()],
         "failed": [{"config_id": cid, "host": r.host, "reason": r.reason} for cid, r in s.state.failed.items()],
         "noise": s.noise,
+        "search": None if s.search is None else s.search.to_json(),
         "deploy_best": None
         if best is None
         else {

@@ -7,6 +7,11 @@ series); the early-stop rule is checked each time a configuration is about to st
 been measured by then, so it also holds after `--resume`. With several hosts a deeper
 configuration may already be running when a shallower one ends; it is finished, not wasted, and
 only configurations not yet started are skipped.
+
+With `--search model` the order is the model's (tuner/search.py): each time a slot is free, the
+model is refitted to everything measured and names the next configuration, or says to wait for
+those in flight (the slot waits until one ends), or to stop; what it decides against is recorded
+as `skip` records of kind `predicted` with their predictions, so `--resume` and `report` keep them.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from . import analysis, outputs
+from . import analysis, outputs, search
 from .client import BenchClient, ClientOptions, with_ticker
 from .configs import ConfigPlan, SpecConfig
 from .deploy import Deployer, DeployResult
@@ -30,6 +35,7 @@ from .records import (
     DeployBestRecord,
     DeployRecord,
     LevelRecord,
+    PredictionRecord,
     Record,
     SkipRecord,
     SweepState,
@@ -41,6 +47,7 @@ from .summary import Summary
 from .sweepspec import SweepSpec, WorkloadSpec
 
 TICK_S = 10.0
+WAIT = object()  # next_config: nothing to start now, but configurations in flight may change that
 
 
 class RecordLog(Protocol):
@@ -202,6 +209,7 @@ class Sweep:
         self.in_progress: set[str] = set()
         self.finished: set[str] = set()
         self.done: set[tuple[str, float, int, int]] = set()
+        self._changed: asyncio.Condition | None = None  # a configuration finished (model search waits on it)
 
     @property
     def workload(self) -> WorkloadSpec:
@@ -215,15 +223,10 @@ class Sweep:
         )
 
     def _skip_reason(self, cfg: SpecConfig, state: SweepState) -> tuple[str, str] | None:
+        capacity = self._capacity_skip(cfg, state)
+        if capacity is not None:
+            return capacity, "capacity"
         same = [c for c in self.plan.configs if c.series == cfg.series and 0 < c.spec_steps < cfg.spec_steps]
-        for c in same:
-            dep = state.failed.get(c.config_id)
-            if dep is not None and analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
-                return (
-                    f"spec_steps {c.spec_steps} could not start for lack of KV memory "
-                    f"({(dep.reason or '')[:160]}); deeper speculation needs more of it",
-                    "capacity",
-                )
         stats = analysis.aggregate(state.levels())
         series = []
         for c in sorted(same, key=lambda c: c.spec_steps):
@@ -239,14 +242,20 @@ class Sweep:
             return (f"after spec_steps {series[-1][0].spec_steps}: {es.detail}", "early_stop")
         return None
 
-    def next_config(self) -> SpecConfig | None:
+    def next_config(self) -> SpecConfig | None | object:
+        """The next configuration to deploy; None when the sweep is done; WAIT (model search only)
+        when only the configurations in flight can tell what is next."""
+        if self.spec.search == "model":
+            return self._next_by_model()
         state = self.store.state()
         self.done |= state.done
         for cfg in self.plan.configs:
             cid = cfg.config_id
             if cid in self.in_progress or cid in self.finished:
                 continue
-            if cid in state.failed or cid in state.skipped or self._all_levels_done(cid):
+            skip = state.skipped.get(cid)
+            # the model's skips are its own: a grid sweep (say, `--resume --search grid`) measures them
+            if cid in state.failed or (skip is not None and skip.kind != "predicted") or self._all_levels_done(cid):
                 self.finished.add(cid)
                 continue
             if self.spec.early_stop and cfg.spec_steps > 0:
@@ -261,6 +270,80 @@ class Sweep:
             self.in_progress.add(cid)
             return cfg
         return None
+
+    def _next_by_model(self) -> SpecConfig | None | object:
+        """`--search model`: finish what an interrupted run left half-measured, skip what a capacity
+        failure rules out (the grid's rule), then ask the model (tuner/search.py)."""
+        state = self.store.state()
+        self.done |= state.done
+        for cfg in self.plan.configs:
+            cid = cfg.config_id
+            if cid in self.in_progress or cid in self.finished or cid in state.failed:
+                continue
+            if state.has_levels(cid) and not self._all_levels_done(cid) and cid not in state.skipped:
+                self.in_progress.add(cid)
+                return cfg
+            if cid not in state.deploys and cid not in state.skipped and self.spec.early_stop and cfg.spec_steps > 0:
+                skip = self._capacity_skip(cfg, state)
+                if skip is not None:
+                    self.store.append(SkipRecord(config=cfg, kind="capacity", reason=skip))
+                    self.progress.line(f"[{cfg.label}] skipped: {skip}")
+                    self.finished.add(cid)
+                    state = self.store.state()
+        target = self.workload.target_concurrency
+        decision = search.decide(
+            state,
+            self.plan.configs,
+            self.workload,
+            exclude=self.in_progress | self.finished,
+            target=list(target) if target else None,
+            measure_all=not self.spec.early_stop,
+        )
+        for cfg, pred, why in decision.skips:
+            self.store.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
+            self.progress.line(f"[{cfg.label}] skipped: {why}")
+            self.finished.add(cfg.config_id)
+        if decision.model:
+            self.progress.line(f"[search] {decision.model}")
+        if decision.deploy is not None:
+            cfg = decision.deploy
+            if decision.prediction is not None:
+                self.store.append(PredictionRecord(config=cfg, prediction=decision.prediction))
+            self.progress.line(
+                f"[search] next: {cfg.label}: {decision.why}" + search.prediction_text(decision.prediction)
+            )
+            self.in_progress.add(cfg.config_id)
+            return cfg
+        if decision.wait:
+            return WAIT
+        self.progress.line(f"[search] done: {decision.why}")
+        return None
+
+    def _capacity_skip(self, cfg: SpecConfig, state: SweepState) -> str | None:
+        """A shallower depth of the series failed to start for lack of KV memory."""
+        for c in self.plan.configs:
+            if c.series != cfg.series or not 0 < c.spec_steps < cfg.spec_steps:
+                continue
+            dep = state.failed.get(c.config_id)
+            if dep is not None and analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
+                return (
+                    f"spec_steps {c.spec_steps} could not start for lack of KV memory "
+                    f"({(dep.reason or '')[:160]}); deeper speculation needs more of it"
+                )
+        return None
+
+    def _say_misfits(self, cfg: SpecConfig) -> None:
+        """After a predicted configuration is measured: where the measurement left its interval."""
+        state = self.store.state()
+        if cfg.config_id not in state.predictions:
+            return
+        misses = [m for m in search.find_misfits(state) if m.config.config_id == cfg.config_id]
+        if not misses:
+            self.progress.line(f"[{cfg.label}] measured within its predicted intervals")
+        for m in misses:
+            self.progress.line(
+                f"[{cfg.label}] MISFIT: {search.misfit_text(m)}; the model refits and widens its intervals"
+            )
 
     # -- one configuration -------------------------------------------------------------------
     def _rebuild(self) -> None:
@@ -315,6 +398,7 @@ class Sweep:
         if lv.reason:
             self.store.append(BenchFailedRecord(config=cfg, host=host, reason=lv.reason))
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
+        self._say_misfits(cfg)
         self.store.append(
             TimingRecord(
                 config=cfg,
@@ -329,15 +413,24 @@ class Sweep:
         )
 
     async def _worker(self, host: str) -> None:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        changed = self._changed
         while True:
             cfg = self.next_config()
-            if cfg is None:
+            if cfg is WAIT:
+                async with changed:
+                    await changed.wait()
+                continue
+            if not isinstance(cfg, SpecConfig):
                 return
             try:
                 await self.run_config(cfg, host)
             finally:
                 self.in_progress.discard(cfg.config_id)
                 self.finished.add(cfg.config_id)
+                async with changed:
+                    changed.notify_all()
 
     # -- the whole sweep -----------------------------------------------------------------------
     async def _deploy_best(self, summary: Summary) -> bool:

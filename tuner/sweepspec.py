@@ -236,6 +236,16 @@ class WorkloadSpec:
         return cls(**_from_json(cls, d))
 
 
+SEARCHES = ("grid", "model")
+
+
+def _choice(flag: str, text: Any, choices: tuple[str, ...]) -> str:
+    value = str(text or "").strip().lower()
+    if value not in choices:
+        raise BadInput(flag, f"{text!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def _algorithm(text: Any) -> str:
     algorithm = str(text or "").strip()
     if algorithm.upper() not in SPEC_ALGORITHMS:
@@ -291,6 +301,18 @@ class SweepSpec:
     )
     playbook: str | None = field(
         default=None, metadata=_opt("--playbook", None, "the deploy play (default playbooks/deploy.yml)", None)
+    )
+    search: str = field(
+        default="grid",
+        metadata=_opt(
+            "--search",
+            "grid",
+            "grid: deploy every configuration in order (default); model: fit a model of acceptance, step time "
+            "and capacity to what was measured, deploy only configurations that could still win a level "
+            "(docs/tuner.md)",
+            lambda text: _choice("--search", text, SEARCHES),
+            identity=False,
+        ),
     )
     early_stop: bool = field(
         default=True,
