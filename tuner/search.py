@@ -1049,10 +1049,16 @@ def decide(
                 deploy=cfg, why="the baseline without speculation is measured, not predicted", misfits=misfits
             )
     tried = done | {c.config_id for c in in_flight}
+    flying = {c.config_id for c in in_flight}
+    settling: set[tuple[int, int | None, str]] = set()  # series whose anchors are still in flight
     for key in dict.fromkeys(c.series for c in configs if c.spec_steps > 0):
         members = [c for c in configs if c.series == key and c.spec_steps > 0]
         wanted = anchors(members)
         if sum(1 for c in members if c.config_id in tried) >= len(wanted):
+            if sum(1 for c in members if c.config_id in done) < len(wanted) and any(
+                c.config_id in flying for c in members
+            ):
+                settling.add(key)
             continue
         for anchor in wanted:
             if anchor in open_ and _capacity_failure_below(anchor, state) is None:
@@ -1075,6 +1081,9 @@ def decide(
     unknown: list[SpecConfig] = []
     for cfg in open_:
         failed = _capacity_failure_below(cfg, state)
+        if cfg.series in settling:
+            unknown.append(cfg)
+            continue
         pred = Prediction(can_run=False, reason=failed, basis=model.basis) if failed else model.predict(cfg)
         if pred is None:
             unknown.append(cfg)  # its series' anchors are in flight
@@ -1091,7 +1100,7 @@ def decide(
             chance = max(chance, mix_chance(pred, choices, tlevels, top))
         scored.append((chance, cfg, _with_chances(pred, threats, chance), threats))
 
-    if unknown and in_flight:
+    if unknown and in_flight and not any(s[0] >= MIN_CHANCE for s in scored):
         return Decision(wait=True, skips=tuple(skips), why="the anchors of a series are in flight", misfits=misfits)
     contenders = [s for s in scored if s[0] >= MIN_CHANCE or measure_all]
     if contenders:
