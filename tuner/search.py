@@ -4,8 +4,8 @@ Every configuration costs a server start, so `sweep --search model` deploys only
 still change an answer. After each measurement it fits, from what the tuner itself measured
 (never from the emulator's profile), three trends that speculative decoding is known to follow,
 predicts every configuration not yet measured at every level with an interval, and deploys the
-one with the best chance to change a level's pick (or the recommendation). It stops when no
-configuration left can do so beyond the noise. docs/tuner.md "Model-guided search" states the
+one with the best chance to win a level beyond the noise (or to top the recommendation). It stops
+when no configuration left has a fair chance to. docs/tuner.md "Model-guided search" states the
 model and its assumptions; in short:
 
 - Acceptance per position. A verify step of a depth-k chain emits 1 + sum_{i<=k} P_i tokens on
@@ -25,8 +25,8 @@ Per level, the aggregate throughput follows from those through a closed-loop acc
 benchmark (C clients, the server running min(C, limit) at a time), scaled by how the measured
 configurations at that level compared with the same account. Intervals combine the fits'
 uncertainties, that calibration's spread and the measurement noise. A measurement outside the
-interval predicted for it is a misfit: it is reported, later intervals are widened by the largest
-relative miss, and the step-time model gains a k^2 term when the data allow one.
+interval predicted for it is a misfit: it is reported, later intervals are widened by the miss in
+units of the interval, and the step-time model gains a k^2 term when the data support one.
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ FloatArray = npt.NDArray[np.float64]
 # -- noise: one place, so a better statistic of the measurements slots in here --------------------
 
 
-def tolerance(best: PointStats, other: PointStats) -> float:
-    """The absolute difference below which two measured points count as equal (the choice's rule)."""
-    return analysis.tolerance(best, other)
+def win_margin(best: PointStats) -> float:
+    """How much a configuration must beat the level's best by to win beyond the noise: the choice's
+    own tolerance (tuner/analysis.py), taken as if the newcomer were measured like the best."""
+    return analysis.tolerance(best, best)
 
 
 def noise_rel_sd(points: Iterable[PointStats]) -> float:
@@ -948,7 +949,7 @@ def level_threat(lp: LevelPrediction, choice: LevelChoice | None) -> Threat:
     if choice is None:
         return Threat(lp.concurrency, 0.0, 1.0)
     best = choice.best
-    threshold = best.mean * (1 + choice.tolerance_pct / 100.0)
+    threshold = best.mean + win_margin(best)
     sd = math.sqrt(_band_sd(lp.output_tok_s) ** 2 + best.sem**2)
     return Threat(lp.concurrency, threshold, 1.0 - _phi((threshold - lp.output_tok_s.mean) / sd))
 
