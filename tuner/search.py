@@ -106,7 +106,8 @@ class ConfigObs:
         return self.config.spec_steps
 
     def tau(self) -> tuple[float, float] | None:
-        """Tokens per verify step over every level (token-weighted) and its standard error."""
+        """Tokens per verify step, the mean over the levels (acceptance does not depend on the
+        concurrency), and its standard error from their spread."""
         vals = [lv.tau for lv in self.levels.values() if lv.tau is not None]
         if not vals:
             return None
