@@ -1050,23 +1050,30 @@ def decide(
             return Decision(
                 deploy=cfg, why="the baseline without speculation is measured, not predicted", misfits=misfits
             )
-    tried = done | {c.config_id for c in in_flight}
     flying = {c.config_id for c in in_flight}
+    measured = {m.level.config_id for m in state.measured if m.level.measured}
     settling: set[tuple[int, int | None, str]] = set()  # series whose anchors are still in flight
     for key in dict.fromkeys(c.series for c in configs if c.spec_steps > 0):
         members = [c for c in configs if c.series == key and c.spec_steps > 0]
         wanted = anchors(members)
-        if sum(1 for c in members if c.config_id in tried) >= len(wanted):
-            if sum(1 for c in members if c.config_id in done) < len(wanted) and any(
-                c.config_id in flying for c in members
-            ):
+        have = [c for c in members if c.config_id in measured]
+        pending = [c for c in members if c.config_id in flying]
+        if len(have) + len(pending) >= len(wanted):
+            if len(have) < len(wanted):
                 settling.add(key)
             continue
-        for anchor in wanted:
-            if anchor in open_ and _capacity_failure_below(anchor, state) is None:
-                return Decision(
-                    deploy=anchor, why="an anchor depth of its series, measured before predicting", misfits=misfits
-                )
+        candidates = [c for c in members if c in open_ and _capacity_failure_below(c, state) is None]
+        if not candidates:
+            continue
+        # the anchors not yet tried; when one failed, the open depth nearest to it
+        missing = [a for a in wanted if a.config_id not in measured]
+        pick = min(candidates, key=lambda c: (min(abs(c.spec_steps - a.spec_steps) for a in missing), c.spec_steps))
+        why = (
+            "an anchor depth of its series, measured before predicting"
+            if pick in wanted
+            else "the depth nearest to an anchor that could not be measured, measured before predicting"
+        )
+        return Decision(deploy=pick, why=why, misfits=misfits)
 
     model = fit_model(state, workload)
     if model.step is None:

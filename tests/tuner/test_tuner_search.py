@@ -387,3 +387,21 @@ def test_predictions_round_trip_through_records_and_the_fold():
     # tolerant: an older record without the prediction still reads
     old = {"type": "skip", "config": SpecConfig(5).to_json(), "kind": "early_stop", "reason": "x"}
     assert SweepState.fold([old]).skipped["k5-t1"].prediction is None
+
+
+def test_an_anchor_that_cannot_start_is_replaced_by_the_nearest_depth_that_can():
+    m = Machine(accept=[0.95], kv0=540_000, kv_per_step=100_000)  # depth 6 and deeper: no KV pool
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    st, _ = run_search(m, range(1, 9))
+    assert m.measured[:3] == [3, 6, 5]
+    assert "k6-t1" in st.failed and 7 not in m.measured and 8 not in m.measured
+    assert "lack of KV memory" in st.skipped["k7-t1"].reason
+    assert within(m, st, configs, 3.0) == {}
+
+
+def test_with_every_anchor_failing_the_search_still_measures_what_can_run():
+    m = Machine(accept=[0.95], kv0=240_000, kv_per_step=100_000)  # only depths 1 and 2 start
+    configs = plan_configs(tuple(range(1, 5)), (1,), (None,)).configs
+    st, decisions = run_search(m, range(1, 5))
+    assert set(st.deploys) == {"k1-t1", "k2-t1"} and decisions[-1].done
+    assert within(m, st, configs, 3.0) == {}
