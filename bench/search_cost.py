@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: what `--search model` costs against the grid, and whether it finds the same answer.
 
-For each emulated machine (the seed profile, and the profiles under bench/profiles/ made for this
-bench), side by side in one run: a grid sweep of every depth (`--search grid --no-early-stop`: the
+For each emulated machine (the seed profile, the profiles under bench/profiles/ made for this bench,
+and one whose step time bends with depth, where the model's straight line must be caught out and
+refitted), side by side in one run: a grid sweep of every depth (`--search grid --no-early-stop`: the
 full grid is the reference) and a model-guided sweep (`--search model`), both with the tuner's
 default workload, both real `python -m tuner sweep` runs through ansible-runner against real
 emulator processes on this machine (tests/tuner/fixtures/local_emulator_deploy.yml: the sglang_server
@@ -16,7 +17,7 @@ every level passes with at most half the grid's deployments.
 
 Writes bench/search_cost.md (or --out) and keeps each sweep's report and recommendation under
 bench/search_cost/; exits 1 when a machine misses the target.
-Usage: .venv/bin/python bench/search_cost.py [--machines seed,deep-draft,no-spec-high-load] [--repeats 1]
+Usage: .venv/bin/python bench/search_cost.py [--machines seed,deep-draft,no-spec-high-load,bent-step] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Machine:
     profile: Path
     steps: str
     what: str
+    judged: bool = True  # part of the target (the bent machine checks misfits instead)
 
 
 MACHINES = {
@@ -77,6 +79,13 @@ MACHINES = {
             "0-8",
             "a small model whose verify is compute-bound: no speculation wins at high load",
         ),
+        Machine(
+            "bent-step",
+            ROOT / "bench" / "profiles" / "search-bent-step.yaml",
+            "1-8",
+            "step time not linear in depth (the emulator's t_draft_quad_ms): the misfit check",
+            judged=False,
+        ),
     )
 }
 
@@ -89,6 +98,7 @@ class Run:
     by_level: dict[int, str]  # concurrency -> chosen config id
     means: dict[tuple[str, int], float]  # (config id, concurrency) -> mean aggregate tok/s
     inside: tuple[int, int] | None  # levels inside their predicted interval, of those predicted
+    misfits: list[str]
     out: Path
 
 
@@ -133,6 +143,11 @@ def sweep(machine: Machine, inv: Path, search: str, out: Path, repeats: int) -> 
         by_level={int(c): v["config_id"] for c, v in rec["by_concurrency"].items()},
         means={key: p.mean for key, p in stats.items()},
         inside=(sum(1 for c in checked if c["inside"]), len(checked)) if search == "model" else None,
+        misfits=[
+            f"{m['config_id']} {m['what']}: measured {m['measured']:,.0f}, predicted {m['predicted']['mean']:,.0f} "
+            f"({m['predicted']['lo']:,.0f}-{m['predicted']['hi']:,.0f})"
+            for m in search_block.get("misfits") or []
+        ],
         out=out,
     )
 
@@ -165,7 +180,13 @@ def compare(grid: Run, model: Run) -> list[tuple[int, str, str, str, float, bool
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--machines", default=",".join(MACHINES), help="comma-separated: " + ", ".join(MACHINES))
-    ap.add_argument("--repeats", type=int, default=1, help="--repeats of both sweeps (default 1)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="--repeats of both sweeps (default 2: one run of a level at low concurrency varies by a few "
+        "percent with the acceptance draws alone, and the grid is the reference)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "search_cost.md"))
     args = ap.parse_args()
     names = [n.strip() for n in args.machines.split(",") if n.strip()]
@@ -222,14 +243,16 @@ def main() -> int:
         passing = sum(1 for r in rows if r[5])
         half = model.deployments <= grid.deployments / 2
         ok = half and passing == len(rows)
-        ok_all &= ok
+        if machine.judged:
+            ok_all &= ok
         st = startup_s(machine.profile)
         inside = f"{model.inside[0]}/{model.inside[1]}" if model.inside and model.inside[1] else "-"
         lines.append(
             f"| {name} | {machine.steps} | {grid.deployments} | {model.deployments} | "
             f"{model.deployments / grid.deployments:.0%} | {grid.wall_s / 60:.1f} min | {model.wall_s / 60:.1f} min | "
             f"{(grid.wall_s + grid.deployments * st) / 60:.0f} / {(model.wall_s + model.deployments * st) / 60:.0f} min "
-            f"({st:.0f} s each) | {passing}/{len(rows)} | {inside} | {'yes' if ok else 'NO'} |"
+            f"({st:.0f} s each) | {passing}/{len(rows)} | {inside} | "
+            f"{('yes' if ok else 'NO') if machine.judged else 'n/a (misfit check)'} |"
         )
         details += [
             "",
@@ -248,10 +271,15 @@ def main() -> int:
                 f"{'yes' if passed else 'NO'} |"
             )
     lines += details
+    for name, (_grid, model) in results.items():
+        if model.misfits:
+            lines += ["", f"Misfits the model sweep on {name} caught (and refitted after):", ""]
+            lines += [f"- {m}" for m in model.misfits]
     lines += [
         "",
         f"Result: **{'the target is met on every machine' if ok_all else 'the target is NOT met on every machine'}**"
-        " (every level's pick within 3% of the grid's best, with at most half the grid's deployments).",
+        " (every level's pick within 3% of the grid's best, with at most half the grid's deployments; the "
+        "misfit check is not judged by it).",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
