@@ -44,10 +44,11 @@ class Machine:
     queue_loss: float = 0.08  # decode time lost to others' prefills while requests queue
     measured: list[int] = field(default_factory=list)
 
-    def tau(self, k: int) -> float:
+    def tau(self, k: int, topk: int = 1) -> float:
+        """Tokens per verify step; with topk candidates per position a position is accepted when any is."""
         total, p = 1.0, 1.0
         for j in range(k):
-            p *= self.accept[min(j, len(self.accept) - 1)]
+            p *= 1 - (1 - self.accept[min(j, len(self.accept) - 1)]) ** topk
             total += p
         return total
 
@@ -59,27 +60,30 @@ class Machine:
             return 200
         return max(0, min(48, math.floor(self.mrr0 - k * self.mrr_per_step)))
 
-    def step_s(self, k: int, b: int, queued: bool) -> float:
+    def step_s(self, k: int, b: int, queued: bool, verify: int | None = None) -> float:
         if k == 0:
             t = self.base_ms + self.c_ms * b
         else:
-            t = self.t0_ms + self.tk_ms * k + self.tkk_ms * k * k + self.c_ms * b * (k + 1)
+            n = verify if verify is not None else k + 1
+            t = self.t0_ms + self.tk_ms * k + self.tkk_ms * k * k + self.c_ms * b * n
         return t / 1000 * (1 + self.queue_loss if queued else 1.0)
 
-    def level(self, k: int, c: int) -> tuple[float, float, int]:
+    def level(self, cfg: int | SpecConfig, c: int) -> tuple[float, float, int]:
         """(aggregate tok/s, per-request tok/s, running) of a closed-loop level with fixed-length
         outputs: requests go through in rounds of b, each starting with the prefill of its prompts;
         a last, partial round runs fewer requests, each faster."""
+        cfg = cfg if isinstance(cfg, SpecConfig) else SpecConfig(cfg)
+        k, verify = cfg.spec_steps, search.verify_width(cfg)
+        tau = self.tau(k, cfg.spec_topk)
         n, tokens = W.requests_for(c), W.output_len
         b = max(1, min(c, n, self.mrr(k), self.kv(k) // (W.input_len + W.output_len)))
         queued = b < min(c, n)
-        rate = self.tau(k) / self.step_s(k, b, queued)
+        rate = tau / self.step_s(k, b, queued, verify)
         full, rem = divmod(n, b)
         wall = full * (self.first_s + self.first_per_prompt_s * b + (tokens - 1) / rate)
         if rem:
-            wall += (
-                self.first_s + self.first_per_prompt_s * rem + (tokens - 1) * self.step_s(k, rem, False) / self.tau(k)
-            )
+            last = (tokens - 1) * self.step_s(k, rem, False, verify) / tau
+            wall += self.first_s + self.first_per_prompt_s * rem + last
         return n * tokens / wall, rate, b
 
     def measure(self, cfg: SpecConfig) -> list[DeployRecord | LevelRecord]:
@@ -99,15 +103,15 @@ class Machine:
                 config=cfg,
                 host="h",
                 capacity={"max_total_num_tokens": self.kv(k), "max_running_requests": self.mrr(k)},
-                speculative={"num_draft_tokens": k + 1 if k else None},
+                speculative={"num_draft_tokens": search.verify_width(cfg) if k else None},
             )
         ]
         for c in LEVELS:
-            agg, rate, b = self.level(k, c)
+            agg, rate, b = self.level(cfg, c)
             n = W.requests_for(c)
             tokens = W.output_len
             # SGLang's accept length: completion tokens / verify steps (the first token is prefill's)
-            accept = tokens / ((tokens - 1) / self.tau(k)) if k else None
+            accept = tokens / ((tokens - 1) / self.tau(k, cfg.spec_topk)) if k else None
             ttft = self.first_s + self.first_per_prompt_s * b
             out.append(
                 LevelRecord(
@@ -129,16 +133,16 @@ class Machine:
             )
         return out
 
-    def truth(self, configs: list[SpecConfig]) -> dict[int, dict[int, float]]:
-        return {
-            c: {cfg.spec_steps: self.level(cfg.spec_steps, c)[0] for cfg in configs if self.kv(cfg.spec_steps) > 0}
-            for c in LEVELS
-        }
+    def truth(self, configs: list[SpecConfig]) -> dict[int, dict[str, float]]:
+        ok = [cfg for cfg in configs if self.kv(cfg.spec_steps) > 0]
+        return {c: {cfg.config_id: self.level(cfg, c)[0] for cfg in ok} for c in LEVELS}
 
 
-def run_search(m: Machine, steps: range) -> tuple[SweepState, list[search.Decision]]:
+def run_search(
+    m: Machine, steps: range, configs: list[SpecConfig] | None = None
+) -> tuple[SweepState, list[search.Decision]]:
     """The decision loop of `sweep --search model`, on one slot, with the machine as the server."""
-    configs = plan_configs(tuple(steps), (1,), (None,)).configs
+    configs = configs or plan_configs(tuple(steps), (1,), (None,)).configs
     records: list = []
     decisions = []
     for _ in range(len(configs) + 1):
@@ -155,9 +159,9 @@ def run_search(m: Machine, steps: range) -> tuple[SweepState, list[search.Decisi
     return SweepState.fold(records), decisions
 
 
-def picks(st: SweepState) -> dict[int, int]:
+def picks(st: SweepState) -> dict[int, str]:
     choices = analysis.by_concurrency(analysis.aggregate(st.levels()), list(LEVELS))
-    return {c: ch.chosen.spec_steps for c, ch in choices.items()}
+    return {c: ch.chosen.config_id for c, ch in choices.items()}
 
 
 def within(m: Machine, st: SweepState, configs: list[SpecConfig], pct: float) -> dict[int, float]:
@@ -405,3 +409,23 @@ def test_with_every_anchor_failing_the_search_still_measures_what_can_run():
     st, decisions = run_search(m, range(1, 5))
     assert set(st.deploys) == {"k1-t1", "k2-t1"} and decisions[-1].done
     assert within(m, st, configs, 3.0) == {}
+
+
+def test_topk_and_draft_token_series_are_anchored_and_predicted_each_with_its_own_acceptance():
+    """A chain series (topk 1) and a tree series (topk 2, 8 draft tokens verified per request at
+    every depth): each series gets its own anchors and its own acceptance; the step-time fit is
+    shared, the verified tokens carrying the difference."""
+    m = Machine(accept=[0.8], kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+    configs = plan_configs(tuple(range(1, 9)), (1, 2), (None, 8)).configs
+    assert {c.series for c in configs} == {(1, None, "NEXTN"), (1, 8, "NEXTN"), (2, 8, "NEXTN")}
+    st, decisions = run_search(m, range(1, 9), configs)
+    model = search.fit_model(st, W)
+    assert set(model.acceptance) == {c.series for c in configs if c.config_id in st.deploys}
+    chain, tree = model.acceptance[(1, None, "NEXTN")], model.acceptance[(2, 8, "NEXTN")]
+    assert chain.acceptance(1) == pytest.approx(0.8, abs=0.02)
+    assert tree.acceptance(1) == pytest.approx(1 - 0.2**2, abs=0.02)
+    assert len(m.measured) < len(configs) / 2
+    assert within(m, st, configs, 3.0) == {}, (picks(st), m.truth(configs))
+    assert picks(st)[1].endswith("-t2-d8")  # alone, the wider tree's extra acceptance pays
+    anchored = {c.config_id for c in configs if c.series == (2, 8, "NEXTN")} & set(st.deploys)
+    assert len(anchored) >= 2
