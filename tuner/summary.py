@@ -90,9 +90,9 @@ def notes_for(s: Summary) -> list[str]:
             "`--resume --search grid` measures them."
         )
     if s.search is not None:
-        for m in s.search.misfits:
+        for miss in s.search.misfits:
             notes.append(
-                f"Misfit: {m.config.config_id} {misfit_text(m)}; the search refitted and widened its intervals."
+                f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted and widened its intervals."
             )
     for skip in s.state.skipped.values():
         if skip.kind == "predicted":

@@ -253,9 +253,13 @@ class Sweep:
             cid = cfg.config_id
             if cid in self.in_progress or cid in self.finished:
                 continue
-            skip = state.skipped.get(cid)
+            skipped = state.skipped.get(cid)
             # the model's skips are its own: a grid sweep (say, `--resume --search grid`) measures them
-            if cid in state.failed or (skip is not None and skip.kind != "predicted") or self._all_levels_done(cid):
+            if (
+                cid in state.failed
+                or (skipped is not None and skipped.kind != "predicted")
+                or self._all_levels_done(cid)
+            ):
                 self.finished.add(cid)
                 continue
             if self.spec.early_stop and cfg.spec_steps > 0:
