@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint unit integration e2e bench hosts hosts-absent clean
+.PHONY: setup demo test lint unit integration e2e bench hosts hosts-absent clean collection sanity
 
 setup:
 	./scripts/setup.sh
@@ -25,6 +25,14 @@ test: setup
 
 lint: setup
 	./scripts/test.sh lint
+
+# The collection tarball (build/collection/sglang_tune-serving-<version>.tar.gz).
+collection: setup
+	ansible-galaxy collection build --force --output-path build/collection .
+
+# ansible-test sanity on the built collection (part of `make lint`).
+sanity: setup
+	./scripts/sanity.sh
 
 bench: setup
 	./scripts/bench.sh

@@ -41,14 +41,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MANUAL_SLEEP_S = 100.0  # the seed campaign's `sleep 100` after each restart
 
-import ansible.module_utils as _amu  # noqa: E402
+# The module is collection content; `make setup` links the repo in as sglang_tune.serving.
+sys.path.insert(0, str(ROOT / ".ansible" / "collections"))
 
-_amu.__path__.append(str(ROOT / "plugins" / "module_utils"))
-sys.path.insert(0, str(ROOT / "library"))
-
-import sglang_ready  # noqa: E402
 from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
+from ansible_collections.sglang_tune.serving.plugins.modules import sglang_ready  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
 
@@ -221,6 +219,8 @@ class SystemdHost:
                 self.name,
                 "--label",
                 "io.sglang-tune=1",
+                "--label",
+                f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
                 "--network",
                 "none",
                 "--systemd=always",
@@ -286,7 +286,7 @@ class SystemdHost:
                 "-e",
                 "ansible_python_interpreter=/usr/bin/python3",
                 "-m",
-                "sglang_ready",
+                "sglang_tune.serving.sglang_ready",
                 "-a",
                 json.dumps({"timeout": 120}),
             ],
@@ -337,7 +337,7 @@ def systemd_section(n, rng, lines):
         "",
         "## The production path: systemd unit + journal, module run by Ansible (podman connection)",
         "",
-        "Same gate, run as an Ansible task (`ansible -m sglang_ready`, default `interval`) against the emulator "
+        "Same gate, run as an Ansible task (`ansible -m sglang_tune.serving.sglang_ready`, default `interval`) against the emulator "
         "as `sglang-qwen.service` in a systemd container; the log is the unit invocation's journal. "
         '"module" is the module\'s own report time (`reported_at`); "task result" is when the result was '
         "back on the controller, i.e. it adds Ansible's return overhead. Failure time: systemd's "

@@ -4,9 +4,9 @@
 On one emulator host (podman + systemd, the seed profile, the default inventory's settings), the
 real tuner sweeps spec_steps 1-4 (the depths the seed measured) and 1-5 (the default sweep) at
 concurrency 1, 4, 16, 32, 64 with its default workload, and this script compares its per-level
-choice with the seed's answer (reference/seed-measurements.md: 4 at concurrency 1-4, 3 at 16 and
+choice with the seed's answer (docs/reference/seed-campaign.md: 4 at concurrency 1-4, 3 at 16 and
 above). Over 1-5 the answer at depth 5 is whatever the tuner measures: the seed never measured it
-(design.md, "Clarifications"). The tuner knows nothing of the seed's numbers.
+(docs/architecture.md, "Clarifications"). The tuner knows nothing of the seed's numbers.
 
 Writes bench/tuner_seed_sweep.md and keeps each sweep's report, plot and recommendation under
 bench/tuner_seed_sweep/; exits 1 when the 1-4 sweep disagrees with the seed.

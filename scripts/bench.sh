@@ -11,7 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" PYTHONUNBUFFERED=1
-trap './scripts/cleanup_hosts.sh || true' EXIT INT TERM
+# Hosts and processes the benchmarks make carry this run id; the trap removes those and nothing else.
+export SGLANG_TUNE_RUN=${SGLANG_TUNE_RUN:-bench-$(date +%Y%m%d%H%M%S)-$$}
+trap './scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true' EXIT INT TERM
 
 declare -A args=(
   [emulator_calibration]="--http"

@@ -39,7 +39,7 @@ log "torch:  $("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.ve
 log "env:    $(env | grep -E '^(NCCL|CUDA|TORCH_SYMM|NVSHMEM)_' | sort | tr '\n' ' ')"
 
 # --- 1. nvidia-smi: the exact query the role runs, the banner (driver's CUDA), topology, -q -------------
-QUERY=(--query-gpu=index,name,memory.total,driver_version,compute_cap,pci.bus_id,uuid --format=csv,noheader,nounits)
+QUERY=("--query-gpu=index,name,memory.total,driver_version,compute_cap,pci.bus_id,uuid" "--format=csv,noheader,nounits")
 timeout 30 nvidia-smi "${QUERY[@]}" >"$OUT/nvidia-smi-query.txt" 2>&1
 step "nvidia-smi ${QUERY[*]}" 0 $?
 {
@@ -139,5 +139,5 @@ timeout 120 "$PY" -m pytest -q -p no:cacheprovider tests/cuda_env/test_cuda_env_
 step "pytest tests/cuda_env (parser, NCCL check logic incl. gloo worker, specs) -> tests.txt" 0 $?
 tail -3 "$OUT/tests.txt" >>"$SUMMARY"
 
-log "== done: $([ $FAILED = 0 ] && echo 'every step as expected' || echo 'SOME STEPS FAILED') ; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+log "== done: $([ $FAILED = 0 ] && echo 'every step as expected' || echo 'SOME STEPS FAILED') ; files in $OUT: $(find "$OUT" -mindepth 1 -maxdepth 1 -printf '%f ')"
 exit $FAILED

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of everything the project needs on a fresh Debian 12 machine:
-#   1. apt packages (podman + runc + mmdebstrap for the emulator hosts, iproute2 for their netns)
-#   2. the podman settings this kind of VM needs (reference: shared/reference/test-substrate.md)
+#   1. apt packages (podman + runc + mmdebstrap for the emulator hosts, iproute2 for their netns,
+#      and the lint stage's shellcheck)
+#   2. the podman settings this kind of VM needs (docs/reference/test-substrate.md §1a)
 #   3. .venv with the project (editable) and its tools, pinned by requirements/constraints.txt
 #   4. the Ansible collections, taken from the `ansible` wheel on PyPI (Galaxy is unreachable)
 #   5. the emulator hosts' container image, built locally from Debian's mirror (no registry)
@@ -27,7 +28,7 @@ need_root() {
 }
 
 step_apt() {
-  local pkgs=(podman runc mmdebstrap iproute2 make)
+  local pkgs=(podman runc mmdebstrap iproute2 make git shellcheck)
   local missing=()
   for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -56,7 +57,8 @@ step_podman_conf() {
 }
 
 step_venv() {
-  local stamp="$STAMPS/venv.$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)"
+  local stamp
+  stamp="$STAMPS/venv.$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)"
   [ -f "$stamp" ] && [ -x .venv/bin/python ] && return 0
   log "venv: installing the project and its tools into .venv"
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
@@ -68,7 +70,8 @@ step_venv() {
 
 step_collections() {
   local dest="$ROOT/.ansible/collections"
-  local stamp="$STAMPS/collections.$ANSIBLE_WHEEL_VERSION.$(sha256sum requirements.yml | cut -c1-16)"
+  local stamp
+  stamp="$STAMPS/collections.$ANSIBLE_WHEEL_VERSION.$(sha256sum requirements.yml | cut -c1-16)"
   [ -f "$stamp" ] && return 0
   log "collections: extracting from ansible==$ANSIBLE_WHEEL_VERSION (PyPI)"
   mkdir -p .cache/dl
@@ -82,11 +85,25 @@ step_collections() {
 mirror_lines() {
   # mmdebstrap needs the mirror spelled out: reuse the one apt already uses on this machine.
   local base sec
+  # $(REPO_URI) is apt-get's own field syntax, not a command substitution.
+  # shellcheck disable=SC2016
   base=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -v security | head -n1)
+  # shellcheck disable=SC2016
   sec=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep security | head -n1)
   base=${base:-http://deb.debian.org/debian/}
   sec=${sec:-http://deb.debian.org/debian-security/}
   printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' "$base" "$base" "$sec"
+}
+
+step_collection_link() {
+  # The repo root is the collection sglang_tune.serving (galaxy.yml); linked into the collections
+  # path of ansible.cfg, its FQCNs resolve from the repo as they do from an installed collection.
+  local link="$ROOT/.ansible/collections/ansible_collections/sglang_tune/serving"
+  [ "$(readlink "$link" 2>/dev/null)" = "../../../.." ] && return 0
+  log "collection: linking the repo as sglang_tune.serving"
+  mkdir -p "$(dirname "$link")"
+  rm -rf "$link"
+  ln -s ../../../.. "$link"
 }
 
 step_image() {
@@ -109,7 +126,7 @@ step_wheelhouse() {
 
 main() {
   local steps=("$@")
-  [ ${#steps[@]} -eq 0 ] && steps=(apt podman_conf venv collections image wheelhouse)
+  [ ${#steps[@]} -eq 0 ] && steps=(apt podman_conf venv collections collection_link image wheelhouse)
   for s in "${steps[@]}"; do "step_$s"; done
 }
 

@@ -1,44 +1,73 @@
 #!/usr/bin/env bash
 # The project's whole test run (`make test`, called by .ci/run):
-#   lint  -> yamllint, ansible-lint (production profile), ansible-doc renders the module
-#   unit  -> pytest without the tests that need containers
-#   systemd -> pytest -m systemd: molecule scenarios, the module under real systemd, the tuner end to end
-# Every container and network namespace the tests make is labelled io.sglang-tune=1 / named sgt-*;
-# the trap removes them whatever happens, so CI leaves the machine as it found it.
+#   lint    -> yamllint, ansible-lint (production profile), ansible-doc renders the module by FQCN,
+#              ruff (lint and format check), mypy (scripts/typecheck.sh), shellcheck on every
+#              script, inline task script and shell template (scripts/shellcheck_all.py),
+#              ansible-test sanity on the built collection (scripts/sanity.sh)
+#   unit    -> pytest without the tests that need containers
+#   systemd -> pytest -m systemd: molecule scenarios, the module under real systemd, the collection
+#              installed from its tarball, the tuner end to end
+# A stage passes only when it ran tests and skipped none that CI must run: scripts/check_skips.py
+# reads each pytest stage's junit report against tests/allowed_skips.yml. Every stage runs even
+# when an earlier one failed (one run shows every problem); the exit status is 1 if any failed.
+# Everything a test run makes (containers, network namespaces, veths, emulator processes) carries
+# its run id SGLANG_TUNE_RUN (tests/conftest.py); the trap removes that run's and nothing else,
+# so the user's own emulator hosts (`make demo`) survive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" PYTHONUNBUFFERED=1
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
+export SGLANG_TUNE_RUN=${SGLANG_TUNE_RUN:-test-$(date +%Y%m%d%H%M%S)-$$}
+REPORTS="$PWD/.cache/test-reports/$SGLANG_TUNE_RUN"
+mkdir -p "$REPORTS"
 
 cleanup() {
   local rc=$?
-  # Emulator processes the tests started on this machine (not in containers) run this checkout's
-  # venv python; a test killed half-way may leave one behind.
-  pkill -TERM -f "^$PWD/.venv/bin/python[0-9.]* -m tuner.emulator" 2>/dev/null || true
-  ./scripts/cleanup_hosts.sh || true
-  exit $rc
+  ./scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true
+  exit "$rc"
 }
 trap cleanup EXIT INT TERM
 
 what=${1:-all}
+failed=()
 stage() { printf '\n\033[1m== %s ==\033[0m\n' "$*"; }
+timed() {  # timed NAME COMMAND...: run one check, print its time, remember a failure
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  printf -- '-- %s: %s (%d s)\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - t0))
+  [ "$rc" = 0 ] || failed+=("$name")
+}
 
 run_lint() {
   stage "lint"
-  yamllint -s .
-  ansible-lint --offline -q
-  ansible-doc -M library sglang_ready >/dev/null
-  python -m compileall -q tuner plugins library scripts bench tests >/dev/null
+  timed yamllint yamllint -s .
+  timed ansible-lint ansible-lint --offline -q
+  timed ansible-doc bash -c 'ansible-doc sglang_tune.serving.sglang_ready >/dev/null'
+  timed ruff-check ruff check .
+  timed ruff-format ruff format --check .
+  timed mypy ./scripts/typecheck.sh
+  timed shellcheck python scripts/shellcheck_all.py
+  timed compileall python -m compileall -q tuner plugins scripts bench tests roles
+  timed ansible-test-sanity ./scripts/sanity.sh
+}
+
+pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report against the allowed skips
+  local name=$1 report="$REPORTS/$1.xml"
+  shift
+  rm -f "$report"
+  timed "$name" python -m pytest -q -p no:cacheprovider -rs --junitxml="$report" "$@"
+  timed "$name-skips" python scripts/check_skips.py --stage "$name" "$report"
 }
 
 run_unit() {
   stage "unit tests"
-  python -m pytest -q -m "not systemd" -p no:cacheprovider
+  pytest_stage unit -m "not systemd"
 }
 
 run_systemd() {
   stage "tests with real systemd (containers)"
-  python -m pytest -q -m systemd -p no:cacheprovider
+  pytest_stage systemd -m systemd
 }
 
 case "$what" in
@@ -48,3 +77,8 @@ case "$what" in
   all) run_lint; run_unit; run_systemd ;;
   *) echo "usage: $0 [lint|unit|systemd|all]" >&2; exit 2 ;;
 esac
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test.sh: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: $what passed"

@@ -166,8 +166,21 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     progress = Progress(redactor=redactor, quiet=a.quiet)
     if a.dry_run:
         print("hosts: " + ", ".join(h if slots[h] == [h] else f"{h} ({', '.join(slots[h])})" for h in hosts))
+        if spec.search == "model":
+            from .search import anchors
+
+            first = [c.config_id for c in plan.configs if c.spec_steps == 0]
+            for key in dict.fromkeys(c.series for c in plan.configs if c.spec_steps > 0):
+                first += [
+                    c.config_id for c in anchors([c for c in plan.configs if c.series == key and c.spec_steps > 0])
+                ]
+            print(
+                f"search: model: {', '.join(first)} first, then only what the model says could win a level "
+                "(the others are skipped with their predictions)"
+            )
+        verb = "may deploy" if spec.search == "model" else "deploy"
         for cfg in plan.configs:
-            print(f"deploy {cfg.config_id}: {json.dumps({**spec.extra_vars, **cfg.extravars()})}")
+            print(f"{verb} {cfg.config_id}: {json.dumps({**spec.extra_vars, **cfg.extravars()})}")
         for cfg, why in plan.infeasible:
             print(f"skip {cfg.config_id}: {why}")
         w = spec.workload

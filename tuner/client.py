@@ -1,11 +1,11 @@
 """The asynchronous streaming benchmark client (aiohttp).
 
-One shared `ClientSession` per benchmark (as vLLM's `bench serve` does, peer-tools.md §1.2), a
+One shared `ClientSession` per benchmark (as vLLM's `bench serve` does, docs/reference/peer-tools.md §1.2), a
 closed loop per level (C workers; each sends its next request when the previous one has ended),
 and a trace per request (send time, arrival time and token count of every chunk, the server's
 final counts) that `metrics.py` turns into numbers.
 
-Endpoints (sglang-facts.md §3.3):
+Endpoints (docs/reference/sglang.md §3.3):
 - `generate` (default): SGLang's native `/generate`. Every chunk's `meta_info.completion_tokens`
   is cumulative, so the tokens of each chunk are known exactly, and the final chunk carries
   `spec_verify_ct`, which gives the level's own acceptance length.
@@ -129,7 +129,7 @@ class BenchClient:
             return await r.json(content_type=None)
 
     async def server_info(self) -> dict[str, Any]:
-        """The raw `/server_info` body (falling back to `/get_server_info`, sglang-facts.md §3)."""
+        """The raw `/server_info` body (falling back to `/get_server_info`, docs/reference/sglang.md §3)."""
         last: Exception | None = None
         for path in SERVER_INFO_PATHS:
             try:

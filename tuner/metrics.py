@@ -1,6 +1,6 @@
 """Per-request and per-level benchmark metrics (pure functions over recorded request traces).
 
-Definitions (peer-tools.md §2.1 compares the tools; where they agree we follow them):
+Definitions (docs/reference/peer-tools.md §2.1 compares the tools; where they agree we follow them):
 
 Per request
 - TTFT: arrival of the first chunk that carries output tokens minus the send time (vLLM
@@ -13,7 +13,7 @@ Per request
 - TPOT = (E2E - TTFT) / (output_tokens - 1): vLLM's and SGLang's TPOT, AIPerf's ITL.
 - Decode rate = (output_tokens - 1) / (E2E - TTFT): the seed's "per-request tok/s". It leaves
   out queue wait and prefill, so at concurrency 64 with ~21 running slots it stays near the
-  per-slot speed (~99 tok/s in seed-measurements.md) instead of collapsing with the queue.
+  per-slot speed (~99 tok/s in docs/reference/seed-campaign.md) instead of collapsing with the queue.
 - ITL (chunk-robust): each gap between consecutive token-carrying chunks is divided evenly over
   the tokens that later chunk carried (the idea of vLLM PR #42661), so every ITL sample is one
   token and percentiles are per token. Plain chunk gaps would count a 4-token chunk as one
@@ -26,8 +26,8 @@ Per level (closed loop: C workers, each sends its next request when its previous
 - per_request_tok_s = mean decode rate of the successful requests.
 - accept_length for this level alone: sum completion_tokens / sum spec_verify_ct over the
   level's requests (from `/generate`'s final meta_info; SGLang PR #3152's portable formula,
-  sglang-facts.md §3.3), else the level's delta of the Prometheus counters
-  generation_tokens_total / spec_verify_calls_total (sglang-facts.md §3.2), else tokens per
+  docs/reference/sglang.md §3.3), else the level's delta of the Prometheus counters
+  generation_tokens_total / spec_verify_calls_total (docs/reference/sglang.md §3.2), else tokens per
   chunk (one chunk per verify step at the default --stream-interval 1). SGLang's own
   `avg_spec_accept_length` is cumulative since start-up and mixes levels, so it is not used.
 """
@@ -401,7 +401,7 @@ def level_metrics(
 
 _PROM_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
-# Prometheus counters that give a level's acceptance length (sglang-facts.md §3.2); SGLang
+# Prometheus counters that give a level's acceptance length (docs/reference/sglang.md §3.2); SGLang
 # prefixes `sglang:`, some exporters `sglang_`.
 COUNTERS = {
     "generation_tokens": ("sglang:generation_tokens_total", "sglang_generation_tokens_total"),

@@ -6,6 +6,7 @@ report.md. `sweep` and `bench` call `write_all` after every level (results.csv o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from . import report as report_mod
 from .store import PLOT, RECOMMENDATION, REPORT, Store
@@ -42,4 +43,19 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         failed={cid: r.config.to_json() for cid, r in s.state.failed.items()},
         skipped={cid: r.config.to_json() for cid, r in s.state.skipped.items()},
         slo=s.slo,
+        predicted=predicted_points(s),
     )
+
+
+def predicted_points(s: Summary) -> dict[str, dict[str, Any]]:
+    """The model's predictions for the configurations it did not deploy, as the plot draws them."""
+    out: dict[str, dict[str, Any]] = {}
+    for cid, r in s.state.skipped.items():
+        pred = r.prediction
+        if r.kind != "predicted" or pred is None or not pred.levels:
+            continue
+        cfg = r.config
+        series = (1, None, cfg.spec_algorithm) if cfg.spec_steps == 0 else cfg.series
+        levels = {lp.concurrency: (lp.output_tok_s.mean, lp.output_tok_s.lo, lp.output_tok_s.hi) for lp in pred.levels}
+        out[cid] = {"spec_steps": cfg.spec_steps, "series": series, "levels": levels}
+    return out

@@ -102,16 +102,21 @@ def plot_throughput(
     failed: dict[str, dict[str, Any]] | None = None,
     skipped: dict[str, dict[str, Any]] | None = None,
     slo: Slo | None = None,
+    predicted: dict[str, dict[str, Any]] | None = None,
 ) -> Path:
-    """Draw the figure; `capacity` maps config_id -> {spec_steps, max_total_num_tokens, ...}."""
+    """Draw the figure; `capacity` maps config_id -> {spec_steps, max_total_num_tokens, ...};
+    `predicted` maps a configuration the model-guided search did not deploy to {spec_steps,
+    levels: {concurrency: (mean, lo, hi)}}: drawn hollow, with the interval as error bars."""
     chosen = chosen or {}
     failed = failed or {}
     skipped = skipped or {}
+    predicted = predicted or {}
     fig, axes = plt.subplots(2, 2, figsize=(15, 10.5))
     ax_agg, ax_req, ax_cap, ax_par = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
     cmap = plt.get_cmap("viridis")
     styles = ["-", "--", ":", "-."]
     series_keys = sorted({_series_key(p) for p in stats.values()}, key=lambda k: (k[0], k[1] or 0, k[2]))
+    labelled_prediction = False
     for li, c in enumerate(levels):
         color = cmap(li / max(1, len(levels) - 1) * 0.9)
         for si, skey in enumerate(series_keys):
@@ -138,6 +143,27 @@ def plot_throughput(
                     color=color,
                     label=label,
                     markersize=5,
+                )
+            guesses = sorted(
+                (info["spec_steps"], *info["levels"][c])
+                for info in predicted.values()
+                if c in info["levels"] and info.get("series") == skey
+            )
+            if guesses:
+                labelled = labelled_prediction
+                labelled_prediction = True
+                ax_agg.errorbar(
+                    [g[0] for g in guesses],
+                    [g[1] for g in guesses],
+                    yerr=[[g[1] - g[2] for g in guesses], [g[3] - g[1] for g in guesses]],
+                    marker="o",
+                    linestyle="none",
+                    markerfacecolor="none",
+                    color=color,
+                    alpha=0.6,
+                    capsize=2,
+                    markersize=5,
+                    label=None if labelled else "predicted, not deployed (interval)",
                 )
             best = chosen.get(c)
             for p in pts:
@@ -191,8 +217,8 @@ def plot_throughput(
         ax_cap.annotate(
             "deploy failed", (info["spec_steps"], 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8
         )
-    for _cid, info in skipped.items():
-        if info.get("spec_steps") is None:
+    for cid, info in skipped.items():
+        if info.get("spec_steps") is None or cid in predicted:
             continue
         for ax in (ax_agg, ax_req):
             ax.axvspan(info["spec_steps"] - 0.4, info["spec_steps"] + 0.4, color="0.9", zorder=0)

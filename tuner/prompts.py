@@ -8,7 +8,7 @@ prefill, hence TTFT, depend on request order rather than on the configuration.
 
 Length: `input_len` whitespace-separated words, which is how the emulator counts prompt tokens;
 for the native `/generate` endpoint the client can send `input_ids` instead, which a real SGLang
-takes as exactly `input_len` tokens (sglang-facts.md §3.3 lists the native request).
+takes as exactly `input_len` tokens (docs/reference/sglang.md §3.3 lists the native request).
 """
 
 from __future__ import annotations

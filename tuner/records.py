@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from .configs import SpecConfig
 from .metrics import LevelMetrics, LevelSamples
+from .prediction import Prediction
 
 # Level statuses that carry a measurement (partial: some requests failed; the tokens of the
 # successful ones over the level's wall time still count, failures lower the throughput).
@@ -57,7 +58,7 @@ class Record:
                 value = self.config.to_json()
             elif isinstance(value, LevelMetrics):
                 value = value.to_dict()
-            elif isinstance(value, LevelSamples):
+            elif isinstance(value, (LevelSamples, Prediction)):
                 value = value.to_json()
             out[f.name] = value
         return out
@@ -194,11 +195,31 @@ class LevelRecord(Record):
 @dataclass
 class SkipRecord(Record):
     """A planned configuration that was not deployed, and why (`kind`: infeasible, early_stop,
-    capacity, ...)."""
+    capacity, predicted). A `predicted` skip (the model-guided search, tuner/search.py) carries the
+    prediction that justified it."""
 
     TYPE: ClassVar[str] = "skip"
     kind: str = "skipped"
     reason: str | None = None
+    prediction: Prediction | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SkipRecord:
+        values = _fields(cls, d, ("config", "prediction"))
+        return cls(config=_config(d), prediction=Prediction.from_json(d.get("prediction")), **values)
+
+
+@dataclass
+class PredictionRecord(Record):
+    """What the model-guided search predicted for a configuration just before deploying it: the
+    report sets it against what was then measured."""
+
+    TYPE: ClassVar[str] = "prediction"
+    prediction: Prediction = field(default_factory=Prediction)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PredictionRecord:
+        return cls(config=_config(d), prediction=Prediction.from_json(d.get("prediction")) or Prediction())
 
 
 @dataclass
@@ -228,9 +249,20 @@ class TimingRecord(Record):
     full_run: bool | None = None
 
 
-AnyRecord = DeployRecord | DeployBestRecord | LevelRecord | SkipRecord | BenchFailedRecord | TimingRecord
+AnyRecord = (
+    DeployRecord | DeployBestRecord | LevelRecord | SkipRecord | PredictionRecord | BenchFailedRecord | TimingRecord
+)
 RECORD_TYPES: dict[str, type[Record]] = {
-    cls.TYPE: cls for cls in (DeployRecord, DeployBestRecord, LevelRecord, SkipRecord, BenchFailedRecord, TimingRecord)
+    cls.TYPE: cls
+    for cls in (
+        DeployRecord,
+        DeployBestRecord,
+        LevelRecord,
+        SkipRecord,
+        PredictionRecord,
+        BenchFailedRecord,
+        TimingRecord,
+    )
 }
 
 
@@ -264,6 +296,8 @@ class SweepState:
     deploys: dict[str, DeployRecord] = field(default_factory=dict)  # last successful deploy
     failed: dict[str, DeployRecord] = field(default_factory=dict)  # last deploy failed
     skipped: dict[str, SkipRecord] = field(default_factory=dict)
+    # The search's prediction for a configuration, made before any of its levels was measured.
+    predictions: dict[str, PredictionRecord] = field(default_factory=dict)
     measured: list[Measured] = field(default_factory=list)  # every level record, in order
     bench_failures: list[BenchFailedRecord] = field(default_factory=list)
     timings: dict[str, TimingRecord] = field(default_factory=dict)
@@ -285,11 +319,12 @@ class SweepState:
             if isinstance(rec, DeployBestRecord):
                 st.deploy_best = rec
                 continue
-            if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord)):
+            if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
                 st.order.append(cid)
             st.configs.setdefault(cid, rec.config)
             if isinstance(rec, DeployRecord):
                 current[(cid, rec.host)] = rec
+                st.skipped.pop(cid, None)  # skipped once (e.g. by the model), deployed later after all
                 if rec.ok:
                     st.deploys[cid] = rec
                     st.failed.pop(cid, None)
@@ -302,6 +337,9 @@ class SweepState:
                 st.measured.append(Measured(rec, current.get((cid, rec.host))))
             elif isinstance(rec, SkipRecord):
                 st.skipped[cid] = rec
+            elif isinstance(rec, PredictionRecord):
+                if cid not in st.predictions and not st.has_levels(cid):
+                    st.predictions[cid] = rec
             elif isinstance(rec, BenchFailedRecord):
                 st.bench_failures.append(rec)
             elif isinstance(rec, TimingRecord):

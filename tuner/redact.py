@@ -1,7 +1,7 @@
 """The API key: where the tuner reads it, and how it keeps it out of everything it writes.
 
 The key comes from the controller's environment (`SGLANG_API_KEY`, else `OPENAI_API_KEY`, which
-SGLang's own bench_serving reads, sglang-facts.md §4.1). The sglang_server role reads the same
+SGLang's own bench_serving reads, docs/reference/sglang.md §4.1). The sglang_server role reads the same
 variable on the controller (docs/architecture.md "Roles"), so it never travels as an extra var.
 Every file the tuner writes and every line it prints passes through `Redactor.scrub`.
 """

@@ -6,6 +6,7 @@ from typing import Any
 
 from . import workload as workload_mod
 from .records import DeployRecord, Record, SkipRecord
+from .search import misfit_text
 from .store import PLOT
 from .summary import Summary
 
@@ -112,6 +113,14 @@ def _header(s: Summary) -> list[str]:
     if s.spec.command == "sweep":
         meta.append(
             ("swept", f"spec_steps {list(s.spec.steps)}, topk {list(s.spec.topk)}, algorithm {s.spec.algorithm}")
+        )
+        meta.append(
+            (
+                "search",
+                'model-guided (`--search model`; see "Model-guided search" below)'
+                if s.spec.search == "model"
+                else "grid (every configuration, in order)",
+            )
         )
     return [f"# Speculative-decoding sweep: {name}", ""] + [f"- **{k}**: {v}" for k, v in meta]
 
@@ -301,6 +310,75 @@ def _configurations(s: Summary) -> list[str]:
     return lines
 
 
+def _search(s: Summary) -> list[str]:
+    """`--search model`: what was deployed and why not the rest, and how the predictions held up."""
+    ss = s.search
+    if ss is None:
+        return []
+    lines = ["", "## Model-guided search", ""]
+    share = ss.inside_share
+    lines.append(
+        f"`--search {ss.mode}` deployed {len(ss.deployed)} of {ss.planned} planned configurations "
+        f"({', '.join(ss.deployed) or 'none'}); {len(ss.skipped)} were not deployed on the model's prediction"
+        + (
+            f"; {sum(c.inside for c in ss.checked)} of {len(ss.checked)} levels measured after being predicted "
+            f"({share:.0%}) landed inside their predicted interval"
+            if share is not None
+            else ""
+        )
+        + '. How the model works: docs/tuner.md "Model-guided search".'
+    )
+    if ss.model:
+        lines += ["", f"Final fit: {ss.model}."]
+    if ss.checked:
+        lines += ["", "### Predicted vs measured", ""]
+        lines.append(
+            "Aggregate tok/s predicted just before each configuration was deployed (interval: where a "
+            "measurement was expected to land), and what it measured."
+        )
+        lines.append("")
+        rows = [
+            [
+                c.config_id,
+                c.concurrency,
+                f"{_f(c.predicted.mean, 0)} ({_f(c.predicted.lo, 0)}-{_f(c.predicted.hi, 0)})",
+                _f(c.measured, 0),
+                f"{c.error_pct:+.1f}%",
+                "yes" if c.inside else "**NO: misfit**",
+            ]
+            for c in ss.checked
+        ]
+        lines.append(_table(["config", "C", "predicted tok/s (interval)", "measured", "error", "inside"], rows))
+    if ss.skipped:
+        lines += ["", "### Not deployed, on the model's prediction", ""]
+        rows = []
+        for sk in ss.skipped:
+            pred = sk.prediction
+            levels = "; ".join(
+                f"C={lp.concurrency}: {_f(lp.output_tok_s.mean, 0)} ({_f(lp.output_tok_s.lo, 0)}-"
+                f"{_f(lp.output_tok_s.hi, 0)})"
+                for lp in (pred.levels if pred else ())
+            )
+            if pred is not None and not pred.can_run:
+                kv, mrr = pred.max_total_num_tokens, pred.max_running_requests
+                levels = "; ".join(
+                    f"{name} {_f(b.mean, 0)} ({_f(b.lo, 0)}-{_f(b.hi, 0)})"
+                    for name, b in (("max_total_num_tokens", kv), ("max_running_requests", mrr))
+                    if b is not None
+                )
+            rows.append([sk.config_id, levels or "-", _clip(sk.reason, 300)])
+        lines.append(_table(["config", "predicted tok/s (interval) per level", "why not deployed"], rows))
+    if ss.misfits:
+        lines += ["", "### Misfits", ""]
+        lines.append(
+            "Measurements outside the interval predicted for them: the model was refitted with them and "
+            "its later intervals widened accordingly."
+        )
+        lines.append("")
+        lines += [f"- {m.config.config_id}: {misfit_text(m)}" for m in ss.misfits]
+    return lines
+
+
 def _notes(s: Summary) -> list[str]:
     if not s.notes:
         return []
@@ -394,6 +472,7 @@ SECTIONS = (
     _slo_section,
     _cross_checks,
     _configurations,
+    _search,
     _notes,
     _definitions,
 )

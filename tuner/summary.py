@@ -13,6 +13,8 @@ from .analysis import LevelChoice, PointStats, Recommendation
 from .crosscheck import CrossCheck, check_levels
 from .records import DeployRecord, SkipRecord, SweepState
 from .results import result_rows
+from .search import misfit_text
+from .search_report import SearchSummary, search_summary
 from .slo import Slo
 from .sweepspec import SweepSpec
 
@@ -37,6 +39,7 @@ class Summary:
     levels: list[int]
     choices: dict[int, LevelChoice]
     recommendation: Recommendation
+    search: SearchSummary | None = None  # what the model-guided search did (`--search model`)
     notes: list[str] = field(default_factory=list)
     views: dict[float, TempView] = field(default_factory=dict)  # every temperature measured
     unchosen: dict[int, str] = field(default_factory=dict)
@@ -112,6 +115,7 @@ def summarize(state: SweepState, spec: SweepSpec, target: list[int] | None = Non
         levels=levels,
         choices=primary.choices,
         recommendation=primary.recommendation,
+        search=search_summary(state, spec),
         views=views,
         unchosen=primary.unchosen,
         checks=check_levels(state.levels(measured_only=False)),
@@ -127,7 +131,22 @@ def _cfg_txt(rec: Any) -> str:
 def notes_for(s: Summary) -> list[str]:
     """Plain statements of what the numbers rest on; never silent about a gap."""
     notes: list[str] = []
+    predicted = [r for r in s.state.skipped.values() if r.kind == "predicted"]
+    if predicted:
+        notes.append(
+            f"The model-guided search did not deploy {len(predicted)} configuration(s) "
+            f"({', '.join(r.config_id for r in predicted)}): each was predicted not to win any level beyond "
+            'the noise, or not to start; the predictions are under "Model-guided search". '
+            "`--resume --search grid` measures them."
+        )
+    if s.search is not None:
+        for miss in s.search.misfits:
+            notes.append(
+                f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted and widened its intervals."
+            )
     for skip in s.state.skipped.values():
+        if skip.kind == "predicted":
+            continue
         if skip.kind == "early_stop":
             notes.append(
                 f"Early stop: {_cfg_txt(skip)} was not measured: {skip.reason}. "
@@ -163,7 +182,7 @@ def notes_for(s: Summary) -> list[str]:
             )
         if lv.attempt > 1 and not lv.server_lost:
             notes.append(f"{where}: measured again (attempt {lv.attempt}) after the server came back.")
-    for cid, bf in s.state.unstable.items():
+    for bf in s.state.unstable.values():
         notes.append(f"{_cfg_txt(bf)} failed during its benchmark on {bf.host}: {bf.reason}. It is not recommended.")
     notes.append(noise_note(s))
     for t, v in s.views.items():
@@ -305,6 +324,7 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
         "skipped": [{"config_id": r.config_id, "reason": r.reason, "kind": r.kind} for r in s.state.skipped.values()],
         "failed": [{"config_id": cid, "host": r.host, "reason": r.reason} for cid, r in s.state.failed.items()],
         "noise": s.noise,
+        "search": None if s.search is None else s.search.to_json(),
         "deploy_best": None
         if best is None
         else {

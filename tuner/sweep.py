@@ -7,6 +7,11 @@ series); the early-stop rule is checked each time a configuration is about to st
 been measured by then, so it also holds after `--resume`. With several hosts a deeper
 configuration may already be running when a shallower one ends; it is finished, not wasted, and
 only configurations not yet started are skipped.
+
+With `--search model` the order is the model's (tuner/search.py): each time a slot is free, the
+model is refitted to everything measured and names the next configuration, or says to wait for
+those in flight (the slot waits until one ends), or to stop; what it decides against is recorded
+as `skip` records of kind `predicted` with their predictions, so `--resume` and `report` keep them.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from . import analysis, outputs
+from . import analysis, outputs, search
 from .client import BenchClient, ClientOptions, LevelPlan, with_ticker
 from .configs import ConfigPlan, SpecConfig
 from .deploy import Deployer, DeployResult
@@ -31,6 +36,7 @@ from .records import (
     DeployRecord,
     LevelKey,
     LevelRecord,
+    PredictionRecord,
     Record,
     SkipRecord,
     SweepState,
@@ -44,6 +50,7 @@ from .workload import PromptSource
 
 TICK_S = 10.0
 REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
+WAIT = object()  # next_config: nothing to start now, but configurations in flight may change that
 
 
 class RecordLog(Protocol):
@@ -298,6 +305,8 @@ class Sweep:
         self.in_progress: set[tuple[str, int]] = set()
         self.finished: set[tuple[str, int]] = set()
         self.done: set[LevelKey] = set()
+        self._changed: asyncio.Condition | None = None  # a configuration finished (model search waits on it)
+        self._search_done = False  # the model-guided search named its last configuration
 
     @property
     def workload(self) -> WorkloadSpec:
@@ -314,15 +323,10 @@ class Sweep:
         )
 
     def _skip_reason(self, cfg: SpecConfig, state: SweepState) -> tuple[str, str] | None:
+        capacity = self._capacity_skip(cfg, state)
+        if capacity is not None:
+            return capacity, "capacity"
         same = [c for c in self.plan.configs if c.series == cfg.series and 0 < c.spec_steps < cfg.spec_steps]
-        for c in same:
-            dep = state.failed.get(c.config_id)
-            if dep is not None and analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
-                return (
-                    f"spec_steps {c.spec_steps} could not start for lack of KV memory "
-                    f"({(dep.reason or '')[:160]}); deeper speculation needs more of it",
-                    "capacity",
-                )
         # Past the peak at every level, at every temperature (each temperature on its own).
         details = []
         for temp in self.workload.temperature:
@@ -342,19 +346,36 @@ class Sweep:
             details.append((f"temperature {temp:g}: " if len(self.workload.temperature) > 1 else "") + es.detail)
         return (f"after spec_steps {series[-1][0].spec_steps}: {'; '.join(details)}", "early_stop")
 
-    def next_unit(self) -> tuple[SpecConfig, int] | None:
+    def next_unit(self) -> tuple[SpecConfig, int] | None | object:
         """The next (configuration, deployment) to run: every configuration's first deployment in
-        plan order, then the second round, and so on (rounds spread drift over every
-        configuration alike; a configuration skipped or failed in round 1 is not redeployed)."""
+        plan order (or as the model-guided search picks them), then the second round, and so on
+        (rounds spread drift over every configuration alike; a configuration skipped or failed in
+        round 1 is not redeployed). WAIT (model search only) when only the configurations in
+        flight can tell what is next; None when the sweep is done."""
+        first = 1
+        if self.spec.search == "model" and not self._search_done:
+            picked = self._next_by_model()
+            if picked is WAIT:
+                return WAIT
+            if isinstance(picked, SpecConfig):
+                return picked, 1
+            if any(dep == 1 for _, dep in self.in_progress):
+                return WAIT  # the repeat rounds start once the search's own round is over
+            self._search_done = True
+        if self.spec.search == "model":
+            first = 2
         state = self.store.state()
         self.done |= state.done
-        for dep in range(1, self.spec.repeat_deploys + 1):
+        for dep in range(first, self.spec.repeat_deploys + 1):
             for cfg in self.plan.configs:
                 cid = cfg.config_id
                 unit = (cid, dep)
                 if unit in self.in_progress or unit in self.finished:
                     continue
-                if cid in state.skipped or cid in state.unstable or self._all_levels_done(cid, dep):
+                skipped = state.skipped.get(cid)
+                # the model's skips are its own: a grid sweep (say, `--resume --search grid`) measures them
+                grid_skip = skipped is not None and (skipped.kind != "predicted" or dep > 1)
+                if grid_skip or cid in state.unstable or self._all_levels_done(cid, dep):
                     self.finished.add(unit)
                     continue
                 if cid in state.failed and (dep == 1 or not state.has_levels(cid)):
@@ -377,9 +398,83 @@ class Sweep:
                 return cfg, dep
         return None
 
-    def next_config(self) -> SpecConfig | None:
+    def next_config(self) -> SpecConfig | None | object:
         unit = self.next_unit()
-        return None if unit is None else unit[0]
+        return unit[0] if isinstance(unit, tuple) else unit
+
+    def _next_by_model(self) -> SpecConfig | None | object:
+        """`--search model`: finish what an interrupted run left half-measured, skip what a capacity
+        failure rules out (the grid's rule), then ask the model (tuner/search.py)."""
+        state = self.store.state()
+        self.done |= state.done
+        for cfg in self.plan.configs:
+            cid = cfg.config_id
+            if (cid, 1) in self.in_progress or (cid, 1) in self.finished or cid in state.failed:
+                continue
+            if state.has_levels(cid) and not self._all_levels_done(cid) and cid not in state.skipped:
+                self.in_progress.add((cid, 1))
+                return cfg
+            if cid not in state.deploys and cid not in state.skipped and self.spec.early_stop and cfg.spec_steps > 0:
+                skip = self._capacity_skip(cfg, state)
+                if skip is not None:
+                    self.store.append(SkipRecord(config=cfg, kind="capacity", reason=skip))
+                    self.progress.line(f"[{cfg.label}] skipped: {skip}")
+                    self.finished.add((cid, 1))
+                    state = self.store.state()
+        target = self.workload.target_concurrency
+        decision = search.decide(
+            state,
+            self.plan.configs,
+            self.workload,
+            exclude={cid for cid, dep in self.in_progress | self.finished if dep == 1},
+            target=list(target) if target else None,
+            measure_all=not self.spec.early_stop,
+        )
+        for cfg, pred, why in decision.skips:
+            self.store.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
+            self.progress.line(f"[{cfg.label}] skipped: {why}")
+            self.finished.add((cfg.config_id, 1))
+        if decision.model:
+            self.progress.line(f"[search] {decision.model}")
+        if decision.deploy is not None:
+            cfg = decision.deploy
+            if decision.prediction is not None:
+                self.store.append(PredictionRecord(config=cfg, prediction=decision.prediction))
+            self.progress.line(
+                f"[search] next: {cfg.label}: {decision.why}" + search.prediction_text(decision.prediction)
+            )
+            self.in_progress.add((cfg.config_id, 1))
+            return cfg
+        if decision.wait:
+            return WAIT
+        self.progress.line(f"[search] done: {decision.why}")
+        return None
+
+    def _capacity_skip(self, cfg: SpecConfig, state: SweepState) -> str | None:
+        """A shallower depth of the series failed to start for lack of KV memory."""
+        for c in self.plan.configs:
+            if c.series != cfg.series or not 0 < c.spec_steps < cfg.spec_steps:
+                continue
+            dep = state.failed.get(c.config_id)
+            if dep is not None and analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
+                return (
+                    f"spec_steps {c.spec_steps} could not start for lack of KV memory "
+                    f"({(dep.reason or '')[:160]}); deeper speculation needs more of it"
+                )
+        return None
+
+    def _say_misfits(self, cfg: SpecConfig) -> None:
+        """After a predicted configuration is measured: where the measurement left its interval."""
+        state = self.store.state()
+        if cfg.config_id not in state.predictions:
+            return
+        misses = [m for m in search.find_misfits(state) if m.config.config_id == cfg.config_id]
+        if not misses:
+            self.progress.line(f"[{cfg.label}] measured within its predicted intervals")
+        for m in misses:
+            self.progress.line(
+                f"[{cfg.label}] MISFIT: {search.misfit_text(m)}; the model refits and widens its intervals"
+            )
 
     # -- one configuration -------------------------------------------------------------------
     def _rebuild(self) -> None:
@@ -458,6 +553,7 @@ class Sweep:
                 BenchFailedRecord(config=cfg, host=host, reason=lv.reason, kind=lv.kind, deployment=deployment)
             )
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
+        self._say_misfits(cfg)
         self.store.append(
             TimingRecord(
                 config=cfg,
@@ -472,9 +568,17 @@ class Sweep:
         )
 
     async def _worker(self, host: str) -> None:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        changed = self._changed
         while True:
             unit = self.next_unit()
-            if unit is None:
+            if unit is WAIT:
+                async with changed:
+                    await changed.wait()
+                continue
+            if not isinstance(unit, tuple):
+                return
                 return
             cfg, dep = unit
             try:
@@ -482,6 +586,8 @@ class Sweep:
             finally:
                 self.in_progress.discard((cfg.config_id, dep))
                 self.finished.add((cfg.config_id, dep))
+                async with changed:
+                    changed.notify_all()
 
     # -- the whole sweep -----------------------------------------------------------------------
     async def _deploy_best(self, summary: Summary) -> bool:

@@ -49,6 +49,7 @@ from .slo import Slo, parse_slo
 from .workload import Dataset, check_sample, load_dataset
 
 SWEEP_JSON_VERSION = 2
+DEFAULT_LEN = 256  # synthetic prompts' input and output tokens unless given
 
 
 @dataclass(frozen=True)
@@ -358,13 +359,23 @@ class WorkloadSpec:
         values["target_concurrency"] = parse_target_concurrency(ns.target_concurrency, values["concurrency"])
         check_sample(values["dataset_sample"], values["dataset"])
         if values["dataset"] is None:  # synthetic prompts: 256 unless given
-            values["input_len"] = values["input_len"] or 256
-            values["output_len"] = values["output_len"] or 256
+            values["input_len"] = values["input_len"] or DEFAULT_LEN
+            values["output_len"] = values["output_len"] or DEFAULT_LEN
         return cls(**values)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> WorkloadSpec:
         return cls(**_from_json(cls, d))
+
+
+SEARCHES = ("grid", "model")
+
+
+def _choice(flag: str, text: Any, choices: tuple[str, ...]) -> str:
+    value = str(text or "").strip().lower()
+    if value not in choices:
+        raise BadInput(flag, f"{text!r} is not one of {', '.join(choices)}")
+    return value
 
 
 def _algorithm(text: Any) -> str:
@@ -422,6 +433,18 @@ class SweepSpec:
     )
     playbook: str | None = field(
         default=None, metadata=_opt("--playbook", None, "the deploy play (default playbooks/deploy.yml)", None)
+    )
+    search: str = field(
+        default="grid",
+        metadata=_opt(
+            "--search",
+            "grid",
+            "grid: deploy every configuration in order (default); model: fit a model of acceptance, step time "
+            "and capacity to what was measured, deploy only configurations that could still win a level "
+            "(docs/tuner.md)",
+            lambda text: _choice("--search", text, SEARCHES),
+            identity=False,
+        ),
     )
     early_stop: bool = field(
         default=True,

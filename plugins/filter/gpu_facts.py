@@ -139,7 +139,7 @@ def parse_topology(text: str) -> dict[str, Any]:
     Returns {gpus: [GPU0, ...], links: {GPU0: {GPU1: 'NV18', ...}}, link_types: sorted set of the
     GPU pair links, nvlink: any pair over NVLink, pcie_only: several GPUs and no pair over NVLink}.
     A PCIe-only host with more than two GPUs runs SGLang's all-reduce through NCCL
-    (sglang-facts.md §7.5), which is what the cuda_env NCCL check exercises.
+    (docs/reference/sglang.md §7.5), which is what the cuda_env NCCL check exercises.
     """
     lines = [_ANSI.sub("", line).rstrip() for line in str(text).splitlines()]
     header: list[str] | None = None
@@ -246,7 +246,7 @@ def expand_declared_gpus(declared: Any) -> dict[str, Any]:
                 problems.append(f'{where}.driver_cuda_version is {dcv!r}; allowed: MAJOR.MINOR, e.g. "13.0"')
             else:
                 driver_cuda = str(dcv)
-        for _ in range(int(count)):
+        for _copy in range(int(count)):
             gpus.append(
                 {
                     "index": len(gpus),

@@ -1,7 +1,7 @@
 """The one mapping from sglang_server role variables to `launch_server` flags.
 
 Everything the unit template needs to decide lives here as pure functions, so that the mapping
-is unit-tested without Ansible (tests/roles/test_sglang_flags.py) and the template stays a
+is unit-tested without Ansible (tests/roles/test_sglang_flags_filter.py) and the template stays a
 layout. The role calls these through the filters at the bottom of the file:
 
 - ``sglang_spec``: validates and normalises the play-level speculative-decoding variables.
@@ -61,7 +61,7 @@ _releases = _module_utils("sglang_releases")
 # them by (plugins/module_utils/sglang_releases.py SPEC_ALGORITHMS_SINCE).
 SPEC_ALGORITHMS = _releases.SPEC_ALGORITHMS
 # EAGLE3 and STANDALONE drafts are separate models; NEXTN/EAGLE on MTP checkpoints reuse the
-# target's own MTP layers (sglang-facts.md §2.5).
+# target's own MTP layers (docs/reference/sglang.md §2.5).
 SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
 
 # docs/architecture.md "Emulator": the faults the emulator understands. The table lives in
@@ -112,7 +112,7 @@ NUMERIC_LIMITS: dict[str, tuple[str, float | None, float | None, bool]] = {
 API_KEY_ENV = "SGLANG_SERVER_API_KEY"
 
 # Flags a user may not pass through sglang_server_extra_flags, with the variable that owns them.
-MANAGED_FLAGS: dict[str, str] = {flag: f"sglang_server_{key}" for key, flag, _ in FLAG_TABLE}
+MANAGED_FLAGS: dict[str, str] = {row[1]: f"sglang_server_{row[0]}" for row in FLAG_TABLE}
 MANAGED_FLAGS.update(
     {
         "--api-key": "sglang_server_api_key",
@@ -239,7 +239,7 @@ def spec_settings(
 
     Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
     "num_draft_tokens", "draft_model_path"}; the numbers are ints when there are no errors.
-    SGLang would silently rewrite draft tokens to steps + 1 when topk is 1 (sglang-facts.md
+    SGLang would silently rewrite draft tokens to steps + 1 when topk is 1 (docs/reference/sglang.md
     §2.3) and crashes later on draft > steps*topk + 1 (issue #5160), so both are rejected here.
     """
     errors: list[str] = []
@@ -431,7 +431,7 @@ def server_errors(settings: dict) -> list[str]:
     for key, (kind, lo, hi, excl) in NUMERIC_LIMITS.items():
         if key not in settings or _is_unset(settings[key]):
             continue
-        _, err = check_number(f"sglang_server_{key}", settings[key], kind, lo, hi, excl)
+        err = check_number(f"sglang_server_{key}", settings[key], kind, lo, hi, excl)[1]
         if err:
             errors.append(err)
     if _is_unset(settings.get("port")):

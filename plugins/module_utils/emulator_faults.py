@@ -15,6 +15,8 @@ asked; each caller puts its own flag or variable name in front of it.
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "FAULT_SPECS",
     "FAULT_NAMES",
@@ -42,7 +44,7 @@ HANG_PHASES = ("http", "load")
 FAULT_NAMES = tuple(FAULT_SPECS)
 _ARG_HINT = {"seconds": "=S", "share": "=P", "phase": "[=http|load]", "none": ""}
 # How each fault is written, for help texts: kv-oom, crash-after-ready=S, ...
-FAULT_USAGE = tuple(name + _ARG_HINT[kind] for name, (kind, _, _) in FAULT_SPECS.items())
+FAULT_USAGE = tuple(name + _ARG_HINT[spec[0]] for name, spec in FAULT_SPECS.items())
 
 
 class FaultSpecError(ValueError):
@@ -54,7 +56,7 @@ def _number(text: str) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    if value != value or value in (float("inf"), float("-inf")):
+    if math.isnan(value) or math.isinf(value):
         return None
     return value
 
@@ -70,7 +72,7 @@ def parse_fault(text: object) -> tuple[str, float | str | None]:
     raw = raw.strip()
     if name not in FAULT_SPECS:
         raise FaultSpecError(f"{text!r} is not one of {', '.join(FAULT_NAMES)} (NAME or NAME=ARG)")
-    kind, required, _ = FAULT_SPECS[name]
+    kind, required = FAULT_SPECS[name][:2]
     if not sep:
         if required:
             raise FaultSpecError(f"{name} needs an argument ({name}=...); got {text!r}")

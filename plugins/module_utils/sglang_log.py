@@ -10,7 +10,7 @@ Everything here takes text or lists of lines and returns plain ``dict``/``list``
 Ansible can serialise. Lines that do not parse are skipped: a log is evidence from a process
 that may have been killed mid-write, and a report with ``None`` in it beats a crash.
 
-Facts cited as "facts §x.y" are in ``reference/sglang-facts.md`` of the project's shared notes.
+Facts are cited as ``docs/reference/sglang.md §x.y``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import ast
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 __all__ = [
     "LogLine",
@@ -46,7 +46,7 @@ __all__ = [
 # Line level
 # --------------------------------------------------------------------------------------------
 
-# facts §1.1: "[%(asctime)s{maybe_ms}{prefix}] %(message)s", datefmt "%Y-%m-%d %H:%M:%S",
+# docs/reference/sglang.md §1.1: "[%(asctime)s{maybe_ms}{prefix}] %(message)s", datefmt "%Y-%m-%d %H:%M:%S",
 # maybe_ms ".%(msecs)03d" with SGLANG_LOG_MS=1, prefix " DPn"/" PPn"/" ATTN_CPn"/" MOE_DPn"/
 # " TPn"/" EPn" (TP only when tp_size > 1). The prefix is searched for, not anchored: journald
 # short formats, `docker logs -t` timestamps and tqdm progress bars written without a newline
@@ -56,7 +56,7 @@ _PREFIX_RE = re.compile(
     r"(?P<ranks>(?:\s+[A-Z][A-Z_]*\d+)*)\]\s?(?P<msg>.*)$"
 )
 _RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)$")
-# Uvicorn's "[%(asctime)s] %(levelprefix)s %(message)s" (facts §1.1) and the level-tagged form
+# Uvicorn's "[%(asctime)s] %(levelprefix)s %(message)s" (docs/reference/sglang.md §1.1) and the level-tagged form
 # that SGLang's main process uses before the server_args line, e.g.
 # "[2026-02-27 14:33:03] WARNING server_args.py:2326: KV cache is forced as chunk cache ...".
 _UVICORN_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
@@ -101,7 +101,7 @@ def split_lines(text: str) -> list[str]:
     """Split on ``\\n``, ``\\r\\n`` and lone ``\\r`` (tqdm redraws with carriage returns)."""
     if not text:
         return []
-    return [ln for ln in re.split(r"\r\n|\r|\n", text)]
+    return re.split(r"\r\n|\r|\n", text)
 
 
 def _parse_ranks(text: str) -> dict[str, int]:
@@ -181,10 +181,10 @@ def is_primary_rank(ranks: dict[str, int]) -> bool:
     return all(v == 0 for v in ranks.values())
 
 
-def _primary(lines: list[LogLine], pred) -> list[LogLine]:
+def _primary(lines: list[LogLine], pred: Callable[[LogLine], bool]) -> list[LogLine]:
     """Lines matching ``pred`` from the primary rank; if none, from the first rank seen.
 
-    facts §1.2/§1.3: the capacity line is printed by TP rank 0 only, the pool lines by every
+    docs/reference/sglang.md §1.2/§1.3: the capacity line is printed by TP rank 0 only, the pool lines by every
     rank; a log that lost rank 0's lines (truncated, filtered) still has the others.
     """
     hits = [ln for ln in lines if pred(ln)]
@@ -262,7 +262,7 @@ _SERVER_ARGS_RE = re.compile(r"server_args=\w*\((.*)$")
 
 
 def parse_server_args(lines: Sequence[Any]) -> dict[str, Any] | None:
-    """The last ``server_args=ServerArgs(...)`` line as a dict (facts §1.3: resolved values)."""
+    """The last ``server_args=ServerArgs(...)`` line as a dict (docs/reference/sglang.md §1.3: resolved values)."""
     parsed = _as_parsed(lines)
     for ln in reversed(parsed):
         m = _SERVER_ARGS_RE.search(ln.message)
@@ -275,7 +275,7 @@ def parse_server_args(lines: Sequence[Any]) -> dict[str, Any] | None:
 # Capacity, pools
 # --------------------------------------------------------------------------------------------
 
-# facts §1.2: "max_total_num_tokens={}, chunked_prefill_size={}, max_prefill_tokens={},
+# docs/reference/sglang.md §1.2: "max_total_num_tokens={}, chunked_prefill_size={}, max_prefill_tokens={},
 # max_running_requests={}, context_len={}, available_gpu_mem={:.2f} GB" (available_cpu_mem on
 # CPU); builds before ~0.4.4 end at context_len. Fields are matched by name, each one only when
 # it is complete (followed by ",", " GB" or the end of a line that is not cut mid-number).
@@ -315,7 +315,10 @@ def parse_capacity(lines: Sequence[Any]) -> dict[str, Any] | None:
     if not hits:
         return None
     line = hits[-1]
-    start = _CAPACITY_START_RE.search(line.message).start()
+    begin = _CAPACITY_START_RE.search(line.message)
+    if begin is None:
+        return None
+    start = begin.start()
     fields = _capacity_fields(line.message[start:])
     out: dict[str, Any] = {k: fields.get(k) for k in CAPACITY_KEYS}
     if "available_cpu_mem_gb" in fields:
@@ -325,7 +328,7 @@ def parse_capacity(lines: Sequence[Any]) -> dict[str, Any] | None:
     return out
 
 
-# facts §1.3 (0.5.5–0.5.12): "KV Cache is allocated. #tokens: {n}, K size: {x:.2f} GB, V size:
+# docs/reference/sglang.md §1.3 (0.5.5–0.5.12): "KV Cache is allocated. #tokens: {n}, K size: {x:.2f} GB, V size:
 # {y:.2f} GB" (MHA/GQA) or "..., KV size: {x:.2f} GB" (MLA); 0.5.23: "{label }KV Cache is
 # allocated. dtype: {dtype}, #tokens: ..." or "... VA upper bound. ..." in post-capture sizing.
 _KV_RE = re.compile(
@@ -339,13 +342,15 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
     """One dict per KV pool allocated by the primary rank, in log order.
 
     With speculative decoding the draft worker allocates its own pool after the target's
-    (facts §1.3), so a second entry is expected then.
+    (docs/reference/sglang.md §1.3), so a second entry is expected then.
     """
     parsed = _as_parsed(lines)
     hits = _primary(parsed, lambda ln: "KV Cache " in ln.message and _KV_RE.match(ln.message) is not None)
     pools: list[dict[str, Any]] = []
     for ln in hits:
         m = _KV_RE.match(ln.message)
+        if m is None:
+            continue
         sizes = {s.group("name"): float(s.group("gb")) for s in _SIZE_RE.finditer(m.group("rest"))}
         if "KV" in sizes:
             layout = "mla"
@@ -378,7 +383,7 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
     return pools
 
 
-# facts §1.3: "Mamba Cache is allocated. max_mamba_cache_size: {n}, conv_state size: {x}GB,
+# docs/reference/sglang.md §1.3: "Mamba Cache is allocated. max_mamba_cache_size: {n}, conv_state size: {x}GB,
 # ssm_state size: {y}GB " + with speculation "intermediate_ssm_state_cache size: ...GB
 # intermediate_conv_window_cache size: ...GB".
 _MAMBA_RE = re.compile(r"Mamba Cache is allocated\.\s*(?P<rest>.*)$")
@@ -393,7 +398,10 @@ def parse_mamba_cache(lines: Sequence[Any]) -> dict[str, Any] | None:
     if not hits:
         return None
     ln = hits[-1]
-    rest = _MAMBA_RE.search(ln.message).group("rest")
+    found = _MAMBA_RE.search(ln.message)
+    if found is None:
+        return None
+    rest = found.group("rest")
     slots = _MAMBA_SLOTS_RE.search(rest)
     out: dict[str, Any] = {
         "rank": ln.rank_label,
@@ -412,7 +420,7 @@ def parse_mamba_cache(lines: Sequence[Any]) -> dict[str, Any] | None:
 # Speculative decoding and warnings
 # --------------------------------------------------------------------------------------------
 
-# facts §2.3 and §2.4 (exact texts, unchanged from 0.5.9 to 0.5.23).
+# docs/reference/sglang.md §2.3 and §2.4 (exact texts, unchanged from 0.5.9 to 0.5.23).
 DRAFT_ADJUSTED_TEXT = "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"
 MRR_RESET_RE = re.compile(r"Max running requests is reset to (\d+) for speculative decoding")
 
@@ -421,7 +429,7 @@ def parse_speculative(lines: Sequence[Any], server_args: dict[str, Any] | None =
     """Resolved speculative settings as the log shows them.
 
     ``algorithm``/``num_steps``/``eagle_topk``/``num_draft_tokens`` come from the
-    ``server_args=`` line (already resolved: NEXTN is shown as EAGLE, facts §2.2).
+    ``server_args=`` line (already resolved: NEXTN is shown as EAGLE, docs/reference/sglang.md §2.2).
     ``draft_tokens_adjusted`` and ``max_running_requests_reset`` are ``True``/``False`` when a
     log was read, ``None`` when there was none to read.
     """
@@ -459,8 +467,8 @@ def parse_speculative(lines: Sequence[Any], server_args: dict[str, Any] | None =
     }
 
 
-# Warnings SGLang's own loggers print without a level name (facts §1.1: the level is not in the
-# format), so they are recognised by text. Sources: facts §2.3, §2.4, §2.6, §5.3, §7.5.
+# Warnings SGLang's own loggers print without a level name (docs/reference/sglang.md §1.1: the level is not in the
+# format), so they are recognised by text. Sources: docs/reference/sglang.md §2.3, §2.4, §2.6, §5.3, §7.5.
 _KNOWN_WARNING_RES = [
     re.compile(re.escape(DRAFT_ADJUSTED_TEXT)),
     MRR_RESET_RE,
@@ -513,7 +521,7 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 # Fatal start-up errors
 # --------------------------------------------------------------------------------------------
 
-# (kind, pattern, rank): lower rank = more specific reason. facts §5.3 and §2.6.
+# (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     ("kv_pool_oom", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")),
     ("cuda_graph", re.compile(r"Capture cuda graph failed", re.I)),
@@ -528,7 +536,7 @@ _SPECIFIC = [
     ),
 ]
 # The last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...",
-# "AssertionError" (bare assert, facts §2.2), "RuntimeError: NCCL error: ...".
+# "AssertionError" (bare assert, docs/reference/sglang.md §2.2), "RuntimeError: NCCL error: ...".
 _EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<text>.*))?$"
 )
@@ -542,12 +550,12 @@ _WRAPPERS = [
     ("subprocess_exited", re.compile(r"Server process exited with code.*")),
 ]
 # Kinds that only say something died: the line naming why (an exception, an OOM) usually follows.
-_GENERIC_KINDS = frozenset([kind for kind, _ in _WRAPPERS] + ["traceback"])
+_GENERIC_KINDS = frozenset([wrapper[0] for wrapper in _WRAPPERS] + ["traceback"])
 _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
 
-def _exception_line(msg: str) -> re.Match | None:
+def _exception_line(msg: str) -> re.Match[str] | None:
     m = _EXC_RE.match(msg.strip())
     if not m:
         return None
@@ -588,7 +596,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
                 break
         exc = _exception_line(msg)
         if exc and (in_traceback or ln.sglang is False):
-            is_wrapper = any(rx.search(msg) for _, rx in _WRAPPERS)
+            is_wrapper = any(wrapper[1].search(msg) for wrapper in _WRAPPERS)
             if not is_wrapper:
                 exceptions.append((i, msg.strip()))
                 hit = True
@@ -637,7 +645,7 @@ def _root_exception(parsed: list[LogLine], exceptions: list[tuple[int, str]]) ->
 # --------------------------------------------------------------------------------------------
 
 _SERVER_ARGS_MARK = "server_args="
-# Lines that may precede server_args= in one launch (facts §1.3: server_args is the first line
+# Lines that may precede server_args= in one launch (docs/reference/sglang.md §1.3: server_args is the first line
 # SGLang's configured logger writes; real logs show level-tagged "[ts] WARNING server_args.py:N:"
 # lines, vLLM-style "INFO 03-07 12:29:02 __init__.py:190]" lines, Python warnings and blank lines
 # before it). A traceback or a ranked/uvicorn line belongs to the previous launch.
@@ -650,7 +658,7 @@ _PRELAUNCH_FOREIGN_RE = re.compile(
 def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool:
     if ln.sglang:
         ts = parse_timestamp(ln.timestamp) if not_before is not None else None
-        if ts is not None:
+        if ts is not None and not_before is not None:
             return ts >= not_before - slack_s
         if ln.ranks or ln.uvicorn:
             return False
@@ -664,7 +672,7 @@ def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool
 def current_launch(lines: Sequence[str], not_before: float | None = None, slack_s: float = 2.0) -> list[str]:
     """The lines of the latest launch in a log file that several launches appended to.
 
-    The launch starts at the last ``server_args=`` line (facts §1.3), extended back over the
+    The launch starts at the last ``server_args=`` line (docs/reference/sglang.md §1.3), extended back over the
     warnings SGLang prints while resolving its arguments (real 0.5.x logs show
     ``[ts] WARNING server_args.py:N: ...`` lines *before* ``server_args=``). With
     ``not_before`` (epoch seconds of the process start; SGLang's timestamps are the host's
@@ -732,7 +740,7 @@ def _since(raw: list[str], not_before: float, slack_s: float) -> list[str]:
     return raw[j:]
 
 
-READY_TEXT = "The server is fired up and ready to roll!"  # facts §5.1 step 10
+READY_TEXT = "The server is fired up and ready to roll!"  # docs/reference/sglang.md §5.1 step 10
 
 
 def is_ready_line(line: Any) -> bool:
@@ -748,7 +756,7 @@ MASK = "********"
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """Mask API keys: given secret values anywhere, and ``api_key='...'``, ``--api-key X``,
-    ``Bearer X`` forms (the ``server_args=`` line prints the key in clear, facts §1.3)."""
+    ``Bearer X`` forms (the ``server_args=`` line prints the key in clear, docs/reference/sglang.md §1.3)."""
     if not text:
         return text
     for s in secrets:

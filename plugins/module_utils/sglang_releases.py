@@ -45,7 +45,7 @@ SPEC_ALGORITHMS_SINCE = (
     ("DSPARK", "0.5.23"),
     ("UNO", "0.5.23"),
 )
-SPEC_ALGORITHMS = tuple(name for name, _ in SPEC_ALGORITHMS_SINCE)
+SPEC_ALGORITHMS = tuple(entry[0] for entry in SPEC_ALGORITHMS_SINCE)
 
 
 def release_key(text: object) -> tuple[int, ...]:

@@ -5,7 +5,7 @@
 Shared by the ``sglang_ready`` module (``ansible.module_utils.sglang_server_info``) and the tuner
 (``sglang_utils.sglang_server_info``): standard library only, no imports from this package.
 
-The body changed between versions (facts §3, §3.1 of ``reference/sglang-facts.md``):
+The body changed between versions (docs/reference/sglang.md §3, §3.1 of ``docs/reference/sglang.md``):
 0.5.9 returns ``dataclasses.asdict(server_args)`` + scheduler info (``max_total_num_tokens``)
 + ``internal_states`` (one per DP rank) + ``version``; 0.5.23 adds ``launch_command``,
 ``startup_time`` and more. Every field read here may be absent or ``null``; the parsers return
@@ -27,7 +27,7 @@ __all__ = [
     "draft_tokens_adjusted",
 ]
 
-# facts §3: /server_info from ~0.5.9; /get_server_info is all that 0.5.5.post3 has (and is
+# docs/reference/sglang.md §3: /server_info from ~0.5.9; /get_server_info is all that 0.5.5.post3 has (and is
 # deprecated, logging a warning per call, in later versions): try in this order.
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 
@@ -87,13 +87,14 @@ def parse_server_info(info: Any) -> dict[str, Any]:
     """The fields the readiness report needs, from a decoded server-info body.
 
     ``max_running_requests`` is the effective per-DP limit the scheduler uses
-    (``internal_states[0].effective_max_running_requests_per_dp``, facts §3.1) when present, else
+    (``internal_states[0].effective_max_running_requests_per_dp``, docs/reference/sglang.md §3.1) when present, else
     the server argument; ``max_running_requests_arg`` is always the argument (``None`` when unset).
     """
     if not isinstance(info, dict):
         info = {}
     state = _first_state(info)
-    memory = state.get("memory_usage") if isinstance(state.get("memory_usage"), dict) else {}
+    raw_memory = state.get("memory_usage")
+    memory: dict[str, Any] = raw_memory if isinstance(raw_memory, dict) else {}
     mrr_arg = _as_int(_lookup(info, "max_running_requests"))
     mrr_eff = _as_int(state.get("effective_max_running_requests_per_dp"))
     algo = _lookup(info, "speculative_algorithm")
@@ -141,7 +142,7 @@ def parse_server_info(info: Any) -> dict[str, Any]:
 
 
 def parse_models(body: Any) -> dict[str, Any]:
-    """``/v1/models`` -> ``{"served_model_name", "max_model_len"}`` (facts §3: ``data[0].id``)."""
+    """``/v1/models`` -> ``{"served_model_name", "max_model_len"}`` (docs/reference/sglang.md §3: ``data[0].id``)."""
     out: dict[str, Any] = {"served_model_name": None, "max_model_len": None}
     if not isinstance(body, dict):
         return out
@@ -204,9 +205,9 @@ def requested_speculative(argv: Sequence[str] | None) -> dict[str, Any]:
 
 
 def draft_tokens_adjusted(requested: dict[str, Any], resolved: dict[str, Any]) -> bool | None:
-    """Whether SGLang changed the draft-token count it was given (facts §2.3), if knowable."""
+    """Whether SGLang changed the draft-token count it was given (docs/reference/sglang.md §2.3), if knowable."""
     want = requested.get("num_draft_tokens") if requested else None
     got = resolved.get("num_draft_tokens") if resolved else None
     if want is None or got is None:
         return None
-    return want != got
+    return bool(want != got)

@@ -42,7 +42,22 @@ def podman(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def container():
     name = f"sgt-test-cuda-{uuid.uuid4().hex[:8]}"
-    podman("run", "-d", "--name", name, "--label", "io.sglang-tune=1", "--network", "none", IMAGE, "sleep", "infinity")
+    run_label = f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}"
+    podman(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--label",
+        "io.sglang-tune=1",
+        "--label",
+        run_label,
+        "--network",
+        "none",
+        IMAGE,
+        "sleep",
+        "infinity",
+    )
     try:
         podman("cp", str(FIXTURES / "placeholder-repo-key.asc"), f"{name}:/srv/key.asc")
         yield name

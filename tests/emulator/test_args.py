@@ -1,4 +1,4 @@
-"""Flag parsing and SGLang's argument rules (sglang-facts.md §2, §7.1)."""
+"""Flag parsing and SGLang's argument rules (docs/reference/sglang.md §2, §7.1)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tuner.emulator.profile import load_profile
 
 PROFILE = load_profile()
 
-# What the role's template passes (design.md / the brief), in one command line.
+# What the role's template passes (docs/architecture.md "The emulator"), in one command line.
 TEMPLATE_FLAGS = [
     "--model-path",
     MODEL,
@@ -59,7 +59,7 @@ TEMPLATE_FLAGS = [
     "0",
     "--dist-init-addr",
     "10.0.0.1:5000",
-    # other common SGLang flags (sglang-facts.md §7.1)
+    # other common SGLang flags (docs/reference/sglang.md §7.1)
     "--kv-cache-dtype",
     "auto",
     "--attention-backend",

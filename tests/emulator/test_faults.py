@@ -1,4 +1,4 @@
-"""Faults for the reliability tests (emulator-model.md "Faults"; docs/architecture.md names them)."""
+"""Faults for the reliability tests (docs/reference/performance-model.md "Faults"; docs/architecture.md names them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Log-line formats (sglang-facts.md §1) and deterministic text, as pure functions."""
+"""Log-line formats (docs/reference/sglang.md §1) and deterministic text, as pure functions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 from tuner.emulator import logs, tokens
 
-# the parsing hints of sglang-facts.md §1.6, verbatim
+# the parsing hints of docs/reference/sglang.md §1.6, verbatim
 LINE_RE = re.compile(
     r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d{3})?((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] (.*)$"
 )

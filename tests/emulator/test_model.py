@@ -1,4 +1,4 @@
-"""The timing model's math (emulator-model.md) and the scheduler, in virtual time."""
+"""The timing model's math (docs/reference/performance-model.md) and the scheduler, in virtual time."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_prefill_time_counts_chunks_and_tokens():
 
 
 def test_seed_capacity_matches_the_journal():
-    # seed-measurements.md: 26/21/17/~13 running requests, 455,357/377,207/295,931 tokens
+    # docs/reference/seed-campaign.md: 26/21/17/~13 running requests, 455,357/377,207/295,931 tokens
     expect = {1: (26, 455357), 2: (21, 377207), 3: (17, 295931)}
     for k, (mrr, kv) in expect.items():
         cap = model.capacity(P, k, 48, None)

@@ -410,7 +410,7 @@ def test_api_key_is_enforced(emulator):
     assert e.get("/v1/models", headers={"Authorization": "Bearer wrong"})[0] == 401
     assert e.get("/v1/models", headers=good)[0] == 200
     assert e.get("/server_info")[0] == 401 and e.get("/server_info", headers=good)[0] == 200
-    assert e.get("/health")[0] == 200 and e.get("/metrics")[0] == 200  # always open (sglang-facts.md §3)
+    assert e.get("/health")[0] == 200 and e.get("/metrics")[0] == 200  # always open (docs/reference/sglang.md §3)
     status, body = e.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}})
     assert status == 401 and body == {"error": "Unauthorized"}
     assert e.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}}, headers=good)[0] == 200

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
-from ready_testlib import FakeSGLang, ModuleExit, exit_json_raises, fail_json_raises
+from ready_testlib import FakeSGLang, ModuleExit, exit_json_raises, fail_json_raises, import_sglang_ready
 
 
 @pytest.fixture
@@ -26,7 +25,7 @@ def run_module(monkeypatch):
 
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json_raises)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json_raises)
-    sglang_ready = importlib.import_module("sglang_ready")
+    sglang_ready = import_sglang_ready()
 
     def run(args: dict[str, Any], check_mode: bool = False):
         args = dict(args)

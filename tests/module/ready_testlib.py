@@ -1,8 +1,10 @@
 """Helpers for the sglang_ready module tests (imported by name; conftest.py holds the fixtures).
 
-The module imports its parsers as ``ansible.module_utils.sglang_log``; Ansible resolves that
-through ``module_utils = ./plugins/module_utils`` in ansible.cfg when it builds the module. For
-in-process unit tests the same directory is appended to ``ansible.module_utils.__path__``.
+The module is collection content: it imports its parsers as
+``ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log``. ``make setup`` links the
+repo into ``.ansible/collections/ansible_collections/sglang_tune/serving``; with that directory on
+``sys.path`` the in-process tests import the module and its module_utils under the very names
+Ansible gives them (``ansible_collections`` is a namespace package).
 """
 
 from __future__ import annotations
@@ -20,12 +22,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
-import ansible.module_utils as _amu  # noqa: E402
+COLLECTIONS = ROOT / ".ansible" / "collections"
+MODULE_NAME = "ansible_collections.sglang_tune.serving.plugins.modules.sglang_ready"
 
-if str(ROOT / "plugins" / "module_utils") not in list(_amu.__path__):
-    _amu.__path__.append(str(ROOT / "plugins" / "module_utils"))
-if str(ROOT / "library") not in sys.path:
-    sys.path.insert(0, str(ROOT / "library"))
+if not (COLLECTIONS / "ansible_collections" / "sglang_tune" / "serving" / "galaxy.yml").is_file():
+    raise RuntimeError(f"{COLLECTIONS} does not hold the repo as sglang_tune.serving: run `make setup`")
+if str(COLLECTIONS) not in sys.path:
+    sys.path.insert(0, str(COLLECTIONS))
+
+
+def import_sglang_ready() -> Any:
+    """The module under test, imported by its collection name (as Ansible imports it)."""
+    import importlib
+
+    return importlib.import_module(MODULE_NAME)
 
 
 def load_fixture(name: str) -> list[str]:

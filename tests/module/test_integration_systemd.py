@@ -82,7 +82,7 @@ class Host:
             "-e",
             "ansible_python_interpreter=/usr/bin/python3",
             "-m",
-            "sglang_ready",
+            "sglang_tune.serving.sglang_ready",
             "-a",
             json.dumps(args),
         ]
@@ -123,6 +123,8 @@ def host():
             name,
             "--label",
             "io.sglang-tune=1",
+            "--label",
+            f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
             "--network",
             "none",
             "--systemd=always",

@@ -168,7 +168,7 @@ def test_capacity_truncated_lines_are_partial_not_fatal(line, expect):
 
 def test_capacity_absent_and_lookalikes():
     assert L.parse_capacity(load_fixture("sglang-0.5.9_npu_oom_traceback.log")) is None
-    # the user-cap warning is not the capacity line (facts §5.3)
+    # the user-cap warning is not the capacity line (docs/reference/sglang.md §5.3)
     assert (
         L.parse_capacity(
             [

@@ -334,8 +334,10 @@ def test_unit_without_systemd_fails_clearly(run_module):
 
 
 def test_documentation_matches_argument_spec():
-    import sglang_ready
     import yaml
+    from ready_testlib import import_sglang_ready
+
+    sglang_ready = import_sglang_ready()
 
     doc = yaml.safe_load(sglang_ready.DOCUMENTATION)
     spec = sglang_ready.argument_spec()

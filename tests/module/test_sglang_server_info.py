@@ -1,10 +1,10 @@
-"""/server_info, /get_server_info and /v1/models parsing across versions (shapes from sglang-facts.md §3.1)."""
+"""/server_info, /get_server_info and /v1/models parsing across versions (shapes from docs/reference/sglang.md §3.1)."""
 
 from __future__ import annotations
 
 from sglang_utils import sglang_server_info as S
 
-# Shape of a 0.5.9 body: asdict(server_args) + scheduler info + internal_states + version (facts §3.1).
+# Shape of a 0.5.9 body: asdict(server_args) + scheduler info + internal_states + version (docs/reference/sglang.md §3.1).
 INFO_059 = {
     "model_path": "/models/Qwen3.5-122B-A10B",
     "served_model_name": "qwen3.5-122b",

@@ -12,6 +12,7 @@ The hosts are removed by `-e emulator_hosts_state=absent`, whose result is check
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.request
 
@@ -97,6 +98,7 @@ def test_emulator_hosts_and_deploy_play(need_podman, frozen_wheelhouse, tmp_path
                 check=True,
             ).stdout
             assert json.loads(labels).get("io.sglang-tune") == "1"
+            assert json.loads(labels).get("io.sglang-tune.run") == os.environ["SGLANG_TUNE_RUN"]
 
         stats, out = deploy(tmp_path, inv, "full", spec_steps=3)
         published = stats["artifact_data"]["sglang_ready"]
@@ -122,7 +124,7 @@ def test_emulator_hosts_and_deploy_play(need_podman, frozen_wheelhouse, tmp_path
         for name in HOSTS:
             assert after[name]["InvocationID"] != before[name]["InvocationID"]
             assert stats["artifact_data"]["sglang_ready"][name]["report"]["capacity"]["max_total_num_tokens"] == 377207
-            assert out.count("RUNNING HANDLER [sglang_server : Restart the SGLang unit]") == 1
+            assert out.count("RUNNING HANDLER [sglang_tune.serving.sglang_server : Restart the SGLang unit]") == 1
             journal = subprocess.run(
                 [
                     "podman",

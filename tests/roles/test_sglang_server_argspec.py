@@ -1,5 +1,5 @@
 """meta/argument_specs.yml documents every variable of the sglang_server role, as prometheus-community
-diffs defaults against argument specs in CI (ansible-conventions.md §1.1)."""
+diffs defaults against argument specs in CI (docs/reference/ansible.md §1.1)."""
 
 from __future__ import annotations
 

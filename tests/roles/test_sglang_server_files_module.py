@@ -8,7 +8,7 @@ import stat
 import sys
 
 import pytest
-from roles_testlib import ROOT, VENV_BIN, run
+from roles_testlib import VENV_BIN, run
 
 SECRET = "k3y-never-printed"
 
@@ -23,7 +23,7 @@ def apply(tmp_path, files, check=False, last_good=""):
         "-e",
         f"ansible_python_interpreter={sys.executable}",
         "-m",
-        "sglang_server_files",
+        "sglang_tune.serving.sglang_server_files",
         "-a",
         args,
         "-v",
@@ -31,7 +31,6 @@ def apply(tmp_path, files, check=False, last_good=""):
     proc = run(
         cmd,
         timeout=120,
-        ANSIBLE_LIBRARY=str(ROOT / "roles/sglang_server/library"),
         ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal",
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
     )
@@ -122,12 +121,11 @@ def test_bad_arguments_fail_clearly(tmp_path, bad, needle):
             "-e",
             f"ansible_python_interpreter={sys.executable}",
             "-m",
-            "sglang_server_files",
+            "sglang_tune.serving.sglang_server_files",
             "-a",
             args,
         ],
         timeout=120,
-        ANSIBLE_LIBRARY=str(ROOT / "roles/sglang_server/library"),
     )
     assert proc.returncode != 0
     assert needle in proc.stdout + proc.stderr

@@ -1,6 +1,6 @@
 """The role publishes the gate's report with set_stats (aggregate, not per host): with several
 hosts, ansible-runner must deliver one merged dict in the playbook_on_stats event's
-event_data.artifact_data (docs/architecture.md "Roles"; ansible-conventions.md §3)."""
+event_data.artifact_data (docs/architecture.md "Roles"; docs/reference/ansible.md §3)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ survives a real systemd unchanged: systemd 252 as PID 1 in a podman container.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
@@ -63,6 +64,8 @@ def test_exec_and_env_quoting_through_systemd(need_podman):
             NAME,
             "--label",
             "io.sglang-tune=1",
+            "--label",
+            f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
             "--network",
             "none",
             "--systemd=always",

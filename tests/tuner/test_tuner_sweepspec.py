@@ -32,6 +32,7 @@ def test_defaults_are_the_documented_ones():
     assert w.requests_per_level is None and w.requests_for(64) == 128 and w.requests_for(1) == 4
     assert w.ignore_eos is True and w.endpoint == "generate" and w.target_concurrency is None
     assert s.early_stop is True and s.deploy_best is False and s.deploy_timeout == 1800.0
+    assert s.search == "grid"
     assert s.inventory == str((FIXTURES / "local_inventory.yml").resolve())
     assert s.playbook == str((ROOT / "playbooks" / "deploy.yml").resolve())
 
@@ -67,6 +68,7 @@ def test_flags_parse_into_typed_values():
         (["--target-concurrency", "3"], "--target-concurrency"),
         (["-e", "sglang_server_api_key=sk-abc"], "-e/--extra-vars"),
         (["--playbook", "/no/such.yml"], "--playbook"),
+        (["--search", "bayes"], "--search"),
     ],
 )
 def test_bad_values_name_their_flag(argv, flag):
@@ -105,6 +107,9 @@ def test_identity_names_what_differs_and_ignores_the_rest():
         )
         == []
     )
+    # a grid sweep continues under the model's search and back: measurements are measurements
+    assert parse("--steps", "1-4", "--search", "Model").search == "model"
+    assert parse("--steps", "1-4", "--search", "model").identity_diff(stored) == []
     diffs = parse("--steps", "1-3", "--temperature", "0.7").identity_diff(stored)
     assert any(d.startswith("--steps was [1, 2, 3, 4]") for d in diffs)
     assert any(d.startswith("--temperature was [0.0], now [0.7]") for d in diffs)

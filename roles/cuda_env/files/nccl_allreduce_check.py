@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Prove that NCCL works across this host's GPUs before SGLang is started on them.
 
 SGLang with tensor parallelism > 1 all-reduces through NCCL (on PCIe-only hosts with more than two
-GPUs custom all-reduce is off and NCCL does it all, sglang-facts.md §7.5). A broken NCCL set-up
+GPUs custom all-reduce is off and NCCL does it all, docs/reference/sglang.md §7.5). A broken NCCL set-up
 shows up there only as a server that never becomes ready. This script turns that hang into a
 fast, explained failure: one process per GPU, a real NCCL communicator, an all-reduce of known
 values at a few sizes with an exact sum check, timed, reported as one JSON object on stdout.
@@ -35,7 +34,7 @@ import sys
 import time
 import traceback
 from datetime import timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, MutableMapping, NoReturn, Sequence
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ELEMENT_BYTES = 4  # float32: small integers and their sums are exact in it
@@ -72,7 +71,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print and exit; we report JSON instead
+    def error(self, message: str) -> NoReturn:  # argparse would print and exit; we report JSON instead
         raise UsageError(message)
 
 
@@ -100,7 +99,7 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(description=__doc__.split("\n\n", maxsplit=1)[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--sizes", default=DEFAULT_SIZES, help=f"all-reduce sizes in bytes (K/M/G suffixes), default {DEFAULT_SIZES}"
     )
@@ -350,11 +349,11 @@ def worker(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: A
             stage = f"all_reduce of {size} bytes (timing)"
             out.put(("stage", rank, stage))
             t.zero_()  # timing on zeros keeps the repeated in-place sums finite
-            for _ in range(cfg["warmup"]):
+            for _warmup in range(cfg["warmup"]):
                 dist.all_reduce(t)
             sync()
             start = time.perf_counter()
-            for _ in range(cfg["iters"]):
+            for _iteration in range(cfg["iters"]):
                 dist.all_reduce(t)
             sync()
             seconds = (time.perf_counter() - start) / cfg["iters"]
@@ -461,16 +460,16 @@ def run_workers(
 def run_check(
     args: argparse.Namespace,
     *,
-    environ: dict[str, str] | None = None,
+    environ: MutableMapping[str, str] | None = None,
     detect: Callable[[str], dict[str, Any]] = detect_torch,
     target: Callable[..., None] = worker,
 ) -> tuple[dict[str, Any], int]:
     """The whole check; returns (report, exit status). `detect` and `target` are seams for CPU tests."""
     started = time.monotonic()
-    environ = os.environ if environ is None else environ
+    env_now: MutableMapping[str, str] = os.environ if environ is None else environ
     for key, value in MULTICAST_OFF.items():
-        environ.setdefault(key, value)  # children inherit os.environ
-    env = env_snapshot(environ)
+        env_now.setdefault(key, value)  # children inherit os.environ
+    env = env_snapshot(env_now)
     info = detect(args.backend)
     versions = {k: info.get(k) for k in ("python", "torch", "cuda", "nccl")}
 

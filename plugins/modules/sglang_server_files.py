@@ -64,8 +64,10 @@ options:
     default: ""
 attributes:
   check_mode:
+    description: Reports what it would change and changes nothing.
     support: full
   diff_mode:
+    description: No diff is shown (the contents may be secret).
     support: none
 notes:
   - Contents are never returned, so a secret (the API key in the environment file) stays out of the output.

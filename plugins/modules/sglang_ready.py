@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: (c) 2026, sglang-tune contributors
-# Apache-2.0 (see pyproject.toml)
+# Apache License 2.0 (the collection's licence, galaxy.yml): https://www.apache.org/licenses/LICENSE-2.0
 """Ansible module ``sglang_ready``: gate on a just-(re)started SGLang server and report what it came up with."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ EXAMPLES = r"""
     daemon_reload: true
 
 - name: Wait until it is ready and read its capacity
-  sglang_ready:
+  sglang_tune.serving.sglang_ready:
     unit: sglang-qwen.service
     url: http://127.0.0.1:30000
     timeout: 900
@@ -132,7 +132,7 @@ EXAMPLES = r"""
       spec steps {{ sglang.speculative.num_steps }} (adjusted: {{ sglang.speculative.draft_tokens_adjusted }})
 
 - name: A server that writes to a file and is not run by systemd
-  sglang_ready:
+  sglang_tune.serving.sglang_ready:
     unit: ""
     pid: "{{ server_pid }}"
     log_path: /var/log/sglang/server.log
@@ -268,12 +268,27 @@ kv_pools:
   type: list
   elements: dict
   sample:
-    - {rank: TP0, label: null, layout: mha, dtype: null, tokens: 1917632, k_size_gb: 51.21, v_size_gb: 51.21, kv_size_gb: null, total_gb: 102.42, upper_bound: false}
+    - rank: TP0
+      label: null
+      layout: mha
+      dtype: null
+      tokens: 1917632
+      k_size_gb: 51.21
+      v_size_gb: 51.21
+      kv_size_gb: null
+      total_gb: 102.42
+      upper_bound: false
 mamba_cache:
   description: The Mamba/GDN state pool of hybrid models (Qwen3-Next, Qwen3.5); null for others.
   returned: success
   type: dict
-  sample: {rank: TP0, max_mamba_cache_size: 186, conv_state_gb: 0.1, ssm_state_gb: 4.38, intermediate_ssm_state_cache_gb: null, intermediate_conv_window_cache_gb: null}
+  sample:
+    rank: TP0
+    max_mamba_cache_size: 186
+    conv_state_gb: 0.1
+    ssm_state_gb: 4.38
+    intermediate_ssm_state_cache_gb: null
+    intermediate_conv_window_cache_gb: null
 sglang_warnings:
   description:
     - SGLang's warnings from this start's log, de-duplicated across ranks. They are also emitted as
@@ -281,7 +296,10 @@ sglang_warnings:
   returned: success
   type: list
   elements: str
-  sample: ["Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests."]
+  sample:
+    - >-
+      Max running requests is reset to 48 for speculative decoding. You can override this by explicitly
+      setting --max-running-requests.
 log_tail:
   description: The last O(log_lines) lines of this start's log, API keys masked.
   returned: always
@@ -293,7 +311,9 @@ reason:
   type: str
   sample: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
 failure_kind:
-  description: On failure, its class (C(kv_pool_oom), C(out_of_memory), C(cuda_graph), C(bad_arguments), C(exception), C(unit_dead), C(restarted), C(process_exited), C(timeout), ...).
+  description:
+    - On failure, its class (C(kv_pool_oom), C(out_of_memory), C(cuda_graph), C(bad_arguments), C(exception),
+      C(unit_dead), C(restarted), C(process_exited), C(timeout), ...).
   returned: failed
   type: str
   sample: kv_pool_oom
@@ -308,7 +328,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_log import (
+from ansible.module_utils.urls import fetch_url
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log import (
     current_launch,
     find_fatal,
     is_ready_line,
@@ -318,14 +339,13 @@ from ansible.module_utils.sglang_log import (
     split_lines,
     summarize,
 )
-from ansible.module_utils.sglang_server_info import (
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_info import (
     SERVER_INFO_PATHS,
     draft_tokens_adjusted,
     parse_models,
     parse_server_info,
     requested_speculative,
 )
-from ansible.module_utils.urls import fetch_url
 
 UNIT_PROPERTIES = (
     "Id",
@@ -359,8 +379,8 @@ class UnitWatcher:
         self.module = module
         self.unit = unit
         self.systemctl = module.get_bin_path("systemctl")
-        self.baseline = None
-        self.last = None
+        self.baseline: dict[str, str] | None = None
+        self.last: dict[str, str] = {}
 
     def available(self):
         return self.systemctl is not None
@@ -521,11 +541,12 @@ class JournalLog:
 
 
 def _server_args_at(lines):
-    return [
-        i
-        for i, ln in enumerate(lines)
-        if "server_args=" in ln and parse_line(ln) is not None and "server_args=" in parse_line(ln).message
-    ]
+    found = []
+    for i, ln in enumerate(lines):
+        parsed = parse_line(ln) if "server_args=" in ln else None
+        if parsed is not None and "server_args=" in parsed.message:
+            found.append(i)
+    return found
 
 
 class FileLog:
@@ -665,14 +686,14 @@ class Gate:
         self.params = p
         self.secrets = [p["api_key"]] if p["api_key"] else []
         self.http = Http(module, p["url"], p["api_key"], p["request_timeout"])
-        self.unit = None
-        self.proc = None
-        self.log = None
+        self.unit: UnitWatcher | None = None
+        self.proc: PidWatcher | None = None
+        self.log: JournalLog | FileLog | None = None
         self.health_status = None
         self.health_detail = None
         self.first_probe_ok = None
         self.t0 = time.monotonic()
-        self.t_ready = None
+        self.t_ready: float | None = None
         self.scanned = 0
         self.ready_scan = 0
 
@@ -709,7 +730,7 @@ class Gate:
         if p["log_path"]:
             self.log = FileLog(p["log_path"], not_before)
         elif self.unit is not None:
-            self.log = JournalLog(self.module, self.unit.baseline.get("InvocationID"))
+            self.log = JournalLog(self.module, (self.unit.baseline or {}).get("InvocationID"))
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -729,7 +750,7 @@ class Gate:
             raise GateFailed("restarted", "a new launch started in {} while waiting".format(self.params["log_path"]))
 
     def startup_lines(self):
-        """This start's lines up to SGLang's ready line (facts §5.1 step 10).
+        """This start's lines up to SGLang's ready line (docs/reference/sglang.md §5.1 step 10).
 
         A traceback after it (a request that failed at run time) is not a start-up failure:
         when the gate runs against a server that came up long ago, /health decides.
@@ -760,11 +781,14 @@ class Gate:
 
     def settle(self):
         """Read on briefly so a traceback's last line (the real reason) is in the log."""
+        log = self.log
+        if log is None:
+            return
         deadline = time.monotonic() + FATAL_SETTLE_S
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            if self.log.read():
+            if log.read():
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= FATAL_QUIET_S:
                 fatal = find_fatal(self.startup_lines())
@@ -846,10 +870,11 @@ class Gate:
         return res
 
     def ready_seconds(self, lines):
-        waited = self.t_ready - self.t0
+        t_ready = self.t_ready if self.t_ready is not None else time.monotonic()
+        waited = t_ready - self.t0
         start = self.not_before
         if not self.first_probe_ok and start is not None:
-            now_epoch = time.time() - (time.monotonic() - self.t_ready)
+            now_epoch = time.time() - (time.monotonic() - t_ready)
             return max(0.0, now_epoch - start)
         first_ts = ready_ts = None
         for raw in lines:
@@ -1001,7 +1026,7 @@ def main():
         res.update(reason=reason, failure_kind=err.kind, reported_at=round(time.time(), 3))
         module.fail_json(msg=msg, **res)
     res = gate.report()
-    # SGLang's warnings become the task's own (the result's `warnings`, design.md); the same
+    # SGLang's warnings become the task's own (the result's `warnings`, docs/architecture.md); the same
     # list is in `sglang_warnings`, free of anything Ansible adds there.
     for warning in res["sglang_warnings"]:
         module.warn(warning)

@@ -1,0 +1,25 @@
+"""Stand-in for the pip bootstrap script ansible-test downloads (get-pip-<version>.py).
+
+ansible-test bootstraps pip into every virtual environment it makes with a script fetched from
+ci-files.testing.ansible.com, which machines that reach only the package registries cannot fetch.
+Its documented hook is a script already in ~/.ansible/test/cache/get_pip_<version>.py
+(ansible_test/_util/target/setup/requirements.py, bootstrap()). This one bootstraps pip from the
+interpreter's bundled ensurepip, then installs the pins ansible-test asks for (pip==<version>)
+from the package index, as get-pip does. scripts/sanity.sh puts it in place.
+"""
+
+import subprocess
+import sys
+
+# get-pip options that pip install does not know.
+GET_PIP_ONLY = ("--no-setuptools", "--no-wheel")
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if a not in GET_PIP_ONLY]
+    subprocess.check_call([sys.executable, "-m", "ensurepip", "--default-pip"])
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *args])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""A test run's cleanup removes what that run made and leaves the user's emulator hosts alone.
+
+`make demo` leaves host emu1 (index 1, the demo range 1-49) running and tells the user to keep
+using it; `make test` then runs its trap, `scripts/cleanup_hosts.sh --run <its run id>`. Here: a
+host in the demo range made as `make hosts` makes it (no SGLANG_TUNE_RUN: run "user"), a host and
+an emulator process made under a run id of this test's own, then that run's cleanup. Only the
+run's container, namespace, veth and process go; the demo-range host keeps all three. `--all`
+(what `make clean` offers besides hosts-absent) is not run here: it would remove other runs' hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+
+import pytest
+import yaml
+from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container
+
+KEEP, KEEP_INDEX = "demo-keep-49", 49  # the demo range: what `make demo` makes
+GONE, GONE_INDEX = "run-gone-249", 249  # the ad-hoc range, made under the run being cleaned up
+
+
+def _inventory(path, hosts):
+    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
+    inv["all"]["children"]["emulator_hosts"]["hosts"] = {h: {"emulator_host_index": i} for h, i in hosts.items()}
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def _hosts(inv, state, run):
+    env = ansible_env()
+    env.pop("SGLANG_TUNE_RUN", None)
+    if run:
+        env["SGLANG_TUNE_RUN"] = run
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
+    cmd += ["-e", f"emulator_hosts_state={state}"]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _exists(name, index):
+    container = subprocess.run(["podman", "container", "exists", name]).returncode == 0
+    netns = f"sgt-{name}" in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    veth = subprocess.run(["ip", "link", "show", f"sgtv{index}"], capture_output=True).returncode == 0
+    return {"container": container, "netns": netns, "veth": veth}
+
+
+@pytest.mark.systemd
+def test_run_cleanup_keeps_the_demo_range_host(need_podman, tmp_path) -> None:
+    if any(_exists(KEEP, KEEP_INDEX).values()) or any(_exists(GONE, GONE_INDEX).values()):
+        pytest.fail(f"index {KEEP_INDEX} or {GONE_INDEX} is in use on this machine; this test will not touch it")
+    run = f"cleanup-check-{uuid.uuid4().hex[:8]}"
+    keep_inv = _inventory(tmp_path / "keep.yml", {KEEP: KEEP_INDEX})
+    gone_inv = _inventory(tmp_path / "gone.yml", {GONE: GONE_INDEX})
+    emulator = None
+    try:
+        made = _hosts(keep_inv, "present", run=None)
+        assert made.returncode == 0, made.stdout[-3000:]
+        made = _hosts(gone_inv, "present", run=run)
+        assert made.returncode == 0, made.stdout[-3000:]
+        labels = subprocess.run(
+            ["podman", "inspect", KEEP, "--format", "{{json .Config.Labels}}"], capture_output=True, text=True
+        )
+        assert json.loads(labels.stdout)["io.sglang-tune.run"] == "user"
+        emulator = subprocess.Popen(
+            [sys.executable, "-m", "tuner.emulator", "--model-path", "/m", "--port", str(_free_port())]
+            + ["--emulator-startup-s", "60"],
+            cwd=ROOT,
+            env={**os.environ, "SGLANG_TUNE_RUN": run},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+        cleaned = subprocess.run(
+            [str(ROOT / "scripts" / "cleanup_hosts.sh"), "--run", run], capture_output=True, text=True, timeout=120
+        )
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert f"removed container {GONE}" in cleaned.stdout and f"removed netns sgt-{GONE}" in cleaned.stdout
+        assert f"removed emulator process {emulator.pid}" in cleaned.stdout
+        assert KEEP not in cleaned.stdout and f"sgtv{KEEP_INDEX}" not in cleaned.stdout
+        assert _exists(GONE, GONE_INDEX) == {"container": False, "netns": False, "veth": False}
+        assert _exists(KEEP, KEEP_INDEX) == {"container": True, "netns": True, "veth": True}
+        assert emulator.wait(timeout=30) is not None
+        state = subprocess.run(
+            ["podman", "exec", KEEP, "systemctl", "is-system-running"], capture_output=True, text=True
+        )
+        assert state.stdout.strip() in ("running", "degraded")
+    finally:
+        if emulator is not None and emulator.poll() is None:
+            emulator.kill()
+        _hosts(gone_inv, "absent", run=run)
+        gone = _hosts(keep_inv, "absent", run=None)
+        remove_container(GONE)
+        remove_container(KEEP)
+    assert gone.returncode == 0, gone.stdout[-3000:]
+    assert _exists(KEEP, KEEP_INDEX) == {"container": False, "netns": False, "veth": False}

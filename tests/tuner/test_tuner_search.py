@@ -1,0 +1,431 @@
+"""The model-guided search (tuner/search.py) on synthetic measurements.
+
+A synthetic machine here is a handful of numbers the test knows and the search does not: per-position
+draft acceptance, a step time t(b, k) and capacity lines. `measure` turns one configuration into the
+records a sweep would write (the deploy record with the server's capacity line, one level record per
+concurrency with aggregate and per-request tok/s, acceptance and TTFT), by the test's own account of
+a closed-loop benchmark. The search sees only those records.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pytest
+
+from tuner import analysis, search
+from tuner.configs import SpecConfig, plan_configs
+from tuner.metrics import LevelMetrics
+from tuner.prediction import Band, LevelPrediction, Prediction
+from tuner.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState
+from tuner.sweepspec import WorkloadSpec
+
+LEVELS = (1, 4, 16, 32, 64)
+W = WorkloadSpec(concurrency=LEVELS, input_len=256, output_len=256)
+
+
+@dataclass
+class Machine:
+    """What the search must find without being told."""
+
+    accept: list[float]  # per-position acceptance a_1, a_2, ... (conditional on the previous ones)
+    t0_ms: float = 16.0  # fixed cost of a draft+verify step
+    tk_ms: float = 0.1  # per draft step
+    tkk_ms: float = 0.0  # a bend in depth (the model's linear form does not have it)
+    c_ms: float = 0.25  # per verified token per running request
+    base_ms: float = 8.0  # a decode step without speculation
+    kv0: int = 540_000
+    kv_per_step: int = 80_000
+    mrr0: float = 30.7  # running-request limit: floor(mrr0 - k * mrr_per_step), at most 48
+    mrr_per_step: float = 4.4
+    first_s: float = 0.1  # time to first token of one prompt
+    first_per_prompt_s: float = 0.012
+    queue_loss: float = 0.08  # decode time lost to others' prefills while requests queue
+    measured: list[int] = field(default_factory=list)
+
+    def tau(self, k: int, topk: int = 1) -> float:
+        """Tokens per verify step; with topk candidates per position a position is accepted when any is."""
+        total, p = 1.0, 1.0
+        for j in range(k):
+            p *= 1 - (1 - self.accept[min(j, len(self.accept) - 1)]) ** topk
+            total += p
+        return total
+
+    def kv(self, k: int) -> int:
+        return self.kv0 - k * self.kv_per_step
+
+    def mrr(self, k: int) -> int:
+        if k == 0:
+            return 200
+        return max(0, min(48, math.floor(self.mrr0 - k * self.mrr_per_step)))
+
+    def step_s(self, k: int, b: int, queued: bool, verify: int | None = None) -> float:
+        if k == 0:
+            t = self.base_ms + self.c_ms * b
+        else:
+            n = verify if verify is not None else k + 1
+            t = self.t0_ms + self.tk_ms * k + self.tkk_ms * k * k + self.c_ms * b * n
+        return t / 1000 * (1 + self.queue_loss if queued else 1.0)
+
+    def level(self, cfg: int | SpecConfig, c: int) -> tuple[float, float, int]:
+        """(aggregate tok/s, per-request tok/s, running) of a closed-loop level with fixed-length
+        outputs: requests go through in rounds of b, each starting with the prefill of its prompts;
+        a last, partial round runs fewer requests, each faster."""
+        cfg = cfg if isinstance(cfg, SpecConfig) else SpecConfig(cfg)
+        k, verify = cfg.spec_steps, search.verify_width(cfg)
+        tau = self.tau(k, cfg.spec_topk)
+        n, tokens = W.requests_for(c), W.output_len
+        b = max(1, min(c, n, self.mrr(k), self.kv(k) // (W.input_len + W.output_len)))
+        queued = b < min(c, n)
+        rate = tau / self.step_s(k, b, queued, verify)
+        full, rem = divmod(n, b)
+        wall = full * (self.first_s + self.first_per_prompt_s * b + (tokens - 1) / rate)
+        if rem:
+            last = (tokens - 1) * self.step_s(k, rem, False, verify) / tau
+            wall += self.first_s + self.first_per_prompt_s * rem + last
+        return n * tokens / wall, rate, b
+
+    def measure(self, cfg: SpecConfig) -> list[DeployRecord | LevelRecord]:
+        k = cfg.spec_steps
+        self.measured.append(k)
+        if self.kv(k) <= 0:
+            return [
+                DeployRecord(
+                    config=cfg,
+                    host="h",
+                    status="failed",
+                    reason="RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+                )
+            ]
+        out: list[DeployRecord | LevelRecord] = [
+            DeployRecord(
+                config=cfg,
+                host="h",
+                capacity={"max_total_num_tokens": self.kv(k), "max_running_requests": self.mrr(k)},
+                speculative={"num_draft_tokens": search.verify_width(cfg) if k else None},
+            )
+        ]
+        for c in LEVELS:
+            agg, rate, b = self.level(cfg, c)
+            n = W.requests_for(c)
+            tokens = W.output_len
+            # SGLang's accept length: completion tokens / verify steps (the first token is prefill's)
+            accept = tokens / ((tokens - 1) / self.tau(k, cfg.spec_topk)) if k else None
+            ttft = self.first_s + self.first_per_prompt_s * b
+            out.append(
+                LevelRecord(
+                    config=cfg,
+                    host="h",
+                    concurrency=c,
+                    metrics=LevelMetrics(
+                        concurrency=c,
+                        requests=n,
+                        requests_ok=n,
+                        output_tokens=n * tokens,
+                        output_tok_s=agg,
+                        per_request_tok_s=rate,
+                        accept_length=accept,
+                        ttft_ms_p50=ttft * 1000,
+                        status="ok",
+                    ),
+                )
+            )
+        return out
+
+    def truth(self, configs: list[SpecConfig]) -> dict[int, dict[str, float]]:
+        ok = [cfg for cfg in configs if self.kv(cfg.spec_steps) > 0]
+        return {c: {cfg.config_id: self.level(cfg, c)[0] for cfg in ok} for c in LEVELS}
+
+
+def run_search(
+    m: Machine, steps: range, configs: list[SpecConfig] | None = None
+) -> tuple[SweepState, list[search.Decision]]:
+    """The decision loop of `sweep --search model`, on one slot, with the machine as the server."""
+    configs = configs or plan_configs(tuple(steps), (1,), (None,)).configs
+    records: list = []
+    decisions = []
+    for _ in range(len(configs) + 1):
+        st = SweepState.fold(records)
+        d = search.decide(st, configs, W)
+        decisions.append(d)
+        for cfg, pred, why in d.skips:
+            records.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
+        if d.deploy is None:
+            break
+        if d.prediction is not None:
+            records.append(PredictionRecord(config=d.deploy, prediction=d.prediction))
+        records += m.measure(d.deploy)
+    return SweepState.fold(records), decisions
+
+
+def picks(st: SweepState) -> dict[int, str]:
+    choices = analysis.by_concurrency(analysis.aggregate(st.levels()), list(LEVELS))
+    return {c: ch.chosen.config_id for c, ch in choices.items()}
+
+
+def within(m: Machine, st: SweepState, configs: list[SpecConfig], pct: float) -> dict[int, float]:
+    """Each level's pick as a share of the machine's true best there."""
+    truth = m.truth(configs)
+    return {
+        c: truth[c][k] / max(truth[c].values())
+        for c, k in picks(st).items()
+        if (1 - truth[c][k] / max(truth[c].values())) * 100 > pct
+    }
+
+
+# -- acceptance per position -------------------------------------------------------------------
+
+
+def test_acceptance_that_falls_with_position_is_fitted_not_assumed_constant():
+    u, v = 2.0, -0.25
+    pts = [(k, search.tau_of(u, v, k), 0.01) for k in (2, 5)]
+    fit = search.fit_acceptance(pts)
+    assert fit is not None
+    assert fit.v == pytest.approx(v, abs=0.03)
+    for k in (1, 3, 8):
+        mean, sd = fit.tau(k)
+        assert abs(mean - search.tau_of(u, v, k)) <= 2 * sd + 0.02, k
+    # a constant-acceptance chain formula through the k=5 point would overshoot depth 8
+    a = fit.acceptance(1)
+    const8 = (1 - a**9) / (1 - a)
+    assert const8 > search.tau_of(u, v, 8) * 1.05
+
+
+def test_one_measured_depth_predicts_others_with_intervals_that_grow_with_distance():
+    fit = search.fit_acceptance([(4, search.tau_of(2.5, 0.0, 4), 0.01)])
+    assert fit is not None
+    sds = [fit.tau(k)[1] / fit.tau(k)[0] for k in (5, 6, 8)]
+    assert sds == sorted(sds) and sds[-1] > 2 * sds[0]
+    # a draft that gets worse further out is inside the interval at depth 8
+    worse = search.tau_of(2.5, -0.3, 8) * search.tau_of(2.5, 0.0, 4) / search.tau_of(2.5, -0.3, 4)
+    mean, sd = fit.tau(8)
+    assert mean - 2 * sd < worse < mean
+
+
+def test_accept_sd_matches_the_truncated_geometric():
+    a, k = 0.8, 5
+    pmf = [a ** (j - 1) * (1 - a) for j in range(1, k + 1)] + [a**k]
+    mean = sum((j + 1) * p for j, p in enumerate(pmf))
+    var = sum((j + 1) ** 2 * p for j, p in enumerate(pmf)) - mean**2
+    u = math.log(a / (1 - a))
+    assert search.tau_of(u, 0.0, k) == pytest.approx(mean)
+    assert search.accept_sd(u, 0.0, k) == pytest.approx(math.sqrt(var))
+
+
+# -- step time and capacity ----------------------------------------------------------------------
+
+
+def test_step_time_coefficients_are_recovered_from_two_depths():
+    rows = [
+        search.StepRow(k, b, k + 1, False, (16.0 + 0.5 * k + 0.25 * b * (k + 1)) / 1000)
+        for k in (2, 6)
+        for b in (1, 4, 16)
+    ]
+    fit = search.fit_step_time(rows, quadratic=False, noise_rel=0.005)
+    assert fit is not None
+    co = fit.coefficients()
+    assert co["t0"] * 1000 == pytest.approx(16.0, rel=0.02)
+    assert co["t_k"] * 1000 == pytest.approx(0.5, rel=0.1)
+    assert co["c"] * 1000 == pytest.approx(0.25, rel=0.02)
+    t, sd = fit.t(8, 32, 9)
+    assert abs(t * 1000 - (16.0 + 4.0 + 0.25 * 32 * 9)) < 2 * sd * 1000
+
+
+def test_one_depth_leaves_the_draft_cost_open_between_zero_and_the_whole_fixed_cost():
+    rows = [search.StepRow(4, b, 5, False, (18.0 + 0.25 * b * 5) / 1000) for b in (1, 4, 16)]
+    fit = search.fit_step_time(rows, quadratic=False, noise_rel=0.005)
+    assert fit is not None
+    # at depth 1 the truth can be anything from "draft steps are free" to "all fixed cost is drafting"
+    t, sd = fit.t(1, 1, 2)
+    free, costly = (18.0 + 0.5) / 1000, (18.0 - 3 * 18.0 / 4 + 0.5) / 1000
+    assert t - 2 * sd < costly < free < t + 2 * sd
+
+
+def test_a_kv_pool_predicted_empty_is_not_deployed():
+    m = Machine(accept=[0.98])
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    st, decisions = run_search(m, range(1, 9))
+    empty = {cid: r for cid, r in st.skipped.items() if r.prediction is not None and not r.prediction.can_run}
+    assert set(empty) == {"k7-t1", "k8-t1"}  # 540k - 7 x 80k < 0
+    assert "KV pool predicted empty" in empty["k7-t1"].reason
+    assert empty["k7-t1"].prediction.max_total_num_tokens.hi <= 0
+    assert 7 not in m.measured and 8 not in m.measured
+    assert not st.failed
+    assert within(m, st, configs, 3.0) == {}
+
+
+# -- the search -----------------------------------------------------------------------------------
+
+
+SEED_LIKE = Machine(accept=[0.98])
+DEEP = Machine(accept=[0.93], t0_ms=16.0, tk_ms=0.6, c_ms=0.1, kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+NO_SPEC_AT_HIGH_LOAD = Machine(
+    accept=[0.65],
+    t0_ms=7.5,
+    tk_ms=0.8,
+    c_ms=0.15,
+    base_ms=6.0,
+    kv0=400_000,
+    kv_per_step=20_000,
+    mrr0=60,
+    mrr_per_step=0,
+)
+
+
+@pytest.mark.parametrize(
+    ("machine", "steps"),
+    [(SEED_LIKE, range(1, 9)), (DEEP, range(1, 9)), (NO_SPEC_AT_HIGH_LOAD, range(0, 9))],
+    ids=["seed-like", "deep-draft", "no-spec-at-high-load"],
+)
+def test_search_finds_every_levels_best_with_at_most_half_the_deployments(machine, steps):
+    m = Machine(**{k: v for k, v in machine.__dict__.items() if k != "measured"})
+    configs = plan_configs(tuple(steps), (1,), (None,)).configs
+    st, decisions = run_search(m, steps)
+    assert len(m.measured) <= len(configs) / 2, m.measured
+    assert within(m, st, configs, 3.0) == {}, (picks(st), m.truth(configs))
+    # every planned configuration is accounted for: measured, or skipped with its prediction
+    assert set(st.deploys) | set(st.failed) | set(st.skipped) == {c.config_id for c in configs}
+    assert all(r.kind == "predicted" and r.prediction is not None for r in st.skipped.values())
+    assert decisions[-1].done and not decisions[-1].wait
+
+
+def test_the_baseline_and_the_anchors_come_first():
+    m = Machine(accept=[0.9])
+    st, decisions = run_search(m, range(0, 9))
+    assert m.measured[:3] == [0, 3, 6]
+    assert decisions[0].prediction is None and decisions[1].prediction is None  # measured, not predicted
+    assert all(d.prediction is not None for d in decisions[3:] if d.deploy is not None)
+
+
+def test_wait_while_only_configurations_in_flight_can_tell():
+    m = Machine(accept=[0.9])
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    records = m.measure(SpecConfig(3))
+    d = search.decide(SweepState.fold(records), configs, W, exclude={"k6-t1"})
+    assert d.wait and d.deploy is None and d.skips == ()
+    d = search.decide(SweepState.fold(records), configs, W)
+    assert d.deploy == SpecConfig(6)
+
+
+def test_measure_all_orders_every_configuration_without_skipping():
+    m = Machine(accept=[0.98])
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    records: list = []
+    for _ in range(len(configs) + 1):
+        d = search.decide(SweepState.fold(records), configs, W, measure_all=True)
+        assert d.skips == ()
+        if d.deploy is None:
+            break
+        records += m.measure(d.deploy)
+    assert sorted(m.measured) == list(range(1, 9))
+
+
+# -- a model the data contradict -----------------------------------------------------------------
+
+
+def test_a_misfit_is_caught_said_and_not_trusted():
+    """Step time bends upward with depth (k^2): the linear model fitted on depths 3 and 6
+    predicts depth 8 too fast. The measurement lands outside its interval, the search says so,
+    refits with a k^2 term and widens, and does not skip on the contradicted model."""
+    bent = Machine(accept=[0.97], tk_ms=0.0, tkk_ms=0.45, kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    records: list = []
+    for k in (3, 6):
+        records += bent.measure(SpecConfig(k))
+    st = SweepState.fold(records)
+    model = search.fit_model(st, W)
+    pred = model.predict(SpecConfig(8))
+    assert pred is not None
+    records += [PredictionRecord(config=SpecConfig(8), prediction=pred)] + bent.measure(SpecConfig(8))
+    st = SweepState.fold(records)
+    misfits = search.find_misfits(st)
+    assert misfits and all(mf.config == SpecConfig(8) for mf in misfits)
+    assert all(mf.measured < mf.predicted.lo for mf in misfits if mf.throughput)  # slower than promised
+    refit = search.fit_model(st, W)
+    assert refit.widen > 1.0
+    assert refit.step is not None and refit.step.quadratic
+    assert "k^2" in refit.describe() and "widened" in refit.describe()
+    # the refitted model predicts depth 7 where the machine is
+    p7 = refit.predict(SpecConfig(7))
+    truth7 = {c: bent.level(7, c)[0] for c in LEVELS}
+    assert all(lp.output_tok_s.contains(truth7[lp.concurrency]) for lp in p7.levels)
+    # and the whole search on that machine still ends at its best depths
+    m = Machine(**{k: v for k, v in bent.__dict__.items() if k != "measured"})
+    st, _ = run_search(m, range(1, 9))
+    assert within(m, st, configs, 3.0) == {}
+
+
+def test_misfit_widening_is_the_miss_in_units_of_the_interval():
+    mf = search.Misfit(SpecConfig(5), "C=1 aggregate tok/s", 1, Band(100.0, 90.0, 110.0), 130.0)
+    assert mf.miss_ratio == pytest.approx(3.0)
+    assert mf.rel_error == pytest.approx(0.3)
+    assert "outside its predicted interval 90-110" in search.misfit_text(mf)
+
+
+# -- the records keep it --------------------------------------------------------------------------
+
+
+def test_predictions_round_trip_through_records_and_the_fold():
+    pred = Prediction(
+        levels=(LevelPrediction(1, Band(200.0, 190.0, 210.0), Band(250.0, 240.0, 260.0), Band(1, 1, 1), 0.4),),
+        accept_length=Band(4.8, 4.7, 4.9),
+        max_total_num_tokens=Band(-100.0, -200.0, -50.0),
+        can_run=True,
+        basis=("k3-t1", "k6-t1"),
+        widened=1.5,
+        chance=0.4,
+    )
+    skip = SkipRecord(config=SpecConfig(5), kind="predicted", reason="why", prediction=pred)
+    again = SkipRecord.from_json(skip.to_json())
+    assert again.prediction == pred and again.kind == "predicted"
+    pr = PredictionRecord(config=SpecConfig(4), prediction=pred)
+    st = SweepState.fold([pr.to_json(), skip.to_json(), {"type": "from-the-future", "config": {}}])
+    assert st.predictions["k4-t1"].prediction == pred
+    assert st.skipped["k5-t1"].prediction == pred
+    assert st.order == ["k4-t1", "k5-t1"]
+    # a configuration the model skipped and a later grid run deployed is no longer skipped
+    dep = DeployRecord(config=SpecConfig(5), host="h", capacity={"max_total_num_tokens": 1, "max_running_requests": 1})
+    st = SweepState.fold([skip.to_json(), dep.to_json()])
+    assert "k5-t1" not in st.skipped and "k5-t1" in st.deploys
+    # tolerant: an older record without the prediction still reads
+    old = {"type": "skip", "config": SpecConfig(5).to_json(), "kind": "early_stop", "reason": "x"}
+    assert SweepState.fold([old]).skipped["k5-t1"].prediction is None
+
+
+def test_an_anchor_that_cannot_start_is_replaced_by_the_nearest_depth_that_can():
+    m = Machine(accept=[0.95], kv0=540_000, kv_per_step=100_000)  # depth 6 and deeper: no KV pool
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    st, _ = run_search(m, range(1, 9))
+    assert m.measured[:3] == [3, 6, 5]
+    assert "k6-t1" in st.failed and 7 not in m.measured and 8 not in m.measured
+    assert "lack of KV memory" in st.skipped["k7-t1"].reason
+    assert within(m, st, configs, 3.0) == {}
+
+
+def test_with_every_anchor_failing_the_search_still_measures_what_can_run():
+    m = Machine(accept=[0.95], kv0=240_000, kv_per_step=100_000)  # only depths 1 and 2 start
+    configs = plan_configs(tuple(range(1, 5)), (1,), (None,)).configs
+    st, decisions = run_search(m, range(1, 5))
+    assert set(st.deploys) == {"k1-t1", "k2-t1"} and decisions[-1].done
+    assert within(m, st, configs, 3.0) == {}
+
+
+def test_topk_and_draft_token_series_are_anchored_and_predicted_each_with_its_own_acceptance():
+    """A chain series (topk 1) and a tree series (topk 2, 8 draft tokens verified per request at
+    every depth): each series gets its own anchors and its own acceptance; the step-time fit is
+    shared, the verified tokens carrying the difference."""
+    m = Machine(accept=[0.8], kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+    configs = plan_configs(tuple(range(1, 9)), (1, 2), (None, 8)).configs
+    assert {c.series for c in configs} == {(1, None, "NEXTN"), (1, 8, "NEXTN"), (2, 8, "NEXTN")}
+    st, decisions = run_search(m, range(1, 9), configs)
+    model = search.fit_model(st, W)
+    assert set(model.acceptance) == {c.series for c in configs if c.config_id in st.deploys}
+    chain, tree = model.acceptance[(1, None, "NEXTN")], model.acceptance[(2, 8, "NEXTN")]
+    assert chain.acceptance(1) == pytest.approx(0.8, abs=0.02)
+    assert tree.acceptance(1) == pytest.approx(1 - 0.2**2, abs=0.02)
+    assert len(m.measured) < len(configs) / 2
+    assert within(m, st, configs, 3.0) == {}, (picks(st), m.truth(configs))
+    assert picks(st)[1].endswith("-t2-d8")  # alone, the wider tree's extra acceptance pays
+    anchored = {c.config_id for c in configs if c.series == (2, 8, "NEXTN")} & set(st.deploys)
+    assert len(anchored) >= 2

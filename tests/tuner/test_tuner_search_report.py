@@ -1,0 +1,57 @@
+"""What the report and recommendation.json say of a model-guided search (tuner/search_report.py,
+the "Model-guided search" section of tuner/report.py), from the records alone."""
+
+from __future__ import annotations
+
+import json
+
+from test_tuner_search import LEVELS, Machine, W, run_search
+
+from tuner import report
+from tuner.configs import SpecConfig
+from tuner.records import SweepState
+from tuner.summary import recommendation_json, summarize
+from tuner.sweepspec import SweepSpec
+
+SPEC = SweepSpec(workload=W, steps=tuple(range(1, 9)), search="model")
+
+
+def bent_machine() -> Machine:
+    """Step time bends with depth: the first prediction past the anchors misses."""
+    return Machine(accept=[0.97], tk_ms=0.0, tkk_ms=0.45, kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+
+
+def test_report_shows_predicted_vs_measured_every_skip_and_the_misfits():
+    st, _ = run_search(bent_machine(), range(1, 9))
+    # what `report DIR` does: fold the records as written, then summarize
+    st = SweepState.fold([r.to_json() for r in st.records])
+    s = summarize(st, SPEC)
+    assert s.search is not None
+    text = report.render(s)
+    section = text.split("## Model-guided search", 1)[1].split("\n## ", 1)[0]
+    assert "### Predicted vs measured" in section
+    for cid in st.predictions:
+        for c in LEVELS:
+            assert f"| {cid} | {c} |" in section
+    assert "### Not deployed, on the model's prediction" in section
+    assert st.skipped and all(f"| {cid} |" in section for cid in st.skipped)
+    assert "### Misfits" in section and "outside its predicted interval" in section
+    assert "**NO: misfit**" in section
+    assert f"deployed {len(s.search.deployed)} of 8 planned" in section
+    rec = recommendation_json(s)["search"]
+    json.dumps(rec)
+    assert rec["mode"] == "model" and rec["planned"] == 8
+    assert {x["config_id"] for x in rec["skipped"]} == set(st.skipped)
+    assert all(x["prediction"]["levels"] for x in rec["skipped"])
+    assert any(not x["inside"] for x in rec["predicted_vs_measured"])
+    assert any("Misfit" in n for n in s.notes)
+    assert any("did not deploy" in n and "--resume --search grid" in n for n in s.notes)
+
+
+def test_a_grid_sweep_has_no_search_section():
+    m = bent_machine()
+    st = SweepState.fold([r for k in (1, 2) for r in m.measure(SpecConfig(k))])
+    s = summarize(st, SweepSpec(workload=W, steps=(1, 2)))
+    assert s.search is None
+    assert "Model-guided search" not in report.render(s)
+    assert recommendation_json(s)["search"] is None
