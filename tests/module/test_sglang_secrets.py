@@ -48,7 +48,9 @@ def test_unknown_keys_are_masked_by_field_and_flag():
     for secret in ("sk-1", "adm-2", "pw-3", "sk-4", "sk-5", "adm-6", "sk-7", "sk-8"):
         assert secret not in out
     assert "x=1" in out and '"port": 30000' in out
-    assert X.redact_text("api_key=None, bucket_time_to_first_token='x'") == "api_key=None, bucket_time_to_first_token='x'"
+    assert (
+        X.redact_text("api_key=None, bucket_time_to_first_token='x'") == "api_key=None, bucket_time_to_first_token='x'"
+    )
 
 
 def test_secret_field_names():
@@ -61,7 +63,15 @@ def test_secret_field_names():
 
 def test_redact_argv_and_command_line():
     argv = ["--model-path", "/m", "--api-key", "k1", "--admin-api-key=k2", "--port", "1"]
-    assert X.redact_argv(argv) == ["--model-path", "/m", "--api-key", X.MASK, f"--admin-api-key={X.MASK}", "--port", "1"]
+    assert X.redact_argv(argv) == [
+        "--model-path",
+        "/m",
+        "--api-key",
+        X.MASK,
+        f"--admin-api-key={X.MASK}",
+        "--port",
+        "1",
+    ]
     assert X.redact_command_line("a --api-key k1 b") == f"a --api-key {X.MASK} b"
 
 
