@@ -103,7 +103,13 @@ def read_secrets(paths):
         except (OSError, ValueError, UnicodeDecodeError) as err:
             # The message names the file and the line, never its content.
             reason = err.strerror if isinstance(err, OSError) else str(err).split(":")[0]
-            sys.stderr.write(f"sglang_launcher: cannot read the secrets in {path}: {reason}\n")
+            hint = ""
+            if isinstance(err, (PermissionError, FileNotFoundError)) and path.startswith("/run/credentials/"):
+                hint = (
+                    " (systemd did not hand the unit its LoadCredential= credential: inside a container, "
+                    "systemd needs / to be a shared mount, `mount --make-rshared /`, as it makes it on a real host)"
+                )
+            sys.stderr.write(f"sglang_launcher: cannot read the secrets in {path}: {reason}{hint}\n")
             sys.exit(EX_CONFIG)
         secrets.extend(values.values())
     return secrets
