@@ -3,8 +3,10 @@
 """Where SGLang's secrets show up, and the one way they are masked.
 
 SGLang prints its whole resolved argument record, ``api_key`` included, in its start-up line
-(``logger.info(f"{server_args=}")`` in ``sglang/srt/entrypoints/engine.py``, 0.5.9 and 0.5.23;
-sgl-project/sglang#37457, open) and serves it from ``/server_info``; 0.5.23 also serves
+(``sglang/srt/entrypoints/engine.py``: ``logger.info(f"{server_args=}")``, a ``ServerArgs(...)`` repr,
+in 0.5.9; ``logger.info(f"server_args={_server_args_for_logging(server_args)}")``, a dict repr with
+only the watermark keys masked, in 0.5.23; sgl-project/sglang#37457, open) and serves it from
+``/server_info``; 0.5.23 also serves
 ``launch_command``, the argument list after ``--config FILE.yaml`` was merged into it
 (``prepare_server_args`` in ``sglang/srt/server_args.py``), so a key delivered in that file is
 there too. This file is the one definition of which fields and flags carry secrets, of the

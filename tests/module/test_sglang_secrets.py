@@ -22,7 +22,8 @@ KEYS = ["sk-plain-1234567890", "it's-a-key", 'say "hi"-key', NASTY, "A" * 4096]
 def test_every_python_and_json_spelling_is_masked(key):
     """The repr SGLang logs (either quote), a repr nested in a larger repr, and JSON."""
     texts = [
-        f"server_args=ServerArgs(model_path='/m', api_key={key!r}, port=30000)",
+        f"server_args=ServerArgs(model_path='/m', api_key={key!r}, port=30000)",  # 0.5.9
+        "server_args=" + repr({"model_path": "/m", "api_key": key, "port": 30000}),  # 0.5.23
         repr({"api_key": key, "launch": f"--api-key {key}"}),
         repr([f"prefix {key} suffix", "x'y"]),
         json.dumps({"api_key": key}),

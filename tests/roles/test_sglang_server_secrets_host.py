@@ -35,7 +35,7 @@ HOST, INDEX = "roles-secrets-241", 241
 URL = f"http://10.213.{INDEX}.2:30000"
 UNIT = "sglang-qwen.service"
 KEY_QUOTES = "k'e\"y-$HOME-\\n-%d-7f3a"
-KEY_4K = ("Z9" * 2048)[:4090] + "-4KiB"  # 4095 characters
+KEY_4K = ("Z9" * 2048)[:4091] + "-4KiB"  # 4096 characters: the longest key the role takes
 ALLOWED = {
     "/etc/sglang/sglang-qwen.secrets.yaml": ("root", 0o600),
     "/etc/sglang/last-good/sglang-qwen/secrets": ("root", 0o600),

@@ -2,8 +2,9 @@
 # Apache-2.0 (see pyproject.toml)
 """Run the SGLang server (or the emulator) with its API key kept out of the journal.
 
-SGLang logs its whole argument record, the key included, at start-up (``logger.info(f"{server_args=}")``
-in sglang/srt/entrypoints/engine.py; sgl-project/sglang#37457, open), and journals are shipped to
+SGLang logs its whole argument record, the key included, at start-up (sglang/srt/entrypoints/engine.py:
+``logger.info(f"{server_args=}")`` in 0.5.9, ``server_args={_server_args_for_logging(...)}`` in 0.5.23;
+sgl-project/sglang#37457, open), and journals are shipped to
 log aggregators where a key outlives the server. systemd 253's ``LogFilterPatterns=`` is not in
 Debian 12's systemd 252, so the sglang_server role runs the server through this launcher:
 
