@@ -170,9 +170,17 @@ def test_the_payload_file_is_removed_first(tmp_path):
 # ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pipelining", [True, False], ids=["stdin", "tmpfile"])
-def test_configure_through_ansible_never_shows_the_key(tmp_path, pipelining):
+@pytest.mark.parametrize(
+    "pipelining,installed", [(True, False), (False, False), (False, True)], ids=["stdin", "tmpdir", "payload-dir"]
+)
+def test_configure_through_ansible_never_shows_the_key(tmp_path, pipelining, installed):
+    """stdin: the program and payload on the exec's stdin. tmpdir: a file in a new remote temporary
+    directory (configure before install). payload-dir: a file in the last-good directory that
+    install made (one exec over podman)."""
     etc, opt, state = tmp_path / "etc", tmp_path / "opt", tmp_path / "state"
+    good = etc / "last-good" / "sglang-qwen"
+    if installed:
+        good.mkdir(parents=True, mode=0o700)
     result = tmp_path / "result.json"
     extra = {
         "out": str(result),
@@ -211,7 +219,7 @@ def test_configure_through_ansible_never_shows_the_key(tmp_path, pipelining):
         return out, json.loads(result.read_text())
 
     out, first = play("--check")
-    assert first["changed"] is True and not etc.exists()
+    assert first["changed"] is True and not (etc / "sglang-qwen.env").exists()
     out, first = play()
     assert "api-key" not in out and "sha256" not in out.lower()
     for form in (KEY, json.dumps(KEY)[1:-1], repr(KEY)[1:-1]):
@@ -227,5 +235,9 @@ def test_configure_through_ansible_never_shows_the_key(tmp_path, pipelining):
     assert KEY not in unit and "LoadCredential=server-secrets.yaml:" + str(etc / "sglang-qwen.secrets.yaml") in unit
     out, second = play()
     assert second["changed"] is False and second["changed_files"] == []
-    # Nothing of the payload is left in the remote temporary directory.
+    # Nothing of the payload is left behind, and only the program's way was used.
     assert not [p for p in (tmp_path / "remote-tmp").rglob("*") if p.is_file()]
+    assert not list(etc.rglob(".sglang-apply-*"))
+    task = out.split("TASK [sglang_server : Write the unit", 1)[1].split("\nTASK [", 1)[0]
+    execs = [ln for ln in task.splitlines() if "EXEC /bin/sh -c" in ln]
+    assert len(execs) == (2 if not pipelining and not installed else 1), execs

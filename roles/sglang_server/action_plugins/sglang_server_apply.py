@@ -6,8 +6,10 @@ Why an action plugin and not a module: it runs once per configuration the tuner 
 the podman connection of the emulator hosts (no pipelining) a module costs a temporary
 directory, a chmod and an exec, each a ``podman exec``. This plugin sends the host-side program
 (``files/sglang_apply.py``) and its payload in one exec: on stdin where the connection pipelines
-(ssh, local), else as one file in Ansible's remote temporary directory that the program deletes
-first thing (two ``podman exec``: the directory and the run). The payload holds the files'
+(ssh, local), else as one file that the program deletes first thing, put into ``payload_dir`` (a
+root-only directory the role made at install, the last-good one; over podman the copy is a plain
+file copy into the container's mounted root, so the whole step is one ``podman exec``) or, where
+that directory is not there yet, into Ansible's remote temporary directory (one exec more). The payload holds the files'
 contents, the API key's file among them; it is never in a command line, and neither the
 contents nor a digest of them is ever in the result.
 
@@ -17,6 +19,7 @@ Options (the role's tasks/configure.yml, run.yml and rollback.yml are the caller
   contents: for ``configured``, ``{name: text}`` for every file that is present
   unit: the unit whose state ``configured`` reports
   last_good_dir: where the last configuration that passed the gate is kept
+  payload_dir: a root-only directory for the payload file when the connection cannot pipeline
 Returns ``changed``, ``changed_files``, and for ``configured`` ``unit_state`` and
 ``last_good_current``. Supports check mode (reports what it would change).
 """
@@ -26,9 +29,10 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
+import uuid
 
 from ansible import constants as C
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.executor.interpreter_discovery import discover_interpreter
 from ansible.plugins.action import ActionBase
 
@@ -47,7 +51,7 @@ class ActionModule(ActionBase):
     # that the pipelined path does not need; the other path makes it itself.
     TRANSFERS_FILES = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("state", "files", "contents", "unit", "last_good_dir"))
+    _VALID_ARGS = frozenset(("state", "files", "contents", "unit", "last_good_dir", "payload_dir"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -63,14 +67,13 @@ class ActionModule(ActionBase):
                 f"{shlex.quote(python)} -", in_data=script.encode("utf-8"), sudoable=True
             )
         else:
-            tmpdir = self._make_tmp_path()
-            remote = posixpath.join(tmpdir, "sglang_apply.py")
-            payload["cleanup"] = [tmpdir]
-            self._transfer_data(remote, self._script(program, payload))
-            self._fixup_perms2((tmpdir, remote), execute=False)
+            remote = self._put_payload(program, payload)
             res = self._low_level_execute_command(f"{shlex.quote(python)} {shlex.quote(remote)}", sudoable=True)
             if res.get("rc") == 0:
                 self._connection._shell.tmpdir = None  # the program removed it: no extra exec to do so
+            elif self._connection._shell.tmpdir is None:
+                # The program did not run (no Python?): do not leave the payload in payload_dir.
+                self._low_level_execute_command(f"rm -f {shlex.quote(remote)}", sudoable=True)
         out = self._parse(res)
         result.update(out)
         if discovered:
@@ -119,6 +122,22 @@ class ActionModule(ActionBase):
             "last_good_dir": str(good),
             "files": out,
         }
+
+    def _put_payload(self, program, payload):
+        """The payload as a file on the host: in payload_dir when it exists, else in a new temporary directory."""
+        payload_dir = self._task.args.get("payload_dir")
+        if payload_dir:
+            remote = posixpath.join(str(payload_dir), f".sglang-apply-{uuid.uuid4().hex}.py")
+            try:
+                self._transfer_data(remote, self._script(program, dict(payload, cleanup=[remote])))
+                return remote
+            except (AnsibleError, OSError):
+                pass  # not made yet (configure before install), or not writable by this user
+        tmpdir = self._make_tmp_path()
+        remote = posixpath.join(tmpdir, "sglang_apply.py")
+        self._transfer_data(remote, self._script(program, dict(payload, cleanup=[tmpdir])))
+        self._fixup_perms2((tmpdir, remote), execute=False)
+        return remote
 
     @staticmethod
     def _script(program, payload):
