@@ -293,14 +293,29 @@ BAD_KEYS = {
 
 @pytest.mark.systemd
 @pytest.mark.slow
-def test_bad_keys_fail_before_the_host_changes(host):
+def test_bad_keys_fail_before_the_host_changes(host, frozen_wheelhouse):
+    """One play over inventory aliases of the same real host, one bad key each (as a host
+    variable, where Vault would put it); then the newline key from SGLANG_API_KEY, the default."""
     tmp, inv = host
+    aliases = {
+        f"badkey-{name}": {"emulator_host_index": INDEX, "ansible_host": HOST, "sglang_server_api_key": key}
+        for name, (key, _needle) in BAD_KEYS.items()
+    }
+    bad_inv = inventory(tmp / "badkey-inventory.yml", frozen_wheelhouse, hosts=aliases)
     before = snapshot()
+    rc, out, events = deploy(tmp, bad_inv, "bad-keys", None)
+    assert rc != 0
+    failed = {
+        e["event_data"]["host"]: e["event_data"]["res"].get("msg", "")
+        for e in events
+        if e["event"] == "runner_on_failed"
+    }
+    assert sorted(failed) == sorted(aliases)
     for name, (key, needle) in BAD_KEYS.items():
-        rc, out, _ = deploy(tmp, inv, f"bad-{name}", key)
-        assert rc != 0, name
-        assert needle in out, out[-3000:]
-        assert key not in out and "changed=0" in out, name
+        assert needle in failed[f"badkey-{name}"], failed[f"badkey-{name}"]
+        assert key not in out, name
+    rc, out, _ = deploy(tmp, inv, "bad-key-env", BAD_KEYS["newline"][0])
+    assert rc != 0 and BAD_KEYS["newline"][1] in out and "changed=0" in out
     assert snapshot() == before
 
 
