@@ -63,6 +63,8 @@ def _module_utils(name: str) -> ModuleType:
 # releases it models (shared with tuner/emulator/versions.py).
 _faults = _module_utils("emulator_faults")
 _releases = _module_utils("sglang_releases")
+# Which SGLang flags carry secrets (one definition, shared with the launcher and the parsers).
+_secrets = _module_utils("sglang_secrets")
 
 # Builtin --speculative-algorithm values over 0.5.9 .. 0.5.23, from the table the emulator plays
 # them by (plugins/module_utils/sglang_releases.py SPEC_ALGORITHMS_SINCE).
@@ -153,9 +155,9 @@ MANAGED_FLAGS.update(
 )
 
 # SGLang flags whose value is a secret but that the role has no variable for (0.5.23's
-# serving.py ssl_keyfile_password; watermark_config may hold the watermark keys inline): passed as
-# extra flags they would sit in the process's command line for every local user to read.
-SECRET_FLAGS_UNSUPPORTED = ("--ssl-keyfile-password", "--watermark-config")
+# --ssl-keyfile-password; --watermark-config may hold the watermark keys inline): passed as extra
+# flags they would sit in the process's command line for every local user to read.
+SECRET_FLAGS_UNSUPPORTED = tuple(flag for flag in _secrets.SECRET_FLAGS if flag not in MANAGED_FLAGS)
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -256,7 +258,7 @@ def spec_settings(
     max_steps: Any = 16,
     max_topk: Any = 16,
     draft_model_path: Any = "",
-) -> dict:
+) -> dict[str, Any]:
     """Validate and normalise spec_steps/spec_topk/spec_draft_tokens/spec_algorithm.
 
     Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
@@ -388,7 +390,7 @@ def node_settings(
     head_address: Any = "",
     dist_init_port: Any = 50000,
     dist_init_addr: Any = "",
-) -> dict:
+) -> dict[str, Any]:
     """Derive --nnodes/--node-rank/--dist-init-addr from an inventory group.
 
     The group's order is the node order: its first host is rank 0 (the head, which serves HTTP);
@@ -472,7 +474,7 @@ def engine_module(engine: Any) -> str:
     return ENGINE_MODULES.get(str(engine), "")
 
 
-def secret_config(settings: dict) -> list[str]:
+def secret_config(settings: dict[str, Any]) -> list[str]:
     """The lines of SGLang's `--config` YAML file that carries the keys, one `flag: "value"` each.
 
     Values are JSON strings, which YAML reads as double-quoted scalars, so SGLang's
@@ -488,7 +490,7 @@ def secret_config(settings: dict) -> list[str]:
     return lines
 
 
-def server_errors(settings: dict) -> list[str]:
+def server_errors(settings: dict[str, Any]) -> list[str]:
     """Check the role's settings (keys are the variable names without `sglang_server_`).
 
     Every message starts with the variable's full name and says what is allowed, because the
@@ -652,7 +654,7 @@ def path_error(name: str, value: Any, strict: bool = True) -> str | None:
     return None
 
 
-def host_errors(settings: dict) -> list[str]:
+def host_errors(settings: dict[str, Any]) -> list[str]:
     """Check every path-forming, name and version variable (keys without `sglang_server_`).
 
     These name files the role writes as root (`<config_dir>/<unit stem>.env`, the unit under
@@ -787,7 +789,7 @@ def host_errors(settings: dict) -> list[str]:
     return errors
 
 
-def emulator_version_errors(settings: dict) -> list[str]:
+def emulator_version_errors(settings: dict[str, Any]) -> list[str]:
     """The emulator plays the SGLang release the role installs (sglang_server_sglang_version,
     passed as --emulator-sglang-version); a release it does not model fails here, before the host."""
     version = settings.get("sglang_version")
@@ -815,7 +817,7 @@ def _num_text(value: Any, kind: str) -> str:
     return f"{parsed_f:g}" if parsed_f != int(parsed_f) else str(int(parsed_f))
 
 
-def server_flags(settings: dict) -> list[list[str]]:
+def server_flags(settings: dict[str, Any]) -> list[list[str]]:
     """The launch_server arguments, one [flag, value...] entry per ExecStart line.
 
     `settings` holds the role variables without the `sglang_server_` prefix plus `spec`
@@ -916,7 +918,7 @@ def systemd_env_assign(name: str, value: Any) -> str:
 class FilterModule:
     """Ansible entry point: the filters the sglang_server role uses."""
 
-    def filters(self) -> dict:
+    def filters(self) -> dict[str, Any]:
         return {
             "sglang_spec": spec_settings,
             "sglang_node": node_settings,

@@ -224,7 +224,7 @@ def redact_fields(value: Any) -> Any:
 _CONFIG_LINE_RE = re.compile(r"^(?P<name>[a-z][a-z0-9-]*):\s*(?P<value>\".*\")\s*$")
 
 
-def parse_secret_config(text: str) -> dict:
+def parse_secret_config(text: str) -> dict[str, str]:
     """The ``name: "value"`` lines of the server config the sglang_server role writes.
 
     The role writes SGLang's ``--config`` YAML file with one flag per line and every value a
@@ -232,7 +232,7 @@ def parse_secret_config(text: str) -> dict:
     scalars, so SGLang's ``yaml.safe_load`` reads the same values). Raises ValueError, naming the
     line number only, for anything else, so that a launcher cannot silently run unfiltered.
     """
-    values = {}
+    values: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):

@@ -1,5 +1,5 @@
 """The sglang_server role's one way of writing host files: the sglang_server_apply action plugin
-(roles/sglang_server/action_plugins/) and its host program (roles/sglang_server/files/sglang_apply.py).
+(plugins/action/sglang_server_apply.py) and its host program (roles/sglang_server/files/sglang_apply.py).
 
 The host program's three states are run directly on real files in a scratch directory (the tests
 run as root, as the program does on a host); the action plugin runs for real through
@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import stat
 import sys
 
@@ -238,6 +239,6 @@ def test_configure_through_ansible_never_shows_the_key(tmp_path, pipelining, ins
     # Nothing of the payload is left behind, and only the program's way was used.
     assert not [p for p in (tmp_path / "remote-tmp").rglob("*") if p.is_file()]
     assert not list(etc.rglob(".sglang-apply-*"))
-    task = out.split("TASK [sglang_server : Write the unit", 1)[1].split("\nTASK [", 1)[0]
+    task = re.split(r"TASK \[[\w.]*sglang_server : Write the unit", out, maxsplit=1)[1].split("\nTASK [", 1)[0]
     execs = [ln for ln in task.splitlines() if "EXEC /bin/sh -c" in ln]
     assert len(execs) == (2 if not pipelining and not installed else 1), execs

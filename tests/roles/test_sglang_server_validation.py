@@ -1,6 +1,6 @@
 """Every path-forming, name and version variable of sglang_server is validated before any change
 (plugins/filter/sglang_flags.py host_errors), found from the role's own argument spec so that a
-variable added later cannot slip past. tests/roles/test_sglang_server_bad_paths_host.py runs the
+variable added later cannot slip past. tests/roles/test_sglang_server_secrets_host.py runs the
 same values against a real emulator host and checks that nothing there changed.
 """
 
@@ -180,15 +180,15 @@ def test_bad_input_cases_cover_the_issue_example():
 
 def test_secret_flags_are_managed_or_refused():
     """Every flag sglang_secrets knows to carry a secret is refused in sglang_server_extra_flags."""
-    import sys
+    for flag in ("--api-key", "--admin-api-key", "--ssl-keyfile-password", "--watermark-config"):
+        errors = f.server_errors(dict(_server_settings(), extra_flags={flag: "x"}))
+        assert any(f"must not set {flag}" in e for e in errors), (flag, errors)
 
-    sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-    from sglang_secrets import SECRET_FLAGS
 
-    for flag in SECRET_FLAGS:
-        if flag in ("--watermark-key", "--watermark-key-b"):
-            continue  # not command-line flags (0.5.23: no_cli=True, resolved from --watermark-config)
-        assert flag in f.MANAGED_FLAGS or flag in f.SECRET_FLAGS_UNSUPPORTED, flag
+def _server_settings() -> dict:
+    import test_sglang_flags_filter as flags_tests
+
+    return flags_tests.base()
 
 
 def test_path_inputs_are_never_echoed_into_a_second_line():

@@ -2,11 +2,12 @@
 # Apache-2.0 (see pyproject.toml)
 """The host side of the sglang_server role's one way of changing files on a host.
 
-The role's action plugin ``sglang_server_apply`` (action_plugins/sglang_server_apply.py) appends a
+The collection's action ``sglang_server_apply`` (plugins/action/sglang_server_apply.py) appends a
 payload to this program and runs it with the host's Python in one exec: on the program's stdin
-where the connection can pipeline, else as a root-only file in Ansible's remote temporary
-directory, which the program deletes before it does anything else. File contents (the API key's
-file among them) therefore never appear in a command line, and nothing here prints them.
+where the connection can pipeline, else as a root-only file (in the role's last-good directory, or
+Ansible's remote temporary directory before install) that the program deletes before it does
+anything else. File contents (the API key's file among them) therefore never appear in a command
+line, and nothing here prints them.
 
 The payload: ``state`` (``configured``, ``kept`` or ``restored``), ``check_mode``, ``unit``,
 ``last_good_dir``, ``files`` (the role's file layout, vars/main.yml ``_sglang_server_files``:
