@@ -25,7 +25,7 @@ description:
     removes those that are not present. It reports the unit's state before anything was written and
     whether the copies in O(last_good_dir) equal the new configuration.
   - O(state=kept) copies the files marked C(keep) to O(last_good_dir) under their C(name) (a missing
-    file removes its copy): the configuration that passed the gate becomes the one to roll back to.
+    file removes its copy), so the configuration that passed the gate becomes the one to roll back to.
   - O(state=restored) puts the copies in O(last_good_dir) back (a missing copy removes the file); with
     no copy at all nothing changes and RV(found) is false.
   - Must be called from a task of the C(sglang_tune.serving.sglang_server) role, which holds the host
@@ -82,10 +82,17 @@ options:
         last-good directory, which its install step made). Missing or not writable, a new remote temporary
         directory is used instead (one exec more).
     type: str
+extends_documentation_fragment:
+  - action_common_attributes
+  - action_common_attributes.flow
 attributes:
   action:
     support: full
-    details: The work is done by the action plugin; this file holds its documentation.
+    details: The work is done by the action plugin plugins/action/sglang_server_apply.py; this file holds its documentation.
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
   check_mode:
     support: full
     details: Reports what it would write or remove and writes nothing.

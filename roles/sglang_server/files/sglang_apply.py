@@ -52,7 +52,7 @@ def unit_state(unit):
     if not unit or systemctl is None:
         return {}
     args = [systemctl, "show", unit] + ["--property=" + p for p in UNIT_PROPERTIES]
-    proc = subprocess.run(args, capture_output=True, text=True)
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return {}
     state = {}

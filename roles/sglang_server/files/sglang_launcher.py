@@ -103,7 +103,7 @@ def read_secrets(paths):
                 values = parse_secret_config(fh.read())
         except (OSError, ValueError, UnicodeDecodeError) as err:
             # The message names the file and the line, never its content.
-            reason = err.strerror if isinstance(err, OSError) else str(err).split(":")[0]
+            reason = err.strerror if isinstance(err, OSError) else str(err).split(":", maxsplit=1)[0]
             hint = ""
             if isinstance(err, (PermissionError, FileNotFoundError)) and path.startswith("/run/credentials/"):
                 hint = (
