@@ -8,8 +8,13 @@ layout. The role calls these through the filters at the bottom of the file:
   ``-e spec_steps=3`` arrives as a string, so every number is parsed strictly here.
 - ``sglang_node``: multi-node tensor parallelism (``--nnodes``/``--node-rank``/
   ``--dist-init-addr``) derived from an inventory group.
-- ``sglang_server_errors``: every other input check, with messages that name the variable.
+- ``sglang_server_errors``: every other input check of the server's flags and secrets, with
+  messages that name the variable.
+- ``sglang_server_host_errors``: every path-forming, name and version variable (unit name, user
+  and group, directories and files on the host, the pinned version, unit-file directives), so
+  that nothing is written to a host before all of them are known to be safe.
 - ``sglang_flags``: the ordered flag list, one ``[flag, value...]`` entry per line of ExecStart.
+- ``sglang_secret_config``: the lines of SGLang's ``--config`` YAML file that carries the API keys.
 - ``systemd_exec_quote`` / ``systemd_env_assign``: quoting for ExecStart and EnvironmentFile.
 
 Only the standard library is used; Ansible is not imported.
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import math
 import os
+import posixpath
 import re
 import sys
 from collections.abc import Iterable
@@ -56,6 +63,8 @@ def _module_utils(name: str) -> ModuleType:
 # releases it models (shared with tuner/emulator/versions.py).
 _faults = _module_utils("emulator_faults")
 _releases = _module_utils("sglang_releases")
+# Which SGLang flags carry secrets (one definition, shared with the launcher and the parsers).
+_secrets = _module_utils("sglang_secrets")
 
 # Builtin --speculative-algorithm values over 0.5.9 .. 0.5.23, from the table the emulator plays
 # them by (plugins/module_utils/sglang_releases.py SPEC_ALGORITHMS_SINCE).
@@ -107,15 +116,25 @@ NUMERIC_LIMITS: dict[str, tuple[str, float | None, float | None, bool]] = {
     "dist_init_port": ("int", 1, 65535, False),
 }
 
-# The environment variable that carries the API key from the root-only environment file into
-# ExecStart (systemd expands ${NAME} as one word). The key itself never appears in the unit.
-API_KEY_ENV = "SGLANG_SERVER_API_KEY"
+# The API keys reach the server in SGLang's own `--config FILE.yaml` (its keys become flags,
+# sglang/srt/server_args_config_parser.py ConfigArgumentMerger, 0.5.9; sglang/srt/utils/ in 0.5.23),
+# never on the command line, which every local user reads in /proc/PID/cmdline. Role variable ->
+# the file's key (= the flag without dashes).
+SECRET_SETTINGS: dict[str, str] = {"api_key": "api-key", "admin_api_key": "admin-api-key"}
+# A key travels as `Authorization: Bearer <key>` (SGLang 0.5.23 compares it with
+# secrets.compare_digest, which refuses non-ASCII text) and reaches argparse as the value of
+# --api-key, where a leading '-' would read as a flag; the launcher masks it wherever it appears in
+# the log, which a very short key would turn into noise.
+API_KEY_MIN = 8
+API_KEY_MAX = 4096
 
 # Flags a user may not pass through sglang_server_extra_flags, with the variable that owns them.
 MANAGED_FLAGS: dict[str, str] = {row[1]: f"sglang_server_{row[0]}" for row in FLAG_TABLE}
 MANAGED_FLAGS.update(
     {
         "--api-key": "sglang_server_api_key",
+        "--admin-api-key": "sglang_server_admin_api_key",
+        "--config": "sglang_server_api_key (the role passes its own --config file, and SGLang takes only one)",
         "--speculative-algorithm": "spec_algorithm",
         "--speculative-algo": "spec_algorithm",
         "--speculative-num-steps": "spec_steps",
@@ -134,6 +153,11 @@ MANAGED_FLAGS.update(
         "--tp": "sglang_server_tp_size",
     }
 )
+
+# SGLang flags whose value is a secret but that the role has no variable for (0.5.23's
+# --ssl-keyfile-password; --watermark-config may hold the watermark keys inline): passed as extra
+# flags they would sit in the process's command line for every local user to read.
+SECRET_FLAGS_UNSUPPORTED = tuple(flag for flag in _secrets.SECRET_FLAGS if flag not in MANAGED_FLAGS)
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -211,10 +235,10 @@ def check_number(
     """Parse one numeric setting; return (value, None) or (None, message naming the variable)."""
     parsed: float | int | None = parse_whole_number(value) if kind == "int" else parse_number(value)
     ok = parsed is not None
-    if ok and lo is not None:
+    if parsed is not None and lo is not None:
         ok = parsed > lo if exclusive_lo else parsed >= lo
-    if ok and hi is not None:
-        ok = parsed <= hi
+    if parsed is not None and hi is not None:
+        ok = ok and parsed <= hi
     if ok:
         return parsed, None
     msg = f"{name} must be {_range_text(lo, hi, exclusive_lo, kind)}{hint}; got {_fmt(value)}"
@@ -234,7 +258,7 @@ def spec_settings(
     max_steps: Any = 16,
     max_topk: Any = 16,
     draft_model_path: Any = "",
-) -> dict:
+) -> dict[str, Any]:
     """Validate and normalise spec_steps/spec_topk/spec_draft_tokens/spec_algorithm.
 
     Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
@@ -325,7 +349,7 @@ def spec_settings(
                 f"draft tokens to spec_steps + 1 = {n_steps + 1} when topk is 1; leave spec_draft_tokens unset "
                 f"or set it to {n_steps + 1}"
             )
-        n_draft = n_steps + 1
+        n_draft = int(n_steps) + 1
     else:
         upper = n_steps * n_topk + 1
         if not draft_given:
@@ -333,7 +357,7 @@ def spec_settings(
                 f"spec_draft_tokens is required when spec_topk={n_topk} > 1: "
                 f"a whole number from 2 to spec_steps * spec_topk + 1 = {upper}"
             )
-        elif not 2 <= n_draft <= upper:
+        elif n_draft is None or not 2 <= n_draft <= upper:
             errors.append(
                 f"spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = {upper} "
                 f"with spec_steps={n_steps} and spec_topk={n_topk}; got {n_draft}"
@@ -366,7 +390,7 @@ def node_settings(
     head_address: Any = "",
     dist_init_port: Any = 50000,
     dist_init_addr: Any = "",
-) -> dict:
+) -> dict[str, Any]:
     """Derive --nnodes/--node-rank/--dist-init-addr from an inventory group.
 
     The group's order is the node order: its first host is rank 0 (the head, which serves HTTP);
@@ -417,7 +441,56 @@ def normalise_flag(name: str) -> str:
     return name if name.startswith("--") else f"--{name}"
 
 
-def server_errors(settings: dict) -> list[str]:
+def api_key_error(name: str, key: Any) -> str | None:
+    """Why `key` cannot be an API key (a message naming `name`, never quoting the key), or None.
+
+    Empty means no key. A key is one word of printable ASCII (see API_KEY_MIN above for why), so
+    that it works over HTTP, survives SGLang's `--config` merge as one argparse value, and is
+    masked in the log without masking ordinary text.
+    """
+    if key is None or key == "":
+        return None
+    if not isinstance(key, str):
+        return f"{name} must be a string (from Ansible Vault or SGLANG_API_KEY)"
+    if any(c in key for c in "\n\r"):
+        return f"{name} must be one line: it has a line break (keys are sent as `Authorization: Bearer <key>`)"
+    if any(not (0x21 <= ord(c) <= 0x7E) for c in key):
+        return (
+            f"{name} must be printable ASCII without blanks or control characters "
+            "(keys are sent as `Authorization: Bearer <key>`)"
+        )
+    if key.startswith("-"):
+        return (
+            f"{name} must not start with '-': SGLang turns its --config file into command-line arguments, "
+            "where argparse would read the key as a flag"
+        )
+    if not API_KEY_MIN <= len(key) <= API_KEY_MAX:
+        return f"{name} must have {API_KEY_MIN} to {API_KEY_MAX} characters; it has {len(key)}"
+    return None
+
+
+def engine_module(engine: Any) -> str:
+    """The Python module ExecStart runs for `engine` ('' for an unknown engine, which server_errors reports)."""
+    return ENGINE_MODULES.get(str(engine), "")
+
+
+def secret_config(settings: dict[str, Any]) -> list[str]:
+    """The lines of SGLang's `--config` YAML file that carries the keys, one `flag: "value"` each.
+
+    Values are JSON strings, which YAML reads as double-quoted scalars, so SGLang's
+    yaml.safe_load and the launcher's sglang_secrets.parse_secret_config read the same text; a
+    key like `true` or `0x1F` stays a string (a plain YAML scalar would turn it into a bool or an
+    int, and SGLang would pass `--api-key true` / `31`). Empty when no key is set.
+    """
+    lines = []
+    for key, flag in SECRET_SETTINGS.items():
+        value = settings.get(key)
+        if value:
+            lines.append(f"{flag}: {json.dumps(str(value))}")
+    return lines
+
+
+def server_errors(settings: dict[str, Any]) -> list[str]:
     """Check the role's settings (keys are the variable names without `sglang_server_`).
 
     Every message starts with the variable's full name and says what is allowed, because the
@@ -451,24 +524,27 @@ def server_errors(settings: dict) -> list[str]:
         if key in settings and parse_bool(settings[key]) is None:
             errors.append(f"sglang_server_{key} must be true or false; got {_fmt(settings[key])}")
 
-    key = settings.get("api_key")
-    if key is not None and not isinstance(key, str):
-        errors.append("sglang_server_api_key must be a string (from Ansible Vault or SGLANG_API_KEY)")
-    elif isinstance(key, str) and (any(c in key for c in "\n\r\0") or key != key.strip()):
-        # The key is written into an EnvironmentFile line and expanded as one ExecStart word.
-        errors.append("sglang_server_api_key must be one line without leading or trailing blanks")
+    for key in SECRET_SETTINGS:
+        err = api_key_error(f"sglang_server_{key}", settings.get(key))
+        if err:
+            errors.append(err)
 
     extra = settings.get("extra_flags") or {}
     if not isinstance(extra, dict):
         errors.append(f"sglang_server_extra_flags must be a mapping of flag name to value; got {type(extra).__name__}")
         extra = {}
     for name, value in extra.items():
-        if not isinstance(name, str) or not _FLAG_RE.match(name.strip()):
+        if not isinstance(name, str) or not _FLAG_RE.fullmatch(name.strip()):
             errors.append(f"sglang_server_extra_flags: {_fmt(name)} is not a flag name like 'attention-backend'")
             continue
         flag = normalise_flag(name)
         if flag in MANAGED_FLAGS:
             errors.append(f"sglang_server_extra_flags must not set {flag}: use {MANAGED_FLAGS[flag]}")
+        elif flag in SECRET_FLAGS_UNSUPPORTED:
+            errors.append(
+                f"sglang_server_extra_flags must not set {flag}: its value is a secret, and extra flags are "
+                "on the server's command line, which every local user can read in /proc"
+            )
         if isinstance(value, dict):
             errors.append(
                 f"sglang_server_extra_flags: the value of {flag} must be a string, number, true/false or a list"
@@ -479,10 +555,8 @@ def server_errors(settings: dict) -> list[str]:
         errors.append("sglang_server_environment must be a mapping of variable name to value")
         env = {}
     for name, value in env.items():
-        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+        if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
             errors.append(f"sglang_server_environment: {_fmt(name)} is not an environment variable name")
-        elif name == API_KEY_ENV:
-            errors.append(f"sglang_server_environment must not set {API_KEY_ENV}: use sglang_server_api_key")
         if isinstance(value, (dict, list)) or (isinstance(value, str) and any(c in value for c in "\n\r\0")):
             errors.append(f"sglang_server_environment: the value of {name} must be one line of text")
 
@@ -513,7 +587,209 @@ def server_errors(settings: dict) -> list[str]:
     return errors
 
 
-def emulator_version_errors(settings: dict) -> list[str]:
+# --------------------------------------------------------------------------------------------
+# Paths, names and versions (before any host is touched)
+# --------------------------------------------------------------------------------------------
+
+# systemd.unit(5) "unit names": letters, digits, ':', '_', '.', '-' and one '@' before an instance;
+# '\' escapes are refused too (the stem also names files and the journal identifier).
+_UNIT_RE = re.compile(r"^[A-Za-z0-9:_.-]+(@[A-Za-z0-9:_.-]+)?\.service$")
+# useradd(8)'s portable names (Debian's default NAME_REGEX without the trailing '$').
+_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+# Host paths that go into unit-file directives (WorkingDirectory=, ReadWritePaths=, EnvironmentFile=,
+# LoadCredential=) and into `install`/`mkdir`: no blanks (ReadWritePaths= splits on them), no '%'
+# (systemd specifiers), no quotes, backslashes or control characters.
+_HOST_PATH_RE = re.compile(r"^(/[A-Za-z0-9._@+,:=~-]+)+$")
+# PEP 440 public versions as pip takes them for `sglang==X` (0.5.9, 0.5.10rc0, 0.5.5.post3, 1.0.dev2).
+_VERSION_RE = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+_DEVICE_RE = re.compile(r"^[A-Za-z0-9/_.:*-]+( [rwm]{1,3})?$")
+_DIRECTIVE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_LIMIT_RE = re.compile(r"^[A-Za-z0-9:]*$")
+# Directories the role creates and chowns must not be a system directory (state_dir=/var/lib
+# would hand /var/lib to the service user).
+_SYSTEM_DIRS = frozenset(
+    {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt"}
+    | {"/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var"}
+    | {f"/usr/{d}" for d in ("bin", "etc", "games", "include", "lib", "lib32", "lib64", "libexec", "local", "sbin")}
+    | {f"/usr/{d}" for d in ("share", "src")}
+    | {f"/usr/local/{d}" for d in ("bin", "etc", "include", "lib", "sbin", "share", "src")}
+    | {f"/var/{d}" for d in ("backups", "cache", "lib", "local", "lock", "log", "mail", "opt", "run", "spool", "tmp")}
+    | {"/etc/systemd", "/etc/systemd/system", "/etc/default", "/etc/ssh", "/etc/sudoers.d", "/run/user"}
+)
+# Variables that name a path on the host, and whether the role creates/owns it (system dirs refused).
+HOST_DIRS = ("install_dir", "venv_dir", "state_dir", "config_dir")
+HOST_FILES = ("cuda_env_file", "python")
+# Controller-side paths: absolute and normalised too (relative ones resolve against wherever
+# ansible-playbook runs); the emulator profile is checked in server_errors (it may be relative).
+CONTROLLER_DIRS = ("wheelhouse_dir", "emulator_wheelhouse_dir")
+
+
+def _one_line(value: Any) -> bool:
+    return isinstance(value, str) and not any(c in value for c in "\n\r\0")
+
+
+def _under(path: str, parent: str) -> bool:
+    """Whether `path` is `parent` or inside it (both normalised)."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def path_error(name: str, value: Any, strict: bool = True) -> str | None:
+    """Why `value` is not an absolute, normalised path (with only `_HOST_PATH_RE` characters when strict)."""
+    if not isinstance(value, str) or value.strip() == "":
+        return f"{name} must be an absolute path; got {_fmt(value)}"
+    if not _one_line(value):
+        return f"{name} must be one line (an absolute path); got {_fmt(value)}"
+    if not value.startswith("/"):
+        return f"{name} must be an absolute path; got {_fmt(value)}"
+    if posixpath.normpath(value) != value or value.startswith("//"):
+        return (
+            f"{name} must be a normalised absolute path (no '..', '.', '//' or trailing '/'); "
+            f"got {_fmt(value)}, did you mean {posixpath.normpath('/' + value.lstrip('/'))!r}?"
+        )
+    if strict and not _HOST_PATH_RE.fullmatch(value):
+        return (
+            f"{name} may hold only letters, digits and . _ @ + , : = ~ - between its slashes "
+            f"(it goes into the unit file); got {_fmt(value)}"
+        )
+    return None
+
+
+def host_errors(settings: dict[str, Any]) -> list[str]:
+    """Check every path-forming, name and version variable (keys without `sglang_server_`).
+
+    These name files the role writes as root (`<config_dir>/<unit stem>.env`, the unit under
+    /etc/systemd/system, `last-good/<stem>/`) and lines of the unit file, so they are checked
+    before any host is contacted: `-e sglang_server_unit_name=../../etc/passwd` must never reach a
+    `mkdir`.
+    """
+    errors: list[str] = []
+    unit = settings.get("unit_name")
+    if (
+        not isinstance(unit, str)
+        or not _UNIT_RE.fullmatch(unit)
+        or ".." in unit
+        or len(unit) > 255
+        or "@.service" in unit
+    ):
+        errors.append(
+            "sglang_server_unit_name must be a systemd service name such as sglang-qwen.service (letters, digits "
+            f"and : _ . -, optionally one @instance, ending in .service; no '/' or '..'); got {_fmt(unit)}"
+        )
+
+    for key in ("user", "group"):
+        value = settings.get(key)
+        if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
+            errors.append(
+                f"sglang_server_{key} must be a user/group name (lower-case letters, digits, _ and -, "
+                f"at most 32); got {_fmt(value)}"
+            )
+        elif value == "root":
+            errors.append(f"sglang_server_{key} must not be root: the server runs as a dedicated system account")
+    groups = settings.get("user_groups")
+    if not isinstance(groups, list):
+        errors.append(f"sglang_server_user_groups must be a list of group names; got {_fmt(groups)}")
+    else:
+        for value in groups:
+            if not isinstance(value, str) or not _NAME_RE.fullmatch(value) or value == "root":
+                errors.append(f"sglang_server_user_groups: {_fmt(value)} is not a group name (or is root)")
+
+    paths: dict[str, str] = {}
+    for key in HOST_DIRS + HOST_FILES:
+        err = path_error(f"sglang_server_{key}", settings.get(key))
+        if err:
+            errors.append(err)
+        else:
+            paths[key] = settings[key]
+    for key in HOST_DIRS:
+        if key in paths and paths[key] in _SYSTEM_DIRS:
+            errors.append(
+                f"sglang_server_{key} must be a directory of its own (the role creates it and sets its owner "
+                f"and mode), not the system directory {paths[key]}"
+            )
+    state = paths.get("state_dir")
+    if state:
+        for key in ("install_dir", "venv_dir", "config_dir"):
+            if key in paths and _under(paths[key], state):
+                errors.append(
+                    f"sglang_server_{key} must not be inside sglang_server_state_dir ({state}), which the service "
+                    "user owns: root installs and reads what is there"
+                )
+    rw = settings.get("read_write_paths")
+    if not isinstance(rw, list):
+        errors.append(f"sglang_server_read_write_paths must be a list of absolute paths; got {_fmt(rw)}")
+    else:
+        for i, value in enumerate(rw):
+            err = path_error(f"sglang_server_read_write_paths[{i}]", value)
+            if err:
+                errors.append(err)
+
+    for key in ("model_path", "spec_draft_model_path"):
+        value = settings.get(key)
+        if key == "spec_draft_model_path" and _is_unset(value):
+            continue
+        if _is_unset(value):
+            continue  # server_errors says the model path is required
+        err = path_error(f"sglang_server_{key}", value, strict=False)
+        if err:
+            errors.append(err)
+
+    for key in CONTROLLER_DIRS:
+        value = settings.get(key)
+        if _is_unset(value):
+            continue
+        err = path_error(f"sglang_server_{key}", value, strict=False)
+        if err:
+            errors.append(err + " (a directory on the controller)")
+
+    version = settings.get("sglang_version")
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+        errors.append(
+            "sglang_server_sglang_version must be a release version such as 0.5.9 (PEP 440: N.N[.N...] with "
+            f"optional aN/bN/rcN, .postN, .devN); got {_fmt(version)}"
+        )
+    packages = settings.get("pip_packages")
+    if not isinstance(packages, list) or not packages:
+        errors.append(f"sglang_server_pip_packages must be a non-empty list of requirements; got {_fmt(packages)}")
+    else:
+        for value in packages:
+            if not _one_line(value) or not value.strip():
+                errors.append(f"sglang_server_pip_packages: {_fmt(value)} is not a one-line requirement")
+            elif value.strip().startswith("-"):
+                errors.append(
+                    f"sglang_server_pip_packages: {_fmt(value)} is a pip option, not a requirement: "
+                    "put options in sglang_server_pip_extra_args"
+                )
+
+    served = settings.get("served_model_name")
+    if served is not None and not _one_line(str(served)):
+        errors.append("sglang_server_served_model_name must be one line (it is in the unit's Description=)")
+    devices = settings.get("device_allow")
+    if not isinstance(devices, list):
+        errors.append(f"sglang_server_device_allow must be a list like ['char-nvidia rw']; got {_fmt(devices)}")
+    else:
+        for value in devices:
+            if not isinstance(value, str) or not _DEVICE_RE.fullmatch(value):
+                errors.append(
+                    f"sglang_server_device_allow: {_fmt(value)} is not a DeviceAllow= value like 'char-nvidia rw'"
+                )
+    extra = settings.get("unit_extra")
+    if not isinstance(extra, dict):
+        errors.append(f"sglang_server_unit_extra must be a mapping of directive to value; got {_fmt(extra)}")
+    else:
+        for name, value in extra.items():
+            values = value if isinstance(value, list) else [value]
+            if not isinstance(name, str) or not _DIRECTIVE_RE.fullmatch(name):
+                errors.append(f"sglang_server_unit_extra: {_fmt(name)} is not a directive name like CPUAffinity")
+            elif any(isinstance(v, (dict, list)) or not _one_line(str(v)) for v in values):
+                errors.append(f"sglang_server_unit_extra: the value of {name} must be one line (or a list of lines)")
+    for key in ("limit_nofile", "limit_memlock"):
+        value = settings.get(key)
+        if value is not None and not _LIMIT_RE.fullmatch(str(value)):
+            errors.append(f"sglang_server_{key} must be a number, 'infinity' or empty; got {_fmt(value)}")
+    return errors
+
+
+def emulator_version_errors(settings: dict[str, Any]) -> list[str]:
     """The emulator plays the SGLang release the role installs (sglang_server_sglang_version,
     passed as --emulator-sglang-version); a release it does not model fails here, before the host."""
     version = settings.get("sglang_version")
@@ -541,7 +817,7 @@ def _num_text(value: Any, kind: str) -> str:
     return f"{parsed_f:g}" if parsed_f != int(parsed_f) else str(int(parsed_f))
 
 
-def server_flags(settings: dict) -> list[list[str]]:
+def server_flags(settings: dict[str, Any]) -> list[list[str]]:
     """The launch_server arguments, one [flag, value...] entry per ExecStart line.
 
     `settings` holds the role variables without the `sglang_server_` prefix plus `spec`
@@ -555,9 +831,6 @@ def server_flags(settings: dict) -> list[list[str]]:
                 lines.append([flag])
         elif not _is_unset(value):
             lines.append([flag, str(value).strip() if kind == "str" else _num_text(value, kind)])
-
-    if settings.get("api_key"):
-        lines.append(["--api-key", "${" + API_KEY_ENV + "}"])
 
     spec = settings.get("spec") or {}
     if spec.get("enabled"):
@@ -607,17 +880,14 @@ def server_flags(settings: dict) -> list[list[str]]:
 _EXEC_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
 
 
-def systemd_exec_quote(word: Any, env_refs: Iterable[str] = (API_KEY_ENV,)) -> str:
+def systemd_exec_quote(word: Any) -> str:
     """Quote one ExecStart argument so systemd passes it through unchanged.
 
     systemd.service(5) "Command lines": `%` starts a specifier (write `%%`), `$` starts a
-    variable (write `$$`), quotes and backslashes are escapes, blanks split words. Only the exact
-    references in `env_refs` (`${SGLANG_SERVER_API_KEY}`) are left for systemd to expand.
+    variable (write `$$`), quotes and backslashes are escapes, blanks split words.
     """
     text = str(word)
-    if text in {"${" + name + "}" for name in env_refs}:
-        return text
-    if text and _EXEC_SAFE.match(text):
+    if text and _EXEC_SAFE.fullmatch(text):
         return text
     escaped = (
         text.replace("\\", "\\\\")
@@ -636,7 +906,7 @@ def systemd_env_assign(name: str, value: Any) -> str:
     Inside double quotes systemd's env-file parser treats backslash as an escape for `"`, `\\`,
     `$` and the backtick, as a shell does, so those four are escaped and everything else is literal.
     """
-    if not _ENV_NAME_RE.match(str(name)):
+    if not _ENV_NAME_RE.fullmatch(str(name)):
         raise ValueError(f"not an environment variable name: {name!r}")
     text = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
     if any(c in text for c in "\n\r\0"):
@@ -648,12 +918,15 @@ def systemd_env_assign(name: str, value: Any) -> str:
 class FilterModule:
     """Ansible entry point: the filters the sglang_server role uses."""
 
-    def filters(self) -> dict:
+    def filters(self) -> dict[str, Any]:
         return {
             "sglang_spec": spec_settings,
             "sglang_node": node_settings,
             "sglang_server_errors": server_errors,
+            "sglang_server_host_errors": host_errors,
             "sglang_flags": server_flags,
+            "sglang_secret_config": secret_config,
+            "sglang_engine_module": engine_module,
             "systemd_exec_quote": systemd_exec_quote,
             "systemd_env_assign": systemd_env_assign,
         }

@@ -4,7 +4,9 @@
 
 Shared by the ``sglang_ready`` Ansible module (imported as
 ``ansible.module_utils.sglang_log``) and the tuner (``sglang_utils.sglang_log``), so it uses the
-standard library only and imports nothing from this package.
+standard library only and imports nothing from this package but ``sglang_secrets`` (the one
+definition of how secrets are masked; a relative import, which Ansible resolves when it builds
+the module).
 
 Everything here takes text or lists of lines and returns plain ``dict``/``list`` values that
 Ansible can serialise. Lines that do not parse are skipped: a log is evidence from a process
@@ -20,6 +22,8 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
+
+from .sglang_secrets import MASK, redact_text
 
 __all__ = [
     "LogLine",
@@ -40,6 +44,7 @@ __all__ = [
     "is_ready_line",
     "redact",
     "summarize",
+    "MASK",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -748,24 +753,12 @@ def is_ready_line(line: Any) -> bool:
     return READY_TEXT in msg
 
 
-_SECRET_KV_RE = re.compile(r"(?P<k>\b\w*api_key\b\s*=\s*)(?P<q>['\"])(?P<v>(?:\\.|(?!(?P=q)).)*)(?P=q)")
-_SECRET_FLAG_RE = re.compile(r"(?P<k>--(?:admin-)?api-key(?:=|\s+))(?P<v>\S+)")
-_BEARER_RE = re.compile(r"(?P<k>Bearer\s+)(?P<v>[^\s'\"]+)")
-MASK = "********"
-
-
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Mask API keys: given secret values anywhere, and ``api_key='...'``, ``--api-key X``,
-    ``Bearer X`` forms (the ``server_args=`` line prints the key in clear, docs/reference/sglang.md §1.3)."""
-    if not text:
-        return text
-    for s in secrets:
-        if s:
-            text = text.replace(s, MASK)
-    text = _SECRET_KV_RE.sub(lambda m: m.group("k") + m.group("q") + MASK + m.group("q"), text)
-    text = _SECRET_FLAG_RE.sub(lambda m: m.group("k") + MASK, text)
-    text = _BEARER_RE.sub(lambda m: m.group("k") + MASK, text)
-    return text
+    """Mask API keys: the given secrets in every form a log line carries them, and whatever a
+    secret field or flag holds (``api_key='...'`` in the ``server_args=`` line,
+    docs/reference/sglang.md §1.3; ``--api-key X``; ``Bearer X``). One definition:
+    ``sglang_secrets.redact_text``."""
+    return redact_text(text, secrets)
 
 
 def summarize(lines: Sequence[Any]) -> dict[str, Any]:

@@ -3,7 +3,14 @@
 """Pure parsers for SGLang's ``/server_info`` (``/get_server_info``) and ``/v1/models`` bodies.
 
 Shared by the ``sglang_ready`` module (``ansible.module_utils.sglang_server_info``) and the tuner
-(``sglang_utils.sglang_server_info``): standard library only, no imports from this package.
+(``sglang_utils.sglang_server_info``): standard library only, no imports from this package but
+``sglang_secrets``.
+
+The body carries SGLang's secrets: ``api_key`` and ``admin_api_key`` in the argument fields (both
+versions), and in 0.5.23 ``launch_command`` is the argument list after ``--config FILE.yaml`` was
+merged into it, so a key delivered in that file is there as ``--api-key KEY`` (sgl-project/sglang
+#37457). Every parser here masks them first (``redact_server_info``), so no report, record or
+output built from what it returns can carry a value read back from a secret field.
 
 The body changed between versions (docs/reference/sglang.md §3, §3.1 of ``docs/reference/sglang.md``):
 0.5.9 returns ``dataclasses.asdict(server_args)`` + scheduler info (``max_total_num_tokens``)
@@ -18,8 +25,11 @@ import re
 import shlex
 from typing import Any, Sequence
 
+from .sglang_secrets import redact_argv, redact_fields
+
 __all__ = [
     "SERVER_INFO_PATHS",
+    "redact_server_info",
     "parse_server_info",
     "parse_models",
     "parse_launch_command",
@@ -83,6 +93,13 @@ def _lookup(info: dict[str, Any], key: str) -> Any:
     return None
 
 
+def redact_server_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a decoded server-info body with every secret field and flag value masked
+    (``sglang_secrets.redact_fields``): what to keep or print when the whole body is wanted."""
+    redacted: dict[str, Any] = redact_fields(info)
+    return redacted
+
+
 def parse_server_info(info: Any) -> dict[str, Any]:
     """The fields the readiness report needs, from a decoded server-info body.
 
@@ -92,6 +109,7 @@ def parse_server_info(info: Any) -> dict[str, Any]:
     """
     if not isinstance(info, dict):
         info = {}
+    info = redact_server_info(info)
     state = _first_state(info)
     raw_memory = state.get("memory_usage")
     memory: dict[str, Any] = raw_memory if isinstance(raw_memory, dict) else {}
@@ -154,14 +172,14 @@ def parse_models(body: Any) -> dict[str, Any]:
 
 
 def parse_launch_command(value: str | Sequence[str] | None) -> list[str] | None:
-    """0.5.23's ``launch_command`` (a string or an argv list) as an argv list."""
+    """0.5.23's ``launch_command`` (a string or an argv list) as an argv list, secret flag values masked."""
     if isinstance(value, str) and value.strip():
         try:
-            return shlex.split(value)
+            return redact_argv(shlex.split(value))
         except ValueError:
-            return value.split()
+            return redact_argv(value.split())
     if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
-        return list(value)
+        return redact_argv(value)
     return None
 
 

@@ -74,7 +74,28 @@ def test_waits_for_health_200_then_reports(fake_sglang, run_module, tmp_path):
     assert res["ready_seconds"] >= 0
     # the server_args line carries the API key in clear: never in the tail
     assert not any("sk-very-secret-key" in ln for ln in res["log_tail"])
-    assert any("api_key='********'" in ln for ln in res["log_tail"])
+    assert any("api_key='<redacted>'" in ln for ln in res["log_tail"])
+
+
+def test_report_carries_no_key_read_back_from_server_info(fake_sglang, run_module, tmp_path):
+    """0.5.23 serves the key in api_key and in launch_command (the argv after --config was merged):
+    nothing the module returns may carry it, even when the module was not told the key."""
+    import json
+
+    key = "sk-from-the-config-file-0523"
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(SEED_LOG) + "\n")
+    fake_sglang.server_info = dict(
+        INFO,
+        version="0.5.23",
+        api_key=key,
+        admin_api_key=key + "-admin",
+        launch_command=f"--api-key {key} --model-path /m --speculative-num-draft-tokens 4 --config /run/c/x.yaml",
+    )
+    res, failed = run_module(base_args(fake_sglang, log))
+    assert not failed, res.get("msg")
+    assert key not in json.dumps(res)
+    assert res["server"]["version"] == "0.5.23"
 
 
 def test_old_server_get_server_info_fallback_and_models(fake_sglang, run_module, tmp_path):

@@ -26,6 +26,7 @@ def base(**over):
         watchdog_timeout=None,
         skip_server_warmup=False,
         api_key="",
+        admin_api_key="",
         extra_flags={},
         environment={},
         dist_init_port=50000,
@@ -199,14 +200,27 @@ def test_defaults_are_valid():
         ("model_path", "", "sglang_server_model_path must be set"),
         ("model_path", "models/x", "sglang_server_model_path must be an absolute path"),
         ("enable_metrics", "maybe", "sglang_server_enable_metrics must be true or false"),
-        ("api_key", "two\nlines", "sglang_server_api_key must be one line"),
+        ("api_key", "two\nlines-key", "sglang_server_api_key must be one line"),
+        ("api_key", "carriage\rreturn", "sglang_server_api_key must be one line"),
+        ("api_key", "with blank-key", "sglang_server_api_key must be printable ASCII without blanks"),
+        ("api_key", "tab\tinside-key", "sglang_server_api_key must be printable ASCII without blanks"),
+        ("api_key", "n\u00e4ive-key-1", "sglang_server_api_key must be printable ASCII"),
+        ("api_key", "-starts-with-dash", "sglang_server_api_key must not start with '-'"),
+        ("api_key", "short", "sglang_server_api_key must have 8 to 4096 characters; it has 5"),
+        ("api_key", "k" * 4097, "sglang_server_api_key must have 8 to 4096 characters; it has 4097"),
+        ("api_key", 12345678, "sglang_server_api_key must be a string"),
+        ("admin_api_key", "bad key!", "sglang_server_admin_api_key must be printable ASCII"),
         ("extra_flags", {"port": 1}, "must not set --port: use sglang_server_port"),
         ("extra_flags", {"--api-key": "k"}, "must not set --api-key: use sglang_server_api_key"),
         ("extra_flags", {"speculative-num-steps": 2}, "use spec_steps"),
         ("extra_flags", {"Bad Flag": 1}, "is not a flag name"),
         ("extra_flags", ["x"], "must be a mapping"),
-        ("environment", {"SGLANG_SERVER_API_KEY": "x"}, "use sglang_server_api_key"),
+        ("extra_flags", {"admin-api-key": "k"}, "must not set --admin-api-key: use sglang_server_admin_api_key"),
+        ("extra_flags", {"config": "/etc/x.yaml"}, "must not set --config"),
+        ("extra_flags", {"ssl-keyfile-password": "pw"}, "its value is a secret"),
+        ("extra_flags", {"watermark-config": "{}"}, "its value is a secret"),
         ("environment", {"1BAD": "x"}, "not an environment variable name"),
+        ("environment", {"A\n": "x"}, "not an environment variable name"),
         ("environment", {"A": "x\ny"}, "must be one line"),
         ("emulator_faults", ["bogus"], "'bogus' is not one of kv-oom"),
         ("emulator_faults", ["kv-oom=1"], "kv-oom takes no argument"),
@@ -304,10 +318,34 @@ def test_unset_values_are_not_passed_and_set_ones_are_normalised():
         assert flag not in bare
 
 
-def test_api_key_goes_through_the_environment_never_literally():
-    flags = flat(f.server_flags(base(api_key="s3cret")))
-    assert flags[flags.index("--api-key") + 1] == "${SGLANG_SERVER_API_KEY}"
+def test_api_key_is_never_a_flag_only_a_config_line():
+    """The key goes into SGLang's --config YAML file (templates/sglang.secrets.yaml.j2), never argv."""
+    settings = base(api_key="s3cret-key", admin_api_key="adm'n\"$-key")
+    flags = flat(f.server_flags(settings))
+    assert "--api-key" not in flags and "--admin-api-key" not in flags
     assert "s3cret" not in " ".join(flags)
+    assert f.secret_config(settings) == ['api-key: "s3cret-key"', 'admin-api-key: "adm\'n\\"$-key"']
+    assert f.secret_config(base()) == []
+
+
+@pytest.mark.parametrize("key", ["q\"uo'te-$HOME-%n", "A" * 4096, "true-ish", "12345678", "0x1F2E3D4C", "null-key"])
+def test_good_keys_pass_and_read_back_unchanged(key):
+    """What the issue lists (quotes, $, 4 KiB) and what plain YAML would turn into bools/ints."""
+    import json
+
+    import yaml
+
+    settings = base(api_key=key)
+    assert f.server_errors(settings) == []
+    line = f.secret_config(settings)[0]
+    assert yaml.safe_load(line) == {"api-key": key}
+    assert json.loads(line.split(": ", 1)[1]) == key
+
+
+def test_key_errors_never_quote_the_key():
+    for key in ("two\nlines-secret", "has blank-secret", "-dash-secret", "sec"):
+        errors = f.server_errors(base(api_key=key))
+        assert errors and not any(key in e for e in errors), errors
 
 
 def test_extra_flags_in_name_order_with_bare_and_repeated_values():
@@ -379,8 +417,9 @@ def test_every_mapped_flag_is_protected_from_extra_flags():
         ("back\\slash", '"back\\\\slash"'),
         ("", '""'),
         (";", '";"'),
-        ("${SGLANG_SERVER_API_KEY}", "${SGLANG_SERVER_API_KEY}"),
+        ("${SGLANG_SERVER_API_KEY}", '"$${SGLANG_SERVER_API_KEY}"'),
         ("${OTHER}", '"$${OTHER}"'),
+        ("%d/server-secrets.yaml", '"%%d/server-secrets.yaml"'),
         ('{"a": 1}', '"{\\"a\\": 1}"'),
     ],
 )
@@ -405,7 +444,9 @@ def test_filter_module_exposes_the_filters():
         "sglang_spec",
         "sglang_node",
         "sglang_server_errors",
+        "sglang_server_host_errors",
         "sglang_flags",
+        "sglang_secret_config",
         "systemd_exec_quote",
         "systemd_env_assign",
     } <= names

@@ -64,8 +64,9 @@ def test_no_undocumented_variable_is_read():
         used |= set(re.findall(r"(?<![_\w])sglang_server_[a-z0-9_]+", path.read_text()))
     # Module, filter and tag names are not variables.
     used -= {
-        "sglang_server_files",
+        "sglang_server_apply",
         "sglang_server_errors",
+        "sglang_server_host_errors",
         "sglang_server_install",
         "sglang_server_configure",
         "sglang_server_run",

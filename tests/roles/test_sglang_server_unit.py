@@ -21,6 +21,7 @@ SYSTEMD_ANALYZE = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
 # Exposure is 0 (locked down) to 10 (unsafe). A GPU server keeps
 # its devices (no PrivateDevices=), address families and system calls; the role's unit rates 3.8.
 MAX_EXPOSURE = 4.5
+VAULTED_KEY = "vault-key-'q'\"$x%n-0001"
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,8 @@ def rendered(tmp_path_factory):
         "sglang_server_venv_dir": str(venv),
         "sglang_server_model_path": str(model),
         "sglang_server_emulator_build_wheelhouse": False,
+        # The play renders the templates outside the role, where role_path (the default's base) is unset.
+        "sglang_server_emulator_wheelhouse_dir": str(ROOT / "build" / "wheelhouse"),
     }
     inventory = {
         "all": {
@@ -66,6 +69,7 @@ def rendered(tmp_path_factory):
                     "sglang_server_device_policy": "",
                     "sglang_server_read_write_paths": ["/home/sglang/cache"],
                 },
+                "vaulted": {"sglang_server_engine": "emulator", "spec_steps": 2},
                 "topk": {
                     "sglang_server_engine": "emulator",
                     "spec_steps": 3,
@@ -93,12 +97,24 @@ def rendered(tmp_path_factory):
     }
     inv = tmp / "inventory.yml"
     inv.write_text(yaml.safe_dump(inventory))
+    # The vaulted host's key, as `ansible-vault encrypt_string` writes it for a host_vars file.
+    password = tmp / "vault-password"
+    password.write_text("render-test-password\n")
+    enc = run(
+        [str(ROOT / ".venv/bin/ansible-vault"), "encrypt_string", "--vault-password-file", str(password), VAULTED_KEY],
+        timeout=60,
+    )
+    assert enc.returncode == 0, enc.stderr
+    (tmp / "host_vars").mkdir()
+    (tmp / "host_vars" / "vaulted.yml").write_text("sglang_server_api_key: " + enc.stdout.strip() + "\n")
     out = tmp / "out"
     proc = run(
         [
             str(ROOT / ".venv/bin/ansible-playbook"),
             "-i",
             str(inv),
+            "--vault-password-file",
+            str(password),
             "-e",
             f"render_dir={out}",
             str(ROOT / "tests/roles/fixtures/render_unit.yml"),
@@ -119,7 +135,7 @@ def exec_start(text: str) -> str:
     return re.sub(r"\s*\\\n\s*", " ", m.group(1))
 
 
-HOSTS = ["emulator-nokey", "sglang-key", "nospec-home", "topk", "node-a", "node-b"]
+HOSTS = ["emulator-nokey", "sglang-key", "nospec-home", "topk", "vaulted", "node-a", "node-b"]
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -187,14 +203,34 @@ def test_hardening_keeps_the_gpus(rendered):
         assert not [ln for ln in directives if ln.startswith(forbidden)], forbidden
 
 
-def test_api_key_only_in_the_environment_file(rendered):
+def test_api_key_only_in_the_secrets_file_handed_over_as_a_credential(rendered):
+    import yaml as _yaml
+
     text = unit(rendered, "sglang-key")
-    assert "k3y" not in text and "--api-key ${SGLANG_SERVER_API_KEY}" in exec_start(text)
+    cmd = exec_start(text)
+    assert "k3y" not in text and "--api-key" not in cmd
+    assert "\nLoadCredential=server-secrets.yaml:/etc/sglang/sglang-qwen.secrets.yaml\n" in text
+    launcher = "/opt/sglang/launcher/sglang_launcher.py --secrets %d/server-secrets.yaml -- "
+    assert cmd.split(" ", 1)[1].startswith(launcher), cmd
+    assert " -m sglang.launch_server --config %d/server-secrets.yaml --model-path " in cmd
+    secrets = (rendered / "sglang-key" / "secrets.yaml").read_text()
+    assert _yaml.safe_load(secrets) == {"api-key": "k3y-$ecret%n"}
     env = (rendered / "sglang-key" / "env").read_text()
-    assert 'SGLANG_SERVER_API_KEY="k3y-\\$ecret%n"' in env
+    assert "k3y" not in env
     assert 'HF_TOKEN="hf_\\$x"' in env and 'SGLANG_ENABLE_SPEC_V2="1"' in env
-    assert "--api-key" not in exec_start(unit(rendered, "emulator-nokey"))
-    assert "SGLANG_SERVER_API_KEY=" not in (rendered / "emulator-nokey" / "env").read_text()
+    # No key: the launcher still runs the server (it masks nothing), no credential, no --config.
+    nokey = unit(rendered, "emulator-nokey")
+    assert "LoadCredential=" not in nokey and "%d/" not in exec_start(nokey)
+    assert exec_start(nokey).split(" ")[1:3] == ["/opt/sglang/launcher/sglang_launcher.py", "--"]
+    assert _yaml.safe_load((rendered / "emulator-nokey" / "secrets.yaml").read_text()) is None
+
+
+def test_a_vaulted_key_is_written_in_clear_to_the_secrets_file_only(rendered):
+    """Users keep the key in Ansible Vault (README): the file gets the plain value, JSON-quoted."""
+    import yaml as _yaml
+
+    assert _yaml.safe_load((rendered / "vaulted" / "secrets.yaml").read_text()) == {"api-key": VAULTED_KEY}
+    assert VAULTED_KEY not in unit(rendered, "vaulted")
 
 
 def test_flags_reach_exec_start(rendered):
@@ -222,3 +258,16 @@ def test_switches(rendered):
     assert "ReadWritePaths=/var/lib/sglang /home/sglang/cache" in home
     topk = unit(rendered, "topk")
     assert "\nCPUAffinity=0-15\n" in topk and "\nEnvironment=A=1\nEnvironment=B=2\n" in topk
+
+
+SHELLCHECK = shutil.which("shellcheck")
+
+
+@pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (apt install shellcheck)")
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("script", ["restart_unit.sh", "install_emulator.sh"])
+def test_rendered_shell_passes_shellcheck(rendered, host, script):
+    """The role's only shell (the restart handler and the offline install), as rendered for each case."""
+    path = rendered / host / script
+    proc = subprocess.run([SHELLCHECK, "--shell=sh", "--severity=style", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + path.read_text()
