@@ -445,10 +445,12 @@ class Recommendation:
     scores: dict[str, float] = field(default_factory=dict)
     score_ci: dict[str, list[float]] = field(default_factory=dict)
     tied_with: list[str] = field(default_factory=list)
+    kind: str = "static"  # static | schedule (a per-batch-size schedule that beat it, tuner/schedule_sweep.py)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.chosen
         return {
+            "kind": self.kind,
             "config_id": None if c is None else c.config_id,
             "spec_steps": None if c is None else c.spec_steps,
             "spec_topk": None if c is None else c.spec_topk,

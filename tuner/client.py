@@ -28,7 +28,7 @@ from typing import Any
 
 import aiohttp
 
-from .metrics import RequestTrace, parse_prometheus_counters
+from .metrics import RequestTrace, parse_prometheus_counters, parse_prometheus_gauges
 from .workload import PromptSource
 
 try:  # the one parser of /server_info (plugins/module_utils, installed as sglang_utils)
@@ -163,6 +163,27 @@ class BenchClient:
                 return parse_prometheus_counters(await r.text())
         except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError):
             return None
+
+    async def running_samples(self, stop: asyncio.Event, every_s: float = 0.5) -> list[tuple[float, float]]:
+        """(time, value) samples of the server's running-request gauge until `stop` is set (empty
+        when /metrics is off or does not carry it). One scrape at a time, so the sampling never
+        queues up."""
+        out: list[tuple[float, float]] = []
+        while not stop.is_set():
+            try:
+                async with self.session.get(self.base + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    if r.status != 200:
+                        return out
+                    value = parse_prometheus_gauges(await r.text()).get("num_running_reqs")
+            except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError):
+                value = None
+            if value is not None:
+                out.append((time.perf_counter(), value))
+            try:
+                await asyncio.wait_for(stop.wait(), every_s)
+            except TimeoutError:
+                pass
+        return out
 
     # -- one request ----------------------------------------------------------------------------
     def _body(self, index: int, max_tokens: int) -> tuple[str, dict[str, Any]]:

@@ -7,12 +7,14 @@ is the workload (tuner/sweepspec.py).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_filters.sglang_flags import spec_settings
+from sglang_utils.sglang_adaptive import load_per_bs, schedule_config, union_candidate_steps
 
 
 @dataclass(frozen=True)
@@ -23,10 +25,33 @@ class SpecConfig:
     spec_topk: int = 1
     spec_draft_tokens: int | None = None
     spec_algorithm: str = "NEXTN"
+    # A per-batch-size schedule (SGLang's --speculative-adaptive, tuner/schedule.py): batch-size
+    # lower bound -> steps. `adaptive` without buckets is SGLang's own default adaptive config.
+    # spec_steps then holds the steps the server starts with (the high-load bucket's).
+    schedule: tuple[tuple[int, int], ...] | None = None
+    adaptive: bool = False
+
+    @property
+    def is_schedule(self) -> bool:
+        """Adaptive (a schedule or SGLang's default): measured after the static sweep, never on its
+        steps axis, early stop or search."""
+        return self.adaptive or self.schedule is not None
+
+    @property
+    def schedule_value(self) -> str | None:
+        """The `spec_schedule` play variable: SGLang's JSON of the buckets, or `default`."""
+        if self.schedule is not None:
+            return json.dumps(schedule_config(dict(self.schedule)))
+        return "default" if self.adaptive else None
 
     @property
     def config_id(self) -> str:
-        """A stable, file-name-safe id (`k3-t1`, `k4-t2-d8`, `k0` = no speculation)."""
+        """A stable, file-name-safe id (`k3-t1`, `k4-t2-d8`, `k0` = no speculation, `sched-1k4-16k3`
+        for a schedule, `adaptive-default` for SGLang's default adaptive config)."""
+        if self.schedule is not None:
+            return "sched-" + "-".join(f"{b}k{k}" for b, k in self.schedule)
+        if self.adaptive:
+            return "adaptive-default"
         if self.spec_steps == 0:
             return "k0"
         cid = f"k{self.spec_steps}-t{self.spec_topk}"
@@ -38,7 +63,10 @@ class SpecConfig:
 
     @property
     def series(self) -> tuple[int, int | None, str]:
-        """Configurations that differ only in steps form one series (early stop runs along it)."""
+        """Configurations that differ only in steps form one series (early stop runs along it);
+        each adaptive configuration is a series of its own."""
+        if self.is_schedule:
+            return (self.spec_topk, self.spec_draft_tokens, f"{self.spec_algorithm}/{self.config_id}")
         return (self.spec_topk, self.spec_draft_tokens, self.spec_algorithm)
 
     @property
@@ -48,7 +76,12 @@ class SpecConfig:
 
     @property
     def label(self) -> str:
-        """How progress lines and reports name it: `k=3`, `k=4 topk=2 draft=8`."""
+        """How progress lines and reports name it: `k=3`, `k=4 topk=2 draft=8`, `schedule B>=1:
+        k=4, B>=16: k=3`, `SGLang default adaptive`."""
+        if self.schedule is not None:
+            return "schedule " + ", ".join(f"B>={b}: k={k}" for b, k in self.schedule)
+        if self.adaptive:
+            return "SGLang default adaptive"
         if self.spec_steps == 0:
             return "k=0 (no speculation)"
         s = f"k={self.spec_steps}"
@@ -59,7 +92,11 @@ class SpecConfig:
         return s
 
     def extravars(self) -> dict[str, Any]:
-        """The play-level variables; draft tokens only when the user gave them."""
+        """The play-level variables; draft tokens only when the user gave them; `spec_schedule`
+        for an adaptive configuration (the role passes --speculative-adaptive and picks the
+        starting steps itself)."""
+        if self.is_schedule:
+            return {"spec_schedule": self.schedule_value, "spec_topk": 1, "spec_algorithm": self.spec_algorithm}
         out: dict[str, Any] = {
             "spec_steps": self.spec_steps,
             "spec_topk": self.spec_topk,
@@ -76,17 +113,36 @@ class SpecConfig:
             "spec_topk": self.spec_topk,
             "spec_draft_tokens": self.spec_draft_tokens,
             "spec_algorithm": self.spec_algorithm,
+            **({"spec_schedule": self.schedule_value} if self.is_schedule else {}),
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SpecConfig:
         draft = d.get("spec_draft_tokens")
+        sched = d.get("spec_schedule")
+        buckets = None
+        if isinstance(sched, str) and sched not in ("", "default"):
+            buckets = tuple(sorted((int(b), int(e["candidate_steps"][0])) for b, e in json.loads(sched).items()))
         return cls(
             int(d.get("spec_steps") or 0),
             int(d.get("spec_topk") or 1),
             None if draft in (None, "") else int(draft),
             str(d.get("spec_algorithm") or "NEXTN"),
+            schedule=buckets,
+            adaptive=sched == "default",
         )
+
+    @classmethod
+    def for_schedule(cls, buckets: tuple[tuple[int, int], ...], algorithm: str = "NEXTN") -> SpecConfig:
+        """The configuration that deploys a schedule; it starts at the high-load bucket's steps."""
+        return cls(buckets[-1][1], 1, None, algorithm, schedule=buckets)
+
+    @classmethod
+    def default_adaptive(cls, algorithm: str = "NEXTN") -> SpecConfig:
+        """SGLang's default adaptive config (no file); it starts at the middle of its candidates'
+        union (0.5.23 speculative_hook.py `_init_adaptive_speculative_params`)."""
+        union = union_candidate_steps(load_per_bs(None)[1])
+        return cls(union[len(union) // 2], 1, None, algorithm, adaptive=True)
 
 
 @dataclass

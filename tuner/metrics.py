@@ -190,6 +190,12 @@ class LevelMetrics:
     metrics_tokens: float | None = None  # /metrics generation_tokens_total over the level
     spec_verify_ct: int | None = None  # sum of the requests' spec_verify_ct (native /generate)
     metrics_verify_calls: float | None = None  # /metrics spec_verify_calls_total over the level
+    # The batch the server ran: /metrics `num_running_reqs` sampled during the level (what a
+    # per-batch-size schedule routes on; admission caps it below the client's concurrency; the
+    # 90th percentile of the samples, metrics.running_batch says why)
+    running_reqs_p90: float | None = None
+    running_reqs_mean: float | None = None
+    running_reqs_samples: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -426,6 +432,54 @@ def parse_prometheus_counters(text: str) -> dict[str, float]:
         key = wanted[m.group(1)]
         out[key] = out.get(key, 0.0) + value
     return out
+
+
+# Gauges sampled during a level. SGLang exports one series per scheduler (label sets differ by
+# tp_rank / dp_rank); a schedule routes each scheduler on its own running batch, so the largest
+# label set is the batch that matters (with TP, every rank reports the same batch).
+GAUGES = {
+    "num_running_reqs": ("sglang:num_running_reqs", "sglang_num_running_reqs"),
+}
+
+
+def parse_prometheus_gauges(text: str) -> dict[str, float]:
+    """The largest value of each gauge of `GAUGES` over its label sets."""
+    wanted = {name: key for key, names in GAUGES.items() for name in names}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _PROM_LINE.match(line)
+        if not m or m.group(1) not in wanted:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        key = wanted[m.group(1)]
+        out[key] = max(out.get(key, value), value)
+    return out
+
+
+def running_batch(
+    samples: Sequence[tuple[float, float]], traces: Sequence[RequestTrace], until: float | None
+) -> tuple[float | None, float | None, int]:
+    """(90th percentile, mean, count) of a level's running-request samples in its steady span:
+    from the first completion (the closed loop's first wave is admitted at once) to the moment the
+    loop stopped sending (the tail drains). SGLang sets the gauge at every prefill batch, to the
+    running batch *before* the new requests join it, and every decode_log_interval decode steps
+    (scheduler_metrics_mixin.py `log_prefill_stats` / `log_decode_stats`), so prefill updates read
+    low; the upper part of the samples is the decode batch a schedule routes on. All samples when
+    the span holds none."""
+    done = [completion_time(t) for t in traces]
+    start = min(done) if done else None
+    steady = [v for t, v in samples if (start is None or t >= start) and (until is None or t <= until)]
+    values = steady or [v for _, v in samples]
+    if not values:
+        return None, None, 0
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return round(p90, 2), round(sum(ordered) / len(ordered), 2), len(ordered)
 
 
 def counter_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:

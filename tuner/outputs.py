@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report as report_mod
-from .store import PLOT, RECOMMENDATION, REPORT, Store
+from .store import PLOT, RECOMMENDATION, REPORT, SCHEDULE_PLOT, Store
 from .summary import Summary, capacity_by_config, recommendation_json, summarize, title
 from .sweepspec import SweepSpec
 
@@ -22,6 +22,7 @@ def write_all(
     store.write_json(RECOMMENDATION, recommendation_json(s))
     if plot:
         write_plot(store.out, s)
+        write_schedule_plot(store.out, s)
     if report:
         store.write_text(REPORT, report_mod.render(s))
     return s
@@ -40,10 +41,33 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         title=title(s),
         chosen={c: ch.chosen.config_id for c, ch in s.choices.items()},
         recommended=s.recommendation.to_dict() if s.recommendation.chosen else None,
-        failed={cid: r.config.to_json() for cid, r in s.state.failed.items()},
-        skipped={cid: r.config.to_json() for cid, r in s.state.skipped.items()},
+        failed={cid: r.config.to_json() for cid, r in s.state.failed.items() if not r.config.is_schedule},
+        skipped={cid: r.config.to_json() for cid, r in s.state.skipped.items() if not r.config.is_schedule},
         slo=s.slo,
         predicted=predicted_points(s),
+    )
+
+
+def write_schedule_plot(out: Path, s: Summary) -> Path | None:
+    """schedule_vs_static.png, when the schedule phase measured something."""
+    from .plots import plot_schedule
+
+    view = s.views.get(s.temperatures[0]) if s.temperatures else None
+    verdict = view.verdict if view is not None else None
+    if verdict is None or not verdict.per_level:
+        return None
+    names = {
+        "best_static": f"best static ({verdict.best_static.config_id})" if verdict.best_static else "best static",
+        "schedule": f"schedule ({verdict.schedule.label})" if verdict.schedule else "schedule",
+        "default_adaptive": "SGLang default adaptive",
+    }
+    bars = {
+        c: {names[k]: (p.mean, p.interval.low, p.interval.high) for k, p in row.items()}
+        for c, row in verdict.per_level.items()
+    }
+    chosen = verdict.chosen.label if verdict.recommended and verdict.chosen else None
+    return plot_schedule(
+        Path(out) / SCHEDULE_PLOT, bars, list(names.values()), title=title(s), verdict=verdict.reason, chosen=chosen
     )
 
 

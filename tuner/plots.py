@@ -272,3 +272,53 @@ def plot_throughput(
     plt.close(fig)
     tmp.replace(path)
     return path
+
+
+def plot_schedule(
+    path: Path,
+    bars: dict[int, dict[str, tuple[float, float, float]]],
+    names: list[str],
+    *,
+    title: str,
+    verdict: str,
+    chosen: str | None = None,
+) -> Path:
+    """schedule_vs_static.png: per concurrency level, the best static depth, the tuner's schedule and
+    SGLang's default adaptive config side by side (aggregate tok/s, error bars = 95% intervals);
+    the verdict underneath. `bars` maps level -> name -> (mean, low, high)."""
+    levels = sorted(bars)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.8 * len(levels) + 3), 5.2))
+    width = 0.8 / max(1, len(names))
+    colors = ["tab:gray", "tab:blue", "tab:orange"]
+    for i, name in enumerate(names):
+        xs, ys, lo, hi = [], [], [], []
+        for j, c in enumerate(levels):
+            v = bars[c].get(name)
+            if v is None:
+                continue
+            xs.append(j + (i - (len(names) - 1) / 2) * width)
+            ys.append(v[0])
+            lo.append(max(0.0, v[0] - v[1]))
+            hi.append(max(0.0, v[2] - v[0]))
+        if xs:
+            ax.bar(
+                xs,
+                ys,
+                width,
+                yerr=[lo, hi],
+                capsize=3,
+                color=colors[i % len(colors)],
+                label=name,
+                hatch="//" if chosen is not None and chosen in name else None,
+            )
+    ax.set_xticks(range(len(levels)))
+    ax.set_xticklabels([f"C={c}" for c in levels])
+    ax.set_ylabel("aggregate output tok/s")
+    ax.set_title(f"{title}\nschedule vs best static depth vs SGLang default adaptive", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.text(0.01, 0.01, verdict if len(verdict) < 220 else verdict[:217] + "...", fontsize=7, wrap=True)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -6,9 +6,10 @@ from typing import Any
 
 from . import workload as workload_mod
 from .records import DeployRecord, Record, SkipRecord
+from .schedule_sweep import level_batch
 from .search import misfit_text
-from .store import PLOT
-from .summary import Summary
+from .store import PLOT, SCHEDULE_PLOT
+from .summary import Summary, schedule_phase_text
 
 METRIC_DEFINITIONS = """\
 - **Aggregate output tok/s** (`output_tok_s`): output tokens of the level's successful requests
@@ -310,6 +311,54 @@ def _configurations(s: Summary) -> list[str]:
     return lines
 
 
+def _schedule(s: Summary) -> list[str]:
+    """The schedule phase: schedule, best static and SGLang's default adaptive config per level."""
+    primary = s.views.get(s.temperatures[0]) if s.temperatures else None
+    verdict = primary.verdict if primary is not None else None
+    lines = ["", "## Per-batch-size schedule", "", f"Schedule phase: {schedule_phase_text(s)}."]
+    if verdict is None:
+        return lines
+    lines += ["", f"![schedule vs static]({SCHEDULE_PLOT})", ""]
+    names = (
+        ("best_static", f"best static ({verdict.best_static.config_id})" if verdict.best_static else "best static"),
+        ("schedule", f"schedule ({verdict.schedule.label})" if verdict.schedule else "schedule"),
+        ("default_adaptive", "SGLang default adaptive"),
+    )
+    rows = []
+    for c, row in sorted(verdict.per_level.items()):
+        cells: list[Any] = [c]
+        for key, _ in names:
+            p = row.get(key)
+            if p is None:
+                cells.append("-")
+                continue
+            iv = p.interval
+            batch = level_batch(p, None)[0]
+            cells.append(f"{_f(p.mean)} [{_f(iv.low)}, {_f(iv.high)}], batch {batch:g}")
+        rows.append(cells)
+    lines.append(_table(["C"] + [n for _, n in names], rows))
+    lines += ["", "Aggregate tok/s [95% CI] and the running batch the server reported (its 90th percentile).", ""]
+    caps = [f"{cid} {n}" for cid, n in verdict.capacity.items() if n and cid in _compared(verdict)]
+    if caps:
+        lines.append("KV pool (max_total_num_tokens): " + ", ".join(caps) + ".")
+    for cid, text in verdict.each.items():
+        lines.append(f"- {cid}: {text}.")
+    lines.append(
+        "- Verdict: "
+        + (f"**{verdict.chosen.label} is recommended**: " if verdict.recommended and verdict.chosen else "")
+        + verdict.reason
+        + "."
+    )
+    return lines
+
+
+def _compared(verdict: Any) -> set[str]:
+    ids = {c.config_id for c in (verdict.schedule, verdict.default_adaptive) if c is not None}
+    if verdict.best_static is not None:
+        ids.add(verdict.best_static.config_id)
+    return ids
+
+
 def _search(s: Summary) -> list[str]:
     """`--search model`: what was deployed and why not the rest, and how the predictions held up."""
     ss = s.search
@@ -471,6 +520,7 @@ SECTIONS = (
     _results,
     _slo_section,
     _cross_checks,
+    _schedule,
     _configurations,
     _search,
     _notes,

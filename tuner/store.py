@@ -29,6 +29,7 @@ SWEEP = "sweep.json"
 RESULTS = "results.csv"
 RECOMMENDATION = "recommendation.json"
 PLOT = "throughput_vs_steps.png"
+SCHEDULE_PLOT = "schedule_vs_static.png"  # the schedule phase (tuner/schedule_sweep.py)
 REPORT = "report.md"
 
 

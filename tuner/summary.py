@@ -5,14 +5,19 @@ the plot, recommendation.json and the CLI's summary table all read the same `Sum
 
 from __future__ import annotations
 
+import copy
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import analysis, workload
+from sglang_utils.sglang_adaptive import DEFAULT_ADAPTIVE_CONFIG
+
+from . import analysis, schedule_sweep, workload
 from .analysis import LevelChoice, PointStats, Recommendation
 from .crosscheck import CrossCheck, check_levels
 from .records import DeployRecord, SkipRecord, SweepState
 from .results import result_rows
+from .schedule import Schedule
 from .search import misfit_text
 from .search_report import SearchSummary, search_summary
 from .slo import Slo
@@ -27,7 +32,10 @@ class TempView:
     stats: dict[tuple[str, int], PointStats]
     choices: dict[int, LevelChoice]
     unchosen: dict[int, str]  # levels measured without a choice, and why
-    recommendation: Recommendation
+    recommendation: Recommendation  # the static depth's, or the schedule's where it won beyond noise
+    every: dict[tuple[str, int], PointStats] = field(default_factory=dict)  # static and adaptive cells
+    verdict: schedule_sweep.ScheduleVerdict | None = None  # the schedule against the best static depth
+    static: Recommendation | None = None  # the best static depth (what the schedule had to beat)
 
 
 @dataclass
@@ -85,17 +93,35 @@ def view_for(
     state: SweepState, spec: SweepSpec, temperature: float, levels: list[int], target: list[int] | None
 ) -> TempView:
     capacity = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
-    stats = analysis.aggregate(state.levels(), temperature=temperature, capacity=capacity)
-    for p in stats.values():
+    every = analysis.aggregate(state.levels(), temperature=temperature, capacity=capacity)
+    for p in every.values():
         bf = state.unstable.get(p.config_id)
         p.failed_reason = None if bf is None else bf.reason
-    analysis.apply_slo(stats, spec.workload.slo)
+    analysis.apply_slo(every, spec.workload.slo)
+    # The static depths are chosen among themselves; an adaptive configuration (the schedule phase,
+    # tuner/schedule_sweep.py) then has to beat the best of them beyond noise.
+    stats = {k: p for k, p in every.items() if not p.config.is_schedule}
+    static = analysis.recommend(stats, levels, target)
+    verdict = schedule_sweep.judge(every, static, levels, target, capacity)
+    rec = static
+    if verdict is not None and verdict.recommended and verdict.chosen is not None:
+        first = (list(target) if target else levels)[0]
+        rec = analysis.Recommendation(
+            every[(verdict.chosen.config_id, first)],
+            None,
+            verdict.reason,
+            static.workload,
+            kind="schedule",
+        )
     return TempView(
         temperature=temperature,
         stats=stats,
         choices=analysis.by_concurrency(stats, levels),
         unchosen=analysis.unchosen(stats, levels),
-        recommendation=analysis.recommend(stats, levels, target),
+        recommendation=rec,
+        every=every,
+        verdict=verdict,
+        static=static,
     )
 
 
@@ -325,6 +351,7 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
         "failed": [{"config_id": cid, "host": r.host, "reason": r.reason} for cid, r in s.state.failed.items()],
         "noise": s.noise,
         "search": None if s.search is None else s.search.to_json(),
+        **schedule_json(s, primary),
         "deploy_best": None
         if best is None
         else {
@@ -352,6 +379,48 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
     }
 
 
+def schedule_json(s: Summary, view: TempView | None) -> dict[str, Any]:
+    """`schedule` (SGLang's JSON exactly as deployed, when the schedule is recommended, else null),
+    its vLLM form, and `schedule_comparison`: schedule, best static and SGLang's default adaptive
+    config per level, with the verdict (tuner/schedule_sweep.py)."""
+    verdict = view.verdict if view is not None else None
+    rec = s.recommendation
+    sched = rec.chosen.config if rec.kind == "schedule" and rec.chosen is not None else None
+    vllm = None
+    deployed: Any = None
+    if sched is not None:
+        dep = s.state.deploys.get(sched.config_id)
+        top = int((dep.max_running_requests if dep else None) or max(s.levels or [1]))
+        if sched.schedule is not None:
+            deployed = json.loads(sched.schedule_value or "null")
+            vllm = Schedule(sched.schedule).to_vllm(top)
+        else:  # SGLang's default adaptive config: no file; what the server ran is its built-in table
+            deployed = copy.deepcopy(DEFAULT_ADAPTIVE_CONFIG)
+    return {
+        "schedule": deployed,
+        "vllm_num_speculative_tokens_per_batch_size": vllm,
+        "schedule_comparison": None if verdict is None else verdict.to_dict(),
+        "schedule_phase": schedule_phase_text(s),
+    }
+
+
+def schedule_phase_text(s: Summary) -> str:
+    """What the schedule phase did, in one line (the verdict is `schedule_comparison`)."""
+    if not s.spec.schedule:
+        return "off (--no-schedule)"
+    plan = schedule_sweep.plan_schedule(s.stats, s.choices, s.state, s.spec.algorithm)
+    if plan.skipped:
+        return f"not run: {plan.skipped}"
+    measured = sorted(cid for cid, d in s.state.deploys.items() if d.config.is_schedule)
+    parts = (
+        [f"no schedule: {plan.why_not}"]
+        if plan.why_not
+        else [f"schedule built: {plan.schedule.label}" if plan.schedule else ""]
+    )
+    parts.append(f"measured {', '.join(measured)}" if measured else "nothing measured yet")
+    return "; ".join(p for p in parts if p)
+
+
 def title(s: Summary) -> str:
     name = s.server.get("served_model_name") or "SGLang"
     w = s.spec.workload
@@ -374,4 +443,5 @@ def capacity_by_config(s: Summary) -> dict[str, dict[str, Any]]:
             "max_running_requests": d.max_running_requests,
         }
         for cid, d in s.state.deploys.items()
+        if not d.config.is_schedule  # the steps axis holds static depths only
     }

@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from . import analysis, outputs, search
+from . import analysis, outputs, schedule_sweep, search
 from .client import BenchClient, ClientOptions, LevelPlan, with_ticker
 from .configs import ConfigPlan, SpecConfig
 from .deploy import Deployer, DeployResult
-from .metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics, level_samples
+from .metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics, level_samples, running_batch
 from .records import (
     BenchFailedRecord,
     DeployBestRecord,
@@ -134,6 +134,8 @@ def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: LevelMetrics,
         f"{f(m.per_request_tok_s, '.1f')} tok/s/req, TTFT p50 {f(m.ttft_ms_p50, '.0f')} ms, "
         f"accept {f(m.accept_length, '.2f')}"
     )
+    if m.running_reqs_p90 is not None:
+        s += f", running batch {m.running_reqs_p90:g}"
     if m.requests_failed:
         s += f", {m.requests_failed}/{m.requests} FAILED"
     return s
@@ -223,10 +225,17 @@ async def run_levels(
             plan = level_plan(w, c, first_index(w, float(temp), rep, c))
             before = await client.counters()
             ticker = Ticker(progress, f"[{config.label}{extra} C={c} rep {rep}/{w.repeats}]", plan.max_requests)
-            run = await with_ticker(client.run_plan(plan, on_done=ticker.finished.append), ticker.tick, TICK_S)
+            stop_sampling = asyncio.Event()
+            sampler = asyncio.ensure_future(client.running_samples(stop_sampling))
+            try:
+                run = await with_ticker(client.run_plan(plan, on_done=ticker.finished.append), ticker.tick, TICK_S)
+            finally:
+                stop_sampling.set()
+            running = await sampler
             after = await client.counters()
             traces = run.traces
             m = level_metrics(c, traces, counter_delta(before, after), until=run.until)
+            m.running_reqs_p90, m.running_reqs_mean, m.running_reqs_samples = running_batch(running, traces, run.until)
             res.bench_s += m.wall_s
             rec = LevelRecord(
                 config=config,
@@ -307,6 +316,7 @@ class Sweep:
         self.done: set[LevelKey] = set()
         self._changed: asyncio.Condition | None = None  # a configuration finished (model search waits on it)
         self._search_done = False  # the model-guided search named its last configuration
+        self.extra: list[SpecConfig] = []  # the schedule phase's configurations (tuner/schedule_sweep.py)
 
     @property
     def workload(self) -> WorkloadSpec:
@@ -352,6 +362,8 @@ class Sweep:
         (rounds spread drift over every configuration alike; a configuration skipped or failed in
         round 1 is not redeployed). WAIT (model search only) when only the configurations in
         flight can tell what is next; None when the sweep is done."""
+        if self.extra:
+            return self._next_in(self.extra, 1)
         first = 1
         if self.spec.search == "model" and not self._search_done:
             picked = self._next_by_model()
@@ -364,10 +376,14 @@ class Sweep:
             self._search_done = True
         if self.spec.search == "model":
             first = 2
+        return self._next_in(self.plan.configs, first)
+
+    def _next_in(self, configs: list[SpecConfig], first: int) -> tuple[SpecConfig, int] | None:
+        """The next unit among `configs`, rounds `first`.. of --repeat-deploys."""
         state = self.store.state()
         self.done |= state.done
         for dep in range(first, self.spec.repeat_deploys + 1):
-            for cfg in self.plan.configs:
+            for cfg in configs:
                 cid = cfg.config_id
                 unit = (cid, dep)
                 if unit in self.in_progress or unit in self.finished:
@@ -385,7 +401,7 @@ class Sweep:
                     if (cid, 1) in self.finished:  # round 1 measured nothing: nothing to repeat
                         self.finished.add(unit)
                     continue
-                if dep == 1 and self.spec.early_stop and cfg.spec_steps > 0:
+                if dep == 1 and self.spec.early_stop and cfg.spec_steps > 0 and not cfg.is_schedule:
                     skip = self._skip_reason(cfg, state)
                     if skip is not None:
                         reason, kind = skip
@@ -590,6 +606,27 @@ class Sweep:
                     changed.notify_all()
 
     # -- the whole sweep -----------------------------------------------------------------------
+    def _schedule_phase(self) -> list[SpecConfig]:
+        """After the static sweep: the adaptive configurations to measure (the schedule built from
+        the per-level winners, and SGLang's default adaptive config), said on the progress log."""
+        summary = outputs.write_all(self.store, self.spec)
+        plan = schedule_sweep.plan_schedule(summary.stats, summary.choices, self.store.state(), self.spec.algorithm)
+        if plan.skipped:
+            self.progress.line(f"[schedule] not measured: {plan.skipped}")
+            return []
+        for w in plan.winners:
+            self.progress.line(
+                f"[schedule] C={w.concurrency}: spec_steps {w.steps} won at a running batch of {w.running_batch:g} "
+                f"({plan.batch_source[w.concurrency]})"
+            )
+        if plan.schedule is not None:
+            self.progress.line(
+                f"[schedule] built: {plan.schedule.label}; measuring it and SGLang's default adaptive config"
+            )
+        else:
+            self.progress.line(f"[schedule] no schedule: {plan.why_not}; measuring SGLang's default adaptive config")
+        return plan.configs
+
     async def _deploy_best(self, summary: Summary) -> bool:
         chosen = summary.recommendation.chosen
         if chosen is None:
@@ -643,6 +680,10 @@ class Sweep:
                 self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
         try:
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
+            if self.spec.schedule:
+                self.extra = self._schedule_phase()
+                if self.extra:
+                    await asyncio.gather(*(self._worker(h) for h in self.hosts))
         except asyncio.CancelledError:
             if not interrupted.is_set():
                 raise

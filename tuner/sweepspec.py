@@ -457,6 +457,19 @@ class SweepSpec:
             action="store_false",
         ),
     )
+    schedule: bool = field(
+        default=True,
+        metadata=_opt(
+            "--no-schedule",
+            True,
+            "skip the schedule phase: after the static sweep the tuner builds a per-batch-size schedule from "
+            "the per-level winners and measures it and SGLang's default adaptive config, when the server's "
+            "SGLang version has per-batch-size adaptive speculation (0.5.13+; docs/tuner.md)",
+            None,
+            identity=False,
+            action="store_false",
+        ),
+    )
     deploy_best: bool = field(
         default=False,
         metadata=_opt(

@@ -264,3 +264,85 @@ def test_repeat_deploys_and_temperatures(hosts, tmp_path, capsys):
     args = ("--steps", "1-2", "--no-early-stop", "--concurrency", "2", "--requests-per-level", "4")
     assert sweep(out, inv, *args, "--repeat-deploys", "2", "--temperature", "0,0.7", "--resume") == 0
     assert [r["type"] for r in records(out)[n:]] == []
+
+
+@pytest.mark.slow
+def test_schedule_phase_measures_schedule_and_default_adaptive(hosts, tmp_path, capsys):
+    """On an SGLang 0.5.23 server the sweep goes on after the static depths: the per-level winners
+    at the batch sizes the server ran become a schedule, deployed (spec_schedule) and measured with
+    SGLang's default adaptive config at every level; the recommendation says static or schedule."""
+    inv = hosts("local-a")
+    out = tmp_path / "out"
+    rc = sweep(
+        out,
+        inv,
+        "--steps",
+        "1,4",
+        "--concurrency",
+        "1,48",
+        "--output-len",
+        "96",
+        "--requests-per-level",
+        "2x",
+        "-e",
+        "local_emu_version=0.5.23",
+    )
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    recs = records(out)
+    levels = [r for r in recs if r["type"] == "level"]
+    deploys_cap = {r["config"]["config_id"]: r["capacity"]["max_running_requests"] for r in recs if r["type"] == "deploy"}
+    # every level sampled the server's running-request gauge; admission and the closed loop set it
+    assert all(r["metrics"]["running_reqs_samples"] > 0 for r in levels)
+    # at C=48 admission (max_running_requests) caps the batch the server runs
+    for r in levels:
+        if r["concurrency"] == 48:
+            cap = deploys_cap[r["config"]["config_id"]]
+            assert 0 < r["metrics"]["running_reqs_p90"] <= cap < 48
+    deployed = {r["config"]["config_id"]: r for r in recs if r["type"] == "deploy"}
+    assert "adaptive-default" in deployed
+    assert deployed["adaptive-default"]["config"]["spec_schedule"] == "default"
+    rec = json.loads((out / "recommendation.json").read_text())
+    comp = rec["schedule_comparison"]
+    winners = {c: rec["by_concurrency"][c]["config_id"] for c in ("1", "48")}
+    sched_ids = [cid for cid in deployed if cid.startswith("sched-")]
+    if winners["1"] != winners["48"]:
+        # the winners differ: a two-bucket schedule was built and measured at both levels
+        assert len(sched_ids) == 1, deployed.keys()
+        sched = deployed[sched_ids[0]]["config"]
+        buckets = json.loads(sched["spec_schedule"])
+        assert list(buckets)[0] == "1" and len(buckets) == 2
+        assert comp["schedule_config_id"] == sched_ids[0]
+        for c in ("1", "48"):
+            assert set(comp["per_level"][c]) == {"best_static", "schedule", "default_adaptive"}
+    else:
+        assert not sched_ids and "no schedule" in rec["schedule_phase"]
+    assert rec["recommended"]["kind"] in ("static", "schedule")
+    if rec["recommended"]["kind"] == "schedule":
+        assert comp["recommended"] and comp["chosen"] == rec["recommended"]["config_id"]
+        if comp["chosen"] == "adaptive-default":
+            assert rec["schedule"]["1"]["candidate_steps"]  # SGLang's built-in table, as the server ran it
+        else:
+            assert rec["schedule"] == json.loads(deployed[comp["chosen"]]["config"]["spec_schedule"])
+            assert rec["vllm_num_speculative_tokens_per_batch_size"][0][0] == 1
+    else:
+        assert rec["schedule"] is None and rec["vllm_num_speculative_tokens_per_batch_size"] is None
+        assert comp["reason"]
+    report = (out / "report.md").read_text()
+    assert "adaptive-default" in report
+
+
+@pytest.mark.slow
+def test_no_schedule_and_old_versions_skip_the_phase(hosts, tmp_path, capsys):
+    inv = hosts("local-a")
+    out = tmp_path / "out"
+    args = ("--steps", "1,2", "--concurrency", "1", "--requests-per-level", "2x")
+    assert sweep(out, inv, *args) == 0, capsys.readouterr().err
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert rec["schedule_phase"].startswith("not run: SGLang 0.5.9") and "has no per-batch-size" in rec["schedule_phase"]
+    assert rec["schedule"] is None and rec["schedule_comparison"] is None
+    out2 = tmp_path / "out2"
+    assert sweep(out2, inv, *args, "--no-schedule", "-e", "local_emu_version=0.5.23") == 0
+    rec = json.loads((out2 / "recommendation.json").read_text())
+    assert rec["schedule_phase"] == "off (--no-schedule)"
+    assert not [r for r in records(out2) if r["type"] == "deploy" and r["config"].get("spec_schedule")]
