@@ -71,12 +71,17 @@ RESULT_COLUMNS = [
     "metrics_tokens",
     "spec_verify_ct",
     "metrics_verify_calls",
+    # issue #12: the batch the server ran (/metrics num_running_reqs) and the adaptive configuration
+    "running_reqs_p90",
+    "running_reqs_mean",
+    "spec_schedule",
 ]
 
 
 def _config_fields(rec: Record) -> dict[str, Any]:
     c = rec.config.to_json()
-    return {k: c[k] for k in ("config_id", "spec_steps", "spec_topk", "spec_draft_tokens", "spec_algorithm")}
+    keys = ("config_id", "spec_steps", "spec_topk", "spec_draft_tokens", "spec_algorithm", "spec_schedule")
+    return {k: c.get(k) for k in keys}
 
 
 def _deploy_fields(dep: DeployRecord | None) -> dict[str, Any]:
