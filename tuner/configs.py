@@ -181,7 +181,9 @@ def plan_configs(
     for topk in topks:
         for draft in drafts:
             for k in steps:
-                cfg = SpecConfig(0, 1, None, algorithm) if k == 0 else SpecConfig(k, topk, draft, algorithm)
+                # a chain's draft tokens are steps + 1 whether given or not: one configuration, not two
+                d = None if topk == 1 and draft == k + 1 else draft
+                cfg = SpecConfig(0, 1, None, algorithm) if k == 0 else SpecConfig(k, topk, d, algorithm)
                 if cfg.config_id in seen:
                     continue
                 seen.add(cfg.config_id)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from sglang_utils import sglang_secrets
+
 API_KEY_ENV = "SGLANG_API_KEY"
 API_KEY_FALLBACK_ENV = "OPENAI_API_KEY"
-MASK = "<redacted>"
+MASK = sglang_secrets.MASK  # one mask for the module, the launcher and the tuner
 
 
 def api_key_from_env(environ: dict[str, str] | None = None) -> str | None:

@@ -149,3 +149,13 @@ def test_plan_configs_uses_the_play_limits():
     assert plan_configs(
         [2], [1], [None], "EAGLE3", play_vars={"sglang_server_spec_draft_model_path": "/m/draft"}
     ).configs
+
+
+def test_a_chains_explicit_draft_tokens_are_the_same_configuration():
+    """topk 1 verifies steps + 1 tokens whether given or not: `--draft-tokens auto,8` at steps 7
+    plans k7-t1 once (deploying it twice would measure one server twice)."""
+    from tuner.configs import plan_configs
+
+    plan = plan_configs((6, 7), (1,), (None, 8))
+    assert [c.config_id for c in plan.configs] == ["k6-t1", "k7-t1"]
+    assert [c.config_id for c, _ in plan.infeasible] == ["k6-t1-d8"]
