@@ -291,7 +291,9 @@ def test_schedule_phase_measures_schedule_and_default_adaptive(hosts, tmp_path, 
     assert rc == 0, err
     recs = records(out)
     levels = [r for r in recs if r["type"] == "level"]
-    deploys_cap = {r["config"]["config_id"]: r["capacity"]["max_running_requests"] for r in recs if r["type"] == "deploy"}
+    deploys_cap = {
+        r["config"]["config_id"]: r["capacity"]["max_running_requests"] for r in recs if r["type"] == "deploy"
+    }
     # every level sampled the server's running-request gauge; admission and the closed loop set it
     assert all(r["metrics"]["running_reqs_samples"] > 0 for r in levels)
     # at C=48 admission (max_running_requests) caps the batch the server runs
@@ -339,7 +341,9 @@ def test_no_schedule_and_old_versions_skip_the_phase(hosts, tmp_path, capsys):
     args = ("--steps", "1,2", "--concurrency", "1", "--requests-per-level", "2x")
     assert sweep(out, inv, *args) == 0, capsys.readouterr().err
     rec = json.loads((out / "recommendation.json").read_text())
-    assert rec["schedule_phase"].startswith("not run: SGLang 0.5.9") and "has no per-batch-size" in rec["schedule_phase"]
+    assert (
+        rec["schedule_phase"].startswith("not run: SGLang 0.5.9") and "has no per-batch-size" in rec["schedule_phase"]
+    )
     assert rec["schedule"] is None and rec["schedule_comparison"] is None
     out2 = tmp_path / "out2"
     assert sweep(out2, inv, *args, "--no-schedule", "-e", "local_emu_version=0.5.23") == 0
