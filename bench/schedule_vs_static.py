@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
-from tuner_testlib import FIXTURES, free_port, local_inventory, stop_local_emulators  # noqa: E402
+from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}
@@ -60,19 +60,9 @@ MACHINES = {
 
 
 def sweep(profile: Path, steps: str, inv: Path, out: Path) -> float:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tuner",
-        "sweep",
-        "--out",
-        str(out),
-        "--inventory",
-        str(inv),
-        "--playbook",
-        str(FIXTURES / "local_emulator_deploy.yml"),
-        "-e",
-        f"project_dir={ROOT}",
+    cmd = local_sweep_cmd(
+        out,
+        inv,
         "-e",
         f"local_emu_profile={profile}",
         "-e",
@@ -80,7 +70,7 @@ def sweep(profile: Path, steps: str, inv: Path, out: Path) -> float:
         "--steps",
         steps,
         "--quiet",
-    ]
+    )
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0

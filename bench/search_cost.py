@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 sys.path.insert(0, str(ROOT))
-from tuner_testlib import FIXTURES, free_port, local_inventory, stop_local_emulators  # noqa: E402
+from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
 
 from tuner import analysis  # noqa: E402
 from tuner.store import Store  # noqa: E402
@@ -103,19 +103,9 @@ class Run:
 
 
 def sweep(machine: Machine, inv: Path, search: str, out: Path, repeats: int) -> Run:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tuner",
-        "sweep",
-        "--out",
-        str(out),
-        "--inventory",
-        str(inv),
-        "--playbook",
-        str(FIXTURES / "local_emulator_deploy.yml"),
-        "-e",
-        f"project_dir={ROOT}",
+    cmd = local_sweep_cmd(
+        out,
+        inv,
         "-e",
         f"local_emu_profile={machine.profile}",
         "--steps",
@@ -125,7 +115,7 @@ def sweep(machine: Machine, inv: Path, search: str, out: Path, repeats: int) -> 
         "--repeats",
         str(repeats),
         "--quiet",
-    ]
+    )
     if search == "grid":
         cmd.append("--no-early-stop")
     t0 = time.perf_counter()

@@ -37,7 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -415,9 +415,11 @@ COUNTERS = {
 }
 
 
-def parse_prometheus_counters(text: str) -> dict[str, float]:
-    """Sum each counter of `COUNTERS` over its label sets (TP ranks, models)."""
-    wanted = {name: key for key, names in COUNTERS.items() for name in names}
+def _prometheus_values(
+    text: str, series: Mapping[str, tuple[str, ...]], combine: Callable[[float, float], float]
+) -> dict[str, float]:
+    """Each metric of `series` (key -> its exported names), its label sets combined with `combine`."""
+    wanted = {name: key for key, names in series.items() for name in names}
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -430,8 +432,13 @@ def parse_prometheus_counters(text: str) -> dict[str, float]:
         except ValueError:
             continue
         key = wanted[m.group(1)]
-        out[key] = out.get(key, 0.0) + value
+        out[key] = combine(out[key], value) if key in out else value
     return out
+
+
+def parse_prometheus_counters(text: str) -> dict[str, float]:
+    """Sum each counter of `COUNTERS` over its label sets (TP ranks, models)."""
+    return _prometheus_values(text, COUNTERS, lambda a, b: a + b)
 
 
 # Gauges sampled during a level. SGLang exports one series per scheduler (label sets differ by
@@ -444,21 +451,7 @@ GAUGES = {
 
 def parse_prometheus_gauges(text: str) -> dict[str, float]:
     """The largest value of each gauge of `GAUGES` over its label sets."""
-    wanted = {name: key for key, names in GAUGES.items() for name in names}
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _PROM_LINE.match(line)
-        if not m or m.group(1) not in wanted:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        key = wanted[m.group(1)]
-        out[key] = max(out.get(key, value), value)
-    return out
+    return _prometheus_values(text, GAUGES, max)
 
 
 def running_batch(

@@ -110,6 +110,26 @@ def local_inventory(path: Path, hosts: dict[str, int], state_dir: Path) -> Path:
     return path
 
 
+def local_sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
+    """`python -m tuner sweep` against the local hosts of `local_inventory` through
+    fixtures/local_emulator_deploy.yml (benchmarks run it as a subprocess)."""
+    return [
+        sys.executable,
+        "-m",
+        "tuner",
+        "sweep",
+        "--out",
+        str(out),
+        "--inventory",
+        str(inventory),
+        "--playbook",
+        str(FIXTURES / "local_emulator_deploy.yml"),
+        "-e",
+        f"project_dir={ROOT}",
+        *args,
+    ]
+
+
 def stop_local_emulators(state_dir: Path) -> None:
     """Stop what fixtures/local_emulator_deploy.yml started (its pid files name process groups)."""
     for pidfile in state_dir.glob("*/pid"):
