@@ -37,6 +37,7 @@ __all__ = [
     "load_flat",
     "union_candidate_steps",
     "schedule_config",
+    "resolved_schedule",
 ]
 
 # 0.5.23 adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG (used when no file is given).
@@ -109,3 +110,29 @@ def schedule_config(schedule: dict[Any, Any]) -> dict[str, dict[str, list[int]]]
     for key in sorted(schedule, key=lambda k: int(str(k))):
         out[str(int(str(key)))] = {"candidate_steps": [int(schedule[key])]}
     return out
+
+
+def resolved_schedule(cfg: Any, form: str | None) -> dict[str, Any] | None:
+    """The schedule a server runs, as SGLang's JSON, from its config document (``None``: no file).
+
+    ``form`` is the release's (``sglang_releases.adaptive_config_form``). Per-bs (0.5.13+): each
+    bucket as its slot reads it (``AdaptiveSpeculativeParams.__init__``: ``{**cfg, **entry}``, the
+    top-level defaults merged under it, less the other buckets), buckets in increasing order, the
+    default config when there is no file. Flat (0.5.11/0.5.12): the one object with its
+    ``candidate_steps`` filled in. ``None`` when the document is not one the release accepts.
+    """
+    if form == "flat":
+        try:
+            flat = dict(load_flat(cfg))
+        except ValueError:
+            return None
+        flat.setdefault("candidate_steps", list(FLAT_DEFAULT_CANDIDATE_STEPS))
+        return flat
+    if form != "per-bs":
+        return None
+    try:
+        whole, entries = load_per_bs(cfg)
+    except (ValueError, AttributeError, TypeError):
+        return None
+    defaults = {k: v for k, v in whole.items() if not str(k).isdigit()}
+    return {str(bs): {**defaults, **entries[bs]} for bs in sorted(entries)}

@@ -67,6 +67,14 @@ def _as_float(value: Any) -> float | None:
     return None
 
 
+def _as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False  # a body that lists the field as null: the flag's default (off)
+    return None
+
+
 def _as_str(value: Any) -> str | None:
     if isinstance(value, str) and value:
         return value
@@ -153,6 +161,10 @@ def parse_server_info(info: Any) -> dict[str, Any]:
             "num_steps": spec_int("speculative_num_steps"),
             "eagle_topk": spec_int("speculative_eagle_topk"),
             "num_draft_tokens": spec_int("speculative_num_draft_tokens"),
+            # Resolved: SGLang sets it False when it falls back to static speculation
+            # (0.5.23 speculative_hook.py _maybe_disable_adaptive; /server_info is resolved_dict()).
+            "adaptive": _as_bool(_lookup(info, "speculative_adaptive")) if spec_on else None,
+            "adaptive_config": _as_str(_lookup(info, "speculative_adaptive_config")) if spec_on else None,
         },
         "avg_spec_accept_length": _as_float(accept),
         "launch_command": parse_launch_command(info.get("launch_command")),

@@ -242,6 +242,19 @@ speculative:
       description: The value it was reset to.
       type: int
       sample: 48
+    adaptive:
+      description: >-
+        Whether adaptive speculation (C(--speculative-adaptive)) is on as SGLang resolved it (false after SGLang's
+        fallback to static speculation, and on releases without it); null when /server_info did not answer.
+      type: bool
+      sample: true
+    schedule:
+      description: >-
+        The per-batch-size schedule the server runs, as SGLang's JSON (bucket lower bound -> its entry, buckets in
+        increasing order), read from the server's C(speculative_adaptive_config) file on the host (SGLang's default
+        config when it has none); the flat object on 0.5.11/0.5.12; null when the server runs static speculation.
+      type: dict
+      sample: {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}
 server:
   description: What the server says about itself.
   returned: success
@@ -329,6 +342,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_adaptive import resolved_schedule
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log import (
     current_launch,
     find_fatal,
@@ -339,6 +353,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log imp
     split_lines,
     summarize,
 )
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_releases import adaptive_config_form
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_info import (
     SERVER_INFO_PATHS,
     draft_tokens_adjusted,
@@ -900,8 +915,12 @@ class Gate:
         if not summary.get("served_model_name") and not (info_fields or {}).get("served_model_name"):
             _st, body = self.http.get_json("/v1/models")
             models = parse_models(body)
+        schedule = None
+        if info_fields is not None:
+            spec = info_fields.get("speculative") or {}
+            schedule = read_schedule(spec.get("adaptive"), spec.get("adaptive_config"), info_fields.get("version"))
         res = self.common()
-        res.update(build_report(summary, info_fields, models, info_path))
+        res.update(build_report(summary, info_fields, models, info_path, schedule))
         res["sglang_warnings"] = [redact(w, self.secrets) for w in res["sglang_warnings"]]
         res["ready_seconds"] = round(self.ready_seconds(lines), 3)
         return res
@@ -916,7 +935,37 @@ class Gate:
         return None, None
 
 
-def build_report(summary, info, models, info_path=None):
+# The most of an adaptive config file the gate reads (SGLang's are a few hundred bytes).
+SCHEDULE_FILE_MAX = 1 << 20
+
+
+def read_schedule(adaptive, config_path, version):
+    """The schedule the server resolved (SGLang's JSON), or None when it runs static.
+
+    SGLang exposes the switch and the file, not the buckets: /server_info has the resolved
+    ``speculative_adaptive`` (False after a fallback) and ``speculative_adaptive_config`` (0.5.23
+    utils/common.py build_server_info -> server_args.resolved_dict()), and the log names the first
+    bucket's candidates only (``AdaptiveSpeculativeParams initialized``). So the gate, on the host,
+    reads the file the server read, as the server's release reads it
+    (plugins/module_utils/sglang_adaptive.py resolved_schedule; no file: SGLang's default).
+    """
+    if not adaptive:
+        return None
+    form = adaptive_config_form(version or "")
+    cfg = None
+    if config_path:
+        try:
+            with open(config_path, "rb") as f:
+                data = f.read(SCHEDULE_FILE_MAX + 1)
+            if len(data) > SCHEDULE_FILE_MAX:
+                return None
+            cfg = json.loads(data.decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+    return resolved_schedule(cfg, form)
+
+
+def build_report(summary, info, models, info_path=None, schedule=None):
     """Merge the log summary, ``/server_info`` and ``/v1/models`` into the return keys.
 
     The log's capacity line is what the scheduler printed for this start, so it wins; the
@@ -959,6 +1008,8 @@ def build_report(summary, info, models, info_path=None):
     speculative["draft_tokens_adjusted"] = adjusted
     speculative["max_running_requests_reset"] = spec_log.get("max_running_requests_reset")
     speculative["max_running_requests_reset_to"] = spec_log.get("max_running_requests_reset_to")
+    speculative["adaptive"] = spec_info.get("adaptive") if info else None
+    speculative["schedule"] = schedule if speculative["adaptive"] else None
 
     served = info.get("served_model_name") or summary.get("served_model_name") or models.get("served_model_name")
     server = {
