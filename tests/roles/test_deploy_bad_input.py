@@ -44,6 +44,43 @@ CASES = {
         ["-e", '{"spec_steps": 3, "sglang_server_emulator_faults": ["bogus"]}'],
         "sglang_server_emulator_faults: 'bogus' is not one of",
     ),
+    # spec_schedule (adaptive speculation) on a release that has it, unless the case is the release.
+    "schedule-no-bucket-1": (
+        ["-e", 'sglang_server_sglang_version=0.5.23 spec_schedule={"16":3}'],
+        'spec_schedule must have bucket "1"',
+    ),
+    "schedule-steps-99": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"1": 99}}'],
+        "spec_schedule: bucket '1' must have steps from 0 to 16",
+    ),
+    "schedule-key-abc": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"1": 4, "abc": 3}}'],
+        "spec_schedule: keys are batch-size lower bounds, whole numbers of at least 1; got 'abc'",
+    ),
+    "schedule-key-0": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"0": 4, "1": 3}}'],
+        "spec_schedule: keys are batch-size lower bounds, whole numbers of at least 1; got '0'",
+    ),
+    "schedule-topk-2": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"1": 4}, "spec_topk": 2}'],
+        "spec_schedule needs spec_topk 1",
+    ),
+    "schedule-old-sglang": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.9", "spec_schedule": {"1": 4, "16": 3}}'],
+        "spec_schedule needs SGLang 0.5.13 or later",
+    ),
+    "schedule-default-old-sglang": (
+        ["-e", "sglang_server_sglang_version=0.5.10 spec_schedule=default"],
+        "spec_schedule=default needs SGLang 0.5.11 or later",
+    ),
+    "schedule-malformed-json": (
+        ["-e", "sglang_server_sglang_version=0.5.23", "-e", 'spec_schedule={"1": 4,'],
+        "spec_schedule must be a JSON object",
+    ),
+    "schedule-ngram": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"1": 4}, "spec_algorithm": "NGRAM"}'],
+        "spec_schedule needs spec_algorithm EAGLE, EAGLE3, NEXTN",
+    ),
     # The seed has 4 GPUs; TP 8 on one node does not fit (checked by cuda_env's preflight).
     "tp-too-large": (["-e", "spec_steps=3 sglang_server_tp_size=8"], "sglang_server_tp_size"),
 }
