@@ -45,6 +45,8 @@ def test_059_body():
         "num_steps": 3,
         "eagle_topk": 1,
         "num_draft_tokens": 4,
+        "adaptive": False,  # 0.5.9 has no --speculative-adaptive
+        "adaptive_config": None,
     }
     assert out["avg_spec_accept_length"] == 3.12 and out["kv_token_capacity"] == 1763904
     assert out["context_length"] is None and out["launch_command"] is None
@@ -87,6 +89,8 @@ def test_old_body_without_internal_states_and_spec_off():
         "num_steps": None,
         "eagle_topk": None,
         "num_draft_tokens": None,
+        "adaptive": None,
+        "adaptive_config": None,
     }
     assert out["max_running_requests"] is None and out["max_total_num_tokens"] == 46611
 
