@@ -15,6 +15,7 @@ NO_DEFAULT = {
     "spec_topk",
     "spec_draft_tokens",
     "spec_algorithm",
+    "spec_schedule",
     "sglang_server_client_host",
     "sglang_server_dist_init_host",
 }
