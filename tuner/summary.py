@@ -418,6 +418,11 @@ def schedule_phase_text(s: Summary) -> str:
         else [f"schedule built: {plan.schedule.label}" if plan.schedule else ""]
     )
     parts.append(f"measured {', '.join(measured)}" if measured else "nothing measured yet")
+    for cid in measured:
+        # the gate reports what the server resolved: SGLang turns adaptive off (with a warning) where
+        # it cannot run it, and then serves the launch depth statically
+        if (s.state.deploys[cid].speculative or {}).get("adaptive") is False:
+            parts.append(f"the server ran {cid} without adaptive speculation (SGLang turned it off: see its warnings)")
     return "; ".join(p for p in parts if p)
 
 
