@@ -20,7 +20,7 @@ from pathlib import Path
 from . import __version__
 from .flags import BadInput, check_out_dir, check_results_dir, parse_target_concurrency, requests_for_level
 from .redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_env
-from .summary import Summary
+from .summary import Summary, schedule_json
 from .sweepspec import SweepSpec, WorkloadSpec
 
 TOOL = f"sglang-tune {__version__}"
@@ -110,7 +110,10 @@ def _print_summary(summary: Summary | None, out: Path | None) -> None:
                 f"{c:>11}  {ch.chosen.spec_steps:>15}  {ch.chosen.mean:>15.1f}  {ci:<19}  "
                 f"{'tied within noise' if ch.tied else ch.verdict}"
             )
-        if rec.chosen is not None:
+        if rec.chosen is not None and rec.kind == "schedule":
+            print(f"recommended: {rec.chosen.config.label} ({rec.chosen.config_id}): {rec.reason}")
+            print(f"schedule: {json.dumps(schedule_json(summary, v)['schedule'])}")
+        elif rec.chosen is not None:
             print(f"recommended: spec_steps {rec.chosen.spec_steps} ({rec.chosen.config_id}): {rec.reason}")
         else:
             print(f"no recommendation: {rec.reason}")

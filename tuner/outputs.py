@@ -40,12 +40,24 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         capacity_by_config(s),
         title=title(s),
         chosen={c: ch.chosen.config_id for c, ch in s.choices.items()},
-        recommended=s.recommendation.to_dict() if s.recommendation.chosen else None,
+        recommended=_static_recommendation(s),
         failed={cid: r.config.to_json() for cid, r in s.state.failed.items() if not r.config.is_schedule},
         skipped={cid: r.config.to_json() for cid, r in s.state.skipped.items() if not r.config.is_schedule},
         slo=s.slo,
         predicted=predicted_points(s),
     )
+
+
+def _static_recommendation(s: Summary) -> dict[str, Any] | None:
+    """What the steps plot marks: the recommended static depth (an adaptive recommendation has
+    its own plot, and no place on the steps axis)."""
+    rec = s.recommendation
+    if rec.kind == "schedule":
+        view = s.views.get(s.temperatures[0]) if s.temperatures else None
+        rec = view.static if view is not None and view.static is not None else rec
+        if rec.kind == "schedule":
+            return None
+    return rec.to_dict() if rec.chosen else None
 
 
 def write_schedule_plot(out: Path, s: Summary) -> Path | None:
