@@ -42,14 +42,23 @@ from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_loca
 VENV_BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}
 ENV.pop("SGLANG_API_KEY", None)
-KEEP = ("report.md", "recommendation.json", "results.csv", "throughput_vs_steps.png", "schedule_vs_static.png")
+KEEP = (
+    "report.md",
+    "recommendation.json",
+    "results.csv",
+    "records.jsonl",
+    "sweep.json",
+    "throughput_vs_steps.png",
+    "schedule_vs_static.png",
+)
 VERSION = "0.5.23"
 
 MACHINES = {
     "seed": (
         ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml",
         "1-5",
-        "the seed deployment (Qwen3.5-122B, 4 x RTX PRO 6000): depth 4 wins at low load, 3 at high load",
+        "the seed deployment (Qwen3.5-122B, 4 x RTX PRO 6000): of the depths the seed measured (1-4), 4 wins at "
+        "low load and 3 at high load; depth 5, which the seed never tried, wins at low load here",
     ),
     "no-spec-high-load": (
         ROOT / "bench" / "profiles" / "search-no-spec-high-load.yaml",
@@ -90,21 +99,34 @@ def machine_section(name: str, what: str, steps: str, rec: dict, wall: float) ->
     lines.append("")
     winners = ", ".join(f"C={c}: {v.get('config_id')}" for c, v in rec["by_concurrency"].items())
     lines += [f"Static winners per level: {winners}.", ""]
-    lines.append("| C | best static | tuner's schedule | SGLang default adaptive |")
-    lines.append("|---|---|---|---|")
     best = comp.get("best_static") or "-"
+    lines.append(
+        f"| C | the level's best static depth | recommended static ({best}) | tuner's schedule | SGLang default adaptive |"
+    )
+    lines.append("|---|---|---|---|---|")
     for c, row in (comp.get("per_level") or {}).items():
+        w = rec["by_concurrency"].get(c) or {}
+        wlo, whi = w.get("ci95") or [0.0, 0.0]
+        winner = (
+            f"{w.get('config_id')}: {w.get('output_tok_s', 0):.0f} [{wlo:.0f}, {whi:.0f}]"
+            if w.get("config_id")
+            else "-"
+        )
         lines.append(
-            f"| {c} | {cell(row.get('best_static'))} | {cell(row.get('schedule'))} | {cell(row.get('default_adaptive'))} |"
+            f"| {c} | {winner} | {cell(row.get('best_static'))} | {cell(row.get('schedule'))} | "
+            f"{cell(row.get('default_adaptive'))} |"
         )
     lines.append("")
-    lines.append(f"Aggregate tok/s [95% CI]; best static = {best} (the static recommendation).")
+    lines.append(
+        f"Aggregate tok/s [95% CI] and the running batch the server reported; {best} is the static depth the "
+        "tuner recommends for the whole workload (one depth must serve every level), the one an adaptive "
+        "configuration has to beat."
+    )
     scores = comp.get("score_ci95") or {}
     if scores:
         lines.append(
-            "Objective (equal-weight mean of throughput relative to each level's best, 95% interval): "
-            + ", ".join(f"{cid} [{lo:.3f}, {hi:.3f}]" for cid, (lo, hi) in scores.items())
-            + "."
+            "Objective (equal-weight mean of throughput relative to each level's best among these three, 95% "
+            "interval): " + ", ".join(f"{cid} [{lo:.3f}, {hi:.3f}]" for cid, (lo, hi) in scores.items()) + "."
         )
     caps = comp.get("capacity_max_total_num_tokens") or {}
     shown = {best, comp.get("schedule_config_id"), "adaptive-default"}
@@ -130,12 +152,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--machines", default=",".join(MACHINES))
     ap.add_argument("--out", default=str(ROOT / "bench" / "schedule_vs_static.md"))
+    ap.add_argument("--render", action="store_true", help="rewrite the .md from the kept sweeps, running nothing")
     args = ap.parse_args()
     names = [m for m in args.machines.split(",") if m]
     keep = Path(args.out).with_suffix("")
     sections: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="sgt-schedule-") as tmp:
+    if args.render:
         for name in names:
+            profile, steps, what = MACHINES[name]
+            rec = json.loads((keep / name / "recommendation.json").read_text())
+            wall = json.loads((keep / name / "wall.json").read_text())["wall_s"]
+            sections += machine_section(name, what, steps, rec, wall)
+    with tempfile.TemporaryDirectory(prefix="sgt-schedule-") as tmp:
+        for name in names if not args.render else []:
             profile, steps, what = MACHINES[name]
             state = Path(tmp) / name / "state"
             state.mkdir(parents=True)
@@ -153,6 +182,7 @@ def main() -> int:
             for f in KEEP:
                 if (out / f).exists():
                     shutil.copy(out / f, dest / f)
+            (dest / "wall.json").write_text(json.dumps({"wall_s": round(wall, 1)}) + "\n")
             sections += machine_section(name, what, steps, rec, wall)
     head = [
         "# Per-batch-size schedule against the best static depth",

@@ -254,6 +254,12 @@ def judge(
         )
         if sign > 0:
             winners.append((diff, cand))
+    # the objective's intervals shown side by side: one scoring of the three together (the verdicts
+    # above compare each pair on its own, as a two-way choice between them would)
+    trio = {c.config_id for c in (sched, default) if c is not None} | {best.config_id}
+    joint = analysis.recommend({k: p for k, p in all_stats.items() if k[0] in trio}, levels, target)
+    if joint.score_ci:
+        v.score_ci = dict(joint.score_ci)
     if winners:
         diff, v.chosen = max(winners, key=lambda w: w[0])
         v.recommended = True
