@@ -116,7 +116,8 @@ def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):
     out = capsys.readouterr().out
     assert rc == 0
     assert "hosts: local-a" in out
-    assert 'deploy k2-t1-d3: {"sglang_server_emulator_startup_s": "1", "spec_steps": 2' in out
+    # draft 3 at steps 2 is the chain itself (steps + 1): k2-t1, planned once
+    assert 'deploy k2-t1: {"sglang_server_emulator_startup_s": "1", "spec_steps": 2' in out
     assert "skip k1-t1-d3" in out and "deploy k0" in out and "deploy k1-t2-d3" in out
     assert "C=64 x 128..1024 requests" in out and "until +-2%" in out
     assert not (tmp_path / "o").exists()
