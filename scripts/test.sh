@@ -60,14 +60,21 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
   timed "$name-skips" python scripts/check_skips.py --stage "$name" "$report"
 }
 
+# Workers (pytest-xdist): most tests wait on emulator processes, HTTP and ansible-runner rather
+# than compute, so even 2 cores run several at once. The systemd stage keeps each test file on one
+# worker (--dist loadfile): a file's tests share the host its fixture made, and every file has its
+# own host names and index range. SGLANG_TUNE_WORKERS=0 runs everything in one process.
+UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-3}
+SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-2}
+
 run_unit() {
   stage "unit tests"
-  pytest_stage unit -m "not systemd"
+  pytest_stage unit -m "not systemd" -n "$UNIT_WORKERS"
 }
 
 run_systemd() {
   stage "tests with real systemd (containers)"
-  pytest_stage systemd -m systemd
+  pytest_stage systemd -m systemd -n "$SYSTEMD_WORKERS" --dist loadfile
 }
 
 case "$what" in
