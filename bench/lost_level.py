@@ -51,7 +51,17 @@ def main() -> int:
             faults = json.dumps({"sglang_server_emulator_faults": [f"crash-after-ready={args.crash_after}"]})
             rc = subprocess.run(
                 [sys.executable, "-m", "tuner", "sweep", "--inventory", str(inv), "--steps", args.steps]
-                + ["--concurrency", args.concurrency, "--no-early-stop", "-e", faults, "--out", str(out)]
+                + [
+                    "--concurrency",
+                    args.concurrency,
+                    "--no-early-stop",
+                    "--search",
+                    "grid",
+                    "-e",
+                    faults,
+                    "--out",
+                    str(out),
+                ]
                 + ["--recover-timeout", "120", "--quiet"],
                 cwd=ROOT,
                 env=ENV,

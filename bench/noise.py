@@ -104,6 +104,8 @@ def sweep(inv: Path, profile: Path, out: Path, args: argparse.Namespace, extra: 
             "--warmup-requests",
             "2",
             "--no-early-stop",
+            "--search",
+            "grid",
             "--out",
             str(out),
             "--quiet",

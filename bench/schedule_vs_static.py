@@ -76,6 +76,8 @@ def sweep(profile: Path, steps: str, inv: Path, out: Path) -> float:
         f"local_emu_profile={profile}",
         "-e",
         f"local_emu_version={VERSION}",
+        "--search",
+        "grid",
         "--steps",
         steps,
         "--quiet",

@@ -136,6 +136,8 @@ def main() -> int:
             "--warmup-requests",
             "1",
             "--no-early-stop",
+            "--search",
+            "grid",
         ]
         for e in args.extra_vars:
             cmd += ["-e", e]

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make demo`: the main job end to end on this machine. Creates the emulator host(s) of the default
 # inventory (podman containers with systemd, inventory/emulator.yml), then sweeps spec_steps 1..5 at
-# concurrency 1, 4, 16, 32, 64: each configuration is deployed through the deploy play (ansible-runner),
-# gated by sglang_ready, benchmarked, stored; then plotted and recommended.
+# concurrency 1, 4, 16, 32, 64 with the model-guided search (the default): each configuration it
+# deploys goes through the deploy play (ansible-runner), gated by sglang_ready, benchmarked, stored;
+# those the model says cannot win a level are skipped with their prediction; then plotted and
+# recommended.
 # At the end the recommended configuration is deployed and verified (--deploy-best).
 # Re-running continues an interrupted demo (--resume) instead of starting over.
 set -euo pipefail

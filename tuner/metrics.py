@@ -56,6 +56,9 @@ class RequestTrace:
     output_tokens: int | None = None  # the server's count
     prompt_tokens: int | None = None
     spec_verify_ct: int | None = None
+    # Verify steps that accepted exactly n drafts, n = 0, 1, ... (SGLang's per-request
+    # `spec_accept_histogram`, `spec_correct_drafts_histogram` from 0.5.23): per-position acceptance.
+    accept_hist: list[int] | None = None
     server_e2e_s: float | None = None  # the server's own arrival-to-finish time, if it says
     # Tokens counted chunk by chunk as they arrived (None when a chunk did not say), before the
     # final count is known: the client's side of the token cross-check.
@@ -190,6 +193,10 @@ class LevelMetrics:
     metrics_tokens: float | None = None  # /metrics generation_tokens_total over the level
     spec_verify_ct: int | None = None  # sum of the requests' spec_verify_ct (native /generate)
     metrics_verify_calls: float | None = None  # /metrics spec_verify_calls_total over the level
+    # The requests' acceptance histograms summed (index n: verify steps that accepted exactly n
+    # drafts); None unless every successful request carried one. tuner/search.py reads the
+    # acceptance at each draft position from it.
+    accept_hist: list[int] | None = None
     # The batch the server ran: /metrics `num_running_reqs` sampled during the level (what a
     # per-batch-size schedule routes on; admission caps it below the client's concurrency; the
     # 90th percentile of the samples, metrics.running_batch says why)
@@ -365,6 +372,7 @@ def level_metrics(
     stream = [t.stream_tokens for t in ok]
     verify = [t.spec_verify_ct for t in ok]
     delta = counter_delta or {}
+    hist = sum_histograms([t.accept_hist for t in ok]) if ok else None
     return LevelMetrics(
         concurrency=concurrency,
         requests=len(traces),
@@ -402,7 +410,24 @@ def level_metrics(
         metrics_tokens=delta.get("generation_tokens"),
         spec_verify_ct=sum(v for v in verify if v) if ok and all(verify) else None,
         metrics_verify_calls=delta.get("spec_verify_calls"),
+        accept_hist=hist,
     )
+
+
+def sum_histograms(hists: Sequence[Sequence[int] | None]) -> list[int] | None:
+    """Element-wise sum of acceptance histograms of different lengths (a request's histogram is as
+    long as its server's deepest chain); None when one is missing, so a level's histogram always
+    covers all its requests."""
+    if not hists or any(h is None for h in hists):
+        return None
+    out: list[int] = []
+    for h in hists:
+        assert h is not None
+        if len(h) > len(out):
+            out.extend([0] * (len(h) - len(out)))
+        for i, n in enumerate(h):
+            out[i] += int(n)
+    return out
 
 
 _PROM_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")

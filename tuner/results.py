@@ -75,6 +75,8 @@ RESULT_COLUMNS = [
     "running_reqs_p90",
     "running_reqs_mean",
     "spec_schedule",
+    # issue #13: the level's acceptance histogram (verify steps that accepted 0, 1, ... drafts)
+    "accept_hist",
 ]
 
 
@@ -114,6 +116,7 @@ def level_row(m: Measured, slo: Slo | None = None) -> dict[str, Any]:
         "server_lost": lv.server_lost or None,
         "stop_reason": lv.stop_reason,
         **metrics,
+        "accept_hist": " ".join(str(n) for n in lv.metrics.accept_hist) if lv.metrics.accept_hist else None,
         "error": "; ".join(f"{n}x {k}" for k, n in errors.items()) or None,
     }
     if slo is not None and lv.samples is not None:

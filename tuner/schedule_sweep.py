@@ -66,9 +66,12 @@ def unsupported(state: SweepState, algorithm: str) -> str | None:
 
 
 def _chain(p: PointStats, algorithm: str) -> bool:
+    return is_chain(p.config, algorithm)
+
+
+def is_chain(c: SpecConfig, algorithm: str) -> bool:
     """A configuration a schedule bucket can pin: a chain (topk 1, draft tokens = steps + 1) of the
     sweep's algorithm, or no speculation (steps 0)."""
-    c = p.config
     if c.is_schedule:
         return False
     if c.spec_steps == 0:

@@ -12,8 +12,10 @@ model and its assumptions; in short:
   average, where P_i is the chance that the first i drafts are all accepted, P_i = a_1 ... a_i.
   The per-position acceptance a_j is fitted as logit(a_j) = u + v (j - 1), so a draft that gets
   worse further out (v < 0) is not assumed away; with one measured depth v has a prior centred on 0.
-  The measured tokens per verify step come from SGLang's `spec_verify_ct` (completion tokens /
-  verify steps, the first token, which comes from prefill, taken out).
+  Where the server sends per-request acceptance histograms (verify steps that accepted exactly n
+  drafts), P_i up to the deepest measured chain is read from them and the trend only carries on
+  beyond it; else the fit is to the measured tokens per verify step, from SGLang's `spec_verify_ct`
+  (completion tokens / verify steps, the first token, which comes from prefill, taken out).
 - Step time. A decode step of depth k with b running requests, each verifying n tokens, takes
   t = t0 + t_k k + c b n (after a misfit, with three or more depths measured: + t_kk k^2), fitted
   by least squares on the measured tokens-per-step / per-request decode rate.
@@ -22,11 +24,16 @@ model and its assumptions; in short:
   is not deployed.
 
 Per level, the aggregate throughput follows from those through a closed-loop account of the
-benchmark (C clients, the server running min(C, limit) at a time), scaled by how the measured
+benchmark (C clients, the server running min(C, limit) at a time, over the span the client
+measures: up to the moment the loop stops sending), scaled by how the measured
 configurations at that level compared with the same account. Intervals combine the fits'
 uncertainties, that calibration's spread and the measurement noise. A measurement outside the
 interval predicted for it is a misfit: it is reported, later intervals are widened by the miss in
 units of the interval, and the step-time model gains a k^2 term when the data support one.
+
+A configuration is deployed while it has a fair chance to win a level beyond the noise, to top the
+workload recommendation beyond its own margin, or, when a per-batch-size schedule follows the
+sweep, to change the chain that schedule would pin at a level a tree wins.
 """
 
 from __future__ import annotations
@@ -40,9 +47,10 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from . import analysis
+from . import analysis, schedule_sweep
 from .analysis import LevelChoice, PointStats
 from .configs import SpecConfig
+from .metrics import sum_histograms
 from .prediction import Band, LevelPrediction, Prediction
 from .records import SweepState
 from .sweepspec import DEFAULT_LEN, WorkloadSpec
@@ -123,6 +131,9 @@ class ConfigObs:
     kv_tokens: int | None
     max_running: int | None
     levels: Mapping[int, LevelObs]
+    # Verify steps that accepted exactly n drafts, over every measured level (None unless each
+    # level carried one): the acceptance at each draft position, not only their sum.
+    hist: tuple[int, ...] | None = None
 
     @property
     def k(self) -> int:
@@ -177,7 +188,10 @@ def observe(state: SweepState, workload: WorkloadSpec) -> list[ConfigObs]:
     for cid, pts in by_cfg.items():
         dep = state.deploys.get(cid)
         cfg = state.configs[cid]
+        if cfg.is_schedule:
+            continue  # an adaptive server changes depth with the batch: not a point of these trends
         levels = {}
+        hist = sum_histograms([lv.metrics.accept_hist for p in pts.values() for lv in p.levels])
         for c, p in pts.items():
             ok = sum(lv.metrics.requests_ok for lv in p.levels)
             toks = sum(lv.metrics.output_tokens for lv in p.levels)
@@ -207,6 +221,7 @@ def observe(state: SweepState, workload: WorkloadSpec) -> list[ConfigObs]:
                 kv_tokens=dep.max_total_num_tokens if dep else None,
                 max_running=dep.max_running_requests if dep else None,
                 levels=levels,
+                hist=None if hist is None or cfg.spec_steps == 0 else tuple(hist),
             )
         )
     out.sort(key=lambda o: o.config.order_key)
@@ -249,35 +264,132 @@ def _tau_grad(u: float, v: float, k: int) -> FloatArray:
     )
 
 
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x > -40 else 0.0
+
+
 @dataclass(frozen=True)
 class AcceptanceFit:
-    """Per-position acceptance of one (topk, draft tokens, algorithm) series."""
+    """Per-position acceptance of one (topk, draft tokens, algorithm) series.
+
+    `measured` holds P_1 .. P_K read off the servers' acceptance histograms (the chance that the
+    first i drafts are all accepted, K the deepest depth measured): within it nothing is
+    extrapolated. Beyond it, and for every position when no histogram came, the trend
+    logit(a_j) = u + v (j - 1) carries on.
+    """
 
     u: float
     v: float
     cov: FloatArray
     depths: tuple[int, ...]
+    measured: tuple[float, ...] = ()
+    measured_rel_sd: float = TAU_REL_FLOOR
+
+    def _probs(self, k: int, u: float | None = None, v: float | None = None) -> list[float]:
+        """P_1 .. P_k: measured where the histograms reach, the trend after."""
+        u = self.u if u is None else u
+        v = self.v if v is None else v
+        out, p = [], 1.0
+        for i in range(1, k + 1):
+            p = self.measured[i - 1] if i <= len(self.measured) else p * _sigmoid(u + v * (i - 1))
+            out.append(p)
+        return out
+
+    def _tau(self, k: int, u: float | None = None, v: float | None = None) -> float:
+        return 1.0 + sum(self._probs(k, u, v))
 
     def tau(self, k: int) -> tuple[float, float]:
         """Tokens per verify step at depth k and its standard deviation."""
         if k <= 0:
             return 1.0, 0.0
-        mean = tau_of(self.u, self.v, k)
-        g = _tau_grad(self.u, self.v, k)
+        mean = self._tau(k)
+        floor = max(TAU_REL_FLOOR, self.measured_rel_sd if k <= len(self.measured) else 0.0) * mean
+        if k <= len(self.measured):
+            return mean, floor
+        h = 1e-5
+        g = np.array(
+            [
+                (self._tau(k, self.u + h, self.v) - self._tau(k, self.u - h, self.v)) / (2 * h),
+                (self._tau(k, self.u, self.v + h) - self._tau(k, self.u, self.v - h)) / (2 * h),
+            ]
+        )
         var = float(g @ self.cov @ g)
-        return mean, max(math.sqrt(max(var, 0.0)), TAU_REL_FLOOR * mean)
+        return mean, max(math.sqrt(max(var, 0.0)), floor)
 
     def spread(self, k: int, tokens: float) -> float:
         """Relative standard deviation of one request's decode time: the steps needed for
         tokens - 1 tokens vary with the acceptance draws (a renewal count: sd / sqrt(tau (tokens - 1)))."""
         if k <= 0 or tokens <= 1:
             return 0.0
-        tau = tau_of(self.u, self.v, k)
-        return accept_sd(self.u, self.v, k) / math.sqrt(tau * (tokens - 1.0))
+        probs = self._probs(k)
+        first = sum(probs)
+        second = sum((2 * i - 1) * p for i, p in enumerate(probs, start=1))
+        sd = math.sqrt(max(second - first * first, 0.0))
+        return sd / math.sqrt((1.0 + first) * (tokens - 1.0))
 
     def acceptance(self, j: int) -> float:
-        x = self.u + self.v * (j - 1)
-        return 1.0 / (1.0 + math.exp(-x))
+        """a_j, the chance the j-th draft is accepted once the ones before it were."""
+        if j <= len(self.measured):
+            before = self.measured[j - 2] if j > 1 else 1.0
+            return self.measured[j - 1] / before if before > 0 else 0.0
+        return _sigmoid(self.u + self.v * (j - 1))
+
+
+def histogram_positions(hist: Sequence[int], k: int) -> list[tuple[int, int, int]]:
+    """(position j, verify steps that reached it, steps that accepted it) for j = 1 .. k, from a
+    depth-k histogram (index n: steps that accepted exactly n drafts). A step reaches position j
+    when it accepted at least j - 1 drafts."""
+    h = list(hist[: k + 1])
+    at_least = [sum(h[n:]) for n in range(len(h) + 1)]
+    return [(j, at_least[j - 1], at_least[j]) for j in range(1, min(k, len(h) - 1) + 1) if at_least[j - 1] > 0]
+
+
+def fit_positions(positions: Sequence[tuple[int, int, int]], tau_rel_sd: float = TAU_REL_FLOOR) -> AcceptanceFit | None:
+    """Acceptance from per-position counts (`histogram_positions`, pooled over a series' depths).
+
+    P_i within the deepest measured position is the pooled product of the measured a_j; the trend
+    beyond it is a weighted least-squares line in logit(a_j) (binomial weights, scaled up by the
+    residuals when more than two positions were seen: requests differ, so counts overdisperse), with
+    the prior on its slope that `fit_acceptance` uses.
+    """
+    reached: dict[int, int] = {}
+    accepted: dict[int, int] = {}
+    for j, n, passed in positions:
+        reached[j] = reached.get(j, 0) + n
+        accepted[j] = accepted.get(j, 0) + passed
+    depth = 0
+    while depth + 1 in reached and reached[depth + 1] > 0:
+        depth += 1
+    if depth == 0:
+        return None
+    measured, p = [], 1.0
+    rows, ys, ws = [], [], []
+    for j in range(1, depth + 1):
+        p *= accepted[j] / reached[j]
+        measured.append(p)
+        smooth = (accepted[j] + 0.5) / (reached[j] + 1.0)  # keeps the logit finite at 0 or 1
+        rows.append([1.0, float(j - 1)])
+        ys.append(math.log(smooth / (1 - smooth)))
+        ws.append((reached[j] + 1.0) * smooth * (1 - smooth))  # 1 / var of the logit
+    x = np.array(rows)
+    w = np.array(ws)
+    y = np.array(ys)
+    prior = np.diag([0.0, 1.0 / TAU_PRIOR_SD**2])
+    h = x.T @ (x * w[:, None]) + prior
+    theta = np.linalg.solve(h + 1e-9 * np.eye(2), x.T @ (w * y))
+    cov = np.linalg.inv(h + 1e-9 * np.eye(2))
+    dof = depth - 2
+    if dof > 0:
+        r = y - x @ theta
+        cov = cov * max(1.0, float(r @ (w * r)) / dof)
+    return AcceptanceFit(
+        float(theta[0]),
+        float(theta[1]),
+        cov,
+        tuple(range(1, depth + 1)),
+        measured=tuple(measured),
+        measured_rel_sd=max(tau_rel_sd, TAU_REL_FLOOR),
+    )
 
 
 def fit_acceptance(points: Sequence[tuple[int, float, float]]) -> AcceptanceFit | None:
@@ -571,33 +683,32 @@ def closed_loop_tok_s(
     running: int,
     first: FirstToken,
     rate: float,
-    rate_last: float | None = None,
     spread: float = 0.0,
 ) -> float:
     """Aggregate tok/s of a closed-loop level (C clients, each sending its next request when its last
-    one ends) on a server that runs `running` requests at a time, each decoding at `rate` tok/s.
+    one ends) on a server that runs `running` requests at a time, each decoding at `rate` tok/s, as
+    the client measures it: over the level's measured span, from the first send to the moment the
+    loop stopped sending (tuner/metrics.py `level_windows`: the completion after which fewer than C
+    requests remain, the (n - C + 1)-th of n), so the drain at the end, when fewer than C run, is
+    not in it.
 
     With fixed-length outputs the requests go through in rounds: those admitted together decode
     together and end together. A round starts with the prefill of its prompts (`first`); when
     requests queue, only the first round also waits for the requests to reach the server, later
-    ones find them waiting (the per-prompt part of `first`). A last, partial round decodes fewer
-    requests, each faster (`rate_last`). A round lasts as long as its slowest request: with `spread`
-    the relative standard deviation of one request's decode time, about 1 + spread x E[max of b
-    normals] times the average.
+    ones find them waiting (the per-prompt part of `first`). The span holds the rounds up to the one
+    in which the (n - C + 1)-th request completes. A round lasts as long as its slowest request:
+    with `spread` the relative standard deviation of one request's decode time, about
+    1 + spread x E[max of b normals] times the average.
     """
     b = max(1, min(concurrency, requests, running))
-    full, rem = divmod(requests, b)
-    last = rate_last if rate_last is not None else rate
-
-    def decode_s(r: float, m: int) -> float:
-        return max(tokens - 1.0, 0.0) / max(r, 1e-9) * (1.0 + spread * expected_max(m))
-
+    rounds = math.ceil(max(requests - concurrency + 1, 1) / b)
+    decode = max(tokens - 1.0, 0.0) / max(rate, 1e-9) * (1.0 + spread * expected_max(b))
     if b >= min(concurrency, requests):
-        wall = full * (first.at(b) + decode_s(rate, b)) + ((first.at(rem) + decode_s(last, rem)) if rem else 0.0)
+        wall = rounds * (first.at(b) + decode)
     else:
-        wall = first.at(b) + (full - 1) * first.s * b + full * decode_s(rate, b)
-        wall += (first.s * rem + decode_s(last, rem)) if rem else 0.0
-    return requests * tokens / wall if wall > 0 else 0.0
+        wall = first.at(b) + decode + (rounds - 1) * (first.s * b + decode)
+    counted = min(rounds * b, requests)
+    return counted * tokens / wall if wall > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -697,6 +808,8 @@ class Model:
         for (topk, draft, _alg), fit in self.acceptance.items():
             accept = ", ".join(f"{fit.acceptance(j):.2f}" for j in (1, 2, 4, 8))
             label = "" if topk == 1 and draft is None else f" (topk {topk}, draft {draft or 'auto'})"
+            if fit.measured:
+                label += f", read from histograms up to position {len(fit.measured)}"
             parts.append(f"acceptance at positions 1,2,4,8{label}: {accept}")
         if self.step is not None:
             co = self.step.coefficients()
@@ -788,9 +901,7 @@ class Model:
             return tau / max(step.t(k, b, n, queued(c, shape.requests, b))[0], 1e-9)
 
         def agg(b: int, scale: float = 1.0) -> float:
-            rem = shape.requests % b
-            last = scale * tau / max(step.t(k, rem, n)[0], 1e-9) if rem else None
-            account = closed_loop_tok_s(c, shape.requests, shape.tokens, b, self.first, rate(b) * scale, last, spread)
+            account = closed_loop_tok_s(c, shape.requests, shape.tokens, b, self.first, rate(b) * scale, spread)
             return shape.gain * account
 
         t_mean, t_sd = step.t(k, b_mean, n, queued(c, shape.requests, b_mean))
@@ -852,12 +963,10 @@ def _calibrate(
             b_obs = max(int(running_batch(c, requests, o.max_running, o.kv_tokens, need)), 1)
             # the step-time fit at this configuration's measured acceptance
             t_fit = step.t(o.k, b_obs, o.verify_tokens, queued(c, requests, b_obs))[0]
-            rem = requests % b_obs
-            last = lv.tau / max(step.t(o.k, rem, o.verify_tokens)[0], 1e-9) if rem else None
             fit = acceptance.get(_series(o.config))
             spread = fit.spread(o.k, tokens) if fit is not None else 0.0
             accounts = [
-                closed_loop_tok_s(c, requests, tokens, b_obs, first, lv.tau / max(t_fit, 1e-9), last, spread * f)
+                closed_loop_tok_s(c, requests, tokens, b_obs, first, lv.tau / max(t_fit, 1e-9), spread * f)
                 for f in STRAGGLER_FACTORS
             ]
             rows[c].append((lv.tok_s, accounts))
@@ -902,6 +1011,19 @@ def fit_model(state: SweepState, workload: WorkloadSpec) -> Model:
         if t is not None:
             series.setdefault(_series(o.config), []).append((o.k, t[0], t[1]))
     acceptance = {key: fit for key, pts in series.items() if (fit := fit_acceptance(pts)) is not None}
+    # Where the servers sent acceptance histograms, a chain's per-position acceptance is read, not
+    # inferred from the tokens per step (a tree's positions depend on its shape, which changes with
+    # depth at a fixed draft-token budget).
+    chains: dict[tuple[int, int | None, str], list[ConfigObs]] = {}
+    for o in obs:
+        if o.k > 0 and o.hist is not None and o.config.spec_topk == 1 and o.verify_tokens == o.k + 1:
+            chains.setdefault(_series(o.config), []).append(o)
+    for key, members in chains.items():
+        positions = [p for o in members for p in histogram_positions(o.hist or (), o.k)]
+        rel = sorted(t[1] / t[0] for o in members if (t := o.tau()) is not None and t[0] > 0)
+        fit = fit_positions(positions, rel[len(rel) // 2] if rel else TAU_REL_FLOOR)
+        if fit is not None:
+            acceptance[key] = fit
     # step time, shared by every series (the verify width carries the difference)
     rows = []
     for o in obs:
@@ -972,15 +1094,22 @@ def level_threat(lp: LevelPrediction, choice: LevelChoice | None) -> Threat:
     the cheapest measured one, and the throughput is the same."""
     if choice is None:
         return Threat(lp.concurrency, 0.0, 1.0)
-    best = choice.best
+    return beat_chance(lp, choice.best)
+
+
+def beat_chance(lp: LevelPrediction, best: PointStats) -> Threat:
+    """The chance the predicted level beats a measured one by more than the choice's tolerance."""
     threshold = best.mean + win_margin(best)
     sd = math.sqrt(_band_sd(lp.output_tok_s) ** 2 + point_sd(best) ** 2)
     return Threat(lp.concurrency, threshold, 1.0 - _phi((threshold - lp.output_tok_s.mean) / sd))
 
 
-def mix_chance(pred: Prediction, choices: Mapping[int, LevelChoice], target: Sequence[int], top: float) -> float:
-    """The chance this configuration tops the workload recommendation (each target level's
-    throughput relative to the level's best, averaged), its levels' errors taken as one."""
+def mix_chance(pred: Prediction, choices: Mapping[int, LevelChoice], target: Sequence[int], top: TopScore) -> float:
+    """The chance this configuration tops the workload recommendation beyond the noise (each
+    target level's throughput relative to the level's best, averaged), its levels' errors taken
+    as one. The margin is the recommendation's own (tuner/analysis.py `recommend`: two scores whose
+    intervals overlap are tied), taken as if the newcomer were measured as precisely as the top:
+    one that could at most tie would only hand the choice to the tie-break."""
     rel, sds = [], []
     for c in target:
         lp = pred.level(c)
@@ -990,7 +1119,27 @@ def mix_chance(pred: Prediction, choices: Mapping[int, LevelChoice], target: Seq
         rel.append(min(1.0, lp.output_tok_s.mean / ch.best.mean))
         sds.append(_band_sd(lp.output_tok_s) / ch.best.mean)
     score, sd = sum(rel) / len(rel), max(sum(sds) / len(sds), 1e-9)
-    return 1.0 - _phi((top * (1 + analysis.MIN_REL_TOL) - score) / sd)
+    return 1.0 - _phi((top.score + top.margin - score) / sd)
+
+
+@dataclass(frozen=True)
+class TopScore:
+    """The best workload score measured so far and what a newcomer must beat it by."""
+
+    score: float
+    margin: float
+
+
+def top_score(rec: analysis.Recommendation | None) -> TopScore | None:
+    """The highest score of the recommendation (not the tie-break's pick) and its margin: the sum
+    of two of its interval's half-widths, at least the choice's 1% floor."""
+    if rec is None or not rec.scores:
+        return None
+    cid = max(rec.scores, key=lambda k: rec.scores[k])
+    score = rec.scores[cid]
+    ci = rec.score_ci.get(cid)
+    half = (ci[1] - ci[0]) / 2 if ci and len(ci) == 2 else 0.0
+    return TopScore(score, max(2 * half, analysis.MIN_REL_TOL * score))
 
 
 @dataclass(frozen=True)
@@ -1051,12 +1200,16 @@ def decide(
     exclude: Iterable[str] = (),
     target: Sequence[int] | None = None,
     measure_all: bool = False,
+    schedule_algorithm: str | None = None,
 ) -> Decision:
     """The next step of a model-guided sweep over `configs` (the plan's feasible configurations).
 
     `exclude`: configurations in flight or already handled in this run. `target`: the levels of
     the workload recommendation. With `measure_all` (--no-early-stop) nothing is skipped; the
-    model only orders the deployments.
+    model only orders the deployments. `schedule_algorithm`: the sweep builds a per-batch-size
+    schedule afterwards (tuner/schedule_sweep.py) for this algorithm; the schedule is made of the
+    levels' winners, so winning a level is what changes it, except where a tree wins: the schedule
+    pins the best chain there, and a chain that could beat that one is deployed too.
     """
     excluded = set(exclude)
     done = set(state.deploys) | set(state.failed) | set(state.skipped)
@@ -1064,6 +1217,7 @@ def decide(
     open_ = [c for c in configs if c.config_id not in done and c.config_id not in excluded]
     in_flight = [c for c in configs if c.config_id in excluded and c.config_id not in done]
     misfits = tuple(find_misfits(state))
+    chain_best = schedule_chains(state, schedule_algorithm)
     if not open_:
         return Decision(wait=bool(in_flight), why="every configuration is measured or decided", misfits=misfits)
 
@@ -1105,8 +1259,7 @@ def decide(
     levels = list(workload.concurrency)
     choices = analysis.by_concurrency(stats, levels)
     tlevels = list(target) if target else levels
-    rec = analysis.recommend(stats, levels, tlevels) if len(tlevels) > 1 else None
-    top = rec.score if rec is not None and rec.chosen is not None else None
+    top = top_score(analysis.recommend(stats, levels, tlevels)) if len(tlevels) > 1 else None
 
     scored: list[tuple[float, SpecConfig, Prediction, list[Threat]]] = []
     skips: list[tuple[SpecConfig, Prediction, str]] = []
@@ -1127,8 +1280,18 @@ def decide(
                 skips.append((cfg, pred, f"not deployed: {pred.reason}"))
             continue
         threats = [level_threat(lp, choices.get(lp.concurrency)) for lp in pred.levels]
+        if chain_best is not None and schedule_sweep.is_chain(cfg, schedule_algorithm or ""):
+            # where a tree wins a level, the schedule pins the best chain there instead: a chain
+            # that could beat that one changes the schedule without winning the level
+            threats += [
+                beat_chance(lp, chain_best[lp.concurrency])
+                for lp in pred.levels
+                if lp.concurrency in chain_best
+                and lp.concurrency in choices
+                and not schedule_sweep.is_chain(choices[lp.concurrency].chosen.config, schedule_algorithm or "")
+            ]
         chance = max([t.chance for t in threats] + [1.0 if any(pred.level(c) is None for c in levels) else 0.0])
-        if top is not None and len(tlevels) > 1:
+        if top is not None:
             chance = max(chance, mix_chance(pred, choices, tlevels, top))
         scored.append((chance, cfg, _with_chances(pred, threats, chance), threats))
 
@@ -1160,6 +1323,18 @@ def decide(
     )
 
 
+def schedule_chains(state: SweepState, algorithm: str | None) -> dict[int, PointStats] | None:
+    """Per level, the best chain measured (what a schedule bucket would pin there), when the sweep
+    builds a schedule and the server can run one; else None."""
+    if algorithm is None or schedule_sweep.unsupported(state, algorithm) is not None:
+        return None
+    best: dict[int, PointStats] = {}
+    for (_cid, c), p in analysis.aggregate(state.levels()).items():
+        if schedule_sweep.is_chain(p.config, algorithm) and p.mean > 0 and (c not in best or p.mean > best[c].mean):
+            best[c] = p
+    return best
+
+
 def _capacity_failure_below(cfg: SpecConfig, state: SweepState) -> str | None:
     """A shallower depth of the same series failed to start for lack of KV memory: a deeper one
     needs more of it (the grid's own rule)."""
@@ -1173,7 +1348,9 @@ def _capacity_failure_below(cfg: SpecConfig, state: SweepState) -> str | None:
 
 
 def _with_chances(pred: Prediction, threats: Sequence[Threat], chance: float) -> Prediction:
-    by_level = {t.concurrency: t.chance for t in threats}
+    by_level: dict[int, float] = {}
+    for t in threats:
+        by_level[t.concurrency] = max(by_level.get(t.concurrency, 0.0), t.chance)
     levels = tuple(dataclasses.replace(lp, chance=by_level.get(lp.concurrency, 0.0)) for lp in pred.levels)
     return dataclasses.replace(pred, levels=levels, chance=chance)
 

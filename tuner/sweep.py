@@ -445,6 +445,7 @@ class Sweep:
             exclude={cid for cid, dep in self.in_progress | self.finished if dep == 1},
             target=list(target) if target else None,
             measure_all=not self.spec.early_stop,
+            schedule_algorithm=self.spec.algorithm if self.spec.schedule else None,
         )
         for cfg, pred, why in decision.skips:
             self.store.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))

@@ -435,13 +435,13 @@ class SweepSpec:
         default=None, metadata=_opt("--playbook", None, "the deploy play (default playbooks/deploy.yml)", None)
     )
     search: str = field(
-        default="grid",
+        default="model",
         metadata=_opt(
             "--search",
-            "grid",
-            "grid: deploy every configuration in order (default); model: fit a model of acceptance, step time "
-            "and capacity to what was measured, deploy only configurations that could still win a level "
-            "(docs/tuner.md)",
+            "model",
+            "model (default): fit a model of acceptance, step time and capacity to what was measured, deploy "
+            "only configurations that could still win a level (docs/tuner.md); grid: deploy every "
+            "configuration in order",
             lambda text: _choice("--search", text, SEARCHES),
             identity=False,
         ),

@@ -108,6 +108,8 @@ def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):
             "3",
             "--limit",
             "local-a",
+            "--search",
+            "grid",
             "--dry-run",
             "-e",
             "sglang_server_emulator_startup_s=1",

@@ -34,6 +34,10 @@ def test_generate_stream_counts_tokens_from_the_server(emu_url):
         assert t.output_tokens == 48 == sum(t.chunk_tokens)
         assert t.prompt_tokens == 32  # input_ids: exactly input_len tokens
         assert t.spec_verify_ct and t.spec_verify_ct < 48
+        # the acceptance histogram: one entry per verify step, 0 .. steps drafts accepted
+        assert t.accept_hist is not None and len(t.accept_hist) == 4
+        assert sum(t.accept_hist) == t.spec_verify_ct
+    assert m.accept_hist == [sum(col) for col in zip(*(t.accept_hist for t in traces), strict=True)]
     # speculation sends several tokens per chunk
     assert max(n for t in traces for n in t.chunk_tokens) > 1
     assert m.accept_length_source == "meta_info"
@@ -41,6 +45,15 @@ def test_generate_stream_counts_tokens_from_the_server(emu_url):
     assert m.output_tokens == 8 * 48
     assert m.output_tok_s > 0 and m.per_request_tok_s > m.output_tok_s / 4 * 0.5
     assert m.ttft_ms_p50 > 0 and m.itl_ms_p50 > 0 and m.tpot_ms_p50 > 0
+
+
+def test_acceptance_histogram_is_read_under_either_name_and_a_bad_one_is_ignored():
+    from tuner.client import _histogram
+
+    assert _histogram({"spec_accept_histogram": [3, 2, 1]}) == [3, 2, 1]  # before 0.5.23
+    assert _histogram({"spec_correct_drafts_histogram": [1, 4]}) == [1, 4]  # 0.5.23
+    assert _histogram({"spec_accept_histogram": [1, -1]}) is None
+    assert _histogram({"spec_accept_histogram": []}) is None and _histogram({}) is None
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])

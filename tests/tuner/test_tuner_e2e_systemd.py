@@ -97,6 +97,8 @@ def test_sweep_end_to_end(inventory, tmp_path):
             str(out),
             "--inventory",
             str(inventory),
+            "--search",
+            "grid",
             "--steps",
             "1,2,7",
             "--concurrency",

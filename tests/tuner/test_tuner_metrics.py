@@ -108,3 +108,13 @@ sglang:num_running_reqs{model_name="m"} 3
     assert d == {"generation_tokens": 600.0, "spec_verify_calls": 150.0}
     assert counter_delta(c, {"generation_tokens": 10.0}) == {}  # restarted in between
     assert counter_delta(None, c) == {}
+
+
+def test_a_levels_acceptance_histogram_sums_its_requests_or_is_absent():
+    from tuner.metrics import sum_histograms
+
+    # requests of one server can end at different depths of their histogram's length
+    assert sum_histograms([[1, 2, 3], [4, 5], [0, 0, 0, 1]]) == [5, 7, 3, 1]
+    # a request without one leaves the level without one: a partial sum would bias the positions
+    assert sum_histograms([[1, 2], None]) is None
+    assert sum_histograms([]) is None

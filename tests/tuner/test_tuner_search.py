@@ -42,6 +42,8 @@ class Machine:
     first_s: float = 0.1  # time to first token of one prompt
     first_per_prompt_s: float = 0.012
     queue_loss: float = 0.08  # decode time lost to others' prefills while requests queue
+    histograms: bool = False  # the server sends per-request acceptance histograms (SGLang does)
+    version: str = "0.5.23"  # the SGLang version its /server_info reports
     measured: list[int] = field(default_factory=list)
 
     def tau(self, k: int, topk: int = 1) -> float:
@@ -51,6 +53,16 @@ class Machine:
             p *= 1 - (1 - self.accept[min(j, len(self.accept) - 1)]) ** topk
             total += p
         return total
+
+    def histogram(self, k: int, steps: float, topk: int = 1) -> list[int]:
+        """Expected verify steps that accepted exactly n drafts, n = 0 .. k, over `steps` steps."""
+        probs, p = [], 1.0
+        for j in range(k):
+            a = 1 - (1 - self.accept[min(j, len(self.accept) - 1)]) ** topk
+            probs.append(p * (1 - a))
+            p *= a
+        probs.append(p)
+        return [round(steps * q) for q in probs]
 
     def kv(self, k: int) -> int:
         return self.kv0 - k * self.kv_per_step
@@ -70,8 +82,10 @@ class Machine:
 
     def level(self, cfg: int | SpecConfig, c: int) -> tuple[float, float, int]:
         """(aggregate tok/s, per-request tok/s, running) of a closed-loop level with fixed-length
-        outputs: requests go through in rounds of b, each starting with the prefill of its prompts;
-        a last, partial round runs fewer requests, each faster."""
+        outputs, as the client measures it: requests go through in rounds of b, each starting with
+        the prefill of its prompts (every round pays the whole first-token time: a plainer account
+        than the model's), and the measured span ends with the round in which the loop stops
+        sending (the (n - C + 1)-th completion, tuner/metrics.py `level_windows`)."""
         cfg = cfg if isinstance(cfg, SpecConfig) else SpecConfig(cfg)
         k, verify = cfg.spec_steps, search.verify_width(cfg)
         tau = self.tau(k, cfg.spec_topk)
@@ -79,12 +93,9 @@ class Machine:
         b = max(1, min(c, n, self.mrr(k), self.kv(k) // (W.input_len + W.output_len)))
         queued = b < min(c, n)
         rate = tau / self.step_s(k, b, queued, verify)
-        full, rem = divmod(n, b)
-        wall = full * (self.first_s + self.first_per_prompt_s * b + (tokens - 1) / rate)
-        if rem:
-            last = (tokens - 1) * self.step_s(k, rem, False, verify) / tau
-            wall += self.first_s + self.first_per_prompt_s * rem + last
-        return n * tokens / wall, rate, b
+        rounds = math.ceil(max(n - c + 1, 1) / b)
+        wall = rounds * (self.first_s + self.first_per_prompt_s * b + (tokens - 1) / rate)
+        return min(rounds * b, n) * tokens / wall, rate, b
 
     def measure(self, cfg: SpecConfig) -> list[DeployRecord | LevelRecord]:
         k = cfg.spec_steps
@@ -104,6 +115,7 @@ class Machine:
                 host="h",
                 capacity={"max_total_num_tokens": self.kv(k), "max_running_requests": self.mrr(k)},
                 speculative={"num_draft_tokens": search.verify_width(cfg) if k else None},
+                server={"version": self.version},
             )
         ]
         for c in LEVELS:
@@ -126,6 +138,11 @@ class Machine:
                         output_tok_s=agg,
                         per_request_tok_s=rate,
                         accept_length=accept,
+                        accept_hist=(
+                            self.histogram(k, n * (tokens - 1) / self.tau(k, cfg.spec_topk), cfg.spec_topk)
+                            if k and self.histograms
+                            else None
+                        ),
                         ttft_ms_p50=ttft * 1000,
                         status="ok",
                     ),
@@ -139,7 +156,7 @@ class Machine:
 
 
 def run_search(
-    m: Machine, steps: range, configs: list[SpecConfig] | None = None
+    m: Machine, steps: range, configs: list[SpecConfig] | None = None, schedule: str | None = None
 ) -> tuple[SweepState, list[search.Decision]]:
     """The decision loop of `sweep --search model`, on one slot, with the machine as the server."""
     configs = configs or plan_configs(tuple(steps), (1,), (None,)).configs
@@ -147,7 +164,7 @@ def run_search(
     decisions = []
     for _ in range(len(configs) + 1):
         st = SweepState.fold(records)
-        d = search.decide(st, configs, W)
+        d = search.decide(st, configs, W, schedule_algorithm=schedule)
         decisions.append(d)
         for cfg, pred, why in d.skips:
             records.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
@@ -201,6 +218,33 @@ def test_one_measured_depth_predicts_others_with_intervals_that_grow_with_distan
     worse = search.tau_of(2.5, -0.3, 8) * search.tau_of(2.5, 0.0, 4) / search.tau_of(2.5, -0.3, 4)
     mean, sd = fit.tau(8)
     assert mean - 2 * sd < worse < mean
+
+
+def test_histogram_positions_count_the_steps_that_reached_and_passed_each_draft():
+    # 2 steps accepted no draft, 3 one, 5 two: all 10 reached position 1 and 8 passed it; 8
+    # reached position 2 and 5 passed it. A longer histogram (a server's deepest chain) is cut at k.
+    assert search.histogram_positions([2, 3, 5, 0], 2) == [(1, 10, 8), (2, 8, 5)]
+    assert search.histogram_positions([10, 0, 0], 2) == [(1, 10, 0)]  # nothing reached position 2
+
+
+def test_one_depth_with_a_histogram_gives_every_shallower_depth_and_a_trend_beyond():
+    accept = [0.9, 0.8, 0.72, 0.66, 0.6, 0.55]  # falls with position
+    m = Machine(accept=accept)
+    fit = search.fit_positions(search.histogram_positions(m.histogram(6, 20_000), 6))
+    assert fit is not None and fit.measured and len(fit.measured) == 6
+    for k in (1, 2, 3, 5):  # measured, not extrapolated: the true tau, not a trend's
+        mean, sd = fit.tau(k)
+        assert mean == pytest.approx(m.tau(k), rel=2e-3), k
+        assert sd == pytest.approx(search.TAU_REL_FLOOR * mean)
+    assert fit.acceptance(2) == pytest.approx(0.8, abs=0.01)
+    assert fit.v < 0  # the trend carries the fall on past the measured depth
+    beyond = Machine(accept=[*accept, 0.5, 0.45])
+    for k in (7, 8):
+        mean, sd = fit.tau(k)
+        assert sd > fit.tau(6)[1]
+        assert abs(mean - beyond.tau(k)) < 2 * sd + 0.02, (k, mean, beyond.tau(k))
+    # the spread of one request's decode time follows the same probabilities
+    assert fit.spread(4, 256) > 0
 
 
 def test_accept_sd_matches_the_truncated_geometric():
@@ -273,13 +317,23 @@ NO_SPEC_AT_HIGH_LOAD = Machine(
 )
 
 
+FALLING_DRAFT = Machine(accept=[0.95, 0.9, 0.85, 0.8, 0.74, 0.68, 0.62, 0.56], tk_ms=0.4, c_ms=0.12, kv_per_step=40_000)
+
+
+@pytest.mark.parametrize("histograms", [False, True], ids=["tokens-per-step", "histograms"])
 @pytest.mark.parametrize(
     ("machine", "steps"),
-    [(SEED_LIKE, range(1, 9)), (DEEP, range(1, 9)), (NO_SPEC_AT_HIGH_LOAD, range(0, 9))],
-    ids=["seed-like", "deep-draft", "no-spec-at-high-load"],
+    [
+        (SEED_LIKE, range(1, 9)),
+        (DEEP, range(1, 9)),
+        (NO_SPEC_AT_HIGH_LOAD, range(0, 9)),
+        (FALLING_DRAFT, range(1, 9)),
+    ],
+    ids=["seed-like", "deep-draft", "no-spec-at-high-load", "falling-draft"],
 )
-def test_search_finds_every_levels_best_with_at_most_half_the_deployments(machine, steps):
-    m = Machine(**{k: v for k, v in machine.__dict__.items() if k != "measured"})
+def test_search_finds_every_levels_best_with_at_most_half_the_deployments(machine, steps, histograms):
+    m = Machine(**{k: v for k, v in machine.__dict__.items() if k not in ("measured", "histograms")})
+    m.histograms = histograms
     configs = plan_configs(tuple(steps), (1,), (None,)).configs
     st, decisions = run_search(m, steps)
     assert len(m.measured) <= len(configs) / 2, m.measured
@@ -288,6 +342,8 @@ def test_search_finds_every_levels_best_with_at_most_half_the_deployments(machin
     assert set(st.deploys) | set(st.failed) | set(st.skipped) == {c.config_id for c in configs}
     assert all(r.kind == "predicted" and r.prediction is not None for r in st.skipped.values())
     assert decisions[-1].done and not decisions[-1].wait
+    fits = search.fit_model(st, W).acceptance.values()
+    assert all(bool(f.measured) == histograms for f in fits)  # the histograms were read, when sent
 
 
 def test_the_baseline_and_the_anchors_come_first():
@@ -429,3 +485,33 @@ def test_topk_and_draft_token_series_are_anchored_and_predicted_each_with_its_ow
     assert picks(st)[1].endswith("-t2-d8")  # alone, the wider tree's extra acceptance pays
     anchored = {c.config_id for c in configs if c.series == (2, 8, "NEXTN")} & set(st.deploys)
     assert len(anchored) >= 2
+
+
+def test_where_a_tree_wins_a_level_the_chain_the_schedule_pins_there_is_searched_too():
+    """A per-batch-size schedule can only pin chains: where a tree wins a level, its bucket takes the
+    best chain measured there. With the schedule phase ahead, a chain that could beat that chain is
+    worth a deployment even though it cannot win the level; without it, it is not."""
+    m = Machine(accept=[0.8], kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+    configs = plan_configs(tuple(range(1, 9)), (1, 2), (None, 8)).configs
+    chains = [c for c in configs if c.spec_topk == 1]
+    truth = m.truth(chains)
+    st, _ = run_search(m, range(1, 9), configs, schedule="NEXTN")
+    plain = Machine(**{k: v for k, v in m.__dict__.items() if k != "measured"})
+    pst, _ = run_search(plain, range(1, 9), configs)
+    choices = analysis.by_concurrency(analysis.aggregate(st.levels()), list(LEVELS))
+    tree_won = [c for c, ch in choices.items() if ch.chosen.config.spec_topk > 1]
+    assert tree_won  # the case this test is about
+    measured = {cid for cid in st.deploys if st.configs[cid].spec_topk == 1}
+    for c in tree_won:
+        best_true = max(truth[c].values())
+        best_measured = max(truth[c][cid] for cid in measured)
+        assert best_measured >= 0.97 * best_true, (c, measured)
+    # without the schedule ahead, the search stops once no configuration can win a level, and the
+    # chain a bucket would pin is then a poorer one somewhere
+    assert len(m.measured) > len(plain.measured)
+    plain_chains = {cid for cid in pst.deploys if pst.configs[cid].spec_topk == 1}
+    assert any(max(truth[c][cid] for cid in plain_chains) < 0.97 * max(truth[c].values()) for c in tree_won)
+    # and an older server, which cannot run a schedule, does not pay for it
+    old = Machine(**{k: v for k, v in m.__dict__.items() if k not in ("measured", "version")}, version="0.5.9")
+    run_search(old, range(1, 9), configs, schedule="NEXTN")
+    assert old.measured == plain.measured

@@ -43,9 +43,13 @@ def hosts(tmp_path, monkeypatch):
 
 
 def sweep(out: Path, inventory: Path, *args: str) -> int:
+    # these tests pin down the grid (deployment order, the early stop, failures and rollback);
+    # tests/tuner/test_tuner_search_local.py runs the model-guided search, the default
+    search = () if "--search" in args else ("--search", "grid")
     return cli.main(
         [
             "sweep",
+            *search,
             "--out",
             str(out),
             "--inventory",

@@ -113,6 +113,8 @@ def test_tuner_finds_the_best_depth_of_an_unknown_machine(tmp_path, monkeypatch)
                 "--warmup-requests",
                 "1",
                 "--no-early-stop",
+                "--search",
+                "grid",
                 "--quiet",
             ]
         )

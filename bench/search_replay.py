@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Replay a kept grid sweep through the model-guided search, offline, in seconds.
+
+A grid sweep (`--search grid --no-early-stop`) measured every configuration. The search, given
+those same measurements one deployment at a time, decides what it would have deployed next and
+when it would have stopped; this replays that, deterministically, from the grid's own
+`records.jsonl` and `sweep.json` (bench/search_cost.py keeps both per machine). It is how a
+change to the search's model or its rule is judged across machines before paying for live
+sweeps: deployments it would make, and whether each level's pick (as the grid measured it) is
+within 3% of the grid's best. The live sweeps in bench/search_cost.md stay the measure that
+counts: a replayed configuration reads the grid's measurement of it, not a fresh one.
+
+Usage: .venv/bin/python bench/search_replay.py bench/search_cost/<machine>/grid [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tuner import analysis, search  # noqa: E402
+from tuner.configs import plan_configs  # noqa: E402
+from tuner.records import DeployRecord, LevelRecord, SkipRecord, SweepState  # noqa: E402
+from tuner.store import Store  # noqa: E402
+
+PASS_SHARE = 0.97
+
+
+def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tuple[int, str, str, float]]]:
+    """(deployments the search makes, configurations planned, per level: (C, best, pick, share))."""
+    store = Store(grid_dir)
+    spec = store.read_spec()
+    if spec is None:
+        raise SystemExit(f"{grid_dir}: no sweep.json")
+    full = store.state()
+    plan = plan_configs(spec.steps, spec.topk, spec.draft_tokens, spec.algorithm, play_vars=spec.extra_vars)
+    workload = spec.workload
+    target = list(workload.target_concurrency) if workload.target_concurrency else None
+    deployed: list[str] = []
+    skips: list[SkipRecord] = []
+    while True:
+        recs = [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed]
+        state = SweepState.fold([*recs, *skips])
+        d = search.decide(state, plan.configs, workload, exclude=set(deployed), target=target)
+        for cfg, pred, why in d.skips:
+            skips.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
+            if verbose:
+                print(f"  skip {cfg.label}: {why}")
+        if d.model and verbose:
+            print(f"  model: {d.model}")
+        if d.deploy is None:
+            if verbose:
+                print(f"  done: {d.why}")
+            break
+        deployed.append(d.deploy.config_id)
+        if verbose:
+            print(f"  deploy {d.deploy.label}: {d.why}{search.prediction_text(d.prediction)}")
+    state = SweepState.fold(
+        [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed]
+    )
+    mine = analysis.by_concurrency(analysis.aggregate(state.levels()), list(workload.concurrency))
+    grid = analysis.aggregate(full.levels())
+    grid_picks = analysis.by_concurrency(grid, list(workload.concurrency))
+    rows = []
+    for c in workload.concurrency:
+        here = {cid: p.mean for (cid, cc), p in grid.items() if cc == c}
+        best = max(here, key=lambda k: here[k])
+        ch = mine.get(c)
+        pick = ch.chosen.config_id if ch is not None and ch.chosen is not None else "-"
+        # the grid's own pick passes (a tie-break may choose below the best mean), as in search_cost.py
+        share = 1.0 if c in grid_picks and grid_picks[c].chosen.config_id == pick else here.get(pick, 0.0) / here[best]
+        rows.append((c, best, pick, share))
+    return len(deployed), len(plan.configs), rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("grid_dirs", nargs="+", type=Path)
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every decision")
+    args = ap.parse_args()
+    ok = True
+    for g in args.grid_dirs:
+        print(f"{g}:")
+        n, total, rows = replay(g, verbose=args.verbose)
+        passing = sum(1 for *_, share in rows if share >= PASS_SHARE)
+        print(
+            f"  {n} of {total} deployed ({n / total:.0%}); levels within 3% of the grid's best: {passing}/{len(rows)}"
+        )
+        for c, best, pick, share in rows:
+            print(f"    C={c}: best {best}, pick {pick} ({share:.1%})")
+        ok = ok and passing == len(rows) and 2 * n <= total
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
