@@ -1256,6 +1256,11 @@ def decide(
     if model.step is None:
         return Decision(wait=bool(in_flight), why="waiting for a first measured depth", misfits=misfits)
     stats = analysis.aggregate(state.levels())
+    # With --slo a configuration that misses it does not compete (tuner/analysis.py), so the bar
+    # to beat at a level is the best that meets it; at a level where none measured does, every
+    # configuration left could be the first to. The latencies an SLO limits are not predicted:
+    # nothing is skipped for them.
+    analysis.apply_slo(stats, workload.slo)
     levels = list(workload.concurrency)
     choices = analysis.by_concurrency(stats, levels)
     tlevels = list(target) if target else levels

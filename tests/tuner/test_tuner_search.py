@@ -16,9 +16,10 @@ import pytest
 
 from tuner import analysis, search
 from tuner.configs import SpecConfig, plan_configs
-from tuner.metrics import LevelMetrics
+from tuner.metrics import LevelMetrics, LevelSamples
 from tuner.prediction import Band, LevelPrediction, Prediction
 from tuner.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState
+from tuner.slo import parse_slo
 from tuner.sweepspec import WorkloadSpec
 
 LEVELS = (1, 4, 16, 32, 64)
@@ -44,6 +45,7 @@ class Machine:
     queue_loss: float = 0.08  # decode time lost to others' prefills while requests queue
     histograms: bool = False  # the server sends per-request acceptance histograms (SGLang does)
     version: str = "0.5.23"  # the SGLang version its /server_info reports
+    samples: bool = False  # keep per-request samples (what an --slo is judged on)
     measured: list[int] = field(default_factory=list)
 
     def tau(self, k: int, topk: int = 1) -> float:
@@ -130,6 +132,16 @@ class Machine:
                     config=cfg,
                     host="h",
                     concurrency=c,
+                    samples=(
+                        LevelSamples(
+                            ttft_ms=[ttft * 1000] * n,
+                            tpot_ms=[1000 / rate] * n,
+                            e2e_ms=[(ttft + (tokens - 1) / rate) * 1000] * n,
+                            output_tokens=[tokens] * n,
+                        )
+                        if self.samples
+                        else None
+                    ),
                     metrics=LevelMetrics(
                         concurrency=c,
                         requests=n,
@@ -156,7 +168,11 @@ class Machine:
 
 
 def run_search(
-    m: Machine, steps: range, configs: list[SpecConfig] | None = None, schedule: str | None = None
+    m: Machine,
+    steps: range,
+    configs: list[SpecConfig] | None = None,
+    schedule: str | None = None,
+    workload: WorkloadSpec = W,
 ) -> tuple[SweepState, list[search.Decision]]:
     """The decision loop of `sweep --search model`, on one slot, with the machine as the server."""
     configs = configs or plan_configs(tuple(steps), (1,), (None,)).configs
@@ -164,7 +180,7 @@ def run_search(
     decisions = []
     for _ in range(len(configs) + 1):
         st = SweepState.fold(records)
-        d = search.decide(st, configs, W, schedule_algorithm=schedule)
+        d = search.decide(st, configs, workload, schedule_algorithm=schedule)
         decisions.append(d)
         for cfg, pred, why in d.skips:
             records.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
@@ -515,3 +531,28 @@ def test_where_a_tree_wins_a_level_the_chain_the_schedule_pins_there_is_searched
     old = Machine(**{k: v for k, v in m.__dict__.items() if k not in ("measured", "version")}, version="0.5.9")
     run_search(old, range(1, 9), configs, schedule="NEXTN")
     assert old.measured == plain.measured
+
+
+def test_with_an_slo_the_bar_is_the_best_configuration_that_meets_it():
+    """--slo tpot_p99_ms=15.2 on the machine where no speculation wins at high load: at C=64 the
+    fastest configuration (no speculation) misses the limit and depth 1 is the best that meets it.
+    The search must measure it; without the SLO it has no reason to."""
+    slo_w = WorkloadSpec(concurrency=LEVELS, input_len=256, output_len=256, slo=parse_slo("tpot_p99_ms=15.2"))
+    fields = {k: v for k, v in NO_SPEC_AT_HIGH_LOAD.__dict__.items() if k not in ("measured", "samples")}
+    m = Machine(**fields, samples=True)
+    configs = plan_configs(tuple(range(0, 9)), (1,), (None,)).configs
+    meets = {cfg.config_id for cfg in configs if 1000 / m.level(cfg, 64)[1] <= 15.2}
+    assert "k0" not in meets and "k1-t1" in meets  # the case this test is about
+    st, decisions = run_search(m, range(0, 9), workload=slo_w)
+    choice = analysis.by_concurrency(_with_slo(st, slo_w), [64])[64]
+    assert choice.chosen.config_id == "k1-t1", st.deploys.keys()
+    plain = Machine(**fields, samples=True)
+    run_search(plain, range(0, 9))
+    assert 1 not in plain.measured  # without the SLO, depth 1 cannot win a level here
+    assert decisions[-1].done
+
+
+def _with_slo(st: SweepState, workload: WorkloadSpec) -> dict:
+    stats = analysis.aggregate(st.levels())
+    analysis.apply_slo(stats, workload.slo)
+    return stats
