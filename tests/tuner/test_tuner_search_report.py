@@ -51,7 +51,7 @@ def test_report_shows_predicted_vs_measured_every_skip_and_the_misfits():
 def test_a_grid_sweep_has_no_search_section():
     m = bent_machine()
     st = SweepState.fold([r for k in (1, 2) for r in m.measure(SpecConfig(k))])
-    s = summarize(st, SweepSpec(workload=W, steps=(1, 2)))
+    s = summarize(st, SweepSpec(workload=W, steps=(1, 2), search="grid"))
     assert s.search is None
     assert "Model-guided search" not in report.render(s)
     assert recommendation_json(s)["search"] is None
