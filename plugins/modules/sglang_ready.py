@@ -362,6 +362,9 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_
     requested_speculative,
 )
 
+# How long a failure report waits for the unit to leave `active` after its fatal log line.
+UNIT_SETTLE_S = 3.0
+
 UNIT_PROPERTIES = (
     "Id",
     "LoadState",
@@ -848,6 +851,19 @@ class Gate:
                 )
             time.sleep(min(p["interval"], remaining))
 
+    def settle_unit(self):
+        """After a failure: the unit's state as it is now, not as last polled. A server that printed
+        its fatal traceback is still exiting for a moment; wait (at most UNIT_SETTLE_S) for systemd
+        to see it leave `active`, so the reported state and the message agree with the log."""
+        if self.unit is None:
+            return
+        deadline = time.monotonic() + UNIT_SETTLE_S
+        while True:
+            props = self.unit.snapshot()
+            if props.get("ActiveState") not in ("active", "reloading") or time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+
     def dead_reason(self, err):
         """For a dead unit without a fatal line yet: read the rest of its log for the cause."""
         if self.log is None or err.kind not in ("unit_dead", "restarted", "process_exited"):
@@ -1066,6 +1082,7 @@ def main():
         gate.wait()
     except GateFailed as err:
         err = gate.dead_reason(err)
+        gate.settle_unit()
         res = gate.common()
         reason = redact(err.reason, gate.secrets)
         context = [c for c in (err.context, _unit_context(gate)) if c]
