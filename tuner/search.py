@@ -1217,7 +1217,6 @@ def decide(
     open_ = [c for c in configs if c.config_id not in done and c.config_id not in excluded]
     in_flight = [c for c in configs if c.config_id in excluded and c.config_id not in done]
     misfits = tuple(find_misfits(state))
-    chain_best = schedule_chains(state, schedule_algorithm)
     if not open_:
         return Decision(wait=bool(in_flight), why="every configuration is measured or decided", misfits=misfits)
 
@@ -1261,6 +1260,7 @@ def decide(
     # configuration left could be the first to. The latencies an SLO limits are not predicted:
     # nothing is skipped for them.
     analysis.apply_slo(stats, workload.slo)
+    chain_best = schedule_chains(stats, state, schedule_algorithm)
     levels = list(workload.concurrency)
     choices = analysis.by_concurrency(stats, levels)
     tlevels = list(target) if target else levels
@@ -1328,13 +1328,15 @@ def decide(
     )
 
 
-def schedule_chains(state: SweepState, algorithm: str | None) -> dict[int, PointStats] | None:
+def schedule_chains(
+    stats: Mapping[tuple[str, int], PointStats], state: SweepState, algorithm: str | None
+) -> dict[int, PointStats] | None:
     """Per level, the best chain measured (what a schedule bucket would pin there), when the sweep
     builds a schedule and the server can run one; else None."""
     if algorithm is None or schedule_sweep.unsupported(state, algorithm) is not None:
         return None
     best: dict[int, PointStats] = {}
-    for (_cid, c), p in analysis.aggregate(state.levels()).items():
+    for (_cid, c), p in stats.items():
         if schedule_sweep.is_chain(p.config, algorithm) and p.mean > 0 and (c not in best or p.mean > best[c].mean):
             best[c] = p
     return best
