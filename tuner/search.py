@@ -245,12 +245,18 @@ def tau_of(u: float, v: float, k: int) -> float:
 def accept_sd(u: float, v: float, k: int) -> float:
     """Standard deviation of the tokens one verify step emits: with P_i the chance that the first i
     drafts are accepted, E[(X-1)^2] = sum (2i - 1) P_i."""
-    p, first, second = 1.0, 0.0, 0.0
+    probs, p = [], 1.0
     for i in range(1, k + 1):
         x = u + v * (i - 1)
         p *= 1.0 / (1.0 + math.exp(-x)) if x > -40 else 0.0
-        first += p
-        second += (2 * i - 1) * p
+        probs.append(p)
+    return steps_sd(probs)
+
+
+def steps_sd(probs: Sequence[float]) -> float:
+    """The same from P_1 .. P_k however they were obtained (a trend, or read off histograms)."""
+    first = sum(probs)
+    second = sum((2 * i - 1) * p for i, p in enumerate(probs, start=1))
     return math.sqrt(max(second - first * first, 0.0))
 
 
@@ -322,10 +328,7 @@ class AcceptanceFit:
         if k <= 0 or tokens <= 1:
             return 0.0
         probs = self._probs(k)
-        first = sum(probs)
-        second = sum((2 * i - 1) * p for i, p in enumerate(probs, start=1))
-        sd = math.sqrt(max(second - first * first, 0.0))
-        return sd / math.sqrt((1.0 + first) * (tokens - 1.0))
+        return steps_sd(probs) / math.sqrt((1.0 + sum(probs)) * (tokens - 1.0))
 
     def acceptance(self, j: int) -> float:
         """a_j, the chance the j-th draft is accepted once the ones before it were."""
