@@ -2,7 +2,7 @@
 
 What it checks, over every tracked text file:
   - no pointer to notes outside the repository: `../shared/reference/...`, `shared/reference/...`,
-    `../shared/design.md`, or the old note names (scripts/convert_refs.py rewrites them);
+    `../shared/design.md`, or the old note names (the notes the docs/reference/ pages replaced);
   - every `docs/reference/<page>.md §N.M` names a section of that page (a heading numbered N.M, or
     item M of section N's numbered list); a bare `§N.M` refers to the page cited last before it in
     the same file (a page of docs/reference/ refers to itself);
@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OLD_NOTES = ("sglang-facts", "emulator-model", "seed-measurements", "ansible-conventions", "design")
 NEW_NAMES_OF_OLD = ("peer-tools", "test-substrate")  # same file name now, allowed only under docs/reference/
-# Files that name the old notes on purpose (the converter and this checker, and their test).
-SKIP = {"scripts/convert_refs.py", "scripts/check_refs.py", "tests/ci/test_references.py"}
+# Files that name the old notes on purpose (this checker and its test).
+SKIP = {"scripts/check_refs.py", "tests/ci/test_references.py"}
 TEXT_SUFFIXES = {".py", ".md", ".yml", ".yaml", ".j2", ".sh", ".cfg", ".toml", ".txt", ".log", ".ini", ""}
 REPO_DIRS = ("docs", "roles", "plugins", "playbooks", "tuner", "tests", "scripts", "bench", "inventory", "meta")
 

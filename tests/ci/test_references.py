@@ -1,5 +1,4 @@
-"""Every pointer in the repository resolves, and none leaves it (scripts/check_refs.py), and the
-converter that rewrote the old pointers (scripts/convert_refs.py) maps each one to its new place."""
+"""Every pointer in the repository resolves, and none leaves it (scripts/check_refs.py)."""
 
 from __future__ import annotations
 
@@ -7,43 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import check_refs  # noqa: E402
-import convert_refs  # noqa: E402
 
 
 def test_every_pointer_in_the_repository_resolves() -> None:
     problems = check_refs.check(ROOT)
     assert not problems, "\n".join(str(p) for p in problems[:60])
-
-
-def test_nothing_is_left_for_the_converter() -> None:
-    assert convert_refs.main(["--check"]) == 0
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ("../shared/reference/sglang-facts.md §2.3", "docs/reference/sglang.md §2.3"),
-        ("reference/emulator-model.md", "docs/reference/performance-model.md"),
-        ("(seed-measurements.md)", "(docs/reference/seed-campaign.md)"),
-        ("peer-tools.md §1.2", "docs/reference/peer-tools.md §1.2"),
-        ("ansible-conventions.md §4.2", "docs/reference/ansible.md §4.2"),
-        ("shared/reference/test-substrate.md §1a", "docs/reference/test-substrate.md §1a"),
-        ('design.md "Many hosts"', 'docs/architecture.md "Many hosts"'),
-        ("../shared/design.md", "docs/architecture.md"),
-        ("(facts §1.3)", "(docs/reference/sglang.md §1.3)"),
-        ("docs/reference/peer-tools.md §2.1", "docs/reference/peer-tools.md §2.1"),
-        ("roles/x/design.md and mydesign.md", "roles/x/design.md and mydesign.md"),
-    ],
-)
-def test_converter_maps_each_old_pointer(old, new) -> None:
-    assert convert_refs.convert(old) == new
-    assert convert_refs.convert(new) == new
 
 
 def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
