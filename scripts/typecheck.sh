@@ -3,9 +3,9 @@
 #   1. the collection's plugins (modules, module_utils, filters) under the names Ansible imports
 #      them by, ansible_collections.sglang_tune.serving.plugins.*, through the link `make setup`
 #      makes in .ansible/collections;
-#   2. the tuner, which imports the same module_utils and filters as sglang_utils and
-#      sglang_filters (pyproject.toml's package-dir mapping; mypy cannot see an editable
-#      install's mapping, so a directory of links stands in for it);
+#   2. the tuner, which imports the same module_utils as sglang_utils (pyproject.toml's
+#      package-dir mapping; mypy cannot see an editable install's mapping, so a directory of links
+#      stands in for it);
 #   3. the scripts and the file the cuda_env role copies to hosts.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +18,7 @@ MYPYPATH="$ROOT/.ansible/collections" "$MYPY" -p ansible_collections.sglang_tune
 links="$ROOT/.cache/mypy-path"
 mkdir -p "$links"
 ln -sfn ../../plugins/module_utils "$links/sglang_utils"
-ln -sfn ../../plugins/filter "$links/sglang_filters"
+rm -f "$links/sglang_filters"
 MYPYPATH="$links" "$MYPY" -p tuner || status=1
 
 "$MYPY" scripts/*.py roles/cuda_env/files/nccl_allreduce_check.py || status=1

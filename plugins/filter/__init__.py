@@ -1,3 +1,3 @@
-# Ansible loads these filter plugins as sglang_tune.serving.<filter> (the collection); the tuner
-# imports the same files as the package `sglang_filters` (pyproject.toml), so the rules the deploy
-# play validates spec_* with are the rules the tuner plans a sweep with.
+# Ansible loads these filter plugins as sglang_tune.serving.<filter> (the collection). The rules
+# behind them are plugins/module_utils (sglang_spec, sglang_checks, sglang_flags), which the tuner
+# imports too, as `sglang_utils`.

@@ -3,7 +3,7 @@
 """The emulator's fault table, written once.
 
 The emulator (``tuner.emulator.faults``, which switches faults on at start-up) and the
-``sglang_server`` role's input check (``plugins/filter/sglang_flags.py``, which fails a bad
+``sglang_server`` role's input check (``plugins/module_utils/sglang_flags.py``, which fails a bad
 ``sglang_server_emulator_faults`` entry before any host changes) both read this table, so a
 fault name, its argument and its limits cannot drift apart. Standard library only and Python 3.8
 syntax: it is imported on the controller by a filter plugin, and installed with the emulator as

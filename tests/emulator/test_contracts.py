@@ -7,8 +7,7 @@ import sys
 
 import pytest
 from emu_testlib import ROOT
-from sglang_filters import sglang_flags
-from sglang_utils import emulator_faults
+from sglang_utils import emulator_faults, sglang_flags, sglang_spec
 
 from tuner.emulator import faults
 
@@ -46,18 +45,20 @@ def test_a_bad_fault_is_refused_with_the_same_words_by_both(entry):
     assert f"sglang_server_emulator_faults: {ei.value}" in role
 
 
-def test_the_filter_finds_the_table_beside_it_without_the_installed_package(tmp_path):
-    # An installed collection has no sglang_utils package: the filter loads module_utils by path.
+def test_the_filter_imports_the_rules_by_fqcn_as_ansible_does(tmp_path):
+    # The filter plugin is a thin FilterModule over plugins/module_utils, imported by FQCN: from the
+    # collection path alone (no sglang_utils package) it maps the role's filters to those rules.
     code = (
-        "import importlib.util, sys\n"
+        "import sys\n"
         "sys.modules['sglang_utils'] = None\n"  # make `import sglang_utils...` fail
-        f"spec = importlib.util.spec_from_file_location('f', {str(ROOT / 'plugins/filter/sglang_flags.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "print(','.join(m.EMULATOR_FAULTS))\n"
+        f"sys.path.insert(0, {str(ROOT / '.ansible' / 'collections')!r})\n"
+        "from ansible_collections.sglang_tune.serving.plugins.filter.sglang_flags import FilterModule\n"
+        "f = FilterModule().filters()\n"
+        "print(f['sglang_server_errors'].__module__)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=30)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == ",".join(emulator_faults.FAULT_SPECS)
+    assert r.stdout.strip() == "ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags"
 
 
 def test_the_release_facts_the_role_checks_are_the_emulators():
@@ -66,7 +67,7 @@ def test_the_release_facts_the_role_checks_are_the_emulators():
     from tuner.emulator import versions
 
     assert versions.SUPPORTED == sglang_releases.EMULATED_RELEASES
-    assert sglang_flags.SPEC_ALGORITHMS == sglang_releases.SPEC_ALGORITHMS
+    assert sglang_spec.SPEC_ALGORITHMS == sglang_releases.SPEC_ALGORITHMS
     for v in versions.SUPPORTED:
         row = versions.get(v)
         assert row.builtin_spec_algorithms == sglang_releases.spec_algorithms(v)

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 IMAGE = "localhost/sglang-emulator-host:bookworm"
 
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
+# The collection as Ansible imports it (the link `make setup` makes): the filter plugin imports its
+# rules by FQCN (ansible_collections.sglang_tune.serving.plugins.module_utils...).
+sys.path.insert(0, str(ROOT / ".ansible" / "collections"))
 
 
 def ansible_env(**extra: str) -> dict[str, str]:

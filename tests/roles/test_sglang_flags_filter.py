@@ -1,10 +1,12 @@
-"""Unit tests of plugins/filter/sglang_flags.py: the mapping from role variables to flags."""
+"""Unit tests of the role's rules (plugins/module_utils/sglang_flags.py, sglang_spec.py) and the thin
+filter plugin over them (plugins/filter/sglang_flags.py): the mapping from role variables to flags."""
 
 from __future__ import annotations
 
 import pytest
-import roles_testlib  # noqa: F401  (puts plugins/filter on sys.path)
-import sglang_flags as f
+import roles_testlib  # noqa: F401  (puts the collection on sys.path)
+from ansible_collections.sglang_tune.serving.plugins.filter.sglang_flags import FilterModule
+from sglang_utils import sglang_flags, sglang_spec
 
 
 def base(**over):
@@ -34,8 +36,8 @@ def base(**over):
         emulator_profile_path="",
         emulator_startup_s=None,
         emulator_faults=[],
-        spec=f.spec_settings(3),
-        node=f.node_settings("h1"),
+        spec=sglang_spec.spec_settings(3),
+        node=sglang_flags.node_settings("h1"),
     )
     settings.update(over)
     return settings
@@ -50,14 +52,14 @@ def flat(lines):
 
 @pytest.mark.parametrize("steps", [0, 1, 3, 16, "0", "3", " 7 ", "+2"])
 def test_spec_steps_accepts_whole_numbers_in_range(steps):
-    out = f.spec_settings(steps)
+    out = sglang_spec.spec_settings(steps)
     assert out["errors"] == []
     assert out["num_steps"] == int(str(steps).strip())
 
 
 @pytest.mark.parametrize("steps", [-1, "-1", "abc", "1.5", 1.5, 100, "100", 17, True, "", [3], "3 4", "0x3"])
 def test_spec_steps_rejects_everything_else_naming_the_variable(steps):
-    out = f.spec_settings(steps)
+    out = sglang_spec.spec_settings(steps)
     assert len(out["errors"]) == 1
     msg = out["errors"][0]
     assert msg.startswith("spec_steps must be a whole number from 0 to 16")
@@ -66,27 +68,27 @@ def test_spec_steps_rejects_everything_else_naming_the_variable(steps):
 
 
 def test_spec_max_steps_is_a_setting():
-    assert f.spec_settings(20, max_steps=32)["errors"] == []
-    assert "from 0 to 8" in f.spec_settings(9, max_steps=8)["errors"][0]
-    assert f.spec_settings(3, max_steps="x")["errors"][0].startswith("sglang_server_spec_max_steps")
+    assert sglang_spec.spec_settings(20, max_steps=32)["errors"] == []
+    assert "from 0 to 8" in sglang_spec.spec_settings(9, max_steps=8)["errors"][0]
+    assert sglang_spec.spec_settings(3, max_steps="x")["errors"][0].startswith("sglang_server_spec_max_steps")
 
 
 def test_steps_zero_means_no_speculation_and_no_flags():
-    spec = f.spec_settings(0)
+    spec = sglang_spec.spec_settings(0)
     assert spec == {**spec, "enabled": False, "errors": []}
-    flags = flat(f.server_flags(base(spec=spec)))
+    flags = flat(sglang_flags.server_flags(base(spec=spec)))
     assert not [w for w in flags if w.startswith("--speculative")]
 
 
 def test_topk_one_defaults_draft_tokens_to_steps_plus_one():
-    spec = f.spec_settings("3")
+    spec = sglang_spec.spec_settings("3")
     assert (spec["algorithm"], spec["num_steps"], spec["eagle_topk"], spec["num_draft_tokens"]) == ("NEXTN", 3, 1, 4)
-    assert f.spec_settings(3, 1, 4)["errors"] == []
+    assert sglang_spec.spec_settings(3, 1, 4)["errors"] == []
 
 
 @pytest.mark.parametrize("draft", [3, 5, "6", 2])
 def test_topk_one_rejects_draft_tokens_that_sglang_would_rewrite(draft):
-    err = f.spec_settings(3, 1, draft)["errors"]
+    err = sglang_spec.spec_settings(3, 1, draft)["errors"]
     assert len(err) == 1
     assert err[0].startswith(f"spec_draft_tokens={int(draft)} contradicts spec_steps=3 with spec_topk=1")
     assert "= 4" in err[0]
@@ -94,43 +96,43 @@ def test_topk_one_rejects_draft_tokens_that_sglang_would_rewrite(draft):
 
 @pytest.mark.parametrize("topk", [0, "0", -2, "x", 17])
 def test_topk_out_of_range(topk):
-    err = f.spec_settings(3, topk)["errors"]
+    err = sglang_spec.spec_settings(3, topk)["errors"]
     assert err and err[0].startswith("spec_topk must be a whole number from 1 to 16")
 
 
 def test_topk_above_one_bounds_draft_tokens():
-    assert f.spec_settings(3, 2, 7)["errors"] == []
-    assert f.spec_settings(3, 2, 2)["errors"] == []
-    assert "from 2 to spec_steps * spec_topk + 1 = 7" in f.spec_settings(3, 2, 8)["errors"][0]
-    assert "from 2 to" in f.spec_settings(3, 2, 1)["errors"][0]
-    assert f.spec_settings(3, 2)["errors"][0].startswith("spec_draft_tokens is required when spec_topk=2")
-    assert f.spec_settings(3, 2, "abc")["errors"][0].startswith("spec_draft_tokens must be a whole number")
+    assert sglang_spec.spec_settings(3, 2, 7)["errors"] == []
+    assert sglang_spec.spec_settings(3, 2, 2)["errors"] == []
+    assert "from 2 to spec_steps * spec_topk + 1 = 7" in sglang_spec.spec_settings(3, 2, 8)["errors"][0]
+    assert "from 2 to" in sglang_spec.spec_settings(3, 2, 1)["errors"][0]
+    assert sglang_spec.spec_settings(3, 2)["errors"][0].startswith("spec_draft_tokens is required when spec_topk=2")
+    assert sglang_spec.spec_settings(3, 2, "abc")["errors"][0].startswith("spec_draft_tokens must be a whole number")
 
 
 def test_steps_zero_with_other_spec_settings_is_a_contradiction():
-    assert "contradicts spec_steps=0" in f.spec_settings(0, None, 4)["errors"][0]
-    assert "contradicts spec_steps=0" in f.spec_settings(0, 2)["errors"][0]
-    assert f.spec_settings(0, 1)["errors"] == []
+    assert "contradicts spec_steps=0" in sglang_spec.spec_settings(0, None, 4)["errors"][0]
+    assert "contradicts spec_steps=0" in sglang_spec.spec_settings(0, 2)["errors"][0]
+    assert sglang_spec.spec_settings(0, 1)["errors"] == []
 
 
 @pytest.mark.parametrize("algo", ["NEXTN", "nextn", "EAGLE", "NGRAM", " dflash "])
 def test_builtin_algorithms(algo):
-    out = f.spec_settings(2, algorithm=algo)
+    out = sglang_spec.spec_settings(2, algorithm=algo)
     assert out["errors"] == []
     assert out["algorithm"] == algo.strip().upper()
 
 
 @pytest.mark.parametrize("algo", ["MEDUSA", "eagle2", 3])
 def test_unknown_algorithm(algo):
-    err = f.spec_settings(2, algorithm=algo)["errors"]
+    err = sglang_spec.spec_settings(2, algorithm=algo)["errors"]
     assert err and err[0].startswith("spec_algorithm must be one of EAGLE, EAGLE3, NEXTN")
 
 
 def test_separate_draft_models_need_a_path():
-    assert "sglang_server_spec_draft_model_path" in f.spec_settings(2, algorithm="EAGLE3")["errors"][0]
-    out = f.spec_settings(2, algorithm="EAGLE3", draft_model_path="/m/draft")
+    assert "sglang_server_spec_draft_model_path" in sglang_spec.spec_settings(2, algorithm="EAGLE3")["errors"][0]
+    out = sglang_spec.spec_settings(2, algorithm="EAGLE3", draft_model_path="/m/draft")
     assert out["errors"] == []
-    flags = flat(f.server_flags(base(spec=out)))
+    flags = flat(sglang_flags.server_flags(base(spec=out)))
     assert flags[flags.index("--speculative-draft-model-path") + 1] == "/m/draft"
 
 
@@ -138,13 +140,19 @@ def test_separate_draft_models_need_a_path():
 
 
 def test_single_node_without_group():
-    assert f.node_settings("h1") == {"errors": [], "nnodes": 1, "node_rank": 0, "dist_init_addr": None, "is_head": True}
+    assert sglang_flags.node_settings("h1") == {
+        "errors": [],
+        "nnodes": 1,
+        "node_rank": 0,
+        "dist_init_addr": None,
+        "is_head": True,
+    }
 
 
 def test_node_rank_follows_the_group_order_and_the_head_address():
     members = ["gpu-a", "gpu-b", "gpu-c"]
-    head = f.node_settings("gpu-a", "tp", members, "10.0.0.21", 50000)
-    worker = f.node_settings("gpu-c", "tp", members, "10.0.0.21", "51000")
+    head = sglang_flags.node_settings("gpu-a", "tp", members, "10.0.0.21", 50000)
+    worker = sglang_flags.node_settings("gpu-c", "tp", members, "10.0.0.21", "51000")
     assert (head["nnodes"], head["node_rank"], head["dist_init_addr"], head["is_head"]) == (
         3,
         0,
@@ -152,7 +160,7 @@ def test_node_rank_follows_the_group_order_and_the_head_address():
         True,
     )
     assert (worker["node_rank"], worker["dist_init_addr"], worker["is_head"]) == (2, "10.0.0.21:51000", False)
-    flags = flat(f.server_flags(base(node=worker, tp_size=8)))
+    flags = flat(sglang_flags.server_flags(base(node=worker, tp_size=8)))
     assert flags[flags.index("--nnodes") : flags.index("--nnodes") + 6] == [
         "--nnodes",
         "3",
@@ -164,23 +172,26 @@ def test_node_rank_follows_the_group_order_and_the_head_address():
 
 
 def test_node_settings_ipv6_head_and_explicit_address():
-    assert f.node_settings("b", "g", ["a", "b"], "fd00::1", 5000)["dist_init_addr"] == "[fd00::1]:5000"
-    assert f.node_settings("b", "g", ["a", "b"], "", 5000, "head.example:6000")["dist_init_addr"] == "head.example:6000"
-    assert "HOST:PORT" in f.node_settings("b", "g", ["a", "b"], "", 5000, "head")["errors"][0]
+    assert sglang_flags.node_settings("b", "g", ["a", "b"], "fd00::1", 5000)["dist_init_addr"] == "[fd00::1]:5000"
+    assert (
+        sglang_flags.node_settings("b", "g", ["a", "b"], "", 5000, "head.example:6000")["dist_init_addr"]
+        == "head.example:6000"
+    )
+    assert "HOST:PORT" in sglang_flags.node_settings("b", "g", ["a", "b"], "", 5000, "head")["errors"][0]
 
 
 def test_node_settings_errors_name_the_variable():
-    assert "not an inventory group" in f.node_settings("a", "nope", [])["errors"][0]
-    assert "does not contain this host" in f.node_settings("x", "g", ["a", "b"])["errors"][0]
-    assert "sglang_server_dist_init_port" in f.node_settings("b", "g", ["a", "b"], "h", 70000)["errors"][0]
-    assert f.node_settings("a", "g", ["a"])["nnodes"] == 1
+    assert "not an inventory group" in sglang_flags.node_settings("a", "nope", [])["errors"][0]
+    assert "does not contain this host" in sglang_flags.node_settings("x", "g", ["a", "b"])["errors"][0]
+    assert "sglang_server_dist_init_port" in sglang_flags.node_settings("b", "g", ["a", "b"], "h", 70000)["errors"][0]
+    assert sglang_flags.node_settings("a", "g", ["a"])["nnodes"] == 1
 
 
 # --- server_errors ----------------------------------------------------------------------------
 
 
 def test_defaults_are_valid():
-    assert f.server_errors(base()) == []
+    assert sglang_flags.server_errors(base()) == []
 
 
 @pytest.mark.parametrize(
@@ -236,19 +247,19 @@ def test_defaults_are_valid():
     ],
 )
 def test_bad_settings_name_the_variable(key, value, needle):
-    errors = f.server_errors(base(**{key: value}))
+    errors = sglang_flags.server_errors(base(**{key: value}))
     assert any(needle in e for e in errors), errors
 
 
 def test_emulator_only_settings_are_rejected_on_the_real_engine():
-    errors = f.server_errors(base(engine="sglang", emulator_faults=["kv-oom"], emulator_startup_s=5))
+    errors = sglang_flags.server_errors(base(engine="sglang", emulator_faults=["kv-oom"], emulator_startup_s=5))
     assert any(e.startswith("sglang_server_emulator_faults only applies") for e in errors)
     assert any(e.startswith("sglang_server_emulator_startup_s only applies") for e in errors)
 
 
 def test_good_faults_and_strings_from_extra_vars():
     assert (
-        f.server_errors(
+        sglang_flags.server_errors(
             base(
                 emulator_faults=["kv-oom", "slow-startup=10", "hang-before-ready", "http-5xx=0.1"],
                 port="30001",
@@ -264,7 +275,7 @@ def test_good_faults_and_strings_from_extra_vars():
 
 
 def test_flags_for_the_seed_configuration():
-    lines = f.server_flags(base(emulator_startup_s=5))
+    lines = sglang_flags.server_flags(base(emulator_startup_s=5))
     assert lines == [
         ["--model-path", "/shared/models/Qwen3.5-122B-A10B"],
         ["--served-model-name", "qwen3.5-122b"],
@@ -283,7 +294,7 @@ def test_flags_for_the_seed_configuration():
 
 def test_unset_values_are_not_passed_and_set_ones_are_normalised():
     flags = flat(
-        f.server_flags(
+        sglang_flags.server_flags(
             base(
                 max_running_requests="64",
                 mem_fraction_static="0.80",
@@ -303,7 +314,7 @@ def test_unset_values_are_not_passed_and_set_ones_are_normalised():
     assert flags[flags.index("--watchdog-timeout") + 1] == "1200"
     assert "--trust-remote-code" in flags and "--skip-server-warmup" in flags
     assert "--enable-metrics" not in flags
-    bare = flat(f.server_flags(base()))
+    bare = flat(sglang_flags.server_flags(base()))
     for flag in (
         "--max-running-requests",
         "--mem-fraction-static",
@@ -321,11 +332,11 @@ def test_unset_values_are_not_passed_and_set_ones_are_normalised():
 def test_api_key_is_never_a_flag_only_a_config_line():
     """The key goes into SGLang's --config YAML file (templates/sglang.secrets.yaml.j2), never argv."""
     settings = base(api_key="s3cret-key", admin_api_key="adm'n\"$-key")
-    flags = flat(f.server_flags(settings))
+    flags = flat(sglang_flags.server_flags(settings))
     assert "--api-key" not in flags and "--admin-api-key" not in flags
     assert "s3cret" not in " ".join(flags)
-    assert f.secret_config(settings) == ['api-key: "s3cret-key"', 'admin-api-key: "adm\'n\\"$-key"']
-    assert f.secret_config(base()) == []
+    assert sglang_flags.secret_config(settings) == ['api-key: "s3cret-key"', 'admin-api-key: "adm\'n\\"$-key"']
+    assert sglang_flags.secret_config(base()) == []
 
 
 @pytest.mark.parametrize("key", ["q\"uo'te-$HOME-%n", "A" * 4096, "true-ish", "12345678", "0x1F2E3D4C", "null-key"])
@@ -336,20 +347,20 @@ def test_good_keys_pass_and_read_back_unchanged(key):
     import yaml
 
     settings = base(api_key=key)
-    assert f.server_errors(settings) == []
-    line = f.secret_config(settings)[0]
+    assert sglang_flags.server_errors(settings) == []
+    line = sglang_flags.secret_config(settings)[0]
     assert yaml.safe_load(line) == {"api-key": key}
     assert json.loads(line.split(": ", 1)[1]) == key
 
 
 def test_key_errors_never_quote_the_key():
     for key in ("two\nlines-secret", "has blank-secret", "-dash-secret", "sec"):
-        errors = f.server_errors(base(api_key=key))
+        errors = sglang_flags.server_errors(base(api_key=key))
         assert errors and not any(key in e for e in errors), errors
 
 
 def test_extra_flags_in_name_order_with_bare_and_repeated_values():
-    lines = f.server_flags(
+    lines = sglang_flags.server_flags(
         base(
             extra_flags={
                 "mamba-scheduler-strategy": "extra_buffer",
@@ -374,7 +385,7 @@ def test_extra_flags_in_name_order_with_bare_and_repeated_values():
 
 def test_emulator_flags_only_for_the_emulator_engine():
     emu = flat(
-        f.server_flags(
+        sglang_flags.server_flags(
             base(
                 emulator_profile_path="/etc/sglang/p.yaml",
                 emulator_startup_s="2.5",
@@ -392,13 +403,13 @@ def test_emulator_flags_only_for_the_emulator_engine():
         "--emulator-fault",
         "slow-startup=3",
     ]
-    real = flat(f.server_flags(base(engine="sglang", emulator_profile_path="/x", emulator_startup_s=1)))
+    real = flat(sglang_flags.server_flags(base(engine="sglang", emulator_profile_path="/x", emulator_startup_s=1)))
     assert not [w for w in real if w.startswith("--emulator")]
 
 
 def test_every_mapped_flag_is_protected_from_extra_flags():
-    for _key, flag, _kind in f.FLAG_TABLE:
-        assert flag in f.MANAGED_FLAGS
+    for _key, flag, _kind in sglang_flags.FLAG_TABLE:
+        assert flag in sglang_flags.MANAGED_FLAGS
 
 
 # --- quoting -----------------------------------------------------------------------------------
@@ -424,22 +435,22 @@ def test_every_mapped_flag_is_protected_from_extra_flags():
     ],
 )
 def test_systemd_exec_quote(word, quoted):
-    assert f.systemd_exec_quote(word) == quoted
+    assert sglang_flags.systemd_exec_quote(word) == quoted
 
 
 def test_systemd_env_assign():
-    assert f.systemd_env_assign("A", "plain") == 'A="plain"'
-    assert f.systemd_env_assign("K", 'k$y "x" \\ `z`') == 'K="k\\$y \\"x\\" \\\\ \\`z\\`"'
-    assert f.systemd_env_assign("B", True) == 'B="true"'
-    assert f.systemd_env_assign("N", None) == 'N=""'
+    assert sglang_flags.systemd_env_assign("A", "plain") == 'A="plain"'
+    assert sglang_flags.systemd_env_assign("K", 'k$y "x" \\ `z`') == 'K="k\\$y \\"x\\" \\\\ \\`z\\`"'
+    assert sglang_flags.systemd_env_assign("B", True) == 'B="true"'
+    assert sglang_flags.systemd_env_assign("N", None) == 'N=""'
     with pytest.raises(ValueError):
-        f.systemd_env_assign("BAD NAME", "x")
+        sglang_flags.systemd_env_assign("BAD NAME", "x")
     with pytest.raises(ValueError):
-        f.systemd_env_assign("A", "two\nlines")
+        sglang_flags.systemd_env_assign("A", "two\nlines")
 
 
 def test_filter_module_exposes_the_filters():
-    names = set(f.FilterModule().filters())
+    names = set(FilterModule().filters())
     assert {
         "sglang_spec",
         "sglang_node",

@@ -1,4 +1,4 @@
-"""spec_schedule (adaptive speculation): validation and flags (plugins/filter/sglang_flags.py).
+"""spec_schedule (adaptive speculation): validation and flags (plugins/module_utils/sglang_spec.py).
 
 The JSON forms are what `-e spec_schedule='...'` and `-e '{"spec_schedule": {...}}'` hand the filter;
 the expected errors name `spec_schedule` and what is allowed, and the flags are checked against the
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import roles_testlib  # noqa: F401  (puts plugins/filter on sys.path)
-import sglang_flags as f
+import roles_testlib  # noqa: F401  (puts the collection on sys.path)
+from sglang_utils import sglang_flags, sglang_spec
 from test_sglang_flags_filter import base
 
 NEW = "0.5.23"
@@ -20,14 +20,14 @@ PATH = "/etc/sglang/sglang-qwen.adaptive.json"
 
 def sched(value, **kw):
     kw.setdefault("sglang_version", NEW)
-    return f.schedule_settings(value, **kw)
+    return sglang_spec.schedule_settings(value, **kw)
 
 
 def flags_for(value, **kw):
     s = sched(value, **kw)
     assert s["errors"] == []
-    spec = f.spec_settings(kw.get("steps") or 3, kw.get("topk"), None, kw.get("algorithm"))
-    return f.server_flags(base(spec=spec, schedule=s, adaptive_config_path=PATH, sglang_version=NEW))
+    spec = sglang_spec.spec_settings(kw.get("steps") or 3, kw.get("topk"), None, kw.get("algorithm"))
+    return sglang_flags.server_flags(base(spec=spec, schedule=s, adaptive_config_path=PATH, sglang_version=NEW))
 
 
 PINNED = {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}
@@ -68,9 +68,9 @@ def test_unset_means_static(value):
 
 
 def test_unset_leaves_the_static_flags_byte_identical():
-    spec = f.spec_settings(3)
-    before = f.server_flags(base(spec=spec))
-    after = f.server_flags(base(spec=spec, schedule=sched(None), adaptive_config_path=PATH))
+    spec = sglang_spec.spec_settings(3)
+    before = sglang_flags.server_flags(base(spec=spec))
+    after = sglang_flags.server_flags(base(spec=spec, schedule=sched(None), adaptive_config_path=PATH))
     assert before == after
     assert not any(line[0].startswith("--speculative-adaptive") for line in after)
 
@@ -180,6 +180,8 @@ def test_flags_for_sglangs_default_config_leave_the_steps_to_sglang():
 
 
 def test_adaptive_flags_are_managed():
-    errors = f.server_errors(base(extra_flags={"speculative-adaptive": True, "speculative-adaptive-config": "/x"}))
+    errors = sglang_flags.server_errors(
+        base(extra_flags={"speculative-adaptive": True, "speculative-adaptive-config": "/x"})
+    )
     assert any("--speculative-adaptive: use spec_schedule" in e for e in errors)
     assert any("--speculative-adaptive-config: use spec_schedule" in e for e in errors)

@@ -1,5 +1,5 @@
 """Every path-forming, name and version variable of sglang_server is validated before any change
-(plugins/filter/sglang_flags.py host_errors), found from the role's own argument spec so that a
+(plugins/module_utils/sglang_checks.py host_errors), found from the role's own argument spec so that a
 variable added later cannot slip past. tests/roles/test_sglang_server_secrets_host.py runs the
 same values against a real emulator host and checks that nothing there changed.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 import pytest
-import roles_testlib  # noqa: F401  (puts plugins/filter on sys.path)
-import sglang_flags as f
+import roles_testlib  # noqa: F401  (puts the collection on sys.path)
 import yaml
 from roles_testlib import ROOT
+from sglang_utils import sglang_checks, sglang_flags
 
 ROLE = ROOT / "roles" / "sglang_server"
 PREFIX = "sglang_server_"
@@ -84,7 +84,7 @@ def defaults() -> dict:
 
 
 def test_defaults_pass():
-    assert f.host_errors(defaults()) == []
+    assert sglang_checks.host_errors(defaults()) == []
     assert set(defaults()) == host_settings_keys()
 
 
@@ -142,7 +142,7 @@ def test_every_setting_has_bad_cases():
 
 @pytest.mark.parametrize("key,value,needle", [(k, v, n) for k, (vals, n) in CASES.items() for v in vals])
 def test_bad_values_fail_naming_the_variable(key, value, needle):
-    errors = f.host_errors(dict(defaults(), **{key: value}))
+    errors = sglang_checks.host_errors(dict(defaults(), **{key: value}))
     assert errors and all(needle in e for e in errors), errors
 
 
@@ -164,24 +164,24 @@ def test_bad_values_fail_naming_the_variable(key, value, needle):
     ],
 )
 def test_good_values_pass(key, value):
-    assert f.host_errors(dict(defaults(), **{key: value})) == []
+    assert sglang_checks.host_errors(dict(defaults(), **{key: value})) == []
 
 
 def test_suggests_the_normalised_path():
-    (err,) = f.host_errors(dict(defaults(), config_dir="/etc//sglang/"))
+    (err,) = sglang_checks.host_errors(dict(defaults(), config_dir="/etc//sglang/"))
     assert "did you mean '/etc/sglang'?" in err
 
 
 def test_bad_input_cases_cover_the_issue_example():
     """`-e sglang_server_unit_name=../../etc/passwd` wrote /etc/passwd.env before this check existed."""
-    (err,) = f.host_errors(dict(defaults(), unit_name="../../etc/passwd"))
+    (err,) = sglang_checks.host_errors(dict(defaults(), unit_name="../../etc/passwd"))
     assert err.startswith("sglang_server_unit_name must be a systemd service name") and "'../../etc/passwd'" in err
 
 
 def test_secret_flags_are_managed_or_refused():
     """Every flag sglang_secrets knows to carry a secret is refused in sglang_server_extra_flags."""
     for flag in ("--api-key", "--admin-api-key", "--ssl-keyfile-password", "--watermark-config"):
-        errors = f.server_errors(dict(_server_settings(), extra_flags={flag: "x"}))
+        errors = sglang_flags.server_errors(dict(_server_settings(), extra_flags={flag: "x"}))
         assert any(f"must not set {flag}" in e for e in errors), (flag, errors)
 
 
@@ -193,5 +193,5 @@ def _server_settings() -> dict:
 
 def test_path_inputs_are_never_echoed_into_a_second_line():
     """Messages quote values with repr, so a newline in a value cannot forge a second message line."""
-    for err in f.host_errors(dict(defaults(), config_dir="/etc/x\nFAKE: injected")):
+    for err in sglang_checks.host_errors(dict(defaults(), config_dir="/etc/x\nFAKE: injected")):
         assert "\n" not in err

@@ -1,4 +1,4 @@
-"""The quoting of ExecStart arguments and EnvironmentFile values (plugins/filter/sglang_flags.py)
+"""The quoting of ExecStart arguments and EnvironmentFile values (plugins/module_utils/sglang_flags.py)
 survives a real systemd unchanged: systemd 252 as PID 1 in a podman container."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import subprocess
 import time
 
 import pytest
-import roles_testlib  # noqa: F401  (puts plugins/filter on sys.path)
-import sglang_flags as f
+import roles_testlib  # noqa: F401  (puts the collection on sys.path)
 from roles_testlib import IMAGE, remove_container
+from sglang_utils import sglang_flags
 
 NAME = "sgt-roles-quoting-230"  # ad-hoc range (docs/architecture.md)
 
@@ -50,12 +50,12 @@ def test_exec_and_env_quoting_through_systemd(need_podman):
     script = f"import json,os,sys; print('RESULT', json.dumps([sys.argv[1:], {{k: os.environ.get(k) for k in {list(env_values)!r}}}]))"
     unit = (
         "[Service]\nType=oneshot\nEnvironmentFile=/etc/quoting.env\nExecStart=/usr/bin/python3 -c "
-        + f.systemd_exec_quote(script)
+        + sglang_flags.systemd_exec_quote(script)
         + " "
-        + " ".join(f.systemd_exec_quote(a) for a in args)
+        + " ".join(sglang_flags.systemd_exec_quote(a) for a in args)
         + "\n"
     )
-    env = "".join(f.systemd_env_assign(k, v) + "\n" for k, v in env_values.items())
+    env = "".join(sglang_flags.systemd_env_assign(k, v) + "\n" for k, v in env_values.items())
     remove_container(NAME)
     try:
         podman(

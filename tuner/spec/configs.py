@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_filters.sglang_flags import spec_settings
 from sglang_utils.sglang_adaptive import load_per_bs, schedule_config, union_candidate_steps
+from sglang_utils.sglang_spec import spec_settings
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def plan_configs(
     """The configurations to sweep, ascending in steps within each (topk, draft) series.
 
     Combinations the deploy play would refuse are set aside with the play's own reason instead of
-    deployed: the rule is plugins/filter/sglang_flags.py's `spec_settings`, the one the play
+    deployed: the rule is plugins/module_utils/sglang_spec.py's `spec_settings`, the one the play
     validates spec_* with (a chain verifies steps + 1 tokens; a tree at most steps x topk + 1 and
     needs explicit draft tokens). `play_vars` are the user's -e values, for the limits and draft
     model path the play would see.

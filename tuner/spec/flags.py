@@ -2,7 +2,7 @@
 
 Every check raises `BadInput(flag, message)`; the CLI turns it into exit status 2 with a message
 that names the flag, before any host is touched (docs/tuner.md, exit status). Whole numbers are
-parsed by the play's own strict parser (plugins/filter/sglang_flags.py `parse_whole_number`), so
+parsed by the play's own strict parser (plugins/module_utils/sglang_checks.py `parse_whole_number`), so
 `--steps 1.5` and `-e spec_steps=1.5` are refused by the same rule.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sglang_filters.sglang_flags import parse_whole_number
+from sglang_utils.sglang_checks import parse_whole_number
 
 ENDPOINTS = ("generate", "chat", "completions")
 

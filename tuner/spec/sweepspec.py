@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglang_filters.sglang_flags import SPEC_ALGORITHMS
+from sglang_utils.sglang_spec import SPEC_ALGORITHMS
 
 from .flags import (
     BadInput,

@@ -1,0 +1,431 @@
+"""The one mapping from sglang_server role variables to `launch_server` flags.
+
+Everything the unit template needs to decide lives here as pure functions, so that the mapping
+is unit-tested without Ansible (tests/roles/test_sglang_flags_filter.py) and the template stays a
+layout. The role calls these through the thin filter plugin plugins/filter/sglang_flags.py:
+
+- node_settings (``sglang_node``): multi-node tensor parallelism (``--nnodes``/``--node-rank``/
+  ``--dist-init-addr``) derived from an inventory group.
+- server_errors (``sglang_server_errors``): every other input check of the server's flags and
+  secrets, with messages that name the variable.
+- server_flags (``sglang_flags``): the ordered flag list, one ``[flag, value...]`` entry per line
+  of ExecStart.
+- secret_config (``sglang_secret_config``): the lines of SGLang's ``--config`` YAML file that
+  carries the API keys.
+- systemd_exec_quote / systemd_env_assign: quoting for ExecStart and EnvironmentFile.
+
+The spec_* rules are plugins/module_utils/sglang_spec.py, the path/name/version checks and the
+strict parsers plugins/module_utils/sglang_checks.py. Standard library only; Ansible is not
+imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from . import emulator_faults as _faults
+from . import sglang_secrets as _secrets
+from .sglang_checks import (
+    api_key_error,
+    check_number,
+    emulator_version_errors,
+    fmt,
+    is_unset,
+    parse_bool,
+    parse_number,
+    parse_whole_number,
+)
+
+# docs/architecture.md "Emulator": the faults the emulator understands. The table lives in
+# plugins/module_utils/emulator_faults.py, which the emulator reads too; checking here fails a bad
+# entry before the host is touched.
+EMULATOR_FAULTS = _faults.FAULT_NAMES
+
+# The ExecStart module per engine: the only line of the unit that differs between engines.
+ENGINE_MODULES = {"sglang": "sglang.launch_server", "emulator": "tuner.emulator"}
+
+# Role settings that map 1:1 onto a launch_server flag, in ExecStart order.
+# kind: "str" (omitted when empty), "int"/"float" (omitted when None or ""), "bool" (bare flag).
+FLAG_TABLE: tuple[tuple[str, str, str], ...] = (
+    ("model_path", "--model-path", "str"),
+    ("served_model_name", "--served-model-name", "str"),
+    ("host", "--host", "str"),
+    ("port", "--port", "int"),
+    ("tp_size", "--tp-size", "int"),
+    ("mem_fraction_static", "--mem-fraction-static", "float"),
+    ("max_running_requests", "--max-running-requests", "int"),
+    ("context_length", "--context-length", "int"),
+    ("chunked_prefill_size", "--chunked-prefill-size", "int"),
+    ("trust_remote_code", "--trust-remote-code", "bool"),
+    ("enable_metrics", "--enable-metrics", "bool"),
+    ("decode_log_interval", "--decode-log-interval", "int"),
+    ("log_level", "--log-level", "str"),
+    ("watchdog_timeout", "--watchdog-timeout", "float"),
+    ("skip_server_warmup", "--skip-server-warmup", "bool"),
+)
+
+# Numeric settings: (kind, minimum, maximum, exclusive-minimum). None = unbounded.
+NUMERIC_LIMITS: dict[str, tuple[str, float | None, float | None, bool]] = {
+    "port": ("int", 1, 65535, False),
+    "tp_size": ("int", 1, 4096, False),
+    "mem_fraction_static": ("float", 0.0, 1.0, True),
+    "max_running_requests": ("int", 1, None, False),
+    "context_length": ("int", 1, None, False),
+    # -1 turns chunked prefill off in SGLang (server_args.py --chunked-prefill-size help).
+    "chunked_prefill_size": ("int", -1, None, False),
+    "decode_log_interval": ("int", 1, None, False),
+    "watchdog_timeout": ("float", 0.0, None, True),
+    "emulator_startup_s": ("float", 0.0, None, False),
+    "dist_init_port": ("int", 1, 65535, False),
+}
+
+# The API keys reach the server in SGLang's own `--config FILE.yaml` (its keys become flags,
+# sglang/srt/server_args_config_parser.py ConfigArgumentMerger, 0.5.9; sglang/srt/utils/ in 0.5.23),
+# never on the command line, which every local user reads in /proc/PID/cmdline. Role variable ->
+# the file's key (= the flag without dashes).
+SECRET_SETTINGS: dict[str, str] = {"api_key": "api-key", "admin_api_key": "admin-api-key"}
+# Flags a user may not pass through sglang_server_extra_flags, with the variable that owns them.
+MANAGED_FLAGS: dict[str, str] = {row[1]: f"sglang_server_{row[0]}" for row in FLAG_TABLE}
+MANAGED_FLAGS.update(
+    {
+        "--api-key": "sglang_server_api_key",
+        "--admin-api-key": "sglang_server_admin_api_key",
+        "--config": "sglang_server_api_key (the role passes its own --config file, and SGLang takes only one)",
+        "--speculative-algorithm": "spec_algorithm",
+        "--speculative-algo": "spec_algorithm",
+        "--speculative-num-steps": "spec_steps",
+        "--speculative-eagle-topk": "spec_topk",
+        "--speculative-num-draft-tokens": "spec_draft_tokens",
+        "--speculative-draft-model-path": "sglang_server_spec_draft_model_path",
+        "--speculative-draft-model": "sglang_server_spec_draft_model_path",
+        "--speculative-adaptive": "spec_schedule",
+        "--speculative-adaptive-config": "spec_schedule",
+        "--nnodes": "sglang_server_multinode_group",
+        "--node-rank": "sglang_server_multinode_group",
+        "--dist-init-addr": "sglang_server_multinode_group",
+        "--emulator-profile": "sglang_server_emulator_profile",
+        "--emulator-startup-s": "sglang_server_emulator_startup_s",
+        "--emulator-fault": "sglang_server_emulator_faults",
+        "--emulator-sglang-version": "sglang_server_sglang_version",
+        "--tensor-parallel-size": "sglang_server_tp_size",
+        "--tp": "sglang_server_tp_size",
+    }
+)
+
+# SGLang flags whose value is a secret but that the role has no variable for (0.5.23's
+# --ssl-keyfile-password; --watermark-config may hold the watermark keys inline): passed as extra
+# flags they would sit in the process's command line for every local user to read.
+SECRET_FLAGS_UNSUPPORTED = tuple(flag for flag in _secrets.SECRET_FLAGS if flag not in MANAGED_FLAGS)
+
+_FLAG_RE = re.compile(r"^(--)?[a-z0-9][a-z0-9-]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# --------------------------------------------------------------------------------------------
+# Multi-node tensor parallelism
+# --------------------------------------------------------------------------------------------
+
+
+def node_settings(
+    hostname: str,
+    group: Any = "",
+    members: Iterable[str] | None = None,
+    head_address: Any = "",
+    dist_init_port: Any = 50000,
+    dist_init_addr: Any = "",
+) -> dict[str, Any]:
+    """Derive --nnodes/--node-rank/--dist-init-addr from an inventory group.
+
+    The group's order is the node order: its first host is rank 0 (the head, which serves HTTP);
+    the others run schedulers only and answer /health from SGLang's dummy health server
+    (sglang 0.5.9 entrypoints/engine.py:1040-1054). `head_address` is the address the other nodes
+    reach the head at (the play passes the head's sglang_server_dist_init_host or ansible_host).
+    """
+    errors: list[str] = []
+    out: dict[str, Any] = {"errors": errors, "nnodes": 1, "node_rank": 0, "dist_init_addr": None, "is_head": True}
+    if is_unset(group):
+        return out
+    members = list(members or [])
+    if not members:
+        errors.append(f"sglang_server_multinode_group={fmt(group)} is not an inventory group with hosts")
+        return out
+    if hostname not in members:
+        errors.append(f"sglang_server_multinode_group={fmt(group)} does not contain this host ({hostname})")
+        return out
+    if len(members) == 1:
+        return out
+    addr = None if is_unset(dist_init_addr) else str(dist_init_addr).strip()
+    if addr is None:
+        port, err = check_number("sglang_server_dist_init_port", dist_init_port, "int", 1, 65535)
+        if err:
+            errors.append(err)
+        if is_unset(head_address):
+            errors.append(
+                "the head of sglang_server_multinode_group has no address: set "
+                "sglang_server_dist_init_host (or ansible_host) on it, or sglang_server_dist_init_addr"
+            )
+        elif port is not None:
+            host = str(head_address).strip()
+            addr = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+    elif not re.match(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$", addr):
+        errors.append(f"sglang_server_dist_init_addr must be HOST:PORT; got {fmt(dist_init_addr)}")
+    rank = members.index(hostname)
+    out.update(nnodes=len(members), node_rank=rank, dist_init_addr=addr, is_head=rank == 0)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Everything else
+# --------------------------------------------------------------------------------------------
+
+
+def normalise_flag(name: str) -> str:
+    name = name.strip()
+    return name if name.startswith("--") else f"--{name}"
+
+
+def engine_module(engine: Any) -> str:
+    """The Python module ExecStart runs for `engine` ('' for an unknown engine, which server_errors reports)."""
+    return ENGINE_MODULES.get(str(engine), "")
+
+
+def secret_config(settings: dict[str, Any]) -> list[str]:
+    """The lines of SGLang's `--config` YAML file that carries the keys, one `flag: "value"` each.
+
+    Values are JSON strings, which YAML reads as double-quoted scalars, so SGLang's
+    yaml.safe_load and the launcher's sglang_secrets.parse_secret_config read the same text; a
+    key like `true` or `0x1F` stays a string (a plain YAML scalar would turn it into a bool or an
+    int, and SGLang would pass `--api-key true` / `31`). Empty when no key is set.
+    """
+    lines = []
+    for key, flag in SECRET_SETTINGS.items():
+        value = settings.get(key)
+        if value:
+            lines.append(f"{flag}: {json.dumps(str(value))}")
+    return lines
+
+
+def server_errors(settings: dict[str, Any]) -> list[str]:
+    """Check the role's settings (keys are the variable names without `sglang_server_`).
+
+    Every message starts with the variable's full name and says what is allowed, because the
+    play stops on them before touching a host.
+    """
+    errors: list[str] = []
+    engine = settings.get("engine")
+    if engine not in ENGINE_MODULES:
+        errors.append(f"sglang_server_engine must be one of {', '.join(ENGINE_MODULES)}; got {fmt(engine)}")
+
+    for key, (kind, lo, hi, excl) in NUMERIC_LIMITS.items():
+        if key not in settings or is_unset(settings[key]):
+            continue
+        err = check_number(f"sglang_server_{key}", settings[key], kind, lo, hi, excl)[1]
+        if err:
+            errors.append(err)
+    if is_unset(settings.get("port")):
+        errors.append("sglang_server_port must be a whole number from 1 to 65535; got nothing")
+    if is_unset(settings.get("tp_size")):
+        errors.append("sglang_server_tp_size must be a whole number of at least 1; got nothing")
+
+    model = settings.get("model_path")
+    if is_unset(model):
+        errors.append("sglang_server_model_path must be set: the directory holding the model weights")
+    elif not str(model).startswith("/"):
+        errors.append(f"sglang_server_model_path must be an absolute path on the host; got {fmt(model)}")
+    if is_unset(settings.get("host")):
+        errors.append("sglang_server_host must be the address to listen on (0.0.0.0 for every interface)")
+
+    for key in ("trust_remote_code", "enable_metrics", "skip_server_warmup"):
+        if key in settings and parse_bool(settings[key]) is None:
+            errors.append(f"sglang_server_{key} must be true or false; got {fmt(settings[key])}")
+
+    for key in SECRET_SETTINGS:
+        err = api_key_error(f"sglang_server_{key}", settings.get(key))
+        if err:
+            errors.append(err)
+
+    extra = settings.get("extra_flags") or {}
+    if not isinstance(extra, dict):
+        errors.append(f"sglang_server_extra_flags must be a mapping of flag name to value; got {type(extra).__name__}")
+        extra = {}
+    for name, value in extra.items():
+        if not isinstance(name, str) or not _FLAG_RE.fullmatch(name.strip()):
+            errors.append(f"sglang_server_extra_flags: {fmt(name)} is not a flag name like 'attention-backend'")
+            continue
+        flag = normalise_flag(name)
+        if flag in MANAGED_FLAGS:
+            errors.append(f"sglang_server_extra_flags must not set {flag}: use {MANAGED_FLAGS[flag]}")
+        elif flag in SECRET_FLAGS_UNSUPPORTED:
+            errors.append(
+                f"sglang_server_extra_flags must not set {flag}: its value is a secret, and extra flags are "
+                "on the server's command line, which every local user can read in /proc"
+            )
+        if isinstance(value, dict):
+            errors.append(
+                f"sglang_server_extra_flags: the value of {flag} must be a string, number, true/false or a list"
+            )
+
+    env = settings.get("environment") or {}
+    if not isinstance(env, dict):
+        errors.append("sglang_server_environment must be a mapping of variable name to value")
+        env = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
+            errors.append(f"sglang_server_environment: {fmt(name)} is not an environment variable name")
+        if isinstance(value, (dict, list)) or (isinstance(value, str) and any(c in value for c in "\n\r\0")):
+            errors.append(f"sglang_server_environment: the value of {name} must be one line of text")
+
+    faults = settings.get("emulator_faults") or []
+    profile = settings.get("emulator_profile")
+    if engine == "emulator" and not is_unset(profile):
+        # A controller-side file (copied to the host); the only check here that reads the disk.
+        path = os.path.abspath(os.path.expanduser(str(profile)))
+        if not os.path.isfile(path):
+            errors.append(f"sglang_server_emulator_profile must name a file on the controller; {path} does not exist")
+    startup = settings.get("emulator_startup_s")
+    if engine != "emulator":
+        if faults:
+            errors.append("sglang_server_emulator_faults only applies to sglang_server_engine=emulator")
+        if not is_unset(profile):
+            errors.append("sglang_server_emulator_profile only applies to sglang_server_engine=emulator")
+        if not is_unset(startup):
+            errors.append("sglang_server_emulator_startup_s only applies to sglang_server_engine=emulator")
+    if not isinstance(faults, list):
+        errors.append("sglang_server_emulator_faults must be a list like ['kv-oom', 'slow-startup=10']")
+        faults = []
+    for fault in faults:
+        try:
+            _faults.parse_fault(fault)
+        except _faults.FaultSpecError as e:
+            errors.append(f"sglang_server_emulator_faults: {e}")
+    errors.extend(emulator_version_errors(settings))
+    return errors
+
+
+def _num_text(value: Any, kind: str) -> str:
+    if kind == "int":
+        parsed = parse_whole_number(value)
+        if parsed is None:
+            raise ValueError(f"not a whole number: {value!r}")
+        return str(parsed)
+    parsed_f = parse_number(value)
+    if parsed_f is None:
+        raise ValueError(f"not a number: {value!r}")
+    return f"{parsed_f:g}" if parsed_f != int(parsed_f) else str(int(parsed_f))
+
+
+def server_flags(settings: dict[str, Any]) -> list[list[str]]:
+    """The launch_server arguments, one [flag, value...] entry per ExecStart line.
+
+    `settings` holds the role variables without the `sglang_server_` prefix plus `spec`
+    (from spec_settings) and `node` (from node_settings); it must pass server_errors first.
+    """
+    lines: list[list[str]] = []
+    for key, flag, kind in FLAG_TABLE:
+        value = settings.get(key)
+        if kind == "bool":
+            if parse_bool(value):
+                lines.append([flag])
+        elif not is_unset(value):
+            lines.append([flag, str(value).strip() if kind == "str" else _num_text(value, kind)])
+
+    spec = settings.get("spec") or {}
+    schedule = settings.get("schedule") or {}
+    if schedule.get("enabled"):
+        # Adaptive speculation (spec_schedule): topk 1 and draft tokens = steps + 1 are what SGLang
+        # sets under it (_init_adaptive_speculative_params); with `default` and no spec_steps all
+        # three are left to SGLang, which asserts they come together.
+        lines.append(["--speculative-algorithm", schedule["algorithm"]])
+        if spec.get("draft_model_path"):
+            lines.append(["--speculative-draft-model-path", spec["draft_model_path"]])
+        if schedule.get("num_steps") is not None:
+            lines.append(["--speculative-num-steps", str(schedule["num_steps"])])
+            lines.append(["--speculative-eagle-topk", "1"])
+            lines.append(["--speculative-num-draft-tokens", str(int(schedule["num_steps"]) + 1)])
+        lines.append(["--speculative-adaptive"])
+        if schedule.get("config") is not None:
+            lines.append(["--speculative-adaptive-config", str(settings["adaptive_config_path"])])
+    elif spec.get("enabled"):
+        lines.append(["--speculative-algorithm", spec["algorithm"]])
+        if spec.get("draft_model_path"):
+            lines.append(["--speculative-draft-model-path", spec["draft_model_path"]])
+        lines.append(["--speculative-num-steps", str(spec["num_steps"])])
+        lines.append(["--speculative-eagle-topk", str(spec["eagle_topk"])])
+        lines.append(["--speculative-num-draft-tokens", str(spec["num_draft_tokens"])])
+
+    node = settings.get("node") or {}
+    if int(node.get("nnodes") or 1) > 1:
+        lines.append(["--nnodes", str(node["nnodes"])])
+        lines.append(["--node-rank", str(node["node_rank"])])
+        lines.append(["--dist-init-addr", str(node["dist_init_addr"])])
+
+    extra = settings.get("extra_flags") or {}
+    for name in sorted(extra):
+        value = extra[name]
+        flag = normalise_flag(name)
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if item is True:
+                lines.append([flag])
+            elif item is False or is_unset(item):
+                continue
+            else:
+                lines.append([flag, str(item)])
+
+    if settings.get("engine") == "emulator":
+        if not is_unset(settings.get("sglang_version")):
+            # the emulator plays the release the role would install (tuner/emulator/versions.py)
+            lines.append(["--emulator-sglang-version", str(settings["sglang_version"]).strip()])
+        if not is_unset(settings.get("emulator_profile_path")):
+            lines.append(["--emulator-profile", str(settings["emulator_profile_path"])])
+        if not is_unset(settings.get("emulator_startup_s")):
+            lines.append(["--emulator-startup-s", _num_text(settings["emulator_startup_s"], "float")])
+        for fault in settings.get("emulator_faults") or []:
+            lines.append(["--emulator-fault", str(fault).strip()])
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# systemd quoting
+# --------------------------------------------------------------------------------------------
+
+_EXEC_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+
+
+def systemd_exec_quote(word: Any) -> str:
+    """Quote one ExecStart argument so systemd passes it through unchanged.
+
+    systemd.service(5) "Command lines": `%` starts a specifier (write `%%`), `$` starts a
+    variable (write `$$`), quotes and backslashes are escapes, blanks split words.
+    """
+    text = str(word)
+    if text and _EXEC_SAFE.fullmatch(text):
+        return text
+    escaped = (
+        text.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("%", "%%")
+        .replace("$", "$$")
+        .replace("\n", "\\n")
+        .replace("\t", "\\t")
+    )
+    return f'"{escaped}"'
+
+
+def systemd_env_assign(name: str, value: Any) -> str:
+    """One `NAME="value"` line for an EnvironmentFile (no specifier or variable expansion there).
+
+    Inside double quotes systemd's env-file parser treats backslash as an escape for `"`, `\\`,
+    `$` and the backtick, as a shell does, so those four are escaped and everything else is literal.
+    """
+    if not _ENV_NAME_RE.fullmatch(str(name)):
+        raise ValueError(f"not an environment variable name: {name!r}")
+    text = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+    if any(c in text for c in "\n\r\0"):
+        raise ValueError(f"environment value of {name} must be one line")
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+    return f'{name}="{escaped}"'

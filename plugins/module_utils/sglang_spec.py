@@ -1,0 +1,395 @@
+"""The play-level speculative-decoding variables (spec_*): validated and normalised once, for the
+role (the `sglang_spec` and `sglang_schedule` filters) and for the tuner, which plans its sweeps with
+the same rules (`sglang_utils.sglang_spec`).
+
+- spec_settings: spec_algorithm/steps/topk/draft_tokens -> the flags' values, or the errors.
+- schedule_settings: spec_schedule (adaptive speculation) -> SGLang's per-batch-size JSON and the
+  launch depth.
+
+Standard library only; Ansible is not imported.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import sglang_adaptive as _adaptive
+from . import sglang_releases as _releases
+from .sglang_checks import check_number, fmt, is_unset, parse_number, parse_whole_number
+
+# Builtin --speculative-algorithm values over 0.5.9 .. 0.5.23, from the table the emulator plays
+# them by (plugins/module_utils/sglang_releases.py SPEC_ALGORITHMS_SINCE).
+SPEC_ALGORITHMS = _releases.SPEC_ALGORITHMS
+# EAGLE3 and STANDALONE drafts are separate models; NEXTN/EAGLE on MTP checkpoints reuse the
+# target's own MTP layers (docs/reference/sglang.md §2.5).
+SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
+
+# --------------------------------------------------------------------------------------------
+# Speculative decoding
+# --------------------------------------------------------------------------------------------
+
+
+def spec_settings(
+    steps: Any,
+    topk: Any = None,
+    draft_tokens: Any = None,
+    algorithm: Any = None,
+    max_steps: Any = 16,
+    max_topk: Any = 16,
+    draft_model_path: Any = "",
+) -> dict[str, Any]:
+    """Validate and normalise spec_steps/spec_topk/spec_draft_tokens/spec_algorithm.
+
+    Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
+    "num_draft_tokens", "draft_model_path"}; the numbers are ints when there are no errors.
+    SGLang would silently rewrite draft tokens to steps + 1 when topk is 1 (docs/reference/sglang.md
+    §2.3) and crashes later on draft > steps*topk + 1 (issue #5160), so both are rejected here.
+    """
+    errors: list[str] = []
+    max_steps_i = parse_whole_number(max_steps)
+    max_topk_i = parse_whole_number(max_topk)
+    if max_steps_i is None or max_steps_i < 1:
+        errors.append(f"sglang_server_spec_max_steps must be a whole number of at least 1; got {fmt(max_steps)}")
+        max_steps_i = 1
+    if max_topk_i is None or max_topk_i < 1:
+        errors.append(f"sglang_server_spec_max_topk must be a whole number of at least 1; got {fmt(max_topk)}")
+        max_topk_i = 1
+
+    out: dict[str, Any] = {
+        "errors": errors,
+        "enabled": False,
+        "algorithm": None,
+        "num_steps": 0,
+        "eagle_topk": None,
+        "num_draft_tokens": None,
+        "draft_model_path": None,
+    }
+
+    n_steps, err = check_number(
+        "spec_steps",
+        0 if steps is None else steps,
+        "int",
+        0,
+        max_steps_i,
+        hint=" (0 turns speculative decoding off; the maximum is sglang_server_spec_max_steps)",
+    )
+    if err:
+        errors.append(err)
+
+    topk_given = not is_unset(topk)
+    n_topk, err = check_number(
+        "spec_topk",
+        topk if topk_given else 1,
+        "int",
+        1,
+        max_topk_i,
+        hint=" (the maximum is sglang_server_spec_max_topk)",
+    )
+    if err:
+        errors.append(err)
+
+    algo = None
+    if is_unset(algorithm):
+        algo = "NEXTN"
+    elif isinstance(algorithm, str) and algorithm.strip().upper() in SPEC_ALGORITHMS:
+        algo = algorithm.strip().upper()
+    else:
+        errors.append(
+            f"spec_algorithm must be one of {', '.join(SPEC_ALGORITHMS)} "
+            f"(SGLang's builtin algorithms); got {fmt(algorithm)}"
+        )
+
+    draft_given = not is_unset(draft_tokens)
+    n_draft = None
+    if draft_given:
+        n_draft = parse_whole_number(draft_tokens)
+        if n_draft is None:
+            errors.append(f"spec_draft_tokens must be a whole number; got {fmt(draft_tokens)}")
+
+    if n_steps is None or n_topk is None or (draft_given and n_draft is None):
+        return out
+
+    if n_steps == 0:
+        if draft_given:
+            errors.append(
+                f"spec_draft_tokens={n_draft} contradicts spec_steps=0 (speculative decoding off): "
+                "leave spec_draft_tokens unset"
+            )
+        if n_topk != 1:
+            errors.append(
+                f"spec_topk={n_topk} contradicts spec_steps=0 (speculative decoding off): leave spec_topk unset or 1"
+            )
+        return out
+
+    if n_topk == 1:
+        if draft_given and n_draft != n_steps + 1:
+            errors.append(
+                f"spec_draft_tokens={n_draft} contradicts spec_steps={n_steps} with spec_topk=1: SGLang forces "
+                f"draft tokens to spec_steps + 1 = {n_steps + 1} when topk is 1; leave spec_draft_tokens unset "
+                f"or set it to {n_steps + 1}"
+            )
+        n_draft = int(n_steps) + 1
+    else:
+        upper = n_steps * n_topk + 1
+        if not draft_given:
+            errors.append(
+                f"spec_draft_tokens is required when spec_topk={n_topk} > 1: "
+                f"a whole number from 2 to spec_steps * spec_topk + 1 = {upper}"
+            )
+        elif n_draft is None or not 2 <= n_draft <= upper:
+            errors.append(
+                f"spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = {upper} "
+                f"with spec_steps={n_steps} and spec_topk={n_topk}; got {n_draft}"
+            )
+
+    draft_model = "" if is_unset(draft_model_path) else str(draft_model_path)
+    if algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
+        errors.append(f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path")
+
+    out.update(
+        enabled=True,
+        algorithm=algo,
+        num_steps=n_steps,
+        eagle_topk=n_topk,
+        num_draft_tokens=n_draft,
+        draft_model_path=draft_model or None,
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Adaptive speculation: spec_schedule
+# --------------------------------------------------------------------------------------------
+
+
+# --speculative-algorithm values with which SGLang keeps --speculative-adaptive on: 0.5.23
+# speculative/adaptive_spec_params.py adaptive_unsupported_reason ("only EAGLE/EAGLE3 are
+# supported"), checked after NEXTN became EAGLE (arg_groups/speculative_hook.py
+# _resolve_speculative_algorithm_alias, called before _maybe_disable_adaptive). Any other algorithm
+# makes SGLang drop the schedule with a warning and run static, which the role refuses up front.
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+# The per-bucket tuning keys SGLang reads (AdaptiveStepSlot.__init__ cfg.get(...)); others are typos.
+ADAPTIVE_ENTRY_KEYS = (
+    "candidate_steps",
+    "ema_alpha",
+    "update_interval",
+    "warmup_batches",
+    "down_hysteresis",
+    "up_hysteresis",
+    "ceiling_coeff",
+)
+# spec_schedule values meaning "no schedule: static speculation" (besides unset and "").
+SCHEDULE_OFF = ("none", "null")
+# spec_schedule=default: SGLang's DEFAULT_ADAPTIVE_CONFIG (--speculative-adaptive without a file).
+SCHEDULE_DEFAULT = "default"
+
+
+def _schedule_off() -> dict[str, Any]:
+    return {
+        "errors": [],
+        "enabled": False,
+        "mode": None,
+        "config": None,
+        "text": "",
+        "num_steps": None,
+        "algorithm": None,
+    }
+
+
+def _parse_schedule_document(schedule: Any, errors: list[str]) -> Any:
+    """The mapping a spec_schedule stands for ("default" and "off" handled by the caller)."""
+    if isinstance(schedule, str):
+        try:
+            return json.loads(schedule)
+        except ValueError as e:
+            errors.append(
+                "spec_schedule must be a JSON object such as '{\"1\": 4, \"16\": 3}', 'default' or 'none'; "
+                f"it is not valid JSON ({e})"
+            )
+            return None
+    return schedule
+
+
+def _schedule_entry(key: str, value: Any, max_steps: int, errors: list[str]) -> dict[str, Any] | None:
+    """One bucket as SGLang's JSON entry: a bare number pins it, a mapping is SGLang's own entry."""
+    rng = f"0 to {max_steps} (sglang_server_spec_max_steps; 0 means no drafting)"
+    if not isinstance(value, dict):
+        steps = parse_whole_number(value)
+        if steps is None or not 0 <= steps <= max_steps:
+            errors.append(f"spec_schedule: bucket {key!r} must have steps from {rng}; got {fmt(value)}")
+            return None
+        return {"candidate_steps": [steps]}
+    unknown = sorted(str(k) for k in value if k not in ADAPTIVE_ENTRY_KEYS)
+    if unknown:
+        errors.append(
+            f"spec_schedule: bucket {key!r} has unknown keys {', '.join(unknown)} "
+            f"(SGLang reads {', '.join(ADAPTIVE_ENTRY_KEYS)})"
+        )
+        return None
+    raw = value.get("candidate_steps")
+    if not isinstance(raw, list) or not raw:
+        errors.append(
+            f"spec_schedule: bucket {key!r} needs candidate_steps, a non-empty list of steps from {rng}; got {fmt(raw)}"
+        )
+        return None
+    steps_list = [parse_whole_number(s) for s in raw]
+    if any(s is None or not 0 <= s <= max_steps for s in steps_list):
+        errors.append(f"spec_schedule: bucket {key!r} candidate_steps must be steps from {rng}; got {raw!r}")
+        return None
+    entry: dict[str, Any] = {"candidate_steps": sorted({int(s) for s in steps_list if s is not None})}
+    for name in ADAPTIVE_ENTRY_KEYS[1:]:
+        if name not in value:
+            continue
+        kind = "int" if name in ("update_interval", "warmup_batches", "ceiling_coeff") else "float"
+        parsed = parse_whole_number(value[name]) if kind == "int" else parse_number(value[name])
+        if parsed is None:
+            errors.append(f"spec_schedule: bucket {key!r} {name} must be a number; got {fmt(value[name])}")
+            return None
+        entry[name] = parsed
+    return entry
+
+
+def schedule_launch_steps(config: dict[str, dict[str, Any]]) -> int:
+    """The --speculative-num-steps to launch a per-batch-size schedule with.
+
+    SGLang 0.5.23 sizes the KV pool and the hybrid state slots for the launch depth
+    (mem_cache/kv_cache_configurator.py uses get_spec().speculative_num_draft_tokens = launch
+    steps + 1) and requires it to be one of the schedule's candidates
+    (arg_groups/speculative_hook.py _init_adaptive_speculative_params); every bucket then starts at
+    it when it is one of its own candidates, else at its middle candidate (AdaptiveStepSlot). The
+    capacity matters at high load, so the launch depth is the highest bucket's starting depth (its
+    middle candidate; its only one when pinned). When that is 0 (no drafting at high load) the
+    smallest positive step of the schedule is used instead: the launch depth is the worker's base
+    runtime state, built at start-up as a drafting state (EAGLEWorkerV2.__init__ builds its draft
+    backends and CUDA graphs for speculative_num_steps), and SGLang's own default config never
+    launches at 0 (the middle of [0, 1, 3, 5, 7] is 3); the smallest drafting depth is the one that
+    costs the least capacity.
+    """
+    top = config[max(config, key=int)]["candidate_steps"]
+    start = int(top[len(top) // 2])
+    if start > 0:
+        return start
+    positive = sorted({s for entry in config.values() for s in entry["candidate_steps"] if s > 0})
+    return positive[0] if positive else 0
+
+
+def schedule_settings(
+    schedule: Any,
+    steps: Any = None,
+    topk: Any = None,
+    draft_tokens: Any = None,
+    algorithm: Any = None,
+    sglang_version: Any = None,
+    max_steps: Any = 16,
+) -> dict[str, Any]:
+    """Validate and normalise the play-level spec_schedule (every error names it).
+
+    Accepted: ``{"1": 4, "16": 3}`` (batch-size lower bound -> steps), SGLang's own per-batch-size
+    JSON (``{"1": {"candidate_steps": [4]}, ...}``), either as a JSON string (``-e
+    spec_schedule='...'``), or ``default`` (SGLang's DEFAULT_ADAPTIVE_CONFIG). Unset, "", none and
+    null mean no schedule. Returns {"errors", "enabled", "mode" ("schedule" | "default" | None),
+    "config" (SGLang's JSON as a dict, buckets in increasing order), "text" (the file's content),
+    "num_steps" (the --speculative-num-steps to pass, None to let SGLang choose), "algorithm"}.
+    ``steps``/``topk``/``draft_tokens``/``algorithm`` are the raw spec_* variables (None when unset).
+    """
+    out = _schedule_off()
+    errors: list[str] = out["errors"]
+    if is_unset(schedule) or (isinstance(schedule, str) and schedule.strip().lower() in SCHEDULE_OFF):
+        return out
+    max_steps_i = parse_whole_number(max_steps)
+    if max_steps_i is None or max_steps_i < 1:
+        max_steps_i = 1  # spec_settings reports the bad limit
+
+    mode = "default" if isinstance(schedule, str) and schedule.strip().lower() == SCHEDULE_DEFAULT else "schedule"
+    config: dict[str, dict[str, Any]] | None = None
+    if mode == "schedule":
+        doc = _parse_schedule_document(schedule, errors)
+        if doc is not None and not isinstance(doc, dict):
+            errors.append(
+                'spec_schedule must be a mapping from batch-size lower bound to steps such as {"1": 4, "16": 3}, '
+                f"SGLang's JSON, 'default' or 'none'; got {fmt(doc)}"
+            )
+        elif isinstance(doc, dict):
+            config = {}
+            seen: dict[int, Any] = {}
+            for key, value in doc.items():
+                bound = parse_whole_number(key)
+                if bound is None or bound < 1:
+                    errors.append(
+                        f"spec_schedule: keys are batch-size lower bounds, whole numbers of at least 1; got {fmt(key)}"
+                    )
+                    continue
+                if bound in seen:
+                    errors.append(f"spec_schedule: bucket {bound} is given twice ({fmt(seen[bound])} and {fmt(key)})")
+                    continue
+                seen[bound] = key
+                entry = _schedule_entry(str(key), value, max_steps_i, errors)
+                if entry is not None:
+                    config[str(bound)] = entry
+            if 1 not in seen:
+                errors.append(
+                    'spec_schedule must have bucket "1" (batch sizes from 1 up): SGLang routes a batch to the '
+                    f"largest bucket at or below its size; got buckets {', '.join(sorted(map(str, seen), key=int))}"
+                )
+            if not errors and all(s == 0 for e in config.values() for s in e["candidate_steps"]):
+                errors.append("spec_schedule drafts in no bucket (all steps 0): use spec_steps=0 for no speculation")
+            config = {k: config[k] for k in sorted(config, key=int)} if not errors else None
+
+    # What the SGLang release has (plugins/module_utils/sglang_releases.py).
+    form = _releases.adaptive_config_form(sglang_version)
+    if mode == "default" and form is None:
+        errors.append(
+            f"spec_schedule=default needs SGLang {_releases.ADAPTIVE_SINCE} or later (--speculative-adaptive); "
+            f"sglang_server_sglang_version is {fmt(sglang_version)}"
+        )
+    elif mode == "schedule" and form != "per-bs":
+        errors.append(
+            f"spec_schedule needs SGLang {_releases.ADAPTIVE_PER_BS_SINCE} or later (the per-batch-size "
+            "--speculative-adaptive-config, sgl-project/sglang PR #24055); "
+            f"sglang_server_sglang_version is {fmt(sglang_version)}"
+        )
+
+    algo = "NEXTN" if is_unset(algorithm) else str(algorithm).strip().upper()
+    if algo not in ADAPTIVE_ALGORITHMS:
+        errors.append(
+            f"spec_schedule needs spec_algorithm {', '.join(ADAPTIVE_ALGORITHMS)} (SGLang runs adaptive speculation "
+            f"for EAGLE/EAGLE3 only, NEXTN being EAGLE); got spec_algorithm={fmt(algorithm)}"
+        )
+    if not is_unset(topk) and parse_whole_number(topk) != 1:
+        errors.append(
+            f"spec_schedule needs spec_topk 1 (SGLang's adaptive speculation supports topk=1 only); got spec_topk={fmt(topk)}"
+        )
+
+    num_steps: int | None = None
+    if config is not None:
+        num_steps = schedule_launch_steps(config)
+    elif mode == "default" and form is not None:
+        num_steps = None  # SGLang picks it (0.5.23: the middle of the default's candidates)
+    if not is_unset(steps):
+        given = parse_whole_number(steps)
+        candidates = (
+            sorted({s for e in config.values() for s in e["candidate_steps"]})
+            if config is not None
+            else sorted({s for e in _adaptive.DEFAULT_ADAPTIVE_CONFIG.values() for s in e["candidate_steps"]})
+            if form == "per-bs"
+            else None
+        )
+        if given is None or given == 0 or (candidates is not None and given not in candidates):
+            errors.append(
+                f"spec_steps={fmt(steps)} with spec_schedule: the launch depth must be one of the schedule's "
+                f"positive steps {[c for c in (candidates or []) if c > 0] or ''} (SGLang requires a candidate); "
+                "leave spec_steps unset to launch at the high-load bucket's depth"
+            )
+        else:
+            num_steps = given
+    if not is_unset(draft_tokens) and (num_steps is None or parse_whole_number(draft_tokens) != num_steps + 1):
+        errors.append(
+            f"spec_draft_tokens={fmt(draft_tokens)} contradicts spec_schedule: SGLang sets draft tokens to the "
+            "steps + 1 under adaptive speculation; leave spec_draft_tokens unset"
+        )
+    if errors:
+        return out
+    text = json.dumps(config) + "\n" if config is not None else ""
+    out.update(enabled=True, mode=mode, config=config, text=text, num_steps=num_steps, algorithm=algo)
+    return out
