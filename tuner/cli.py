@@ -172,13 +172,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.dry_run:
         print("hosts: " + ", ".join(h if slots[h] == [h] else f"{h} ({', '.join(slots[h])})" for h in hosts))
         if spec.search == "model":
-            from .decide.search.decide import anchors
+            from .decide.search.decide import first_round
 
-            first = [c.config_id for c in plan.configs if c.spec_steps == 0]
-            for key in dict.fromkeys(c.series for c in plan.configs if c.spec_steps > 0):
-                first += [
-                    c.config_id for c in anchors([c for c in plan.configs if c.series == key and c.spec_steps > 0])
-                ]
+            first = [c.config_id for c in first_round(plan.configs)]
             print(
                 f"search: model: {', '.join(first)} first, then only what the model says could win a level "
                 "(the others are skipped with their predictions)"

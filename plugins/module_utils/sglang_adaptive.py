@@ -25,6 +25,7 @@ same exception type and the same words as on a real server.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 from typing import Any
@@ -38,6 +39,11 @@ __all__ = [
     "union_candidate_steps",
     "schedule_config",
     "resolved_schedule",
+    "launch_steps",
+    "pad_to_graph_bs",
+    "bucket_of",
+    "schedule_id",
+    "schedule_label",
 ]
 
 # 0.5.23 adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG (used when no file is given).
@@ -136,3 +142,59 @@ def resolved_schedule(cfg: Any, form: str | None) -> dict[str, Any] | None:
         return None
     defaults = {k: v for k, v in whole.items() if not str(k).isdigit()}
     return {str(bs): {**defaults, **entries[bs]} for bs in sorted(entries)}
+
+
+# -- a per-batch-size schedule's identity: one rule each, for the role, the tuner and the emulator --
+
+
+def launch_steps(config: dict[str, dict[str, Any]]) -> int:
+    """The --speculative-num-steps a per-batch-size schedule (SGLang's JSON) is launched with.
+
+    SGLang 0.5.23 sizes the KV pool and the hybrid state slots for the launch depth
+    (mem_cache/kv_cache_configurator.py uses get_spec().speculative_num_draft_tokens = launch
+    steps + 1) and requires it to be one of the schedule's candidates
+    (arg_groups/speculative_hook.py _init_adaptive_speculative_params); every bucket then starts at
+    it when it is one of its own candidates, else at its middle candidate (AdaptiveStepSlot). The
+    capacity matters at high load, so the launch depth is the highest bucket's starting depth (its
+    middle candidate; its only one when pinned). When that is 0 (no drafting at high load) the
+    smallest positive step of the schedule is used instead: the launch depth is the worker's base
+    runtime state, built at start-up as a drafting state (EAGLEWorkerV2.__init__ builds its draft
+    backends and CUDA graphs for speculative_num_steps), and SGLang's own default config never
+    launches at 0 (the middle of [0, 1, 3, 5, 7] is 3); the smallest drafting depth is the one that
+    costs the least capacity. The role launches with it (sglang_spec.schedule_settings) and the
+    tuner records it as the configuration's spec_steps.
+    """
+    top = config[max(config, key=int)]["candidate_steps"]
+    start = int(top[len(top) // 2])
+    if start > 0:
+        return start
+    positive = sorted({s for entry in config.values() for s in entry["candidate_steps"] if s > 0})
+    return positive[0] if positive else 0
+
+
+def pad_to_graph_bs(batch: int, graph_bs: Any) -> int:
+    """The captured CUDA-graph batch size a running batch is padded to, itself when none is larger
+    or no list is known (0.5.23 adaptive_spec_params.py ``_pad_to_cuda_graph_bs``)."""
+    if not graph_bs:
+        return batch
+    ordered = sorted(graph_bs)
+    i = bisect.bisect_left(ordered, batch)
+    return int(ordered[i]) if i < len(ordered) else batch
+
+
+def bucket_of(bounds: Any, batch: int, graph_bs: Any = None) -> int:
+    """The bucket (lower bound) SGLang routes a running batch to: pad it, then the largest lower
+    bound not above it, the first bucket below them all (``_find_closest_bs``)."""
+    ordered = sorted(int(b) for b in bounds)
+    i = bisect.bisect_right(ordered, pad_to_graph_bs(batch, graph_bs)) - 1
+    return ordered[max(0, i)]
+
+
+def schedule_id(buckets: Any) -> str:
+    """A schedule's file-name-safe id, from ((lower bound, steps), ...): ``sched-1k4-16k3``."""
+    return "sched-" + "-".join(f"{b}k{k}" for b, k in buckets)
+
+
+def schedule_label(buckets: Any) -> str:
+    """A schedule in words, from ((lower bound, steps), ...): ``B>=1: k=4, B>=16: k=3``."""
+    return ", ".join(f"B>={b}: k={k}" for b, k in buckets)

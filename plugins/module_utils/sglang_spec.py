@@ -250,30 +250,6 @@ def _schedule_entry(key: str, value: Any, max_steps: int, errors: list[str]) -> 
     return entry
 
 
-def schedule_launch_steps(config: dict[str, dict[str, Any]]) -> int:
-    """The --speculative-num-steps to launch a per-batch-size schedule with.
-
-    SGLang 0.5.23 sizes the KV pool and the hybrid state slots for the launch depth
-    (mem_cache/kv_cache_configurator.py uses get_spec().speculative_num_draft_tokens = launch
-    steps + 1) and requires it to be one of the schedule's candidates
-    (arg_groups/speculative_hook.py _init_adaptive_speculative_params); every bucket then starts at
-    it when it is one of its own candidates, else at its middle candidate (AdaptiveStepSlot). The
-    capacity matters at high load, so the launch depth is the highest bucket's starting depth (its
-    middle candidate; its only one when pinned). When that is 0 (no drafting at high load) the
-    smallest positive step of the schedule is used instead: the launch depth is the worker's base
-    runtime state, built at start-up as a drafting state (EAGLEWorkerV2.__init__ builds its draft
-    backends and CUDA graphs for speculative_num_steps), and SGLang's own default config never
-    launches at 0 (the middle of [0, 1, 3, 5, 7] is 3); the smallest drafting depth is the one that
-    costs the least capacity.
-    """
-    top = config[max(config, key=int)]["candidate_steps"]
-    start = int(top[len(top) // 2])
-    if start > 0:
-        return start
-    positive = sorted({s for entry in config.values() for s in entry["candidate_steps"] if s > 0})
-    return positive[0] if positive else 0
-
-
 def schedule_settings(
     schedule: Any,
     steps: Any = None,
@@ -363,7 +339,7 @@ def schedule_settings(
 
     num_steps: int | None = None
     if config is not None:
-        num_steps = schedule_launch_steps(config)
+        num_steps = _adaptive.launch_steps(config)
     elif mode == "default" and form is not None:
         num_steps = None  # SGLang picks it (0.5.23: the middle of the default's candidates)
     if not is_unset(steps):

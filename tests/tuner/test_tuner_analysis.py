@@ -10,6 +10,7 @@ import pytest
 
 from tuner.data.records import LevelRecord
 from tuner.decide import analysis
+from tuner.decide.capacity import is_capacity_failure
 from tuner.measure.metrics import LevelMetrics
 from tuner.spec.configs import SpecConfig
 
@@ -126,12 +127,12 @@ def test_failed_and_skipped_rows_are_not_measurements():
 
 
 def test_capacity_failure_classification():
-    assert analysis.is_capacity_failure(
+    assert is_capacity_failure(
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: 0.8"
     )
-    assert analysis.is_capacity_failure("KV cache pool cannot be allocated")
-    assert not analysis.is_capacity_failure("sglang_ready: timed out after 600 s waiting for /health")
-    assert not analysis.is_capacity_failure(None)
+    assert is_capacity_failure("KV cache pool cannot be allocated")
+    assert not is_capacity_failure("sglang_ready: timed out after 600 s waiting for /health")
+    assert not is_capacity_failure(None)
 
 
 def test_noise_summary():

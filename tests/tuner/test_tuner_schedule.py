@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from sglang_utils.sglang_adaptive import pad_to_graph_bs
+from sglang_utils.sglang_spec import schedule_settings
 
-from tuner.decide.schedule import LevelWinner, Schedule, build_schedule, pad_to_graph_bs, sglang_spec_cuda_graph_bs
+from tuner.decide.schedule import LevelWinner, Schedule, build_schedule, sglang_spec_cuda_graph_bs
+from tuner.spec.configs import SpecConfig
 
 GRAPH = sglang_spec_cuda_graph_bs(48)
 
@@ -62,3 +65,17 @@ def test_no_drafting_bucket_and_merging():
 def test_invalid_schedules_are_refused(bad):
     with pytest.raises(ValueError):
         Schedule.from_mapping(bad)
+
+
+def test_a_schedule_starts_where_the_role_launches_it():
+    """One rule for the launch depth (plugins/module_utils/sglang_adaptive.py launch_steps): a
+    schedule whose high-load bucket does not draft launches at its smallest drafting depth, and
+    the tuner records that depth, not the high-load bucket's 0 (issue 17: sched-1k3-2k2-8k0)."""
+    buckets = ((1, 3), (2, 2), (8, 0))
+    cfg = SpecConfig.for_schedule(buckets)
+    role = schedule_settings({"1": 3, "2": 2, "8": 0}, sglang_version="0.5.23")
+    assert role["errors"] == [] and role["num_steps"] == 2
+    assert cfg.spec_steps == 2 and cfg.config_id == "sched-1k3-2k2-8k0"
+    # records written before the fix said 0: reading them gives the launch depth too
+    assert SpecConfig.from_json({**cfg.to_json(), "spec_steps": 0}) == cfg
+    assert SpecConfig.for_schedule(((1, 4), (16, 3))).spec_steps == 3

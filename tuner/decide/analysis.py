@@ -15,7 +15,6 @@ to what was measured.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -598,27 +597,6 @@ def early_stop(
         below[c] = (best.config_id, best.mean, new.mean)
     parts = [f"C={c}: {new:.0f} < {b:.0f} ({cid})" for c, (cid, b, new) in below.items()]
     return EarlyStop(True, "throughput fell past its peak at every level: " + "; ".join(parts), below)
-
-
-# Start-up failures that deeper speculation can only make worse: every extra step takes more KV
-# memory (docs/reference/performance-model.md "Admission and KV capacity"; the failure strings of
-# docs/reference/sglang.md §5.3).
-_CAPACITY_PATTERNS = (
-    r"not enough memory",
-    r"kv (cache )?pool",
-    r"mem[-_]fraction[-_]static",
-    r"out of memory",
-    r"outofmemory",
-    r"cannot be allocated",
-    r"kv[- ]oom",
-    r"max_total_num_tokens\S* (is )?(<=|0|negative)",
-)
-
-
-def is_capacity_failure(reason: str | None) -> bool:
-    """A deploy failure that says the KV pool (memory) was too small."""
-    text = (reason or "").lower()
-    return any(re.search(p, text) for p in _CAPACITY_PATTERNS)
 
 
 def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:

@@ -22,12 +22,11 @@ cost KV capacity at high load).
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sglang_utils.sglang_adaptive import schedule_config
+from sglang_utils.sglang_adaptive import bucket_of, pad_to_graph_bs, schedule_config, schedule_id, schedule_label
 
 
 def sglang_spec_cuda_graph_bs(max_bs: int) -> list[int]:
@@ -46,15 +45,6 @@ def sglang_spec_cuda_graph_bs(max_bs: int) -> list[int]:
     if max_bs not in sizes:
         sizes.append(max_bs)
     return sizes
-
-
-def pad_to_graph_bs(batch: int, graph_bs: Sequence[int] | None) -> int:
-    """The captured batch size a running batch is padded to (itself when none is larger)."""
-    if not graph_bs:
-        return batch
-    ordered = sorted(graph_bs)
-    i = bisect.bisect_left(ordered, batch)
-    return ordered[i] if i < len(ordered) else batch
 
 
 @dataclass(frozen=True)
@@ -85,9 +75,7 @@ class Schedule:
 
     def route(self, batch: int, graph_bs: Sequence[int] | None = None) -> int:
         """Steps SGLang uses for a running batch of this size: pad, then the floor bucket."""
-        padded = pad_to_graph_bs(batch, graph_bs)
-        keys = [b for b, _ in self.buckets]
-        return self.buckets[max(0, bisect.bisect_right(keys, padded) - 1)][1]
+        return dict(self.buckets)[bucket_of([b for b, _ in self.buckets], batch, graph_bs)]
 
     def to_sglang(self) -> dict[str, dict[str, list[int]]]:
         """SGLang's `--speculative-adaptive-config` JSON: each bucket pinned to one candidate (the
@@ -105,11 +93,11 @@ class Schedule:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"B>={b}: k={s}" for b, s in self.buckets)
+        return schedule_label(self.buckets)
 
     @property
     def config_id(self) -> str:
-        return "sched-" + "-".join(f"{b}k{s}" for b, s in self.buckets)
+        return schedule_id(self.buckets)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from adaptive_spec_params.py (`_apply_target_steps`); both log on rank 0 only (`
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -143,14 +142,10 @@ class PerBsPolicy:
         return sorted({s for slot in self.slots.values() for s in slot.candidate_steps})
 
     def pad(self, batch_size: int) -> int:
-        if self.graph_bs is None:
-            return batch_size
-        i = bisect.bisect_left(self.graph_bs, batch_size)
-        return self.graph_bs[i] if i < len(self.graph_bs) else batch_size
+        return int(schema.pad_to_graph_bs(batch_size, self.graph_bs))
 
     def bucket(self, batch_size: int) -> int:
-        i = bisect.bisect_right(self.bs_list, self.pad(batch_size)) - 1
-        return self.bs_list[max(0, i)]
+        return int(schema.bucket_of(self.bs_list, batch_size, self.graph_bs))
 
     def steps_for_batch(self, batch_size: int) -> int:
         return self.slots[self.bucket(batch_size)].current_steps

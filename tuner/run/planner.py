@@ -13,6 +13,7 @@ from ..data.records import (
 )
 from ..data.store import Store
 from ..decide import analysis
+from ..decide.capacity import capacity_skip
 from ..decide.search import decide as search
 from ..decide.search.text import prediction_text
 from ..spec.configs import ConfigPlan, SpecConfig
@@ -51,7 +52,7 @@ class Planner:
         )
 
     def _skip_reason(self, cfg: SpecConfig, state: SweepState) -> tuple[str, str] | None:
-        capacity = self._capacity_skip(cfg, state)
+        capacity = capacity_skip(cfg, state)
         if capacity is not None:
             return capacity, "capacity"
         same = [c for c in self.plan.configs if c.series == cfg.series and 0 < c.spec_steps < cfg.spec_steps]
@@ -149,7 +150,7 @@ class Planner:
                 self.in_progress.add((cid, 1))
                 return cfg
             if cid not in state.deploys and cid not in state.skipped and self.spec.early_stop and cfg.spec_steps > 0:
-                skip = self._capacity_skip(cfg, state)
+                skip = capacity_skip(cfg, state)
                 if skip is not None:
                     self.store.append(SkipRecord(config=cfg, kind="capacity", reason=skip))
                     self.progress.line(f"[{cfg.label}] skipped: {skip}")
@@ -181,17 +182,4 @@ class Planner:
         if decision.wait:
             return WAIT
         self.progress.line(f"[search] done: {decision.why}")
-        return None
-
-    def _capacity_skip(self, cfg: SpecConfig, state: SweepState) -> str | None:
-        """A shallower depth of the series failed to start for lack of KV memory."""
-        for c in self.plan.configs:
-            if c.series != cfg.series or not 0 < c.spec_steps < cfg.spec_steps:
-                continue
-            dep = state.failed.get(c.config_id)
-            if dep is not None and analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
-                return (
-                    f"spec_steps {c.spec_steps} could not start for lack of KV memory "
-                    f"({(dep.reason or '')[:160]}); deeper speculation needs more of it"
-                )
         return None

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_utils.sglang_adaptive import load_per_bs, schedule_config, union_candidate_steps
+from sglang_utils.sglang_adaptive import (
+    launch_steps,
+    load_per_bs,
+    schedule_config,
+    schedule_id,
+    schedule_label,
+    union_candidate_steps,
+)
 from sglang_utils.sglang_spec import spec_settings
 
 
@@ -27,7 +34,8 @@ class SpecConfig:
     spec_algorithm: str = "NEXTN"
     # A per-batch-size schedule (SGLang's --speculative-adaptive, tuner/decide/schedule.py): batch-size
     # lower bound -> steps. `adaptive` without buckets is SGLang's own default adaptive config.
-    # spec_steps then holds the steps the server starts with (the high-load bucket's).
+    # spec_steps then holds the steps the server starts with (sglang_adaptive.launch_steps, the
+    # role's own rule; SGLang's middle candidate for its default config).
     schedule: tuple[tuple[int, int], ...] | None = None
     adaptive: bool = False
 
@@ -49,7 +57,7 @@ class SpecConfig:
         """A stable, file-name-safe id (`k3-t1`, `k4-t2-d8`, `k0` = no speculation, `sched-1k4-16k3`
         for a schedule, `adaptive-default` for SGLang's default adaptive config)."""
         if self.schedule is not None:
-            return "sched-" + "-".join(f"{b}k{k}" for b, k in self.schedule)
+            return schedule_id(self.schedule)
         if self.adaptive:
             return "adaptive-default"
         if self.spec_steps == 0:
@@ -79,7 +87,7 @@ class SpecConfig:
         """How progress lines and reports name it: `k=3`, `k=4 topk=2 draft=8`, `schedule B>=1:
         k=4, B>=16: k=3`, `SGLang default adaptive`."""
         if self.schedule is not None:
-            return "schedule " + ", ".join(f"B>={b}: k={k}" for b, k in self.schedule)
+            return "schedule " + schedule_label(self.schedule)
         if self.adaptive:
             return "SGLang default adaptive"
         if self.spec_steps == 0:
@@ -123,8 +131,11 @@ class SpecConfig:
         buckets = None
         if isinstance(sched, str) and sched not in ("", "default"):
             buckets = tuple(sorted((int(b), int(e["candidate_steps"][0])) for b, e in json.loads(sched).items()))
+        # A schedule starts at its launch depth whatever an older record says (they held the
+        # high-load bucket's steps, which the server does not start at when that bucket is 0).
+        steps = launch_steps(schedule_config(dict(buckets))) if buckets else int(d.get("spec_steps") or 0)
         return cls(
-            int(d.get("spec_steps") or 0),
+            steps,
             int(d.get("spec_topk") or 1),
             None if draft in (None, "") else int(draft),
             str(d.get("spec_algorithm") or "NEXTN"),
@@ -134,8 +145,10 @@ class SpecConfig:
 
     @classmethod
     def for_schedule(cls, buckets: tuple[tuple[int, int], ...], algorithm: str = "NEXTN") -> SpecConfig:
-        """The configuration that deploys a schedule; it starts at the high-load bucket's steps."""
-        return cls(buckets[-1][1], 1, None, algorithm, schedule=buckets)
+        """The configuration that deploys a schedule; it starts at the depth the role launches it
+        with (plugins/module_utils/sglang_adaptive.py launch_steps: the high-load bucket's, or the
+        smallest drafting depth when that bucket does not draft)."""
+        return cls(launch_steps(schedule_config(dict(buckets))), 1, None, algorithm, schedule=buckets)
 
     @classmethod
     def default_adaptive(cls, algorithm: str = "NEXTN") -> SpecConfig:

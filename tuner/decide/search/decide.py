@@ -13,6 +13,7 @@ from ...spec.configs import SpecConfig
 from ...spec.sweepspec import WorkloadSpec
 from .. import analysis, schedule_phase
 from ..analysis import LevelChoice, PointStats
+from ..capacity import capacity_skip
 from .model import Misfit, find_misfits, fit_model
 from .observe import MIN_CHANCE, Z, point_sd, win_margin
 
@@ -109,6 +110,16 @@ class Decision:
         return self.deploy is None and not self.wait
 
 
+def first_round(configs: Sequence[SpecConfig]) -> list[SpecConfig]:
+    """What the search measures before it predicts anything, in order: the baseline without
+    speculation, then the anchor depths of every series (decide() deploys these first; the dry run
+    prints them)."""
+    out = [c for c in configs if c.spec_steps == 0]
+    for key in dict.fromkeys(c.series for c in configs if c.spec_steps > 0):
+        out += anchors([c for c in configs if c.series == key and c.spec_steps > 0])
+    return out
+
+
 def anchors(configs: Sequence[SpecConfig]) -> list[SpecConfig]:
     """The depths of a series that are measured before any of it is predicted: at a third and two
     thirds of its range (one, the middle, for three depths or fewer). Two depths pin the trends in
@@ -168,9 +179,10 @@ def decide(
     if not open_:
         return Decision(wait=bool(in_flight), why="every configuration is measured or decided", misfits=misfits)
 
-    # Measured, not predicted: the baseline, then the anchor depths of every series.
-    for cfg in open_:
-        if cfg.spec_steps == 0:
+    # Measured, not predicted: the first round (the baseline, then the anchor depths of every series).
+    round1 = first_round(configs)
+    for cfg in round1:
+        if cfg.spec_steps == 0 and cfg in open_:
             return Decision(
                 deploy=cfg, why="the baseline without speculation is measured, not predicted", misfits=misfits
             )
@@ -179,14 +191,14 @@ def decide(
     settling: set[tuple[int, int | None, str]] = set()  # series whose anchors are still in flight
     for key in dict.fromkeys(c.series for c in configs if c.spec_steps > 0):
         members = [c for c in configs if c.series == key and c.spec_steps > 0]
-        wanted = anchors(members)
+        wanted = [c for c in round1 if c.series == key and c.spec_steps > 0]
         have = [c for c in members if c.config_id in measured]
         pending = [c for c in members if c.config_id in flying]
         if len(have) + len(pending) >= len(wanted):
             if len(have) < len(wanted):
                 settling.add(key)
             continue
-        candidates = [c for c in members if c in open_ and _capacity_failure_below(c, state) is None]
+        candidates = [c for c in members if c in open_ and capacity_skip(c, state) is None]
         if not candidates:
             continue
         # the anchors not yet tried; when one failed, the open depth nearest to it
@@ -218,7 +230,7 @@ def decide(
     skips: list[tuple[SpecConfig, Prediction, str]] = []
     unknown: list[SpecConfig] = []
     for cfg in open_:
-        failed = _capacity_failure_below(cfg, state)
+        failed = capacity_skip(cfg, state)
         if cfg.series in settling:
             unknown.append(cfg)
             continue
@@ -288,18 +300,6 @@ def schedule_chains(
         if schedule_phase.is_chain(p.config, algorithm) and p.mean > 0 and (c not in best or p.mean > best[c].mean):
             best[c] = p
     return best
-
-
-def _capacity_failure_below(cfg: SpecConfig, state: SweepState) -> str | None:
-    """A shallower depth of the same series failed to start for lack of KV memory: a deeper one
-    needs more of it (the grid's own rule)."""
-    for cid, dep in state.failed.items():
-        other = state.configs.get(cid)
-        if other is None or other.series != cfg.series or not 0 < other.spec_steps < cfg.spec_steps:
-            continue
-        if analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
-            return f"spec_steps {other.spec_steps} could not start for lack of KV memory ({(dep.reason or '')[:160]})"
-    return None
 
 
 def _with_chances(pred: Prediction, threats: Sequence[Threat], chance: float) -> Prediction:

@@ -1,0 +1,49 @@
+"""The capacity-skip rule, once for the grid (tuner/run/planner.py) and the model-guided search
+(tuner/decide/search/decide.py): a configuration deeper than one of its series that failed to start
+for lack of KV memory is not deployed, because deeper speculation needs more of it."""
+
+from __future__ import annotations
+
+import re
+
+from ..data.records import SweepState
+from ..spec.configs import SpecConfig
+
+# Start-up failures that deeper speculation can only make worse: every extra step takes more KV
+# memory (docs/reference/performance-model.md "Admission and KV capacity"; the failure strings of
+# docs/reference/sglang.md §5.3).
+_CAPACITY_PATTERNS = (
+    r"not enough memory",
+    r"kv (cache )?pool",
+    r"mem[-_]fraction[-_]static",
+    r"out of memory",
+    r"outofmemory",
+    r"cannot be allocated",
+    r"kv[- ]oom",
+    r"max_total_num_tokens\S* (is )?(<=|0|negative)",
+)
+
+
+def is_capacity_failure(reason: str | None) -> bool:
+    """A deploy failure that says the KV pool (memory) was too small."""
+    text = (reason or "").lower()
+    return any(re.search(p, text) for p in _CAPACITY_PATTERNS)
+
+
+def capacity_skip(cfg: SpecConfig, state: SweepState) -> str | None:
+    """Why `cfg` is skipped for capacity: the shallowest depth of its series below it that failed
+    to start for lack of KV memory, in words; None when there is none."""
+    below = []
+    for cid, dep in state.failed.items():
+        other = state.configs.get(cid)
+        if other is None or other.series != cfg.series or not 0 < other.spec_steps < cfg.spec_steps:
+            continue
+        if is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
+            below.append((other.spec_steps, dep.reason or ""))
+    if not below:
+        return None
+    steps, reason = min(below)
+    return (
+        f"spec_steps {steps} could not start for lack of KV memory ({reason[:160]}); "
+        "deeper speculation needs more of it"
+    )
