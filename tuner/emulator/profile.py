@@ -90,7 +90,7 @@ class Profile:
     noise_seed: int | None = None
     noise_window_s: float = 0.0
     noise_idle_gap_s: float = 0.5
-    # realism (docs/emulator.md "Acceptance by position" ... "CUDA-graph padding"); absent = off
+    # realism (docs/emulator.md "Acceptance that falls with draft position" ... "CUDA-graph batch padding"); absent = off
     # temperature -> conditional acceptance per draft position, merged with `alpha` (see below)
     alpha_by_position: tuple[tuple[float, tuple[float, ...]], ...] | None = None
     alpha_spread: float = 0.0  # sd of the per-request logit offset fixed by the prompt

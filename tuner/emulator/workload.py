@@ -100,7 +100,7 @@ _STD_NORMAL = NormalDist()
 
 def spread_offset(p: Profile, prompt_h: int | None) -> float:
     """The request's difficulty d ~ Normal(0, alpha_spread) on the logit scale, fixed by its prompt:
-    the same prompt always gets the same d (docs/emulator.md "Acceptance that differs by request")."""
+    the same prompt always gets the same d (docs/emulator.md "Acceptance that differs from request to request")."""
     if not p.alpha_spread or prompt_h is None:
         return 0.0
     return p.alpha_spread * _STD_NORMAL.inv_cdf(prompt_uniform(prompt_h, _SPREAD_SALT))
