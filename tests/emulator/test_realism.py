@@ -60,8 +60,11 @@ def test_accept_length_per_depth_follows_acceptance_by_position(emulator, k, tok
     """k = 10 runs past both lists (8 positions at temperature 0, 4 at 1): the last value holds.
     `tokens` per request gives 2,000-4,500 verify steps per level, as deeper chains vary more."""
     table = _yaml(ACCEPT)["alpha_by_position"]
+    # between the listed temperatures each position is interpolated (the lists padded with their last value)
+    n = max(len(v) for v in table.values())
+    table[0.5] = [(table[0.0][min(j, 7)] + table[1.0][min(j, 3)]) / 2 for j in range(n)]
     e = _start(emulator, ACCEPT, *spec_flags(k))
-    for temp in (0.0, 1.0):
+    for temp in (0.0, 0.5, 1.0) if k == 3 else (0.0, 1.0):
         traces, m = run_level(e.url, 32, 32, input_len=32, output_len=tokens, temperature=temp)
         assert m.requests_ok == 32, m.errors
         want = _expected_tau(table[temp], k)
@@ -156,6 +159,23 @@ def test_a_batch_of_5_costs_what_a_batch_of_8_costs(emulator):
     t5 = row[4] + (row[8] - row[4]) * (5 - 4) / (8 - 4)  # linear between the table's rows
     assert _server_rate(traces) == pytest.approx(1000.0 / t5, rel=0.03)
     assert _server_rate(traces) > rate[5] * 1.15
+
+
+def test_kv_read_grows_the_step_with_each_requests_context(emulator, tmp_path):
+    """kv_read_ns_per_token adds its time for each KV token beyond the table's context_tokens."""
+    raw = _yaml(STEP)
+    tab = {**raw["step_time_ms"], "kv_read_ns_per_token": 2000.0, "context_tokens": 1024}
+    e = _start(emulator, _variant(tmp_path, STEP, step_time_ms=tab))
+    out = 150
+    for prompt in (16, 3000):
+        traces, m = run_level(e.url, 1, 2, input_len=prompt, output_len=out, input_ids=True)
+        assert m.requests_ok == 2, m.errors
+        # decode step i (i = 1 .. out-1) runs with prompt + i tokens of KV
+        kv = sum(prompt + i - tab["context_tokens"] for i in range(1, out))
+        decode_ms = (out - 1) * tab["ms"][0][0] + 2000.0 * kv * 1e-6
+        prefill_ms = raw["t_prefill_base_ms"] + prompt * raw["t_prefill_tok_ms"]
+        got_ms = statistics.fmean(t.server_e2e_s * 1000.0 for t in traces)
+        assert got_ms == pytest.approx(prefill_ms + decode_ms, rel=0.02), prompt
 
 
 # ---- bad input: a malformed key fails the start as a bad flag value does, naming the key ----------
