@@ -53,7 +53,7 @@ def test_spec_diverge(emulator, n):
     plain = emulator("--emulator-fault", f"spec-diverge={n}", *FAST)
     right = emulator(*spec_flags(3), *FAST)
     for e in (wrong, plain, right):
-        e.wait_ready()
+        e.wait_ready(60)
     ref = _texts(right, PROMPTS, 40)
     assert _texts(plain, PROMPTS, 40) == ref  # without speculation the fault changes nothing
     for got, want in zip(_texts(wrong, PROMPTS, 40), ref, strict=True):
@@ -69,8 +69,8 @@ def test_spec_diverge(emulator, n):
 
 def test_spec_repeat(emulator):
     n = 12
-    wrong = emulator(*spec_flags(2), "--emulator-fault", f"spec-repeat={n}", *FAST).wait_ready()
-    plain = emulator("--emulator-fault", f"spec-repeat={n}", *FAST).wait_ready()
+    wrong = emulator(*spec_flags(2), "--emulator-fault", f"spec-repeat={n}", *FAST).wait_ready(60)
+    plain = emulator("--emulator-fault", f"spec-repeat={n}", *FAST).wait_ready(60)
     ref = _texts(plain, PROMPTS, 60)
     for got, want in zip(_texts(wrong, PROMPTS, 60), ref, strict=True):
         assert got[:n] == want[:n] and got[n:] != want[n:]
@@ -94,7 +94,7 @@ def test_accept_drift_falls_with_requests_served_and_a_restart_restores_it(emula
         z = math.log(a0 / (1 - a0)) - p_per_100 * served / 100.0
         return model.tau(1 / (1 + math.exp(-z)), k)
 
-    e = emulator(*args).wait_ready()
+    e = emulator(*args).wait_ready(60)
     fresh, _, _ = _accept_length(e, PROMPTS * 2)
     # one request served so far: SGLang's own warm-up request (it counts in num_requests_total)
     assert fresh == pytest.approx(expected(1), rel=0.05)
@@ -104,13 +104,13 @@ def test_accept_drift_falls_with_requests_served_and_a_restart_restores_it(emula
     assert drifted == pytest.approx(expected(served), rel=0.05)
     assert drifted < fresh * 0.92
     e.terminate()
-    again = emulator(*args).wait_ready()
+    again = emulator(*args).wait_ready(60)
     restored, _, _ = _accept_length(again, PROMPTS * 2)
     assert restored == pytest.approx(expected(1), rel=0.05)
 
 
 def test_accept_collapse_rejects_every_draft_and_keeps_the_text(emulator):
-    e = emulator(*spec_flags(3), "--emulator-fault", "accept-collapse=20", *FAST).wait_ready()
+    e = emulator(*spec_flags(3), "--emulator-fault", "accept-collapse=20", *FAST).wait_ready(60)
     before, _, texts_before = _accept_length(e, PROMPTS, 48)
     assert before > 3.0  # the seed machine accepts nearly every draft at temperature 0
     _serve(e, 20)
