@@ -234,6 +234,11 @@ def main() -> int:
         action="store_true",
         help="sweep nothing: rebuild the tables (and the replays) from the kept directories",
     )
+    ap.add_argument(
+        "--note",
+        default="",
+        help="a paragraph printed under the header, e.g. the state of the machine the sweeps ran on",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "search_cost.md"))
     args = ap.parse_args()
     names = [n.strip() for n in args.machines.split(",") if n.strip()]
@@ -313,6 +318,7 @@ def main() -> int:
         "measurements** (each configuration it deploys reads the grid's records of it) and judges its picks "
         "the same way: the search's decisions alone.",
         "",
+        *([args.note, ""] if args.note else []),
         "| machine | depths | grid deployments | model deployments | share | grid wall | model wall | "
         "with the profile's start-up (grid / model) | levels passing | predictions inside their interval | "
         "target met | replayed on the grid's measurements: deployments | replay: levels passing |",
