@@ -1,4 +1,4 @@
-"""The project's own benchmark client (tuner/client.py), as the tuner drives a level with it.
+"""The project's own benchmark client (tuner/run/client.py), as the tuner drives a level with it.
 
 The realism tests measure the emulator the way the tuner measures a real server: streamed requests
 through `BenchClient`, read back as `RequestTrace`s and `LevelMetrics`. The imports live here only,
@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tuner.client import BenchClient, ClientOptions
-from tuner.metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics
+from tuner.measure.metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics
+from tuner.run.client import BenchClient, ClientOptions
 
 
 def run_level(url: str, concurrency: int, requests: int, **opts: Any) -> tuple[list[RequestTrace], LevelMetrics]:
