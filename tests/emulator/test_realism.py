@@ -228,7 +228,7 @@ def test_a_malformed_key_fails_the_start_naming_it(emulator, tmp_path, over, mes
     from sglang_utils.sglang_log import find_fatal  # type: ignore[import-not-found]
 
     e = emulator("--emulator-profile", str(_variant(tmp_path, STEP, **over)))
-    assert e.wait_exit(20) == 2
+    assert e.wait_exit(60) == 2
     log = e.log()
     assert message in log, log
     assert "launch_server.py: error: argument --emulator-profile: emulator profile realism-step" in log
