@@ -65,6 +65,18 @@ MACHINES = {
         "0-6",
         "a small dense model whose verify is compute-bound: deep speculation at low load, none at high load",
     ),
+    # machines off the search's model (docs/emulator.md "Realism"), added by #18
+    "h200-steep-acceptance": (
+        ROOT / "bench" / "profiles" / "h200-steep-acceptance.yaml",
+        "0-6",
+        "the H200 8B (measured step table) with acceptance that falls steeply by position and a wide per-prompt "
+        "spread, which an acceptance-driven controller can exploit",
+    ),
+    "h200-8b-1b-draft": (
+        ROOT / "bench" / "profiles" / "h200-8b-1b-draft.yaml",
+        "0-4",
+        "the H200 8B drafted by a separate 1B model: shallow speculation at 1 client, none from 16 up",
+    ),
 }
 
 

@@ -12,8 +12,9 @@ records and the analysis are the same as on emulator hosts). The tuner never rea
 
 Per machine: deployments made, wall time, and, at every concurrency level, the model sweep's pick
 against the grid's: the grid's measurement of the model's pick as a share of the grid's best there.
-A level passes when that share is at least 97% (or the model picked what the grid picked). Target:
-every level passes with at most half the grid's deployments.
+A level passes when that share is at least 97% (the issue's rule, #18: no "same pick as the grid"
+clause, since the grid's own pick may itself fall short of its best mean). Target: every level
+passes with at most half the grid's deployments, on every machine.
 
 Writes bench/search_cost.md (or --out) and keeps each sweep's report, recommendation and records
 under bench/search_cost/; exits 1 when a machine misses the target. `--grid-from DIR` takes the grid
@@ -64,7 +65,7 @@ class Machine:
     profile: Path
     steps: str
     what: str
-    judged: bool = True  # part of the target (the bent machine checks misfits instead)
+    judged: bool = True  # part of the target (every machine is, since #18: the bent one too)
 
 
 MACHINES = {
@@ -93,7 +94,26 @@ MACHINES = {
             ROOT / "bench" / "profiles" / "search-bent-step.yaml",
             "1-8",
             "step time not linear in depth (the emulator's t_draft_quad_ms): the misfit check",
-            judged=False,
+        ),
+        # Machines off the search's model (docs/emulator.md "Realism"): a measured step table,
+        # acceptance falling by position and varying per prompt, CUDA-graph padding.
+        Machine(
+            "h200-llama3-8b",
+            ROOT / "bench" / "profiles" / "h200-llama3-8b.yaml",
+            "0-8",
+            "a dense 8B on one H200 (measured step table) with an EAGLE-3-style head",
+        ),
+        Machine(
+            "h200-steep-acceptance",
+            ROOT / "bench" / "profiles" / "h200-steep-acceptance.yaml",
+            "0-8",
+            "the H200 8B with acceptance that falls steeply by position and a wide per-prompt spread",
+        ),
+        Machine(
+            "h200-8b-1b-draft",
+            ROOT / "bench" / "profiles" / "h200-8b-1b-draft.yaml",
+            "0-6",
+            "the H200 8B drafted by a separate 1B model: no speculation wins from 16 clients up",
         ),
     )
 }
@@ -182,7 +202,7 @@ def compare(grid: Run, model: Run) -> list[tuple[int, str, str, str, float, bool
         best = max(here, key=lambda k: here[k])
         m_pick = model.by_level.get(c, "-")
         share = here.get(m_pick, 0.0) / here[best] if here[best] else 0.0
-        rows.append((c, best, g_pick, m_pick, share, m_pick == g_pick or share >= PASS_SHARE))
+        rows.append((c, best, g_pick, m_pick, share, share >= PASS_SHARE))
     return rows
 
 
@@ -213,6 +233,11 @@ def main() -> int:
         "--render",
         action="store_true",
         help="sweep nothing: rebuild the tables (and the replays) from the kept directories",
+    )
+    ap.add_argument(
+        "--note",
+        default="",
+        help="a paragraph printed under the header, e.g. the state of the machine the sweeps ran on",
     )
     ap.add_argument("--out", default=str(ROOT / "bench" / "search_cost.md"))
     args = ap.parse_args()
@@ -282,8 +307,8 @@ def main() -> int:
         + "Where: **local emulator processes** through ansible-runner "
         "(tests/tuner/fixtures/local_emulator_deploy.yml, 0.2 s emulated start-up), not podman hosts: the same "
         "emulator, client and analysis, minutes faster per sweep. A level passes when the model's pick, as the "
-        f"grid measured it, is within {100 - PASS_SHARE * 100:.0f}% of the grid's best there (or is the grid's own "
-        "pick). Each sweep's report and recommendation are kept in "
+        f"grid measured it, is within {100 - PASS_SHARE * 100:.0f}% of the grid's best there (the grid's own pick "
+        "gets no pass of its own). Each sweep's report and recommendation are kept in "
         f"`{_rel(keep_dir)}/<machine>/<search>/`.",
         "",
         "Two sweeps of the same machine differ by the noise of their measurements as well as by their "
@@ -293,6 +318,7 @@ def main() -> int:
         "measurements** (each configuration it deploys reads the grid's records of it) and judges its picks "
         "the same way: the search's decisions alone.",
         "",
+        *([args.note, ""] if args.note else []),
         "| machine | depths | grid deployments | model deployments | share | grid wall | model wall | "
         "with the profile's start-up (grid / model) | levels passing | predictions inside their interval | "
         "target met | replayed on the grid's measurements: deployments | replay: levels passing |",
@@ -354,7 +380,7 @@ def main() -> int:
         "",
         f"Result: **{'the target is met on every machine' if ok_all else 'the target is NOT met on every machine'}**"
         " by the live sweeps (every level's pick within 3% of the grid's best, with at most half the grid's "
-        "deployments; the misfit check is not judged by it); replayed on the grid's own measurements, "
+        "deployments; every machine is judged, the misfit check included); replayed on the grid's own measurements, "
         f"**{'it is met on every machine' if replay_all else 'it is NOT met on every machine'}**.",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
