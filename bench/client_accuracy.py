@@ -23,7 +23,6 @@ import asyncio
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,16 +31,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+
+from emulator_proc import free_port  # noqa: E402
 
 from tuner.measure.metrics import counter_delta, level_metrics  # noqa: E402
 from tuner.run.client import BenchClient, ClientOptions  # noqa: E402
 from tuner.spec.flags import requests_for_level  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_emulator(steps: int, profile: str | None) -> tuple[subprocess.Popen, str]:

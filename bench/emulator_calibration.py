@@ -30,7 +30,6 @@ import asyncio
 import json
 import math
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+
+from emulator_proc import free_port  # noqa: E402
 
 from tuner.emulator import model, workload  # noqa: E402
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, Profile, load_profile  # noqa: E402
@@ -265,12 +267,6 @@ def write_profile(path: Path, p: Profile) -> None:
 # ---- the HTTP check: the real server on loopback, measured by a small streaming client -------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def _one_request(session, url: str, index: int) -> dict[str, float]:
     import aiohttp  # noqa: F401
 
@@ -329,7 +325,7 @@ async def _closed_loop_http(url: str, c: int, n: int) -> dict[str, float]:
 
 
 def http_measure(profile_path: Path, k: int, levels: tuple[int, ...]) -> dict[int, dict[str, float]]:
-    port = _free_port()
+    port = free_port()
     cmd = [
         sys.executable,
         "-m",

@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+
+from emulator_proc import free_port  # noqa: E402
 
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, load_profile  # noqa: E402
 from tuner.emulator.simulate import SpecSetting, closed_loop  # noqa: E402
@@ -47,12 +49,6 @@ OUTPUT_LEN = 1000
 K = 3
 SEED = 20261129
 TOLERANCE = 0.02
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_seconds(pid: int) -> float:

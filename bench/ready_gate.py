@@ -27,7 +27,6 @@ import os
 import platform
 import random
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,10 +42,12 @@ MANUAL_SLEEP_S = 100.0  # the seed campaign's `sleep 100` after each restart
 
 # The module is collection content; `make setup` links the repo in as sglang_tune.serving.
 sys.path.insert(0, str(ROOT / ".ansible" / "collections"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
 from ansible_collections.sglang_tune.serving.plugins.modules import sglang_ready  # noqa: E402
+from emulator_proc import free_port  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
 
@@ -68,12 +69,6 @@ def _fail(self, msg, **kw):
 
 basic.AnsibleModule.exit_json = _exit
 basic.AnsibleModule.fail_json = _fail
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Observer(threading.Thread):

@@ -11,6 +11,11 @@ Run directly, pytest makes an id of its own here, before any test starts a subpr
 from __future__ import annotations
 
 import os
+import sys
 import uuid
+from pathlib import Path
 
 os.environ.setdefault("SGLANG_TUNE_RUN", f"pytest-{uuid.uuid4().hex[:12]}")
+
+# tests/helpers/emulator_proc.py: the one way tests start an emulator (and benches import it too)
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from emulator_proc import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "/shared/models/Qwen3.5-122B-A10B"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spec_flags(k: int) -> list[str]:

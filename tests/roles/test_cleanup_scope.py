@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
 
 import pytest
 import yaml
+from emulator_proc import free_port
 from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container
 
 KEEP, KEEP_INDEX = "demo-keep-49", 49  # the demo range: what `make demo` makes
@@ -40,12 +40,6 @@ def _hosts(inv, state, run):
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
     cmd += ["-e", f"emulator_hosts_state={state}"]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _exists(name, index):
@@ -73,7 +67,7 @@ def test_run_cleanup_keeps_the_demo_range_host(need_podman, tmp_path) -> None:
         )
         assert json.loads(labels.stdout)["io.sglang-tune.run"] == "user"
         emulator = subprocess.Popen(
-            [sys.executable, "-m", "tuner.emulator", "--model-path", "/m", "--port", str(_free_port())]
+            [sys.executable, "-m", "tuner.emulator", "--model-path", "/m", "--port", str(free_port())]
             + ["--emulator-startup-s", "60"],
             cwd=ROOT,
             env={**os.environ, "SGLANG_TUNE_RUN": run},

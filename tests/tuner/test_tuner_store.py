@@ -214,3 +214,31 @@ def test_outputs_from_records(tmp_path):
     assert "## Recommendation" in report and "throughput_vs_steps.png" in report
     assert "deeper needs more" in report and "TPOT" in report
     assert s.choices[1].chosen.spec_steps == 3
+
+
+def test_the_state_is_live_records_jsonl_is_read_once(tmp_path, monkeypatch):
+    """One live state (docs/architecture.md "The tuner's stages"): the Store folds records.jsonl
+    the first time it is asked, then each record as it is appended; the file is not read again
+    unless something else wrote to it."""
+    from tuner.data import store as store_mod
+    from tuner.data.records import DeployRecord, SkipRecord
+    from tuner.spec.configs import SpecConfig
+
+    s = store_mod.Store(tmp_path)
+    s.append(DeployRecord(config=SpecConfig(1), host="h", status="ok"))
+    reads = []
+    real = store_mod.read_records
+    monkeypatch.setattr(store_mod, "read_records", lambda p: reads.append(p) or real(p))
+    first = s.state()
+    assert len(reads) == 1 and set(first.deploys) == {"k1-t1"}
+    s.append(SkipRecord(config=SpecConfig(3), kind="early_stop", reason="past the peak"))
+    s.append(DeployRecord(config=SpecConfig(2), host="h", status="failed", reason="no"))
+    live = s.state()
+    assert len(reads) == 1, "the appended records are folded in, not re-read"
+    again = SweepState.fold(real(s.records_path))
+    assert set(live.skipped) == set(again.skipped) == {"k3-t1"} and set(live.failed) == {"k2-t1"}
+    assert [r.to_json() for r in live.records] == [r.to_json() for r in again.records]
+    # something else appends to the file: the Store notices and folds it again
+    with open(s.records_path, "a") as f:
+        f.write(json.dumps(SkipRecord(config=SpecConfig(4), kind="early_stop", reason="x").to_json()) + "\n")
+    assert "k4-t1" in s.state().skipped and len(reads) == 2

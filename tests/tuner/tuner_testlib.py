@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from emulator_proc import emulator_cmd, free_port, wait_for_health
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -30,24 +25,7 @@ def emulator(
 ) -> Iterator[str]:
     """A real `python -m tuner.emulator` process on a free loopback port; yields its URL."""
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tuner.emulator",
-        "--model-path",
-        "/models/x",
-        "--served-model-name",
-        "qwen3.5-122b",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--tp-size",
-        "4",
-        "--emulator-startup-s",
-        str(startup_s),
-        "--enable-metrics",
-    ]
+    cmd = emulator_cmd("--tp-size", "4", "--emulator-startup-s", str(startup_s), "--enable-metrics", port=port)
     if steps:
         cmd += [
             "--speculative-algorithm",
@@ -63,19 +41,7 @@ def emulator(
     url = f"http://127.0.0.1:{port}"
     try:
         if wait:
-            deadline = time.monotonic() + 60
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"emulator exited with {proc.returncode}: {' '.join(cmd)}")
-                try:
-                    with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except (urllib.error.URLError, OSError):
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("emulator did not become healthy")
-                time.sleep(0.1)
+            wait_for_health(url, proc, timeout=60)
         yield url
     finally:
         try:

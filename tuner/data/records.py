@@ -305,46 +305,54 @@ class SweepState:
     deployed_hosts: set[str] = field(default_factory=set)  # hosts that had a successful deploy
     server: dict[str, Any] = field(default_factory=dict)  # the server's name and version, latest
     records: list[Record] = field(default_factory=list)
+    # the deploy each (configuration, host) last had: where a level record that follows belongs
+    _current: dict[tuple[str, str | None], DeployRecord] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def fold(cls, records: Iterable[Mapping[str, Any] | Record]) -> SweepState:
         st = cls()
-        current: dict[tuple[str, str | None], DeployRecord] = {}
         for raw in records:
-            rec = parse_record(raw)
-            if rec is None:
-                continue
-            st.records.append(rec)
-            cid = rec.config_id
-            if isinstance(rec, DeployBestRecord):
-                st.deploy_best = rec
-                continue
-            if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
-                st.order.append(cid)
-            st.configs.setdefault(cid, rec.config)
-            if isinstance(rec, DeployRecord):
-                current[(cid, rec.host)] = rec
-                st.skipped.pop(cid, None)  # skipped once (e.g. by the model), deployed later after all
-                if rec.ok:
-                    st.deploys[cid] = rec
-                    st.failed.pop(cid, None)
-                    if rec.host:
-                        st.deployed_hosts.add(rec.host)
-                    st.server = {k: v for k, v in (rec.server or {}).items() if v} or st.server
-                else:
-                    st.failed[cid] = rec
-            elif isinstance(rec, LevelRecord):
-                st.measured.append(Measured(rec, current.get((cid, rec.host))))
-            elif isinstance(rec, SkipRecord):
-                st.skipped[cid] = rec
-            elif isinstance(rec, PredictionRecord):
-                if cid not in st.predictions and not st.has_levels(cid):
-                    st.predictions[cid] = rec
-            elif isinstance(rec, BenchFailedRecord):
-                st.bench_failures.append(rec)
-            elif isinstance(rec, TimingRecord):
-                st.timings[cid] = rec
+            st.add(raw)
         return st
+
+    def add(self, raw: Mapping[str, Any] | Record) -> None:
+        """Fold one more record in, as it arrives (the sweep's live state; fold() is this over a
+        whole file)."""
+        st = self
+        current = st._current
+        rec = parse_record(raw)
+        if rec is None:
+            return
+        st.records.append(rec)
+        cid = rec.config_id
+        if isinstance(rec, DeployBestRecord):
+            st.deploy_best = rec
+            return
+        if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
+            st.order.append(cid)
+        st.configs.setdefault(cid, rec.config)
+        if isinstance(rec, DeployRecord):
+            current[(cid, rec.host)] = rec
+            st.skipped.pop(cid, None)  # skipped once (e.g. by the model), deployed later after all
+            if rec.ok:
+                st.deploys[cid] = rec
+                st.failed.pop(cid, None)
+                if rec.host:
+                    st.deployed_hosts.add(rec.host)
+                st.server = {k: v for k, v in (rec.server or {}).items() if v} or st.server
+            else:
+                st.failed[cid] = rec
+        elif isinstance(rec, LevelRecord):
+            st.measured.append(Measured(rec, current.get((cid, rec.host))))
+        elif isinstance(rec, SkipRecord):
+            st.skipped[cid] = rec
+        elif isinstance(rec, PredictionRecord):
+            if cid not in st.predictions and not st.has_levels(cid):
+                st.predictions[cid] = rec
+        elif isinstance(rec, BenchFailedRecord):
+            st.bench_failures.append(rec)
+        elif isinstance(rec, TimingRecord):
+            st.timings[cid] = rec
 
     # -- what the sweep reads -----------------------------------------------------------------
     @property

@@ -80,6 +80,10 @@ class Store:
     def __init__(self, out: Path, redactor: Redactor | None = None):
         self.out = Path(out)
         self.redactor = redactor or Redactor()
+        # The live state: records.jsonl is folded once (the first state(), i.e. at start or on
+        # --resume), then each appended record is folded in as it is written.
+        self._state: SweepState | None = None
+        self._folded_bytes = 0  # how much of records.jsonl the live state has seen
 
     @property
     def records_path(self) -> Path:
@@ -113,7 +117,14 @@ class Store:
         return read_records(self.records_path)
 
     def state(self) -> SweepState:
-        return SweepState.fold(self.records())
+        """The sweep's state, kept live: read from records.jsonl only the first time (and again only
+        if something other than this Store wrote to the file)."""
+        path = self.records_path
+        size = path.stat().st_size if path.is_file() else 0
+        if self._state is None or size != self._folded_bytes:
+            self._state = SweepState.fold(self.records())
+            self._folded_bytes = size
+        return self._state
 
     def append(self, record: Record | dict[str, Any]) -> dict[str, Any]:
         """Append one record durably (flush + fsync): a finished point is never lost."""
@@ -128,9 +139,17 @@ class Store:
                 f.seek(-1, os.SEEK_END)
                 if f.read(1) != b"\n":  # a torn line from a crash: close it off
                     f.write(b"\n")
+            torn = f.tell()
             f.write(line.encode())
             f.flush()
             os.fsync(f.fileno())
+            end = f.tell()
+        if self._state is not None:
+            if torn == self._folded_bytes:
+                self._state.add(json.loads(line))  # the record as a re-read would see it
+                self._folded_bytes = end
+            else:
+                self._state = None  # the file changed behind this Store: fold it again when asked
         return rec
 
     # -- derived files ---------------------------------------------------------------------
@@ -160,17 +179,19 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._records: list[dict[str, Any]] = []
+        self._state = SweepState()  # folded as records arrive
 
     def records(self) -> list[dict[str, Any]]:
         return list(self._records)
 
     def state(self) -> SweepState:
-        return SweepState.fold(self._records)
+        return self._state
 
     def append(self, record: Record | dict[str, Any]) -> dict[str, Any]:
         data = record.to_json() if isinstance(record, Record) else dict(record)
         rec = {"time": now_iso(), **{k: v for k, v in data.items() if k != "time"}}
         self._records.append(rec)
+        self._state.add(json.loads(json.dumps(rec, default=str)))
         return rec
 
 

@@ -1,6 +1,7 @@
 """Writing everything derived from records.jsonl: results.csv, recommendation.json, the plot and
-report.md. `sweep` and `bench` call `write_all` after every level (results.csv only) and at the end
-(all of it); `plot DIR` and `report DIR` call it on a finished or interrupted directory.
+report.md. `sweep` and `bench` call `write_checkpoint` after every level (results.csv, from the
+live state: no analysis, no refit of the search) and `write_all` at the end or on an interrupt (all
+of it); `plot DIR` and `report DIR` call it on a finished or interrupted directory.
 """
 
 from __future__ import annotations
@@ -8,10 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..data.results import result_rows
 from ..data.store import PLOT, RECOMMENDATION, REPORT, SCHEDULE_PLOT, Store
 from ..spec.sweepspec import SweepSpec
 from . import report as report_mod
 from .summary import Summary, capacity_by_config, recommendation_json, summarize, title
+
+
+def write_checkpoint(store: Store, spec: SweepSpec) -> None:
+    """After a level or a failed deploy: results.csv from the state as it stands (the same rows the
+    summary writes), nothing that needs the analysis or the search's model."""
+    store.write_results_csv(result_rows(store.state(), spec.workload))
 
 
 def write_all(

@@ -84,7 +84,7 @@ def _series_label(p: PointStats) -> str:
     return s
 
 
-def _series_key(p: PointStats) -> tuple:
+def _series_key(p: PointStats) -> tuple[int, int | None, str]:
     if p.spec_steps == 0:
         return (1, None, p.spec_algorithm)
     return (p.spec_topk, p.spec_draft_tokens, p.spec_algorithm)
@@ -183,9 +183,11 @@ def plot_throughput(
         key=lambda v: (v.get("spec_topk") or 1, v.get("spec_draft_tokens") or 0, v["spec_steps"]),
     )
     ax_mrr = ax_cap.twinx()
-    by_series: dict[tuple, list[dict[str, Any]]] = {}
+    by_series: dict[tuple[int, int | None], list[dict[str, Any]]] = {}
     for v in caps:
-        key = (1, None) if v["spec_steps"] == 0 else (v.get("spec_topk") or 1, v.get("spec_draft_tokens"))
+        key: tuple[int, int | None] = (
+            (1, None) if v["spec_steps"] == 0 else (v.get("spec_topk") or 1, v.get("spec_draft_tokens"))
+        )
         by_series.setdefault(key, []).append(v)
     for si, (key, vals) in enumerate(sorted(by_series.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))):
         ls = styles[si % len(styles)]

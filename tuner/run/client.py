@@ -116,7 +116,8 @@ class BenchClient:
         last: Exception | None = None
         for path in SERVER_INFO_PATHS:
             try:
-                return await self._get_json(path)
+                body: dict[str, Any] = await self._get_json(path)
+                return body
             except (TimeoutError, ServerError, aiohttp.ClientError, ValueError) as exc:
                 last = exc
         raise ServerError(f"no server info: {last}")

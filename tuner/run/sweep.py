@@ -87,7 +87,8 @@ class Sweep:
 
     # -- one configuration -------------------------------------------------------------------
     def _rebuild(self) -> None:
-        outputs.write_all(self.store, self.spec, plot=False, report=False)
+        """A level's (or a failed deploy's) checkpoint: results.csv from the live state."""
+        outputs.write_checkpoint(self.store, self.spec)
 
     def _deploy_line(self, cfg: SpecConfig, res: DeployResult) -> str:
         if not res.ok:
@@ -281,7 +282,7 @@ class Sweep:
             if not interrupted.is_set():
                 raise
             self.progress.line("interrupted: finished points are kept; continue with --resume")
-            self._rebuild()
+            outputs.write_all(self.store, self.spec, plot=False, report=False)
             return 1
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -343,7 +344,7 @@ async def bench_url(
 
     def rebuild() -> None:
         if store is not None:
-            outputs.write_all(store, spec, plot=False, report=False)
+            outputs.write_checkpoint(store, spec)
 
     async with BenchClient(client_options(spec.workload, url, api_key)) as client:
         try:
