@@ -31,6 +31,7 @@ def make(ident: dict[str, Any], ps: PromptSet, got: dict[str, Any], tool: str) -
             "a baseline must come from a deployment without it"
         )
     strip = ("id", "text", "output_ids")
+    texts = {p["id"]: p["text"] for p in (*ps.short, *ps.long)}
     return {
         "format": rules.BASELINE_FORMAT,
         "tool": tool,
@@ -43,8 +44,9 @@ def make(ident: dict[str, Any], ps: PromptSet, got: dict[str, Any], tool: str) -
         "prompt_set": ps.name,
         "prompt_set_sha256": ps.sha256,
         "settings": dict(ps.settings),
-        "short": [{k: r.get(k) for k in strip} for r in got["short"]],
-        "long": [{k: r.get(k) for k in strip} for r in got["long"]],
+        # each row carries its prompt, so the role's check (sglang_verify module) needs no dataset
+        "short": [{"prompt": texts[r["id"]], **{k: r.get(k) for k in strip}} for r in got["short"]],
+        "long": [{"prompt": texts[r["id"]], **{k: r.get(k) for k in strip}} for r in got["long"]],
         "requests": got.get("requests"),
         "seconds": got.get("seconds"),
     }
