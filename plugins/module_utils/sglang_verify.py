@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "supports_deterministic",
     "prompt_set_hash",
+    "request_order",
     "baseline_problems",
     "baseline_mismatch",
     "first_divergence",
@@ -88,6 +89,16 @@ def prompt_set_hash(prompts):
     """sha256 of the prompts as sent ([{"id", "text"}, ...], in order): the prompt set's identity."""
     body = json.dumps([[str(p["id"]), str(p["text"])] for p in prompts], separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def request_order(n_short, n_long):
+    """The order the gate sends its requests in: [("short", i) | ("long", j), ...], the long ones
+    spread evenly among the short ones, so the run's first and last windows both hold long outputs
+    and a drift per request served shows over the whole run (vllm-project/vllm#41838)."""
+    out = [("short", i) for i in range(n_short)]
+    for j in range(n_long):
+        out.insert(min(len(out), round(j * (n_short + n_long) / max(1, n_long))), ("long", j))
+    return out
 
 
 def _outputs_ok(rows, what):

@@ -88,6 +88,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify 
     baseline_problems,
     judge,
     prompt_set_hash,
+    request_order,
     verdict_line,
 )
 
@@ -103,7 +104,9 @@ class Server:
 
     def _open(self, path, body=None):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, headers=self.headers, method="GET" if body is None else "POST")
+        req = urllib.request.Request(
+            self.base + path, data=data, headers=self.headers, method="GET" if body is None else "POST"
+        )
         return self.opener.open(req, timeout=self.timeout)
 
     def info(self):
@@ -120,15 +123,18 @@ class Server:
         body = {"text": row["prompt"], "sampling_params": {"temperature": 0, "max_new_tokens": max_new}}
         with self._open("/generate", body) as r:
             out = json.loads(r.read().decode("utf-8"))
+        now = time.monotonic()
         meta = out.get("meta_info") or {}
         ids = out.get("output_ids")
-        return {
+        t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+        res = {
             "id": row["id"],
             "text": str(out.get("text") or ""),
             "output_ids": ids if isinstance(ids, list) else None,
-            "completion_tokens": meta.get("completion_tokens"),
-            "spec_verify_ct": meta.get("spec_verify_ct"),
+            "completion_tokens": t,
+            "spec_verify_ct": v,
         }
+        return res, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
 
     def long(self, row, max_new):
         """Streamed: (row, [(arrival, new tokens, new verify passes), ...])."""
@@ -164,7 +170,9 @@ def run(module):
     if not problems and not all(isinstance(r.get("prompt"), str) for r in base["short"] + base["long"]):
         problems = ["it does not carry its prompts (write it with python -m tuner verify --capture)"]
     if problems:
-        module.fail_json(msg="the baseline is not a usable baseline file: " + "; ".join(problems[:4]), passed=False, reasons=problems)
+        module.fail_json(
+            msg="the baseline is not a usable baseline file: " + "; ".join(problems[:4]), passed=False, reasons=problems
+        )
     srv = Server(p["url"], p["api_key"], p["request_timeout"])
     info = srv.info()
     spec = info.get("speculative") or {}
@@ -175,16 +183,22 @@ def run(module):
         module.fail_json(msg="the baseline does not fit this server: " + "; ".join(diffs), passed=False, reasons=diffs)
     settings = base["settings"]
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, p["concurrency"]) + len(base["long"])) as pool:
-        longs = [pool.submit(srv.long, r, int(settings["long_tokens"])) for r in base["long"]]
-        shorts = [pool.submit(srv.short, r, int(settings["short_tokens"])) for r in base["short"]]
-        short_rows = [f.result() for f in shorts]
-        long_res = [f.result() for f in longs]
+    plan = request_order(len(base["short"]), len(base["long"]))
+    with ThreadPoolExecutor(max_workers=max(1, p["concurrency"])) as pool:
+        futures = [
+            pool.submit(srv.short, base["short"][i], int(settings["short_tokens"]))
+            if kind == "short"
+            else pool.submit(srv.long, base["long"][i], int(settings["long_tokens"]))
+            for kind, i in plan
+        ]
+        done = {key: f.result() for key, f in zip(plan, futures)}
     seconds = time.monotonic() - started
+    short_rows = [done[("short", i)][0] for i in range(len(base["short"]))]
+    long_res = [done[("long", i)] for i in range(len(base["long"]))]
     rows = short_rows + [r for r, _s in long_res]
     tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
     ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
-    steps = sorted((s for _r, st in long_res for s in st), key=lambda s: s[0])
+    steps = sorted((s for _r, st in done.values() for s in st), key=lambda s: s[0])
     candidate = {
         "server_version": info.get("version"),
         "deterministic": bool(info.get("deterministic")),
@@ -196,7 +210,11 @@ def run(module):
         "seconds": round(seconds, 3),
     }
     verdict = judge(base, candidate, p["measured_accept"])
-    verdict["server"] = {"server_version": info.get("version"), "model": model, "speculative": spec if spec.get("enabled") else None}
+    verdict["server"] = {
+        "server_version": info.get("version"),
+        "model": model,
+        "speculative": spec if spec.get("enabled") else None,
+    }
     return verdict
 
 
@@ -220,7 +238,10 @@ def main():
         module.fail_json(msg=f"the server did not answer the output check: {exc}", passed=False, reasons=[str(exc)])
     if not verdict["passed"]:
         module.fail_json(
-            msg="output check failed: " + verdict["reasons"][0], passed=False, reasons=verdict["reasons"], verdict=verdict
+            msg="output check failed: " + verdict["reasons"][0],
+            passed=False,
+            reasons=verdict["reasons"],
+            verdict=verdict,
         )
     module.exit_json(changed=False, passed=True, reasons=[], verdict=verdict, msg=verdict_line(verdict))
 

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import aiohttp
+from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
 
 from ..client import BenchClient, _sse_chunks
 from .prompts import PromptSet
@@ -47,26 +48,30 @@ def _body(text: str, max_new: int, stream: bool) -> bytes:
     ).encode()
 
 
-async def _short(client: BenchClient, prompt: dict[str, str], max_new: int, sem: asyncio.Semaphore) -> dict[str, Any]:
-    async with sem:
-        async with client.session.post(
-            client.base + "/generate",
-            data=_body(prompt["text"], max_new, False),
-            headers={"Content-Type": "application/json"},
-            timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
-        ) as r:
-            if r.status != 200:
-                raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
-            body = await r.json(content_type=None)
+async def _short(
+    client: BenchClient, prompt: dict[str, str], max_new: int
+) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
+    async with client.session.post(
+        client.base + "/generate",
+        data=_body(prompt["text"], max_new, False),
+        headers={"Content-Type": "application/json"},
+        timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
+    ) as r:
+        if r.status != 200:
+            raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
+        body = await r.json(content_type=None)
+    now = time.perf_counter()
     meta = body.get("meta_info") or {}
     ids = body.get("output_ids")
-    return {
+    row = {
         "id": prompt["id"],
         "text": str(body.get("text") or ""),
         "output_ids": ids if isinstance(ids, list) else None,
         "completion_tokens": meta.get("completion_tokens"),
         "spec_verify_ct": meta.get("spec_verify_ct"),
     }
+    t, v = row["completion_tokens"], row["spec_verify_ct"]
+    return row, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
 
 
 async def _long(
@@ -101,20 +106,34 @@ async def _long(
 
 
 async def outputs(client: BenchClient, ps: PromptSet) -> dict[str, Any]:
-    """All the gate's outputs from one server, with its own acceptance length and cost."""
+    """All the gate's outputs from one server, with its acceptance (all requests), the run's
+    (tokens, verify passes) increments in arrival order, and the cost."""
     started = time.perf_counter()
-    sem = asyncio.Semaphore(CONCURRENCY)
-    short_task = asyncio.gather(*(_short(client, p, int(ps.settings["short_tokens"]), sem) for p in ps.short))
-    long_task = asyncio.gather(*(_long(client, p, int(ps.settings["long_tokens"])) for p in ps.long))
-    short, longs = await asyncio.gather(short_task, long_task)
+    plan = rules.request_order(len(ps.short), len(ps.long))
+    queue: asyncio.Queue[tuple[int, str, int]] = asyncio.Queue()
+    for n, (kind, i) in enumerate(plan):
+        queue.put_nowait((n, kind, i))
+    results: dict[tuple[str, int], tuple[dict[str, Any], list[tuple[float, int, int]]]] = {}
+
+    async def worker() -> None:
+        while not queue.empty():
+            _n, kind, i = queue.get_nowait()
+            if kind == "short":
+                results[(kind, i)] = await _short(client, ps.short[i], int(ps.settings["short_tokens"]))
+            else:
+                results[(kind, i)] = await _long(client, ps.long[i], int(ps.settings["long_tokens"]))
+
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
     seconds = time.perf_counter() - started
-    merged = sorted((s for _row, st in longs for s in st), key=lambda s: s[0])
-    rows = list(short) + [row for row, _st in longs]
+    short = [results[("short", i)][0] for i in range(len(ps.short))]
+    long_ = [results[("long", i)][0] for i in range(len(ps.long))]
+    merged = sorted((s for _row, st in results.values() for s in st), key=lambda s: s[0])
+    rows = short + long_
     tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
     ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
     return {
-        "short": list(short),
-        "long": [row for row, _st in longs],
+        "short": short,
+        "long": long_,
         "steps": [[t, v] for _now, t, v in merged],
         "accept_length": tok / ver if ver > 0 else None,
         "requests": len(rows),
