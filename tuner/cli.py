@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--quiet", action="store_true", help="no progress lines")
     WorkloadSpec.add_cli_args(be)
 
+    from .verify.command import add_parser as add_verify
+
+    add_verify(sub)
+
     pl = sub.add_parser("plot", help="redraw throughput_vs_steps.png from stored results")
     pl.add_argument("dir", help="a sweep's output directory")
     rp = sub.add_parser(
@@ -307,13 +311,21 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(a: argparse.Namespace) -> int:
+    from .verify.command import cmd_verify as run
+
+    return run(a, TOOL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
-    handler = {"sweep": cmd_sweep, "bench": cmd_bench, "plot": cmd_plot, "report": cmd_report}[args.command]
+    handler = {"sweep": cmd_sweep, "bench": cmd_bench, "plot": cmd_plot, "report": cmd_report, "verify": cmd_verify}[
+        args.command
+    ]
     try:
         return int(handler(args))
     except BadInput as exc:

@@ -103,9 +103,15 @@ def _client(url: str) -> BenchClient:
 
 async def _capture(url: str, ps: PromptSet, path: Path, tool: str) -> int:
     async with _client(url) as c:
+        ident = await probe.identity(c)
+        if ident.get("speculative"):
+            raise BadInput(
+                "--url",
+                f"{url} runs speculative decoding ({ident['speculative']}); --capture needs the "
+                "no-speculation deployment (spec_steps 0)",
+            )
         if path.exists():
             old = baseline_mod.read(path)
-            ident = await probe.identity(c)
             baseline_mod.check(old, ident, ps, f"--baseline {path}")
             print(
                 f"baseline {path} already holds this server's outputs (SGLang {old['server_version']}, {old['model']}); kept"
@@ -138,14 +144,16 @@ def cmd_verify(a: argparse.Namespace, tool: str) -> int:
     path = Path(a.baseline)
     ps = _prompt_set(a)
     out = check_out_dir(a.out) if a.out else None
+    accepts = _accepts(a, len(urls))
     try:
         if a.capture:
             if len(urls) != 1:
                 raise BadInput("--url", "--capture takes exactly one --url: the no-speculation deployment")
             return asyncio.run(_capture(urls[0], ps, path, tool))
         base = baseline_mod.read(path)
-        accepts = _accepts(a, len(urls))
         verdicts = asyncio.run(_check(urls, accepts, ps, base, f"--baseline {path}"))
+    except BadInput:
+        raise
     except baseline_mod.BaselineError as exc:
         raise BadInput("--baseline", str(exc)) from None
     except (ProbeError, ServerError, OSError, ValueError) as exc:
