@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data.records import (
     BenchFailedRecord,
@@ -45,6 +45,9 @@ from .deploy import Deployer, DeployResult
 from .levels import Progress, RecordLog, client_options, run_levels
 from .planner import WAIT, Planner
 
+if TYPE_CHECKING:
+    from ..verify.phase import VerifyPhase
+
 REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
 
 
@@ -59,8 +62,10 @@ class Sweep:
         hosts: list[str],
         progress: Progress,
         api_key: str | None = None,
+        verify: VerifyPhase | None = None,
     ):
         self.spec = spec
+        self.verify = verify  # the correctness gate (tuner/verify/phase.py); None with --no-verify
         self.plan = plan
         self.store = store
         self.deployer = deployer
@@ -162,6 +167,15 @@ class Sweep:
                 BenchFailedRecord(config=cfg, host=host, reason=lv.reason, kind=lv.kind, deployment=deployment)
             )
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
+        elif self.verify is not None and cfg.spec_steps > 0:
+            # the gate on this very deployment, before the next configuration replaces it
+            from ..verify.phase import measured_accept
+
+            served = ((res.report or {}).get("server") or {}).get("served_model_name")
+            measured = measured_accept(self.store.state().levels(), cfg.config_id)
+            assert res.client_url is not None
+            await self.verify.check(cfg, host, res.client_url, served, measured, deployment)
+            self._rebuild()
         self._say_misfits(cfg)
         self.store.append(
             TimingRecord(
@@ -272,6 +286,9 @@ class Sweep:
             if cfg.config_id not in known:
                 self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
         try:
+            if self.verify is not None and not self.verify.load():
+                # the campaign's one no-speculation deployment: its outputs are the baseline
+                await self.verify.capture(self.deployer.deploy, self.hosts[0])
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
             if self.spec.schedule:
                 self.planner.extra = self._schedule_phase()

@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..client import BenchClient, ClientOptions, ServerError
-from ..flags import BadInput, check_out_dir, whole_number
-from ..redact import api_key_from_env
-from ..workload import load_dataset
+from ..data.redact import api_key_from_env
+from ..run.client import BenchClient, ClientOptions, ServerError
+from ..spec.flags import BadInput, check_out_dir, whole_number
+from ..spec.workload import load_dataset
 from . import baseline as baseline_mod
 from . import gate, probe, text
 from .probe import ProbeError

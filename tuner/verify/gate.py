@@ -6,7 +6,7 @@ from typing import Any
 
 from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
 
-from ..client import BenchClient
+from ..run.client import BenchClient
 from . import baseline as baseline_mod
 from . import probe
 from .prompts import PromptSet

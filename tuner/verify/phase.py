@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
 
-from ..client import BenchClient, ClientOptions, ServerError
-from ..configs import SpecConfig
-from ..records import VerifyRecord
+from ..data.records import VerifyRecord
+from ..run.client import BenchClient, ClientOptions, ServerError
+from ..spec.configs import SpecConfig
 from . import baseline as baseline_mod
 from . import gate, probe
 from .prompts import PromptSet

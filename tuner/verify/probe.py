@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
 
-from ..client import BenchClient, _sse_chunks
+from ..run.client import BenchClient, _sse_chunks
 from .prompts import PromptSet
 
 CONCURRENCY = 8  # short requests in flight at once

@@ -9,7 +9,7 @@ from typing import Any
 
 from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
 
-from ..workload import SHIPPED, Dataset, load_dataset
+from ..spec.workload import SHIPPED, Dataset, load_dataset
 
 
 @dataclass(frozen=True)

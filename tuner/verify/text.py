@@ -50,3 +50,47 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
     if not v.get("passed"):
         out.insert(1, f"  - why: {(v.get('reasons') or ['?'])[0]}")
     return out
+
+
+def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
+    """report.md's "Correctness gate": the baseline, then a block per configuration checked, with the
+    gate's cost against the configuration's measurement time (bench/verify_cost.py's rule)."""
+    if not is_sweep:
+        return []
+    lines = ["", "## Correctness gate", ""]
+    if not verify_on and not state.verify:
+        return lines + [
+            "The outputs were not checked (--no-verify): nothing here says the configurations are lossless."
+        ]
+    base = state.verify_baseline
+    if base is not None and base.passed:
+        lines.append(
+            f"Baseline: the no-speculation configuration, deployed once on {base.host} ({base.requests} requests in "
+            f"{_f(base.seconds, '.1f')} s after a {_f(base.deploy_s, '.1f')} s deploy): {base.verdict.get('baseline')}."
+        )
+    elif base is not None:
+        lines.append(f"Baseline: {(base.reasons or ['?'])[0]}.")
+    else:
+        lines.append("Baseline: reused from an earlier campaign (no no-speculation deploy).")
+    lines.append("")
+    for cid, v in state.verify.items():
+        t = state.timings.get(cid)
+        bench = getattr(t, "bench_s", None)
+        share = f"; {100 * v.seconds / bench:.1f}% of its {bench:.1f} s of measurement" if v.seconds and bench else ""
+        verdict = {**v.verdict, "passed": v.passed, "reasons": v.reasons, "requests": v.requests, "seconds": v.seconds}
+        block_lines = (
+            block(f"{cid} on {v.host}", verdict)
+            if v.verdict.get("short")
+            else [f"- **{cid}**: **failed**: {(v.reasons or ['?'])[0]}"]
+        )
+        if share:
+            block_lines = [ln + share if ln.startswith("  - cost:") else ln for ln in block_lines]
+        lines += block_lines
+    unchecked = [
+        cid
+        for cid in state.order
+        if cid not in state.verify and state.configs[cid].spec_steps > 0 and state.has_levels(cid)
+    ]
+    if unchecked:
+        lines += ["", f"Not checked (measured without the gate, e.g. before a --resume): {', '.join(unchecked)}."]
+    return lines
