@@ -19,7 +19,7 @@ Sources of the rules:
   come with ``--enable-deterministic-inference`` (sgl-project/sglang PR #10645, docs
   advanced_features/deterministic_inference.md);
 - otherwise at least 60% exact on short greedy continuations: vLLM's speculative-decoding e2e
-  tests (vllm-project/vllm tests/v1/e2e/test_spec_decode.py: "expect at least 60% of the prompts
+  tests (vllm-project/vllm:tests/v1/e2e/test_spec_decode.py: "expect at least 60% of the prompts
   to match exactly", ``assert matches > int(0.6 * len(ref_outputs))``);
 - acceptance above 1.05 and not below 95% of the configuration's own measured value: vLLM's
   acceptance-length tests; "if the accept length collapsed to 1.0 ... nothing in CI would
@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from typing import Any, Mapping, Sequence
 
 try:  # the collection's copy (Ansible module), else the tuner's installed one
     from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_releases import (  # type: ignore[import-not-found]
@@ -79,19 +80,19 @@ CYCLE_MIN_SPAN = 24  # ... over at least 24 tokens is degeneration
 DEFAULT_SETTINGS = {"short_tokens": 48, "short_prompts": 24, "long_tokens": 384, "long_prompts": 4}
 
 
-def supports_deterministic(version):
+def supports_deterministic(version: object) -> bool:
     """Whether this SGLang release has --enable-deterministic-inference (False when unknown)."""
     key = release_key(version)
     return bool(key) and key >= release_key(DETERMINISTIC_SINCE)
 
 
-def prompt_set_hash(prompts):
+def prompt_set_hash(prompts: Sequence[Mapping[str, Any]]) -> str:
     """sha256 of the prompts as sent ([{"id", "text"}, ...], in order): the prompt set's identity."""
     body = json.dumps([[str(p["id"]), str(p["text"])] for p in prompts], separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def request_order(n_short, n_long):
+def request_order(n_short: int, n_long: int) -> list[tuple[str, int]]:
     """The order the gate sends its requests in: [("short", i) | ("long", j), ...], the long ones
     spread evenly among the short ones, so the run's first and last windows both hold long outputs
     and a drift per request served shows over the whole run (vllm-project/vllm#41838)."""
@@ -101,7 +102,7 @@ def request_order(n_short, n_long):
     return out
 
 
-def _outputs_ok(rows, what):
+def _outputs_ok(rows: Any, what: str) -> list[str]:
     problems = []
     if not isinstance(rows, list) or not rows:
         return [f"{what}: a non-empty list of outputs is required"]
@@ -113,7 +114,7 @@ def _outputs_ok(rows, what):
     return problems
 
 
-def baseline_problems(baseline):
+def baseline_problems(baseline: Any) -> list[str]:
     """What makes a parsed baseline file unusable (empty when it is usable)."""
     if not isinstance(baseline, dict):
         return ["not a JSON object"]
@@ -132,7 +133,9 @@ def baseline_problems(baseline):
     return problems
 
 
-def baseline_mismatch(baseline, model, server_version, prompt_sha256, settings):
+def baseline_mismatch(
+    baseline: Mapping[str, Any], model: Any, server_version: Any, prompt_sha256: str, settings: Mapping[str, Any]
+) -> list[str]:
     """What differs between a baseline and the server/prompts it would be compared with: one
     sentence per difference (empty when it may be used). Never compare across these."""
     diffs = []
@@ -159,7 +162,7 @@ def baseline_mismatch(baseline, model, server_version, prompt_sha256, settings):
     return diffs
 
 
-def _tokens(row):
+def _tokens(row: Mapping[str, Any]) -> list[Any]:
     """The output as a token sequence: the server's output_ids, else its words."""
     ids = row.get("output_ids")
     if isinstance(ids, list):
@@ -167,7 +170,7 @@ def _tokens(row):
     return str(row.get("text") or "").split()
 
 
-def first_divergence(a, b):
+def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> int | None:
     """Index of the first token where two outputs differ (None when they are equal)."""
     n = min(len(a), len(b))
     for i in range(n):
@@ -176,7 +179,12 @@ def first_divergence(a, b):
     return None if len(a) == len(b) else n
 
 
-def find_cycle(seq, max_period=CYCLE_MAX_PERIOD, min_repeats=CYCLE_MIN_REPEATS, min_span=CYCLE_MIN_SPAN):
+def find_cycle(
+    seq: Sequence[Any],
+    max_period: int = CYCLE_MAX_PERIOD,
+    min_repeats: int = CYCLE_MIN_REPEATS,
+    min_span: int = CYCLE_MIN_SPAN,
+) -> tuple[int, int] | None:
     """(start, period) of a loop the output ends in: the shortest period p whose repetition covers
     at least max(min_span, min_repeats * p) tokens at the end; None when there is none. Greedy
     decoding that starts repeating itself never leaves the loop, so the tail is where it shows."""
@@ -193,13 +201,13 @@ def find_cycle(seq, max_period=CYCLE_MAX_PERIOD, min_repeats=CYCLE_MIN_REPEATS, 
     return None
 
 
-def _window(blocks):
+def _window(blocks: Sequence[Sequence[float]]) -> float | None:
     tok = sum(b[0] for b in blocks)
     ver = sum(b[1] for b in blocks)
     return tok / ver if ver > 0 else None
 
 
-def acceptance_drift(steps, blocks=DRIFT_BLOCKS):
+def acceptance_drift(steps: Sequence[Sequence[float]], blocks: int = DRIFT_BLOCKS) -> dict[str, Any]:
     """Drift of the acceptance length over a run: `steps` is the run's (new tokens, new verify
     passes) increments in arrival order. The run is cut into `blocks` blocks of equal tokens; the
     first quarter of them is compared with the last. The noise is the spread between neighbouring
@@ -209,8 +217,8 @@ def acceptance_drift(steps, blocks=DRIFT_BLOCKS):
     if total <= 0 or sum(s[1] for s in steps) <= 0:
         return {"first": None, "last": None, "drop": None, "noise": None, "drifted": False, "blocks": []}
     size = total / float(blocks)
-    cut = [[0, 0] for _ in range(blocks)]
-    done = 0
+    cut: list[list[float]] = [[0.0, 0.0] for _ in range(blocks)]
+    done = 0.0
     for tok, ver in steps:
         idx = min(blocks - 1, int(done / size)) if size > 0 else 0
         cut[idx][0] += tok
@@ -238,7 +246,7 @@ def acceptance_drift(steps, blocks=DRIFT_BLOCKS):
     }
 
 
-def rule_for(server_version, baseline_deterministic, candidate_deterministic):
+def rule_for(server_version: object, baseline_deterministic: bool, candidate_deterministic: bool) -> dict[str, Any]:
     """Which parity rule applies: exact (100%) when the release has deterministic inference and
     both sides ran with it, else the threshold; with a sentence that says why."""
     if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic:
@@ -263,12 +271,12 @@ def rule_for(server_version, baseline_deterministic, candidate_deterministic):
     }
 
 
-def _snippet(text, start, width=60):
+def _snippet(text: str, start: int, width: int = 60) -> str:
     part = text[start : start + width]
     return part + ("..." if len(text) > start + width else "")
 
 
-def _example(pid, pos, base_row, cand_row):
+def _example(pid: str, pos: int, base_row: Mapping[str, Any], cand_row: Mapping[str, Any]) -> dict[str, Any]:
     """Both continuations from where they part (common text prefix), a little context before."""
     bt, ct = str(base_row.get("text") or ""), str(cand_row.get("text") or "")
     c = 0
@@ -278,7 +286,7 @@ def _example(pid, pos, base_row, cand_row):
     return {"prompt_id": pid, "position": pos, "baseline": _snippet(bt, lead), "candidate": _snippet(ct, lead)}
 
 
-def _median(xs):
+def _median(xs: Sequence[float]) -> float | None:
     s = sorted(xs)
     n = len(s)
     if not n:
@@ -286,7 +294,7 @@ def _median(xs):
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
 
 
-def _compare(base_rows, cand_rows):
+def _compare(base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     by_id = dict((r["id"], r) for r in cand_rows)
     matched, positions, example, missing = 0, [], None, []
     for b in base_rows:
@@ -313,7 +321,9 @@ def _compare(base_rows, cand_rows):
     }
 
 
-def judge(baseline, candidate, measured_accept=None):
+def judge(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], measured_accept: float | None = None
+) -> dict[str, Any]:
     """The gate's verdict on one configuration.
 
     `candidate`: {"server_version", "deterministic", "short": [...], "long": [...], "steps":
@@ -419,7 +429,7 @@ def judge(baseline, candidate, measured_accept=None):
     }
 
 
-def verdict_line(verdict):
+def verdict_line(verdict: Mapping[str, Any]) -> str:
     """One line for logs and reports."""
     s = verdict.get("short") or {}
     acc = (verdict.get("accept") or {}).get("gate")

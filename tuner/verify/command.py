@@ -53,7 +53,7 @@ def add_parser(sub: Any) -> None:
         help="the acceptance length the sweep measured, one per --url in order (default: only the 1.05 floor applies)",
     )
     p.add_argument(
-        "--dataset", default=None, help="the prompt set (default: the shipped tuner/datasets/sgt-mixed-v1.jsonl)"
+        "--dataset", default=None, help="the prompt set (default: the shipped tuner/spec/datasets/sgt-mixed-v1.jsonl)"
     )
     p.add_argument("--short-prompts", default=None, help="short greedy prompts (default 24)")
     p.add_argument("--short-tokens", default=None, help="new tokens per short prompt (default 48)")

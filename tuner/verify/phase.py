@@ -39,7 +39,7 @@ BASELINE_ID = "k0"
 
 def measured_accept(levels: list[Any], config_id: str) -> float | None:
     """The acceptance length the sweep measured for a configuration: the token-weighted mean over
-    its measured levels (each level's own `accept_length`, tuner/metrics.py)."""
+    its measured levels (each level's own `accept_length`, tuner/measure/metrics.py)."""
     num = den = 0.0
     for lv in levels:
         if lv.config_id != config_id:

@@ -1,4 +1,4 @@
-"""The gate's HTTP side, on the project's client session (tuner/client.py `BenchClient`).
+"""The gate's HTTP side, on the project's client session (tuner/run/client.py `BenchClient`).
 
 What a server is (`identity`: version, model, speculation, deterministic inference, from
 /server_info through the one parser of it), and its greedy outputs (`outputs`): the short prompts
