@@ -62,6 +62,8 @@ def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
         return lines + [
             "The outputs were not checked (--no-verify): nothing here says the configurations are lossless."
         ]
+    if not state.verify and state.verify_baseline is None:
+        return lines + ["No configuration was checked by the correctness gate (none finished its levels with it on)."]
     base = state.verify_baseline
     if base is not None and base.passed:
         lines.append(
