@@ -518,7 +518,7 @@ def _cross_checks(s: Summary) -> list[str]:
 
 
 def _verify(s: Summary) -> list[str]:
-    from ..verify.text import report_section
+    from .verify_text import report_section
 
     return report_section(s.state, s.spec.verify, s.spec.command == "sweep")
 

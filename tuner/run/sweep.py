@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..data.records import (
     BenchFailedRecord,
@@ -45,8 +45,18 @@ from .deploy import Deployer, DeployResult
 from .levels import Progress, RecordLog, client_options, run_levels
 from .planner import WAIT, Planner
 
-if TYPE_CHECKING:
-    from ..verify.phase import VerifyPhase
+
+class Gate(Protocol):
+    """The correctness gate (tuner/verify/phase.py `VerifyPhase`, handed over by cli.py)."""
+
+    def load(self) -> bool: ...
+
+    async def capture(self, deploy: Any, host: str) -> None: ...
+
+    async def check(
+        self, cfg: SpecConfig, host: str, url: str, model: str | None, levels: list[Any], deployment: int = 1
+    ) -> Any: ...
+
 
 REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
 
@@ -62,7 +72,7 @@ class Sweep:
         hosts: list[str],
         progress: Progress,
         api_key: str | None = None,
-        verify: VerifyPhase | None = None,
+        verify: Gate | None = None,
     ):
         self.spec = spec
         self.verify = verify  # the correctness gate (tuner/verify/phase.py); None with --no-verify
@@ -169,12 +179,9 @@ class Sweep:
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
         elif self.verify is not None and cfg.spec_steps > 0:
             # the gate on this very deployment, before the next configuration replaces it
-            from ..verify.phase import measured_accept
-
             served = ((res.report or {}).get("server") or {}).get("served_model_name")
-            measured = measured_accept(self.store.state().levels(), cfg.config_id)
             assert res.client_url is not None
-            await self.verify.check(cfg, host, res.client_url, served, measured, deployment)
+            await self.verify.check(cfg, host, res.client_url, served, self.store.state().levels(), deployment)
             self._rebuild()
         self._say_misfits(cfg)
         self.store.append(

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..data.redact import api_key_from_env
+from ..present import verify_text as text
 from ..run.client import BenchClient, ClientOptions, ServerError
 from ..spec.flags import BadInput, check_out_dir, whole_number
 from ..spec.workload import load_dataset
 from . import baseline as baseline_mod
-from . import gate, probe, text
+from . import gate, probe
 from .probe import ProbeError
 from .prompts import PromptSet, prompt_set, settings
 

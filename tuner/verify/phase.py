@@ -7,7 +7,8 @@ deploys nothing for it). Then every speculative configuration is checked on its 
 deployment right after its levels, before the next configuration replaces it: no extra deploy,
 and a cost of a few dozen requests that bench/verify_cost.py keeps at or below 10% of the
 configuration's measurement time. A configuration that fails is excluded from the
-recommendation (and so from --deploy-best): the summary reads the `verify` records.
+recommendation (and so from --deploy-best): the summary reads the `verify` records. cli.py hands
+this object to run/sweep.py, which calls it through its `Gate` protocol.
 """
 
 from __future__ import annotations
@@ -129,9 +130,11 @@ class VerifyPhase:
         )
 
     async def check(
-        self, cfg: SpecConfig, host: str, url: str, model: str | None, measured: float | None, deployment: int = 1
+        self, cfg: SpecConfig, host: str, url: str, model: str | None, levels: list[Any], deployment: int = 1
     ) -> VerifyRecord:
-        """The gate on one configuration's running deployment; the record is appended and returned."""
+        """The gate on one configuration's running deployment (its acceptance judged against what its
+        `levels` measured); the record is appended and returned."""
+        measured = measured_accept(levels, cfg.config_id)
         if self.baseline is None:
             why = self.unusable or "no baseline"
             rec = VerifyRecord(

@@ -1,4 +1,5 @@
-"""The gate's words: a block per configuration for the terminal and for report.md."""
+"""The correctness gate's words (tuner/verify/): a block per configuration for `python -m tuner verify`
+and for report.md's "Correctness gate" section, from the verdicts kept in `verify` records."""
 
 from __future__ import annotations
 
