@@ -117,6 +117,10 @@ def render() -> bool:
         f"(profile `{meta['profile']}`): the tuner's default workload and search, the gate on by default, "
         "**local emulator processes** through ansible-runner (tests/tuner/fixtures/local_emulator_deploy.yml).",
         "",
+        "Read with care: the machine (2 cores) was shared with other work during the sweep, so both the "
+        "measurement and the gate ran slower than they would alone; the rule is a ratio of the two, measured "
+        "in the same sweep, on the same host.",
+        "",
         f'Rule (docs/tuner.md "Verify"): per configuration the gate checked, its seconds are at most '
         f"{LIMIT:.0%} of that configuration's measurement time (the wall time of its levels, `bench_s` of its "
         "`timing` record). The gate's requests are reported beside. "
