@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--quiet", action="store_true", help="no progress lines")
     WorkloadSpec.add_cli_args(be)
 
+    from .verify.command import add_parser as add_verify
+
+    add_verify(sub)
+
     pl = sub.add_parser("plot", help="redraw throughput_vs_steps.png from stored results")
     pl.add_argument("dir", help="a sweep's output directory")
     rp = sub.add_parser(
@@ -201,6 +205,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         from .spec.workload import describe
 
         print(f"prompts: {describe(w.dataset, w.dataset_sample)}")
+        if spec.verify:
+            where = spec.verify_baseline or str(out / "verify_baseline.json")
+            print(
+                f"verify: the no-speculation baseline {where} (deployed once unless the file is there), then each "
+                "speculative configuration's outputs and acceptance after its levels (--no-verify: off)"
+            )
+        else:
+            print("verify: off (--no-verify): the outputs will not be checked")
         return 0
     store.ensure()
     store.write_spec(spec, TOOL)
@@ -216,7 +228,37 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         timeout_s=spec.deploy_timeout,
         slots=slots,
     )
-    sweep = Sweep(spec=spec, plan=plan, store=store, deployer=deployer, hosts=hosts, progress=progress, api_key=api_key)
+    if spec.verify and spec.verify_baseline and Path(spec.verify_baseline).exists():
+        from .verify.baseline import BaselineError
+        from .verify.baseline import read as read_baseline
+
+        try:
+            read_baseline(Path(spec.verify_baseline))
+        except BaselineError as exc:
+            raise BadInput("--verify-baseline", str(exc)) from None
+    verify = None
+    if spec.verify:
+        from .verify.phase import VerifyPhase
+        from .verify.prompts import prompt_set, settings
+
+        verify = VerifyPhase(
+            baseline_path=Path(spec.verify_baseline) if spec.verify_baseline else out / "verify_baseline.json",
+            prompts=prompt_set(spec.workload.dataset, settings()),
+            log=store,
+            progress=progress,
+            api_key=api_key,
+            tool=TOOL,
+        )
+    sweep = Sweep(
+        spec=spec,
+        plan=plan,
+        store=store,
+        deployer=deployer,
+        hosts=hosts,
+        progress=progress,
+        api_key=api_key,
+        verify=verify,
+    )
     progress.line(
         f"sweep: {len(plan.configs)} configuration(s) on {len(hosts)} host(s) "
         f"({', '.join(hosts)}), concurrency {list(spec.workload.concurrency)}; output {out}"
@@ -306,13 +348,21 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(a: argparse.Namespace) -> int:
+    from .verify.command import cmd_verify as run
+
+    return run(a, TOOL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
-    handler = {"sweep": cmd_sweep, "bench": cmd_bench, "plot": cmd_plot, "report": cmd_report}[args.command]
+    handler = {"sweep": cmd_sweep, "bench": cmd_bench, "plot": cmd_plot, "report": cmd_report, "verify": cmd_verify}[
+        args.command
+    ]
     try:
         return int(handler(args))
     except BadInput as exc:

@@ -24,6 +24,7 @@ __all__ = [
     "spec_algorithms",
     "ADAPTIVE_SINCE",
     "ADAPTIVE_PER_BS_SINCE",
+    "DETERMINISTIC_SINCE",
     "release_key",
     "adaptive_config_form",
 ]
@@ -31,6 +32,10 @@ __all__ = [
 EMULATED_RELEASES = ("0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.23")
 ADAPTIVE_SINCE = "0.5.11"
 ADAPTIVE_PER_BS_SINCE = "0.5.13"
+# --enable-deterministic-inference (batch-invariant kernels) first ships in 0.5.3 (sgl-project/sglang
+# PR #10645, merged 2025-09-20, after 0.5.2 of 2025-09-11); every release the emulator models has it
+# in its parser (tests/emulator/data/sglang_flags/*.txt).
+DETERMINISTIC_SINCE = "0.5.3"
 
 # SGLang's builtin --speculative-algorithm values and the release that added each: 0.5.9/0.5.10
 # argparse choices EAGLE EAGLE3 NEXTN STANDALONE NGRAM (srt/server_args.py), 0.5.11 adds DFLASH,

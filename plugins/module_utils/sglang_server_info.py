@@ -167,6 +167,8 @@ def parse_server_info(info: Any) -> dict[str, Any]:
             "adaptive_config": _as_str(_lookup(info, "speculative_adaptive_config")) if spec_on else None,
         },
         "avg_spec_accept_length": _as_float(accept),
+        # --enable-deterministic-inference (batch-invariant kernels): the correctness gate's exact rule
+        "deterministic": _as_bool(_lookup(info, "enable_deterministic_inference")),
         "launch_command": parse_launch_command(info.get("launch_command")),
     }
 

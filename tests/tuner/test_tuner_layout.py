@@ -13,7 +13,9 @@ TUNER = Path(__file__).resolve().parents[2] / "tuner"
 # Lowest first: a stage imports only from stages at or before its own. `run` is last because it is
 # the conductor that calls every other stage (the data's path is spec -> run -> measure -> data ->
 # decide -> present; the imports go the other way round from run's point of view).
-STAGES = ("measure", "spec", "data", "decide", "present", "run")
+# `verify` (the correctness gate, issue 20) comes after run: it uses run's client, and run's sweep
+# calls it through a protocol that cli.py fills.
+STAGES = ("measure", "spec", "data", "decide", "present", "run", "verify")
 MAX_LINES = 650
 
 

@@ -249,8 +249,32 @@ class TimingRecord(Record):
     full_run: bool | None = None
 
 
+@dataclass
+class VerifyRecord(Record):
+    """The correctness gate's verdict on a configuration's deployment (tuner/verify/), or, with
+    `role` "baseline", the capture of the no-speculation baseline (once per campaign)."""
+
+    TYPE: ClassVar[str] = "verify"
+    host: str | None = None
+    passed: bool = False
+    role: str = "config"  # config | baseline
+    reasons: list[str] = field(default_factory=list)  # why it failed, the headline first
+    requests: int | None = None
+    seconds: float | None = None
+    deploy_s: float | None = None  # the baseline's own deploy
+    deployment: int = 1
+    verdict: dict[str, Any] = field(default_factory=dict)  # sglang_verify.judge's details
+
+
 AnyRecord = (
-    DeployRecord | DeployBestRecord | LevelRecord | SkipRecord | PredictionRecord | BenchFailedRecord | TimingRecord
+    DeployRecord
+    | DeployBestRecord
+    | LevelRecord
+    | SkipRecord
+    | PredictionRecord
+    | BenchFailedRecord
+    | TimingRecord
+    | VerifyRecord
 )
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.TYPE: cls
@@ -262,6 +286,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         PredictionRecord,
         BenchFailedRecord,
         TimingRecord,
+        VerifyRecord,
     )
 }
 
@@ -302,6 +327,8 @@ class SweepState:
     bench_failures: list[BenchFailedRecord] = field(default_factory=list)
     timings: dict[str, TimingRecord] = field(default_factory=dict)
     deploy_best: DeployBestRecord | None = None
+    verify: dict[str, VerifyRecord] = field(default_factory=dict)  # the gate's latest verdict per configuration
+    verify_baseline: VerifyRecord | None = None  # the campaign's baseline capture (None: reused or --no-verify)
     deployed_hosts: set[str] = field(default_factory=set)  # hosts that had a successful deploy
     server: dict[str, Any] = field(default_factory=dict)  # the server's name and version, latest
     records: list[Record] = field(default_factory=list)
@@ -327,6 +354,12 @@ class SweepState:
         cid = rec.config_id
         if isinstance(rec, DeployBestRecord):
             st.deploy_best = rec
+            return
+        if isinstance(rec, VerifyRecord):
+            if rec.role == "baseline":
+                st.verify_baseline = rec
+            else:
+                st.verify[cid] = rec
             return
         if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
             st.order.append(cid)
@@ -365,6 +398,11 @@ class SweepState:
 
     def has_levels(self, config_id: str) -> bool:
         return any(m.level.config_id == config_id for m in self.measured)
+
+    @property
+    def verify_failed(self) -> dict[str, VerifyRecord]:
+        """Configurations whose latest gate verdict is a failure: never recommended."""
+        return {cid: v for cid, v in self.verify.items() if not v.passed}
 
     @property
     def unstable(self) -> dict[str, BenchFailedRecord]:

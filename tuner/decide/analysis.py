@@ -40,6 +40,7 @@ class PointStats:
     kv_tokens: int | None = None  # the deployment's max_total_num_tokens (the tie-break)
     slo: SloResult | None = None  # set by `apply_slo`
     failed_reason: str | None = None  # the configuration failed during its benchmark (not compared)
+    verify_failed: str | None = None  # it failed the correctness gate (tuner/verify/): never recommended
 
     @property
     def config_id(self) -> str:
@@ -356,7 +357,9 @@ def tie_break_reason(ch: LevelChoice) -> str:
 def _exclusions(points: Sequence[PointStats]) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in points:
-        if p.failed_reason:
+        if p.verify_failed:
+            out[p.config_id] = "failed the correctness gate (the notes say why)"
+        elif p.failed_reason:
             out[p.config_id] = "failed during its benchmark (the notes say why)"
         elif p.n == 0:
             out[p.config_id] = "nothing measured"

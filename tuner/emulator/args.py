@@ -161,6 +161,10 @@ _FLAGS: list[Flag] = [
     ),
     _f("--incremental-streaming-output", action="store_true", since="0.5.10"),
     _f("--random-seed", type=int, default=None),
+    # Batch-invariant kernels (SGLang PR #10645, in every modelled release): the emulator's greedy
+    # text is a function of the prompt alone already, so the flag changes nothing here but is
+    # reported in /server_info, where the correctness gate reads it (docs/tuner.md "Verify").
+    _f("--enable-deterministic-inference", action="store_true"),
     _f("--watchdog-timeout", type=float, default=300),
     _f("--download-dir", type=str, default=None),
     _f("--base-gpu-id", type=int, default=0),

@@ -517,9 +517,16 @@ def _cross_checks(s: Summary) -> list[str]:
     return lines
 
 
+def _verify(s: Summary) -> list[str]:
+    from .verify_text import report_section
+
+    return report_section(s.state, s.spec.verify, s.spec.command == "sweep")
+
+
 SECTIONS = (
     _header,
     _recommendation,
+    _verify,
     _results,
     _slo_section,
     _cross_checks,

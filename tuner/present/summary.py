@@ -98,6 +98,8 @@ def view_for(
     for p in every.values():
         bf = state.unstable.get(p.config_id)
         p.failed_reason = None if bf is None else bf.reason
+        vf = state.verify_failed.get(p.config_id)
+        p.verify_failed = None if vf is None else (vf.reasons or ["failed"])[0]
     analysis.apply_slo(every, spec.workload.slo)
     # The static depths are chosen among themselves; an adaptive configuration (the schedule phase,
     # tuner/decide/schedule_phase.py) then has to beat the best of them beyond noise.
@@ -211,6 +213,15 @@ def notes_for(s: Summary) -> list[str]:
             notes.append(f"{where}: measured again (attempt {lv.attempt}) after the server came back.")
     for bf in s.state.unstable.values():
         notes.append(f"{_cfg_txt(bf)} failed during its benchmark on {bf.host}: {bf.reason}. It is not recommended.")
+    for vf in s.state.verify_failed.values():
+        notes.append(
+            f"{_cfg_txt(vf)} failed the correctness gate on {vf.host}: {(vf.reasons or ['?'])[0]}. "
+            'It is not recommended (see "Correctness gate").'
+        )
+    if s.spec.command == "sweep" and not s.spec.verify:
+        notes.append(
+            "The outputs were not checked (--no-verify): no configuration's greedy text or acceptance drift was compared."
+        )
     notes.append(noise_note(s))
     for t, v in s.views.items():
         for c, why in sorted(v.unchosen.items()):

@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from ..data.records import (
     BenchFailedRecord,
@@ -45,6 +45,19 @@ from .deploy import Deployer, DeployResult
 from .levels import Progress, RecordLog, client_options, run_levels
 from .planner import WAIT, Planner
 
+
+class Gate(Protocol):
+    """The correctness gate (tuner/verify/phase.py `VerifyPhase`, handed over by cli.py)."""
+
+    def load(self) -> bool: ...
+
+    async def capture(self, deploy: Any, host: str) -> None: ...
+
+    async def check(
+        self, cfg: SpecConfig, host: str, url: str, model: str | None, levels: list[Any], deployment: int = 1
+    ) -> Any: ...
+
+
 REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
 
 
@@ -59,8 +72,10 @@ class Sweep:
         hosts: list[str],
         progress: Progress,
         api_key: str | None = None,
+        verify: Gate | None = None,
     ):
         self.spec = spec
+        self.verify = verify  # the correctness gate (tuner/verify/phase.py); None with --no-verify
         self.plan = plan
         self.store = store
         self.deployer = deployer
@@ -163,6 +178,12 @@ class Sweep:
                 BenchFailedRecord(config=cfg, host=host, reason=lv.reason, kind=lv.kind, deployment=deployment)
             )
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
+        elif self.verify is not None and cfg.spec_steps > 0:
+            # the gate on this very deployment, before the next configuration replaces it
+            served = ((res.report or {}).get("server") or {}).get("served_model_name")
+            assert res.client_url is not None
+            await self.verify.check(cfg, host, res.client_url, served, self.store.state().levels(), deployment)
+            self._rebuild()
         self._say_misfits(cfg)
         self.store.append(
             TimingRecord(
@@ -273,6 +294,9 @@ class Sweep:
             if cfg.config_id not in known:
                 self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
         try:
+            if self.verify is not None and not self.verify.load():
+                # the campaign's one no-speculation deployment: its outputs are the baseline
+                await self.verify.capture(self.deployer.deploy, self.hosts[0])
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
             if self.spec.schedule:
                 self.planner.extra = self._schedule_phase()

@@ -481,6 +481,30 @@ class SweepSpec:
             action="store_true",
         ),
     )
+    verify: bool = field(
+        default=True,
+        metadata=_opt(
+            "--no-verify",
+            True,
+            "skip the correctness gate: by default the no-speculation baseline is deployed once and each "
+            "speculative configuration's greedy outputs, loops and acceptance drift are checked after its levels; "
+            'a configuration that fails is never recommended (docs/tuner.md "verify")',
+            None,
+            identity=False,
+            action="store_false",
+        ),
+    )
+    verify_baseline: str | None = field(
+        default=None,
+        metadata=_opt(
+            "--verify-baseline",
+            None,
+            "the baseline outputs file: reused when it is there (one of another model, SGLang version or prompt "
+            "set is refused), else written at the start (default: OUT/verify_baseline.json)",
+            None,
+            identity=False,
+        ),
+    )
     deploy_timeout: float = field(
         default=1800.0,
         metadata=_opt(

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Benchmark: what the correctness gate costs a sweep, per configuration (issue 20).
+
+One real `python -m tuner sweep` with the tuner's default workload and search (nothing but
+`--out`, the inventory, the play and the machine's profile), through ansible-runner against real
+emulator processes on this machine (tests/tuner/fixtures/local_emulator_deploy.yml: the
+sglang_server role's contract with a plain process; the emulator, client, records and analysis are
+those of emulator hosts). The gate runs by default: the no-speculation baseline is deployed once,
+then every speculative configuration is checked on its own deployment after its levels.
+
+Rule (docs/tuner.md "Verify"): for every configuration the gate checked, the gate's seconds are at
+most 10% of that configuration's measurement time (its levels' wall time, `bench_s` of its
+`timing` record, warm-up excluded); its request count is reported beside. The baseline's one
+deploy per campaign is shown apart (it is not a configuration's cost).
+
+The sweep's records.jsonl and sweep.json are kept in bench/verify_cost/ with meta.json (command,
+date, git revision, machine); the table bench/verify_cost.md is written from those files only, so
+`--render` rebuilds it without sweeping. Exits 1 when a configuration breaks the rule.
+Usage: .venv/bin/python bench/verify_cost.py [--profile PATH] [--steps 1-5] [--render]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "tuner"))
+from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
+
+DATA = ROOT / "bench" / "verify_cost"
+TABLE = ROOT / "bench" / "verify_cost.md"
+SEED = ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml"
+LIMIT = 0.10
+VENV_BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}
+ENV.pop("SGLANG_API_KEY", None)
+
+
+def git_rev() -> str:
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return r.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def sweep(profile: Path, steps: str) -> None:
+    work = Path(tempfile.mkdtemp(prefix="sgt-verify-cost-"))
+    state = work / "state"
+    state.mkdir()
+    inv = local_inventory(work / "inventory.yml", {"local-verify": free_port()}, state)
+    out = work / "out"
+    extra = ["--steps", steps, "-e", f"local_emu_profile={profile}"]
+    cmd = local_sweep_cmd(out, inv, *extra)
+    started = time.monotonic()
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=3600)
+    finally:
+        stop_local_emulators(state)
+    wall = time.monotonic() - started
+    if r.returncode not in (0, 1) or not (out / "records.jsonl").exists():
+        sys.exit(f"the sweep failed (rc {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    if DATA.exists():
+        shutil.rmtree(DATA)
+    DATA.mkdir(parents=True)
+    for name in ("records.jsonl", "sweep.json", "report.md", "recommendation.json"):
+        if (out / name).exists():
+            shutil.copy(out / name, DATA / name)
+    shown = [str(Path(c).relative_to(ROOT)) if c.startswith(str(ROOT)) else c for c in cmd]
+    meta = {
+        "command": "python -m tuner " + " ".join(shown[3:]),
+        "profile": str(profile.relative_to(ROOT)) if profile.is_relative_to(ROOT) else str(profile),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "git": git_rev(),
+        "machine": f"vm, {os.cpu_count()} CPUs, shared with other work",
+        "sweep_rc": r.returncode,
+        "wall_s": round(wall, 1),
+    }
+    (DATA / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def render() -> bool:
+    meta = json.loads((DATA / "meta.json").read_text())
+    recs = [json.loads(line) for line in (DATA / "records.jsonl").read_text().splitlines() if line.strip()]
+    timing = {r["config"]["config_id"]: r for r in recs if r["type"] == "timing"}
+    verify = [r for r in recs if r["type"] == "verify"]
+    base = [r for r in verify if r.get("role") == "baseline"]
+    rows, ok = [], True
+    for v in verify:
+        if v.get("role") == "baseline":
+            continue
+        cid = v["config"]["config_id"]
+        t = timing.get(cid) or {}
+        bench_s = t.get("bench_s")
+        share = (v["seconds"] / bench_s) if v.get("seconds") is not None and bench_s else None
+        meets = share is not None and share <= LIMIT
+        ok = ok and meets
+        rows.append(
+            f"| {cid} | {v.get('requests')} | {v['seconds']:.1f} | {bench_s:.1f} | {100 * share:.1f}% | "
+            f"{'yes' if meets else 'NO'} | {'passed' if v['passed'] else 'failed: ' + (v.get('reasons') or ['?'])[0][:80]} |"
+            if share is not None
+            else f"| {cid} | {v.get('requests')} | - | - | - | NO | not measured |"
+        )
+    lines = [
+        "# What the correctness gate costs a sweep",
+        "",
+        f"Generated by `bench/verify_cost.py` from the data in `bench/verify_cost/` (sweep of {meta['date']}, "
+        f"git {meta['git']}, {meta['machine']}; the sweep took {meta['wall_s']:.0f} s). Command: `{meta['command']}` "
+        f"(profile `{meta['profile']}`): the tuner's default workload and search, the gate on by default, "
+        "**local emulator processes** through ansible-runner (tests/tuner/fixtures/local_emulator_deploy.yml).",
+        "",
+        "Read with care: the machine (2 cores) was shared with other work during the sweep, so both the "
+        "measurement and the gate ran slower than they would alone; the rule is a ratio of the two, measured "
+        "in the same sweep, on the same host.",
+        "",
+        f'Rule (docs/tuner.md "Verify"): per configuration the gate checked, its seconds are at most '
+        f"{LIMIT:.0%} of that configuration's measurement time (the wall time of its levels, `bench_s` of its "
+        "`timing` record). The gate's requests are reported beside. "
+        + ("**Every configuration meets it.**" if ok and rows else "**A configuration misses it.**"),
+        "",
+        "| configuration | gate requests | gate s | measurement s | gate / measurement | within 10% | verdict |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+    for b in base:
+        lines.append(
+            f"The no-speculation baseline was deployed once for the campaign: {b.get('requests')} requests in "
+            f"{b.get('seconds') or 0:.1f} s after a {b.get('deploy_s') or 0:.1f} s deploy (not a configuration's cost)."
+        )
+    TABLE.write_text("\n".join(lines) + "\n")
+    print(TABLE.read_text())
+    return ok and bool(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default=str(SEED), help="the emulated machine (default: the seed profile)")
+    ap.add_argument("--steps", default="1-5", help="the sweep's --steps (default: the tuner's default, 1-5)")
+    ap.add_argument("--render", action="store_true", help="rebuild the table from bench/verify_cost/ only")
+    a = ap.parse_args()
+    if not a.render:
+        sweep(Path(a.profile).resolve(), a.steps)
+    return 0 if render() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

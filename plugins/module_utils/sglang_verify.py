@@ -1,0 +1,444 @@
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache-2.0 (see pyproject.toml)
+"""The correctness and acceptance-drift gate's rules, written once (docs/tuner.md "Verify").
+
+Speculative decoding is meant to be lossless: at temperature 0 a speculative server must return
+the text a server without speculation returns. This module compares the greedy outputs of a
+configuration with stored outputs of a true no-speculation deployment of the same model and
+server version on the same prompts (the *baseline*), looks for outputs that degenerate into a
+repeated cycle, and checks the acceptance length against what the sweep measured and against
+itself over the gate's run (drift). Both the tuner (``python -m tuner verify`` and the sweep's
+phase, tuner/verify/) and the role's ``sglang_verify`` module (``verify_outputs``) call it, so
+the rule is written in one place. Pure functions on plain dicts and lists; standard library only,
+Python 3.8 syntax; installed with the tuner as ``sglang_utils.sglang_verify``.
+
+Sources of the rules:
+- exact parity when both sides run deterministic: SGLang's own parity test (sgl-project/sglang
+  python/sglang/test/kits/spec_server_kits.py ``SpecParityKit``: greedy, 48 new tokens, a
+  non-speculative reference server first, ``assertEqual`` per prompt); batch-invariant kernels
+  come with ``--enable-deterministic-inference`` (sgl-project/sglang PR #10645, docs
+  advanced_features/deterministic_inference.md);
+- otherwise at least 60% exact on short greedy continuations: vLLM's speculative-decoding e2e
+  tests (vllm-project/vllm:tests/v1/e2e/test_spec_decode.py: "expect at least 60% of the prompts
+  to match exactly", ``assert matches > int(0.6 * len(ref_outputs))``);
+- acceptance above 1.05 and not below 95% of the configuration's own measured value: vLLM's
+  acceptance-length tests; "if the accept length collapsed to 1.0 ... nothing in CI would
+  notice" (sgl-project/sglang-jax PR #1586).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Mapping, Sequence
+
+try:  # the collection's copy (Ansible module), else the tuner's installed one
+    from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_releases import (  # type: ignore[import-not-found]
+        DETERMINISTIC_SINCE,
+        release_key,
+    )
+except ImportError:  # pragma: no cover - outside Ansible
+    from sglang_utils.sglang_releases import DETERMINISTIC_SINCE, release_key  # type: ignore[import-not-found,no-redef]
+
+__all__ = [
+    "BASELINE_FORMAT",
+    "DETERMINISTIC_SINCE",
+    "EXACT_SHARE_MIN",
+    "ACCEPT_FLOOR",
+    "ACCEPT_OF_MEASURED",
+    "DRIFT_Z",
+    "DRIFT_MIN_DROP",
+    "DEFAULT_SETTINGS",
+    "supports_deterministic",
+    "prompt_set_hash",
+    "request_order",
+    "baseline_problems",
+    "baseline_mismatch",
+    "first_divergence",
+    "find_cycle",
+    "acceptance_drift",
+    "rule_for",
+    "judge",
+    "verdict_line",
+]
+
+BASELINE_FORMAT = 1
+DETERMINISTIC_FLAG = "enable-deterministic-inference"
+EXACT_SHARE_MIN = 0.60  # outside deterministic mode: share of short prompts that must match exactly
+ACCEPT_FLOOR = 1.05  # acceptance length must stay above this (1.0 = no draft token ever accepted)
+ACCEPT_OF_MEASURED = 0.95  # ... and not below this share of what the sweep measured for the configuration
+DRIFT_Z = 3.0  # a drop of the last window against the first beyond 3 standard errors ...
+DRIFT_MIN_DROP = 0.05  # ... and beyond 5% of the first window is drift
+DRIFT_BLOCKS = 8  # the long run is cut into 8 blocks of equal tokens; first 2 against last 2
+CYCLE_MAX_PERIOD = 32  # a loop of up to 32 tokens ...
+CYCLE_MIN_REPEATS = 4  # ... repeated at least 4 times at the end of an output ...
+CYCLE_MIN_SPAN = 24  # ... over at least 24 tokens is degeneration
+
+# What the gate sends (the settings are part of the baseline's identity): short greedy
+# continuations as SpecParityKit (48 new tokens), and a few long ones for loops and drift.
+DEFAULT_SETTINGS = {"short_tokens": 48, "short_prompts": 24, "long_tokens": 384, "long_prompts": 4}
+
+
+def supports_deterministic(version: object) -> bool:
+    """Whether this SGLang release has --enable-deterministic-inference (False when unknown)."""
+    key = release_key(version)
+    return bool(key) and key >= release_key(DETERMINISTIC_SINCE)
+
+
+def prompt_set_hash(prompts: Sequence[Mapping[str, Any]]) -> str:
+    """sha256 of the prompts as sent ([{"id", "text"}, ...], in order): the prompt set's identity."""
+    body = json.dumps([[str(p["id"]), str(p["text"])] for p in prompts], separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def request_order(n_short: int, n_long: int) -> list[tuple[str, int]]:
+    """The order the gate sends its requests in: [("short", i) | ("long", j), ...], the long ones
+    spread evenly among the short ones, so the run's first and last windows both hold long outputs
+    and a drift per request served shows over the whole run (vllm-project/vllm#41838)."""
+    out = [("short", i) for i in range(n_short)]
+    for j in range(n_long):
+        out.insert(min(len(out), round(j * (n_short + n_long) / max(1, n_long))), ("long", j))
+    return out
+
+
+def _outputs_ok(rows: Any, what: str) -> list[str]:
+    problems = []
+    if not isinstance(rows, list) or not rows:
+        return [f"{what}: a non-empty list of outputs is required"]
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
+            problems.append(f"{what}[{i}]: needs an id and a text")
+        elif row.get("output_ids") is not None and not isinstance(row.get("output_ids"), list):
+            problems.append(f"{what}[{i}]: output_ids must be a list")
+    return problems
+
+
+def baseline_problems(baseline: Any) -> list[str]:
+    """What makes a parsed baseline file unusable (empty when it is usable)."""
+    if not isinstance(baseline, dict):
+        return ["not a JSON object"]
+    problems = []
+    if baseline.get("format") != BASELINE_FORMAT:
+        problems.append(f"format {baseline.get('format')!r} is not {BASELINE_FORMAT}")
+    for key in ("server_version", "model", "prompt_set_sha256"):
+        if not isinstance(baseline.get(key), str) or not baseline.get(key):
+            problems.append(f"{key} is missing")
+    if not isinstance(baseline.get("settings"), dict):
+        problems.append("settings is missing")
+    if baseline.get("speculative"):
+        problems.append("it was captured from a speculative server ({})".format(baseline.get("speculative")))
+    problems += _outputs_ok(baseline.get("short"), "short")
+    problems += _outputs_ok(baseline.get("long"), "long")
+    return problems
+
+
+def baseline_mismatch(
+    baseline: Mapping[str, Any], model: Any, server_version: Any, prompt_sha256: str, settings: Mapping[str, Any]
+) -> list[str]:
+    """What differs between a baseline and the server/prompts it would be compared with: one
+    sentence per difference (empty when it may be used). Never compare across these."""
+    diffs = []
+    if str(baseline.get("model")) != str(model):
+        diffs.append("model: the baseline is of {!r}, the server serves {!r}".format(baseline.get("model"), model))
+    if str(baseline.get("server_version")) != str(server_version):
+        diffs.append(
+            "server version: the baseline is of SGLang {}, the server runs {}".format(
+                baseline.get("server_version"), server_version
+            )
+        )
+    if baseline.get("prompt_set_sha256") != prompt_sha256:
+        diffs.append(
+            "prompt set: the baseline's {} (sha256 {}...) is not the prompts sent now (sha256 {}...)".format(
+                baseline.get("prompt_set") or "prompts",
+                str(baseline.get("prompt_set_sha256"))[:12],
+                str(prompt_sha256)[:12],
+            )
+        )
+    given = baseline.get("settings") or {}
+    for key in sorted(set(given) | set(settings)):
+        if given.get(key) != settings.get(key):
+            diffs.append(f"setting {key}: the baseline has {given.get(key)!r}, now {settings.get(key)!r}")
+    return diffs
+
+
+def _tokens(row: Mapping[str, Any]) -> list[Any]:
+    """The output as a token sequence: the server's output_ids, else its words."""
+    ids = row.get("output_ids")
+    if isinstance(ids, list):
+        return ids
+    return str(row.get("text") or "").split()
+
+
+def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> int | None:
+    """Index of the first token where two outputs differ (None when they are equal)."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return None if len(a) == len(b) else n
+
+
+def find_cycle(
+    seq: Sequence[Any],
+    max_period: int = CYCLE_MAX_PERIOD,
+    min_repeats: int = CYCLE_MIN_REPEATS,
+    min_span: int = CYCLE_MIN_SPAN,
+) -> tuple[int, int] | None:
+    """(start, period) of a loop the output ends in: the shortest period p whose repetition covers
+    at least max(min_span, min_repeats * p) tokens at the end; None when there is none. Greedy
+    decoding that starts repeating itself never leaves the loop, so the tail is where it shows."""
+    n = len(seq)
+    for p in range(1, min(max_period, n // 2) + 1):
+        run = 0
+        i = n - 1
+        while i - p >= 0 and seq[i] == seq[i - p]:
+            run += 1
+            i -= 1
+        span = run + p  # the tokens inside the loop, its first period included
+        if span >= max(min_span, min_repeats * p):
+            return (n - span, p)
+    return None
+
+
+def _window(blocks: Sequence[Sequence[float]]) -> float | None:
+    tok = sum(b[0] for b in blocks)
+    ver = sum(b[1] for b in blocks)
+    return tok / ver if ver > 0 else None
+
+
+def acceptance_drift(steps: Sequence[Sequence[float]], blocks: int = DRIFT_BLOCKS) -> dict[str, Any]:
+    """Drift of the acceptance length over a run: `steps` is the run's (new tokens, new verify
+    passes) increments in arrival order. The run is cut into `blocks` blocks of equal tokens; the
+    first quarter of them is compared with the last. The noise is the spread between neighbouring
+    blocks (sd of their differences / sqrt 2, which a slow trend barely inflates), so the verdict
+    scales with how much the acceptance of this server moves by itself."""
+    total = sum(s[0] for s in steps)
+    if total <= 0 or sum(s[1] for s in steps) <= 0:
+        return {"first": None, "last": None, "drop": None, "noise": None, "drifted": False, "blocks": []}
+    size = total / float(blocks)
+    cut: list[list[float]] = [[0.0, 0.0] for _ in range(blocks)]
+    done = 0.0
+    for tok, ver in steps:
+        idx = min(blocks - 1, int(done / size)) if size > 0 else 0
+        cut[idx][0] += tok
+        cut[idx][1] += ver
+        done += tok
+    acc = [_window([b]) for b in cut]
+    vals = [a for a in acc if a is not None]
+    k = max(1, blocks // 4)
+    first = _window(cut[:k])
+    last = _window(cut[-k:])
+    diffs = [vals[i + 1] - vals[i] for i in range(len(vals) - 1)]
+    sd = math.sqrt(sum(d * d for d in diffs) / len(diffs) / 2.0) if diffs else 0.0
+    noise = sd * math.sqrt(2.0 / k)
+    drop = None if first is None or last is None else first - last
+    drifted = bool(
+        drop is not None and first and drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * first and len(vals) >= 2 * k
+    )
+    return {
+        "first": first,
+        "last": last,
+        "drop": drop,
+        "noise": noise,
+        "drifted": drifted,
+        "blocks": [None if a is None else round(a, 4) for a in acc],
+    }
+
+
+def rule_for(server_version: object, baseline_deterministic: bool, candidate_deterministic: bool) -> dict[str, Any]:
+    """Which parity rule applies: exact (100%) when the release has deterministic inference and
+    both sides ran with it, else the threshold; with a sentence that says why."""
+    if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic:
+        return {
+            "mode": "deterministic",
+            "exact_share_min": 1.0,
+            "why": f"both sides ran with --{DETERMINISTIC_FLAG} (SGLang {server_version}): 100% exact match required",
+        }
+    if not supports_deterministic(server_version):
+        why = f"SGLang {server_version} has no --{DETERMINISTIC_FLAG} (since {DETERMINISTIC_SINCE})"
+    else:
+        sides = [
+            n
+            for n, on in (("the baseline", baseline_deterministic), ("the configuration", candidate_deterministic))
+            if not on
+        ]
+        why = "{} ran without --{}".format(" and ".join(sides), DETERMINISTIC_FLAG)
+    return {
+        "mode": "threshold",
+        "exact_share_min": EXACT_SHARE_MIN,
+        "why": f"{why}: at least {round(EXACT_SHARE_MIN * 100)}% exact on the short continuations and no degeneration",
+    }
+
+
+def _snippet(text: str, start: int, width: int = 60) -> str:
+    part = text[start : start + width]
+    return part + ("..." if len(text) > start + width else "")
+
+
+def _example(pid: str, pos: int, base_row: Mapping[str, Any], cand_row: Mapping[str, Any]) -> dict[str, Any]:
+    """Both continuations from where they part (common text prefix), a little context before."""
+    bt, ct = str(base_row.get("text") or ""), str(cand_row.get("text") or "")
+    c = 0
+    while c < min(len(bt), len(ct)) and bt[c] == ct[c]:
+        c += 1
+    lead = max(0, c - 20)
+    return {"prompt_id": pid, "position": pos, "baseline": _snippet(bt, lead), "candidate": _snippet(ct, lead)}
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return None
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+
+
+def _compare(base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    by_id = dict((r["id"], r) for r in cand_rows)
+    matched, positions, example, missing = 0, [], None, []
+    for b in base_rows:
+        c = by_id.get(b["id"])
+        if c is None:
+            missing.append(b["id"])
+            continue
+        pos = first_divergence(_tokens(b), _tokens(c))
+        if pos is None:
+            matched += 1
+            continue
+        positions.append(pos)
+        if example is None:
+            example = _example(b["id"], pos, b, c)
+    return {
+        "prompts": len(base_rows),
+        "exact": matched,
+        "exact_share": matched / float(len(base_rows)) if base_rows else None,
+        "diverged": len(positions),
+        "first_divergence_min": min(positions) if positions else None,
+        "first_divergence_median": _median(positions),
+        "example": example,
+        "missing": missing,
+    }
+
+
+def judge(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], measured_accept: float | None = None
+) -> dict[str, Any]:
+    """The gate's verdict on one configuration.
+
+    `candidate`: {"server_version", "deterministic", "short": [...], "long": [...], "steps":
+    [[tokens, verify passes], ...] of the long run in arrival order, "accept_length" (the gate's
+    own, all requests), "requests", "seconds"}; rows as in the baseline ({"id", "text",
+    "output_ids"}). `measured_accept`: the acceptance length the sweep measured for the
+    configuration (None: not known, only the floor applies). Returns a JSON-able dict with
+    "passed" and "reasons" (one sentence each, the first one is the headline)."""
+    rule = rule_for(
+        candidate.get("server_version"), bool(baseline.get("deterministic")), bool(candidate.get("deterministic"))
+    )
+    short = _compare(baseline.get("short") or [], candidate.get("short") or [])
+    long_ = _compare(baseline.get("long") or [], candidate.get("long") or [])
+    reasons = []
+    if short["missing"] or long_["missing"]:
+        reasons.append("no output for prompt(s) {}".format(", ".join((short["missing"] + long_["missing"])[:5])))
+    share = short["exact_share"] or 0.0
+    if share < rule["exact_share_min"]:
+        ex = short["example"] or {}
+        need = "deterministic mode:" if rule["mode"] == "deterministic" else "at least"
+        reasons.append(
+            f"outputs differ from the no-speculation baseline: {short['exact']} of {short['prompts']} short greedy "
+            f"continuations match exactly ({100 * share:.0f}%, {need} {100 * rule['exact_share_min']:.0f}% required); "
+            f"first divergence at token {short['first_divergence_min']} (median {short['first_divergence_median']}); "
+            f"e.g. prompt {ex.get('prompt_id')} at token {ex.get('position')}: baseline {ex.get('baseline')!r}, "
+            f"this configuration {ex.get('candidate')!r}"
+        )
+    if rule["mode"] == "deterministic" and long_["diverged"]:
+        ex = long_["example"] or {}
+        reasons.append(
+            f"long outputs differ from the baseline under deterministic inference: {long_['diverged']} of "
+            f"{long_['prompts']}; e.g. prompt {ex.get('prompt_id')} at token {ex.get('position')}: baseline "
+            f"{ex.get('baseline')!r}, this configuration {ex.get('candidate')!r}"
+        )
+    base_long = dict((r["id"], r) for r in baseline.get("long") or [])
+    loops = []
+    for row in candidate.get("long") or []:
+        cyc = find_cycle(_tokens(row))
+        if cyc is None:
+            continue
+        ref = base_long.get(row["id"])
+        if ref is not None and find_cycle(_tokens(ref)) is not None:
+            continue  # the model loops without speculation too: not the configuration's doing
+        toks = _tokens(row)
+        loops.append(
+            {
+                "prompt_id": row["id"],
+                "start": cyc[0],
+                "period": cyc[1],
+                "cycle": " ".join(str(t) for t in toks[cyc[0] : cyc[0] + cyc[1]])[:80],
+            }
+        )
+    if loops:
+        lp = loops[0]
+        reasons.append(
+            f"degenerate output: {len(loops)} of {len(candidate.get('long') or [])} long outputs end in a repeated "
+            f"cycle; e.g. prompt {lp['prompt_id']} repeats a {lp['period']}-token cycle from token {lp['start']} "
+            f"({lp['cycle']!r})"
+        )
+    acc = candidate.get("accept_length")
+    accept = {
+        "gate": acc,
+        "measured": measured_accept,
+        "floor": ACCEPT_FLOOR,
+        "share_of_measured_min": ACCEPT_OF_MEASURED,
+    }
+    if acc is None:
+        reasons.append("no acceptance length: the server reported no verify passes (spec_verify_ct)")
+    else:
+        if acc <= ACCEPT_FLOOR:
+            reasons.append(
+                f"acceptance length {acc:.2f} is not above {ACCEPT_FLOOR:.2f}: speculation accepts (almost) nothing"
+            )
+        if measured_accept and acc < ACCEPT_OF_MEASURED * measured_accept:
+            reasons.append(
+                f"acceptance length {acc:.2f} is below {round(ACCEPT_OF_MEASURED * 100)}% of the "
+                f"{measured_accept:.2f} the sweep measured for this configuration"
+            )
+    drift = acceptance_drift(candidate.get("steps") or [])
+    if drift["drifted"]:
+        reasons.append(
+            "acceptance drifts over the gate's run: {:.2f} in the first window, {:.2f} in the last (drop {:.2f}, noise {:.2f})".format(
+                drift["first"], drift["last"], drift["drop"], drift["noise"]
+            )
+        )
+    elif drift["last"] is not None and drift["first"] is not None and drift["last"] <= ACCEPT_FLOOR < drift["first"]:
+        reasons.append(
+            "acceptance collapsed to {:.2f} in the last window of the gate's run ({:.2f} at first)".format(
+                drift["last"], drift["first"]
+            )
+        )
+    return {
+        "passed": not reasons,
+        "reasons": reasons,
+        "rule": rule,
+        "short": short,
+        "long": long_,
+        "degenerate": loops,
+        "accept": accept,
+        "drift": drift,
+        "requests": candidate.get("requests"),
+        "seconds": candidate.get("seconds"),
+    }
+
+
+def verdict_line(verdict: Mapping[str, Any]) -> str:
+    """One line for logs and reports."""
+    s = verdict.get("short") or {}
+    acc = (verdict.get("accept") or {}).get("gate")
+    head = "passed" if verdict.get("passed") else "FAILED: " + (verdict.get("reasons") or ["?"])[0]
+    share = s.get("exact_share")
+    return "{} (exact {}, acceptance {}, {} requests in {} s)".format(
+        head,
+        "-" if share is None else f"{s.get('exact', 0)}/{s.get('prompts', 0)}",
+        "-" if acc is None else f"{acc:.2f}",
+        verdict.get("requests"),
+        "-" if verdict.get("seconds") is None else "{:.1f}".format(verdict["seconds"]),
+    )

@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache License 2.0 (the collection's licence, galaxy.yml): https://www.apache.org/licenses/LICENSE-2.0
+"""Ansible module ``sglang_verify``: the correctness and acceptance-drift gate on a running server."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_verify
+short_description: Check a running SGLang server's greedy outputs and acceptance against a stored baseline
+version_added: "0.2.0"
+description:
+  - Sends the prompts stored in O(baseline) (greedy, temperature 0) to the server and compares what comes
+    back with the outputs of a no-speculation deployment of the same model and SGLang version stored there
+    (written by C(python -m tuner verify --capture) or by the tuner's sweep).
+  - Fails when the outputs differ beyond the rule (100% exact when both sides run with
+    C(--enable-deterministic-inference) on a release that has it, else at least 60% exact on the short
+    continuations), when a long output ends in a repeated cycle, when the acceptance length is not above
+    1.05 or below 95% of O(measured_accept), or when it drifts beyond noise over the run. The rules are
+    C(plugins/module_utils/sglang_verify.py), shared with the tuner; docs/tuner.md "Verify" states them.
+  - A baseline of another model, server version or prompt set is refused, naming what differs.
+  - The module never changes anything; C(changed) is always C(false).
+author:
+  - sglang-tune contributors (@sglang-tune)
+options:
+  url:
+    description: Base URL of the SGLang server, without a path.
+    type: str
+    default: http://127.0.0.1:30000
+  baseline:
+    description: The parsed baseline file (a dict; the role reads it on the controller).
+    type: dict
+    required: true
+  measured_accept:
+    description: The acceptance length the tuner measured for this configuration; without it only the 1.05 floor applies.
+    type: float
+  api_key:
+    description: Bearer token for the server (SGLang's C(--api-key)).
+    type: str
+  request_timeout:
+    description: Seconds per request.
+    type: float
+    default: 300
+  concurrency:
+    description: Short requests in flight at once.
+    type: int
+    default: 8
+"""
+
+EXAMPLES = r"""
+- name: Check the outputs against the stored baseline
+  sglang_tune.serving.sglang_verify:
+    url: http://127.0.0.1:30000
+    baseline: "{{ lookup('ansible.builtin.file', 'baseline.json') | from_json }}"
+    measured_accept: 3.1
+"""
+
+RETURN = r"""
+passed:
+  description: Whether the configuration passed the gate.
+  type: bool
+  returned: always
+reasons:
+  description: Why it failed, one sentence each (the first is the headline and the failure message).
+  type: list
+  elements: str
+  returned: always
+verdict:
+  description: The whole verdict (exact-match share, first divergence, example, loops, acceptance, drift, cost).
+  type: dict
+  returned: always
+"""
+
+import json
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_info import (
+    SERVER_INFO_PATHS,
+    parse_server_info,
+)
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify import (
+    baseline_mismatch,
+    baseline_problems,
+    judge,
+    prompt_set_hash,
+    request_order,
+    verdict_line,
+)
+
+
+class Server:
+    def __init__(self, url, api_key, timeout):
+        self.base = url.rstrip("/")
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.timeout = timeout
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _open(self, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            self.base + path, data=data, headers=self.headers, method="GET" if body is None else "POST"
+        )
+        return self.opener.open(req, timeout=self.timeout)
+
+    def info(self):
+        last = None
+        for path in SERVER_INFO_PATHS:
+            try:
+                with self._open(path) as r:
+                    return parse_server_info(json.loads(r.read().decode("utf-8")))
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                last = exc
+        raise RuntimeError(f"no /server_info: {last}")
+
+    def short(self, row, max_new):
+        body = {"text": row["prompt"], "sampling_params": {"temperature": 0, "max_new_tokens": max_new}}
+        with self._open("/generate", body) as r:
+            out = json.loads(r.read().decode("utf-8"))
+        now = time.monotonic()
+        meta = out.get("meta_info") or {}
+        ids = out.get("output_ids")
+        t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+        res = {
+            "id": row["id"],
+            "text": str(out.get("text") or ""),
+            "output_ids": ids if isinstance(ids, list) else None,
+            "completion_tokens": t,
+            "spec_verify_ct": v,
+        }
+        return res, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
+
+    def long(self, row, max_new):
+        """Streamed: (row, [(arrival, new tokens, new verify passes), ...])."""
+        body = {"text": row["prompt"], "sampling_params": {"temperature": 0, "max_new_tokens": max_new}, "stream": True}
+        steps, text, ids, seen_t, seen_v = [], "", None, 0, 0
+        with self._open("/generate", body) as r:
+            for raw in r:
+                if not raw.startswith(b"data:"):
+                    continue
+                now = time.monotonic()
+                data = raw[5:].strip()
+                if data == b"[DONE]":
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise RuntimeError(f"/generate for {row['id']}: {str(chunk['error'])[:160]}")
+                text = str(chunk.get("text") or text)
+                if isinstance(chunk.get("output_ids"), list):
+                    ids = chunk["output_ids"]
+                meta = chunk.get("meta_info") or {}
+                t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+                if isinstance(t, int) and isinstance(v, int) and (t > seen_t or v > seen_v):
+                    steps.append((now, t - seen_t, v - seen_v))
+                    seen_t, seen_v = t, v
+        out = {"id": row["id"], "text": text, "output_ids": ids, "completion_tokens": seen_t, "spec_verify_ct": seen_v}
+        return out, steps
+
+
+def run(module):
+    p = module.params
+    base = p["baseline"]
+    problems = baseline_problems(base)
+    if not problems and not all(isinstance(r.get("prompt"), str) for r in base["short"] + base["long"]):
+        problems = ["it does not carry its prompts (write it with python -m tuner verify --capture)"]
+    if problems:
+        module.fail_json(
+            msg="the baseline is not a usable baseline file: " + "; ".join(problems[:4]), passed=False, reasons=problems
+        )
+    srv = Server(p["url"], p["api_key"], p["request_timeout"])
+    info = srv.info()
+    spec = info.get("speculative") or {}
+    model = info.get("model_path") or info.get("served_model_name")
+    prompts = [{"id": r["id"], "text": r["prompt"]} for r in base["short"] + base["long"]]
+    diffs = baseline_mismatch(base, model, info.get("version"), prompt_set_hash(prompts), base.get("settings") or {})
+    if diffs:
+        module.fail_json(msg="the baseline does not fit this server: " + "; ".join(diffs), passed=False, reasons=diffs)
+    settings = base["settings"]
+    started = time.monotonic()
+    plan = request_order(len(base["short"]), len(base["long"]))
+    with ThreadPoolExecutor(max_workers=max(1, p["concurrency"])) as pool:
+        futures = [
+            pool.submit(srv.short, base["short"][i], int(settings["short_tokens"]))
+            if kind == "short"
+            else pool.submit(srv.long, base["long"][i], int(settings["long_tokens"]))
+            for kind, i in plan
+        ]
+        done = {key: f.result() for key, f in zip(plan, futures)}
+    seconds = time.monotonic() - started
+    short_rows = [done[("short", i)][0] for i in range(len(base["short"]))]
+    long_res = [done[("long", i)] for i in range(len(base["long"]))]
+    rows = short_rows + [r for r, _s in long_res]
+    tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
+    ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
+    steps = sorted((s for _r, st in done.values() for s in st), key=lambda s: s[0])
+    candidate = {
+        "server_version": info.get("version"),
+        "deterministic": bool(info.get("deterministic")),
+        "short": short_rows,
+        "long": [r for r, _s in long_res],
+        "steps": [[t, v] for _n, t, v in steps],
+        "accept_length": tok / ver if ver > 0 else None,
+        "requests": len(rows),
+        "seconds": round(seconds, 3),
+    }
+    verdict = judge(base, candidate, p["measured_accept"])
+    verdict["server"] = {
+        "server_version": info.get("version"),
+        "model": model,
+        "speculative": spec if spec.get("enabled") else None,
+    }
+    return verdict
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", default="http://127.0.0.1:30000"),
+            baseline=dict(type="dict", required=True),
+            measured_accept=dict(type="float"),
+            api_key=dict(type="str", no_log=True),
+            request_timeout=dict(type="float", default=300),
+            concurrency=dict(type="int", default=8),
+        ),
+        supports_check_mode=True,
+    )
+    if not module.params["url"].startswith(("http://", "https://")):
+        module.fail_json(msg="url must start with http:// or https://, got {!r}".format(module.params["url"]))
+    try:
+        verdict = run(module)
+    except (RuntimeError, urllib.error.URLError, OSError, ValueError) as exc:
+        module.fail_json(msg=f"the server did not answer the output check: {exc}", passed=False, reasons=[str(exc)])
+    if not verdict["passed"]:
+        module.fail_json(
+            msg="output check failed: " + verdict["reasons"][0],
+            passed=False,
+            reasons=verdict["reasons"],
+            verdict=verdict,
+        )
+    module.exit_json(changed=False, passed=True, reasons=[], verdict=verdict, msg=verdict_line(verdict))
+
+
+if __name__ == "__main__":
+    main()

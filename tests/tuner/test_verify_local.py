@@ -1,0 +1,123 @@
+"""`python -m tuner verify` against real emulator processes over HTTP: a baseline captured from a
+no-speculation server, a correct configuration passing, each emulator fault of the realism issue
+(spec-diverge, spec-repeat, accept-drift, accept-collapse) caught with its reason, and bad input
+(another model's baseline, a speculative server as baseline, bad flag values) refused with exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tuner_testlib import ROOT, emulator
+
+
+def verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", "verify", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("verify") / "baseline.json"
+    with emulator(steps=0) as url:
+        r = verify("--url", url, "--baseline", str(path), "--capture")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "24 short + 4 long greedy outputs" in r.stdout
+        # a second capture from the same server reuses the file (the baseline is deployed once)
+        again = verify("--url", url, "--baseline", str(path), "--capture")
+        assert again.returncode == 0 and "kept" in again.stdout
+    return path
+
+
+def test_help_names_the_flags():
+    r = verify("--help")
+    assert r.returncode == 0
+    for flag in ("--url", "--baseline", "--capture", "--measured-accept", "--dataset"):
+        assert flag in r.stdout
+
+
+def test_baseline_file_says_what_it_is(baseline):
+    doc = json.loads(baseline.read_text())
+    assert doc["model"] == "/models/x" and doc["server_version"].startswith("0.5.9")
+    assert doc["speculative"] is None and doc["deterministic"] is False
+    assert doc["prompt_set"] == "sgt-mixed-v1.jsonl" and len(doc["prompt_set_sha256"]) == 64
+    assert doc["settings"] == {"short_tokens": 48, "short_prompts": 24, "long_tokens": 384, "long_prompts": 4}
+    assert all(isinstance(r["prompt"], str) and r["text"] for r in doc["short"] + doc["long"])
+    # greedy to the end of sequence or the limit; /generate's body carries the ids, streams the text
+    assert all(1 <= len(r["output_ids"]) <= 48 for r in doc["short"])
+    assert all(1 <= len(r["text"].split()) <= 384 for r in doc["long"])
+
+
+def test_correct_configuration_passes(baseline, tmp_path):
+    with emulator(steps=3) as url:
+        r = verify("--url", url, "--baseline", str(baseline), "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "passed" in r.stdout and "exact match: 24/24" in r.stdout
+    v = json.loads((tmp_path / "verify.json").read_text())[0]
+    assert v["passed"] and v["rule"]["mode"] == "threshold" and v["accept"]["gate"] > 1.05
+    assert v["requests"] == 28 and v["seconds"] > 0
+
+
+@pytest.mark.parametrize(
+    ("fault", "expect"),
+    [
+        ("spec-diverge=10", ["outputs differ from the no-speculation baseline", "first divergence at token 10"]),
+        ("spec-repeat=100", ["end in a repeated cycle", "from token 100"]),
+        ("accept-drift=30", ["acceptance drifts over the gate's run"]),
+        ("accept-collapse=10", ["acceptance drifts over the gate's run", "1.00 in the last"]),
+    ],
+)
+def test_each_fault_is_caught(baseline, tmp_path, fault, expect):
+    with emulator("--emulator-fault", fault, steps=3) as url:
+        r = verify("--url", url, "--baseline", str(baseline), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    v = json.loads(r.stdout)[0]
+    assert not v["passed"]
+    for words in expect:
+        assert words in v["reasons"][0], v["reasons"]
+    if fault.startswith("spec-diverge"):
+        ex = v["short"]["example"]
+        assert ex["position"] == 10 and ex["prompt_id"].startswith("sgt-mixed-v1.jsonl:")
+        assert ex["baseline"] != ex["candidate"]
+
+
+def test_acceptance_below_the_sweeps_measurement_fails(baseline):
+    with emulator(steps=3) as url:
+        r = verify("--url", url, "--baseline", str(baseline), "--measured-accept", "6.5")
+    assert r.returncode == 1
+    assert "below 95% of the 6.50 the sweep measured" in r.stdout
+
+
+def test_baseline_of_another_model_is_refused(baseline):
+    with emulator("--model-path", "/models/other", steps=3) as url:
+        r = verify("--url", url, "--baseline", str(baseline))
+    assert r.returncode == 2
+    assert "--baseline" in r.stderr and "model: the baseline is of '/models/x'" in r.stderr
+
+
+def test_other_prompt_settings_are_refused(baseline):
+    with emulator(steps=3) as url:
+        r = verify("--url", url, "--baseline", str(baseline), "--long-tokens", "128")
+    assert r.returncode == 2 and "setting long_tokens" in r.stderr
+
+
+def test_a_speculative_server_is_no_baseline(tmp_path):
+    with emulator(steps=2) as url:
+        r = verify("--url", url, "--baseline", str(tmp_path / "b.json"), "--capture")
+    assert r.returncode == 2 and "--url" in r.stderr and "speculative" in r.stderr
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_bad_flags_exit_2_naming_them(baseline, tmp_path):
+    r = verify("--url", "nonsense", "--baseline", str(baseline))
+    assert r.returncode == 2 and "--url" in r.stderr
+    r = verify("--url", "http://127.0.0.1:9", "--baseline", str(baseline), "--measured-accept", "abc")
+    assert r.returncode == 2 and "--measured-accept" in r.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": 1}')
+    r = verify("--url", "http://127.0.0.1:9", "--baseline", str(broken))
+    assert r.returncode == 2 and "--baseline" in r.stderr and "not a baseline file" in r.stderr

@@ -1,0 +1,164 @@
+"""The correctness gate's pure rules (plugins/module_utils/sglang_verify.py): parity, loops,
+acceptance floor and share, drift, which rule applies per server version, baseline refusal."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from sglang_utils import sglang_verify as rules
+
+
+def _rows(n: int, length: int, seed: int = 1) -> list[dict]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        ids = [rnd.randrange(1000) for _ in range(length)]
+        out.append({"id": f"p:{i}", "text": " ".join(f"w{t}" for t in ids), "output_ids": ids})
+    return out
+
+
+def _baseline(short, long_, deterministic=False):
+    return {
+        "format": rules.BASELINE_FORMAT,
+        "server_version": "0.5.9",
+        "model": "m",
+        "prompt_set": "set",
+        "prompt_set_sha256": "x" * 64,
+        "settings": dict(rules.DEFAULT_SETTINGS),
+        "deterministic": deterministic,
+        "speculative": None,
+        "short": short,
+        "long": long_,
+    }
+
+
+def _steps(accepts: list[float], tokens_per_block: int = 120) -> list[list[int]]:
+    """Increments whose acceptance per chunk of `tokens_per_block` tokens is given."""
+    return [[tokens_per_block, round(tokens_per_block / a)] for a in accepts]
+
+
+def _candidate(short, long_, accept=3.0, steps=None, version="0.5.9", deterministic=False):
+    return {
+        "server_version": version,
+        "deterministic": deterministic,
+        "short": short,
+        "long": long_,
+        "steps": steps if steps is not None else _steps([accept] * 16),
+        "accept_length": accept,
+        "requests": len(short) + len(long_),
+        "seconds": 1.0,
+    }
+
+
+def test_identical_outputs_pass():
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    v = rules.judge(_baseline(s, lg), _candidate(s, lg), measured_accept=3.0)
+    assert v["passed"], v["reasons"]
+    assert v["short"]["exact_share"] == 1.0 and v["rule"]["mode"] == "threshold"
+
+
+def test_divergence_reported_with_position_and_example():
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    cand = [dict(r) for r in s]
+    for i in range(5):  # half diverge: below 60%
+        ids = list(cand[i]["output_ids"])
+        ids[7 + i] = -1
+        cand[i] = {"id": cand[i]["id"], "output_ids": ids, "text": " ".join(f"w{t}" for t in ids)}
+    v = rules.judge(_baseline(s, lg), _candidate(cand, lg), measured_accept=3.0)
+    assert not v["passed"]
+    assert v["short"]["exact"] == 5 and v["short"]["first_divergence_min"] == 7
+    assert v["short"]["first_divergence_median"] == 9
+    ex = v["short"]["example"]
+    assert ex["prompt_id"] == "p:0" and ex["position"] == 7
+    assert ex["baseline"] != ex["candidate"] and "w-1" in ex["candidate"]
+    assert "5 of 10" in v["reasons"][0] and "prompt p:0 at token 7" in v["reasons"][0]
+
+
+def test_threshold_tolerates_few_divergences_but_deterministic_does_not():
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    cand = [dict(r) for r in s]
+    ids = list(cand[3]["output_ids"])
+    ids[40] = -1
+    cand[3] = {"id": "p:3", "output_ids": ids, "text": "changed"}
+    assert rules.judge(_baseline(s, lg), _candidate(cand, lg))["passed"]  # 90% >= 60%
+    v = rules.judge(_baseline(s, lg, deterministic=True), _candidate(cand, lg, deterministic=True))
+    assert v["rule"]["mode"] == "deterministic" and not v["passed"]
+    assert "100%" in v["reasons"][0]
+
+
+def test_rule_is_version_aware():
+    assert rules.supports_deterministic("0.5.3") and rules.supports_deterministic("0.5.12.post1")
+    assert not rules.supports_deterministic("0.5.2") and not rules.supports_deterministic("junk")
+    assert rules.rule_for("0.5.2", True, True)["mode"] == "threshold"
+    assert "has no --enable-deterministic-inference" in rules.rule_for("0.5.2", True, True)["why"]
+    assert rules.rule_for("0.5.9", True, True)["exact_share_min"] == 1.0
+    assert "the configuration ran without" in rules.rule_for("0.5.9", True, False)["why"]
+
+
+def test_loop_at_the_end_is_degeneration_unless_the_baseline_loops_too():
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    looping = list(lg[1]["output_ids"][:200]) + [5, 6, 7] * 62
+    cand = [dict(r) for r in lg]
+    cand[1] = {"id": lg[1]["id"], "output_ids": looping, "text": "x"}
+    assert rules.find_cycle(looping) == (200, 3)
+    v = rules.judge(_baseline(s, lg), _candidate(s, cand))
+    assert not v["passed"] and v["degenerate"][0]["period"] == 3
+    assert "repeated cycle" in v["reasons"][0] and "from token 200" in v["reasons"][0]
+    # the model itself loops on this prompt: not the configuration's fault
+    base_lg = [dict(r) for r in lg]
+    base_lg[1] = dict(cand[1])
+    assert rules.judge(_baseline(s, base_lg), _candidate(s, cand))["degenerate"] == []
+
+
+def test_no_cycle_in_random_text():
+    for seed in range(20):
+        assert rules.find_cycle(_rows(1, 384, seed=seed)[0]["output_ids"]) is None
+
+
+def test_acceptance_floor_and_share_of_measured():
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    v = rules.judge(_baseline(s, lg), _candidate(s, lg, accept=1.02), measured_accept=None)
+    assert not v["passed"] and "not above 1.05" in v["reasons"][0]
+    v = rules.judge(_baseline(s, lg), _candidate(s, lg, accept=2.8), measured_accept=3.0)
+    assert not v["passed"] and "below 95% of the 3.00" in v["reasons"][0]
+    assert rules.judge(_baseline(s, lg), _candidate(s, lg, accept=2.9), measured_accept=3.0)["passed"]
+
+
+def test_drift_beyond_noise_fails_and_noise_alone_does_not():
+    rnd = random.Random(3)
+    noisy = [3.0 + rnd.uniform(-0.3, 0.3) for _ in range(64)]
+    d = rules.acceptance_drift(_steps(noisy, 40))
+    assert not d["drifted"], d
+    decaying = [3.2 - 1.6 * i / 63 + rnd.uniform(-0.1, 0.1) for i in range(64)]
+    d = rules.acceptance_drift(_steps(decaying, 40))
+    assert d["drifted"] and d["first"] > d["last"] + 1.0
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    v = rules.judge(_baseline(s, lg), _candidate(s, lg, accept=2.4, steps=_steps(decaying, 40)), measured_accept=None)
+    assert not v["passed"] and any("drifts" in r for r in v["reasons"])
+
+
+def test_collapse_to_one_fails():
+    collapse = [3.0] * 40 + [1.0] * 24
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    v = rules.judge(_baseline(s, lg), _candidate(s, lg, accept=2.0, steps=_steps(collapse, 40)), measured_accept=None)
+    assert not v["passed"]
+    assert v["drift"]["last"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_baseline_of_another_model_version_or_prompt_set_is_refused():
+    b = _baseline(_rows(2, 4), _rows(1, 8))
+    assert rules.baseline_problems(b) == []
+    diffs = rules.baseline_mismatch(b, "other-model", "0.5.12", "y" * 64, dict(rules.DEFAULT_SETTINGS))
+    assert any(d.startswith("model:") for d in diffs)
+    assert any(d.startswith("server version:") and "0.5.12" in d for d in diffs)
+    assert any(d.startswith("prompt set:") for d in diffs)
+    assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, dict(rules.DEFAULT_SETTINGS)) == []
+    other = dict(rules.DEFAULT_SETTINGS, long_tokens=100)
+    assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, other) == [
+        "setting long_tokens: the baseline has 384, now 100"
+    ]
+    assert "it was captured from a speculative server" in " ".join(
+        rules.baseline_problems(dict(b, speculative={"algorithm": "EAGLE"}))
+    )
+    assert rules.baseline_problems([]) == ["not a JSON object"]

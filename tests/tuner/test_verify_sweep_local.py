@@ -1,0 +1,118 @@
+"""The correctness gate as a phase of `python -m tuner sweep`, end to end on local hosts: real
+ansible-runner, real emulator processes (tests/tuner/fixtures/local_emulator_deploy.yml), emulator
+faults on chosen depths. A configuration that fails is excluded, nothing is recommended or
+deployed from it, the report says why with the example, the records keep the verdicts; the
+baseline is deployed once and reused; `--no-verify` says the outputs were not checked."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
+
+from tuner import cli
+
+PLAY = str(FIXTURES / "local_emulator_deploy.yml")
+
+
+@pytest.fixture
+def inv(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    state.mkdir()
+    runner_tmp = tmp_path / "runner-tmp"
+    runner_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(runner_tmp))
+    yield local_inventory(tmp_path / "inventory.yml", {"local-v": free_port()}, state)
+    stop_local_emulators(state)
+
+
+def sweep(out: Path, inventory: Path, *args: str) -> int:
+    return cli.main(
+        [
+            "sweep",
+            "--search",
+            "grid",
+            "--no-early-stop",
+            "--out",
+            str(out),
+            "--inventory",
+            str(inventory),
+            "--playbook",
+            PLAY,
+            "-e",
+            f"project_dir={ROOT}",
+            "--concurrency",
+            "1,4",
+            "--input-len",
+            "16",
+            "--output-len",
+            "24",
+            "--warmup-requests",
+            "1",
+            "--requests-per-level",
+            "8",
+            *args,
+        ]
+    )
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_failing_configurations_are_excluded_and_never_deployed(inv, tmp_path, capsys):
+    out = tmp_path / "out"
+    faults = {"local_emu_faults": {"3": ["spec-diverge=5"], "2": ["accept-collapse=0"]}}
+    rc = sweep(out, inv, "--steps", "1-3", "-e", json.dumps(faults), "--deploy-best")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    recs = records(out)
+    verify = {r["config"]["config_id"]: r for r in recs if r["type"] == "verify" and r.get("role") != "baseline"}
+    assert set(verify) == {"k1-t1", "k2-t1", "k3-t1"}
+    assert verify["k1-t1"]["passed"] is True
+    assert verify["k3-t1"]["passed"] is False
+    assert "outputs differ from the no-speculation baseline" in verify["k3-t1"]["reasons"][0]
+    assert verify["k3-t1"]["verdict"]["short"]["first_divergence_min"] == 5
+    assert verify["k2-t1"]["passed"] is False and "not above 1.05" in verify["k2-t1"]["reasons"][0]
+    for v in verify.values():
+        assert v["requests"] == 28 and v["seconds"] > 0
+    # the baseline: one no-speculation deploy for the campaign, before the first configuration
+    base = [r for r in recs if r["type"] == "verify" and r.get("role") == "baseline"]
+    assert len(base) == 1 and base[0]["passed"] and (out / "verify_baseline.json").exists()
+    # nothing recommended or deployed from a failing configuration
+    rec = json.loads((out / "recommendation.json").read_text())
+    chosen = json.dumps(rec)
+    best = [r for r in recs if r["type"] == "deploy_best"]
+    assert best and all(r["config"]["config_id"] == "k1-t1" for r in best), best
+    assert "k3-t1" not in (rec.get("recommended") or {}).get("config_id", ""), chosen
+    report = (out / "report.md").read_text()
+    assert "## Correctness gate" in report
+    assert "k3-t1" in report and "first divergence at token 5" in report
+    assert "first diverging example: prompt `sgt-mixed-v1.jsonl:" in report
+    assert "failed the correctness gate" in report
+
+    # a second campaign on the same model and version reuses the baseline: no no-speculation deploy
+    out2 = tmp_path / "out2"
+    rc = sweep(out2, inv, "--steps", "1", "--verify-baseline", str(out / "verify_baseline.json"))
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    assert "reusing the baseline" in printed.out + printed.err
+    recs2 = records(out2)
+    assert not [r for r in recs2 if r["type"] == "verify" and r.get("role") == "baseline"]
+    assert [r["passed"] for r in recs2 if r["type"] == "verify"] == [True]
+
+
+@pytest.mark.slow
+def test_no_verify_says_the_outputs_were_not_checked(inv, tmp_path, capsys):
+    out = tmp_path / "out"
+    faults = {"local_emu_faults": {"1": ["spec-diverge=5"]}}
+    rc = sweep(out, inv, "--steps", "1", "--no-verify", "-e", json.dumps(faults))
+    assert rc == 0, capsys.readouterr().err
+    assert not [r for r in records(out) if r["type"] == "verify"]
+    assert not (out / "verify_baseline.json").exists()
+    report = (out / "report.md").read_text()
+    assert "The outputs were not checked (--no-verify)" in report

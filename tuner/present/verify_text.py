@@ -1,0 +1,99 @@
+"""The correctness gate's words (tuner/verify/): a block per configuration for `python -m tuner verify`
+and for report.md's "Correctness gate" section, from the verdicts kept in `verify` records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "-" if v is None else format(float(v), fmt)
+
+
+def block(label: str, v: dict[str, Any]) -> list[str]:
+    """Markdown lines for one configuration's verdict."""
+    s, lg, acc, dr = v.get("short") or {}, v.get("long") or {}, v.get("accept") or {}, v.get("drift") or {}
+    out = [
+        f"- **{label}**: " + ("passed" if v.get("passed") else "**failed**") + f" ({(v.get('rule') or {}).get('why')})"
+    ]
+    out.append(
+        f"  - exact match: {s.get('exact')}/{s.get('prompts')} short continuations"
+        + (
+            f"; first divergence at token {s.get('first_divergence_min')} (median {_f(s.get('first_divergence_median'), 'g')})"
+            if s.get("diverged")
+            else ""
+        )
+        + f"; long outputs identical: {(lg.get('prompts') or 0) - (lg.get('diverged') or 0)}/{lg.get('prompts')}"
+    )
+    ex = s.get("example") or lg.get("example")
+    if ex:
+        out.append(
+            f"  - first diverging example: prompt `{ex['prompt_id']}` at token {ex['position']}: "
+            f"baseline `{ex['baseline']}` / this configuration `{ex['candidate']}`"
+        )
+    out.append(
+        "  - degeneration: "
+        + (
+            ", ".join(
+                f"`{d['prompt_id']}` loops ({d['period']} tokens from token {d['start']})"
+                for d in v.get("degenerate") or []
+            )
+            or "no long output ends in a repeated cycle"
+        )
+    )
+    out.append(
+        f"  - acceptance length {_f(acc.get('gate'), '.2f')} (sweep measured {_f(acc.get('measured'), '.2f')}; "
+        f"first window {_f(dr.get('first'), '.2f')}, last {_f(dr.get('last'), '.2f')}, noise {_f(dr.get('noise'), '.2f')})"
+    )
+    out.append(f"  - cost: {v.get('requests')} requests in {_f(v.get('seconds'), '.1f')} s")
+    for r in (v.get("reasons") or [])[1:] if not v.get("passed") else []:
+        out.append(f"  - also: {r}")
+    if not v.get("passed"):
+        out.insert(1, f"  - why: {(v.get('reasons') or ['?'])[0]}")
+    return out
+
+
+def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
+    """report.md's "Correctness gate": the baseline, then a block per configuration checked, with the
+    gate's cost against the configuration's measurement time (bench/verify_cost.py's rule)."""
+    if not is_sweep:
+        return []
+    lines = ["", "## Correctness gate", ""]
+    if not verify_on and not state.verify:
+        return lines + [
+            "The outputs were not checked (--no-verify): nothing here says the configurations are lossless."
+        ]
+    if not state.verify and state.verify_baseline is None:
+        return lines + ["No configuration was checked by the correctness gate (none finished its levels with it on)."]
+    base = state.verify_baseline
+    if base is not None and base.passed:
+        lines.append(
+            f"Baseline: the no-speculation configuration, deployed once on {base.host} ({base.requests} requests in "
+            f"{_f(base.seconds, '.1f')} s after a {_f(base.deploy_s, '.1f')} s deploy): {base.verdict.get('baseline')}."
+        )
+    elif base is not None:
+        lines.append(f"Baseline: {(base.reasons or ['?'])[0]}.")
+    else:
+        lines.append("Baseline: reused from an earlier campaign (no no-speculation deploy).")
+    lines.append("")
+    for cid, v in state.verify.items():
+        t = state.timings.get(cid)
+        bench = getattr(t, "bench_s", None)
+        share = f"; {100 * v.seconds / bench:.1f}% of its {bench:.1f} s of measurement" if v.seconds and bench else ""
+        verdict = {**v.verdict, "passed": v.passed, "reasons": v.reasons, "requests": v.requests, "seconds": v.seconds}
+        block_lines = (
+            block(f"{cid} on {v.host}", verdict)
+            if v.verdict.get("short")
+            else [f"- **{cid}**: **failed**: {(v.reasons or ['?'])[0]}"]
+        )
+        if share:
+            block_lines = [ln + share if ln.startswith("  - cost:") else ln for ln in block_lines]
+        lines += block_lines
+    unchecked = [
+        cid
+        for cid in state.order
+        if cid not in state.verify and state.configs[cid].spec_steps > 0 and state.has_levels(cid)
+    ]
+    if unchecked:
+        lines += ["", f"Not checked (measured without the gate, e.g. before a --resume): {', '.join(unchecked)}."]
+    return lines

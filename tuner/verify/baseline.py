@@ -1,0 +1,80 @@
+"""The baseline file: greedy outputs of a true no-speculation deployment, with what they are of.
+
+Written once per campaign (the no-speculation server is deployed once) and reused by every
+configuration and every later sweep or role run on the same model, server version, prompt set and
+settings; one of anything else is refused with a message naming what differs
+(`sglang_verify.baseline_mismatch`), never silently compared.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+
+from .prompts import PromptSet
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be used here; the message says why."""
+
+
+def make(ident: dict[str, Any], ps: PromptSet, got: dict[str, Any], tool: str) -> dict[str, Any]:
+    """The baseline document from a no-speculation server's identity and outputs."""
+    if ident.get("speculative"):
+        raise BaselineError(
+            f"the baseline server runs speculative decoding ({ident['speculative']}); "
+            "a baseline must come from a deployment without it"
+        )
+    strip = ("id", "text", "output_ids")
+    texts = {p["id"]: p["text"] for p in (*ps.short, *ps.long)}
+    return {
+        "format": rules.BASELINE_FORMAT,
+        "tool": tool,
+        "created": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "server_version": ident.get("server_version"),
+        "model": ident.get("model"),
+        "served_model_name": ident.get("served_model_name"),
+        "deterministic": bool(ident.get("deterministic")),
+        "speculative": None,
+        "prompt_set": ps.name,
+        "prompt_set_sha256": ps.sha256,
+        "settings": dict(ps.settings),
+        # each row carries its prompt, so the role's check (sglang_verify module) needs no dataset
+        "short": [{"prompt": texts[r["id"]], **{k: r.get(k) for k in strip}} for r in got["short"]],
+        "long": [{"prompt": texts[r["id"]], **{k: r.get(k) for k in strip}} for r in got["long"]],
+        "requests": got.get("requests"),
+        "seconds": got.get("seconds"),
+    }
+
+
+def write(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The parsed baseline, or BaselineError naming the file and what is wrong with it."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{path}: not a readable JSON baseline ({exc})") from None
+    problems = rules.baseline_problems(doc)
+    if problems:
+        raise BaselineError(f"{path}: not a baseline file: " + "; ".join(problems[:4]))
+    return dict(doc)
+
+
+def check(doc: dict[str, Any], ident: dict[str, Any], ps: PromptSet, where: str) -> None:
+    """Refuse a baseline of another model, server version, prompt set or settings."""
+    diffs = rules.baseline_mismatch(doc, ident.get("model"), ident.get("server_version"), ps.sha256, ps.settings)
+    if diffs:
+        raise BaselineError(f"{where} does not fit this server: " + "; ".join(diffs))

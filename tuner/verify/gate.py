@@ -1,0 +1,38 @@
+"""Capture a baseline from a no-speculation server; run the gate on one configuration's server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+
+from ..run.client import BenchClient
+from . import baseline as baseline_mod
+from . import probe
+from .prompts import PromptSet
+
+
+async def capture(client: BenchClient, ps: PromptSet, tool: str) -> dict[str, Any]:
+    """The baseline document of the server behind `client` (which must not speculate)."""
+    ident = await probe.identity(client)
+    if ident.get("speculative"):
+        raise baseline_mod.BaselineError(
+            f"{client.base} runs speculative decoding ({ident['speculative']}); "
+            "capture the baseline from a deployment without it (spec_steps 0)"
+        )
+    got = await probe.outputs(client, ps)
+    return baseline_mod.make(ident, ps, got, tool)
+
+
+async def check(
+    client: BenchClient, ps: PromptSet, base: dict[str, Any], measured_accept: float | None, where: str
+) -> dict[str, Any]:
+    """The gate's verdict on the server behind `client` (sglang_verify.judge), with what it is.
+    A baseline of another model, server version or prompt set raises BaselineError first."""
+    ident = await probe.identity(client)
+    baseline_mod.check(base, ident, ps, where)
+    got = await probe.outputs(client, ps)
+    verdict = rules.judge(base, {**got, **ident}, measured_accept)
+    verdict["server"] = {k: ident.get(k) for k in ("server_version", "model", "speculative", "deterministic")}
+    verdict["baseline"] = {"prompt_set": base.get("prompt_set"), "deterministic": bool(base.get("deterministic"))}
+    return dict(verdict)

@@ -1,0 +1,141 @@
+"""The gate's HTTP side, on the project's client session (tuner/run/client.py `BenchClient`).
+
+What a server is (`identity`: version, model, speculation, deterministic inference, from
+/server_info through the one parser of it), and its greedy outputs (`outputs`): the short prompts
+as plain `/generate` requests (the body carries `output_ids` and `meta_info`), the long ones
+streamed, so each chunk's cumulative `completion_tokens` and `spec_verify_ct` give the acceptance
+of the run window by window (SGLang sends both on every chunk of a speculative server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import aiohttp
+from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+
+from ..run.client import BenchClient, _sse_chunks
+from .prompts import PromptSet
+
+CONCURRENCY = 8  # short requests in flight at once
+
+
+class ProbeError(RuntimeError):
+    """The server did not answer the gate's requests as SGLang does."""
+
+
+async def identity(client: BenchClient) -> dict[str, Any]:
+    info = await client.parsed_server_info()
+    spec = info.get("speculative") or {}
+    model = info.get("model_path") or info.get("served_model_name") or await client.served_model_name()
+    return {
+        "server_version": info.get("version"),
+        "model": model,
+        "served_model_name": info.get("served_model_name"),
+        "speculative": {k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")}
+        if spec.get("enabled")
+        else None,
+        "deterministic": bool(info.get("deterministic")),
+    }
+
+
+def _body(text: str, max_new: int, stream: bool) -> bytes:
+    return json.dumps(
+        {"text": text, "sampling_params": {"temperature": 0, "max_new_tokens": max_new}, "stream": stream}
+    ).encode()
+
+
+async def _short(
+    client: BenchClient, prompt: dict[str, str], max_new: int
+) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
+    async with client.session.post(
+        client.base + "/generate",
+        data=_body(prompt["text"], max_new, False),
+        headers={"Content-Type": "application/json"},
+        timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
+    ) as r:
+        if r.status != 200:
+            raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
+        body = await r.json(content_type=None)
+    now = time.perf_counter()
+    meta = body.get("meta_info") or {}
+    ids = body.get("output_ids")
+    row = {
+        "id": prompt["id"],
+        "text": str(body.get("text") or ""),
+        "output_ids": ids if isinstance(ids, list) else None,
+        "completion_tokens": meta.get("completion_tokens"),
+        "spec_verify_ct": meta.get("spec_verify_ct"),
+    }
+    t, v = row["completion_tokens"], row["spec_verify_ct"]
+    return row, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
+
+
+async def _long(
+    client: BenchClient, prompt: dict[str, str], max_new: int
+) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
+    """One streamed request: its output and (arrival time, new tokens, new verify passes) per chunk."""
+    steps: list[tuple[float, int, int]] = []
+    text, ids, seen_t, seen_v = "", None, 0, 0
+    async with client.session.post(
+        client.base + "/generate",
+        data=_body(prompt["text"], max_new, True),
+        headers={"Content-Type": "application/json"},
+        timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
+    ) as r:
+        if r.status != 200:
+            raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
+        async for now, chunk in _sse_chunks(r):
+            if chunk is None:
+                break
+            if "error" in chunk:
+                raise ProbeError(f"/generate for {prompt['id']}: {str(chunk['error'])[:160]}")
+            text = str(chunk.get("text") or text)  # cumulative (SGLang's default streaming)
+            if isinstance(chunk.get("output_ids"), list):
+                ids = chunk["output_ids"]
+            meta = chunk.get("meta_info") or {}
+            t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+            if isinstance(t, int) and isinstance(v, int) and (t > seen_t or v > seen_v):
+                steps.append((now, t - seen_t, v - seen_v))
+                seen_t, seen_v = t, v
+    row = {"id": prompt["id"], "text": text, "output_ids": ids, "completion_tokens": seen_t, "spec_verify_ct": seen_v}
+    return row, steps
+
+
+async def outputs(client: BenchClient, ps: PromptSet) -> dict[str, Any]:
+    """All the gate's outputs from one server, with its acceptance (all requests), the run's
+    (tokens, verify passes) increments in arrival order, and the cost."""
+    started = time.perf_counter()
+    plan = rules.request_order(len(ps.short), len(ps.long))
+    queue: asyncio.Queue[tuple[int, str, int]] = asyncio.Queue()
+    for n, (kind, i) in enumerate(plan):
+        queue.put_nowait((n, kind, i))
+    results: dict[tuple[str, int], tuple[dict[str, Any], list[tuple[float, int, int]]]] = {}
+
+    async def worker() -> None:
+        while not queue.empty():
+            _n, kind, i = queue.get_nowait()
+            if kind == "short":
+                results[(kind, i)] = await _short(client, ps.short[i], int(ps.settings["short_tokens"]))
+            else:
+                results[(kind, i)] = await _long(client, ps.long[i], int(ps.settings["long_tokens"]))
+
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    seconds = time.perf_counter() - started
+    short = [results[("short", i)][0] for i in range(len(ps.short))]
+    long_ = [results[("long", i)][0] for i in range(len(ps.long))]
+    merged = sorted((s for _row, st in results.values() for s in st), key=lambda s: s[0])
+    rows = short + long_
+    tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
+    ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
+    return {
+        "short": short,
+        "long": long_,
+        "steps": [[t, v] for _now, t, v in merged],
+        "accept_length": tok / ver if ver > 0 else None,
+        "requests": len(rows),
+        "seconds": round(seconds, 3),
+    }
