@@ -39,6 +39,16 @@ FAULT_SPECS: dict[str, tuple[str, bool, str]] = {
     "slow-startup": ("seconds", True, "start-up takes S seconds longer (weight loading)"),
     "http-5xx": ("share", True, "a share P (0..1) of generation requests is answered 500/503"),
     "cut-stream": ("share", True, "a share P (0..1) of streamed responses is cut mid-stream"),
+    "worker-crash-after-ready": (
+        "seconds",
+        True,
+        "multi-node: a worker node (node rank > 0) dies S seconds after it is ready; the group fails with it",
+    ),
+    "worker-never-joins": (
+        "none",
+        False,
+        "multi-node: a worker node never reaches rank 0's dist-init address; rank 0 fails at the dist timeout",
+    ),
 }
 HANG_PHASES = ("http", "load")
 FAULT_NAMES = tuple(FAULT_SPECS)

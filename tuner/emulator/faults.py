@@ -48,6 +48,9 @@ class FaultSet:
     slow_startup_s: float = 0.0
     http_5xx_share: float = 0.0
     cut_stream_share: float = 0.0
+    # multi-node (multinode.py): act on worker nodes (node rank > 0) only
+    worker_crash_after_ready_s: float | None = None
+    worker_never_joins: bool = False
 
     @classmethod
     def from_list(cls, faults: list[Fault]) -> FaultSet:
@@ -65,6 +68,10 @@ class FaultSet:
                 fs.http_5xx_share = float(f.arg)  # type: ignore[arg-type]
             elif f.name == "cut-stream":
                 fs.cut_stream_share = float(f.arg)  # type: ignore[arg-type]
+            elif f.name == "worker-crash-after-ready":
+                fs.worker_crash_after_ready_s = float(f.arg)  # type: ignore[arg-type]
+            elif f.name == "worker-never-joins":
+                fs.worker_never_joins = True
         return fs
 
     def describe(self) -> list[str]:
@@ -81,4 +88,8 @@ class FaultSet:
             out.append(f"http-5xx={self.http_5xx_share:g}")
         if self.cut_stream_share:
             out.append(f"cut-stream={self.cut_stream_share:g}")
+        if self.worker_crash_after_ready_s is not None:
+            out.append(f"worker-crash-after-ready={self.worker_crash_after_ready_s:g}")
+        if self.worker_never_joins:
+            out.append("worker-never-joins")
         return out

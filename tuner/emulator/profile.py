@@ -90,6 +90,10 @@ class Profile:
     noise_seed: int | None = None
     noise_window_s: float = 0.0
     noise_idle_gap_s: float = 0.5
+    # tensor parallelism the numbers were measured at (0: the server's own) and the cost of a
+    # step's all-reduces crossing nodes (multinode.py, docs/emulator.md "Multi-node")
+    tp_size: int = 0
+    t_cross_node_ms: float = 1.5
 
     def alpha_at(self, temperature: float) -> float:
         """Acceptance per draft position at this sampling temperature (linear interpolation)."""
@@ -156,6 +160,8 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "noise_seed": None,
     "noise_window_s": 0.0,
     "noise_idle_gap_s": 0.5,
+    "tp_size": 0,
+    "t_cross_node_ms": 1.5,
 }
 
 
@@ -250,6 +256,8 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     for key in ("t_base_ms", "t_spec_ms", "c_verify_ms", "c_tok_ms", "startup_s"):
         if float(values[key]) < 0:
             raise ProfileError(f"emulator profile {name}: {key} must not be negative")
+    if float(values["t_cross_node_ms"]) < 0 or int(values["tp_size"]) < 0:
+        raise ProfileError(f"emulator profile {name}: t_cross_node_ms and tp_size must not be negative")
     if values["eos_min_tokens"] < 1 or values["eos_max_tokens"] < values["eos_min_tokens"]:
         raise ProfileError(f"emulator profile {name}: need 1 <= eos_min_tokens <= eos_max_tokens")
 
@@ -278,6 +286,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         "noise_restart_cv",
         "noise_window_s",
         "noise_idle_gap_s",
+        "t_cross_node_ms",
     )
     for key in floats:
         values[key] = float(values[key])
@@ -294,6 +303,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         "eos_max_tokens",
         "eos_token_id",
         "prompt_min_tokens",
+        "tp_size",
     )
     for key in ints:
         values[key] = int(values[key])
