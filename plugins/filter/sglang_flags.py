@@ -1103,6 +1103,8 @@ def server_flags(settings: dict[str, Any]) -> list[list[str]]:
         lines.append(["--nnodes", str(node["nnodes"])])
         lines.append(["--node-rank", str(node["node_rank"])])
         lines.append(["--dist-init-addr", str(node["dist_init_addr"])])
+        if node.get("dist_timeout"):
+            lines.append(["--dist-timeout", str(node["dist_timeout"])])
 
     extra = settings.get("extra_flags") or {}
     for name in sorted(extra):
@@ -1172,6 +1174,23 @@ def systemd_env_assign(name: str, value: Any) -> str:
     return f'{name}="{escaped}"'
 
 
+def multinode_errors(group: Any, members: Any, head: Any, hostvars: Any, own: Any) -> list[str]:
+    """The group-wide rules of a multi-node server (plugins/module_utils/sglang_multinode.py)."""
+    mn = _module_utils("sglang_multinode")
+    hosts = list(members or [])
+    return list(mn.group_errors(group, hosts, head, mn.member_settings(hosts, hostvars, dict(own or {}))))
+
+
+def multinode_verdict(members: Any, group: Any, hostvars: Any) -> dict[str, Any]:
+    """The gate verdict of a multi-node server's ranks (plugins/module_utils/sglang_multinode.py)."""
+    return dict(_module_utils("sglang_multinode").group_verdict(group, list(members or []), hostvars))
+
+
+def multinode_order(members: Any, head: Any = "") -> list[str]:
+    """The group's hosts in node-rank order (plugins/module_utils/sglang_multinode.py)."""
+    return list(_module_utils("sglang_multinode").rank_order(list(members or []), head))
+
+
 class FilterModule:
     """Ansible entry point: the filters the sglang_server role uses."""
 
@@ -1180,6 +1199,9 @@ class FilterModule:
             "sglang_spec": spec_settings,
             "sglang_schedule": schedule_settings,
             "sglang_node": node_settings,
+            "sglang_multinode_errors": multinode_errors,
+            "sglang_multinode_order": multinode_order,
+            "sglang_multinode_verdict": multinode_verdict,
             "sglang_server_errors": server_errors,
             "sglang_server_host_errors": host_errors,
             "sglang_flags": server_flags,
