@@ -19,7 +19,7 @@ Standard library only and Python 3.8 syntax: a filter plugin imports it on the c
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Sequence
 
 __all__ = ["SAME_ON_EVERY_NODE", "rank_order", "member_settings", "group_errors", "group_verdict"]
 
@@ -42,7 +42,7 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def rank_order(members: Sequence[str], head: Any = "") -> List[str]:
+def rank_order(members: Sequence[str], head: Any = "") -> list[str]:
     """The group's hosts in node-rank order: the head (or the first host) first, then the rest in order."""
     hosts = list(members or [])
     h = str(head).strip() if head is not None else ""
@@ -51,19 +51,19 @@ def rank_order(members: Sequence[str], head: Any = "") -> List[str]:
     return hosts
 
 
-def member_settings(members: Sequence[str], hostvars: Any, own: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+def member_settings(members: Sequence[str], hostvars: Any, own: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each member's values of SAME_ON_EVERY_NODE: its own variable where it sets one, else ``own``'s.
 
     ``hostvars`` is Ansible's (a mapping of host -> its variables); role defaults are not in it,
     so a host that sets nothing has the value this host resolved.
     """
-    out: Dict[str, Dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for m in members:
         try:
             hv = hostvars[m]
         except (KeyError, TypeError):
             hv = {}
-        values: Dict[str, Any] = {}
+        values: dict[str, Any] = {}
         for var, _why in SAME_ON_EVERY_NODE:
             try:
                 values[var] = hv[var] if var in hv else own.get(var)
@@ -73,7 +73,7 @@ def member_settings(members: Sequence[str], hostvars: Any, own: Dict[str, Any]) 
     return out
 
 
-def group_verdict(group: Any, members: Sequence[str], hostvars: Any) -> Dict[str, Any]:
+def group_verdict(group: Any, members: Sequence[str], hostvars: Any) -> dict[str, Any]:
     """The group's gate verdict: the first failed rank in node-rank order, with its log tail.
 
     Each node set ``__sglang_server_mn_rank_failure`` (empty when it passed) and
@@ -104,13 +104,13 @@ def _int(value: Any) -> Any:
         return None
 
 
-def group_errors(group: Any, members: Sequence[str], head: Any, settings: Dict[str, Dict[str, Any]]) -> List[str]:
+def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[str, dict[str, Any]]) -> list[str]:
     """What keeps the hosts of ``group`` from forming one server; empty when nothing does.
 
     ``settings`` maps each member to its values of SAME_ON_EVERY_NODE (the play reads them from
     hostvars, falling back to this host's value where a host sets none).
     """
-    errors: List[str] = []
+    errors: list[str] = []
     if not group or not members or len(members) < 2:
         return errors
     hosts = list(members)

@@ -269,3 +269,51 @@ def test_an_unreachable_host_of_the_group_fails_before_any_host_changes(group, f
     assert rc != 0
     assert f"host(s) {GHOST} of the group is unreachable" in out, out[-6000:]
     assert {h: digest(h) for h in (HEAD, WORKER)} == before
+
+
+@pytest.mark.systemd
+@pytest.mark.slow
+def test_the_tuner_sweeps_the_group_as_one_server(group):
+    """`python -m tuner sweep` deploys each configuration to both nodes and benchmarks rank 0 only."""
+    import csv
+    import json
+    import sys
+
+    tmp, inv = group
+    out = tmp / "sweep"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "sweep",
+            "--out",
+            str(out),
+            "--inventory",
+            str(inv),
+            "--search",
+            "grid",
+            "--steps",
+            "1,2",
+            "--concurrency",
+            "1",
+            "--input-len",
+            "32",
+            "--output-len",
+            "32",
+        ],
+        cwd=ROOT,
+        env={**ansible_env(), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert p.returncode == 0, p.stderr[-6000:]
+    with open(out / "results.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["status"] == "ok"]
+    assert {r["config_id"] for r in rows} == {"k1-t1", "k2-t1"}
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x.strip()]
+    deploys = [r for r in recs if r["type"] == "deploy" and r["status"] == "ok"]
+    assert deploys and all(r["hosts"] == [HEAD, WORKER] for r in deploys), deploys
+    assert all(r["client_url"] == f"http://10.213.{INDEX[HEAD]}.2:30000" for r in deploys)
+    assert active(HEAD) == active(WORKER) == "active"
