@@ -229,7 +229,7 @@ def test_two_hosts_form_one_server_change_together_and_roll_back_together(group)
     )
     assert rc != 0, out[-8000:]
     assert "Timed out after 5 seconds waiting for clients. 1/2 clients joined." in out, out[-8000:]
-    assert f"node rank 0 of sglang_server_multinode_group={GROUP}" in out
+    assert f"node rank 0 of sglang_server_multinode_group='{GROUP}'" in out
     assert "every rank is healthy again" in out, out[-8000:]
     assert {h: exec_start(h) for h in (HEAD, WORKER)} == good
     assert active(HEAD) == active(WORKER) == "active"
