@@ -33,7 +33,7 @@ def unit_pids(unit):
         if not pid.isdigit():
             continue
         try:
-            with open("/proc/%s/cgroup" % pid) as f:
+            with open(f"/proc/{pid}/cgroup") as f:
                 if any(line.rstrip("\n").endswith("/" + unit) for line in f):
                     pids.append(pid)
         except OSError:
@@ -43,7 +43,7 @@ def unit_pids(unit):
 
 def uid_of(pid):
     try:
-        with open("/proc/%s/status" % pid) as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("Uid:"):
                     return line.split()[1]
@@ -57,13 +57,13 @@ def holds(pid, sockets):
     user's process without CAP_SYS_PTRACE), the socket belongs to the process's user."""
     inodes = {inode for inode, _uid in sockets}
     try:
-        fds = os.listdir("/proc/%s/fd" % pid)
+        fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
         fds = []
     readable = False
     for fd in fds:
         try:
-            link = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
         readable = True
