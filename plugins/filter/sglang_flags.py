@@ -18,7 +18,25 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags i
     systemd_env_assign,
     systemd_exec_quote,
 )
+from ansible_collections.sglang_tune.serving.plugins.module_utils import sglang_multinode
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_spec import schedule_settings, spec_settings
+
+
+def multinode_errors(group: Any, members: Any, head: Any, hostvars: Any, own: Any) -> list[str]:
+    """The group-wide rules of a multi-node server (plugins/module_utils/sglang_multinode.py)."""
+    hosts = list(members or [])
+    settings = sglang_multinode.member_settings(hosts, hostvars, dict(own or {}))
+    return list(sglang_multinode.group_errors(group, hosts, head, settings))
+
+
+def multinode_verdict(members: Any, group: Any, hostvars: Any) -> dict[str, Any]:
+    """The gate verdict of a multi-node server's ranks (plugins/module_utils/sglang_multinode.py)."""
+    return dict(sglang_multinode.group_verdict(group, list(members or []), hostvars))
+
+
+def multinode_order(members: Any, head: Any = "") -> list[str]:
+    """The group's hosts in node-rank order (plugins/module_utils/sglang_multinode.py)."""
+    return list(sglang_multinode.rank_order(list(members or []), head))
 
 
 class FilterModule:
@@ -29,6 +47,9 @@ class FilterModule:
             "sglang_spec": spec_settings,
             "sglang_schedule": schedule_settings,
             "sglang_node": node_settings,
+            "sglang_multinode_errors": multinode_errors,
+            "sglang_multinode_order": multinode_order,
+            "sglang_multinode_verdict": multinode_verdict,
             "sglang_server_errors": server_errors,
             "sglang_server_host_errors": host_errors,
             "sglang_flags": server_flags,

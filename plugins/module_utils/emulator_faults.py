@@ -57,6 +57,16 @@ FAULT_SPECS: dict[str, tuple[str, bool, str]] = {
         True,
         "after N requests served every draft is rejected (accept length 1.0); the output stays correct",
     ),
+    "worker-crash-after-ready": (
+        "seconds",
+        True,
+        "multi-node: a worker node (node rank > 0) dies S seconds after it is ready; the group fails with it",
+    ),
+    "worker-never-joins": (
+        "none",
+        False,
+        "multi-node: a worker node never reaches rank 0's dist-init address; rank 0 fails at the dist timeout",
+    ),
 }
 HANG_PHASES = ("http", "load")
 FAULT_NAMES = tuple(FAULT_SPECS)

@@ -362,6 +362,8 @@ def server_flags(settings: dict[str, Any]) -> list[list[str]]:
         lines.append(["--nnodes", str(node["nnodes"])])
         lines.append(["--node-rank", str(node["node_rank"])])
         lines.append(["--dist-init-addr", str(node["dist_init_addr"])])
+        if node.get("dist_timeout"):
+            lines.append(["--dist-timeout", str(node["dist_timeout"])])
 
     extra = settings.get("extra_flags") or {}
     for name in sorted(extra):

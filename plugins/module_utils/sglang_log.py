@@ -42,6 +42,7 @@ __all__ = [
     "find_fatal",
     "current_launch",
     "is_ready_line",
+    "is_joined_line",
     "redact",
     "summarize",
     "MASK",
@@ -751,6 +752,17 @@ READY_TEXT = "The server is fired up and ready to roll!"  # docs/reference/sglan
 def is_ready_line(line: Any) -> bool:
     msg = line.message if isinstance(line, LogLine) else str(line)
     return READY_TEXT in msg
+
+
+# Logged by every rank once torch.distributed's group is formed (docs/reference/sglang.md §5.1
+# step 2). The rendezvous blocks until all ranks of all nodes connected to the dist-init address,
+# so on a worker node of a multi-node server this line is the proof that it joined rank 0.
+JOINED_TEXT = "Init torch distributed ends."
+
+
+def is_joined_line(line: Any) -> bool:
+    msg = line.message if isinstance(line, LogLine) else str(line)
+    return JOINED_TEXT in msg
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

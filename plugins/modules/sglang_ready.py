@@ -86,6 +86,17 @@ options:
       - Whether to use a proxy from the environment for the HTTP requests.
     type: bool
     default: false
+  worker:
+    description:
+      - This host runs a worker node (C(--node-rank) above 0) of a multi-node server. SGLang's
+        worker nodes answer C(/health), C(/health_generate) and C(/ping) with a dummy 200 whatever
+        the server's state (C(launch_dummy_health_check_server), sgl-project/sglang
+        C(entrypoints/engine.py)), so no HTTP endpoint is probed. The gate instead waits until this
+        start's log shows that the node joined the group (C(Init torch distributed ends.), logged
+        only once every rank reached the dist-init address), watching the unit and the log for a
+        death or a fatal line as usual. The report then carries RV(joined) and no capacity.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - action_common_attributes
 attributes:
@@ -346,6 +357,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_adaptiv
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log import (
     current_launch,
     find_fatal,
+    is_joined_line,
     is_ready_line,
     parse_line,
     parse_timestamp,
@@ -813,7 +825,17 @@ class Gate:
                 if fatal is not None and not fatal["generic"]:
                     return
 
+    def joined(self):
+        """A worker node: this start's log shows the rank joined the group (sglang_log.JOINED_TEXT)."""
+        ok = any(is_joined_line(ln) for ln in self.lines())
+        self.health_detail = "joined the group" if ok else "not joined yet (no 'Init torch distributed ends.' line)"
+        if self.first_probe_ok is None:
+            self.first_probe_ok = ok
+        return ok
+
     def probe(self, remaining):
+        if self.params["worker"]:
+            return self.joined()
         status, body, err = self.http.get("/health", timeout=remaining)
         self.health_status = status
         if status is None:
@@ -843,6 +865,13 @@ class Gate:
                 # the server may have died during the last probe: report that, not a timeout
                 self.check_process()
                 self.check_log()
+                if p["worker"]:
+                    raise GateFailed(
+                        "timeout",
+                        "timed out after {:.0f} s waiting for this worker node to join the group; {}".format(
+                            p["timeout"], self.health_detail or "no log"
+                        ),
+                    )
                 raise GateFailed(
                     "timeout",
                     "timed out after {:.0f} s waiting for {}/health to answer 200; last answer: {}".format(
@@ -924,6 +953,13 @@ class Gate:
         if self.log is not None:
             self.log.read()
         lines = self.lines()
+        if self.params["worker"]:
+            # a worker node serves no API: what there is to report is that it joined
+            res = self.common()
+            res["joined"] = True
+            res["ready_seconds"] = round((self.t_ready or time.monotonic()) - self.t0, 3)
+            res["sglang_warnings"] = []
+            return res
         summary = summarize(lines)
         info, info_path = self.server_info()
         info_fields = parse_server_info(info) if info is not None else None
@@ -1057,6 +1093,7 @@ def argument_spec():
         log_lines=dict(type="int", default=40),
         validate_certs=dict(type="bool", default=True),
         use_proxy=dict(type="bool", default=False),
+        worker=dict(type="bool", default=False),
     )
 
 

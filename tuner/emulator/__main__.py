@@ -6,6 +6,7 @@ import asyncio
 import sys
 
 from . import args as args_mod
+from . import multinode
 from .faults import FaultError, FaultSet, parse_faults
 from .profile import ProfileError, load_profile
 from .runner import Runner
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     except args_mod.EmulatorUnsupported as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    # a TP group of another size or split over nodes changes capacity and step time (multinode.py)
+    profile = multinode.adjust_profile(profile, cfg.values["tp_size"], cfg.values["nnodes"])
     faults = FaultSet.from_list(profile_faults + cfg.faults)
     startup_s = ns.emulator_startup_s if ns.emulator_startup_s is not None else profile.startup_s
     return asyncio.run(Runner(cfg, profile, faults, startup_s).run())

@@ -23,7 +23,7 @@ from typing import Any
 from sglang_utils import sglang_adaptive as adaptive_schema  # type: ignore[import-not-found]
 
 from . import faults as faults_mod
-from . import versions
+from . import multinode, versions
 from .profile import Profile, ProfileError, load_profile
 from .versions import SGLangVersion
 
@@ -199,6 +199,7 @@ _FLAGS: list[Flag] = [
     _f("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", type=str, default=None),
     _f("--nnodes", type=int, default=1),
     _f("--node-rank", type=int, default=0),
+    _f("--dist-timeout", type=int, default=None),
     _f("--json-model-override-args", type=str, default="{}"),
     _f("--preferred-sampling-params", type=str, default=None),
     # kernel backends
@@ -639,6 +640,7 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
         raise ValueError(f"tp_size ({v['tp_size']}) must be divisible by number of nodes ({v['nnodes']})")
     if not 0 <= v["node_rank"] < v["nnodes"]:
         raise ValueError(f"node_rank ({v['node_rank']}) must be in [0, nnodes={v['nnodes']})")
+    multinode.layout(v)  # a multi-node server needs a usable --dist-init-addr
 
     algo = v["speculative_algorithm"]
     if algo is not None:

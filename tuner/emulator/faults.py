@@ -55,6 +55,9 @@ class FaultSet:
     spec_repeat_at: int | None = None
     accept_drift_per_100: float = 0.0
     accept_collapse_after: int | None = None
+    # multi-node (multinode.py): act on worker nodes (node rank > 0) only
+    worker_crash_after_ready_s: float | None = None
+    worker_never_joins: bool = False
 
     @classmethod
     def from_list(cls, faults: list[Fault]) -> FaultSet:
@@ -80,6 +83,10 @@ class FaultSet:
                 fs.accept_drift_per_100 = float(f.arg)  # type: ignore[arg-type]
             elif f.name == "accept-collapse":
                 fs.accept_collapse_after = int(f.arg)  # type: ignore[arg-type]
+            elif f.name == "worker-crash-after-ready":
+                fs.worker_crash_after_ready_s = float(f.arg)  # type: ignore[arg-type]
+            elif f.name == "worker-never-joins":
+                fs.worker_never_joins = True
         return fs
 
     def describe(self) -> list[str]:
@@ -104,4 +111,8 @@ class FaultSet:
             out.append(f"accept-drift={self.accept_drift_per_100:g}")
         if self.accept_collapse_after is not None:
             out.append(f"accept-collapse={self.accept_collapse_after}")
+        if self.worker_crash_after_ready_s is not None:
+            out.append(f"worker-crash-after-ready={self.worker_crash_after_ready_s:g}")
+        if self.worker_never_joins:
+            out.append("worker-never-joins")
         return out

@@ -125,6 +125,10 @@ class Profile:
             return r1
         w = (temperature - t0) / (t1 - t0)
         return [a + (b - a) * w for a, b in zip(r0, r1, strict=True)]
+    # tensor parallelism the numbers were measured at (0: the server's own) and the cost of a
+    # step's all-reduces crossing nodes (multinode.py, docs/emulator.md "Multi-node")
+    tp_size: int = 0
+    t_cross_node_ms: float = 1.5
 
     def alpha_at(self, temperature: float) -> float:
         """Acceptance per draft position at this sampling temperature (linear interpolation)."""
@@ -212,6 +216,8 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "step_time_ms": None,
     "spec_overhead_ms": 0.0,
     "cuda_graph_bs": None,
+    "tp_size": 0,
+    "t_cross_node_ms": 1.5,
 }
 # Replaced by `step_time_ms` where a profile has it (docs/emulator.md "Step time measured on a GPU").
 _TABLE_REPLACES = ("t_base_ms", "c_tok_ms", "t_spec_ms", "c_verify_ms")
@@ -320,6 +326,8 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     for key in ("t_base_ms", "t_spec_ms", "c_verify_ms", "c_tok_ms", "startup_s"):
         if float(values[key]) < 0:
             raise ProfileError(f"emulator profile {name}: {key} must not be negative")
+    if float(values["t_cross_node_ms"]) < 0 or int(values["tp_size"]) < 0:
+        raise ProfileError(f"emulator profile {name}: t_cross_node_ms and tp_size must not be negative")
     if values["eos_min_tokens"] < 1 or values["eos_max_tokens"] < values["eos_min_tokens"]:
         raise ProfileError(f"emulator profile {name}: need 1 <= eos_min_tokens <= eos_max_tokens")
     if float(values["t_draft_ms"]) < 0:
@@ -357,6 +365,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         "noise_restart_cv",
         "noise_window_s",
         "noise_idle_gap_s",
+        "t_cross_node_ms",
     )
     for key in floats:
         values[key] = float(values[key])
@@ -373,6 +382,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         "eos_max_tokens",
         "eos_token_id",
         "prompt_min_tokens",
+        "tp_size",
     )
     for key in ints:
         values[key] = int(values[key])

@@ -19,10 +19,11 @@ import random
 import signal
 import sys
 import time
+from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
 
-from . import __version__, adaptive, logs, model
+from . import __version__, adaptive, logs, model, multinode
 from .args import ResolvedArgs, max_total_tokens_note, server_args_repr
 from .engine import EngineSpec, Scheduler
 from .faults import FaultSet
@@ -143,6 +144,10 @@ class Runner:
         self.prefixes = [logs.rank_prefix(r, tp, d, v["dp_size"]) for d in self.dp_ranks for r in self.ranks]
         self.prefix0 = logs.rank_prefix(0, tp, self.dp_ranks[0], v["dp_size"])
         self.has_rank0 = 0 in self.ranks
+        # multi-node (multinode.py): rank 0's store and links, or this worker node's link
+        self.layout = multinode.layout(v)
+        self.head: multinode.Head | None = None
+        self.worker: multinode.Worker | None = None
 
     # ---- helpers ------------------------------------------------------------------------------------
     def each_rank(self, message: str) -> None:
@@ -272,6 +277,7 @@ class Runner:
         self.each_rank("Init torch distributed begin.")
         t0 = time.monotonic()
         await self.sleep(PHASE_INIT * S)
+        await self._join_group()
         self.each_rank(f"Init torch distributed ends. elapsed={time.monotonic() - t0:.2f} s, mem usage=0.09 GB")
 
         # weights
@@ -381,7 +387,13 @@ class Runner:
             # launch_dummy_health_check_server does (0.5.9 engine.py, node_rank >= 1), so a gate on
             # every node works.
             await self._serve_dummy_health()
+            if self.worker is not None:
+                await self.worker.ready()
+                if self.faults.worker_crash_after_ready_s is not None:
+                    asyncio.get_running_loop().call_later(self.faults.worker_crash_after_ready_s, self._worker_crash)
             await self.sleep(float("inf"))
+        if self.head is not None:
+            await self._until(self.head.wait_ready())
 
         log.info(
             logs.capacity_line(
@@ -462,6 +474,54 @@ class Runner:
         if self.faults.crash_after_ready_s is not None:
             asyncio.get_running_loop().call_later(self.faults.crash_after_ready_s, self._crash)
 
+    # ---- multi-node (multinode.py) -------------------------------------------------------------
+    async def _until(self, aw: Any) -> Any:
+        """Await `aw` unless SIGTERM comes first (then start-up stops, as in self.sleep)."""
+        task = asyncio.ensure_future(aw)
+        stop = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            raise _Stopped()
+        stop.cancel()
+        return task.result()
+
+    async def _join_group(self) -> None:
+        """Meet the other nodes at the dist-init address; a failure ends this node as SGLang's does."""
+        lay = self.layout
+        if lay is None:
+            return
+        try:
+            if lay.is_head:
+                self.head = multinode.Head(lay, self._group_lost)
+                await self.head.listen()
+                await self._until(self.head.wait_joined())
+            else:
+                if self.faults.worker_never_joins:
+                    await self.sleep(float("inf"))
+                self.worker = multinode.Worker(lay, self._group_lost, self._group_shutdown)
+                await self._until(self.worker.join())
+        except multinode.MultiNodeError as e:
+            self.die(e.line, e.where)
+
+    def _group_lost(self, e: multinode.MultiNodeError) -> None:
+        """Another node left the group: this node's next collective fails (a collective failure)."""
+        self.die(e.line, e.where)
+
+    def _group_shutdown(self) -> None:
+        """Rank 0 shut the group down: a worker node exits 0."""
+        self.log.info(multinode.SHUTDOWN_LINE.format(rank=self.cfg.values["node_rank"]))
+        self._exit_code = 0
+        self._stop.set()
+
+    def _worker_crash(self) -> None:
+        """worker-crash-after-ready: a worker node's scheduler dies as a GPU fault would kill it."""
+        self.die(
+            "RuntimeError: CUDA error: an illegal memory access was encountered "
+            "(emulated fault worker-crash-after-ready)",
+            "event_loop_normal",
+        )
+
     async def _serve_dummy_health(self) -> None:
         """The non-zero node ranks' HTTP server: /health, /health_generate and /ping, always 200."""
 
@@ -520,6 +580,10 @@ class Runner:
     # ---- shutdown --------------------------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
         """SIGTERM/SIGINT: drain in-flight requests, then exit 0; a second signal exits at once."""
+        if self.worker is not None and self.worker.head_alive:
+            # a worker node leaves when rank 0 shuts the group down (multinode.py)
+            self.log.info(multinode.SIGTERM_WAIT_LINE.format(rank=self.cfg.values["node_rank"]))
+            return
         self._sigterm_count += 1
         if self._sigterm_count == 1:
             self.log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
@@ -567,6 +631,10 @@ class Runner:
             self.log.uvicorn(f"Finished server process [{os.getpid()}]")
         if app is not None:
             await app.driver.stop()
+        if self.head is not None:
+            await self.head.close()
+        if self.worker is not None:
+            self.worker.close()
 
 
 def _exception_line(e: BaseException) -> str:

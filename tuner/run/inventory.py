@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglang_utils.sglang_multinode import rank_order
+
 SERVER_GROUP = "sglang_servers"
 
 
@@ -41,9 +43,10 @@ class Inventory:
         """Where one configuration runs: a host, or a multi-node tensor-parallel group as a whole.
 
         A host with `sglang_server_multinode_group: G` serves one model together with the other
-        hosts of G (the role's contract; G's first host is the head, rank 0, which serves HTTP), so
-        a configuration is deployed to all of G at once and benchmarked at its head. Other hosts
-        are a slot each. Slot name: the host, or G.
+        hosts of G (the role's contract: `sglang_server_multinode_head`, else G's first host, is the
+        head, rank 0, which serves HTTP; the rest follow in inventory order, the role's own rule in
+        plugins/module_utils/sglang_multinode.py), so a configuration is deployed to all of G at
+        once and benchmarked at its head. Other hosts are a slot each. Slot name: the host, or G.
         """
         out: dict[str, list[str]] = {}
         for h in self.hosts:
@@ -51,6 +54,9 @@ class Inventory:
             if isinstance(g, str) and g and "{{" not in g and g in self.groups:
                 if g not in out:
                     members = [m for m in self.groups[g] if m in self.hosts]
+                    head = (self.hostvars.get(h) or {}).get("sglang_server_multinode_head") or ""
+                    if isinstance(head, str) and "{{" not in head:
+                        members = rank_order(members, head)
                     out[g] = members or [h]
             else:
                 out[h] = [h]

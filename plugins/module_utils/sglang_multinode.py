@@ -1,0 +1,148 @@
+# Copyright: (c) 2026, sglang-tune contributors
+# Apache-2.0 (see pyproject.toml)
+"""One SGLang server over the hosts of an inventory group: rank order and the group's input rules.
+
+SGLang runs a model larger than one node with the same launch command on every node plus
+``--nnodes N --node-rank R --dist-init-addr HOST:PORT`` (sgl-project/sglang docs
+``references/multi_node_deployment/multi_node.md``). The ``sglang_server`` role derives those
+flags from ``sglang_server_multinode_group`` (``plugins/filter/sglang_flags.py`` ``sglang_node``);
+this file holds what must hold across the hosts of the group, so a group that cannot form one
+server fails on the controller, before any host changes, with a message naming the variable.
+
+Rank order (docs/architecture.md "Multi-node"): ``sglang_server_multinode_head`` when set, else
+the group's first host, is node rank 0; the other hosts follow in the group's inventory order
+(Ansible's ``groups[G]``, which keeps the order the inventory lists them in). The same
+inventory therefore always gives the same ranks.
+
+Standard library only and Python 3.8 syntax: a filter plugin imports it on the controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["SAME_ON_EVERY_NODE", "rank_order", "member_settings", "group_errors", "group_verdict"]
+
+# Settings every host of the group must agree on: the role variable, and why.
+SAME_ON_EVERY_NODE = (
+    ("sglang_server_multinode_group", "every host of the group must name the group"),
+    ("sglang_server_multinode_head", "every host must agree on rank 0"),
+    ("sglang_server_tp_size", "the TP size is the whole server's"),
+    ("sglang_server_gpus_per_node", "every node holds the same number of TP ranks"),
+    ("sglang_server_dist_init_port", "rank 0's port is the one the others connect to"),
+    ("sglang_server_dist_init_addr", "rank 0's address is the one the others connect to"),
+    ("sglang_server_dist_timeout", "the ranks give up on the rendezvous together"),
+    ("sglang_server_engine", "the nodes run one server"),
+    ("sglang_server_sglang_version", "the nodes run one server"),
+    ("sglang_server_model_path", "every node loads its shard of the same model"),
+)
+
+
+def _fmt(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def rank_order(members: Sequence[str], head: Any = "") -> list[str]:
+    """The group's hosts in node-rank order: the head (or the first host) first, then the rest in order."""
+    hosts = list(members or [])
+    h = str(head).strip() if head is not None else ""
+    if h and h in hosts:
+        return [h] + [m for m in hosts if m != h]
+    return hosts
+
+
+def member_settings(members: Sequence[str], hostvars: Any, own: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each member's values of SAME_ON_EVERY_NODE: its own variable where it sets one, else ``own``'s.
+
+    ``hostvars`` is Ansible's (a mapping of host -> its variables); role defaults are not in it,
+    so a host that sets nothing has the value this host resolved.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for m in members:
+        try:
+            hv = hostvars[m]
+        except (KeyError, TypeError):
+            hv = {}
+        values: dict[str, Any] = {}
+        for var, _why in SAME_ON_EVERY_NODE:
+            try:
+                values[var] = hv[var] if var in hv else own.get(var)
+            except Exception:  # noqa: BLE001 - a value that does not template is this host's problem to report
+                values[var] = own.get(var)
+        out[m] = values
+    return out
+
+
+def group_verdict(group: Any, members: Sequence[str], hostvars: Any) -> dict[str, Any]:
+    """The group's gate verdict: the first failed rank in node-rank order, with its log tail.
+
+    Each node set ``__sglang_server_mn_rank_failure`` (empty when it passed) and
+    ``__sglang_server_mn_rank_tail``; an empty ``failure`` means every rank passed.
+    """
+    for rank, m in enumerate(members):
+        try:
+            hv = hostvars[m]
+            failure = str(hv["__sglang_server_mn_rank_failure"]) if "__sglang_server_mn_rank_failure" in hv else ""
+            tail = list(hv["__sglang_server_mn_rank_tail"]) if "__sglang_server_mn_rank_tail" in hv else []
+        except (KeyError, TypeError):
+            failure, tail = f"{m} did not report its gate (unreachable or failed earlier)", []
+        if failure.strip():
+            return {
+                "failure": f"{failure.strip()} (on {m}, node rank {rank} of sglang_server_multinode_group={_fmt(group)})",
+                "tail": [str(x) for x in tail],
+                "host": m,
+            }
+    return {"failure": "", "tail": [], "host": ""}
+
+
+def _int(value: Any) -> Any:
+    try:
+        if isinstance(value, bool):
+            return None
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[str, dict[str, Any]]) -> list[str]:
+    """What keeps the hosts of ``group`` from forming one server; empty when nothing does.
+
+    ``settings`` maps each member to its values of SAME_ON_EVERY_NODE (the play reads them from
+    hostvars, falling back to this host's value where a host sets none).
+    """
+    errors: list[str] = []
+    if not group or not members or len(members) < 2:
+        return errors
+    hosts = list(members)
+    h = str(head).strip() if head is not None else ""
+    if h and h not in hosts:
+        errors.append(
+            f"sglang_server_multinode_head={_fmt(h)} is not a host of sglang_server_multinode_group={_fmt(group)} "
+            f"(its hosts: {', '.join(hosts)}): rank 0 must be one of the nodes"
+        )
+    for var, why in SAME_ON_EVERY_NODE:
+        values = {m: (settings.get(m) or {}).get(var) for m in hosts}
+        if var in ("sglang_server_tp_size", "sglang_server_gpus_per_node", "sglang_server_dist_init_port"):
+            values = {m: (_int(v) if _int(v) is not None else v) for m, v in values.items()}
+        elif var == "sglang_server_multinode_head":
+            values = {m: (str(v).strip() if v else "") for m, v in values.items()}
+        if len({_fmt(v) for v in values.values()}) > 1:
+            shown = ", ".join(f"{m}={_fmt(v)}" for m, v in values.items())
+            errors.append(
+                f"{var} differs across the hosts of sglang_server_multinode_group={_fmt(group)} ({shown}): {why}"
+            )
+    first = settings.get(hosts[0]) or {}
+    tp = _int(first.get("sglang_server_tp_size"))
+    gpus = _int(first.get("sglang_server_gpus_per_node"))
+    n = len(hosts)
+    if tp is not None and tp % n != 0:
+        errors.append(
+            f"sglang_server_tp_size={tp} is not divisible by the {n} nodes of sglang_server_multinode_group="
+            f"{_fmt(group)}: SGLang splits the TP ranks evenly over the nodes"
+        )
+    elif tp is not None and gpus is not None and gpus * n != tp:
+        errors.append(
+            f"sglang_server_gpus_per_node={gpus} x {n} nodes of sglang_server_multinode_group={_fmt(group)} "
+            f"is not sglang_server_tp_size={tp}: each node runs tp_size / nnodes ranks, one per GPU"
+        )
+    return errors

@@ -1,0 +1,90 @@
+# Read-only check run by tasks/preflight.yml on rank 0's host of a multi-node server: is the
+# dist-init port free? Prints `free`, `ours` (a process of this role's unit listens there: its own
+# rank 0) or `in use: <what>`. Arguments: PORT UNIT. Python 3.6+, standard library, Linux /proc.
+import errno
+import os
+import socket
+import sys
+
+port, unit = int(sys.argv[1]), sys.argv[2]
+
+
+def listening_sockets(port):
+    """(inode, uid) of the TCP sockets listening on `port` (state 0A in /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        found.add((cols[9], cols[7]))
+        except OSError:
+            continue
+    return found
+
+
+def unit_pids(unit):
+    """The processes whose control group is the unit's (read from /proc, so that it also works
+    where /sys/fs/cgroup is a namespaced view, as in a container)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                if any(line.rstrip("\n").endswith("/" + unit) for line in f):
+                    pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+def uid_of(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return line.split()[1]
+    except OSError:
+        pass
+    return None
+
+
+def holds(pid, sockets):
+    """The process has one of the sockets open; where its descriptors cannot be read (another
+    user's process without CAP_SYS_PTRACE), the socket belongs to the process's user."""
+    inodes = {inode for inode, _uid in sockets}
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        fds = []
+    readable = False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        readable = True
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True
+    if readable:
+        return False
+    uid = uid_of(pid)
+    return uid is not None and any(u == uid for _inode, u in sockets)
+
+
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("", port))
+    print("free")
+except OSError as e:
+    sockets = listening_sockets(port)
+    if e.errno == errno.EADDRINUSE and sockets and any(holds(p, sockets) for p in unit_pids(unit)):
+        print("ours")
+    else:
+        print("in use: " + (e.strerror or str(e)).lower())
+finally:
+    s.close()

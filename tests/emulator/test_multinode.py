@@ -1,0 +1,194 @@
+"""Multi-node: two emulator processes on loopback form one server over real TCP (multinode.py)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from emu_testlib import free_port
+
+from tuner.emulator import model, multinode
+from tuner.emulator.faults import FaultSet, parse_faults
+from tuner.emulator.profile import load_profile
+
+JOINED = "Init torch distributed ends."
+
+
+def _pair(emulator, *, head_args=(), worker_args=(), start_worker=True, timeout="30"):
+    addr = f"127.0.0.1:{free_port()}"
+    common = ["--tp-size", "2", "--nnodes", "2", "--dist-init-addr", addr, "--dist-timeout", timeout]
+    head = emulator(*common, "--node-rank", "0", "--emulator-startup-s", "0.3", *head_args)
+    worker = None
+    if start_worker:
+        worker = emulator(*common, "--node-rank", "1", "--emulator-startup-s", "0.3", *worker_args)
+    return head, worker, addr
+
+
+def _health(e) -> int:
+    try:
+        return e.get("/health", timeout=2)[0]
+    except OSError:
+        return -1
+
+
+def test_rank0_waits_for_the_worker_and_the_pair_serves_as_one(emulator):
+    head, _, addr = _pair(emulator, start_worker=False)
+    time.sleep(1.0)
+    # alone, rank 0 is stuck in the rendezvous: no join line, no HTTP port
+    assert JOINED not in head.log()
+    assert _health(head) == -1
+    worker = emulator(
+        "--tp-size",
+        "2",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--dist-init-addr",
+        addr,
+        "--emulator-startup-s",
+        "0.3",
+    )
+    head.wait_ready(20)
+    worker.wait_for_line(JOINED)
+    assert " TP1] Init torch distributed ends." in worker.log() and " TP0] Init torch distributed ends." in head.log()
+    # the worker's dummy health endpoints answer 200 without being a server
+    deadline = time.time() + 10
+    while _health(worker) != 200 and time.time() < deadline:
+        time.sleep(0.05)
+    for path in ("/health", "/health_generate", "/ping"):
+        assert worker.get(path)[0] == 200, path
+    assert worker.post_json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}})[0] == 404
+    status, body = head.post_json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4}})
+    assert status == 200 and body["meta_info"]["completion_tokens"] >= 1
+    # SIGTERM on the worker does not end the group; rank 0's shutdown does, and the worker follows
+    worker.proc.send_signal(15)
+    worker.wait_for_line("waiting for it")
+    time.sleep(0.5)
+    assert worker.proc.poll() is None
+    assert head.terminate() == 0
+    assert worker.wait_exit(10) == 0
+    assert "Rank 0 shut the group down; node_rank=1 exiting." in worker.log()
+
+
+def test_a_worker_that_never_joins_fails_rank0_at_the_dist_timeout(emulator):
+    head, worker, _ = _pair(emulator, worker_args=("--emulator-fault", "worker-never-joins"), timeout="2")
+    t0 = time.monotonic()
+    assert head.wait_exit(20) != 0
+    assert time.monotonic() - t0 >= 1.5
+    log = head.log()
+    assert "torch.distributed.DistStoreError: Timed out after 3 seconds waiting for clients. 1/2 clients joined." in log
+    assert "Received sigquit from a child process" in log
+    assert JOINED not in log
+    assert worker.proc.poll() is None  # the worker hangs in its init, as the real one would
+    assert JOINED not in worker.log()
+
+
+def test_a_worker_crash_after_ready_takes_rank0_down(emulator):
+    head, worker, _ = _pair(emulator, worker_args=("--emulator-fault", "worker-crash-after-ready=1"))
+    head.wait_ready(20)
+    assert worker.wait_exit(15) != 0
+    assert "emulated fault worker-crash-after-ready" in worker.log()
+    assert head.wait_exit(10) != 0
+    assert "Connection closed by peer" in head.log()
+    assert "Scheduler hit an exception" in head.log()
+
+
+def test_rank0_dying_takes_the_worker_down(emulator):
+    head, worker, _ = _pair(emulator)
+    head.wait_ready(20)
+    worker.wait_for_line(JOINED)
+    head.kill()
+    assert worker.wait_exit(10) != 0
+    log = worker.log()
+    assert "Connection closed by peer [127.0.0.1]" in log and "Scheduler hit an exception" in log
+
+
+def test_a_worker_with_no_rank0_times_out_connecting(emulator):
+    addr = f"127.0.0.1:{free_port()}"
+    w = emulator(
+        "--tp-size",
+        "2",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--dist-init-addr",
+        addr,
+        "--dist-timeout",
+        "1",
+        "--emulator-startup-s",
+        "0.1",
+    )
+    assert w.wait_exit(15) != 0
+    assert (
+        "DistNetworkError: The client socket has timed out after 1s while trying to connect to (127.0.0.1," in w.log()
+    )
+
+
+def test_a_dist_init_port_in_use_fails_rank0(emulator):
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        head = emulator(
+            "--tp-size",
+            "2",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "0",
+            "--dist-init-addr",
+            f"127.0.0.1:{port}",
+            "--emulator-startup-s",
+            "0.1",
+        )
+        assert head.wait_exit(15) != 0
+    assert "The server socket has failed to listen on any local network address. port: " + str(port) in head.log()
+
+
+def test_multi_node_needs_a_dist_init_addr(emulator):
+    e = emulator("--tp-size", "2", "--nnodes", "2", "--node-rank", "0", "--emulator-startup-s", "0.1")
+    assert e.wait_exit(10) != 0
+    assert "--dist-init-addr HOST:PORT is required" in e.log()
+
+
+# ---- the model: capacity and step time of a split TP group ------------------------------------
+
+
+def test_cross_node_cost_adds_to_every_step():
+    p = load_profile()
+    q = multinode.adjust_profile(p, 4, 2)
+    assert model.step_time_ms(q, 8, 0) == pytest.approx(model.step_time_ms(p, 8, 0) + p.t_cross_node_ms)
+    assert model.step_time_ms(q, 8, 3) == pytest.approx(model.step_time_ms(p, 8, 3) + p.t_cross_node_ms)
+    r = multinode.adjust_profile(p, 16, 4)  # ceil(log2 4) = 2 hops
+    assert r.t_base_ms == pytest.approx(p.t_base_ms + 2 * p.t_cross_node_ms)
+    assert multinode.adjust_profile(p, 4, 1) is p
+
+
+def test_kv_capacity_grows_when_the_tp_group_spans_more_gpus():
+    import dataclasses
+
+    p = dataclasses.replace(load_profile(), tp_size=4)
+    same = multinode.adjust_profile(p, 4, 1)
+    assert same is p
+    wide = multinode.adjust_profile(p, 8, 2)
+    # half the weights and half of each token's KV per GPU: more than twice the tokens
+    assert wide.kv_tokens_nospec > 2 * p.kv_tokens_nospec
+    assert wide.weights_gb == pytest.approx(p.weights_gb / 2)
+    assert model.max_total_num_tokens(wide, 0) > model.max_total_num_tokens(p, 0)
+
+
+def test_multinode_faults_parse_and_describe():
+    fs = FaultSet.from_list(parse_faults(["worker-crash-after-ready=2.5", "worker-never-joins"]))
+    assert fs.worker_crash_after_ready_s == 2.5 and fs.worker_never_joins
+    assert fs.describe() == ["worker-crash-after-ready=2.5", "worker-never-joins"]
+
+
+def test_split_addr():
+    assert multinode.split_addr("10.0.0.1:50000") == ("10.0.0.1", 50000)
+    assert multinode.split_addr("[fd00::1]:5") == ("fd00::1", 5)
+    for bad in ("10.0.0.1", "h:0", ":5", "h:x"):
+        with pytest.raises(ValueError):
+            multinode.split_addr(bad)

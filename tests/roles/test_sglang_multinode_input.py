@@ -1,0 +1,142 @@
+"""A group that cannot form one server fails on the controller, naming the variable (issue 21).
+
+The rules are plugins/module_utils/sglang_multinode.py (tested directly here), and the deploy play
+runs them before any host is contacted: the inventory's hosts (mn21-x1, mn21-x2; indexes 224 and
+225, never created) do not exist, so the play can only fail the way the test expects if the check
+ran on the controller.
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+from roles_testlib import ROOT, run
+
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+import sglang_multinode as mn  # noqa: E402
+
+A, B = "mn21-x1", "mn21-x2"
+GROUP = "mn21_xgroup"
+
+
+def _settings(**over):
+    base = {var: None for var, _ in mn.SAME_ON_EVERY_NODE}
+    base.update(
+        sglang_server_multinode_group=GROUP,
+        sglang_server_multinode_head="",
+        sglang_server_tp_size=16,
+        sglang_server_gpus_per_node=8,
+        sglang_server_dist_init_port=50000,
+        sglang_server_engine="sglang",
+    )
+    base.update(over)
+    return base
+
+
+def test_rank_order_is_the_head_then_the_group_order():
+    assert mn.rank_order(["a", "b", "c"]) == ["a", "b", "c"]
+    assert mn.rank_order(["a", "b", "c"], "c") == ["c", "a", "b"]
+    assert mn.rank_order(["a", "b", "c"], "zz") == ["a", "b", "c"]  # reported by group_errors
+
+
+def test_a_consistent_group_has_no_errors():
+    assert mn.group_errors(GROUP, [A, B], "", {A: _settings(), B: _settings()}) == []
+    assert mn.group_errors("", [A], "", {}) == []
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "head", "expected"),
+    [
+        ({}, {"sglang_server_gpus_per_node": 4}, "", "sglang_server_gpus_per_node differs across the hosts"),
+        ({"sglang_server_tp_size": 15}, {"sglang_server_tp_size": 15}, "", "sglang_server_tp_size=15 is not divisible"),
+        ({}, {}, "mn21-elsewhere", "sglang_server_multinode_head='mn21-elsewhere' is not a host of"),
+        ({}, {"sglang_server_dist_init_port": 50001}, "", "sglang_server_dist_init_port differs"),
+        (
+            {"sglang_server_gpus_per_node": 4},
+            {"sglang_server_gpus_per_node": 4},
+            "",
+            "sglang_server_gpus_per_node=4 x 2 nodes",
+        ),
+    ],
+)
+def test_group_rules_name_the_variable(a, b, head, expected):
+    errors = mn.group_errors(GROUP, [A, B], head, {A: _settings(**a), B: _settings(**b)})
+    assert any(expected in e for e in errors), errors
+
+
+def test_member_settings_fall_back_to_this_hosts_values():
+    own = _settings()
+    got = mn.member_settings([A, B], {A: {"sglang_server_tp_size": 8}, B: {}}, own)
+    assert got[A]["sglang_server_tp_size"] == 8 and got[B]["sglang_server_tp_size"] == 16
+
+
+def test_group_verdict_names_the_first_failed_rank():
+    hv = {
+        A: {"__sglang_server_mn_rank_failure": "", "__sglang_server_mn_rank_tail": []},
+        B: {"__sglang_server_mn_rank_failure": "unit died", "__sglang_server_mn_rank_tail": ["x"]},
+    }
+    v = mn.group_verdict(GROUP, [A, B], hv)
+    assert v["failure"] == f"unit died (on {B}, node rank 1 of sglang_server_multinode_group='{GROUP}')"
+    assert v["tail"] == ["x"] and v["host"] == B
+    hv[B]["__sglang_server_mn_rank_failure"] = ""
+    assert mn.group_verdict(GROUP, [A, B], hv)["failure"] == ""
+
+
+# ---- through the deploy play, on the controller ------------------------------------------------
+
+CASES = {
+    "gpus-disagree": (
+        {B: {"sglang_server_gpus_per_node": 1}},
+        {"sglang_server_tp_size": 4},
+        "sglang_server_gpus_per_node differs across the hosts of sglang_server_multinode_group",
+    ),
+    "tp-not-divisible": ({}, {"sglang_server_tp_size": 3}, "sglang_server_tp_size=3 is not divisible by the 2 nodes"),
+    "head-not-in-group": (
+        {},
+        {"sglang_server_tp_size": 4, "sglang_server_multinode_head": "emu-other"},
+        "sglang_server_multinode_head='emu-other' is not a host of sglang_server_multinode_group",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def group_inventory(tmp_path_factory) -> Path:
+    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
+    hosts = inv["all"]["children"]["emulator_hosts"]
+    hosts["hosts"] = {A: {"emulator_host_index": 224}, B: {"emulator_host_index": 225}}
+    hosts["vars"]["sglang_server_multinode_group"] = GROUP
+    inv["all"]["children"][GROUP] = {"hosts": {A: {}, B: {}}}
+    path = tmp_path_factory.mktemp("inv") / "multinode-absent.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+@pytest.fixture(scope="module")
+def results(group_inventory, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cases")
+
+    def one(name):
+        host_vars, extra, _ = CASES[name]
+        inv = yaml.safe_load(group_inventory.read_text())
+        for h, hv in host_vars.items():
+            inv["all"]["children"]["emulator_hosts"]["hosts"][h].update(hv)
+        path = tmp / f"{name}.yml"
+        path.write_text(yaml.safe_dump(inv))
+        args = ["-e", yaml.safe_dump({"spec_steps": 3, **extra}, default_flow_style=True).strip()]
+        return run([str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), *args], timeout=180)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(CASES, pool.map(one, list(CASES)), strict=False))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_group_fails_on_the_controller_naming_the_variable(results, case):
+    proc = results[case]
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert CASES[case][2] in out, out[-3000:]
+    assert "UNREACHABLE" not in out and "unreachable=0" in out and "changed=0" in out, out[-3000:]
