@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.sglang_tune.serving.plugins.module_utils import sglang_multinode
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_checks import host_errors
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags import (
     engine_module,
@@ -18,7 +19,6 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags i
     systemd_env_assign,
     systemd_exec_quote,
 )
-from ansible_collections.sglang_tune.serving.plugins.module_utils import sglang_multinode
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_spec import schedule_settings, spec_settings
 
 

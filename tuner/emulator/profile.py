@@ -125,6 +125,7 @@ class Profile:
             return r1
         w = (temperature - t0) / (t1 - t0)
         return [a + (b - a) * w for a, b in zip(r0, r1, strict=True)]
+
     # tensor parallelism the numbers were measured at (0: the server's own) and the cost of a
     # step's all-reduces crossing nodes (multinode.py, docs/emulator.md "Multi-node")
     tp_size: int = 0
