@@ -12,7 +12,7 @@ records and the analysis are the same as on emulator hosts). The tuner never rea
 
 Per machine: deployments made, wall time, and, at every concurrency level, the model sweep's pick
 against the grid's: the grid's measurement of the model's pick as a share of the grid's best there.
-A level passes when that share is at least 97% (or the model picked what the grid picked). Target:
+A level passes when that share is at least 97%, whatever the grid itself picked. Target:
 every level passes with at most half the grid's deployments.
 
 Writes bench/search_cost.md (or --out) and keeps each sweep's report, recommendation and records
@@ -182,7 +182,7 @@ def compare(grid: Run, model: Run) -> list[tuple[int, str, str, str, float, bool
         best = max(here, key=lambda k: here[k])
         m_pick = model.by_level.get(c, "-")
         share = here.get(m_pick, 0.0) / here[best] if here[best] else 0.0
-        rows.append((c, best, g_pick, m_pick, share, m_pick == g_pick or share >= PASS_SHARE))
+        rows.append((c, best, g_pick, m_pick, share, share >= PASS_SHARE))
     return rows
 
 
@@ -282,8 +282,8 @@ def main() -> int:
         + "Where: **local emulator processes** through ansible-runner "
         "(tests/tuner/fixtures/local_emulator_deploy.yml, 0.2 s emulated start-up), not podman hosts: the same "
         "emulator, client and analysis, minutes faster per sweep. A level passes when the model's pick, as the "
-        f"grid measured it, is within {100 - PASS_SHARE * 100:.0f}% of the grid's best there (or is the grid's own "
-        "pick). Each sweep's report and recommendation are kept in "
+        f"grid measured it, is at least {PASS_SHARE:.0%} of the grid's best there (the share is printed as it is, "
+        "also where the model picked what the grid picked: the grid's own tie-break may pick below its best mean). Each sweep's report and recommendation are kept in "
         f"`{_rel(keep_dir)}/<machine>/<search>/`.",
         "",
         "Two sweeps of the same machine differ by the noise of their measurements as well as by their "
