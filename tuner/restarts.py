@@ -216,7 +216,7 @@ def contenders(cells: Iterable[CellView], levels: Sequence[int], noise: RestartN
             config_id=cid,
             levels=tuple(sorted(lv)),
             margin_pct=min(lv.values()),
-            why="closest margin {:.1f}% at C={}".format(min(lv.values()), min(lv, key=lambda k: lv[k])),
+            why=f"closest margin {min(lv.values()):.1f}% at C={min(lv, key=lambda k: lv[k])}",
         )
         for cid, lv in doubt.items()
     ]
