@@ -257,6 +257,7 @@ def main() -> int:
                     print(f"[{name}] --search {search} ...", file=sys.stderr, flush=True)
                     runs[search] = sweep(machine, inv, search, out, args.repeats, args.requests_per_level)
                     dest = keep_dir / name / search
+                    shutil.rmtree(dest, ignore_errors=True)  # no stale file of an earlier run stays
                     dest.mkdir(parents=True, exist_ok=True)
                     for f in KEEP:
                         if (out / f).exists():
