@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .stats import Interval, t975
 
@@ -142,6 +143,12 @@ def pool(cells: Mapping[tuple[str, int], Sequence[Row]]) -> RestartNoise | None:
         configs=len(deps_per_config),
         raw_rel_sd=math.sqrt(ss / n_minus_1),
     )
+
+
+def pool_stats(stats: Mapping[tuple[str, int], Any]) -> RestartNoise | None:
+    """`pool` over a sweep's cells (tuner/decide/analysis.py PointStats: complete ones, their
+    throughput rows); None when no configuration was measured in two deployments."""
+    return pool({k: p.interval_rows("output_tok_s") for k, p in stats.items() if not p.partial})
 
 
 def widen(rows: Sequence[Row], noise: RestartNoise) -> Interval | None:
