@@ -5,7 +5,7 @@ For each emulated machine (the seed profile, and bench/profiles/search-no-spec-h
 machine whose best depth differs strongly between low load and high load), one real
 `python -m tuner sweep` with the tuner's default workload against an emulator of SGLang 0.5.23 (the
 first emulated release with per-batch-size adaptive speculation): the static depths, then the
-schedule phase (tuner/schedule_sweep.py) builds a schedule from the per-level winners at the
+schedule phase (tuner/decide/schedule_phase.py) builds a schedule from the per-level winners at the
 batch sizes the server ran, and measures it and SGLang's default adaptive config at every level.
 Runs through ansible-runner against real emulator processes on this machine
 (tests/tuner/fixtures/local_emulator_deploy.yml: the sglang_server role's contract with a plain
