@@ -76,7 +76,11 @@ def test_confirmation_round_redeploys_contenders_within_its_budget(tmp_path, mon
         assert extra[0][0] != extra[1][0]  # two contenders take turns (interleaved)
     # each redeploy measured only the levels where its configuration's verdict was in doubt
     for cid, dep in extra:
-        lv = [r["concurrency"] for r in recs if r["type"] == "level" and r["config"]["config_id"] == cid and r["deployment"] == dep]
+        lv = [
+            r["concurrency"]
+            for r in recs
+            if r["type"] == "level" and r["config"]["config_id"] == cid and r["deployment"] == dep
+        ]
         assert lv and set(lv) <= {1, 8}
     timing = [r for r in recs if r["type"] == "timing"]
     assert sorted(r["deployment"] for r in timing) == sorted(d for _, d in deploys)

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from tuner import restarts
-from tuner import stats as st
-from tuner.stats import Interval
+from tuner.measure import restarts
+from tuner.measure import stats as st
+from tuner.measure.stats import Interval
 
 
 def own(value: float, rel: float) -> Interval:

@@ -46,10 +46,13 @@ def sweep(out: Path, inventory: Path, *args: str) -> int:
     # these tests pin down the grid (deployment order, the early stop, failures and rollback);
     # tests/tuner/test_tuner_search_local.py runs the model-guided search, the default
     search = () if "--search" in args else ("--search", "grid")
+    # the confirmation round has its own test (test_tuner_confirm_local.py); these pin the static phase
+    confirm = () if "--confirm" in args else ("--confirm", "0")
     return cli.main(
         [
             "sweep",
             *search,
+            *confirm,
             "--out",
             str(out),
             "--inventory",
