@@ -113,9 +113,10 @@ class Sweep:
         return BenchClient(client_options(self.workload, res.client_url, self.api_key, served))
 
     def _redeploy_vars(self, deployment: int) -> dict[str, Any]:
-        """With --repeat-deploys, each deployment carries its number in the server's environment
-        (`sglang_server_environment`), so the role sees a changed unit and restarts the server even
-        when the configuration is the one already running (an identical run restarts nothing)."""
+        """With --repeat-deploys, and on a confirmation redeploy, each deployment carries its number in
+        the server's environment (`sglang_server_environment`), so the role sees a changed unit and
+        restarts the server even when the configuration is the one already running (an identical run
+        restarts nothing)."""
         if self.spec.repeat_deploys <= 1 and deployment <= 1:
             return {}
         given = self.spec.extra_vars.get("sglang_server_environment") or {}
