@@ -125,6 +125,8 @@ def sweep(machine: Machine, inv: Path, search: str, out: Path, repeats: int, req
         str(repeats),
         "--requests-per-level",
         requests,
+        "--confirm",
+        "0",  # the search's own deployments (the confirmation round's cost: bench/coverage.md)
         "--quiet",
     )
     if search == "grid":
@@ -283,7 +285,8 @@ def main() -> int:
         "`.venv/bin/python bench/search_cost.py --render`. Each machine: `python -m tuner sweep --search grid --no-early-stop` (every depth: the "
         "reference) and `--search model`, one after the other on the same host, with the tuner's default "
         f"workload (256 in / 256 out tokens, temperature 0, concurrency 1, 4, 16, 32, 64) at "
-        f"`--requests-per-level {args.requests_per_level}` and {args.repeats} repeat(s). "
+        f"`--requests-per-level {args.requests_per_level}`, {args.repeats} repeat(s) and `--confirm 0` (the "
+        "searches' own deployments; what the confirmation round adds is measured in bench/coverage.md). "
         + (
             f"**The grid sweeps are the ones kept from an earlier run** (`--grid-from {_rel(args.grid_from)}`: "
             "the reference does not change with the search; their wall times are that run's); the model "
