@@ -22,7 +22,7 @@ wall time per sweep, the confirmation round's share of it (goal <= 25%).
 Raw data is kept in bench/coverage/ (one directory per sweep: records.jsonl, sweep.json, and
 runs.json with each sweep's wall time); `--render` rebuilds bench/coverage.md from it without
 sweeping. `make bench` runs it from scratch (the old sweeps are removed first).
-Usage: .venv/bin/python bench/coverage.py [--sweeps 8] [--steps 2-4] [--concurrency 4,32]
+Usage: .venv/bin/python bench/coverage.py [--sweeps 8] [--steps 1-5] [--concurrency 4,32]
        [--confirm 2] [--restart-cv 0.015] [--run-cv 0.005] [--render]
 """
 
@@ -334,7 +334,7 @@ def render(out_md: Path) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=8)
-    ap.add_argument("--steps", default="2-4")
+    ap.add_argument("--steps", default="1-5")
     ap.add_argument("--concurrency", default="4,32")
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--max-requests", type=int, default=160)
