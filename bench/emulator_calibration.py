@@ -581,7 +581,7 @@ def main() -> int:
     ap.add_argument("--http", action="store_true", help="also measure a subset of cells through the real server")
     ap.add_argument("--out", default=str(ROOT / "bench" / "emulator_calibration.md"))
     ap.add_argument(
-        "--render", action="store_true", help="measure nothing: rebuild from bench/emulator_calibration/run.json"
+        "--render", action="store_true", help="measure nothing: rebuild from bench/<name>/run.json"
     )
     a = ap.parse_args()
     kept = ROOT / "bench" / "emulator_calibration" / "run.json"
@@ -625,7 +625,7 @@ def main() -> int:
         )
     text, ok = render(p, grid, http, elapsed)
     text = text.rstrip("\n") + (
-        "\n\nRaw data: `bench/emulator_calibration/run.json` (the simulated grid and the HTTP cells as measured); "
+        "\n\nRaw data: `bench/<name>/run.json` (the simulated grid and the HTTP cells as measured); "
         "`.venv/bin/python bench/emulator_calibration.py --render` rebuilds this file from it.\n"
     )
     print(text)

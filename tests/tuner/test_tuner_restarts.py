@@ -1,5 +1,5 @@
 """The pooled deployment-to-deployment component and the confirmation round's planner
-(tuner/restarts.py; docs/tuner.md "Verdicts across restarts")."""
+(tuner/measure/restarts.py; docs/tuner.md "Verdicts across restarts")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Deployment-to-deployment noise: measured from redeploys, pooled over configurations.
 
-A level's own interval (tuner/stats.py) covers the noise inside one run. Two configurations of a
+A level's own interval (tuner/measure/stats.py) covers the noise inside one run. Two configurations of a
 sweep are measured in two deployments, and a restart moves every number of a deployment together
 (GPU clocks, memory placement, what else runs on the machine: on a real server 1-2% between two
 starts of one configuration is common). A verdict "A beats B beyond noise" that ignores that part
@@ -46,7 +46,7 @@ from typing import Any
 
 from .stats import Interval, t975
 
-# (value, the level's own interval or None, deployment) per level of a cell, as tuner/stats.py
+# (value, the level's own interval or None, deployment) per level of a cell, as tuner/measure/stats.py
 # `combine` takes them.
 Row = tuple[float, Interval | None, int]
 Z975 = 1.959964
@@ -178,7 +178,7 @@ class Contender:
 
 @dataclass(frozen=True)
 class CellView:
-    """What the planner needs of a cell (tuner/analysis.py PointStats gives it)."""
+    """What the planner needs of a cell (tuner/decide/analysis.py PointStats gives it)."""
 
     config_id: str
     level: int
