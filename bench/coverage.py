@@ -22,8 +22,8 @@ wall time per sweep, the confirmation round's share of it (goal <= 25%).
 Raw data is kept in bench/coverage/ (one directory per sweep: records.jsonl, sweep.json, and
 runs.json with each sweep's wall time); `--render` rebuilds bench/coverage.md from it without
 sweeping. `make bench` runs it from scratch (the old sweeps are removed first).
-Usage: .venv/bin/python bench/coverage.py [--sweeps 8] [--steps 1-5] [--concurrency 4,32]
-       [--confirm 2] [--restart-cv 0.015] [--run-cv 0.005] [--render]
+Usage: .venv/bin/python bench/coverage.py [--sweeps 8] [--steps 2-4] [--concurrency 4,32]
+       [--confirm 2] [--restart-cv 0.015] [--run-cv 0.005] [--parallel 3] [--render]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,10 +101,21 @@ def run_sweeps(args: argparse.Namespace) -> None:
         tmpd = Path(tmp)
         profile = tmpd / "seed-restart-noise.yaml"
         profile_with_noise(profile, args.restart_cv, args.run_cv)
-        state_dir = tmpd / "state"
-        inv = local_inventory(tmpd / "inv.yml", {"cov1": free_port()}, state_dir)
-        try:
-            for i in range(1, args.sweeps + 1):
+        # `--parallel` hosts (local emulator processes on their own ports), a sweep on each at a time
+        workers = max(1, min(args.parallel, args.sweeps))
+        invs = [
+            (local_inventory(tmpd / f"inv{w}.yml", {f"cov{w}": free_port()}, tmpd / f"state{w}"), tmpd / f"state{w}")
+            for w in range(workers)
+        ]
+        queue = list(range(1, args.sweeps + 1))
+        lock = threading.Lock()
+
+        def worker(inv: Path) -> None:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    i = queue.pop(0)
                 out = tmpd / f"sweep-{i}"
                 cmd = [
                     sys.executable,
@@ -131,7 +143,7 @@ def run_sweeps(args: argparse.Namespace) -> None:
                     "--max-requests-per-level",
                     str(args.max_requests),
                     "--max-level-s",
-                    "20",
+                    "15",
                     "--search",
                     "grid",
                     "--no-early-stop",
@@ -150,10 +162,20 @@ def run_sweeps(args: argparse.Namespace) -> None:
                     if (out / name).exists():
                         shutil.copy2(out / name, keep / name)
                 (keep / "progress.log").write_text(proc.stderr)
-                runs["sweeps"].append({"dir": keep.name, "wall_s": round(wall, 2), "rc": proc.returncode})
+                with lock:
+                    runs["sweeps"].append({"dir": keep.name, "wall_s": round(wall, 2), "rc": proc.returncode})
                 print(f"sweep {i}/{args.sweeps}: rc {proc.returncode}, {wall:.0f} s", flush=True)
+
+        try:
+            threads = [threading.Thread(target=worker, args=(inv,)) for inv, _state in invs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         finally:
-            stop_local_emulators(state_dir)
+            for _inv, state_dir in invs:
+                stop_local_emulators(state_dir)
+    runs["sweeps"].sort(key=lambda r: int(r["dir"].split("-")[1]))
     runs["ended"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     runs["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     (DATA / "runs.json").write_text(json.dumps(runs, indent=2) + "\n")
@@ -276,7 +298,7 @@ def render(out_md: Path) -> int:
         f"`noise_restart_cv` {a['restart_cv']} and `noise_run_cv` {a['run_cv']}: a factor on every batch's duration "
         'drawn per server start and per level, docs/emulator.md "Noise"), each sweep a real `python -m tuner '
         f"sweep --search grid --no-early-stop --steps {a['steps']} --concurrency {a['concurrency']}` (64 in / "
-        f"{a['output_len']} out tokens, the precision loop at +-2% capped at {a['max_requests']} requests or 20 s a "
+        f"{a['output_len']} out tokens, the precision loop at +-2% capped at {a['max_requests']} requests or 15 s a "
         f'level) with `--confirm {a["confirm"]}` (docs/tuner.md "Verdicts across restarts"). The tuner reads only '
         "what the server serves; the profile's noise settings are for this bench's own description.",
         "",
@@ -334,10 +356,11 @@ def render(out_md: Path) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=8)
-    ap.add_argument("--steps", default="1-5")
+    ap.add_argument("--steps", default="2-4")
     ap.add_argument("--concurrency", default="4,32")
     ap.add_argument("--output-len", type=int, default=128)
-    ap.add_argument("--max-requests", type=int, default=160)
+    ap.add_argument("--max-requests", type=int, default=96)
+    ap.add_argument("--parallel", type=int, default=3, help="sweeps at a time, each on its own local host")
     ap.add_argument("--confirm", type=int, default=2, help="the sweeps' --confirm (extra starts)")
     ap.add_argument("--restart-cv", type=float, default=0.015, help="the profile's noise_restart_cv")
     ap.add_argument("--run-cv", type=float, default=0.005, help="the profile's noise_run_cv")
