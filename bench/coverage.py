@@ -290,7 +290,8 @@ def render(out_md: Path) -> int:
         f"{runs['revision']}; rendered {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} at revision "
         f"{git_rev()}; {runs['machine']}, load {runs.get('load', '?')} at the end). Regenerate: "
         f"`.venv/bin/python bench/coverage.py --sweeps {a['sweeps']} --steps {a['steps']} --concurrency "
-        f"{a['concurrency']} --confirm {a['confirm']} --restart-cv {a['restart_cv']} --run-cv {a['run_cv']}`; "
+        f"{a['concurrency']} --confirm {a['confirm']} --restart-cv {a['restart_cv']} --run-cv {a['run_cv']} "
+        f"--max-requests {a['max_requests']} --parallel {a.get('parallel', 1)}`; "
         "from the kept data alone: `.venv/bin/python bench/coverage.py --render`. Raw data: `bench/coverage/` "
         "(each sweep's records.jsonl, sweep.json, recommendation.json, progress.log; runs.json).",
         "",
