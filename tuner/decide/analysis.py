@@ -146,7 +146,11 @@ class PointStats:
     def sem(self) -> float:
         return self.std / math.sqrt(self.n) if self.n else 0.0
 
-    def interval_rows(self, value: str, low: str = "", high: str = "") -> list[tuple[float, Interval | None, int]]:
+    def interval_rows(
+        self, value: str, low: str = "", high: str = "", z: bool = False
+    ) -> list[tuple[float, Interval | None, int]]:
+        """(value, the level's own interval, deployment) per level used; with `z` the own interval is
+        rescaled from its t quantile (t975 on windows - 1) to 1.96 standard errors (for pooling)."""
         low, high = low or f"{value}_ci_low", high or f"{value}_ci_high"
         rows: list[tuple[float, Interval | None, int]] = []
         for lv in self.used:
@@ -154,10 +158,11 @@ class PointStats:
             if v is None:
                 continue
             lo, hi = getattr(lv.metrics, low), getattr(lv.metrics, high)
+            k = restarts.Z975 / st.t975(max(1, lv.metrics.windows - 1)) if z and lv.metrics.windows >= 2 else 1.0
             own = (
                 None
                 if lo is None or hi is None
-                else Interval(float(v), float(lo), float(hi), lv.metrics.samples, "requests")
+                else Interval(float(v), v - (v - lo) * k, v + (hi - v) * k, lv.metrics.samples, "requests")
             )
             rows.append((float(v), own, lv.deployment))
         return rows

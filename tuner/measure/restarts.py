@@ -91,8 +91,9 @@ class RestartNoise:
 
 
 def _own_sd(value: float, iv: Interval | None) -> float:
-    """The relative sd a level's own interval states (its half-width over the normal quantile:
-    the level's t quantile is larger, so this errs towards a larger deployment component)."""
+    """The relative sd a level's own interval states: its half-width over the normal quantile (the
+    rows given to `pool` carry intervals rescaled to 1.96 standard errors, tuner/decide/analysis.py
+    `interval_rows(z=True)`, so that exactly the levels' own noise is taken out)."""
     if iv is None or value <= 0:
         return 0.0
     return (iv.half_width / value) / Z975
@@ -148,7 +149,7 @@ def pool(cells: Mapping[tuple[str, int], Sequence[Row]]) -> RestartNoise | None:
 def pool_stats(stats: Mapping[tuple[str, int], Any]) -> RestartNoise | None:
     """`pool` over a sweep's cells (tuner/decide/analysis.py PointStats: complete ones, their
     throughput rows); None when no configuration was measured in two deployments."""
-    return pool({k: p.interval_rows("output_tok_s") for k, p in stats.items() if not p.partial})
+    return pool({k: p.interval_rows("output_tok_s", z=True) for k, p in stats.items() if not p.partial})
 
 
 def widen(rows: Sequence[Row], noise: RestartNoise) -> Interval | None:
