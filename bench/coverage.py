@@ -360,7 +360,7 @@ def main() -> int:
     ap.add_argument("--steps", default="2-4")
     ap.add_argument("--concurrency", default="4,32")
     ap.add_argument("--output-len", type=int, default=128)
-    ap.add_argument("--max-requests", type=int, default=96)
+    ap.add_argument("--max-requests", type=int, default=192)
     ap.add_argument("--parallel", type=int, default=3, help="sweeps at a time, each on its own local host")
     ap.add_argument("--confirm", type=int, default=2, help="the sweeps' --confirm (extra starts)")
     ap.add_argument("--restart-cv", type=float, default=0.015, help="the profile's noise_restart_cv")

@@ -580,9 +580,7 @@ def main() -> int:
     ap.add_argument("--fit", action="store_true", help="fit the timing constants and write them into the profile")
     ap.add_argument("--http", action="store_true", help="also measure a subset of cells through the real server")
     ap.add_argument("--out", default=str(ROOT / "bench" / "emulator_calibration.md"))
-    ap.add_argument(
-        "--render", action="store_true", help="measure nothing: rebuild from bench/<name>/run.json"
-    )
+    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/<name>/run.json")
     a = ap.parse_args()
     kept = ROOT / "bench" / "emulator_calibration" / "run.json"
     path = Path(a.profile)
