@@ -93,7 +93,7 @@ def run_sweeps(args: argparse.Namespace) -> None:
     runs: dict[str, Any] = {
         "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "revision": git_rev(),
-        "args": {k: v for k, v in vars(args).items() if k != "render"},
+        "args": {k: v for k, v in vars(args).items() if k not in ("render", "out")},
         "machine": f"{platform.node() or 'host'}, {os.cpu_count()} CPUs",
         "sweeps": [],
     }
@@ -293,7 +293,8 @@ def render(out_md: Path) -> int:
         f"{a['concurrency']} --confirm {a['confirm']} --restart-cv {a['restart_cv']} --run-cv {a['run_cv']} "
         f"--max-requests {a['max_requests']} --parallel {a.get('parallel', 1)}`; "
         "from the kept data alone: `.venv/bin/python bench/coverage.py --render`. Raw data: `bench/coverage/` "
-        "(each sweep's records.jsonl, sweep.json, recommendation.json, progress.log; runs.json).",
+        "(each sweep's records.jsonl, sweep.json, recommendation.json, progress.log; runs.json)."
+        + (f" runs.json: {runs['note']}." if runs.get("note") else ""),
         "",
         f"{len(dirs)} independent sweeps of one machine: a local emulator process (the seed profile with "
         f"`noise_restart_cv` {a['restart_cv']} and `noise_run_cv` {a['run_cv']}: a factor on every batch's duration "
