@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import signal
@@ -136,15 +137,39 @@ async def measure(url: str, levels: list[int], input_len: int, output_len: int) 
     return rows
 
 
-def render(rows: list[dict], args: argparse.Namespace, ok: bool) -> str:
-    load = os.getloadavg()
+DATA = ROOT / "bench" / "client_accuracy"
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def judge(rows: list[dict]) -> bool:
+    return all(
+        r["failed"] == 0
+        and r["client_tokens"] == r["emitted_tokens"]
+        and r["diff_pct"] is not None
+        and abs(r["diff_pct"]) <= 2.0
+        for r in rows
+    )
+
+
+def render(data: dict) -> str:
+    rows, args, load, ok = data["rows"], data["args"], data["load"], judge(data["rows"])
     lines = [
         "# Client accuracy and cost (bench/client_accuracy.py)",
         "",
-        f"- run: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {platform.node()}, {os.cpu_count()} CPUs, "
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end, Python {platform.python_version()}",
-        f"- server: `python -m tuner.emulator` on loopback, default (seed) profile, spec_steps {args.steps}; "
-        f"native /generate, {args.input_len} input / {args.output_len} output tokens, ignore_eos, "
+        f"- run: {data['run']} (code revision {data['revision']}), {data['machine']}, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end, Python {data['python']}; the measured rows are "
+        "kept in `bench/client_accuracy/run.json` and `.venv/bin/python bench/client_accuracy.py --render` "
+        "rebuilds this file from them",
+        f"- server: `python -m tuner.emulator` on loopback, default (seed) profile, spec_steps {args['steps']}; "
+        f"native /generate, {args['input_len']} input / {args['output_len']} output tokens, ignore_eos, "
         "requests per level max(4, 2 x C), closed loop",
         "- emitted tok/s: the emulator's generation_tokens_total delta over its own window (the client's, "
         "less what the emulator's e2e_latency says the first and last request spent outside it): the "
@@ -174,25 +199,40 @@ def main() -> int:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--profile", default=None)
     ap.add_argument("--out", default=str(ROOT / "bench" / "client_accuracy.md"))
+    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/client_accuracy/")
     args = ap.parse_args()
-    levels = [int(x) for x in args.levels.split(",")]
-    proc, url = start_emulator(args.steps, args.profile)
-    try:
-        rows = asyncio.run(measure(url, levels, args.input_len, args.output_len))
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    ok = all(
-        r["failed"] == 0
-        and r["client_tokens"] == r["emitted_tokens"]
-        and r["diff_pct"] is not None
-        and abs(r["diff_pct"]) <= 2.0
-        for r in rows
-    )
-    text = render(rows, args, ok)
+    kept = DATA / "run.json"
+    if args.render:
+        if not kept.exists():
+            Path(args.out).write_text(
+                "# Client accuracy and cost (bench/client_accuracy.py)\n\nNo kept data: run "
+                "`.venv/bin/python bench/client_accuracy.py` (it keeps its rows in `bench/client_accuracy/run.json`).\n"
+            )
+            return 1
+        data = json.loads(kept.read_text())
+    else:
+        levels = [int(x) for x in args.levels.split(",")]
+        proc, url = start_emulator(args.steps, args.profile)
+        try:
+            rows = asyncio.run(measure(url, levels, args.input_len, args.output_len))
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        data = {
+            "run": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "revision": git_rev(),
+            "machine": f"{platform.node()}, {os.cpu_count()} CPUs",
+            "python": platform.python_version(),
+            "load": [round(x, 2) for x in os.getloadavg()],
+            "args": {k: v for k, v in vars(args).items() if k not in ("render", "out")},
+            "rows": rows,
+        }
+        DATA.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(data, indent=1) + "\n")
+    text = render(data)
     Path(args.out).write_text(text)
     print(text)
-    return 0 if ok else 1
+    return 0 if judge(data["rows"]) else 1
 
 
 if __name__ == "__main__":

@@ -576,25 +576,65 @@ def main() -> int:
     ap.add_argument("--fit", action="store_true", help="fit the timing constants and write them into the profile")
     ap.add_argument("--http", action="store_true", help="also measure a subset of cells through the real server")
     ap.add_argument("--out", default=str(ROOT / "bench" / "emulator_calibration.md"))
+    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/<name>/run.json")
     a = ap.parse_args()
-    t0 = time.time()
+    kept = ROOT / "bench" / "emulator_calibration" / "run.json"
     path = Path(a.profile)
-    p = load_profile(path)
-    if a.fit:
-        p = fit(p)
-        write_profile(path, p)
+    if a.render:
+        if not kept.exists():
+            raise SystemExit(f"{kept}: no kept run (run the script without --render)")
+        data = json.loads(kept.read_text())
         p = load_profile(path)
-    grid = simulate_grid(p, (0, 1, 2, 3, 4, 5), SEEDS_TABLE)
-    http: dict[tuple[int, int], dict[str, float]] = {}
-    if a.http:
-        for k, levels in HTTP_SUBSET.items():
-            for c, r in http_measure(path, k, levels).items():
-                http[(k, c)] = r
-    text, ok = render(p, grid, http, time.time() - t0)
+        grid = {(int(k), int(c)): v for k, c, v in data["grid"]}
+        http = {(int(k), int(c)): v for k, c, v in data["http"]}
+        elapsed = float(data["elapsed_s"])
+    else:
+        t0 = time.time()
+        p = load_profile(path)
+        if a.fit:
+            p = fit(p)
+            write_profile(path, p)
+            p = load_profile(path)
+        grid = simulate_grid(p, (0, 1, 2, 3, 4, 5), SEEDS_TABLE)
+        http = {}
+        if a.http:
+            for k, levels in HTTP_SUBSET.items():
+                for c, r in http_measure(path, k, levels).items():
+                    http[(k, c)] = r
+        elapsed = time.time() - t0
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(
+            json.dumps(
+                {
+                    "run": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                    "revision": _git_rev(),
+                    "profile": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+                    "elapsed_s": round(elapsed, 1),
+                    "grid": [[k, c, v] for (k, c), v in sorted(grid.items())],
+                    "http": [[k, c, v] for (k, c), v in sorted(http.items())],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+    text, ok = render(p, grid, http, elapsed)
+    text = text.rstrip("\n") + (
+        "\n\nRaw data: `bench/<name>/run.json` (the simulated grid and the HTTP cells as measured); "
+        "`.venv/bin/python bench/emulator_calibration.py --render` rebuilds this file from it.\n"
+    )
     print(text)
     if a.out:
         Path(a.out).write_text(text, encoding="utf-8")
     return 0 if ok else 1
+
+
+def _git_rev() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 if __name__ == "__main__":

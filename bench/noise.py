@@ -26,17 +26,20 @@ count must be chosen before knowing which cell is noisy) against the precision l
 Levels: concurrency 4 (where depth 4 clearly beats 3 on the seed profile) and 32 (where 3 and 4
 are within a few %), 128 output tokens: bounded load.
 
-Writes bench/noise.md (or --out).
-Usage: .venv/bin/python bench/noise.py [--sweeps 5] [--steps 3-4] [--concurrency 4,32]
+Writes bench/noise.md (or --out) and keeps every sweep in bench/<name>/ (the old ones removed
+first); `--render` rebuilds the table from the kept sweeps without sweeping.
+Usage: .venv/bin/python bench/noise.py [--sweeps 5] [--steps 3-4] [--concurrency 4,32] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,6 +58,7 @@ from tuner.data.store import Store  # noqa: E402
 from tuner.present.summary import summarize  # noqa: E402
 
 PLAY = ROOT / "tests" / "tuner" / "fixtures" / "local_emulator_deploy.yml"
+DATA = ROOT / "bench" / "noise"
 SEED = ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml"
 VENV_BIN = Path(sys.executable).parent
 ENV = {
@@ -166,9 +170,53 @@ def main() -> int:
     ap.add_argument("--noise-restart-cv", type=float, default=0.02, help="restart noise (the profile's CV)")
     ap.add_argument("--deploys", type=int, default=3, help="--repeat-deploys of the sweeps that cover restarts")
     ap.add_argument("--out", default=str(ROOT / "bench" / "noise.md"))
+    ap.add_argument("--render", action="store_true", help="sweep nothing: rebuild the table from bench/<name>/")
     args = ap.parse_args()
+    meta_path = DATA / "runs.json"
+    if args.render:
+        if not meta_path.exists():
+            Path(args.out).write_text(NO_DATA)
+            print(NO_DATA)
+            return 1
+        meta = json.loads(meta_path.read_text())
+        for k, v in meta["args"].items():
+            setattr(args, k, v)
+    else:
+        meta = measure(args)
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     levels = [int(c) for c in args.concurrency.split(",")]
+    runs: dict[str, list[dict]] = {k: [] for k in KINDS}
+    for name, took in meta["sweeps"].items():
+        kind = name.rsplit("-", 1)[0]
+        res = analyse(DATA / name)
+        res["took_s"] = took
+        runs.setdefault(kind, []).append(res)
+    fixed_runs = runs.pop("fixed", [])
+    text = report(args, levels, runs, fixed_runs, meta["need"], meta["noise_keys"], meta)
+    Path(args.out).write_text(text)
+    print(text)
+    return 1 if confident_beaten(runs["restarts"], levels) else 0
+
+
+NO_DATA = (
+    "# Noise: repeatable answers with the statistics, and what the precision loop costs\n\n"
+    "No kept data: the run this file once showed (2026-11-30) kept no raw sweeps, so its figures are not "
+    "repeated here. (That run's restart-covering mode named the ~12% slower depth at concurrency 4 in 4 of 5 "
+    "sweeps: with `--repeat-deploys 3` each cell's interval then came from its own three deployments, t = 4.3 "
+    "on 2 degrees of freedom, so the two depths' intervals overlapped and the tie-break took the depth with more "
+    'KV capacity. The deployment component is now pooled over configurations, docs/tuner.md "Verdicts across '
+    'restarts".) Regenerate: `scripts/bench.sh noise` (local emulator processes, about 40 minutes); it keeps '
+    "every sweep in `bench/<name>/`, and `--render` rebuilds this file from them.\n"
+)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Run every sweep into bench/noise/<kind>-<i> (the old ones removed first); their metadata."""
+    if DATA.exists():
+        shutil.rmtree(DATA)
+    DATA.mkdir(parents=True)
     started = time.time()
+    took: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="sgt-noise-") as tmp:
         tmpd = Path(tmp)
         state = tmpd / "state"
@@ -176,36 +224,56 @@ def main() -> int:
         profile = tmpd / "seed-noisy.yaml"
         noise_keys = noisy_profile(profile, args.noise_run_cv, args.noise_restart_cv)
         inv = local_inventory(tmpd / "inventory.yml", {"noise-a": free_port()}, state)
-        runs: dict[str, list[dict]] = {k: [] for k in KINDS}
+        need_by: list[int] = []
         try:
             for i in range(args.sweeps):
                 for kind in KINDS:  # the kinds take turns, so drift of the machine hits all alike
-                    out = tmpd / f"{kind}-{i + 1}"
-                    took = sweep(inv, profile, out, args, kind_args(kind, args))
-                    res = analyse(out)
-                    res["took_s"] = took
-                    runs[kind].append(res)
-                    print(f"{kind} sweep {i + 1}: {took:.0f} s, levels {res['level_s']:.0f} s", file=sys.stderr)
+                    name = f"{kind}-{i + 1}"
+                    took[name] = round(sweep(inv, profile, tmpd / name, args, kind_args(kind, args)), 1)
+                    keep(tmpd / name, DATA / name)
+                    res = analyse(DATA / name)
+                    if kind == "requests":
+                        need_by += [
+                            math.ceil(n / c) for c, lv in res["levels"].items() for n in lv["requests"].values()
+                        ]
+                    print(f"{kind} sweep {i + 1}: {took[name]:.0f} s, levels {res['level_s']:.0f} s", file=sys.stderr)
             # the fixed count that gives every cell the precision loop's width: the most requests per
             # unit of concurrency the loop needed in any cell of any sweep
-            need = max(
-                math.ceil(n / c)
-                for r in runs["requests"]
-                for c, lv in r["levels"].items()
-                for n in lv["requests"].values()
-            )
-            fixed_runs: list[dict] = []
+            need = max(need_by)
             for i in range(2):
-                out = tmpd / f"fixed-{i + 1}"
-                took = sweep(inv, profile, out, args, ["--requests-per-level", f"{need}x"])
-                fixed_runs.append(analyse(out))
-                print(f"fixed sweep {i + 1} ({need}x): {took:.0f} s", file=sys.stderr)
+                name = f"fixed-{i + 1}"
+                took[name] = round(sweep(inv, profile, tmpd / name, args, ["--requests-per-level", f"{need}x"]), 1)
+                keep(tmpd / name, DATA / name)
+                print(f"fixed sweep {i + 1} ({need}x): {took[name]:.0f} s", file=sys.stderr)
         finally:
             stop_local_emulators(state)
-    text = report(args, levels, runs, fixed_runs, need, noise_keys, started)
-    Path(args.out).write_text(text)
-    print(text)
-    return 1 if confident_beaten(runs["restarts"], levels) else 0
+    return {
+        "started": started,
+        "ended": time.time(),
+        "load": round(os.getloadavg()[0], 1),
+        "machine": f"{platform.node() or 'host'}, {os.cpu_count()} CPUs",
+        "revision": git_rev(),
+        "args": {k: v for k, v in vars(args).items() if k not in ("render", "out")},
+        "noise_keys": noise_keys,
+        "need": need,
+        "sweeps": took,
+    }
+
+
+def keep(src: Path, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("records.jsonl", "sweep.json", "recommendation.json"):
+        if (src / name).exists():
+            shutil.copy2(src / name, dest / name)
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 # without: the count and rule before issue #11; requests: the statistics with one deployment and no
@@ -215,9 +283,9 @@ KINDS = ("without", "requests", "restarts")
 
 def kind_args(kind: str, args: argparse.Namespace) -> list[str]:
     if kind == "without":
-        return ["--requests-per-level", "2x"]
+        return ["--requests-per-level", "2x", "--confirm", "0"]
     if kind == "requests":
-        return ["--precision", args.precision]
+        return ["--precision", args.precision, "--confirm", "0"]
     return ["--precision", args.precision, "--repeat-deploys", str(args.deploys)]
 
 
@@ -240,14 +308,15 @@ def confident_beaten(runs: list[dict], levels: list[int]) -> list[str]:
     return out
 
 
-def report(args, levels, runs, fixed_runs, need, noise_keys, started) -> str:  # noqa: ANN001
-    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load = os.getloadavg()
+def report(args, levels, runs, fixed_runs, need, noise_keys, meta) -> str:  # noqa: ANN001
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(meta["started"]))
     lines = [
         "# Noise: repeatable answers with the statistics, and what the precision loop costs",
         "",
-        f"Generated by `bench/noise.py` on {now} ({platform.node() or 'host'}, {os.cpu_count()} CPUs, load "
-        f"{load[0]:.1f} at the end; {(time.time() - started) / 60:.1f} min). One local host: the emulator as a "
+        f"Generated by `bench/noise.py` on {when} ({meta['machine']}, load {meta['load']} at the end; "
+        f"{(meta['ended'] - meta['started']) / 60:.1f} min; code revision {meta['revision']}) from the sweeps kept "
+        "in `bench/<name>/` (records.jsonl, sweep.json, recommendation.json each; runs.json); "
+        "`.venv/bin/python bench/noise.py --render` rebuilds this file from them. One local host: the emulator as a "
         "plain process, deployed by `python -m tuner sweep` through tests/tuner/fixtures/local_emulator_deploy.yml "
         f'(a restart per deploy), the seed profile with {", ".join(noise_keys)} (docs/emulator.md "Noise": a '
         "factor on every batch's duration, drawn per server start and per level, unseeded), on top of the "
@@ -257,10 +326,11 @@ def report(args, levels, runs, fixed_runs, need, noise_keys, started) -> str:  #
         "",
         "- **without** the statistics: `--requests-per-level 2x` (the count before issue #11) and the rule then: "
         "the highest mean, within 1% the fewer steps;",
-        f"- **requests**: `--precision {args.precision}` (the default), one deployment, no repeats: the intervals "
-        "cover the noise within a level only (the report says so);",
-        f"- **restarts**: the same with `--repeat-deploys {args.deploys}`: the intervals cover restart-to-restart "
-        "and level-to-level noise.",
+        f"- **requests**: `--precision {args.precision}` (the default) and `--confirm 0`, one deployment, no "
+        "repeats: the intervals cover the noise within a level only (the report says so);",
+        f"- **restarts**: `--repeat-deploys {args.deploys}`: the intervals cover restart-to-restart and "
+        "level-to-level noise, the deployment component pooled over configurations (docs/tuner.md "
+        '"Verdicts across restarts").',
         "",
         'With the statistics a winner is named only beyond noise, else "tied within noise" and the tie-break '
         "(more KV capacity, then fewer steps) chooses.",

@@ -17,8 +17,9 @@ reads the prompts file (`validate_backend` off); AIPerf gets a word-level tokeni
 prompts' words (its token counts then equal the emulator's) in a private HF cache, and uses the
 server's token counts. A missing peer is skipped. Needs root for tcpdump (else no wire columns).
 
-Writes bench/peer_clients.md (or --out). Not part of CI.
-Usage: .venv/bin/python bench/peer_clients.py [--requests 64] [--concurrency 1,16]
+Writes bench/peer_clients.md (or --out) from the runs it keeps in bench/<name>/runs.json;
+`--render` rebuilds the file from them without measuring. Not part of CI.
+Usage: .venv/bin/python bench/peer_clients.py [--requests 64] [--concurrency 1,16] [--render]
 """
 
 from __future__ import annotations
@@ -254,15 +255,39 @@ def run_aiperf(url: str, c: int, n: int, tmp: Path, hf: Path) -> dict | None:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=64, help="requests at the highest concurrency (16 at C=1)")
-    ap.add_argument("--concurrency", default="1,16")
-    ap.add_argument("--rounds", type=int, default=3, help="runs of each client per level, taking turns")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "peer_clients.md"))
-    args = ap.parse_args()
+DATA = ROOT / "bench" / "peer_clients"
+HEADER = [
+    "C",
+    "client",
+    "output tok/s (its own)",
+    "TTFT p50 ms (its own)",
+    "TTFT p50 ms on the wire, same run",
+    "client vs wire",
+    "connections opened",
+    "requests per burst",
+    "",
+]
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Every client's every run, as measured (kept in bench/<name>/runs.json)."""
     levels = [int(c) for c in args.concurrency.split(",")]
-    rows: list[list[str]] = []
+    data: dict = {
+        "run": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "revision": git_rev(),
+        "machine": f"{platform.node() or 'host'}, {os.cpu_count()} CPUs",
+        "args": {"requests": args.requests, "concurrency": args.concurrency, "rounds": args.rounds},
+        "levels": {},
+    }
     with tempfile.TemporaryDirectory(prefix="sgt-peers-") as tmpd, emulator() as url:
         tmp = Path(tmpd)
         write_prompts(tmp / "prompts.jsonl", 4 * args.requests)
@@ -288,96 +313,126 @@ def main() -> int:
                     res["burst"] = wire.get("burst")
                     runs.setdefault(name, []).append(res)
                     print(f"C={c} round {r + 1} {name}: {res}", file=sys.stderr)
-            for name, rs in runs.items():
+            data["levels"][str(c)] = runs
+    data["load"] = round(os.getloadavg()[0], 1)
+    return data
 
-                def med(key: str, rs: list[dict] = rs) -> float | None:
-                    vals = [x[key] for x in rs if x.get(key) is not None]
-                    return statistics.median(vals) if vals else None
 
-                diffs = [x["ttft_p50"] / x["wire"] - 1 for x in rs if x.get("wire")]
-                w = med("wire")
-                rows.append(
-                    [
-                        str(c),
-                        name,
-                        f"{med('tok_s'):.1f}",
-                        f"{med('ttft_p50'):.1f}",
-                        "-" if w is None else f"{w:.1f}",
-                        "-" if not diffs else f"{statistics.median(diffs) * 100:+.1f}%",
-                        "-" if med("connections") is None else f"{med('connections'):.0f}",
-                        "-" if med("burst") is None else f"{med('burst'):.1f}",
-                        "; ".join(dict.fromkeys(x["note"] for x in rs if x.get("note"))),
-                    ]
-                )
-    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    header = [
-        "C",
-        "client",
-        "output tok/s (its own)",
-        "TTFT p50 ms (its own)",
-        "TTFT p50 ms on the wire, same run",
-        "client vs wire",
-        "connections opened",
-        "requests per burst",
+def _med(rs: list[dict], key: str) -> float | None:
+    vals = [x[key] for x in rs if x.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def render(data: dict | None) -> str:
+    """bench/peer_clients.md from the kept runs: the table, and what it shows, computed."""
+    head = "# Our client against GuideLLM and AIPerf on one emulator process\n\n"
+    if not data:
+        return head + (
+            "No kept data: the run this file once showed (2026-11-30) kept no raw records, so its figures are "
+            "not repeated here. Regenerate: install the peers (see the script's docstring), then "
+            "`.venv/bin/python bench/peer_clients.py` (needs root for tcpdump); it keeps every run in "
+            "`bench/<name>/runs.json` and `--render` rebuilds this file from it.\n"
+        )
+    a = data["args"]
+    rows: list[list[str]] = []
+    ours_vs_guide: list[str] = []
+    for c, runs in data["levels"].items():
+        for name, rs in runs.items():
+            diffs = [x["ttft_p50"] / x["wire"] - 1 for x in rs if x.get("wire")]
+            w, tok, ttft = _med(rs, "wire"), _med(rs, "tok_s"), _med(rs, "ttft_p50")
+            conn, burst = _med(rs, "connections"), _med(rs, "burst")
+            rows.append(
+                [
+                    c,
+                    name,
+                    "-" if tok is None else f"{tok:.1f}",
+                    "-" if ttft is None else f"{ttft:.1f}",
+                    "-" if w is None else f"{w:.1f}",
+                    "-" if not diffs else f"{statistics.median(diffs) * 100:+.1f}%",
+                    "-" if conn is None else f"{conn:.0f}",
+                    "-" if burst is None else f"{burst:.1f}",
+                    "; ".join(dict.fromkeys(x["note"] for x in rs if x.get("note"))),
+                ]
+            )
+        ours, guide = runs.get("sglang-tune"), runs.get("GuideLLM 0.8.1")
+        if ours and guide:
+            t_o, t_g = _med(ours, "ttft_p50"), _med(guide, "ttft_p50")
+            w_o, w_g = _med(ours, "wire"), _med(guide, "wire")
+            if t_o and t_g:
+                txt = f"C = {c}: our TTFT p50 {100 * (t_o / t_g - 1):+.1f}% against GuideLLM's"
+                if w_o and w_g:
+                    txt += f", on the wire {100 * (w_o / w_g - 1):+.1f}%"
+                ours_vs_guide.append(txt)
+    toks = [float(r[2]) for r in rows if r[2] != "-"]
+    spread = 100 * (max(toks) / min(toks) - 1) if toks else None
+    text = [
+        head.rstrip("\n"),
         "",
+        f"Generated by `bench/peer_clients.py` on {data['run']} (code revision {data['revision']}; {data['machine']}, "
+        f"load {data.get('load', '?')} at the end) from the runs kept in `bench/<name>/runs.json`; "
+        "`--render` rebuilds this file from them. One `python -m tuner.emulator` (seed profile, steps 3) on "
+        f"loopback; every client sends the same {INPUT}-word prompts (the tuner's synthetic ones, seed {SEED}) "
+        f"to /v1/chat/completions, streaming, {OUTPUT} output tokens with ignore_eos, temperature 0, closed "
+        f"loop at each C ({a['requests']} requests at C > 1, 16 at C = 1); {a['rounds']} rounds, the clients "
+        "taking turns, medians shown. The wire columns come from tcpdump on loopback during that client's own "
+        "run: first request packet to first packet carrying a content token. Each tool's output tok/s is its "
+        "own definition (ours: tokens over the span all C clients were busy; GuideLLM: output tokens per "
+        "second of the run; AIPerf: total output tokens over the benchmark duration).",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "|".join("---" for _ in HEADER) + "|",
+        *["| " + " | ".join(r) + " |" for r in rows],
+        "",
+        "What the table shows (computed from it): "
+        + ("; ".join(ours_vs_guide) + "; " if ours_vs_guide else "")
+        + ("" if spread is None else f"output tok/s of every client within {spread:.1f}% of each other."),
+        EXPLANATION,
     ]
-    text = "\n".join(
-        [
-            "# Our client against GuideLLM and AIPerf on one emulator process",
-            "",
-            f"Generated by `bench/peer_clients.py` on {now} ({platform.node() or 'host'}, {os.cpu_count()} CPUs, "
-            f"load {os.getloadavg()[0]:.1f} at the end). One `python -m tuner.emulator` (seed profile, steps 3) on "
-            f"loopback; every client sends the same {INPUT}-word prompts (the tuner's synthetic ones, seed {SEED}) "
-            f"to /v1/chat/completions, streaming, {OUTPUT} output tokens with ignore_eos, temperature 0, closed "
-            f"loop at each C ({args.requests} requests at C > 1, 16 at C = 1); {args.rounds} rounds, the clients "
-            "taking turns, medians shown. The wire columns come from tcpdump "
-            "on loopback during that client's own run: first request packet to first packet carrying a content "
-            "token. Each tool's output tok/s is its own definition (ours: tokens over the span all C clients were "
-            "busy; GuideLLM: output tokens per second of the run; AIPerf: total output tokens over the benchmark "
-            "duration).",
-            "",
-            "| " + " | ".join(header) + " |",
-            "|" + "|".join("---" for _ in header) + "|",
-            *["| " + " | ".join(r) + " |" for r in rows],
-            "",
-        ]
-    )
-    Path(args.out).write_text(text + EXPLANATION)
+    return "\n".join(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=64, help="requests at the highest concurrency (16 at C=1)")
+    ap.add_argument("--concurrency", default="1,16")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each client per level, taking turns")
+    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/<name>/")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "peer_clients.md"))
+    args = ap.parse_args()
+    kept = DATA / "runs.json"
+    if args.render:
+        data = json.loads(kept.read_text()) if kept.exists() else None
+    else:
+        data = measure(args)
+        DATA.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(data, indent=1) + "\n")
+    text = render(data)
+    Path(args.out).write_text(text)
     print(text)
-    return 0
+    return 0 if data else 1
 
 
 EXPLANATION = """
-## Which TTFT is right, and why they differ
+## Which TTFT is right, and why they can differ
 
 The wire is the referee: a client's TTFT can only add its own delays to what the kernel saw.
 
-- **Each client but AIPerf reads what happened on the wire in its own run**, within ~1%, at C = 1
-  and C = 16. Ours starts its clock when the request's headers go to the socket (an aiohttp trace
-  hook), as GuideLLM does (httpx's `send_request_headers.started`). Before that change our clock
-  started before aiohttp had written the request, and at C = 16 it read +4.1% above its wire: the
-  client's own event loop, busy with the other streams of a wave, delayed the write.
-- **At C = 16 the server really answered our requests later than GuideLLM's**, by about as much as
-  our TTFT reads higher (the ~12% first seen in issue #11): compare the wire column. Our closed loop
-  sends each wave of requests at once (all C workers start together and, with fixed-length outputs,
-  stay in step), so the server prefills a whole wave as one batch and every request of it waits for
-  that batch, as SGLang's scheduler does. GuideLLM's dispatcher spreads the same closed loop out (it
-  warns of "dispatch delay": conversations loaded late), so its requests arrive in smaller bunches
-  (the "requests per burst" column: ~2 against ~4) and meet smaller prefill batches. AIPerf's
-  requests arrive as bunched as ours, and its wire TTFT is ours. The difference is in the load the
-  clients make, not in their measurement; at C = 1 there is no batching and all agree.
-- **AIPerf reads above its own wire** (+5% at C = 16): it starts its clock before its aiohttp
-  session writes the request, so its own client-side delays count. In one run outside this table it
-  opened a new connection per request, and its per-request export showed the TCP connect (up to
-  ~50 ms while the server was busy streaming) inside TTFT as well.
+- Ours starts its clock when the request's headers go to the socket (an aiohttp trace hook), as
+  GuideLLM does (httpx's `send_request_headers.started`); AIPerf starts its clock before its
+  aiohttp session writes the request, so its own client-side delays count (the "client vs wire"
+  column says by how much in this run).
+- Where our TTFT reads above GuideLLM's, compare the wire column: our closed loop sends each wave of
+  requests at once (all C workers start together and, with fixed-length outputs, stay in step), so
+  the server prefills a whole wave as one batch and every request of it waits for that batch, as
+  SGLang's scheduler does. GuideLLM's dispatcher spreads the same closed loop out (it warns of
+  "dispatch delay"), so its requests arrive in smaller bunches (the "requests per burst" column) and
+  meet smaller prefill batches. That is a difference in the load the clients make, not in their
+  measurement; at C = 1 there is no batching.
 
-Output tok/s agrees within 2% between the three (each by its own definition).
-
-What changed in the tuner: the clock (above). The closed loop stays as it is: C users who each
-send their next request as soon as the last one ended is the workload a sweep defines, and the
-seed campaign measured the same. docs/tuner.md ("TTFT and other clients") says that TTFT at a given
-concurrency depends on how bunched the arrivals are, so a TTFT SLO should be checked with the
-arrival pattern it is meant for.
+The closed loop stays as it is: C users who each send their next request as soon as the last one
+ended is the workload a sweep defines, and the seed campaign measured the same. docs/tuner.md ("TTFT
+and other clients") says that TTFT at a given concurrency depends on how bunched the arrivals are, so
+a TTFT SLO should be checked with the arrival pattern it is meant for.
 """
 
 

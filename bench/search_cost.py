@@ -145,6 +145,8 @@ def sweep(machine: Machine, inv: Path, search: str, out: Path, repeats: int, req
         str(repeats),
         "--requests-per-level",
         requests,
+        "--confirm",
+        "0",  # the search's own deployments (the confirmation round's cost: bench/coverage.md)
         "--quiet",
     )
     if search == "grid":
@@ -248,6 +250,10 @@ def main() -> int:
     keep_dir = Path(args.out).with_suffix("")
     if args.render:
         args.grid_from = keep_dir
+        missing = [n for n in names if not (keep_dir / n / "model").is_dir()]
+        for n in missing:
+            print(f"[{n}] no kept sweeps under {keep_dir / n}: left out of the rendered table", file=sys.stderr)
+        names = [n for n in names if n not in missing]
     results: dict[str, tuple[Run, Run]] = {}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="sgt-search-cost-") as tmp:

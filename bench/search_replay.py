@@ -66,15 +66,14 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tup
     )
     mine = analysis.by_concurrency(analysis.aggregate(state.levels()), list(workload.concurrency))
     grid = analysis.aggregate(full.levels())
-    grid_picks = analysis.by_concurrency(grid, list(workload.concurrency))
     rows = []
     for c in workload.concurrency:
         here = {cid: p.mean for (cid, cc), p in grid.items() if cc == c}
         best = max(here, key=lambda k: here[k])
         ch = mine.get(c)
         pick = ch.chosen.config_id if ch is not None and ch.chosen is not None else "-"
-        # the grid's own pick passes (a tie-break may choose below the best mean), as in search_cost.py
-        share = 1.0 if c in grid_picks and grid_picks[c].chosen.config_id == pick else here.get(pick, 0.0) / here[best]
+        # the real share, also where the pick is the grid's own (a tie-break may choose below the best mean)
+        share = here.get(pick, 0.0) / here[best]
         rows.append((c, best, pick, share))
     return len(deployed), len(plan.configs), rows
 

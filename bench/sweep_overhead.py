@@ -11,8 +11,9 @@ side by side in one run:
 Target: overhead of a configuration after the host's first (full) run <= 2 x the one-task run.
 The first configuration is the host's full run (it installs the engine) and is shown, not judged.
 
-Writes bench/sweep_overhead.md (or --out); exits 1 when the target is missed.
-Usage: .venv/bin/python bench/sweep_overhead.py [--index 201] [--steps 1-3]
+Writes bench/sweep_overhead.md (or --out) from the run it keeps in bench/<name>/run.json
+(`--render` rebuilds the file from it); exits 1 when the target is missed.
+Usage: .venv/bin/python bench/sweep_overhead.py [--index 201] [--steps 1-3] [--render]
 """
 
 from __future__ import annotations
@@ -98,14 +99,20 @@ def one_task_run(inv: Path, host: str) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--index", type=int, default=201, help="emulator host index (200-254: ad hoc)")
-    ap.add_argument("--steps", default="1-3")
-    ap.add_argument("--runs", type=int, default=3, help="one-task runs before and after the sweep")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "sweep_overhead.md"))
-    ap.add_argument("-e", "--extra-vars", action="append", default=[], help="passed to the sweep")
-    args = ap.parse_args()
+DATA = ROOT / "bench" / "sweep_overhead"
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """One run: the one-task runs around the sweep and the sweep's own timing records (kept)."""
     host = f"emu-bench{args.index}"
     work = Path(tempfile.mkdtemp(prefix="sgt-overhead-"))
     inv = work / "inventory.yml"
@@ -138,6 +145,8 @@ def main() -> int:
             "--no-early-stop",
             "--search",
             "grid",
+            "--confirm",
+            "0",
         ]
         for e in args.extra_vars:
             cmd += ["-e", e]
@@ -154,9 +163,32 @@ def main() -> int:
             hosts_play(inv, "absent")
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    floor = statistics.median(before + after)
+    load = os.getloadavg()
+    return {
+        "run": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "revision": git_rev(),
+        "machine": f"{platform.node()}, {os.cpu_count()} CPUs",
+        "load": [round(x, 2) for x in load],
+        "steps": args.steps,
+        "sweep_s": round(sweep_s, 2),
+        "one_task_s": [round(x, 3) for x in before + after],
+        "timings": [r for r in recs if r["type"] == "timing"],
+    }
+
+
+def render(data: dict | None) -> tuple[str, bool]:
+    head = "# Per-configuration overhead of a sweep (bench/sweep_overhead.py)\n\n"
+    if not data:
+        return (
+            head + "No kept data: the runs this file once showed (2026-11-30, and a side-by-side table typed in by "
+            "hand) kept no raw records, so their figures are not repeated here. Regenerate: "
+            "`scripts/bench.sh sweep_overhead` (an emulator host; it keeps the run in "
+            "`bench/<name>/run.json`, and `--render` rebuilds this file from it).\n",
+            False,
+        )
+    floor = statistics.median(data["one_task_s"])
     rows, judged = [], []
-    for r in (r for r in recs if r["type"] == "timing"):
+    for r in data["timings"]:
         overhead = r["total_s"] - (r["ready_s"] or 0) - r["bench_s"]
         ratio = overhead / floor
         tuner_own = r["total_s"] - r["deploy_s"] - r["warmup_s"] - r["bench_s"]
@@ -177,17 +209,19 @@ def main() -> int:
         if not r["full_run"]:
             judged.append(ratio)
     ok = bool(judged) and max(judged) <= 2.0
-    load = os.getloadavg()
+    load = data["load"]
+    ones = data["one_task_s"]
     lines = [
-        "# Per-configuration overhead of a sweep (bench/sweep_overhead.py)",
+        head.rstrip("\n"),
         "",
-        f"- run: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {platform.node()}, {os.cpu_count()} CPUs, "
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end",
+        f"- run: {data['run']} (code revision {data['revision']}), {data['machine']}, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end; kept in `bench/<name>/run.json` "
+        "(`--render` rebuilds this file from it)",
         f"- host: one emulator host (podman + systemd, podman connection), emulated start-up 1 s; "
-        f"sweep --steps {args.steps}, one level (C=1, 2 requests of 32 tokens), 1 warm-up request; "
-        f"whole sweep {sweep_s:.1f} s",
-        f"- one-task ansible-runner run on the same host (`command: /bin/true`), {2 * args.runs} runs "
-        f"around the sweep: median **{floor:.2f} s** (min {min(before + after):.2f}, max {max(before + after):.2f})",
+        f"sweep --steps {data['steps']}, one level (C=1, 2 requests of 32 tokens), 1 warm-up request; "
+        f"whole sweep {data['sweep_s']:.1f} s",
+        f"- one-task ansible-runner run on the same host (`command: /bin/true`), {len(ones)} runs "
+        f"around the sweep: median **{floor:.2f} s** (min {min(ones):.2f}, max {max(ones):.2f})",
         "- overhead = total - server start-up (sglang_ready's ready_seconds) - benchmark (levels' wall time)",
         "",
         "- deploy s: the ansible-runner run of the deploy play (it includes the server's start-up); "
@@ -207,7 +241,26 @@ def main() -> int:
         f"Target (configure+run configurations: overhead <= 2 x one-task run): **{'met' if ok else 'MISSED'}**",
         "",
     ]
-    text = "\n".join(lines)
+    return "\n".join(lines), ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--index", type=int, default=201, help="emulator host index (200-254: ad hoc)")
+    ap.add_argument("--steps", default="1-3")
+    ap.add_argument("--runs", type=int, default=3, help="one-task runs before and after the sweep")
+    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/<name>/")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "sweep_overhead.md"))
+    ap.add_argument("-e", "--extra-vars", action="append", default=[], help="passed to the sweep")
+    args = ap.parse_args()
+    kept = DATA / "run.json"
+    if args.render:
+        data = json.loads(kept.read_text()) if kept.exists() else None
+    else:
+        data = measure(args)
+        DATA.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(data, indent=1) + "\n")
+    text, ok = render(data)
     Path(args.out).write_text(text)
     print(text)
     return 0 if ok else 1

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark script, one after another (never in parallel: they time things on a
-# 2-core machine). Each writes its table to bench/<name>.md, which is kept in the repo.
+# 2-core machine). Each writes its table to bench/<name>.md from the raw data it keeps beside it
+# (bench/<name>/ where it keeps more than the table), removing its earlier data first, so nothing stale
+# stays; the scripts that can also rebuild their table from the kept data alone take `--render`.
 #   emulator_calibration  seed cells, emulator vs the seed's measurements (+ a subset over HTTP)
 #   emulator_speed        the emulator keeps its clock at 64 streams; its CPU per token
 #   ready_gate            sglang_ready reports ready/failure within 1 s / 3 s (vs `sleep 100`)
 #   client_accuracy       the tuner's client vs what the emulator emitted; client CPU per token
+#   peer_clients          our client vs GuideLLM and AIPerf against tcpdump (peers skipped when absent)
 #   sweep_overhead        per-configuration overhead of a sweep vs a one-task ansible-runner run
+#   lost_level            a sweep on a server that crashes after every start: lost levels measured again
+#   noise                 repeated sweeps on a noisy profile: how often the named winner changes
+#   coverage              independent sweeps with restart noise: interval coverage, reversed verdicts, cost
+#   search_cost           --search model vs the grid on four emulated machines (live and replayed)
+#   schedule_vs_static    the per-batch-size schedule vs the best static depth on two machines
 #   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
 # `scripts/bench.sh NAME...` runs only those.
 set -euo pipefail
@@ -20,10 +28,17 @@ declare -A args=(
   [emulator_speed]=""
   [ready_gate]="--starts 10 --failures 10 --systemd 10"
   [client_accuracy]=""
+  [peer_clients]=""
   [sweep_overhead]=""
+  [lost_level]=""
+  [noise]=""
+  [coverage]=""
+  [search_cost]=""
+  [schedule_vs_static]=""
   [tuner_seed_sweep]=""
 )
-order=(emulator_calibration emulator_speed ready_gate client_accuracy sweep_overhead tuner_seed_sweep)
+order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead lost_level noise
+  coverage search_cost schedule_vs_static tuner_seed_sweep)
 [ $# -gt 0 ] && order=("$@")
 status=0
 for name in "${order[@]}"; do

@@ -12,6 +12,7 @@ from tuner.data.records import LevelRecord
 from tuner.decide import analysis
 from tuner.decide.capacity import is_capacity_failure
 from tuner.measure.metrics import LevelMetrics
+from tuner.present.summary import noise_summary
 from tuner.spec.configs import SpecConfig
 
 
@@ -137,9 +138,9 @@ def test_capacity_failure_classification():
 
 def test_noise_summary():
     rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1100.0, 900.0])]
-    n = analysis.noise_summary(analysis.aggregate(rows))
+    n = noise_summary(analysis.aggregate(rows))
     assert n["repeats"] == 3 and n["max_rel_std_pct"] == 10.0
-    assert analysis.noise_summary(analysis.aggregate(seed_rows()))["max_rel_std_pct"] is None
+    assert noise_summary(analysis.aggregate(seed_rows()))["max_rel_std_pct"] is None
 
 
 def ci_row(k, c, tput, hw_pct, *, rep=1, dep=1, status="ok", failed=0, temp=0.0):

@@ -49,6 +49,10 @@ INV = str(FIXTURES / "local_inventory.yml")
         # the key would land in sweep.json and the runner's files: it comes from SGLANG_API_KEY
         (["-e", "sglang_server_api_key=sk-live-1234"], "-e/--extra-vars"),
         (["-e", '{"sglang_server_api_key": "sk-live-1234"}'], "-e/--extra-vars"),
+        # every secret the role has as a variable, from the one list (sglang_secrets.SECRET_FIELDS)
+        (["-e", "sglang_server_admin_api_key=sk-admin-1234"], "-e/--extra-vars"),
+        (["-e", '{"sglang_server_ssl_keyfile_password": "pw-1234"}'], "-e/--extra-vars"),
+        (["--confirm", "-1"], "--confirm"),
         (["-e", "@/no/such/vars.yml"], "-e/--extra-vars"),
         (["--inventory", "/no/such/inventory.yml"], "--inventory"),
         (["--playbook", "/no/such/play.yml"], "--playbook"),

@@ -99,6 +99,8 @@ def test_sweep_end_to_end(inventory, tmp_path):
             str(inventory),
             "--search",
             "grid",
+            "--confirm",
+            "0",
             "--steps",
             "1,2,7",
             "--concurrency",

@@ -90,7 +90,17 @@ def test_extra_vars_forms(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "item", ["novalue", "@/does/not/exist.yml", "spec_steps=3", "1x=2", "[1, 2]", "sglang_server_api_key=sk-1"]
+    "item",
+    [
+        "novalue",
+        "@/does/not/exist.yml",
+        "spec_steps=3",
+        "1x=2",
+        "[1, 2]",
+        "sglang_server_api_key=sk-1",
+        "sglang_server_admin_api_key=sk-2",
+        "sglang_server_watermark_key=k",
+    ],
 )
 def test_extra_vars_bad(item):
     with pytest.raises(BadInput) as e:

@@ -41,6 +41,8 @@ def test_model_search_end_to_end(tmp_path, monkeypatch, capsys):
         "1-8",
         "--search",
         "model",
+        "--confirm",
+        "0",  # the deployments of the search alone (the round: test_tuner_confirm_local.py)
         "--concurrency",
         "1,4",
         "--input-len",

@@ -48,11 +48,14 @@ def sweep(out: Path, inventory: Path, *args: str) -> int:
     search = () if "--search" in args else ("--search", "grid")
     # these tests pin the deploy sequence and the records; the correctness gate's extra deploy and
     # records are tests/tuner/test_verify_sweep_local.py's
+    # the confirmation round has its own test (test_tuner_confirm_local.py); these pin the static phase
+    confirm = () if "--confirm" in args else ("--confirm", "0")
     return cli.main(
         [
             "sweep",
             "--no-verify",
             *search,
+            *confirm,
             "--out",
             str(out),
             "--inventory",

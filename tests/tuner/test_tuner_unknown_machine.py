@@ -3,7 +3,8 @@
 The profile below is not the seed's: a dense model on other hardware, where depth pays off at
 concurrency 1 but the admission limit shrinks fast with depth (8 fewer running requests per step),
 so at concurrency 32 the shallowest depth wins. The tuner sees none of these numbers; it deploys,
-measures and recommends. The oracle is the emulator's own scheduler in virtual time
+measures and recommends, with its default search (`--search model`: it deploys only the depths a
+model fitted to its own measurements says could still win). The oracle is the emulator's own scheduler in virtual time
 (tuner.emulator.simulate), run on the same workload: the tuner's pick must be the oracle's best
 wherever the oracle's margin is clear, and never far from the optimum anywhere.
 """
@@ -112,9 +113,12 @@ def test_tuner_finds_the_best_depth_of_an_unknown_machine(tmp_path, monkeypatch)
                 str(OUTPUT_LEN),
                 "--warmup-requests",
                 "1",
-                "--no-early-stop",
-                "--search",
-                "grid",
+                # The search's picks against the oracle. The confirmation round (its own test:
+                # test_tuner_confirm_local.py) widens every interval by the deployment spread it
+                # measures, t = 4.3 on its two extra starts: on a loaded machine a 13% margin then
+                # becomes a tie and the tie-break (more KV capacity) decides, as docs/tuner.md says.
+                "--confirm",
+                "0",
                 "--quiet",
             ]
         )

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from emulator_proc import emulator_cmd, free_port, wait_for_health
+# tests/helpers is on sys.path under pytest (tests/conftest.py); the benches import this file directly
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+from emulator_proc import emulator_cmd, free_port, wait_for_health  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -247,6 +247,7 @@ class TimingRecord(Record):
     warmup_s: float | None = None
     bench_s: float | None = None
     full_run: bool | None = None
+    deployment: int = 1  # which deployment of the configuration (> 1: --repeat-deploys or --confirm)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.records import LevelRecord
+from ..measure import restarts
 from ..measure import stats as st
 from ..measure.stats import Interval
 from ..spec.configs import SpecConfig
@@ -41,6 +42,7 @@ class PointStats:
     slo: SloResult | None = None  # set by `apply_slo`
     failed_reason: str | None = None  # the configuration failed during its benchmark (not compared)
     verify_failed: str | None = None  # it failed the correctness gate (tuner/verify/): never recommended
+    restart: restarts.RestartNoise | None = None  # the sweep's pooled deployment component (`aggregate`)
 
     @property
     def config_id(self) -> str:
@@ -144,25 +146,36 @@ class PointStats:
     def sem(self) -> float:
         return self.std / math.sqrt(self.n) if self.n else 0.0
 
-    def _interval(self, value: str, low: str, high: str) -> Interval | None:
+    def interval_rows(
+        self, value: str, low: str = "", high: str = "", z: bool = False
+    ) -> list[tuple[float, Interval | None, int]]:
+        """(value, the level's own interval, deployment) per level used; with `z` the own interval is
+        rescaled from its t quantile (t975 on windows - 1) to 1.96 standard errors (for pooling)."""
+        low, high = low or f"{value}_ci_low", high or f"{value}_ci_high"
         rows: list[tuple[float, Interval | None, int]] = []
         for lv in self.used:
             v = getattr(lv.metrics, value)
             if v is None:
                 continue
             lo, hi = getattr(lv.metrics, low), getattr(lv.metrics, high)
+            k = restarts.Z975 / st.t975(max(1, lv.metrics.windows - 1)) if z and lv.metrics.windows >= 2 else 1.0
             own = (
                 None
                 if lo is None or hi is None
-                else Interval(float(v), float(lo), float(hi), lv.metrics.samples, "requests")
+                else Interval(float(v), v - (v - lo) * k, v + (hi - v) * k, lv.metrics.samples, "requests")
             )
             rows.append((float(v), own, lv.deployment))
-        return st.combine(rows)
+        return rows
+
+    def _interval(self, value: str, low: str, high: str) -> Interval | None:
+        return st.combine(self.interval_rows(value, low, high))
 
     @property
     def ci95(self) -> Interval | None:
-        """95% interval of the aggregate output tok/s; its `noise` says what it covers."""
-        return self._interval("output_tok_s", "output_tok_s_ci_low", "output_tok_s_ci_high")
+        """95% interval of the aggregate output tok/s; its `noise` says what it covers. With a measured
+        deployment component (`restart`) it covers what a redeploy changes too (tuner/measure/restarts.py)."""
+        rows = self.interval_rows("output_tok_s")
+        return restarts.widen(rows, self.restart) if self.restart is not None and rows else st.combine(rows)
 
     @property
     def ttft_p50_ci95(self) -> Interval | None:
@@ -215,9 +228,11 @@ def aggregate(
     *,
     temperature: float | None = None,
     capacity: Mapping[str, int | None] | None = None,
+    pool: bool = True,
 ) -> dict[tuple[str, int], PointStats]:
     """Group measured level records by (config_id, concurrency), for one temperature (the first
-    one seen when `temperature` is None, so levels of two temperatures never mix)."""
+    one seen when `temperature` is None, so levels of two temperatures never mix). With `pool`, the
+    deployment component measured by redeploys is pooled over the cells and every cell carries it."""
     out: dict[tuple[str, int], PointStats] = {}
     cap = capacity or {}
     want = temperature
@@ -236,6 +251,9 @@ def aggregate(
                 config=lv.config, concurrency=key[1], temperature=temp, kv_tokens=cap.get(lv.config_id)
             )
         ps.levels.append(lv)
+    noise = restarts.pool_stats(out) if pool else None
+    for ps in out.values():
+        ps.restart = noise
     return out
 
 
@@ -600,29 +618,3 @@ def early_stop(
         below[c] = (best.config_id, best.mean, new.mean)
     parts = [f"C={c}: {new:.0f} < {b:.0f} ({cid})" for c, (cid, b, new) in below.items()]
     return EarlyStop(True, "throughput fell past its peak at every level: " + "; ".join(parts), below)
-
-
-def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
-    """What the intervals rest on: repeats, which noise they cover, the precision reached
-    (half-width / mean, %), and the spread across repeats where repeats exist."""
-    rel = {f"{cid}@C{c}": p.std / p.mean for (cid, c), p in stats.items() if p.n > 1 and p.mean > 0}
-    prec = sorted(p.precision_pct for p in stats.values() if p.precision_pct is not None)
-    kinds = sorted({p.interval.noise for p in stats.values() if p.n})
-
-    def median(vals: list[float]) -> float | None:
-        if not vals:
-            return None
-        mid = len(vals) // 2
-        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
-
-    vals = sorted(rel.values())
-    return {
-        "repeats": max((p.n for p in stats.values()), default=0),
-        "deployments": max((p.deployments for p in stats.values()), default=0),
-        "intervals_cover": kinds,
-        "median_precision_pct": None if not prec else round(median(prec) or 0.0, 2),
-        "max_precision_pct": None if not prec else round(prec[-1], 2),
-        "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
-        "max_rel_std_pct": round(vals[-1] * 100, 2) if vals else None,
-        "median_rel_std_pct": round((median(vals) or 0.0) * 100, 2) if vals else None,
-    }

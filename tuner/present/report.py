@@ -39,8 +39,10 @@ METRIC_DEFINITIONS = """\
 - **Intervals** (`ci95`): 95% confidence intervals. From one level: batch means over the level's
   windows (cut at every C-th completion) for aggregate tok/s, order statistics for TTFT/TPOT
   p50: they cover the noise *within* that level. With `--repeats`: a Student t interval over the
-  repeats (run-to-run noise on one deployment); with `--repeat-deploys`: over the deployments
-  (restart-to-restart noise). Never narrower than the requests alone say.
+  repeats (run-to-run noise on one deployment). When a configuration was deployed more than once
+  (the confirmation round, `--confirm`; or `--repeat-deploys`), the deployment-to-deployment spread
+  is pooled over those configurations and every cell's aggregate tok/s interval carries it
+  (restart-to-restart noise; t on the extra starts). Never narrower than the requests alone say.
 - **Precision**: with `--requests-per-level auto` a level sends requests until its interval's
   half-width is within `--precision` of its mean (or a cap on requests or seconds is hit); the
   precision reached is in every cell.

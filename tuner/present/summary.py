@@ -14,7 +14,7 @@ from sglang_utils.sglang_adaptive import DEFAULT_ADAPTIVE_CONFIG
 
 from ..data.records import DeployRecord, SkipRecord, SweepState
 from ..data.results import result_rows
-from ..decide import analysis, schedule_phase
+from ..decide import analysis, confirm, schedule_phase
 from ..decide.analysis import LevelChoice, PointStats, Recommendation
 from ..decide.crosscheck import CrossCheck, check_levels
 from ..decide.schedule import Schedule
@@ -56,7 +56,9 @@ class Summary:
 
     @property
     def noise(self) -> dict[str, Any]:
-        return analysis.noise_summary(self.stats)
+        out = noise_summary(self.stats)
+        out["confirm"] = dict(confirm.cost(self.state))
+        return out
 
     @property
     def server(self) -> dict[str, Any]:
@@ -290,7 +292,7 @@ def noise_note(s: Summary) -> str:
     cover = {
         "requests": "the requests within each level (batch means over the level's windows)",
         "repeats": "run-to-run noise on one deployment (--repeats)",
-        "deployments": "restart-to-restart noise (--repeat-deploys)",
+        "deployments": "restart-to-restart noise, measured by redeploys and pooled over configurations",
         "none": "nothing: no interval was measured, a +-1% floor stands in",
     }
     text = "Every cell carries a 95% interval of its aggregate tok/s covering " + "; ".join(
@@ -302,8 +304,26 @@ def noise_note(s: Summary) -> str:
         ". A configuration wins a level only when its interval lies above every other's; otherwise the level "
         "is tied within noise and the tie-break (more KV capacity, then fewer steps) chooses."
     )
-    if "deployments" not in kinds:
-        text += " Restart-to-restart noise is not covered (`--repeat-deploys 2` measures it)."
+    restart = n.get("restart")
+    spend = n.get("confirm") or {}
+    if restart:
+        text += (
+            f" Deployment-to-deployment spread: {restart['rel_sd_pct']:.2f}% (one deployment's band "
+            f"+-{restart['band_pct']:.1f}%, t = {restart['t975']:.2f} on {restart['df']} extra start(s), pooled over "
+            f'{restart["cells"]} cell(s) of {restart["configs"]} configuration(s); docs/tuner.md "Verdicts across '
+            'restarts")'
+        )
+        if spend.get("starts"):
+            text += (
+                f"; the confirmation round made {spend['starts']} extra start(s), {spend['seconds']:.0f} s "
+                f"(+{spend['share_pct']:.0f}% on the sweep's deployments)"
+            )
+        text += "."
+    elif "deployments" not in kinds:
+        text += (
+            " Restart-to-restart noise is not covered: no configuration was measured in two deployments "
+            "(`--confirm 2`, the default, or `--repeat-deploys 2` measures it)."
+        )
     return text
 
 
@@ -461,4 +481,32 @@ def capacity_by_config(s: Summary) -> dict[str, dict[str, Any]]:
         }
         for cid, d in s.state.deploys.items()
         if not d.config.is_schedule  # the steps axis holds static depths only
+    }
+
+
+def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
+    """What the intervals rest on: repeats, which noise they cover, the precision reached
+    (half-width / mean, %), and the spread across repeats where repeats exist."""
+    rel = {f"{cid}@C{c}": p.std / p.mean for (cid, c), p in stats.items() if p.n > 1 and p.mean > 0}
+    prec = sorted(p.precision_pct for p in stats.values() if p.precision_pct is not None)
+    kinds = sorted({p.interval.noise for p in stats.values() if p.n})
+
+    def median(vals: list[float]) -> float | None:
+        if not vals:
+            return None
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+    vals = sorted(rel.values())
+    restart = next((p.restart for p in stats.values() if p.restart is not None), None)
+    return {
+        "restart": None if restart is None else restart.to_dict(),
+        "repeats": max((p.n for p in stats.values()), default=0),
+        "deployments": max((p.deployments for p in stats.values()), default=0),
+        "intervals_cover": kinds,
+        "median_precision_pct": None if not prec else round(median(prec) or 0.0, 2),
+        "max_precision_pct": None if not prec else round(prec[-1], 2),
+        "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
+        "max_rel_std_pct": round(vals[-1] * 100, 2) if vals else None,
+        "median_rel_std_pct": round((median(vals) or 0.0) * 100, 2) if vals else None,
     }

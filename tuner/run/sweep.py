@@ -18,6 +18,7 @@ as `skip` records of kind `predicted` with their predictions, so `--resume` and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import threading
 import time
@@ -33,9 +34,10 @@ from ..data.records import (
     TimingRecord,
 )
 from ..data.store import MemoryStore, Store
-from ..decide import schedule_phase
+from ..decide import analysis, confirm, schedule_phase
 from ..decide.search.model import find_misfits
 from ..decide.search.text import misfit_text
+from ..measure import restarts
 from ..present import outputs
 from ..present.summary import Summary
 from ..spec.configs import ConfigPlan, SpecConfig
@@ -127,10 +129,11 @@ class Sweep:
         return BenchClient(client_options(self.workload, res.client_url, self.api_key, served))
 
     def _redeploy_vars(self, deployment: int) -> dict[str, Any]:
-        """With --repeat-deploys, each deployment carries its number in the server's environment
-        (`sglang_server_environment`), so the role sees a changed unit and restarts the server even
-        when the configuration is the one already running (an identical run restarts nothing)."""
-        if self.spec.repeat_deploys <= 1:
+        """With --repeat-deploys, and on a confirmation redeploy, each deployment carries its number in
+        the server's environment (`sglang_server_environment`), so the role sees a changed unit and
+        restarts the server even when the configuration is the one already running (an identical run
+        restarts nothing)."""
+        if self.spec.repeat_deploys <= 1 and deployment <= 1:
             return {}
         given = self.spec.extra_vars.get("sglang_server_environment") or {}
         if not isinstance(given, Mapping):  # the role refuses it with its own message
@@ -139,13 +142,18 @@ class Sweep:
         env[REDEPLOY_ENV] = str(deployment)
         return {"sglang_server_environment": env}
 
-    async def run_config(self, cfg: SpecConfig, host: str, deployment: int = 1) -> None:
+    async def run_config(
+        self, cfg: SpecConfig, host: str, deployment: int = 1, levels: tuple[int, ...] | None = None
+    ) -> None:
+        """Deploy `cfg` on `host` (as its `deployment`-th deployment) and measure its levels: every
+        level of the workload, or only `levels` (the confirmation round's)."""
         started = time.perf_counter()
         mode = "configure+run tags" if self.deployer.has_had_full_run(host) else "full run"
         members = self.deployer.members(host)
         where = host if members == [host] else f"{host} ({', '.join(members)})"
-        n = self.spec.repeat_deploys
-        dep_txt = f" (deployment {deployment}/{n})" if n > 1 else ""
+        n = max(self.spec.repeat_deploys, deployment)
+        dep_txt = f" (deployment {deployment}/{n})" if self.spec.repeat_deploys > 1 else ""
+        dep_txt = dep_txt or (f" (deployment {deployment}, confirmation)" if deployment > 1 else "")
         self.progress.line(f"[{cfg.label}] deploying on {where}{dep_txt} ({mode})")
         label = cfg.config_id if n <= 1 else f"{cfg.config_id}-d{deployment}"
         res = await asyncio.to_thread(
@@ -161,9 +169,12 @@ class Sweep:
             self._rebuild()
             return
         async with self._client(res) as client:
+            workload = self.workload
+            if levels:
+                workload = dataclasses.replace(workload, concurrency=tuple(levels))
             lv = await run_levels(
                 client,
-                self.workload,
+                workload,
                 config=cfg,
                 host=host,
                 done=self.planner.done,
@@ -195,6 +206,7 @@ class Sweep:
                 warmup_s=round(lv.warmup_s, 3),
                 bench_s=round(lv.bench_s, 3),
                 full_run=not res.tags,
+                deployment=deployment,
             )
         )
 
@@ -221,6 +233,40 @@ class Sweep:
                     changed.notify_all()
 
     # -- the whole sweep -----------------------------------------------------------------------
+    async def _confirm_round(self) -> None:
+        """After the static depths: redeploy the close contenders, at most `--confirm` extra starts,
+        one at a time on the first host (tuner/decide/confirm.py), and say what it measured and cost."""
+        budget = self.spec.confirm
+        if budget <= 0 or self.spec.repeat_deploys > 1:
+            return
+        made = confirm.spent(self.store.state())
+        host = self.hosts[0]
+        why = f"the budget of {budget} extra start(s) is spent"
+        while made < budget:
+            plan, why = confirm.next_confirmation(self.store.state(), self.workload)
+            if plan is None:
+                break
+            self.progress.line(
+                f"[confirm] start {made + 1}/{budget}: redeploying {plan.config.label} ({plan.why}); "
+                f"levels C={','.join(str(c) for c in plan.levels)}"
+            )
+            await self.run_config(plan.config, host, plan.deployment, levels=plan.levels)
+            made += 1
+        state = self.store.state()
+        temp = float(self.workload.temperature[0]) if self.workload.temperature else None
+        noise = restarts.pool_stats(analysis.aggregate(state.levels(), temperature=temp))
+        spend = confirm.cost(state)
+        self.progress.line(
+            f"[confirm] done ({why}): {spend['starts']} extra start(s), {spend['seconds']:.0f} s "
+            f"(+{spend['share_pct']:.0f}% on the sweep's deployments); "
+            + (
+                noise.text()
+                if noise is not None
+                else "no configuration measured twice: intervals do not cover restarts"
+            )
+        )
+        self._rebuild()
+
     def _schedule_phase(self) -> list[SpecConfig]:
         """After the static sweep: the adaptive configurations to measure (the schedule built from
         the per-level winners, and SGLang's default adaptive config), said on the progress log."""
@@ -298,6 +344,7 @@ class Sweep:
                 # the campaign's one no-speculation deployment: its outputs are the baseline
                 await self.verify.capture(self.deployer.deploy, self.hosts[0])
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
+            await self._confirm_round()
             if self.spec.schedule:
                 self.planner.extra = self._schedule_phase()
                 if self.planner.extra:

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 from sglang_utils.sglang_checks import parse_whole_number
+from sglang_utils.sglang_secrets import SECRET_FIELDS, is_secret_field
 
 ENDPOINTS = ("generate", "chat", "completions")
 
@@ -26,7 +27,17 @@ SWEEP_OWNED_VARS = ("spec_steps", "spec_topk", "spec_draft_tokens", "spec_algori
 # Secrets must not travel as extra vars: sweep.json records every -e value, and ansible-runner
 # writes extra vars to its private data dir. The role reads the key from the controller's
 # environment (SGLANG_API_KEY), as the tuner's client does.
-SECRET_VARS = ("sglang_server_api_key",)
+ROLE_PREFIX = "sglang_server_"
+# The secrets the role has as variables: sglang_server_<field> for every field of SGLang's that
+# holds a secret (the one definition, plugins/module_utils/sglang_secrets.py: api_key,
+# admin_api_key, ...); any other sglang_server_* name that looks secret by the same rule is refused too.
+SECRET_VARS = tuple(sorted(ROLE_PREFIX + f for f in SECRET_FIELDS))
+
+
+def is_secret_var(name: str) -> bool:
+    """A play variable that carries a secret (refused as an extra var)."""
+    return name in SECRET_VARS or (name.startswith(ROLE_PREFIX) and is_secret_field(name[len(ROLE_PREFIX) :]))
+
 
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -262,12 +273,13 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
         raise BadInput(
             flag, f"{', '.join(owned)} is set by the sweep itself (--steps/--topk/--draft-tokens/--algorithm)"
         )
-    secret = [k for k in SECRET_VARS if k in merged]
+    secret = sorted(k for k in merged if isinstance(k, str) and is_secret_var(k))
     if secret:
         raise BadInput(
             flag,
-            f"{', '.join(secret)} would be written to sweep.json and ansible-runner's files; export "
-            "SGLANG_API_KEY instead (the role and the client both read it from the environment)",
+            f"{', '.join(secret)} would be written to sweep.json and ansible-runner's files: export "
+            "SGLANG_API_KEY for the API key (the role and the client both read it from the environment); set "
+            "the others in the inventory (Ansible Vault), where the play reads them",
         )
     return merged
 

@@ -526,6 +526,18 @@ class SweepSpec:
             identity=False,
         ),
     )
+    confirm: int = field(
+        default=2,
+        metadata=_opt(
+            "--confirm",
+            "2",
+            "after the static depths, redeploy the close contenders up to N times (extra server starts) "
+            "and pool the deployment-to-deployment variation they show into every interval, so that "
+            'verdicts survive a restart; 0 = off (default %(default)s; docs/tuner.md "Verdicts across restarts")',
+            _int("--confirm", 0),
+            identity=False,
+        ),
+    )
     url: str | None = None  # bench: the server benchmarked
 
     # -- command line ------------------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""The confirmation round end to end on a local host (docs/tuner.md "Verdicts across restarts"):
+real ansible-runner, a real emulator process restarted on every deploy
+(fixtures/local_emulator_deploy.yml), the round bounded by `--confirm`, its starts and cost in the
+log, the records and the report, and every interval widened by what the redeploys measured."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
+
+from tuner import cli
+
+PLAY = str(FIXTURES / "local_emulator_deploy.yml")
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [1, 2])
+def test_confirmation_round_redeploys_contenders_within_its_budget(tmp_path, monkeypatch, capsys, budget):
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    inv = local_inventory(tmp_path / "inventory.yml", {"local-c": free_port()}, state)
+    out = tmp_path / "out"
+    try:
+        rc = cli.main(
+            [
+                "sweep",
+                "--out",
+                str(out),
+                "--inventory",
+                str(inv),
+                "--playbook",
+                PLAY,
+                "-e",
+                f"project_dir={ROOT}",
+                "--search",
+                "grid",
+                "--no-early-stop",
+                "--no-schedule",
+                "--steps",
+                "2-4",
+                "--concurrency",
+                "1,8",
+                "--input-len",
+                "16",
+                "--output-len",
+                "32",
+                "--warmup-requests",
+                "1",
+                "--requests-per-level",
+                "3x",
+                "--confirm",
+                str(budget),
+            ]
+        )
+    finally:
+        stop_local_emulators(state)
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    recs = records(out)
+    deploys = [(r["config"]["config_id"], r["deployment"]) for r in recs if r["type"] == "deploy"]
+    first = [d for d in deploys if d[1] == 1]
+    extra = [d for d in deploys if d[1] > 1]
+    assert [c for c, _ in first] == ["k2-t1", "k3-t1", "k4-t1"]
+    assert deploys[:3] == first  # the round comes after the static depths
+    assert 1 <= len(extra) <= budget  # bounded by --confirm
+    if budget >= 2 and len(extra) == 2:
+        assert extra[0][0] != extra[1][0]  # two contenders take turns (interleaved)
+    # each redeploy measured every target level (a restart moves them all alike)
+    for cid, dep in extra:
+        lv = [
+            r["concurrency"]
+            for r in recs
+            if r["type"] == "level" and r["config"]["config_id"] == cid and r["deployment"] == dep
+        ]
+        assert sorted(lv) == [1, 8]
+    timing = [r for r in recs if r["type"] == "timing"]
+    assert sorted(r["deployment"] for r in timing) == sorted(d for _, d in deploys)
+    # the log says who, why, and what it cost
+    assert f"[confirm] start 1/{budget}: redeploying" in err
+    assert "[confirm] done" in err and "extra start(s)" in err
+    assert "deployment-to-deployment spread" in err
+    rec = json.loads((out / "recommendation.json").read_text())
+    noise = rec["noise"]
+    assert noise["restart"]["df"] == len(extra)
+    assert noise["confirm"]["starts"] == len(extra) and noise["confirm"]["seconds"] > 0
+    assert "deployments" in noise["intervals_cover"]
+    # every cell's interval covers the pooled component: at least as wide as its band allows
+    band = noise["restart"]["band_pct"] / 100.0
+    for c, cell in rec["by_concurrency"].items():
+        lo, hi = cell["ci95"]
+        mean = cell["output_tok_s"]
+        n = cell["deployments"]
+        assert (hi - lo) / 2 >= mean * band / n**0.5 * 0.999, (c, cell)
+    report = (out / "report.md").read_text()
+    assert "Deployment-to-deployment spread" in report
+    assert "confirmation round made" in report
+    # the redeploy's artifacts are kept apart
+    cid, dep = extra[0]
+    assert (out / "deploy" / f"{cid}-d{dep}" / "events.jsonl").is_file()

@@ -1,0 +1,80 @@
+"""The confirmation round: redeploy the close contenders, so that verdicts survive a restart.
+
+After the static depths (docs/tuner.md "Verdicts across restarts"), the sweep spends at most
+`--confirm N` extra server starts on the configurations whose verdicts are in doubt
+(tuner/measure/restarts.py `contenders`: at each target level the best and every configuration tied
+with it, or, before any redeploy has measured the deployment component, the runner-up), one at a
+time, the least redeployed first so that two contenders take turns. Each redeploy measures every
+target level: a restart moves every level of a deployment alike, and the precise levels measure it
+best. What the redeploys measure is pooled into the
+deployment-to-deployment component every cell's interval then carries (tuner/decide/analysis.py
+`aggregate`). Pure planning over the records; tuner/run/sweep.py runs the deployments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..data.records import SweepState, TimingRecord
+from ..measure import restarts
+from ..spec.configs import SpecConfig
+from ..spec.sweepspec import WorkloadSpec
+from . import analysis
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One redeploy of the round: which configuration, as which deployment, at which levels, why."""
+
+    config: SpecConfig
+    deployment: int
+    levels: tuple[int, ...]
+    why: str
+
+
+def spent(state: SweepState) -> int:
+    """Confirmation starts already made (deployments past the first: a resumed sweep keeps them)."""
+    return sum(1 for r in state.records if r.TYPE == "deploy" and int(getattr(r, "deployment", 1) or 1) > 1)
+
+
+def next_confirmation(state: SweepState, workload: WorkloadSpec) -> tuple[Confirmation | None, str]:
+    """The next redeploy, or None and why the round is over."""
+    temp = float(workload.temperature[0]) if workload.temperature else None
+    stats = analysis.aggregate(state.levels(), temperature=temp)
+    if not stats:
+        return None, "nothing was measured"
+    noise = restarts.pool_stats(stats)
+    targets = list(workload.target_concurrency or workload.concurrency)
+    cells = []
+    for (cid, c), p in stats.items():
+        competes = not p.partial and not p.failed_reason and cid not in state.failed and not p.config.is_schedule
+        cells.append(restarts.CellView(cid, c, p.mean, p.interval, p.deployments, competes))
+    cands = restarts.contenders(cells, targets, noise)
+    if not cands:
+        return None, "no verdict is in doubt at any target level"
+    pick = cands[0]
+    cfg = state.configs[pick.config_id]
+    deployments = {int(lv.deployment or 1) for lv in state.levels(measured_only=False) if lv.config_id == cfg.config_id}
+    deployments |= {
+        int(getattr(r, "deployment", 1) or 1)
+        for r in state.records
+        if r.TYPE == "deploy" and getattr(r, "config_id", None) == cfg.config_id
+    }
+    # Every target level, not only those in doubt: a restart moves every level of a deployment
+    # alike, and the precise levels are what measure it (the contested one may be the noisiest).
+    why = f"{pick.why}; in doubt at C={','.join(str(c) for c in pick.levels)}"
+    return Confirmation(cfg, max(deployments, default=1) + 1, tuple(targets), why), ""
+
+
+def cost(state: SweepState) -> dict[str, float | int]:
+    """The round's starts and seconds, and its share of the sweep's deployments' time."""
+    timings = [r for r in state.records if isinstance(r, TimingRecord)]
+    conf = [r for r in timings if int(r.deployment or 1) > 1]
+    total = sum(float(r.total_s or 0.0) for r in timings)
+    conf_s = sum(float(r.total_s or 0.0) for r in conf)
+    base = total - conf_s
+    return {
+        "starts": len(conf),
+        "seconds": round(conf_s, 1),
+        "share_pct": round(100.0 * conf_s / base, 1) if base > 0 else 0.0,
+    }
