@@ -322,7 +322,7 @@ def noise_note(s: Summary) -> str:
     elif "deployments" not in kinds:
         text += (
             " Restart-to-restart noise is not covered: no configuration was measured in two deployments "
-            "(`--confirm 2`, the default, or `--repeat-deploys 2` measures it)."
+            "(`--confirm 2` or `--repeat-deploys 2` measures it)."
         )
     return text
 

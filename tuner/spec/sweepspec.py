@@ -527,10 +527,10 @@ class SweepSpec:
         ),
     )
     confirm: int = field(
-        default=2,
+        default=0,
         metadata=_opt(
             "--confirm",
-            "2",
+            "0",
             "after the static depths, redeploy the close contenders up to N times (extra server starts) "
             "and pool the deployment-to-deployment variation they show into every interval, so that "
             'verdicts survive a restart; 0 = off (default %(default)s; docs/tuner.md "Verdicts across restarts")',
