@@ -27,7 +27,8 @@ __all__ = [
 ]
 
 # name -> (argument kind, argument required, what it does). Kinds: "none" (no argument),
-# "seconds" (a number >= 0), "share" (a number from 0 to 1), "phase" (one of HANG_PHASES).
+# "seconds" (a number >= 0), "share" (a number from 0 to 1), "phase" (one of HANG_PHASES),
+# "count" (a whole number >= 0: tokens or requests), "rate" (a number >= 0: logits per 100 requests).
 FAULT_SPECS: dict[str, tuple[str, bool, str]] = {
     "kv-oom": ("none", False, "start-up fails: the KV pool cannot be allocated (SGLang's 'Not enough memory')"),
     "crash-after-ready": ("seconds", True, "the server dies S seconds after it is ready"),
@@ -39,10 +40,27 @@ FAULT_SPECS: dict[str, tuple[str, bool, str]] = {
     "slow-startup": ("seconds", True, "start-up takes S seconds longer (weight loading)"),
     "http-5xx": ("share", True, "a share P (0..1) of generation requests is answered 500/503"),
     "cut-stream": ("share", True, "a share P (0..1) of streamed responses is cut mid-stream"),
+    "spec-diverge": (
+        "count",
+        True,
+        "with speculation on, each output equals the correct (no-speculation) one for its first N tokens and differs"
+        " at every token after (a wrong verify path)",
+    ),
+    "spec-repeat": ("count", True, "with speculation on, from token N each output repeats a short cycle of words"),
+    "accept-drift": (
+        "rate",
+        True,
+        "acceptance logits fall by P per 100 requests served since start (a restart restores them)",
+    ),
+    "accept-collapse": (
+        "count",
+        True,
+        "after N requests served every draft is rejected (accept length 1.0); the output stays correct",
+    ),
 }
 HANG_PHASES = ("http", "load")
 FAULT_NAMES = tuple(FAULT_SPECS)
-_ARG_HINT = {"seconds": "=S", "share": "=P", "phase": "[=http|load]", "none": ""}
+_ARG_HINT = {"seconds": "=S", "share": "=P", "phase": "[=http|load]", "none": "", "count": "=N", "rate": "=P"}
 # How each fault is written, for help texts: kv-oom, crash-after-ready=S, ...
 FAULT_USAGE = tuple(name + _ARG_HINT[spec[0]] for name, spec in FAULT_SPECS.items())
 
@@ -62,8 +80,9 @@ def _number(text: str) -> float | None:
 
 
 def parse_fault(text: object) -> tuple[str, float | str | None]:
-    """``NAME`` or ``NAME=ARG`` -> (name, argument); the argument is a float for seconds and
-    shares, the phase for hang-before-ready (``http`` when omitted), None for argument-less faults.
+    """``NAME`` or ``NAME=ARG`` -> (name, argument); the argument is a float for seconds, shares
+    and rates, an int for counts, the phase for hang-before-ready (``http`` when omitted), None for
+    argument-less faults.
     """
     if not isinstance(text, str):
         raise FaultSpecError(f"{text!r} is not one of {', '.join(FAULT_NAMES)} (NAME or NAME=ARG)")
@@ -84,7 +103,14 @@ def parse_fault(text: object) -> tuple[str, float | str | None]:
             raise FaultSpecError(f"{name}=ARG needs one of {', '.join(HANG_PHASES)}; got {text!r}")
         return name, raw
     value = _number(raw)
+    if kind == "count":
+        if value is None or value < 0 or value != int(value):
+            raise FaultSpecError(f"{name}=N needs a whole number of at least 0; got {text!r}")
+        return name, int(value)
     if value is None or value < 0 or (kind == "share" and value > 1):
-        allowed = "a share from 0 to 1" if kind == "share" else "seconds (a number of at least 0)"
+        allowed = {
+            "share": "a share from 0 to 1",
+            "rate": "logits per 100 requests (a number of at least 0)",
+        }.get(kind, "seconds (a number of at least 0)")
         raise FaultSpecError(f"{name}=ARG needs {allowed}; got {text!r}")
     return name, value

@@ -21,7 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         profile = load_profile(ns.emulator_profile)
         profile_faults = parse_faults(list(profile.faults))
     except (ProfileError, FaultError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        # as argparse reports a bad flag value (exit 2), so the role's start-up gate reads it as a
+        # bad argument (plugins/module_utils/sglang_log.py find_fatal) with the key in the message
+        print(f"{prog}: error: argument --emulator-profile: {e}", file=sys.stderr)
         return 2
     try:
         cfg = args_mod.resolve(ns, profile)  # AssertionError / ValueError surface as SGLang's do

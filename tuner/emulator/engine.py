@@ -45,6 +45,7 @@ class Request:
         "kv_need",
         "ila",
         "alpha",
+        "survival",
         "arrival",
         "ready_at",
         "admitted_at",
@@ -74,6 +75,7 @@ class Request:
         notify: Callable[[Request], None] | None = None,
         internal: bool = False,
         user: object = None,
+        acceptance: tuple[float, ...] | None = None,
     ) -> None:
         self.rid = rid
         self.input_tokens = max(1, int(input_tokens))
@@ -88,6 +90,15 @@ class Request:
             self.ila = -1e18
         else:
             self.ila = 1.0 / math.log(alpha)
+        # Acceptance by draft position (a_1, a_2, ...): survival[j-1] = P(drafts 1..j all accepted)
+        # = a_1 * ... * a_j; None when every position has `alpha` (the geometric draw above).
+        self.survival: list[float] | None = None
+        if acceptance is not None:
+            surv, prod = [], 1.0
+            for a in acceptance:
+                prod *= a
+                surv.append(prod)
+            self.survival = surv
         self.kv_need = 0
         self.arrival = 0.0
         self.ready_at = 0.0
@@ -141,6 +152,8 @@ class EngineSpec:
     k_max: int | None = None  # the widest depth this server may run (adaptive: the widest candidate)
     accept_rate: str = "drafts-only"  # versions.SGLangVersion.accept_rate
     cuda_graph_max_bs: int = 0  # decode batches up to this size replay a CUDA graph (0 = graphs off)
+    # captured decode batch sizes: a step costs the smallest one >= its batch (None: no padding)
+    cuda_graph_bs: tuple[int, ...] | None = None
 
     @property
     def speculative(self) -> bool:
@@ -174,6 +187,8 @@ class Scheduler:
         self.rng = rng
         self.log = log
         self.noise = noise
+        # accept-collapse=N (faults.py): once N requests were served every draft is rejected
+        self.collapse_after: int | None = None
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.kv_reserved = 0
@@ -299,7 +314,20 @@ class Scheduler:
                 self._activate(self.policy.steps_for_batch(len(running)))
             k = self.k
             verify = (k + 1 if self.policy is not None else spec.verify_tokens) if self.speculative else None
-            ms = model.step_time_ms(self.p, len(running), k, verify, spec=self.speculative)
+            table = self.p.step_table
+            kv = None
+            if table is not None and table.kv_read_ns_per_token is not None:
+                kv = sum(r.input_tokens + r.generated for r in running)
+            ms = model.step_time_ms(
+                self.p,
+                len(running),
+                k,
+                verify,
+                spec=self.speculative,
+                graph_bs=spec.cuda_graph_bs,
+                graph_max_bs=spec.cuda_graph_max_bs,
+                kv_tokens=kv,
+            )
             return Batch(DECODE, running, self._noisy(ms, now) / 1000.0)
         return None
 
@@ -369,19 +397,30 @@ class Scheduler:
             kp1 = k + 1
             accepted = 0
             correct: list[int] | None = [] if self.policy is not None else None
+            collapsed = self.collapse_after is not None and self.num_requests_total >= self.collapse_after
             for r in reqs:
                 if r.aborted:
                     if ended is None:
                         ended = []
                     ended.append(r)
                     continue
-                if k:
-                    x = 1.0 - rnd()  # in (0, 1]
-                    a = 1 + int(log(x) * r.ila)
-                    if a > kp1:
-                        a = kp1
+                if k and not collapsed:
+                    surv = r.survival
+                    if surv is None:
+                        x = 1.0 - rnd()  # in (0, 1]
+                        a = 1 + int(log(x) * r.ila)
+                        if a > kp1:
+                            a = kp1
+                    else:
+                        # P(a > j) = surv[j-1]: one uniform, inverse CDF over the positions
+                        u = rnd()
+                        a = 1
+                        while a <= k and u < surv[a - 1]:
+                            a += 1
                 else:
-                    a = 1  # a bucket at 0 steps verifies the target's own token only
+                    # a bucket at 0 steps verifies the target's own token only; a collapsed
+                    # drafter (accept-collapse) proposes drafts the target rejects, all of them
+                    a = 1
                 accepted += a
                 if correct is not None:
                     correct.append(a - 1)

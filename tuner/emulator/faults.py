@@ -48,6 +48,13 @@ class FaultSet:
     slow_startup_s: float = 0.0
     http_5xx_share: float = 0.0
     cut_stream_share: float = 0.0
+    # correctness and drift faults (docs/emulator.md "Faults"): the token position where speculative
+    # output goes wrong or starts repeating, the fall of acceptance logits per 100 requests served,
+    # and the count of requests served after which every draft is rejected
+    spec_diverge_at: int | None = None
+    spec_repeat_at: int | None = None
+    accept_drift_per_100: float = 0.0
+    accept_collapse_after: int | None = None
 
     @classmethod
     def from_list(cls, faults: list[Fault]) -> FaultSet:
@@ -65,6 +72,14 @@ class FaultSet:
                 fs.http_5xx_share = float(f.arg)  # type: ignore[arg-type]
             elif f.name == "cut-stream":
                 fs.cut_stream_share = float(f.arg)  # type: ignore[arg-type]
+            elif f.name == "spec-diverge":
+                fs.spec_diverge_at = int(f.arg)  # type: ignore[arg-type]
+            elif f.name == "spec-repeat":
+                fs.spec_repeat_at = int(f.arg)  # type: ignore[arg-type]
+            elif f.name == "accept-drift":
+                fs.accept_drift_per_100 = float(f.arg)  # type: ignore[arg-type]
+            elif f.name == "accept-collapse":
+                fs.accept_collapse_after = int(f.arg)  # type: ignore[arg-type]
         return fs
 
     def describe(self) -> list[str]:
@@ -81,4 +96,12 @@ class FaultSet:
             out.append(f"http-5xx={self.http_5xx_share:g}")
         if self.cut_stream_share:
             out.append(f"cut-stream={self.cut_stream_share:g}")
+        if self.spec_diverge_at is not None:
+            out.append(f"spec-diverge={self.spec_diverge_at}")
+        if self.spec_repeat_at is not None:
+            out.append(f"spec-repeat={self.spec_repeat_at}")
+        if self.accept_drift_per_100:
+            out.append(f"accept-drift={self.accept_drift_per_100:g}")
+        if self.accept_collapse_after is not None:
+            out.append(f"accept-collapse={self.accept_collapse_after}")
         return out

@@ -6,10 +6,11 @@ tests all call the same formulas, so what is calibrated is what is served.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
-from .profile import Profile
+from .profile import Profile, StepTable
 
 
 def tau(alpha: float, k: int) -> float:
@@ -66,8 +67,70 @@ def effective_alpha(alpha: float, topk: int) -> float:
     return 1.0 - (1.0 - alpha) ** topk
 
 
+def tau_by_position(alphas: list[float] | tuple[float, ...], k: int) -> float:
+    """Tokens per verify step of a chain whose draft j is accepted with probability a_j given 1..j-1
+    were: tau(k) = 1 + sum_{j<=k} prod_{i<=j} a_i (positions past the list keep its last value)."""
+    total, surv = 1.0, 1.0
+    for j in range(k):
+        surv *= alphas[min(j, len(alphas) - 1)]
+        total += surv
+    return total
+
+
+def padded_batch(batch: int, graph_bs: tuple[int, ...] | list[int] | None, graph_max_bs: int | None = None) -> int:
+    """The batch a decode step costs: the smallest captured CUDA-graph size >= batch.
+
+    SGLang replays the graph of that size with padding (cuda_graph_runner.py `replay_prepare`,
+    bisect on `capture_bs`); a batch above the largest captured size, or above the server's
+    cuda-graph max bs, runs without a graph at its own size.
+    """
+    if not graph_bs or batch <= 0 or (graph_max_bs is not None and batch > graph_max_bs):
+        return batch
+    i = bisect.bisect_left(graph_bs, batch)
+    return graph_bs[i] if i < len(graph_bs) else batch
+
+
+def _interp(xs: tuple[int, ...], x: float) -> tuple[int, int, float]:
+    """Indices (lo, hi) and weight of x between xs[lo] and xs[hi]; held at the edges."""
+    if x <= xs[0]:
+        return 0, 0, 0.0
+    if x >= xs[-1]:
+        n = len(xs) - 1
+        return n, n, 0.0
+    hi = bisect.bisect_left(xs, x)
+    lo = hi - 1
+    return lo, hi, (x - xs[lo]) / (xs[hi] - xs[lo])
+
+
+def table_ms(t: StepTable, batch: float, tokens: float) -> float:
+    """T(B, q) of a `step_time_ms` table: bilinear between rows and columns, the edge value past them."""
+    b0, b1, wb = _interp(t.batch, batch)
+    q0, q1, wq = _interp(t.tokens, tokens)
+    ms = t.ms
+    top = ms[b0][q0] + (ms[b0][q1] - ms[b0][q0]) * wq
+    bottom = ms[b1][q0] + (ms[b1][q1] - ms[b1][q0]) * wq
+    return top + (bottom - top) * wb
+
+
+def draft_step_ms(p: Profile, batch: float) -> float:
+    """One draft step at this batch: the table's draft_ms interpolated over its rows, else t_draft_ms."""
+    t = p.step_table
+    if t is None or t.draft_ms is None:
+        return p.t_draft_ms
+    b0, b1, w = _interp(t.batch, batch)
+    return t.draft_ms[b0] + (t.draft_ms[b1] - t.draft_ms[b0]) * w
+
+
 def step_time_ms(
-    p: Profile, batch: int, k: int, verify_tokens: int | None = None, *, spec: bool | None = None
+    p: Profile,
+    batch: int,
+    k: int,
+    verify_tokens: int | None = None,
+    *,
+    spec: bool | None = None,
+    graph_bs: tuple[int, ...] | list[int] | None = None,
+    graph_max_bs: int | None = None,
+    kv_tokens: int | None = None,
 ) -> float:
     """Duration of one decode step (no speculation) or draft+verify step for `batch` running requests.
 
@@ -78,9 +141,33 @@ def step_time_ms(
     server speculates (default: k > 0): under adaptive speculation a bucket at 0 steps still runs
     the verify and draft-extend passes with one token per request (0.5.23 eagle_worker_v2.py
     forward_batch_generation, `_build_trivial_verify_input`), so it is the spec formula at k = 0.
+
+    `graph_bs` pads the batch to a captured CUDA-graph size first (padded_batch). A profile with a
+    `step_time_ms` table uses it instead of the linear terms (table_ms); `kv_tokens`, the KV held
+    by the running requests, adds kv_read_ns_per_token for each token beyond the table's context.
     """
     if spec is None:
         spec = k > 0
+    running = batch
+    batch = padded_batch(batch, graph_bs, graph_max_bs)
+    table = p.step_table
+    if table is not None:
+        # docs/emulator.md "Step time measured on a GPU": t(B,0) = T(B,1);
+        # t(B,k) = T(B, n) + k * D(B) + spec_overhead, plus each running request's KV read
+        # beyond the context the table was measured at
+        extra = 0.0
+        if table.kv_read_ns_per_token is not None and kv_tokens is not None:
+            extra = table.kv_read_ns_per_token * (kv_tokens - running * table.context_tokens) * 1e-6
+        if not spec:
+            return max(table_ms(table, batch, 1) + extra, 0.0)
+        k = max(k, 0)
+        n = verify_tokens if verify_tokens is not None else k + 1
+        t = table_ms(table, batch, n) + k * draft_step_ms(p, batch) + p.spec_overhead_ms + extra
+        if p.t_draft_quad_ms:
+            t += p.t_draft_quad_ms * k * k
+        if p.t_step_extra_ms:
+            t += p.t_step_extra_ms.get(k, 0.0)
+        return max(t, 0.0)
     if not spec:
         return p.t_base_ms + p.c_tok_ms * batch
     k = max(k, 0)

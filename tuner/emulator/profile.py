@@ -90,6 +90,41 @@ class Profile:
     noise_seed: int | None = None
     noise_window_s: float = 0.0
     noise_idle_gap_s: float = 0.5
+    # realism (docs/emulator.md "Acceptance by position" ... "CUDA-graph padding"); absent = off
+    # temperature -> conditional acceptance per draft position, merged with `alpha` (see below)
+    alpha_by_position: tuple[tuple[float, tuple[float, ...]], ...] | None = None
+    alpha_spread: float = 0.0  # sd of the per-request logit offset fixed by the prompt
+    step_table: StepTable | None = None  # `step_time_ms`: one target forward, B x q, measured
+    spec_overhead_ms: float = 0.0  # per speculative step beyond the target forward and the drafts
+    cuda_graph_bs: tuple[int, ...] | None = None  # captured decode batch sizes: a batch pads up to one
+
+    def alphas_at(self, temperature: float, positions: int) -> list[float]:
+        """Conditional acceptance of draft positions 1..`positions` at this temperature.
+
+        With `alpha_by_position`, interpolated position by position between the two nearest
+        temperatures (clamped at the ends); a list shorter than `positions` repeats its last value.
+        Without it every position has alpha_at(temperature).
+        """
+        if self.alpha_by_position is None:
+            return [self.alpha_at(temperature)] * positions
+        table = self.alpha_by_position
+        temps = [t for t, _ in table]
+        i = bisect.bisect_left(temps, temperature)
+
+        def row(j: int) -> list[float]:
+            vals = table[j][1]
+            return [vals[min(n, len(vals) - 1)] for n in range(positions)]
+
+        if i <= 0:
+            return row(0)
+        if i >= len(table):
+            return row(len(table) - 1)
+        t0, t1 = temps[i - 1], temps[i]
+        r0, r1 = row(i - 1), row(i)
+        if t1 == t0:
+            return r1
+        w = (temperature - t0) / (t1 - t0)
+        return [a + (b - a) * w for a, b in zip(r0, r1, strict=True)]
 
     def alpha_at(self, temperature: float) -> float:
         """Acceptance per draft position at this sampling temperature (linear interpolation)."""
@@ -103,6 +138,22 @@ class Profile:
         if t1 == t0:
             return a1
         return a0 + (a1 - a0) * (temperature - t0) / (t1 - t0)
+
+
+@dataclass(frozen=True)
+class StepTable:
+    """`step_time_ms`: the time of one target forward of `batch` requests x `tokens` each, in ms.
+
+    Rows are batch sizes, columns tokens per request (1 = plain decode, k + 1 = a chain's verify),
+    measured at `context_tokens` of KV per request; `draft_ms` is one draft step per batch row.
+    """
+
+    batch: tuple[int, ...]
+    tokens: tuple[int, ...]
+    ms: tuple[tuple[float, ...], ...]
+    draft_ms: tuple[float, ...] | None = None
+    context_tokens: int = 1024
+    kv_read_ns_per_token: float | None = None
 
 
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
@@ -156,7 +207,15 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "noise_seed": None,
     "noise_window_s": 0.0,
     "noise_idle_gap_s": 0.5,
+    "alpha_by_position": None,
+    "alpha_spread": 0.0,
+    "step_time_ms": None,
+    "spec_overhead_ms": 0.0,
+    "cuda_graph_bs": None,
 }
+# Replaced by `step_time_ms` where a profile has it (docs/emulator.md "Step time measured on a GPU").
+_TABLE_REPLACES = ("t_base_ms", "c_tok_ms", "t_spec_ms", "c_verify_ms")
+_STEP_TABLE_KEYS = ("batch", "tokens_per_request", "ms", "draft_ms", "context_tokens", "kv_read_ns_per_token")
 
 
 def default_profile_path() -> Path:
@@ -196,13 +255,24 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
 
 def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: str = "") -> Profile:
     """Validate a mapping (from YAML or built in code, e.g. by the calibration fit)."""
-    missing = [k for k in _REQUIRED if k not in raw]
+    required = dict(_REQUIRED)
+    if raw.get("step_time_ms") is not None:
+        for key in _TABLE_REPLACES:
+            if key not in raw:
+                required.pop(key)
+        table = raw.get("step_time_ms")
+        if isinstance(table, Mapping) and table.get("draft_ms") is not None and "t_draft_ms" not in raw:
+            required.pop("t_draft_ms")
+    missing = [k for k in required if k not in raw]
     if missing:
         raise ProfileError(f"emulator profile {name}: missing key(s): {', '.join(missing)}")
     unknown = [str(k) for k in raw if k not in _REQUIRED and k not in _OPTIONAL_DEFAULTS and k != "name"]
     if unknown:
         raise ProfileError(f"emulator profile {name}: unknown key(s): {', '.join(unknown)}")
     values: dict[str, Any] = {}
+    for key in _REQUIRED:
+        if key not in required:
+            raw = {**raw, key: 0.0}
     for key, typ in _REQUIRED.items():
         v = raw[key]
         if isinstance(v, bool) and typ is not bool:
@@ -252,6 +322,15 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
             raise ProfileError(f"emulator profile {name}: {key} must not be negative")
     if values["eos_min_tokens"] < 1 or values["eos_max_tokens"] < values["eos_min_tokens"]:
         raise ProfileError(f"emulator profile {name}: need 1 <= eos_min_tokens <= eos_max_tokens")
+    if float(values["t_draft_ms"]) < 0:
+        raise ProfileError(f"emulator profile {name}: t_draft_ms must not be negative")
+    by_position = _alpha_by_position(name, values.pop("alpha_by_position"), alpha)
+    spread = _number_at_least_0(name, "alpha_spread", values.pop("alpha_spread"))
+    step_table = _step_table(name, values.pop("step_time_ms"))
+    overhead = _number_at_least_0(name, "spec_overhead_ms", values.pop("spec_overhead_ms"))
+    graph_bs = values.pop("cuda_graph_bs")
+    if graph_bs is not None:
+        graph_bs = _increasing_ints(name, "cuda_graph_bs", graph_bs)
 
     floats = (
         "t_base_ms",
@@ -307,5 +386,112 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         kv_tokens_measured=measured_map,
         faults=faults,
         t_step_extra_ms=extra_map,
+        alpha_by_position=by_position,
+        alpha_spread=spread,
+        step_table=step_table,
+        spec_overhead_ms=overhead,
+        cuda_graph_bs=graph_bs,
         **values,
     )
+
+
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
+
+
+def _number_at_least_0(name: str, key: str, v: Any) -> float:
+    if not _is_number(v) or v < 0:
+        raise ProfileError(f"emulator profile {name}: {key} must be a number >= 0, got {v!r}")
+    return float(v)
+
+
+def _increasing_ints(name: str, key: str, v: Any) -> tuple[int, ...]:
+    """A non-empty list of positive whole numbers in strictly increasing order."""
+    if not isinstance(v, list) or not v:
+        raise ProfileError(f"emulator profile {name}: {key} must be a non-empty list of batch sizes")
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+            raise ProfileError(f"emulator profile {name}: {key} must hold whole numbers >= 1, got {x!r}")
+    for a, b in zip(v, v[1:], strict=False):
+        if b <= a:
+            raise ProfileError(f"emulator profile {name}: {key} must be strictly increasing ({a} then {b})")
+    return tuple(v)
+
+
+def _alpha_by_position(
+    name: str, v: Any, alpha: tuple[tuple[float, float], ...]
+) -> tuple[tuple[float, tuple[float, ...]], ...] | None:
+    """temperature -> [a_1, a_2, ...], each in (0, 1); merged with `alpha` (a temperature given here
+    replaces alpha's for it; alpha's other temperatures become constant rows), sorted by temperature."""
+    if v is None:
+        return None
+    key = "alpha_by_position"
+    if not isinstance(v, Mapping) or not v:
+        raise ProfileError(f"emulator profile {name}: {key} must map temperature -> list of acceptances")
+    rows: dict[float, tuple[float, ...]] = {}
+    for t, vals in v.items():
+        if not _is_number(t) or t < 0:
+            raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
+        if not isinstance(vals, list) or not vals:
+            raise ProfileError(f"emulator profile {name}: {key}[{t}] must be a non-empty list of acceptances")
+        for j, a in enumerate(vals, 1):
+            if not _is_number(a) or not 0.0 < a < 1.0:
+                raise ProfileError(
+                    f"emulator profile {name}: {key}[{t}] position {j} is {a!r}; an acceptance must be in (0, 1)"
+                )
+        rows[float(t)] = tuple(float(a) for a in vals)
+    for t, a in alpha:
+        rows.setdefault(t, (a,))
+    return tuple(sorted(rows.items()))
+
+
+def _step_table(name: str, v: Any) -> StepTable | None:
+    """`step_time_ms`: batch rows x tokens_per_request columns of positive milliseconds."""
+    if v is None:
+        return None
+    key = "step_time_ms"
+    if not isinstance(v, Mapping):
+        raise ProfileError(f"emulator profile {name}: {key} must be a mapping (batch, tokens_per_request, ms, ...)")
+    unknown = [str(k) for k in v if k not in _STEP_TABLE_KEYS]
+    if unknown:
+        raise ProfileError(f"emulator profile {name}: {key} has unknown key(s): {', '.join(unknown)}")
+    for sub in ("batch", "tokens_per_request", "ms"):
+        if sub not in v:
+            raise ProfileError(f"emulator profile {name}: {key}.{sub} is missing")
+    batch = _increasing_ints(name, f"{key}.batch", v["batch"])
+    tokens = _increasing_ints(name, f"{key}.tokens_per_request", v["tokens_per_request"])
+    ms = v["ms"]
+    if not isinstance(ms, list) or len(ms) != len(batch):
+        got = len(ms) if isinstance(ms, list) else type(ms).__name__
+        raise ProfileError(
+            f"emulator profile {name}: {key}.ms must have one row per batch size ({len(batch)}), got {got}"
+        )
+    rows = []
+    for b, row in zip(batch, ms, strict=True):
+        if not isinstance(row, list) or len(row) != len(tokens):
+            got = len(row) if isinstance(row, list) else type(row).__name__
+            raise ProfileError(
+                f"emulator profile {name}: {key}.ms row for batch {b} must have {len(tokens)} values "
+                f"(one per tokens_per_request), got {got}"
+            )
+        for x in row:
+            if not _is_number(x) or x <= 0:
+                raise ProfileError(f"emulator profile {name}: {key}.ms row for batch {b} has {x!r}; times must be > 0")
+        rows.append(tuple(float(x) for x in row))
+    draft = v.get("draft_ms")
+    draft_t = None
+    if draft is not None:
+        if not isinstance(draft, list) or len(draft) != len(batch):
+            raise ProfileError(
+                f"emulator profile {name}: {key}.draft_ms must have one value per batch size ({len(batch)})"
+            )
+        for x in draft:
+            if not _is_number(x) or x < 0:
+                raise ProfileError(f"emulator profile {name}: {key}.draft_ms has {x!r}; times must be >= 0")
+        draft_t = tuple(float(x) for x in draft)
+    ctx = v.get("context_tokens", 1024)
+    if isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 1:
+        raise ProfileError(f"emulator profile {name}: {key}.context_tokens must be a whole number >= 1, got {ctx!r}")
+    kv = v.get("kv_read_ns_per_token")
+    kv_ns = None if kv is None else _number_at_least_0(name, f"{key}.kv_read_ns_per_token", kv)
+    return StepTable(batch, tokens, tuple(rows), draft_t, ctx, kv_ns)

@@ -190,6 +190,21 @@ class Runner:
         v = self.cfg.values
         return int(v.get("cuda_graph_max_bs") or v.get("cuda_graph_max_bs_decode") or self.p.cuda_graph_max_bs)
 
+    @property
+    def graph_bs(self) -> tuple[int, ...] | None:
+        """The decode batch sizes a step pads to: `--cuda-graph-bs` (0.5.9-0.5.12) or
+        `--cuda-graph-bs-decode` (0.5.23) as given, else the profile's `cuda_graph_bs`, as SGLang's
+        flag replaces its generated capture list (cuda_graph_runner.py get_batch_sizes_to_capture).
+        None (no padding) without graphs, with `--disable-cuda-graph-padding` (a batch that is not
+        a captured size then runs without a graph, at its own size), or with neither list."""
+        v = self.cfg.values
+        if v.get("disable_cuda_graph") or v.get("disable_cuda_graph_padding"):
+            return None
+        flag = v.get("cuda_graph_bs") or v.get("cuda_graph_bs_decode")
+        if flag:
+            return tuple(sorted(set(int(b) for b in flag)))
+        return self.p.cuda_graph_bs
+
     def _adaptive_policy(self) -> adaptive.Policy | None:
         """The release's adaptive policy, built where SGLang builds it (the EAGLE worker's init, in
         the scheduler process): a config the release reads there and rejects ends the server."""
@@ -395,6 +410,7 @@ class Runner:
             k_max=cfg.adaptive.max_steps if cfg.adaptive is not None else None,
             accept_rate=facts.accept_rate,
             cuda_graph_max_bs=0 if v.get("disable_cuda_graph") else min(self.graph_max_bs, cap.max_running_requests),
+            cuda_graph_bs=self.graph_bs,
         )
         prefix0 = self.prefix0
         noise = Noise(

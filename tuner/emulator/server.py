@@ -108,6 +108,7 @@ class EmulatorApp:
         self.version = version
         self.prefix0 = rank_prefix
         self.driver = RealtimeDriver(scheduler, on_batch=self._on_batch)
+        scheduler.collapse_after = faults.accept_collapse_after
         self.status = "starting"  # starting | up | draining | unhealthy
         self.served_name = cfg.values["served_model_name"]
         self.api_key = cfg.values.get("api_key")
@@ -123,6 +124,10 @@ class EmulatorApp:
         self.h_itl = prom.Histogram(prom.ITL_BUCKETS)
         self.h_e2e = prom.Histogram(prom.E2E_BUCKETS)
         self.health_generation = _env_true("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", default=True)
+        # spec-diverge / spec-repeat: only a speculating server's verify path goes wrong
+        self.text_fault: tokens.TextFault | None = None
+        if cfg.spec_on and (faults.spec_diverge_at is not None or faults.spec_repeat_at is not None):
+            self.text_fault = (faults.spec_diverge_at, faults.spec_repeat_at)
 
     # ---- app ------------------------------------------------------------------------------------
     def make_app(self) -> web.Application:
@@ -473,8 +478,22 @@ class EmulatorApp:
         stop_at = None if ignore_eos else tokens.eos_position(h, self.p.eos_min_tokens, self.p.eos_max_tokens)
         if not 0.0 < top_p <= 1.0:
             raise BadRequest(f"top_p must be in (0, 1], got {top_p}.")
-        alpha = model.effective_alpha(workload.request_alpha(self.p, temperature, top_p, prompt_tokens), self.topk)
-        req = Request(rid, input_tokens, max(1, max_new), alpha=alpha, stop_at=stop_at)
+        # accept-drift: the logits fall with the requests served since this process started
+        drift = -self.faults.accept_drift_per_100 * self.sched.num_requests_total / 100.0
+        acc = workload.request_acceptance(
+            self.p,
+            temperature,
+            top_p,
+            prompt_tokens,
+            topk=self.topk,
+            positions=max(1, self.sched.k_max),
+            prompt_h=prompt_h,
+            offset=drift,
+        )
+        if isinstance(acc, tuple):
+            req = Request(rid, input_tokens, max(1, max_new), alpha=acc[0], stop_at=stop_at, acceptance=acc)
+        else:
+            req = Request(rid, input_tokens, max(1, max_new), alpha=acc, stop_at=stop_at)
         req.stream = stream
         req.user = max_new  # 0 means "prefill only": reported as zero completion tokens
         return req, h
@@ -678,8 +697,8 @@ class EmulatorApp:
                 comp = 0 if r.user == 0 else r.generated
                 out.append(
                     {
-                        "text": tokens.text_range(h, 0, comp),
-                        "output_ids": tokens.ids_range(h, 0, comp),
+                        "text": tokens.text_range(h, 0, comp, self.text_fault),
+                        "output_ids": tokens.ids_range(h, 0, comp, self.text_fault),
                         "meta_info": self._meta(r, n_in, comp, True),
                     }
                 )
@@ -692,7 +711,7 @@ class EmulatorApp:
         def on_tokens(sent: int, g: int, done: bool) -> list[bytes]:
             comp = 0 if req.user == 0 else g
             if comp > sent:
-                pieces.append(tokens.text_range(h, sent, comp))
+                pieces.append(tokens.text_range(h, sent, comp, self.text_fault))
             frame = {"text": "".join(pieces), "meta_info": self._meta(req, n_in, comp, done), "index": 0}
             frames = [b"data: " + _dumps(frame).encode() + b"\n\n"]
             if done:
@@ -783,7 +802,7 @@ class EmulatorApp:
         if not body.get("stream"):
             await self._run_to_end(req)
             comp = 0 if zero else req.generated
-            text = tokens.text_range(h, 0, comp)
+            text = tokens.text_range(h, 0, comp, self.text_fault)
             finish = "stop" if req.finish_reason == "stop" else "length"
             matched = self.p.eos_token_id if finish == "stop" else None
             if chat:
@@ -843,7 +862,7 @@ class EmulatorApp:
             comp = 0 if zero else g
             frames = []
             if comp > sent:
-                piece = tokens.text_range(h, sent, comp)
+                piece = tokens.text_range(h, sent, comp, self.text_fault)
                 if chat:
                     choice = {
                         "index": 0,

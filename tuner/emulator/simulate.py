@@ -16,7 +16,7 @@ from typing import Any
 
 from sglang_utils import sglang_adaptive as adaptive_schema  # type: ignore[import-not-found]
 
-from . import adaptive, model
+from . import adaptive, model, tokens, workload
 from .engine import EngineSpec, Request, Scheduler
 from .noise import Noise
 from .profile import Profile
@@ -71,6 +71,7 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
         context_len=profile.context_len,
         state_slot_cap=cap.state_slot_cap,
         hybrid=profile.hybrid_mamba,
+        cuda_graph_bs=(tuple(sorted(s.graph_bs)) if s.graph_bs else None) or profile.cuda_graph_bs,
         spec=spec_on,
         policy=policy,
         k_max=k_max,
@@ -136,6 +137,9 @@ def closed_loop(
     """
     sched = scheduler or Scheduler(profile, engine_spec(profile, setting), random.Random(seed), noise=noise)
     spec = sched.spec
+    # a profile with acceptance by position or per-prompt spread: each request its own acceptance,
+    # as the server gives it (workload.request_acceptance; request i stands for a distinct prompt)
+    per_request = alpha is None and (profile.alpha_by_position is not None or bool(profile.alpha_spread))
     if alpha is None:
         alpha = profile.alpha_at(temperature)
     alpha = model.effective_alpha(alpha, setting.topk)
@@ -158,7 +162,20 @@ def closed_loop(
     while len(records) < n_requests:
         while submits and submits[0][0] <= t + 1e-12:
             heapq.heappop(submits)
-            req = Request(f"r{sent}", input_len, output_len, alpha=alpha, notify=on_done)
+            if per_request:
+                acc = workload.request_acceptance(
+                    profile,
+                    temperature,
+                    topk=setting.topk,
+                    positions=max(1, sched.k_max),
+                    prompt_h=tokens.ids_hash([seed, sent]),
+                )
+                if isinstance(acc, tuple):
+                    req = Request(f"r{sent}", input_len, output_len, alpha=acc[0], notify=on_done, acceptance=acc)
+                else:
+                    req = Request(f"r{sent}", input_len, output_len, alpha=acc, notify=on_done)
+            else:
+                req = Request(f"r{sent}", input_len, output_len, alpha=alpha, notify=on_done)
             sched.submit(req, t)
             sent += 1
         if batch is None:

@@ -74,16 +74,57 @@ def token_id(h: int, position: int) -> int:
     return _mix(h ^ ((position * 0xD6E8FEB86659FD93) & _MASK64)) & (VOCAB_SIZE - 1)
 
 
-def text_range(h: int, start: int, end: int) -> str:
+# Length of the cycle the spec-repeat fault falls into (a short loop of words, as a degenerate
+# speculative decoder produces: docs/emulator.md "Faults").
+REPEAT_CYCLE = 4
+_DIVERGE_SALT = 0x6A09E667F3BCC908
+
+
+def wrong_token_id(h: int, position: int, diverge_at: int | None, repeat_at: int | None) -> int:
+    """The token a faulty speculative server emits at `position` (faults spec-diverge, spec-repeat).
+
+    Before both fault positions it is the correct token. From `diverge_at` on, every token differs
+    from the correct one (the correct id plus a hash-chosen 1..VOCAB_SIZE-1, modulo the vocabulary), so
+    a comparison with the no-speculation output finds its first difference exactly there. From
+    `repeat_at` on, the output cycles through REPEAT_CYCLE words (each the correct word of the
+    cycle's first positions, shifted by one id), whatever the divergence.
+    """
+    if repeat_at is not None and position >= repeat_at:
+        j = repeat_at + (position - repeat_at) % REPEAT_CYCLE
+        return (token_id(h, j) + 1) & (VOCAB_SIZE - 1)
+    right = token_id(h, position)
+    if diverge_at is not None and position >= diverge_at:
+        shift = 1 + token_id(h ^ _DIVERGE_SALT, position) % (VOCAB_SIZE - 1)
+        return (right + shift) & (VOCAB_SIZE - 1)
+    return right
+
+
+# (diverge_at, repeat_at) of a server with a correctness fault, None for a correct one
+TextFault = tuple[int | None, int | None]
+
+
+def text_range(h: int, start: int, end: int, fault: TextFault | None = None) -> str:
     """Text of output tokens [start, end): words separated by single spaces, none before the first."""
     if end <= start:
         return ""
-    piece = "".join([_SPACED[token_id(h, i)] for i in range(start, end)])
+    if fault is None:
+        piece = "".join([_SPACED[token_id(h, i)] for i in range(start, end)])
+    else:
+        d, r = fault
+        piece = "".join([_SPACED[wrong_token_id(h, i, d, r)] for i in range(start, end)])
     return piece[1:] if start == 0 else piece
 
 
-def ids_range(h: int, start: int, end: int) -> list[int]:
+def ids_range(h: int, start: int, end: int, fault: TextFault | None = None) -> list[int]:
+    if fault is not None:
+        d, r = fault
+        return [wrong_token_id(h, i, d, r) for i in range(start, end)]
     return [token_id(h, i) for i in range(start, end)]
+
+
+def prompt_uniform(h: int, salt: int) -> float:
+    """A uniform number in (0, 1) fixed by the prompt hash h (and a salt per use)."""
+    return ((_mix(h ^ salt) >> 11) + 0.5) / float(1 << 53)
 
 
 def eos_position(h: int, lo: int, hi: int) -> int:

@@ -21,14 +21,19 @@ that reference in two ways the emulator models, each by a documented, determinis
   prompt text, or the ids of `input_ids`.
 
 Profile keys (defaults in profile.py): prompt_sensitivity, prompt_score_ref, prompt_min_tokens,
-top_p_exponent, alpha_max.
+top_p_exponent, alpha_max. With `alpha_by_position` the same two rules act on each position's
+acceptance, and `alpha_spread` adds one logit offset per prompt (request_acceptance).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from statistics import NormalDist
 from typing import TYPE_CHECKING
+
+from .model import effective_alpha
+from .tokens import prompt_uniform
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -75,3 +80,70 @@ def request_alpha(
         factor = content_factor(p, content_score(prompt_tokens), len(prompt_tokens))
         alpha = 1.0 - (1.0 - alpha) * factor
     return min(max(alpha, 0.0), p.alpha_max)
+
+
+def shift_logit(alpha: float, offset: float) -> float:
+    """sigmoid(logit(alpha) + offset): acceptance moved on the logit scale (alpha_spread's
+    per-request difficulty, the accept-drift fault), so it stays inside (0, 1) whatever the offset."""
+    if offset == 0.0 or alpha <= 0.0 or alpha >= 1.0:
+        return alpha
+    z = math.log(alpha / (1.0 - alpha)) + offset
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+_SPREAD_SALT = 0x3C6EF372FE94F82B
+_STD_NORMAL = NormalDist()
+
+
+def spread_offset(p: Profile, prompt_h: int | None) -> float:
+    """The request's difficulty d ~ Normal(0, alpha_spread) on the logit scale, fixed by its prompt:
+    the same prompt always gets the same d (docs/emulator.md "Acceptance that differs by request")."""
+    if not p.alpha_spread or prompt_h is None:
+        return 0.0
+    return p.alpha_spread * _STD_NORMAL.inv_cdf(prompt_uniform(prompt_h, _SPREAD_SALT))
+
+
+def request_acceptance(
+    p: Profile,
+    temperature: float,
+    top_p: float = 1.0,
+    prompt_tokens: Sequence[Hashable] | None = None,
+    *,
+    topk: int = 1,
+    positions: int = 1,
+    prompt_h: int | None = None,
+    offset: float = 0.0,
+) -> float | tuple[float, ...]:
+    """One request's acceptance, after the topk rule: one alpha for every position (a profile
+    without `alpha_by_position`, as before), or a_1..a_positions.
+
+    Each position's acceptance follows request_alpha's rules (temperature, top_p, prompt content,
+    alpha_max); then the logit moves by the prompt's difficulty (spread_offset) plus `offset` (the
+    accept-drift fault); last, a level is accepted when any of topk candidates is (effective_alpha).
+    """
+    d = offset + spread_offset(p, prompt_h)
+    if p.alpha_by_position is None:
+        a = request_alpha(p, temperature, top_p, prompt_tokens)
+        if d:
+            a = min(shift_logit(a, d), p.alpha_max)
+        return effective_alpha(a, topk)
+    t = max(0.0, float(temperature))
+    alphas = p.alphas_at(t, positions)
+    q = min(1.0, max(0.0, float(top_p)))
+    if t > 0.0 and q < 1.0:
+        greedy = p.alphas_at(0.0, positions)
+        w = q**p.top_p_exponent
+        alphas = [a0 + (a - a0) * w for a, a0 in zip(alphas, greedy, strict=True)]
+    factor = 1.0
+    if prompt_tokens is not None:
+        factor = content_factor(p, content_score(prompt_tokens), len(prompt_tokens))
+    out = []
+    for a in alphas:
+        a = min(max(1.0 - (1.0 - a) * factor, 0.0), p.alpha_max)
+        if d:
+            a = min(shift_logit(a, d), p.alpha_max)
+        out.append(effective_alpha(a, topk))
+    return tuple(out)

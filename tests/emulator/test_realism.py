@@ -1,0 +1,205 @@
+"""The realism keys, measured through HTTP with the project's own client (docs/emulator.md).
+
+Each test starts real emulator processes and reads only what a client of a real SGLang server
+reads: streamed tokens, each request's `spec_accept_histogram` and `spec_verify_ct`, decode rates.
+The expected values come from the profile files' numbers by the formulas docs/emulator.md states,
+written out here, not from the emulator's code.
+
+Tolerances: acceptance tests use a fixed --random-seed and thousands of verify steps (the standard
+error of the mean accept length is under 0.7% of it, so 2% is three standard errors); rate tests
+compare against the table in real time, where the emulator keeps step ends on absolute deadlines
+(docs/emulator.md "The performance model"), so CPU load delays chunks but not the rate over a
+request of seconds; the padding tests compare ratios of levels run back to back on one server.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from emu_client import hist_accept_length, per_request_accept_lengths, position_acceptance, run_level
+from emu_testlib import spec_flags
+
+DATA = Path(__file__).resolve().parent / "data" / "profiles"
+ACCEPT = DATA / "realism-accept.yaml"
+STEP = DATA / "realism-step.yaml"
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def _variant(tmp_path: Path, base: Path, **over: Any) -> Path:
+    raw = {**_yaml(base), **over}
+    out = tmp_path / f"{base.stem}-{abs(hash(repr(sorted(over.items())))) % 10**8}.yaml"
+    out.write_text(yaml.safe_dump(raw))
+    return out
+
+
+def _expected_tau(alphas: list[float], k: int, topk: int = 1) -> float:
+    """1 + sum_{j<=k} prod_{i<=j} a_i, positions past the list keeping its last value; with topk
+    candidates per level a level is accepted when any of them is: 1 - (1 - a)^topk."""
+    total = surv = 1.0
+    for j in range(k):
+        a = alphas[min(j, len(alphas) - 1)]
+        surv *= 1.0 - (1.0 - a) ** topk
+        total += surv
+    return total
+
+
+def _start(emulator, profile: Path, *flags: str):
+    return emulator("--emulator-profile", str(profile), "--enable-metrics", "--random-seed", "11", *flags).wait_ready()
+
+
+@pytest.mark.parametrize(("k", "tokens"), [(1, 128), (3, 320), (10, 640)])
+def test_accept_length_per_depth_follows_acceptance_by_position(emulator, k, tokens):
+    """k = 10 runs past both lists (8 positions at temperature 0, 4 at 1): the last value holds.
+    `tokens` per request gives 2,000-4,500 verify steps per level, as deeper chains vary more."""
+    table = _yaml(ACCEPT)["alpha_by_position"]
+    e = _start(emulator, ACCEPT, *spec_flags(k))
+    for temp in (0.0, 1.0):
+        traces, m = run_level(e.url, 32, 32, input_len=32, output_len=tokens, temperature=temp)
+        assert m.requests_ok == 32, m.errors
+        want = _expected_tau(table[temp], k)
+        assert hist_accept_length(traces) == pytest.approx(want, rel=0.02), (temp, k)
+        # the histograms SGLang returns give back each position's conditional acceptance
+        got = position_acceptance(traces)
+        assert len(got) == k
+        for j, a in enumerate(got[:3]):
+            assert a == pytest.approx(table[temp][min(j, len(table[temp]) - 1)], abs=0.03), (temp, j)
+        # the tuner's own accept length (completion tokens / verify calls) agrees, within the bias
+        # of the prefill's token and the last step's cut (about 1/steps per request)
+        assert m.accept_length == pytest.approx(want, rel=0.05)
+
+
+def test_topk_tree_accepts_a_level_when_any_candidate_matches(emulator):
+    table = _yaml(ACCEPT)["alpha_by_position"]
+    flags = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"]
+    flags += ["--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "6"]
+    e = _start(emulator, ACCEPT, *flags)
+    traces, m = run_level(e.url, 32, 32, input_len=32, output_len=320, temperature=1.0)
+    assert m.requests_ok == 32, m.errors
+    assert hist_accept_length(traces) == pytest.approx(_expected_tau(table[1.0], 3, topk=2), rel=0.02)
+
+
+def test_per_request_spread_grows_with_alpha_spread_and_a_prompt_keeps_its_difficulty(emulator, tmp_path):
+    sds, corrs = [], []
+    for spread in (0.0, 0.6, 1.2):
+        e = _start(emulator, _variant(tmp_path, ACCEPT, alpha_spread=spread), *spec_flags(4))
+        # the client's prompts are fixed by their index: the second pass sends the same 24 prompts
+        first = per_request_accept_lengths(run_level(e.url, 24, 24, input_len=32, output_len=160)[0])
+        again = per_request_accept_lengths(run_level(e.url, 24, 24, input_len=32, output_len=160)[0])
+        assert sorted(first) == sorted(again) == list(range(24))
+        xs, ys = [first[i] for i in range(24)], [again[i] for i in range(24)]
+        sds.append(statistics.pstdev(xs))
+        corrs.append(statistics.correlation(xs, ys))
+        e.terminate()
+    # without spread a request's accept length differs from another's by sampling alone
+    # (about 1.3 / sqrt(42 verify steps) = 0.2), and a prompt's two passes do not agree
+    assert sds[0] < sds[1] < sds[2] and sds[2] > 2.5 * sds[0], sds
+    assert abs(corrs[0]) < 0.5 and corrs[2] > 0.8, corrs
+
+
+def _server_rate(traces) -> float:
+    """Mean of each request's tokens / the server's own e2e latency (`meta_info.e2e_latency`, which
+    SGLang returns and the client keeps): the emulator's clock runs on absolute deadlines, so this
+    holds under CPU load that delays the chunks on their way to the client. The prefill's few
+    milliseconds are in it (under 0.2% of a request here)."""
+    rates = [t.output_tokens / t.server_e2e_s for t in traces if t.ok and t.server_e2e_s]
+    assert len(rates) == len(traces)
+    return statistics.fmean(rates)
+
+
+def test_no_speculation_decode_rate_at_concurrency_1_is_the_tables_first_cell(emulator):
+    first_cell = _yaml(STEP)["step_time_ms"]["ms"][0][0]
+    e = _start(emulator, STEP)
+    traces, m = run_level(e.url, 1, 2, input_len=16, output_len=400)
+    assert m.requests_ok == 2, m.errors
+    assert _server_rate(traces) == pytest.approx(1000.0 / first_cell, rel=0.02)
+    # the client's own clock agrees (looser: CPU load on this machine delays chunks)
+    assert m.per_request_tok_s == pytest.approx(1000.0 / first_cell, rel=0.10)
+
+
+def test_speculative_step_is_the_table_at_verify_width_plus_drafts_and_overhead(emulator):
+    raw = _yaml(STEP)
+    tab = raw["step_time_ms"]
+    k = 3  # verify width 4: a column of the table, batch 1: its first row
+    step_ms = tab["ms"][0][tab["tokens_per_request"].index(k + 1)] + k * tab["draft_ms"][0] + raw["spec_overhead_ms"]
+    e = _start(emulator, STEP, *spec_flags(k))
+    traces, m = run_level(e.url, 1, 2, input_len=16, output_len=400)
+    assert m.requests_ok == 2, m.errors
+    # server time per verify step (the prefill's 2 ms aside)
+    per_step = [(t.server_e2e_s * 1000.0 - 2.2) / t.spec_verify_ct for t in traces if t.spec_verify_ct]
+    assert statistics.fmean(per_step) == pytest.approx(step_ms, rel=0.02)
+    assert hist_accept_length(traces) > 2.0
+
+
+def test_a_batch_of_5_costs_what_a_batch_of_8_costs(emulator):
+    tab = _yaml(STEP)["step_time_ms"]
+    row = {b: tab["ms"][i][0] for i, b in enumerate(tab["batch"])}
+    e = _start(emulator, STEP)
+    rate = {}
+    for c in (4, 5, 8):
+        traces, m = run_level(e.url, c, c, input_len=16, output_len=150)
+        assert m.requests_ok == c, m.errors
+        rate[c] = _server_rate(traces)
+    assert rate[5] == pytest.approx(rate[8], rel=0.03)  # padded to the captured 8
+    assert rate[8] == pytest.approx(1000.0 / row[8], rel=0.03)
+    assert rate[4] == pytest.approx(1000.0 / row[4], rel=0.03)  # 4 is captured: no padding
+    # --cuda-graph-bs replaces the profile's list, as in SGLang: 5 is captured and costs T(5)
+    e2 = _start(emulator, STEP, "--cuda-graph-bs", *[str(b) for b in range(1, 9)])
+    traces, _ = run_level(e2.url, 5, 5, input_len=16, output_len=150)
+    t5 = row[4] + (row[8] - row[4]) * (5 - 4) / (8 - 4)  # linear between the table's rows
+    assert _server_rate(traces) == pytest.approx(1000.0 / t5, rel=0.03)
+    assert _server_rate(traces) > rate[5] * 1.15
+
+
+# ---- bad input: a malformed key fails the start as a bad flag value does, naming the key ----------
+
+_RAGGED = {"batch": [1, 4], "tokens_per_request": [1, 2], "ms": [[5.0, 5.1], [7.0]], "draft_ms": [0.5, 0.6]}
+_BAD = [
+    ({"step_time_ms": _RAGGED}, "step_time_ms.ms row for batch 4 must have 2 values"),
+    ({"step_time_ms": {**_RAGGED, "ms": [[5.0, 5.1]]}}, "step_time_ms.ms must have one row per batch size"),
+    ({"step_time_ms": {**_RAGGED, "batch": [4, 1], "ms": [[5, 5], [7, 7]]}}, "step_time_ms.batch must be strictly"),
+    ({"step_time_ms": {**_RAGGED, "ms": [[5, -5], [7, 7]]}}, "step_time_ms.ms row for batch 1 has -5"),
+    ({"step_time_ms": {**_RAGGED, "ms": [[5, 5], [7, 7]], "draft_ms": [0.5]}}, "step_time_ms.draft_ms"),
+    ({"step_time_ms": {**_RAGGED, "ms": [[5, 5], [7, 7]], "kv_read_ns": 3}}, "step_time_ms has unknown key"),
+    (
+        {"step_time_ms": {**_RAGGED, "ms": [[5, 5], [7, 7]], "kv_read_ns_per_token": -30}},
+        "step_time_ms.kv_read_ns_per_token",
+    ),
+    ({"alpha_by_position": {0.0: [0.9, 1.0]}}, "alpha_by_position[0.0] position 2 is 1.0"),
+    ({"alpha_by_position": {0.0: [0.0]}}, "an acceptance must be in (0, 1)"),
+    ({"alpha_by_position": {0.0: []}}, "alpha_by_position[0.0] must be a non-empty list"),
+    ({"alpha_spread": -0.2}, "alpha_spread must be a number >= 0"),
+    ({"spec_overhead_ms": -1}, "spec_overhead_ms must be a number >= 0"),
+    ({"cuda_graph_bs": [1, 8, 4]}, "cuda_graph_bs must be strictly increasing"),
+    ({"t_draft_ms": -0.5}, "t_draft_ms must not be negative"),
+]
+
+
+@pytest.mark.parametrize(("over", "message"), _BAD, ids=[m.split()[0] for _, m in _BAD])
+def test_a_malformed_key_fails_the_start_naming_it(emulator, tmp_path, over, message):
+    from sglang_utils.sglang_log import find_fatal  # type: ignore[import-not-found]
+
+    e = emulator("--emulator-profile", str(_variant(tmp_path, STEP, **over)))
+    assert e.wait_exit(20) == 2
+    log = e.log()
+    assert message in log, log
+    assert "launch_server.py: error: argument --emulator-profile: emulator profile realism-step" in log
+    fatal = find_fatal(log.splitlines())
+    assert fatal is not None and fatal["kind"] == "bad_arguments" and message in fatal["reason"], fatal
+
+
+def test_profiles_without_the_keys_keep_the_linear_model():
+    """A profile without the keys has none of them (their absence is today's emulator)."""
+    from tuner.emulator.profile import load_profile
+
+    p = load_profile()
+    assert p.alpha_by_position is None and p.step_table is None and p.cuda_graph_bs is None
+    assert p.alpha_spread == 0.0 and p.spec_overhead_ms == 0.0
+    assert math.isclose(p.alphas_at(0.0, 3)[2], p.alpha_at(0.0))
