@@ -216,14 +216,18 @@ def judge(
     levels: Sequence[int],
     target: Sequence[int] | None,
     capacity: Mapping[str, int | None],
+    tuned: str | None = None,
 ) -> ScheduleVerdict | None:
-    """Whether an adaptive configuration (the tuner's schedule, else SGLang's default adaptive
-    config) beats the best static depth beyond noise on the workload's objective; the better of
-    the two when both do. None when no adaptive configuration was measured."""
+    """Each adaptive configuration (`tuned`, the best-scoring tuned config, and SGLang's default
+    adaptive config) against the best static depth on the workload's objective, pairwise, with the
+    per-level cells side by side. None when no adaptive configuration was measured. (Which
+    configuration is recommended is tuner/decide/envelope.py `choose`'s.)"""
     adaptive = {p.config.config_id: p.config for p in all_stats.values() if p.config.is_schedule}
     if not adaptive:
         return None
-    sched = next((c for c in adaptive.values() if c.schedule is not None), None)
+    sched = adaptive.get(tuned) if tuned else None
+    if sched is None:
+        sched = next((c for c in adaptive.values() if not c.adaptive), None)
     default = next((c for c in adaptive.values() if c.adaptive), None)
     best = static.chosen
     v = ScheduleVerdict(False, "", sched, best, default, capacity=dict(capacity))
@@ -243,7 +247,7 @@ def judge(
     for cand in (sched, default):
         if cand is None:
             continue
-        what = "the schedule" if cand is sched else "SGLang's default adaptive config"
+        what = "the tuned config" if cand is sched else "SGLang's default adaptive config"
         got = _compare(all_stats, cand, best, levels, target)
         if isinstance(got, str):
             v.each[cand.config_id] = f"{what} {got}"

@@ -25,9 +25,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from . import analysis, outputs, schedule_sweep, search
+from sglang_filters.sglang_flags import parse_whole_number, schedule_launch_steps  # noqa: E402
+
+from . import analysis, outputs, search
 from .client import BenchClient, ClientOptions, LevelPlan, with_ticker
 from .configs import ConfigPlan, SpecConfig
+from .decide import adaptive_phase
 from .deploy import Deployer, DeployResult
 from .metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics, level_samples, running_batch
 from .records import (
@@ -607,25 +610,45 @@ class Sweep:
                     changed.notify_all()
 
     # -- the whole sweep -----------------------------------------------------------------------
-    def _schedule_phase(self) -> list[SpecConfig]:
-        """After the static sweep: the adaptive configurations to measure (the schedule built from
-        the per-level winners, and SGLang's default adaptive config), said on the progress log."""
+    def _schedule_stage(self, stage: str) -> list[SpecConfig]:
+        """After the static sweep, one stage of the schedule phase (tuner/decide/adaptive_phase.py):
+        `envelope` (SGLang's default adaptive config and a no-speculation server), then `search`
+        (tuned adaptive configs from what those and the static depths measured), within
+        `--schedule-budget`; what each stage decided is said on the progress log."""
         summary = outputs.write_all(self.store, self.spec)
-        plan = schedule_sweep.plan_schedule(summary.stats, summary.choices, self.store.state(), self.spec.algorithm)
-        if plan.skipped:
-            self.progress.line(f"[schedule] not measured: {plan.skipped}")
-            return []
-        for w in plan.winners:
-            self.progress.line(
-                f"[schedule] C={w.concurrency}: spec_steps {w.steps} won at a running batch of {w.running_batch:g} "
-                f"({plan.batch_source[w.concurrency]})"
-            )
-        if plan.schedule is not None:
-            self.progress.line(
-                f"[schedule] built: {plan.schedule.label}; measuring it and SGLang's default adaptive config"
-            )
+        state = self.store.state()
+        static_ids = {c.config_id for c in self.plan.configs}
+        budget = self.spec.schedule_budget
+        if stage == "envelope":
+            plan = adaptive_phase.plan_envelope(state, static_ids, self.spec.algorithm, budget)
         else:
-            self.progress.line(f"[schedule] no schedule: {plan.why_not}; measuring SGLang's default adaptive config")
+            view = summary.views.get(summary.temperatures[0]) if summary.temperatures else None
+            if view is None:
+                return []
+            w = self.workload
+            tokens = (
+                (w.input_len or 0) + (w.output_len or 0)
+                if isinstance(w.input_len, int) and isinstance(w.output_len, int)
+                else 0
+            )
+            limit = parse_whole_number(self.spec.extra_vars.get("sglang_server_spec_max_steps")) or 16
+            plan = adaptive_phase.plan_tuned(
+                view.every,
+                view.stats,
+                state,
+                summary.levels,
+                self.spec.algorithm,
+                budget,
+                tokens,
+                limit,
+                schedule_launch_steps,
+                static_ids,
+            )
+        if plan.skipped:
+            self.progress.line(f"[schedule] {stage}: not measured: {plan.skipped}")
+            return []
+        for line in plan.lines:
+            self.progress.line(f"[schedule] {line}")
         return plan.configs
 
     async def _deploy_best(self, summary: Summary) -> bool:
@@ -682,9 +705,10 @@ class Sweep:
         try:
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
             if self.spec.schedule:
-                self.extra = self._schedule_phase()
-                if self.extra:
-                    await asyncio.gather(*(self._worker(h) for h in self.hosts))
+                for stage in ("envelope", "search"):
+                    self.extra = self._schedule_stage(stage)
+                    if self.extra:
+                        await asyncio.gather(*(self._worker(h) for h in self.hosts))
         except asyncio.CancelledError:
             if not interrupted.is_set():
                 raise
