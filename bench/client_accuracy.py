@@ -33,9 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.client import BenchClient, ClientOptions  # noqa: E402
-from tuner.flags import requests_for_level  # noqa: E402
-from tuner.metrics import counter_delta, level_metrics  # noqa: E402
+from tuner.measure.metrics import counter_delta, level_metrics  # noqa: E402
+from tuner.run.client import BenchClient, ClientOptions  # noqa: E402
+from tuner.spec.flags import requests_for_level  # noqa: E402
 
 
 def free_port() -> int:

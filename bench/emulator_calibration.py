@@ -41,10 +41,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner import prompts  # noqa: E402
 from tuner.emulator import model, workload  # noqa: E402
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, Profile, load_profile  # noqa: E402
 from tuner.emulator.simulate import SpecSetting, closed_loop  # noqa: E402
+from tuner.spec import prompts  # noqa: E402
 
 LEVELS = (1, 4, 16, 32, 64)
 INPUT_LEN = 256
@@ -411,7 +411,7 @@ def prompt_rule_section(p: Profile) -> list[str]:
     of docs/emulator.md ("Acceptance") applied to the tuner's synthetic prompts and to this script's."""
     kinds = [
         ("this script's HTTP prompts (unique words)", [f"w0x{i}" for i in range(INPUT_LEN)]),
-        ("the tuner's /generate prompts (token ids, tuner/prompts.py)", prompts.prompt_ids(0, INPUT_LEN)),
+        ("the tuner's /generate prompts (token ids, tuner/spec/prompts.py)", prompts.prompt_ids(0, INPUT_LEN)),
         ("the tuner's OpenAI prompts (random common words)", prompts.prompt_words(0, INPUT_LEN)),
     ]
     a0 = p.alpha_at(0.0)

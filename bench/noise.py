@@ -50,9 +50,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import free_port, local_inventory, stop_local_emulators  # noqa: E402
 
-from tuner.records import SweepState  # noqa: E402
-from tuner.store import Store  # noqa: E402
-from tuner.summary import summarize  # noqa: E402
+from tuner.data.records import SweepState  # noqa: E402
+from tuner.data.store import Store  # noqa: E402
+from tuner.present.summary import summarize  # noqa: E402
 
 PLAY = ROOT / "tests" / "tuner" / "fixtures" / "local_emulator_deploy.yml"
 SEED = ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml"

@@ -43,9 +43,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import emulator  # noqa: E402
 
-from tuner import prompts  # noqa: E402
-from tuner.client import BenchClient, ClientOptions  # noqa: E402
-from tuner.metrics import level_metrics, percentile  # noqa: E402
+from tuner.measure.metrics import level_metrics  # noqa: E402
+from tuner.measure.stats import percentile  # noqa: E402
+from tuner.run.client import BenchClient, ClientOptions  # noqa: E402
+from tuner.spec import prompts  # noqa: E402
 
 GUIDELLM = ROOT / ".cache" / "peer-guidellm" / "bin" / "guidellm"
 AIPERF = ROOT / ".cache" / "peer-aiperf" / "bin" / "aiperf"

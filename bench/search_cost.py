@@ -48,8 +48,8 @@ from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_loca
 sys.path.insert(0, str(ROOT / "bench"))
 from search_replay import replay  # noqa: E402
 
-from tuner import analysis  # noqa: E402
-from tuner.store import Store  # noqa: E402
+from tuner.data.store import Store  # noqa: E402
+from tuner.decide import analysis  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}

@@ -22,10 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner import analysis, search  # noqa: E402
-from tuner.configs import plan_configs  # noqa: E402
-from tuner.records import DeployRecord, LevelRecord, SkipRecord, SweepState  # noqa: E402
-from tuner.store import Store  # noqa: E402
+from tuner.data.records import DeployRecord, LevelRecord, SkipRecord, SweepState  # noqa: E402
+from tuner.data.store import Store  # noqa: E402
+from tuner.decide import analysis  # noqa: E402
+from tuner.decide.search import decide as policy  # noqa: E402
+from tuner.decide.search import text  # noqa: E402
+from tuner.spec.configs import plan_configs  # noqa: E402
 
 PASS_SHARE = 0.97
 
@@ -45,7 +47,7 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tup
     while True:
         recs = [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed]
         state = SweepState.fold([*recs, *skips])
-        d = search.decide(state, plan.configs, workload, exclude=set(deployed), target=target)
+        d = policy.decide(state, plan.configs, workload, exclude=set(deployed), target=target)
         for cfg, pred, why in d.skips:
             skips.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
             if verbose:
@@ -58,7 +60,7 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tup
             break
         deployed.append(d.deploy.config_id)
         if verbose:
-            print(f"  deploy {d.deploy.label}: {d.why}{search.prediction_text(d.prediction)}")
+            print(f"  deploy {d.deploy.label}: {d.why}{text.prediction_text(d.prediction)}")
     state = SweepState.fold(
         [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed]
     )

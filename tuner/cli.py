@@ -2,7 +2,7 @@
 
 Exit status (docs/tuner.md): 0 done, 1 failed, 2 bad input. Every flag value is checked before
 anything is deployed or sent; a bad one exits 2 with a message that names the flag. The flags
-themselves belong to the typed spec (tuner/sweepspec.py); this module only wires them to the
+themselves belong to the typed spec (tuner/spec/sweepspec.py); this module only wires them to the
 work. The API key is read from the environment (SGLANG_API_KEY, else OPENAI_API_KEY), never from
 a flag: a key on the command line would show in `ps` and in shell history.
 """
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .flags import BadInput, check_out_dir, check_results_dir, parse_target_concurrency, requests_for_level
-from .redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_env
-from .summary import Summary, schedule_json
-from .sweepspec import SweepSpec, WorkloadSpec
+from .data.redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_env
+from .present.summary import Summary, schedule_json
+from .spec.flags import BadInput, check_out_dir, check_results_dir, parse_target_concurrency, requests_for_level
+from .spec.sweepspec import SweepSpec, WorkloadSpec
 
 TOOL = f"sglang-tune {__version__}"
 
@@ -126,10 +126,12 @@ def _print_summary(summary: Summary | None, out: Path | None) -> None:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from .configs import plan_configs
-    from .deploy import Deployer, InventoryError, project_root, read_inventory
-    from .store import Store
-    from .sweep import Progress, Sweep
+    from .data.store import Store
+    from .run.deploy import Deployer, project_root
+    from .run.inventory import InventoryError, read_inventory
+    from .run.levels import Progress
+    from .run.sweep import Sweep
+    from .spec.configs import plan_configs
 
     project = project_root()
     spec = SweepSpec.from_cli_args(a, project)
@@ -170,7 +172,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.dry_run:
         print("hosts: " + ", ".join(h if slots[h] == [h] else f"{h} ({', '.join(slots[h])})" for h in hosts))
         if spec.search == "model":
-            from .search import anchors
+            from .decide.search.decide import anchors
 
             first = [c.config_id for c in plan.configs if c.spec_steps == 0]
             for key in dict.fromkeys(c.series for c in plan.configs if c.spec_steps > 0):
@@ -200,7 +202,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             + f", temperature {', '.join(f'{t:g}' for t in w.temperature)}, {w.repeats} repeat(s)"
             + (f", {spec.repeat_deploys} deployments per configuration" if spec.repeat_deploys > 1 else "")
         )
-        from .workload import describe
+        from .spec.workload import describe
 
         print(f"prompts: {describe(w.dataset, w.dataset_sample)}")
         return 0
@@ -225,15 +227,16 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     )
     rc = asyncio.run(sweep.run())
     if (out / "records.jsonl").exists():
-        from .summary import summarize
+        from .present.summary import summarize
 
         _print_summary(summarize(store.state(), spec), out)
     return rc
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from .store import Store
-    from .sweep import Progress, bench_url
+    from .data.store import Store
+    from .run.levels import Progress
+    from .run.sweep import bench_url
 
     spec = SweepSpec.for_bench(a)
     out = check_out_dir(a.out) if a.out else None
@@ -266,15 +269,15 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def _stored_spec(d: Path) -> SweepSpec:
-    from .store import Store
+    from .data.store import Store
 
     return Store(d).read_spec() or SweepSpec()
 
 
 def cmd_plot(a: argparse.Namespace) -> int:
-    from .outputs import write_plot
-    from .store import Store
-    from .summary import summarize
+    from .data.store import Store
+    from .present.outputs import write_plot
+    from .present.summary import summarize
 
     d = check_results_dir(a.dir, "DIR")
     s = summarize(Store(d).state(), _stored_spec(d))
@@ -287,13 +290,13 @@ def cmd_plot(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from .outputs import write_all
-    from .store import Store
+    from .data.store import Store
+    from .present.outputs import write_all
 
     d = check_results_dir(a.dir, "DIR")
     spec = _stored_spec(d)
     if a.slo is not None:
-        from .slo import parse_slo
+        from .spec.slo import parse_slo
 
         slo = None if a.slo.strip().lower() == "none" else parse_slo(a.slo)
         spec = spec.replace(workload=dataclasses.replace(spec.workload, slo=slo))

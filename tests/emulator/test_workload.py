@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from emu_testlib import Emulator, spec_flags
 
-from tuner import prompts
 from tuner.emulator import model, workload
 from tuner.emulator.profile import load_profile, profile_from_mapping
 from tuner.emulator.simulate import SpecSetting, closed_loop
+from tuner.spec import prompts
 
 SEED = load_profile()
 SENSITIVE_PATH = Path(__file__).parent / "data" / "profiles" / "workload-sensitive.yaml"

@@ -78,7 +78,14 @@ def inventory(tmp_path_factory):
 
     def hosts(state: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [str(VENV_BIN / "ansible-playbook"), "-i", str(path), "playbooks/emulator_hosts.yml", "-e", f"emulator_hosts_state={state}"],
+            [
+                str(VENV_BIN / "ansible-playbook"),
+                "-i",
+                str(path),
+                "playbooks/emulator_hosts.yml",
+                "-e",
+                f"emulator_hosts_state={state}",
+            ],
             cwd=ROOT,
             env=ENV,
             capture_output=True,

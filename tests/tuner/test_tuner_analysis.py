@@ -1,4 +1,4 @@
-"""Recommendation, early stop and noise rules (tuner/analysis.py).
+"""Recommendation, early stop and noise rules (tuner/decide/analysis.py).
 
 The seed table (docs/reference/seed-campaign.md) is used as *input data* here: the rules must turn those
 measurements into the seed's conclusions; nothing in the tuner knows them.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from tuner import analysis
-from tuner.configs import SpecConfig
-from tuner.metrics import LevelMetrics
-from tuner.records import LevelRecord
+from tuner.data.records import LevelRecord
+from tuner.decide import analysis
+from tuner.measure.metrics import LevelMetrics
+from tuner.spec.configs import SpecConfig
 
 
 def row(k, c, tput, per_req=None, rep=1, status="ok", topk=1):
@@ -220,7 +220,7 @@ def test_deployments_make_the_interval_cover_restarts():
 
 
 def _samples(ttft, tpot, tokens=100):
-    from tuner.metrics import LevelSamples
+    from tuner.measure.metrics import LevelSamples
 
     return LevelSamples(
         ttft_ms=list(ttft), tpot_ms=list(tpot), e2e_ms=[1000.0] * len(ttft), output_tokens=[tokens] * len(ttft)
@@ -228,7 +228,7 @@ def _samples(ttft, tpot, tokens=100):
 
 
 def test_slo_choice_and_a_level_where_none_meets_it():
-    from tuner.slo import parse_slo
+    from tuner.spec.slo import parse_slo
 
     fast = ci_row(2, 16, 1500.0, 1.0)
     deep = ci_row(4, 16, 1800.0, 1.0)

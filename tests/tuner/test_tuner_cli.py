@@ -9,7 +9,8 @@ import ansible_runner
 import pytest
 from tuner_testlib import FIXTURES, ROOT
 
-from tuner import cli, deploy
+from tuner import cli
+from tuner.run import deploy
 
 
 @pytest.fixture

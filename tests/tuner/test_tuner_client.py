@@ -1,4 +1,4 @@
-"""The streaming client against a real emulator process on loopback (tuner/client.py)."""
+"""The streaming client against a real emulator process on loopback (tuner/run/client.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from tuner_testlib import emulator, free_port
 
-from tuner.client import BenchClient, ClientOptions
-from tuner.metrics import level_metrics
+from tuner.measure.metrics import level_metrics
+from tuner.run.client import BenchClient, ClientOptions
 
 
 def run(coro):
@@ -22,7 +22,7 @@ async def _level(url, c=4, n=8, **kw):
         before = await cl.counters()
         traces = await cl.run_level(c, n)
         after = await cl.counters()
-        from tuner.metrics import counter_delta
+        from tuner.measure.metrics import counter_delta
 
         return traces, level_metrics(c, traces, counter_delta(before, after))
 
@@ -48,7 +48,7 @@ def test_generate_stream_counts_tokens_from_the_server(emu_url):
 
 
 def test_acceptance_histogram_is_read_under_either_name_and_a_bad_one_is_ignored():
-    from tuner.client import _histogram
+    from tuner.run.client import _histogram
 
     assert _histogram({"spec_accept_histogram": [3, 2, 1]}) == [3, 2, 1]  # before 0.5.23
     assert _histogram({"spec_correct_drafts_histogram": [1, 4]}) == [1, 4]  # 0.5.23

@@ -1,11 +1,11 @@
-"""Cross-checks (tuner/crosscheck.py): a disagreement over 1% is a warning, never a silent number."""
+"""Cross-checks (tuner/decide/crosscheck.py): a disagreement over 1% is a warning, never a silent number."""
 
 from __future__ import annotations
 
-from tuner.configs import SpecConfig
-from tuner.crosscheck import check_levels
-from tuner.metrics import LevelMetrics
-from tuner.records import LevelRecord
+from tuner.data.records import LevelRecord
+from tuner.decide.crosscheck import check_levels
+from tuner.measure.metrics import LevelMetrics
+from tuner.spec.configs import SpecConfig
 
 
 def level(**m):

@@ -1,4 +1,5 @@
-"""The ansible-runner wrapper (tuner/deploy.py): event parsing, and real runs of a fixture play."""
+"""The ansible-runner wrapper (tuner/run/deploy.py): event parsing, and real runs of a fixture play;
+the inventory (tuner/run/inventory.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,10 @@ import tempfile
 import pytest
 from tuner_testlib import FIXTURES, grep_tree
 
-from tuner.configs import SpecConfig
-from tuner.deploy import (
-    FAST_TAGS,
-    Deployer,
-    InventoryError,
-    inventory_hosts,
-    outcome_from_events,
-    project_root,
-    read_inventory,
-)
-from tuner.redact import Redactor
+from tuner.data.redact import Redactor
+from tuner.run.deploy import FAST_TAGS, Deployer, outcome_from_events, project_root
+from tuner.run.inventory import InventoryError, inventory_hosts, read_inventory
+from tuner.spec.configs import SpecConfig
 
 REPORT = {
     "ready_seconds": 2.5,

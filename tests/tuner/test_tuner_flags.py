@@ -1,11 +1,11 @@
-"""Flag parsing and validation (tuner/flags.py, tuner/configs.py): every refusal names its flag."""
+"""Flag parsing and validation (tuner/spec/flags.py, tuner/spec/configs.py): every refusal names its flag."""
 
 from __future__ import annotations
 
 import pytest
 
-from tuner.configs import SpecConfig, plan_configs
-from tuner.flags import (
+from tuner.spec.configs import SpecConfig, plan_configs
+from tuner.spec.flags import (
     BadInput,
     check_out_dir,
     parse_concurrency,
@@ -154,7 +154,7 @@ def test_plan_configs_uses_the_play_limits():
 def test_a_chains_explicit_draft_tokens_are_the_same_configuration():
     """topk 1 verifies steps + 1 tokens whether given or not: `--draft-tokens auto,8` at steps 7
     plans k7-t1 once (deploying it twice would measure one server twice)."""
-    from tuner.configs import plan_configs
+    from tuner.spec.configs import plan_configs
 
     plan = plan_configs((6, 7), (1,), (None, 8))
     assert [c.config_id for c in plan.configs] == ["k6-t1", "k7-t1"]

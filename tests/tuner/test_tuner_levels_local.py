@@ -10,7 +10,7 @@ from pathlib import Path
 from tuner_testlib import emulator, supervised_emulator
 
 from tuner import cli
-from tuner.workload import SHIPPED
+from tuner.spec.workload import SHIPPED
 
 
 def records(out: Path) -> list[dict]:
@@ -161,7 +161,7 @@ def test_the_clock_starts_when_the_request_leaves(emu_url):
     """TTFT counts from the header write (an aiohttp trace hook), not from when the worker began."""
     import asyncio
 
-    from tuner.client import BenchClient, ClientOptions
+    from tuner.run.client import BenchClient, ClientOptions
 
     async def go():
         async with BenchClient(ClientOptions(url=emu_url, input_len=8, output_len=8)) as client:

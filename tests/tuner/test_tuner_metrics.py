@@ -1,10 +1,10 @@
-"""Per-request and per-level metrics (tuner/metrics.py) on hand-built traces."""
+"""Per-request and per-level metrics (tuner/measure/metrics.py) on hand-built traces."""
 
 from __future__ import annotations
 
 import pytest
 
-from tuner.metrics import (
+from tuner.measure.metrics import (
     RequestTrace,
     accept_length,
     counter_delta,
@@ -12,10 +12,10 @@ from tuner.metrics import (
     itl_samples_s,
     level_metrics,
     parse_prometheus_counters,
-    percentile,
     tpot_s,
     ttft_s,
 )
+from tuner.measure.stats import percentile
 
 
 def trace(index=0, sent=0.0, chunks=((0.1, 1), (0.2, 4), (0.3, 4), (0.4, 1)), verify=None, error=None, tokens=None):
@@ -111,7 +111,7 @@ sglang:num_running_reqs{model_name="m"} 3
 
 
 def test_a_levels_acceptance_histogram_sums_its_requests_or_is_absent():
-    from tuner.metrics import sum_histograms
+    from tuner.measure.metrics import sum_histograms
 
     # requests of one server can end at different depths of their histogram's length
     assert sum_histograms([[1, 2, 3], [4, 5], [0, 0, 0, 1]]) == [5, 7, 3, 1]

@@ -1,10 +1,10 @@
-"""Per-batch-size schedules (tuner/schedule.py): built from level winners, routed as SGLang routes."""
+"""Per-batch-size schedules (tuner/decide/schedule.py): built from level winners, routed as SGLang routes."""
 
 from __future__ import annotations
 
 import pytest
 
-from tuner.schedule import LevelWinner, Schedule, build_schedule, pad_to_graph_bs, sglang_spec_cuda_graph_bs
+from tuner.decide.schedule import LevelWinner, Schedule, build_schedule, pad_to_graph_bs, sglang_spec_cuda_graph_bs
 
 GRAPH = sglang_spec_cuda_graph_bs(48)
 

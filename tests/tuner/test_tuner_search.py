@@ -1,4 +1,4 @@
-"""The model-guided search (tuner/search.py) on synthetic measurements.
+"""The model-guided search (tuner/decide/search/) on synthetic measurements.
 
 A synthetic machine here is a handful of numbers the test knows and the search does not: per-position
 draft acceptance, a step time t(b, k) and capacity lines. `measure` turns one configuration into the
@@ -14,13 +14,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tuner import analysis, search
-from tuner.configs import SpecConfig, plan_configs
-from tuner.metrics import LevelMetrics, LevelSamples
-from tuner.prediction import Band, LevelPrediction, Prediction
-from tuner.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState
-from tuner.slo import parse_slo
-from tuner.sweepspec import WorkloadSpec
+from tuner.data.prediction import Band, LevelPrediction, Prediction
+from tuner.data.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState
+from tuner.decide import analysis
+from tuner.decide.search import decide as policy
+from tuner.decide.search import fits, observe, text
+from tuner.decide.search import model as search_model
+from tuner.measure.metrics import LevelMetrics, LevelSamples
+from tuner.spec.configs import SpecConfig, plan_configs
+from tuner.spec.slo import parse_slo
+from tuner.spec.sweepspec import WorkloadSpec
 
 LEVELS = (1, 4, 16, 32, 64)
 W = WorkloadSpec(concurrency=LEVELS, input_len=256, output_len=256)
@@ -87,9 +90,9 @@ class Machine:
         outputs, as the client measures it: requests go through in rounds of b, each starting with
         the prefill of its prompts (every round pays the whole first-token time: a plainer account
         than the model's), and the measured span ends with the round in which the loop stops
-        sending (the (n - C + 1)-th completion, tuner/metrics.py `level_windows`)."""
+        sending (the (n - C + 1)-th completion, tuner/measure/metrics.py `level_windows`)."""
         cfg = cfg if isinstance(cfg, SpecConfig) else SpecConfig(cfg)
-        k, verify = cfg.spec_steps, search.verify_width(cfg)
+        k, verify = cfg.spec_steps, observe.verify_width(cfg)
         tau = self.tau(k, cfg.spec_topk)
         n, tokens = W.requests_for(c), W.output_len
         b = max(1, min(c, n, self.mrr(k), self.kv(k) // (W.input_len + W.output_len)))
@@ -116,7 +119,7 @@ class Machine:
                 config=cfg,
                 host="h",
                 capacity={"max_total_num_tokens": self.kv(k), "max_running_requests": self.mrr(k)},
-                speculative={"num_draft_tokens": search.verify_width(cfg) if k else None},
+                speculative={"num_draft_tokens": observe.verify_width(cfg) if k else None},
                 server={"version": self.version},
             )
         ]
@@ -173,14 +176,14 @@ def run_search(
     configs: list[SpecConfig] | None = None,
     schedule: str | None = None,
     workload: WorkloadSpec = W,
-) -> tuple[SweepState, list[search.Decision]]:
+) -> tuple[SweepState, list[policy.Decision]]:
     """The decision loop of `sweep --search model`, on one slot, with the machine as the server."""
     configs = configs or plan_configs(tuple(steps), (1,), (None,)).configs
     records: list = []
     decisions = []
     for _ in range(len(configs) + 1):
         st = SweepState.fold(records)
-        d = search.decide(st, configs, workload, schedule_algorithm=schedule)
+        d = policy.decide(st, configs, workload, schedule_algorithm=schedule)
         decisions.append(d)
         for cfg, pred, why in d.skips:
             records.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
@@ -212,26 +215,26 @@ def within(m: Machine, st: SweepState, configs: list[SpecConfig], pct: float) ->
 
 def test_acceptance_that_falls_with_position_is_fitted_not_assumed_constant():
     u, v = 2.0, -0.25
-    pts = [(k, search.tau_of(u, v, k), 0.01) for k in (2, 5)]
-    fit = search.fit_acceptance(pts)
+    pts = [(k, fits.tau_of(u, v, k), 0.01) for k in (2, 5)]
+    fit = fits.fit_acceptance(pts)
     assert fit is not None
     assert fit.v == pytest.approx(v, abs=0.03)
     for k in (1, 3, 8):
         mean, sd = fit.tau(k)
-        assert abs(mean - search.tau_of(u, v, k)) <= 2 * sd + 0.02, k
+        assert abs(mean - fits.tau_of(u, v, k)) <= 2 * sd + 0.02, k
     # a constant-acceptance chain formula through the k=5 point would overshoot depth 8
     a = fit.acceptance(1)
     const8 = (1 - a**9) / (1 - a)
-    assert const8 > search.tau_of(u, v, 8) * 1.05
+    assert const8 > fits.tau_of(u, v, 8) * 1.05
 
 
 def test_one_measured_depth_predicts_others_with_intervals_that_grow_with_distance():
-    fit = search.fit_acceptance([(4, search.tau_of(2.5, 0.0, 4), 0.01)])
+    fit = fits.fit_acceptance([(4, fits.tau_of(2.5, 0.0, 4), 0.01)])
     assert fit is not None
     sds = [fit.tau(k)[1] / fit.tau(k)[0] for k in (5, 6, 8)]
     assert sds == sorted(sds) and sds[-1] > 2 * sds[0]
     # a draft that gets worse further out is inside the interval at depth 8
-    worse = search.tau_of(2.5, -0.3, 8) * search.tau_of(2.5, 0.0, 4) / search.tau_of(2.5, -0.3, 4)
+    worse = fits.tau_of(2.5, -0.3, 8) * fits.tau_of(2.5, 0.0, 4) / fits.tau_of(2.5, -0.3, 4)
     mean, sd = fit.tau(8)
     assert mean - 2 * sd < worse < mean
 
@@ -239,19 +242,19 @@ def test_one_measured_depth_predicts_others_with_intervals_that_grow_with_distan
 def test_histogram_positions_count_the_steps_that_reached_and_passed_each_draft():
     # 2 steps accepted no draft, 3 one, 5 two: all 10 reached position 1 and 8 passed it; 8
     # reached position 2 and 5 passed it. A longer histogram (a server's deepest chain) is cut at k.
-    assert search.histogram_positions([2, 3, 5, 0], 2) == [(1, 10, 8), (2, 8, 5)]
-    assert search.histogram_positions([10, 0, 0], 2) == [(1, 10, 0)]  # nothing reached position 2
+    assert fits.histogram_positions([2, 3, 5, 0], 2) == [(1, 10, 8), (2, 8, 5)]
+    assert fits.histogram_positions([10, 0, 0], 2) == [(1, 10, 0)]  # nothing reached position 2
 
 
 def test_one_depth_with_a_histogram_gives_every_shallower_depth_and_a_trend_beyond():
     accept = [0.9, 0.8, 0.72, 0.66, 0.6, 0.55]  # falls with position
     m = Machine(accept=accept)
-    fit = search.fit_positions(search.histogram_positions(m.histogram(6, 20_000), 6))
+    fit = fits.fit_positions(fits.histogram_positions(m.histogram(6, 20_000), 6))
     assert fit is not None and fit.measured and len(fit.measured) == 6
     for k in (1, 2, 3, 5):  # measured, not extrapolated: the true tau, not a trend's
         mean, sd = fit.tau(k)
         assert mean == pytest.approx(m.tau(k), rel=2e-3), k
-        assert sd == pytest.approx(search.TAU_REL_FLOOR * mean)
+        assert sd == pytest.approx(observe.TAU_REL_FLOOR * mean)
     assert fit.acceptance(2) == pytest.approx(0.8, abs=0.01)
     assert fit.v < 0  # the trend carries the fall on past the measured depth
     beyond = Machine(accept=[*accept, 0.5, 0.45])
@@ -269,8 +272,8 @@ def test_accept_sd_matches_the_truncated_geometric():
     mean = sum((j + 1) * p for j, p in enumerate(pmf))
     var = sum((j + 1) ** 2 * p for j, p in enumerate(pmf)) - mean**2
     u = math.log(a / (1 - a))
-    assert search.tau_of(u, 0.0, k) == pytest.approx(mean)
-    assert search.accept_sd(u, 0.0, k) == pytest.approx(math.sqrt(var))
+    assert fits.tau_of(u, 0.0, k) == pytest.approx(mean)
+    assert fits.accept_sd(u, 0.0, k) == pytest.approx(math.sqrt(var))
 
 
 # -- step time and capacity ----------------------------------------------------------------------
@@ -278,11 +281,11 @@ def test_accept_sd_matches_the_truncated_geometric():
 
 def test_step_time_coefficients_are_recovered_from_two_depths():
     rows = [
-        search.StepRow(k, b, k + 1, False, (16.0 + 0.5 * k + 0.25 * b * (k + 1)) / 1000)
+        fits.StepRow(k, b, k + 1, False, (16.0 + 0.5 * k + 0.25 * b * (k + 1)) / 1000)
         for k in (2, 6)
         for b in (1, 4, 16)
     ]
-    fit = search.fit_step_time(rows, quadratic=False, noise_rel=0.005)
+    fit = fits.fit_step_time(rows, quadratic=False, noise_rel=0.005)
     assert fit is not None
     co = fit.coefficients()
     assert co["t0"] * 1000 == pytest.approx(16.0, rel=0.02)
@@ -293,8 +296,8 @@ def test_step_time_coefficients_are_recovered_from_two_depths():
 
 
 def test_one_depth_leaves_the_draft_cost_open_between_zero_and_the_whole_fixed_cost():
-    rows = [search.StepRow(4, b, 5, False, (18.0 + 0.25 * b * 5) / 1000) for b in (1, 4, 16)]
-    fit = search.fit_step_time(rows, quadratic=False, noise_rel=0.005)
+    rows = [fits.StepRow(4, b, 5, False, (18.0 + 0.25 * b * 5) / 1000) for b in (1, 4, 16)]
+    fit = fits.fit_step_time(rows, quadratic=False, noise_rel=0.005)
     assert fit is not None
     # at depth 1 the truth can be anything from "draft steps are free" to "all fixed cost is drafting"
     t, sd = fit.t(1, 1, 2)
@@ -358,7 +361,7 @@ def test_search_finds_every_levels_best_with_at_most_half_the_deployments(machin
     assert set(st.deploys) | set(st.failed) | set(st.skipped) == {c.config_id for c in configs}
     assert all(r.kind == "predicted" and r.prediction is not None for r in st.skipped.values())
     assert decisions[-1].done and not decisions[-1].wait
-    fits = search.fit_model(st, W).acceptance.values()
+    fits = search_model.fit_model(st, W).acceptance.values()
     assert all(bool(f.measured) == histograms for f in fits)  # the histograms were read, when sent
 
 
@@ -374,9 +377,9 @@ def test_wait_while_only_configurations_in_flight_can_tell():
     m = Machine(accept=[0.9])
     configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
     records = m.measure(SpecConfig(3))
-    d = search.decide(SweepState.fold(records), configs, W, exclude={"k6-t1"})
+    d = policy.decide(SweepState.fold(records), configs, W, exclude={"k6-t1"})
     assert d.wait and d.deploy is None and d.skips == ()
-    d = search.decide(SweepState.fold(records), configs, W)
+    d = policy.decide(SweepState.fold(records), configs, W)
     assert d.deploy == SpecConfig(6)
 
 
@@ -385,7 +388,7 @@ def test_measure_all_orders_every_configuration_without_skipping():
     configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
     records: list = []
     for _ in range(len(configs) + 1):
-        d = search.decide(SweepState.fold(records), configs, W, measure_all=True)
+        d = policy.decide(SweepState.fold(records), configs, W, measure_all=True)
         assert d.skips == ()
         if d.deploy is None:
             break
@@ -406,15 +409,15 @@ def test_a_misfit_is_caught_said_and_not_trusted():
     for k in (3, 6):
         records += bent.measure(SpecConfig(k))
     st = SweepState.fold(records)
-    model = search.fit_model(st, W)
+    model = search_model.fit_model(st, W)
     pred = model.predict(SpecConfig(8))
     assert pred is not None
     records += [PredictionRecord(config=SpecConfig(8), prediction=pred)] + bent.measure(SpecConfig(8))
     st = SweepState.fold(records)
-    misfits = search.find_misfits(st)
+    misfits = search_model.find_misfits(st)
     assert misfits and all(mf.config == SpecConfig(8) for mf in misfits)
     assert all(mf.measured < mf.predicted.lo for mf in misfits if mf.throughput)  # slower than promised
-    refit = search.fit_model(st, W)
+    refit = search_model.fit_model(st, W)
     assert refit.widen > 1.0
     assert refit.step is not None and refit.step.quadratic
     assert "k^2" in refit.describe() and "widened" in refit.describe()
@@ -429,10 +432,10 @@ def test_a_misfit_is_caught_said_and_not_trusted():
 
 
 def test_misfit_widening_is_the_miss_in_units_of_the_interval():
-    mf = search.Misfit(SpecConfig(5), "C=1 aggregate tok/s", 1, Band(100.0, 90.0, 110.0), 130.0)
+    mf = search_model.Misfit(SpecConfig(5), "C=1 aggregate tok/s", 1, Band(100.0, 90.0, 110.0), 130.0)
     assert mf.miss_ratio == pytest.approx(3.0)
     assert mf.rel_error == pytest.approx(0.3)
-    assert "outside its predicted interval 90-110" in search.misfit_text(mf)
+    assert "outside its predicted interval 90-110" in text.misfit_text(mf)
 
 
 # -- the records keep it --------------------------------------------------------------------------
@@ -491,7 +494,7 @@ def test_topk_and_draft_token_series_are_anchored_and_predicted_each_with_its_ow
     configs = plan_configs(tuple(range(1, 9)), (1, 2), (None, 8)).configs
     assert {c.series for c in configs} == {(1, None, "NEXTN"), (2, 8, "NEXTN")}  # k7-t1-d8 is k7-t1
     st, decisions = run_search(m, range(1, 9), configs)
-    model = search.fit_model(st, W)
+    model = search_model.fit_model(st, W)
     assert set(model.acceptance) == {c.series for c in configs if c.config_id in st.deploys}
     chain, tree = model.acceptance[(1, None, "NEXTN")], model.acceptance[(2, 8, "NEXTN")]
     assert chain.acceptance(1) == pytest.approx(0.8, abs=0.02)

@@ -1,5 +1,5 @@
-"""What the report and recommendation.json say of a model-guided search (tuner/search_report.py,
-the "Model-guided search" section of tuner/report.py), from the records alone."""
+"""What the report and recommendation.json say of a model-guided search (tuner/present/search_report.py,
+the "Model-guided search" section of tuner/present/report.py), from the records alone."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 from test_tuner_search import LEVELS, Machine, W, run_search
 
-from tuner import report
-from tuner.configs import SpecConfig
-from tuner.records import SweepState
-from tuner.summary import recommendation_json, summarize
-from tuner.sweepspec import SweepSpec
+from tuner.data.records import SweepState
+from tuner.present import report
+from tuner.present.summary import recommendation_json, summarize
+from tuner.spec.configs import SpecConfig
+from tuner.spec.sweepspec import SweepSpec
 
 SPEC = SweepSpec(workload=W, steps=tuple(range(1, 9)), search="model")
 

@@ -1,4 +1,4 @@
-"""The statistics every comparison uses (tuner/stats.py): quantiles, intervals, coverage, beyond noise."""
+"""The statistics every comparison uses (tuner/measure/stats.py): quantiles, intervals, coverage, beyond noise."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import pytest
 from scipy import stats as sps
 
-from tuner import stats
-from tuner.stats import Interval
+from tuner.measure import stats
+from tuner.measure.stats import Interval
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 30, 200])

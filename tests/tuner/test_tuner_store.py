@@ -1,16 +1,16 @@
-"""records.jsonl, results.csv and resume state (tuner/store.py), plus the derived outputs."""
+"""records.jsonl, results.csv and resume state (tuner/data/store.py), plus the derived outputs."""
 
 from __future__ import annotations
 
 import csv
 import json
 
-from tuner import outputs
-from tuner.records import DeployRecord, LevelRecord, SkipRecord, SweepState, parse_record
-from tuner.redact import Redactor
-from tuner.results import RESULT_COLUMNS, result_rows
-from tuner.store import Store, read_records
-from tuner.sweepspec import SweepSpec, WorkloadSpec
+from tuner.data.records import DeployRecord, LevelRecord, SkipRecord, SweepState, parse_record
+from tuner.data.redact import Redactor
+from tuner.data.results import RESULT_COLUMNS, result_rows
+from tuner.data.store import Store, read_records
+from tuner.present import outputs
+from tuner.spec.sweepspec import SweepSpec, WorkloadSpec
 
 WORKLOAD = WorkloadSpec(concurrency=(1, 4), temperature=0.0, input_len=8, output_len=16, repeats=1)
 

@@ -1,4 +1,4 @@
-"""The sweep's typed spec (tuner/sweepspec.py): its flags, its JSON form, its identity for --resume."""
+"""The sweep's typed spec (tuner/spec/sweepspec.py): its flags, its JSON form, its identity for --resume."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import pytest
 from tuner_testlib import FIXTURES, ROOT
 
-from tuner.flags import BadInput
-from tuner.sweepspec import SweepSpec, WorkloadSpec
+from tuner.spec.flags import BadInput
+from tuner.spec.sweepspec import SweepSpec, WorkloadSpec
 
 INV = str(FIXTURES / "local_inventory.yml")
 
@@ -119,7 +119,7 @@ def test_identity_names_what_differs_and_ignores_the_rest():
 def test_repeat_deploys_mark_each_deployment_for_a_restart():
     """An identical run of the role restarts nothing, so each redeploy carries its number in the
     server's environment: the unit changes and the role restarts it (docs/tuner.md --repeat-deploys)."""
-    from tuner.sweep import REDEPLOY_ENV, Sweep
+    from tuner.run.sweep import REDEPLOY_ENV, Sweep
 
     def redeploy_vars(*argv, dep):
         s = Sweep(spec=parse(*argv), plan=None, store=None, deployer=None, hosts=[], progress=None)

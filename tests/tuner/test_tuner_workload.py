@@ -1,4 +1,4 @@
-"""Datasets and prompts (tuner/workload.py), SLO limits (tuner/slo.py), and the bad input of issue #11:
+"""Datasets and prompts (tuner/spec/workload.py), SLO limits (tuner/spec/slo.py), and the bad input of issue #11:
 each refused with exit 2 naming the flag or the file and line, before anything is deployed."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from tuner_testlib import FIXTURES
 
 from tuner import cli
-from tuner.flags import BadInput
-from tuner.metrics import LevelSamples
-from tuner.slo import evaluate, parse_slo
-from tuner.workload import SHIPPED, PromptSource, estimate_tokens, load_dataset
+from tuner.measure.metrics import LevelSamples
+from tuner.spec.flags import BadInput
+from tuner.spec.slo import evaluate, parse_slo
+from tuner.spec.workload import SHIPPED, PromptSource, estimate_tokens, load_dataset
 
 INV = str(FIXTURES / "local_inventory.yml")
 

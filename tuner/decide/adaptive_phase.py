@@ -212,6 +212,8 @@ def plan_tuned(
         plan.dropped.append((c.config.label, why_not))
         plan.lines.append(f"set aside {c.config.label}: {why_not}")
     for c in cands:
-        plan.configs.append(SpecConfig.for_adaptive(c.config.to_sglang(), algorithm, launch_steps(c.config.to_sglang())))
+        plan.configs.append(
+            SpecConfig.for_adaptive(c.config.to_sglang(), algorithm, launch_steps(c.config.to_sglang()))
+        )
         plan.lines.append(f"tuned: {c.config.label} ({c.why})")
     return plan

@@ -1,0 +1,214 @@
+"""The schedule phase (tuner/decide/schedule_phase.py): which adaptive configurations to deploy after the
+static sweep, and whether one earns the recommendation; the running-batch samples it rests on
+(tuner/measure/metrics.py) and the adaptive configurations' identity and play variables (tuner/spec/configs.py).
+
+The level data are shaped like the seed campaign (docs/reference/seed-campaign.md): steps 4 best at
+low load, steps 3 at 16 and above, with the server's admission capping the running batch.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tuner.data.records import DeployRecord, LevelRecord, SweepState
+from tuner.decide import analysis
+from tuner.decide import schedule_phase as schedule_sweep
+from tuner.measure.metrics import LevelMetrics, RequestTrace, parse_prometheus_gauges, running_batch
+from tuner.spec.configs import SpecConfig
+
+SEED_LIKE = {
+    3: {1: 229.1, 4: 700.0, 16: 1650.0, 64: 1914.0},
+    4: {1: 277.0, 4: 800.0, 16: 1600.0, 64: 1800.0},
+}
+# the batch the server ran (its /metrics gauge): admission caps it at 44 (k3) / 38 (k4)
+RUNNING = {3: {1: 1, 4: 4, 16: 16, 64: 44}, 4: {1: 1, 4: 4, 16: 16, 64: 38}}
+LEVELS = [1, 4, 16, 64]
+
+
+def level(cfg: SpecConfig, c: int, tput: float, batch: float | None, half: float = 0.01) -> LevelRecord:
+    return LevelRecord(
+        config=cfg,
+        concurrency=c,
+        repeat=1,
+        metrics=LevelMetrics(
+            concurrency=c,
+            requests=4 * c,
+            requests_ok=4 * c,
+            output_tok_s=tput,
+            output_tok_s_ci_low=tput * (1 - half),
+            output_tok_s_ci_high=tput * (1 + half),
+            samples=4 * c,
+            per_request_tok_s=tput / c,
+            status="ok",
+            running_reqs_p90=batch,
+        ),
+    )
+
+
+def deploy(cfg: SpecConfig, version: str = "0.5.23", kv: int = 400000, running: int = 48) -> DeployRecord:
+    return DeployRecord(
+        config=cfg,
+        host="h1",
+        capacity={"max_total_num_tokens": kv, "max_running_requests": running},
+        server={"version": version},
+    )
+
+
+def static_state(version: str = "0.5.23", gauge: bool = True) -> SweepState:
+    recs: list = []
+    for k, per in SEED_LIKE.items():
+        cfg = SpecConfig(k)
+        recs.append(deploy(cfg, version))
+        recs += [level(cfg, c, v, RUNNING[k][c] if gauge else None) for c, v in per.items()]
+    return SweepState.fold(recs)
+
+
+def summary_parts(state: SweepState):
+    stats = {k: p for k, p in analysis.aggregate(state.levels()).items() if not p.config.is_schedule}
+    return stats, analysis.by_concurrency(stats, LEVELS)
+
+
+def test_plan_places_winners_at_the_batch_the_server_ran():
+    state = static_state()
+    stats, choices = summary_parts(state)
+    plan = schedule_sweep.plan_schedule(stats, choices, state, "NEXTN")
+    assert plan.skipped is None and plan.why_not is None
+    assert [(w.concurrency, w.running_batch, w.steps) for w in plan.winners] == [
+        (1, 1, 4),
+        (4, 4, 4),
+        (16, 16, 3),
+        (64, 44, 3),
+    ]
+    # one boundary between batch 4 (steps 4) and 16 (steps 3), on a captured CUDA-graph size
+    assert plan.schedule is not None and plan.schedule.buckets == ((1, 4), (8, 3))
+    ids = [c.config_id for c in plan.configs]
+    assert ids == ["sched-1k4-8k3", "adaptive-default"]
+    assert plan.configs[0].spec_steps == 3  # starts at the high-load bucket's steps
+
+
+def test_without_the_gauge_admission_caps_the_concurrency():
+    state = static_state(gauge=False)
+    stats, choices = summary_parts(state)
+    plan = schedule_sweep.plan_schedule(stats, choices, state, "NEXTN")
+    assert {w.concurrency: w.running_batch for w in plan.winners}[64] == 48  # max_running_requests
+    assert "capped by max_running_requests" in plan.batch_source[64]
+
+
+@pytest.mark.parametrize(
+    ("version", "algorithm", "why"),
+    [
+        ("0.5.9", "NEXTN", "arrived in 0.5.13"),
+        ("0.5.12", "NEXTN", "arrived in 0.5.13"),
+        ("0.5.23", "NGRAM", "only with EAGLE, EAGLE3, NEXTN"),
+    ],
+)
+def test_phase_is_skipped_where_sglang_cannot_run_it(version, algorithm, why):
+    state = static_state(version)
+    stats, choices = summary_parts(state)
+    plan = schedule_sweep.plan_schedule(stats, choices, state, algorithm)
+    assert plan.configs == [] and why in (plan.skipped or "")
+
+
+def test_one_winner_everywhere_builds_no_schedule_but_measures_sglangs_default():
+    cfg = SpecConfig(3)
+    state = SweepState.fold([deploy(cfg)] + [level(cfg, c, 100.0 * c, c) for c in LEVELS])
+    stats, choices = summary_parts(state)
+    plan = schedule_sweep.plan_schedule(stats, choices, state, "NEXTN")
+    assert plan.schedule is None and "spec_steps 3" in (plan.why_not or "")
+    assert [c.config_id for c in plan.configs] == ["adaptive-default"]
+
+
+def with_adaptive(state: SweepState, sched_tput: dict[int, float], default_tput: dict[int, float], half=0.01):
+    sched = SpecConfig.for_schedule(((1, 4), (8, 3)))
+    default = SpecConfig.default_adaptive()
+    recs = list(state.records) + [deploy(sched, kv=300000), deploy(default, kv=350000)]
+    recs += [level(sched, c, v, None, half) for c, v in sched_tput.items()]
+    recs += [level(default, c, v, None, half) for c, v in default_tput.items()]
+    return SweepState.fold(recs), sched, default
+
+
+def judge(state: SweepState, target=None):
+    every = analysis.aggregate(
+        state.levels(), capacity={cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
+    )
+    static_stats = {k: p for k, p in every.items() if not p.config.is_schedule}
+    static = analysis.recommend(static_stats, LEVELS, target)
+    capacity = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
+    return static, schedule_sweep.judge(every, static, LEVELS, target, capacity)
+
+
+def test_schedule_that_takes_each_levels_best_beats_the_static_compromise():
+    # the schedule runs each level at its winner's throughput: better than any one static depth
+    best = {c: max(SEED_LIKE[3][c], SEED_LIKE[4][c]) for c in LEVELS}
+    state, sched, _ = with_adaptive(static_state(), best, {c: 0.9 * v for c, v in best.items()})
+    static, v = judge(state)
+    assert v is not None and v.recommended and v.chosen == sched
+    assert "beyond noise" in v.reason and static.chosen.config_id in v.reason
+    assert set(v.per_level[1]) == {"best_static", "schedule", "default_adaptive"}
+    assert "worse beyond noise" in v.each["adaptive-default"]
+
+
+def test_a_schedule_within_noise_of_the_static_depth_is_not_recommended():
+    static_state_ = static_state()
+    stats, _ = summary_parts(static_state_)
+    static = analysis.recommend(stats, LEVELS, None)
+    same = {c: SEED_LIKE[static.chosen.spec_steps][c] * 1.002 for c in LEVELS}
+    state, _, _ = with_adaptive(static_state_, same, {c: 0.5 * v for c, v in same.items()}, half=0.03)
+    _, v = judge(state)
+    assert not v.recommended and v.chosen is None
+    assert "tied within noise" in v.reason and "stays" in v.reason
+    # the capacity the schedule's buffers cost is said
+    assert "KV pool holds 300000 tokens against 400000" in v.reason
+
+
+def test_a_capacity_starved_schedule_loses_at_high_load():
+    best = {c: max(SEED_LIKE[3][c], SEED_LIKE[4][c]) for c in LEVELS}
+    starved = {**best, 64: 1200.0}  # the deep bucket's buffers left too little KV at C=64
+    state, _, _ = with_adaptive(static_state(), starved, {c: 0.5 * v for c, v in best.items()})
+    _, v = judge(state, target=[64])
+    assert not v.recommended and "worse beyond noise" in v.each["sched-1k4-8k3"]
+
+
+def test_sglangs_default_can_win_and_is_then_what_is_recommended():
+    best = {c: max(SEED_LIKE[3][c], SEED_LIKE[4][c]) for c in LEVELS}
+    state, _, default = with_adaptive(
+        static_state(), {c: 0.95 * v for c, v in best.items()}, {c: 1.2 * v for c, v in best.items()}
+    )
+    _, v = judge(state)
+    assert v.recommended and v.chosen == default
+
+
+def test_adaptive_configurations_identity_and_play_variables():
+    sched = SpecConfig.for_schedule(((1, 4), (16, 3)))
+    assert sched.config_id == "sched-1k4-16k3" and sched.is_schedule
+    ev = sched.extravars()
+    assert json.loads(ev["spec_schedule"]) == {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}
+    assert "spec_steps" not in ev and ev["spec_topk"] == 1
+    assert SpecConfig.from_json(json.loads(json.dumps(sched.to_json()))) == sched
+    default = SpecConfig.default_adaptive()
+    assert default.extravars()["spec_schedule"] == "default" and default.config_id == "adaptive-default"
+    # SGLang 0.5.23 starts its default config at the middle of the candidates' union [0, 1, 3, 5, 7]
+    assert default.spec_steps == 3
+    assert SpecConfig.from_json(default.to_json()) == default
+    assert not SpecConfig(3).is_schedule and "spec_schedule" not in SpecConfig(3).to_json()
+    assert sched.series != SpecConfig(3).series  # never on a static depth's early-stop series
+
+
+def test_gauges_take_the_largest_scheduler_and_the_steady_span():
+    text = "\n".join(
+        [
+            "# TYPE sglang:num_running_reqs gauge",
+            'sglang:num_running_reqs{tp_rank="0",dp_rank="0"} 12.0',
+            'sglang:num_running_reqs{tp_rank="0",dp_rank="1"} 14.0',
+            "sglang:num_queue_reqs 3",
+        ]
+    )
+    assert parse_prometheus_gauges(text) == {"num_running_reqs": 14.0}
+    # samples before the first completion (ramp-up) and after the loop stopped sending (tail) are left out
+    traces = [RequestTrace(index=0, sent=0.0, ended=2.0)]
+    samples = [(0.5, 0.0), (1.0, 0.0), (2.5, 24.0), (3.0, 23.0), (3.5, 0.0), (4.0, 24.0), (9.0, 2.0)]
+    p90, mean, n = running_batch(samples, traces, until=5.0)
+    assert (p90, n) == (24.0, 4) and mean == pytest.approx((24 + 23 + 0 + 24) / 4, abs=0.01)
+    assert running_batch([], traces, None) == (None, None, 0)

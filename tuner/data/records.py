@@ -1,0 +1,375 @@
+"""The records of records.jsonl, typed, and the one fold that turns them into a sweep's state.
+
+records.jsonl is the source of truth (docs/architecture.md "Tuner output directory"): one JSON
+object per event, appended as it happens. Each kind of event is a class here with one `to_json`
+and one `from_json`; `SweepState.fold` reads them in order, once, and everything else reads the
+state: results.csv (tuner/data/results.py), `--resume` and the sweep's decisions (tuner/run/planner.py), the
+summary, report and plot (tuner/present/). Reading is tolerant: unknown
+keys are ignored and missing ones take their defaults, so a directory written by an older or newer
+version still folds, and an unknown record type is skipped rather than fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..measure.metrics import LevelMetrics, LevelSamples
+from ..spec.configs import SpecConfig
+from .prediction import Prediction
+
+# Level statuses that carry a measurement (partial: some requests failed; the tokens of the
+# successful ones over the level's wall time still count, failures lower the throughput).
+MEASURED = ("ok", "partial")
+
+
+def _fields(cls: type, d: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)} - set(skip)
+    return {k: v for k, v in d.items() if k in names}
+
+
+def _config(d: Mapping[str, Any]) -> SpecConfig:
+    return SpecConfig.from_json(d.get("config") or {})
+
+
+@dataclass
+class Record:
+    """What every record has: its kind (`type` in JSON), the configuration, when it was written."""
+
+    TYPE: ClassVar[str] = ""
+    config: SpecConfig
+    time: str | None = field(default=None, kw_only=True)
+
+    @property
+    def config_id(self) -> str:
+        return self.config.config_id
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.TYPE}
+        if self.time is not None:
+            out["time"] = self.time
+        for f in dataclasses.fields(self):
+            if f.name in ("time",):
+                continue
+            value = getattr(self, f.name)
+            if f.name == "config":
+                value = self.config.to_json()
+            elif isinstance(value, LevelMetrics):
+                value = value.to_dict()
+            elif isinstance(value, (LevelSamples, Prediction)):
+                value = value.to_json()
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Record:
+        return cls(config=_config(d), **_fields(cls, d, ("config",)))
+
+
+@dataclass
+class DeployRecord(Record):
+    """One run of the deploy play for a configuration on a host (or a multi-node group), or, for
+    `bench --url`, what the running server said it is (`source` "server_info")."""
+
+    TYPE: ClassVar[str] = "deploy"
+    host: str | None = None
+    status: str = "ok"  # ok | failed
+    reason: str | None = None
+    hosts: list[str] | None = None  # a multi-node group's hosts, head first
+    rollback: str | None = None  # the role's own account of its rollback
+    detail: str | None = None  # the whole failure message (log tail included)
+    client_url: str | None = None
+    ready_s: float | None = None
+    # The sglang_ready module's report, verbatim (its keys are the module's contract).
+    capacity: dict[str, Any] | None = None
+    speculative: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+    warnings: list[str] | None = None
+    elapsed_s: float | None = None
+    runner_status: str | None = None
+    runner_rc: int | None = None
+    tags: list[str] | None = None
+    artifacts: str | None = None
+    result_source: str | None = None  # set_stats | runner_on_ok
+    source: str | None = None  # "server_info" for `bench --url`
+    deployment: int = 1  # which of the configuration's --repeat-deploys this is
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def max_total_num_tokens(self) -> int | None:
+        return (self.capacity or {}).get("max_total_num_tokens")
+
+    @property
+    def max_running_requests(self) -> int | None:
+        return (self.capacity or {}).get("max_running_requests")
+
+    @property
+    def resolved_draft_tokens(self) -> int | None:
+        return (self.speculative or {}).get("num_draft_tokens")
+
+
+@dataclass
+class DeployBestRecord(DeployRecord):
+    """`--deploy-best`: the recommendation deployed at the end, and whether it answered."""
+
+    TYPE: ClassVar[str] = "deploy_best"
+    verified: bool = False
+
+    @classmethod
+    def of(cls, dep: DeployRecord, *, verified: bool, reason: str | None) -> DeployBestRecord:
+        """The deploy of the recommendation, judged by whether it answered afterwards."""
+        values = {f.name: getattr(dep, f.name) for f in dataclasses.fields(DeployRecord) if f.name != "time"}
+        values.update(status="ok" if verified else "failed", reason=None if verified else reason)
+        return cls(**values, verified=verified)
+
+
+LevelKey = tuple[str, float, int, int, int]
+
+
+@dataclass
+class LevelRecord(Record):
+    """One benchmark level: one concurrency, one temperature, one repeat, on one deployment of a
+    configuration (`deployment` counts the `--repeat-deploys` of it, from 1)."""
+
+    TYPE: ClassVar[str] = "level"
+    metrics: LevelMetrics = field(default_factory=LevelMetrics)
+    host: str | None = None
+    concurrency: int = 0
+    repeat: int = 1
+    temperature: float = 0.0
+    input_len: int | None = None
+    output_len: int | None = None
+    endpoint: str | None = None
+    bench_s: float | None = None
+    deployment: int = 1
+    top_p: float | None = None
+    # A level measured again because the server went away during its first attempt (attempt 2),
+    # and the lost first attempt (server_lost): the report says so; the lost one is not compared.
+    attempt: int = 1
+    server_lost: bool = False
+    stop_reason: str | None = None  # precision reached / request cap / time cap / fixed count
+    samples: LevelSamples | None = None
+
+    @property
+    def key(self) -> LevelKey:
+        """What `--resume` treats as done: (configuration, temperature, concurrency, repeat,
+        deployment)."""
+        return (
+            self.config_id,
+            float(self.temperature or 0.0),
+            int(self.concurrency),
+            int(self.repeat or 1),
+            int(self.deployment or 1),
+        )
+
+    @property
+    def measured(self) -> bool:
+        return self.metrics.status in MEASURED and self.metrics.output_tok_s is not None
+
+    @property
+    def complete(self) -> bool:
+        """Every request succeeded: a throughput that compares with others as it is."""
+        return self.metrics.status == "ok" and self.metrics.output_tok_s is not None and not self.server_lost
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> LevelRecord:
+        values = _fields(cls, d, ("config", "metrics", "samples"))
+        values.setdefault("concurrency", (d.get("metrics") or {}).get("concurrency") or 0)
+        for name, default in (("temperature", 0.0), ("repeat", 1), ("deployment", 1), ("attempt", 1)):
+            if values.get(name) is None:
+                values[name] = default
+        values["server_lost"] = bool(values.get("server_lost"))
+        return cls(
+            config=_config(d),
+            metrics=LevelMetrics.from_dict(d.get("metrics") or {}),
+            samples=LevelSamples.from_json(d.get("samples")),
+            **values,
+        )
+
+
+@dataclass
+class SkipRecord(Record):
+    """A planned configuration that was not deployed, and why (`kind`: infeasible, early_stop,
+    capacity, predicted). A `predicted` skip (the model-guided search, tuner/decide/search/) carries the
+    prediction that justified it."""
+
+    TYPE: ClassVar[str] = "skip"
+    kind: str = "skipped"
+    reason: str | None = None
+    prediction: Prediction | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SkipRecord:
+        values = _fields(cls, d, ("config", "prediction"))
+        return cls(config=_config(d), prediction=Prediction.from_json(d.get("prediction")), **values)
+
+
+@dataclass
+class PredictionRecord(Record):
+    """What the model-guided search predicted for a configuration just before deploying it: the
+    report sets it against what was then measured."""
+
+    TYPE: ClassVar[str] = "prediction"
+    prediction: Prediction = field(default_factory=Prediction)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PredictionRecord:
+        return cls(config=_config(d), prediction=Prediction.from_json(d.get("prediction")) or Prediction())
+
+
+@dataclass
+class BenchFailedRecord(Record):
+    """The benchmark of a deployed configuration stopped before its last level."""
+
+    TYPE: ClassVar[str] = "bench_failed"
+    host: str | None = None
+    reason: str | None = None
+    # server_lost: the server went away twice (the configuration fails: it is not recommended);
+    # warmup: every warm-up request failed; stopped: the server stopped answering
+    kind: str | None = None
+    deployment: int = 1
+
+
+@dataclass
+class TimingRecord(Record):
+    """Where one configuration's time went (bench/sweep_overhead.py reads these)."""
+
+    TYPE: ClassVar[str] = "timing"
+    host: str | None = None
+    total_s: float | None = None
+    deploy_s: float | None = None
+    ready_s: float | None = None
+    warmup_s: float | None = None
+    bench_s: float | None = None
+    full_run: bool | None = None
+
+
+AnyRecord = (
+    DeployRecord | DeployBestRecord | LevelRecord | SkipRecord | PredictionRecord | BenchFailedRecord | TimingRecord
+)
+RECORD_TYPES: dict[str, type[Record]] = {
+    cls.TYPE: cls
+    for cls in (
+        DeployRecord,
+        DeployBestRecord,
+        LevelRecord,
+        SkipRecord,
+        PredictionRecord,
+        BenchFailedRecord,
+        TimingRecord,
+    )
+}
+
+
+def parse_record(d: Mapping[str, Any] | Record) -> Record | None:
+    """A record from its JSON form; None for a kind this version does not know."""
+    if isinstance(d, Record):
+        return d
+    cls = RECORD_TYPES.get(str(d.get("type")))
+    if cls is None:
+        return None
+    rec = cls.from_json(d)
+    rec.time = d.get("time")
+    return rec
+
+
+@dataclass
+class Measured:
+    """A level joined with the deployment it ran on (the latest deploy of its configuration on its
+    host before it, which is what the server's capacity columns of results.csv report)."""
+
+    level: LevelRecord
+    deploy: DeployRecord | None
+
+
+@dataclass
+class SweepState:
+    """Everything a sweep's records say, folded once, in record order."""
+
+    order: list[str] = field(default_factory=list)  # configuration ids, first seen first
+    configs: dict[str, SpecConfig] = field(default_factory=dict)
+    deploys: dict[str, DeployRecord] = field(default_factory=dict)  # last successful deploy
+    failed: dict[str, DeployRecord] = field(default_factory=dict)  # last deploy failed
+    skipped: dict[str, SkipRecord] = field(default_factory=dict)
+    # The search's prediction for a configuration, made before any of its levels was measured.
+    predictions: dict[str, PredictionRecord] = field(default_factory=dict)
+    measured: list[Measured] = field(default_factory=list)  # every level record, in order
+    bench_failures: list[BenchFailedRecord] = field(default_factory=list)
+    timings: dict[str, TimingRecord] = field(default_factory=dict)
+    deploy_best: DeployBestRecord | None = None
+    deployed_hosts: set[str] = field(default_factory=set)  # hosts that had a successful deploy
+    server: dict[str, Any] = field(default_factory=dict)  # the server's name and version, latest
+    records: list[Record] = field(default_factory=list)
+
+    @classmethod
+    def fold(cls, records: Iterable[Mapping[str, Any] | Record]) -> SweepState:
+        st = cls()
+        current: dict[tuple[str, str | None], DeployRecord] = {}
+        for raw in records:
+            rec = parse_record(raw)
+            if rec is None:
+                continue
+            st.records.append(rec)
+            cid = rec.config_id
+            if isinstance(rec, DeployBestRecord):
+                st.deploy_best = rec
+                continue
+            if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
+                st.order.append(cid)
+            st.configs.setdefault(cid, rec.config)
+            if isinstance(rec, DeployRecord):
+                current[(cid, rec.host)] = rec
+                st.skipped.pop(cid, None)  # skipped once (e.g. by the model), deployed later after all
+                if rec.ok:
+                    st.deploys[cid] = rec
+                    st.failed.pop(cid, None)
+                    if rec.host:
+                        st.deployed_hosts.add(rec.host)
+                    st.server = {k: v for k, v in (rec.server or {}).items() if v} or st.server
+                else:
+                    st.failed[cid] = rec
+            elif isinstance(rec, LevelRecord):
+                st.measured.append(Measured(rec, current.get((cid, rec.host))))
+            elif isinstance(rec, SkipRecord):
+                st.skipped[cid] = rec
+            elif isinstance(rec, PredictionRecord):
+                if cid not in st.predictions and not st.has_levels(cid):
+                    st.predictions[cid] = rec
+            elif isinstance(rec, BenchFailedRecord):
+                st.bench_failures.append(rec)
+            elif isinstance(rec, TimingRecord):
+                st.timings[cid] = rec
+        return st
+
+    # -- what the sweep reads -----------------------------------------------------------------
+    @property
+    def done(self) -> set[LevelKey]:
+        """Levels that need no measuring again (a level lost with its server does)."""
+        return {m.level.key for m in self.measured if not m.level.server_lost}
+
+    def levels(self, *, measured_only: bool = True) -> list[LevelRecord]:
+        return [m.level for m in self.measured if m.level.measured or not measured_only]
+
+    def has_levels(self, config_id: str) -> bool:
+        return any(m.level.config_id == config_id for m in self.measured)
+
+    @property
+    def unstable(self) -> dict[str, BenchFailedRecord]:
+        """Configurations whose server went away twice during their benchmark: failed."""
+        return {bf.config_id: bf for bf in self.bench_failures if bf.kind == "server_lost"}
+
+    def terminal(self) -> dict[str, Record]:
+        """Configurations that never produced a level: why (their failed deploy or their skip)."""
+        out: dict[str, Record] = {}
+        for cid in self.order:
+            if self.has_levels(cid):
+                continue
+            rec: Record | None = self.failed.get(cid) or self.skipped.get(cid)
+            if rec is not None:
+                out[cid] = rec
+        return out

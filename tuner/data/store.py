@@ -1,0 +1,187 @@
+"""The output directory on disk: the append-only record, sweep.json, and the derived files.
+
+`records.jsonl` is the source of truth (docs/architecture.md "Tuner output directory"): one JSON
+object per event, appended and flushed to disk as it happens, so an interrupted sweep loses at
+most the level in flight. Everything else (results.csv, recommendation.json, the plot, the
+report) is rebuilt from it, which is also what `--resume`, `plot DIR` and `report DIR` do. This
+module only reads and writes; what the records mean is tuner/data/records.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..spec.sweepspec import SWEEP_JSON_VERSION, SweepSpec
+from .records import Record, SweepState
+from .redact import Redactor
+from .results import RESULT_COLUMNS
+
+RECORDS = "records.jsonl"
+SWEEP = "sweep.json"
+RESULTS = "results.csv"
+RECOMMENDATION = "recommendation.json"
+PLOT = "throughput_vs_steps.png"
+SCHEDULE_PLOT = "schedule_vs_static.png"  # the schedule phase (tuner/decide/schedule_phase.py)
+REPORT = "report.md"
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """All complete records.
+
+    A torn line (the process died mid-write; the next append closed it off) is skipped: it is
+    the one point that was in flight, and `--resume` measures it again.
+    """
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+class Store:
+    """One output directory."""
+
+    def __init__(self, out: Path, redactor: Redactor | None = None):
+        self.out = Path(out)
+        self.redactor = redactor or Redactor()
+
+    @property
+    def records_path(self) -> Path:
+        return self.out / RECORDS
+
+    def ensure(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    # -- the sweep's identity --------------------------------------------------------------
+    def read_sweep(self) -> dict[str, Any] | None:
+        p = self.out / SWEEP
+        if not p.is_file():
+            return None
+        data = json.loads(p.read_text())
+        return data if isinstance(data, dict) else None
+
+    def read_spec(self) -> SweepSpec | None:
+        """The stored sweep's spec (None when the directory holds none)."""
+        data = self.read_sweep()
+        return None if data is None else SweepSpec.from_json(data.get("params") or {})
+
+    def write_spec(self, spec: SweepSpec, tool: str) -> None:
+        self.write_sweep({"version": SWEEP_JSON_VERSION, "tool": tool, "params": spec.to_json()})
+
+    def write_sweep(self, sweep: dict[str, Any]) -> None:
+        self.ensure()
+        atomic_write(self.out / SWEEP, json.dumps(self.redactor.scrub_obj(sweep), indent=2) + "\n")
+
+    # -- records ---------------------------------------------------------------------------
+    def records(self) -> list[dict[str, Any]]:
+        return read_records(self.records_path)
+
+    def state(self) -> SweepState:
+        return SweepState.fold(self.records())
+
+    def append(self, record: Record | dict[str, Any]) -> dict[str, Any]:
+        """Append one record durably (flush + fsync): a finished point is never lost."""
+        self.ensure()
+        data = record.to_json() if isinstance(record, Record) else dict(record)
+        rec = {"time": now_iso(), **{k: v for k, v in data.items() if k != "time"}}
+        line = json.dumps(self.redactor.scrub_obj(rec), default=str, sort_keys=False) + "\n"
+        path = self.records_path
+        with open(path, "ab+") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() > 0:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":  # a torn line from a crash: close it off
+                    f.write(b"\n")
+            f.write(line.encode())
+            f.flush()
+            os.fsync(f.fileno())
+        return rec
+
+    # -- derived files ---------------------------------------------------------------------
+    def write_results_csv(self, rows: Sequence[dict[str, Any]]) -> Path:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: _csv_value(row.get(k)) for k in RESULT_COLUMNS})
+        path = self.out / RESULTS
+        atomic_write(path, self.redactor.scrub(buf.getvalue()))
+        return path
+
+    def write_json(self, name: str, data: Any) -> Path:
+        path = self.out / name
+        atomic_write(path, json.dumps(self.redactor.scrub_obj(data), indent=2, default=str) + "\n")
+        return path
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.out / name
+        atomic_write(path, self.redactor.scrub(text))
+        return path
+
+
+class MemoryStore:
+    """`bench` without `--out`: the same records, kept in memory only; nothing is written."""
+
+    def __init__(self) -> None:
+        self._records: list[dict[str, Any]] = []
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(self._records)
+
+    def state(self) -> SweepState:
+        return SweepState.fold(self._records)
+
+    def append(self, record: Record | dict[str, Any]) -> dict[str, Any]:
+        data = record.to_json() if isinstance(record, Record) else dict(record)
+        rec = {"time": now_iso(), **{k: v for k, v in data.items() if k != "time"}}
+        self._records.append(rec)
+        return rec
+
+
+def _csv_value(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) < 1e6 else f"{v:.1f}"
+    return v
+
+
+def read_results_csv(path: Path) -> list[dict[str, Any]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))

@@ -1,0 +1,648 @@
+"""Recommendation, early stop and noise (pure functions over measured level records).
+
+Every comparison goes through the intervals of tuner/measure/stats.py: a configuration wins a level only
+when its 95% interval of aggregate throughput lies above every other's; otherwise the level is
+*tied within noise* and a documented tie-break chooses among the tied (docs/tuner.md "Choosing"):
+more KV capacity (`max_total_num_tokens`: room for longer contexts and bursts), then the cheaper
+setting (fewer steps, a narrower tree, fewer draft tokens; vLLM `tune_speculative_k` prefers the
+smaller K when the measurements cannot separate them, docs/reference/peer-tools.md §1.2).
+
+Cells with a failed request are not compared as if complete, and with an SLO only cells that meet
+it compete (tuner/spec/slo.py). Nothing here knows any machine's numbers: every decision is relative
+to what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data.records import LevelRecord
+from ..measure import stats as st
+from ..measure.stats import Interval
+from ..spec.configs import SpecConfig
+from ..spec.slo import Slo, SloResult, evaluate
+
+MIN_REL_TOL = st.FLOOR_REL  # the interval of a number whose noise nothing measured (+-1%)
+
+
+@dataclass
+class PointStats:
+    """One configuration at one concurrency and temperature: a cell, over its repeats and
+    deployments (the level records measured there)."""
+
+    config: SpecConfig
+    concurrency: int
+    levels: list[LevelRecord] = field(default_factory=list)
+    temperature: float = 0.0
+    kv_tokens: int | None = None  # the deployment's max_total_num_tokens (the tie-break)
+    slo: SloResult | None = None  # set by `apply_slo`
+    failed_reason: str | None = None  # the configuration failed during its benchmark (not compared)
+
+    @property
+    def config_id(self) -> str:
+        return self.config.config_id
+
+    @property
+    def spec_steps(self) -> int:
+        return self.config.spec_steps
+
+    @property
+    def spec_topk(self) -> int:
+        return self.config.spec_topk
+
+    @property
+    def spec_draft_tokens(self) -> int | None:
+        return self.config.spec_draft_tokens
+
+    @property
+    def spec_algorithm(self) -> str:
+        return self.config.spec_algorithm
+
+    @property
+    def used(self) -> list[LevelRecord]:
+        """The levels the numbers rest on: the complete ones when there are any (a level with a
+        failed request, or lost with its server, is not compared as if complete)."""
+        complete = [lv for lv in self.levels if lv.complete]
+        return complete or [lv for lv in self.levels if not lv.server_lost] or list(self.levels)
+
+    @property
+    def partial(self) -> bool:
+        """No level of this cell finished with every request: it does not compete."""
+        return not any(lv.complete for lv in self.levels)
+
+    @property
+    def failed_levels(self) -> list[LevelRecord]:
+        return [lv for lv in self.levels if not lv.complete]
+
+    @property
+    def values(self) -> list[float]:
+        """Aggregate output tok/s, one per level used."""
+        return [lv.metrics.output_tok_s for lv in self.used if lv.metrics.output_tok_s is not None]
+
+    def metric(self, name: str) -> list[float]:
+        """One metric of the level records used (e.g. `ttft_ms_p50`), where they have it."""
+        out = []
+        for lv in self.used:
+            v = getattr(lv.metrics, name)
+            if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+                out.append(float(v))
+        return out
+
+    def metric_mean(self, name: str) -> float | None:
+        vals = self.metric(name)
+        return sum(vals) / len(vals) if vals else None
+
+    @property
+    def per_request(self) -> list[float]:
+        return self.metric("per_request_tok_s")
+
+    @property
+    def accept(self) -> list[float]:
+        return self.metric("accept_length")
+
+    @property
+    def failed_requests(self) -> int:
+        return sum(lv.metrics.requests_failed for lv in self.levels)
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def deployments(self) -> int:
+        return len({lv.deployment for lv in self.used})
+
+    @property
+    def samples(self) -> int:
+        """Successful requests the cell's numbers rest on."""
+        return sum(lv.metrics.samples or lv.metrics.requests_ok for lv in self.used)
+
+    @property
+    def mean(self) -> float:
+        """The cell's throughput: the mean over deployments of each deployment's mean over its
+        repeats (equal weight per deployment)."""
+        iv = self.ci95
+        if iv is not None:
+            return iv.estimate
+        vals = self.values
+        return sum(vals) / len(vals) if vals else 0.0
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation across the levels used (0 with one: see ci95 instead)."""
+        vals = self.values
+        if len(vals) < 2:
+            return 0.0
+        m = sum(vals) / len(vals)
+        return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+
+    @property
+    def sem(self) -> float:
+        return self.std / math.sqrt(self.n) if self.n else 0.0
+
+    def _interval(self, value: str, low: str, high: str) -> Interval | None:
+        rows: list[tuple[float, Interval | None, int]] = []
+        for lv in self.used:
+            v = getattr(lv.metrics, value)
+            if v is None:
+                continue
+            lo, hi = getattr(lv.metrics, low), getattr(lv.metrics, high)
+            own = (
+                None
+                if lo is None or hi is None
+                else Interval(float(v), float(lo), float(hi), lv.metrics.samples, "requests")
+            )
+            rows.append((float(v), own, lv.deployment))
+        return st.combine(rows)
+
+    @property
+    def ci95(self) -> Interval | None:
+        """95% interval of the aggregate output tok/s; its `noise` says what it covers."""
+        return self._interval("output_tok_s", "output_tok_s_ci_low", "output_tok_s_ci_high")
+
+    @property
+    def ttft_p50_ci95(self) -> Interval | None:
+        return self._interval("ttft_ms_p50", "ttft_ms_p50_ci_low", "ttft_ms_p50_ci_high")
+
+    @property
+    def tpot_p50_ci95(self) -> Interval | None:
+        return self._interval("tpot_ms_p50", "tpot_ms_p50_ci_low", "tpot_ms_p50_ci_high")
+
+    @property
+    def interval(self) -> Interval:
+        """ci95, never None for a measured cell (a floor of +-1% when nothing measured noise)."""
+        return self.ci95 or st.floor_interval(self.mean)
+
+    @property
+    def precision_pct(self) -> float | None:
+        iv = self.ci95
+        return None if iv is None or iv.rel_half_width is None else iv.rel_half_width * 100.0
+
+    @property
+    def per_request_mean(self) -> float | None:
+        return self.metric_mean("per_request_tok_s")
+
+    @property
+    def accept_mean(self) -> float | None:
+        return self.metric_mean("accept_length")
+
+    @property
+    def meets_slo(self) -> bool | None:
+        return None if self.slo is None else self.slo.meets
+
+    @property
+    def order_key(self) -> tuple[int, int, int, str]:
+        """Smaller is cheaper: fewer steps, then a narrower tree, then fewer draft tokens."""
+        return self.config.order_key
+
+    @property
+    def tie_key(self) -> tuple[int, int, tuple[int, int, int, str]]:
+        """The tie-break among configurations tied within noise: more KV capacity first (an
+        unknown capacity last), then the cheaper setting."""
+        return (0 if self.kv_tokens is not None else 1, -(self.kv_tokens or 0), self.order_key)
+
+    def beats(self, other: PointStats) -> bool:
+        """Higher throughput than `other` beyond noise (tuner/measure/stats.py `beats`)."""
+        return st.beats(self.interval, other.interval)
+
+
+def aggregate(
+    levels: Iterable[LevelRecord],
+    *,
+    temperature: float | None = None,
+    capacity: Mapping[str, int | None] | None = None,
+) -> dict[tuple[str, int], PointStats]:
+    """Group measured level records by (config_id, concurrency), for one temperature (the first
+    one seen when `temperature` is None, so levels of two temperatures never mix)."""
+    out: dict[tuple[str, int], PointStats] = {}
+    cap = capacity or {}
+    want = temperature
+    for lv in levels:
+        if not lv.measured:
+            continue
+        temp = float(lv.temperature or 0.0)
+        if want is None:
+            want = temp
+        if temp != want:
+            continue
+        key = (lv.config_id, int(lv.concurrency))
+        ps = out.get(key)
+        if ps is None:
+            ps = out[key] = PointStats(
+                config=lv.config, concurrency=key[1], temperature=temp, kv_tokens=cap.get(lv.config_id)
+            )
+        ps.levels.append(lv)
+    return out
+
+
+def temperatures(levels: Iterable[LevelRecord]) -> list[float]:
+    """The temperatures measured, in the order first seen."""
+    out: list[float] = []
+    for lv in levels:
+        t = float(lv.temperature or 0.0)
+        if lv.measured and t not in out:
+            out.append(t)
+    return out
+
+
+def apply_slo(stats: Mapping[tuple[str, int], PointStats], slo: Slo | None) -> None:
+    """Set each cell's SLO result (goodput, meets) from its levels' per-request samples."""
+    for p in stats.values():
+        if slo is None:
+            p.slo = None
+            continue
+        p.slo = evaluate(slo, [(lv.samples, lv.metrics.output_tok_s) for lv in p.used if lv.samples is not None])
+
+
+def tolerance(a: PointStats, b: PointStats, min_rel: float = MIN_REL_TOL) -> float:
+    """Absolute throughput difference below which a and b cannot be told apart: the sum of their
+    intervals' half-widths (at least `min_rel` of the better mean)."""
+    floor = min_rel * max(a.mean, b.mean)
+    return max(floor, a.interval.half_width + b.interval.half_width)
+
+
+@dataclass
+class LevelChoice:
+    concurrency: int
+    chosen: PointStats
+    best: PointStats  # the highest mean (may differ from chosen after the tie-break)
+    runner_up: PointStats | None
+    tolerance_pct: float
+    equivalent: list[str]  # config_ids tied within noise with the best (chosen among these)
+    tied_with: list[str] = field(default_factory=list)  # config_ids whose interval overlaps the chosen one's
+    excluded: dict[str, str] = field(default_factory=dict)  # config_id -> why it did not compete
+    temperature: float = 0.0
+
+    @property
+    def tied(self) -> bool:
+        """The best did not beat every other beyond noise: the choice is the tie-break's."""
+        return len(self.equivalent) > 1
+
+    @property
+    def margin_pct(self) -> float | None:
+        if self.runner_up is None or self.runner_up.mean <= 0:
+            return None
+        return (self.chosen.mean - self.runner_up.mean) / self.runner_up.mean * 100.0
+
+    @property
+    def verdict(self) -> str:
+        if self.runner_up is None:
+            return "only configuration measured"
+        if not self.tied:
+            return f"beats {self.runner_up.config_id} beyond noise"
+        others = [c for c in self.equivalent if c != self.chosen.config_id]
+        return f"tied within noise with {', '.join(others)}; tie-break: {tie_break_reason(self)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.chosen
+        iv = c.interval
+        out: dict[str, Any] = {
+            "config_id": c.config_id,
+            "spec_steps": c.spec_steps,
+            "spec_topk": c.spec_topk,
+            "spec_draft_tokens": c.spec_draft_tokens,
+            "output_tok_s": round(c.mean, 2),
+            "output_tok_s_std": round(c.std, 2) if c.n > 1 else None,
+            "ci95": iv.as_list(),
+            "noise": iv.noise,
+            "precision_pct": None if c.precision_pct is None else round(c.precision_pct, 2),
+            "samples": c.samples,
+            "tied_with": self.tied_with,
+            "verdict": "tied within noise" if self.tied else ("beyond noise" if self.runner_up else "alone"),
+            "tie_break": tie_break_reason(self) if self.tied else None,
+            "per_request_tok_s": None if c.per_request_mean is None else round(c.per_request_mean, 2),
+            "accept_length": None if c.accept_mean is None else round(c.accept_mean, 3),
+            "max_total_num_tokens": c.kv_tokens,
+            "repeats": c.n,
+            "deployments": c.deployments,
+            "runner_up": None
+            if self.runner_up is None
+            else {
+                "config_id": self.runner_up.config_id,
+                "spec_steps": self.runner_up.spec_steps,
+                "output_tok_s": round(self.runner_up.mean, 2),
+                "ci95": self.runner_up.interval.as_list(),
+            },
+            "margin_pct": None if self.margin_pct is None else round(self.margin_pct, 2),
+            "tolerance_pct": round(self.tolerance_pct, 2),
+            "within_tolerance": self.equivalent,
+            "raw_best": None
+            if self.best is c
+            else {
+                "config_id": self.best.config_id,
+                "spec_steps": self.best.spec_steps,
+                "output_tok_s": round(self.best.mean, 2),
+            },
+            "excluded": self.excluded or None,
+        }
+        if c.slo is not None:
+            out["meets_slo"] = c.slo.meets
+            out["goodput_tok_s"] = round(c.slo.goodput_tok_s, 2)
+            out["slo_attainment"] = round(c.slo.attainment, 4)
+        return out
+
+
+def tie_break_reason(ch: LevelChoice) -> str:
+    c = ch.chosen
+    tied = [p for p in (ch.best, ch.runner_up) if p is not None and p is not c and p.config_id in ch.equivalent]
+    if c.kv_tokens is not None and any(p.kv_tokens is not None and p.kv_tokens < c.kv_tokens for p in tied):
+        return f"more KV capacity ({c.kv_tokens} tokens)"
+    return f"fewer steps / cheaper setting (spec_steps {c.spec_steps})"
+
+
+def _exclusions(points: Sequence[PointStats]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in points:
+        if p.failed_reason:
+            out[p.config_id] = "failed during its benchmark (the notes say why)"
+        elif p.n == 0:
+            out[p.config_id] = "nothing measured"
+        elif p.partial:
+            lost = sum(lv.metrics.requests_failed for lv in p.levels)
+            out[p.config_id] = f"requests failed ({lost}): not compared as if complete"
+        elif p.slo is not None and not p.slo.meets:
+            out[p.config_id] = "misses the SLO (" + _slo_misses(p) + ")"
+    return out
+
+
+def _slo_misses(p: PointStats) -> str:
+    if p.slo is None:
+        return ""
+    parts = []
+    for key, val in p.slo.observed.items():
+        parts.append(f"{key} {'-' if val is None else format(val, '.0f')}")
+    return ", ".join(parts)
+
+
+def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL) -> LevelChoice | None:
+    """The best configuration at one level, named only beyond noise; else the tie-break among the
+    configurations tied with the best. None when no configuration competes (see `why_none`)."""
+    excluded = _exclusions(points)
+    pts = [p for p in points if p.config_id not in excluded]
+    if not pts:
+        return None
+    best = max(pts, key=lambda p: (p.mean, [-x for x in p.order_key[:3]]))
+    equivalent = sorted((p for p in pts if not best.beats(p)), key=lambda p: p.tie_key)
+    chosen = equivalent[0]
+    others = [p for p in pts if p is not chosen]
+    runner_up = max(others, key=lambda p: p.mean) if others else None
+    tol = tolerance(best, runner_up, min_rel) if runner_up else min_rel * best.mean
+    return LevelChoice(
+        concurrency=best.concurrency,
+        chosen=chosen,
+        best=best,
+        runner_up=runner_up,
+        tolerance_pct=(tol / best.mean * 100.0) if best.mean else 0.0,
+        equivalent=[p.config_id for p in equivalent],
+        tied_with=[p.config_id for p in pts if p is not chosen and p.interval.overlaps(chosen.interval)],
+        excluded=excluded,
+        temperature=best.temperature,
+    )
+
+
+def why_none(points: Sequence[PointStats]) -> str:
+    """Why a level has no choice: what excluded each configuration."""
+    ex = _exclusions(points)
+    if not ex:
+        return "nothing was measured"
+    slo = [cid for cid, why in ex.items() if why.startswith("misses the SLO")]
+    if slo and len(slo) == len(ex):
+        return "no configuration meets the SLO: " + "; ".join(f"{cid} {ex[cid]}" for cid in slo)
+    return "no configuration competes: " + "; ".join(f"{cid}: {why}" for cid, why in ex.items())
+
+
+def by_concurrency(
+    stats: dict[tuple[str, int], PointStats], levels: Sequence[int], min_rel: float = MIN_REL_TOL
+) -> dict[int, LevelChoice]:
+    out: dict[int, LevelChoice] = {}
+    for c in levels:
+        choice = choose_for_level([p for (cid, cc), p in stats.items() if cc == c], min_rel)
+        if choice is not None:
+            out[c] = choice
+    return out
+
+
+def unchosen(stats: dict[tuple[str, int], PointStats], levels: Sequence[int]) -> dict[int, str]:
+    """Measured levels without a choice, and why (none met the SLO, every one lost requests)."""
+    out: dict[int, str] = {}
+    for c in levels:
+        pts = [p for (cid, cc), p in stats.items() if cc == c]
+        if pts and choose_for_level(pts) is None:
+            out[c] = why_none(pts)
+    return out
+
+
+@dataclass
+class Recommendation:
+    chosen: PointStats | None  # the chosen configuration's stats at one level (for ids)
+    score: float | None
+    reason: str
+    workload: dict[str, Any]
+    scores: dict[str, float] = field(default_factory=dict)
+    score_ci: dict[str, list[float]] = field(default_factory=dict)
+    tied_with: list[str] = field(default_factory=list)
+    # static | no_speculation | adaptive_default | adaptive_tuned (tuner/decide/envelope.py `kind_of`)
+    kind: str = "static"
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.chosen
+        return {
+            "kind": self.kind,
+            "config_id": None if c is None else c.config_id,
+            "spec_steps": None if c is None else c.spec_steps,
+            "spec_topk": None if c is None else c.spec_topk,
+            "spec_draft_tokens": None if c is None else c.spec_draft_tokens,
+            "spec_algorithm": None if c is None else c.spec_algorithm,
+            "temperature": None if c is None else c.temperature,
+            "score": None if self.score is None else round(self.score, 4),
+            "reason": self.reason,
+            "workload": self.workload,
+            "scores": {k: round(v, 4) for k, v in self.scores.items()},
+            "score_ci95": self.score_ci or None,
+            "tied_with": self.tied_with,
+        }
+
+
+def recommend(
+    stats: dict[tuple[str, int], PointStats],
+    levels: Sequence[int],
+    target: Sequence[int] | None,
+    min_rel: float = MIN_REL_TOL,
+) -> Recommendation:
+    """The choice for the stated workload.
+
+    One target level: that level's choice. Several (or the default, every level): each
+    configuration's throughput relative to the best at each level, averaged with equal weight —
+    a configuration 10% off the best everywhere scores 0.9 — so no level dominates by its
+    absolute size; only configurations that compete (complete, meeting the SLO) at every target
+    level where any does are scored. A score's interval carries each level's relative
+    half-width; the top score wins beyond noise, else the tie-break as per level. A target level
+    where no configuration competes is left out of the score and said in the reason.
+    """
+    tlevels = list(target) if target else list(levels)
+    workload: dict[str, Any] = {
+        "concurrency": tlevels,
+        "weighting": "single level"
+        if len(tlevels) == 1
+        else "equal weight per level, throughput relative to the level's best",
+    }
+    per_level = by_concurrency(stats, tlevels, min_rel)
+    missing = unchosen(stats, tlevels)
+    if len(tlevels) == 1:
+        choice = per_level.get(tlevels[0])
+        if choice is None:
+            why = missing.get(tlevels[0], "nothing was measured")
+            return Recommendation(None, None, f"at concurrency {tlevels[0]}: {why}", workload)
+        c = choice.chosen
+        reason = (
+            f"highest aggregate throughput at concurrency {tlevels[0]}: "
+            f"{c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
+        )
+        if choice.tied:
+            reason += f" ({choice.verdict})"
+        elif choice.runner_up is not None and choice.margin_pct is not None:
+            reason += f", {choice.margin_pct:.1f}% above {choice.runner_up.config_id}, beyond noise"
+        return Recommendation(c, 1.0, reason, workload, {c.config_id: 1.0}, tied_with=choice.tied_with)
+    scored_levels = [c for c in tlevels if c in per_level]
+    if not scored_levels:
+        why = "; ".join(f"C={c}: {w}" for c, w in missing.items()) or "no level was measured"
+        return Recommendation(None, None, why, workload)
+    if missing:
+        workload["left_out"] = {str(c): w for c, w in missing.items()}
+    configs: dict[str, dict[int, PointStats]] = {}
+    for (cid, level), p in stats.items():
+        if level in scored_levels:
+            configs.setdefault(cid, {})[level] = p
+    scores: dict[str, float] = {}
+    half: dict[str, float] = {}
+    for cid, pts in configs.items():
+        if any(c not in pts or pts[c].config_id in per_level[c].excluded for c in scored_levels):
+            continue
+        rel = [pts[c].mean / per_level[c].best.mean for c in scored_levels if per_level[c].best.mean > 0]
+        if len(rel) != len(scored_levels):
+            continue
+        scores[cid] = sum(rel) / len(rel)
+        rel_hw = [(pts[c].interval.rel_half_width or 0.0) * pts[c].mean / per_level[c].best.mean for c in scored_levels]
+        half[cid] = math.sqrt(sum(h * h for h in rel_hw)) / len(rel_hw)
+    if not scores:
+        return Recommendation(None, None, "no configuration competes at every target level", workload)
+    ivs = {
+        cid: Interval(v, v - max(half[cid], min_rel * v / 2), v + max(half[cid], min_rel * v / 2))
+        for cid, v in scores.items()
+    }
+    top = max(scores, key=lambda k: scores[k])
+    first = {cid: configs[cid][scored_levels[0]] for cid in scores}
+    equivalent = sorted((cid for cid in scores if not st.beats(ivs[top], ivs[cid])), key=lambda cid: first[cid].tie_key)
+    chosen = equivalent[0]
+    ranked = sorted(scores, key=lambda k: -scores[k])
+    others = [k for k in ranked if k != chosen]
+    levels_txt = ", ".join(str(c) for c in scored_levels)
+    reason = (
+        f"best mean relative throughput over concurrency {levels_txt} "
+        f"(each level weighted equally): {chosen} scores {scores[chosen]:.3f}"
+    )
+    if others:
+        reason += f", next {others[0]} {scores[others[0]]:.3f}"
+    if len(equivalent) > 1:
+        reason += (
+            f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, "
+            "so the tie-break (more KV capacity, then fewer steps) chose it"
+        )
+    elif others:
+        reason += ", beyond noise"
+    if missing:
+        reason += "; left out: " + "; ".join(f"C={c} ({w})" for c, w in missing.items())
+    return Recommendation(
+        first[chosen],
+        scores[chosen],
+        reason,
+        workload,
+        scores,
+        {cid: ivs[cid].as_list(4) for cid in scores},
+        [c for c in scores if c != chosen and ivs[c].overlaps(ivs[chosen])],
+    )
+
+
+@dataclass
+class EarlyStop:
+    stop: bool
+    detail: str
+    below: dict[int, tuple[str, float, float]] = field(default_factory=dict)
+
+
+def early_stop(
+    series: Sequence[dict[int, PointStats]], levels: Sequence[int], min_rel: float = MIN_REL_TOL
+) -> EarlyStop:
+    """Whether every level is past its peak at the newest (deepest) configuration of a series.
+
+    `series` holds, ascending in steps, each measured configuration's points by concurrency.
+    The newest is "past the peak" at a level when its throughput is below the best of the
+    shallower configurations by more than the tolerance; a level it did not measure counts as
+    unknown, which never stops the sweep.
+    """
+    if len(series) < 2:
+        return EarlyStop(False, "fewer than two configurations measured")
+    newest = series[-1]
+    below: dict[int, tuple[str, float, float]] = {}
+    for c in levels:
+        new = newest.get(c)
+        prev = [pts[c] for pts in series[:-1] if c in pts and pts[c].n]
+        if new is None or not new.n or not prev:
+            return EarlyStop(False, f"concurrency {c} not comparable")
+        best = max(prev, key=lambda p: p.mean)
+        if not best.beats(new):
+            return EarlyStop(False, f"concurrency {c} still at or near its best")
+        below[c] = (best.config_id, best.mean, new.mean)
+    parts = [f"C={c}: {new:.0f} < {b:.0f} ({cid})" for c, (cid, b, new) in below.items()]
+    return EarlyStop(True, "throughput fell past its peak at every level: " + "; ".join(parts), below)
+
+
+# Start-up failures that deeper speculation can only make worse: every extra step takes more KV
+# memory (docs/reference/performance-model.md "Admission and KV capacity"; the failure strings of
+# docs/reference/sglang.md §5.3).
+_CAPACITY_PATTERNS = (
+    r"not enough memory",
+    r"kv (cache )?pool",
+    r"mem[-_]fraction[-_]static",
+    r"out of memory",
+    r"outofmemory",
+    r"cannot be allocated",
+    r"kv[- ]oom",
+    r"max_total_num_tokens\S* (is )?(<=|0|negative)",
+)
+
+
+def is_capacity_failure(reason: str | None) -> bool:
+    """A deploy failure that says the KV pool (memory) was too small."""
+    text = (reason or "").lower()
+    return any(re.search(p, text) for p in _CAPACITY_PATTERNS)
+
+
+def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
+    """What the intervals rest on: repeats, which noise they cover, the precision reached
+    (half-width / mean, %), and the spread across repeats where repeats exist."""
+    rel = {f"{cid}@C{c}": p.std / p.mean for (cid, c), p in stats.items() if p.n > 1 and p.mean > 0}
+    prec = sorted(p.precision_pct for p in stats.values() if p.precision_pct is not None)
+    kinds = sorted({p.interval.noise for p in stats.values() if p.n})
+
+    def median(vals: list[float]) -> float | None:
+        if not vals:
+            return None
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+    vals = sorted(rel.values())
+    return {
+        "repeats": max((p.n for p in stats.values()), default=0),
+        "deployments": max((p.deployments for p in stats.values()), default=0),
+        "intervals_cover": kinds,
+        "median_precision_pct": None if not prec else round(median(prec) or 0.0, 2),
+        "max_precision_pct": None if not prec else round(prec[-1], 2),
+        "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
+        "max_rel_std_pct": round(vals[-1] * 100, 2) if vals else None,
+        "median_rel_std_pct": round((median(vals) or 0.0) * 100, 2) if vals else None,
+    }

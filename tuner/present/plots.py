@@ -1,0 +1,324 @@
+"""throughput_vs_steps.png: the plot the seed campaign compared by eye, drawn from the results.
+
+Four panels. Against the steps: aggregate output tok/s (one line per concurrency, error bars =
+the cells' 95% intervals), per-request decode tok/s, and the KV capacity (`max_total_num_tokens`)
+with `max_running_requests` on a twin axis: deeper speculation buys per-request speed with
+capacity, and the panels show both sides of that trade. The fourth is the Pareto view (vLLM's
+`bench sweep plot_pareto` and AIPerf's throughput-vs-interactivity plots draw the same trade):
+aggregate tok/s against per-user tok/s, one line per configuration across concurrency; with an
+SLO, the cells that miss it are hollow and a TPOT limit is drawn as the per-user rate it implies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on servers or in CI
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from ..decide.analysis import PointStats  # noqa: E402
+from ..spec.slo import Slo  # noqa: E402
+
+
+def _pareto(
+    ax: Any, stats: dict[tuple[str, int], PointStats], levels: list[int], slo: Slo | None, chosen: dict[int, str]
+) -> None:
+    """Aggregate tok/s against per-user tok/s, a line per configuration through its levels."""
+    by_cfg: dict[str, list[PointStats]] = {}
+    for (cid, _c), p in stats.items():
+        if p.per_request_mean is not None:
+            by_cfg.setdefault(cid, []).append(p)
+    cmap = plt.get_cmap("tab10")
+    for i, (cid, pts) in enumerate(sorted(by_cfg.items(), key=lambda kv: kv[1][0].order_key)):
+        pts.sort(key=lambda p: p.concurrency)
+        color = cmap(i % 10)
+        xs = [p.per_request_mean or 0.0 for p in pts]
+        ys = [p.mean for p in pts]
+        ax.plot(xs, ys, "-", color=color, label=cid, linewidth=1.4)
+        for p, x, y in zip(pts, xs, ys, strict=True):
+            miss = p.slo is not None and not p.slo.meets
+            ax.errorbar(
+                [x],
+                [y],
+                yerr=[[y - p.interval.low], [p.interval.high - y]],
+                fmt="o",
+                color=color,
+                markerfacecolor="white" if miss else color,
+                markersize=6,
+                capsize=2,
+            )
+            if chosen.get(p.concurrency) == cid:
+                ax.plot([x], [y], marker="*", markersize=14, color=color, markeredgecolor="black", zorder=5)
+            ax.annotate(f"C={p.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if slo is not None:
+        for lim in slo.limits:
+            if lim.metric == "tpot":
+                ax.axvline(
+                    1000.0 / lim.limit_ms,
+                    color="tab:red",
+                    linestyle="--",
+                    linewidth=1.2,
+                    label=f"SLO TPOT p{lim.percentile:g} <= {lim.limit_ms:g} ms (per-user >= {1000.0 / lim.limit_ms:.0f} tok/s)",
+                )
+        ax.plot([], [], "o", markerfacecolor="white", color="0.3", label=f"misses the SLO ({slo.describe()})")
+    ax.set_title("Pareto: aggregate vs per-user throughput")
+    ax.set_xlabel("per-user tok/s (decode rate)")
+    ax.set_ylabel("aggregate output tok/s")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if by_cfg:
+        ax.legend(fontsize=8, loc="best")
+
+
+def _series_label(p: PointStats) -> str:
+    if p.spec_steps == 0 or (p.spec_topk == 1 and p.spec_draft_tokens is None):
+        return ""
+    s = f" t{p.spec_topk}"
+    if p.spec_draft_tokens is not None:
+        s += f" d{p.spec_draft_tokens}"
+    return s
+
+
+def _series_key(p: PointStats) -> tuple:
+    if p.spec_steps == 0:
+        return (1, None, p.spec_algorithm)
+    return (p.spec_topk, p.spec_draft_tokens, p.spec_algorithm)
+
+
+def plot_throughput(
+    path: Path,
+    stats: dict[tuple[str, int], PointStats],
+    levels: list[int],
+    capacity: dict[str, dict[str, Any]],
+    *,
+    title: str,
+    chosen: dict[int, str] | None = None,
+    recommended: dict[str, Any] | None = None,
+    failed: dict[str, dict[str, Any]] | None = None,
+    skipped: dict[str, dict[str, Any]] | None = None,
+    slo: Slo | None = None,
+    predicted: dict[str, dict[str, Any]] | None = None,
+) -> Path:
+    """Draw the figure; `capacity` maps config_id -> {spec_steps, max_total_num_tokens, ...};
+    `predicted` maps a configuration the model-guided search did not deploy to {spec_steps,
+    levels: {concurrency: (mean, lo, hi)}}: drawn hollow, with the interval as error bars."""
+    chosen = chosen or {}
+    failed = failed or {}
+    skipped = skipped or {}
+    predicted = predicted or {}
+    fig, axes = plt.subplots(2, 2, figsize=(15, 10.5))
+    ax_agg, ax_req, ax_cap, ax_par = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
+    cmap = plt.get_cmap("viridis")
+    styles = ["-", "--", ":", "-."]
+    series_keys = sorted({_series_key(p) for p in stats.values()}, key=lambda k: (k[0], k[1] or 0, k[2]))
+    labelled_prediction = False
+    for li, c in enumerate(levels):
+        color = cmap(li / max(1, len(levels) - 1) * 0.9)
+        for si, skey in enumerate(series_keys):
+            pts = sorted(
+                (p for (cid, cc), p in stats.items() if cc == c and _series_key(p) == skey), key=lambda p: p.spec_steps
+            )
+            if not pts:
+                continue
+            xs = [p.spec_steps for p in pts]
+            label = f"C={c}{_series_label(pts[-1])}"
+            ls = styles[si % len(styles)]
+            ys = [p.mean for p in pts]
+            err = [[p.mean - p.interval.low for p in pts], [p.interval.high - p.mean for p in pts]]
+            ax_agg.errorbar(
+                xs, ys, yerr=err, marker="o", linestyle=ls, color=color, label=label, capsize=3, markersize=5
+            )
+            req = [(p.spec_steps, p.per_request_mean) for p in pts if p.per_request_mean is not None]
+            if req:
+                ax_req.plot(
+                    [x for x, _ in req],
+                    [y for _, y in req],
+                    marker="o",
+                    linestyle=ls,
+                    color=color,
+                    label=label,
+                    markersize=5,
+                )
+            guesses = sorted(
+                (info["spec_steps"], *info["levels"][c])
+                for info in predicted.values()
+                if c in info["levels"] and info.get("series") == skey
+            )
+            if guesses:
+                labelled = labelled_prediction
+                labelled_prediction = True
+                ax_agg.errorbar(
+                    [g[0] for g in guesses],
+                    [g[1] for g in guesses],
+                    yerr=[[g[1] - g[2] for g in guesses], [g[3] - g[1] for g in guesses]],
+                    marker="o",
+                    linestyle="none",
+                    markerfacecolor="none",
+                    color=color,
+                    alpha=0.6,
+                    capsize=2,
+                    markersize=5,
+                    label=None if labelled else "predicted, not deployed (interval)",
+                )
+            best = chosen.get(c)
+            for p in pts:
+                if p.config_id == best:
+                    ax_agg.plot(
+                        [p.spec_steps],
+                        [p.mean],
+                        marker="*",
+                        markersize=15,
+                        color=color,
+                        markeredgecolor="black",
+                        zorder=5,
+                    )
+    # Capacity panel: one point per configuration that came up.
+    caps = sorted(
+        (v for v in capacity.values() if v.get("spec_steps") is not None),
+        key=lambda v: (v.get("spec_topk") or 1, v.get("spec_draft_tokens") or 0, v["spec_steps"]),
+    )
+    ax_mrr = ax_cap.twinx()
+    by_series: dict[tuple, list[dict[str, Any]]] = {}
+    for v in caps:
+        key = (1, None) if v["spec_steps"] == 0 else (v.get("spec_topk") or 1, v.get("spec_draft_tokens"))
+        by_series.setdefault(key, []).append(v)
+    for si, (key, vals) in enumerate(sorted(by_series.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))):
+        ls = styles[si % len(styles)]
+        suffix = "" if key == (1, None) else f" t{key[0]}" + (f" d{key[1]}" if key[1] else "")
+        kv = [(v["spec_steps"], v.get("max_total_num_tokens")) for v in vals if v.get("max_total_num_tokens")]
+        mr = [(v["spec_steps"], v.get("max_running_requests")) for v in vals if v.get("max_running_requests")]
+        if kv:
+            ax_cap.plot(
+                [x for x, _ in kv],
+                [y for _, y in kv],
+                marker="s",
+                linestyle=ls,
+                color="tab:blue",
+                label="max_total_num_tokens" + suffix,
+            )
+        if mr:
+            ax_mrr.plot(
+                [x for x, _ in mr],
+                [y for _, y in mr],
+                marker="^",
+                linestyle=ls,
+                color="tab:red",
+                label="max_running_requests" + suffix,
+            )
+    for _cid, info in failed.items():
+        if info.get("spec_steps") is None:
+            continue
+        ax_cap.plot([info["spec_steps"]], [0], marker="x", markersize=12, color="black")
+        ax_cap.annotate(
+            "deploy failed", (info["spec_steps"], 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8
+        )
+    for cid, info in skipped.items():
+        if info.get("spec_steps") is None or cid in predicted:
+            continue
+        for ax in (ax_agg, ax_req):
+            ax.axvspan(info["spec_steps"] - 0.4, info["spec_steps"] + 0.4, color="0.9", zorder=0)
+        ax_agg.annotate(
+            "skipped",
+            (info["spec_steps"], 0),
+            xycoords=("data", "axes fraction"),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=8,
+            color="0.4",
+        )
+    rec_k = (recommended or {}).get("spec_steps")
+    if rec_k is not None:
+        for ax in (ax_agg, ax_req, ax_cap):
+            ax.axvline(
+                rec_k,
+                color="tab:orange",
+                linestyle="--",
+                linewidth=1.2,
+                label=f"recommended: steps {rec_k}" if ax is ax_agg else None,
+            )
+    ax_agg.set_title("Aggregate output throughput")
+    ax_agg.set_ylabel("output tok/s (all requests)")
+    ax_req.set_title("Per-request decode rate")
+    ax_req.set_ylabel("tok/s per request (after the first token)")
+    ax_cap.set_title("KV capacity and admission")
+    ax_cap.set_ylabel("max_total_num_tokens", color="tab:blue")
+    ax_mrr.set_ylabel("max_running_requests", color="tab:red")
+    ax_cap.set_ylim(bottom=0)
+    ax_mrr.set_ylim(bottom=0)
+    for ax in (ax_agg, ax_req, ax_cap):
+        ax.set_xlabel("speculative_num_steps")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+    ax_agg.set_ylim(bottom=0)
+    ax_req.set_ylim(bottom=0)
+    ax_agg.legend(fontsize=8, loc="best")
+    ax_req.legend(fontsize=8, loc="best")
+    h1, l1 = ax_cap.get_legend_handles_labels()
+    h2, l2 = ax_mrr.get_legend_handles_labels()
+    if h1 or h2:
+        ax_cap.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
+    _pareto(ax_par, stats, levels, slo, chosen)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def plot_schedule(
+    path: Path,
+    bars: dict[int, dict[str, tuple[float, float, float]]],
+    names: list[str],
+    *,
+    title: str,
+    verdict: str,
+    chosen: str | None = None,
+) -> Path:
+    """schedule_vs_static.png: per concurrency level, the best static depth, the tuner's schedule and
+    SGLang's default adaptive config side by side (aggregate tok/s, error bars = 95% intervals);
+    the verdict underneath. `bars` maps level -> name -> (mean, low, high)."""
+    levels = sorted(bars)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.8 * len(levels) + 3), 5.2))
+    width = 0.8 / max(1, len(names))
+    colors = ["tab:gray", "tab:blue", "tab:orange"]
+    for i, name in enumerate(names):
+        xs, ys, lo, hi = [], [], [], []
+        for j, c in enumerate(levels):
+            v = bars[c].get(name)
+            if v is None:
+                continue
+            xs.append(j + (i - (len(names) - 1) / 2) * width)
+            ys.append(v[0])
+            lo.append(max(0.0, v[0] - v[1]))
+            hi.append(max(0.0, v[2] - v[0]))
+        if xs:
+            ax.bar(
+                xs,
+                ys,
+                width,
+                yerr=[lo, hi],
+                capsize=3,
+                color=colors[i % len(colors)],
+                label=name,
+                hatch="//" if chosen is not None and chosen in name else None,
+            )
+    ax.set_xticks(range(len(levels)))
+    ax.set_xticklabels([f"C={c}" for c in levels])
+    ax.set_ylabel("aggregate output tok/s")
+    ax.set_title(f"{title}\nschedule vs best static depth vs SGLang default adaptive", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.text(0.01, 0.01, verdict if len(verdict) < 220 else verdict[:217] + "...", fontsize=7, wrap=True)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

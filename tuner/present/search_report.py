@@ -1,0 +1,125 @@
+"""What the model-guided search did, as the report and recommendation.json show it (pure).
+
+Built from the folded records: the `prediction` records (what the model said before a
+configuration was deployed) against the levels measured afterwards, and the `skip` records of kind
+`predicted` (what it decided against, with the prediction that justified it). `report DIR` rebuilds
+it from records.jsonl like everything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data.prediction import Band, Prediction
+from ..data.records import SkipRecord, SweepState
+from ..decide import analysis
+from ..decide.search.model import Misfit, find_misfits, fit_model
+from ..spec.sweepspec import SweepSpec
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One level of a configuration measured after it was predicted."""
+
+    config_id: str
+    concurrency: int
+    predicted: Band
+    measured: float
+    chance: float
+
+    @property
+    def error_pct(self) -> float:
+        return (self.measured - self.predicted.mean) / self.predicted.mean * 100 if self.predicted.mean else 0.0
+
+    @property
+    def inside(self) -> bool:
+        return self.predicted.contains(self.measured)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config_id": self.config_id,
+            "concurrency": self.concurrency,
+            "predicted": self.predicted.to_json(),
+            "measured": round(self.measured, 2),
+            "error_pct": round(self.error_pct, 2),
+            "inside": self.inside,
+        }
+
+
+@dataclass(frozen=True)
+class Skipped:
+    config_id: str
+    spec_steps: int
+    reason: str
+    prediction: Prediction | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config_id": self.config_id,
+            "spec_steps": self.spec_steps,
+            "reason": self.reason,
+            "prediction": None if self.prediction is None else self.prediction.to_json(),
+        }
+
+
+@dataclass
+class SearchSummary:
+    mode: str
+    planned: int
+    deployed: list[str]
+    checked: list[Checked] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    misfits: list[Misfit] = field(default_factory=list)
+    model: str = ""  # the final fit, in a line
+
+    @property
+    def inside_share(self) -> float | None:
+        return sum(c.inside for c in self.checked) / len(self.checked) if self.checked else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "planned": self.planned,
+            "deployed": self.deployed,
+            "predicted_vs_measured": [c.to_json() for c in self.checked],
+            "skipped": [s.to_json() for s in self.skipped],
+            "misfits": [
+                {
+                    "config_id": m.config.config_id,
+                    "what": m.what,
+                    "predicted": m.predicted.to_json(),
+                    "measured": m.measured,
+                }
+                for m in self.misfits
+            ],
+            "model": self.model,
+        }
+
+
+def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
+    """None for a sweep that never used the model (no prediction, no predicted skip)."""
+    predicted_skips = [r for r in state.skipped.values() if isinstance(r, SkipRecord) and r.kind == "predicted"]
+    if spec.search != "model" and not state.predictions and not predicted_skips:
+        return None
+    stats = analysis.aggregate(state.levels())
+    checked = []
+    for cid, rec in state.predictions.items():
+        for lp in rec.prediction.levels:
+            p = stats.get((cid, lp.concurrency))
+            if p is not None and p.n:
+                checked.append(Checked(cid, lp.concurrency, lp.output_tok_s, p.mean, lp.chance))
+    skipped = [Skipped(r.config_id, r.config.spec_steps, r.reason or "", r.prediction) for r in predicted_skips]
+    deployed = [cid for cid in state.order if cid in state.deploys or cid in state.failed]
+    model = ""
+    if state.levels():
+        model = fit_model(state, spec.workload).describe()
+    return SearchSummary(
+        mode=spec.search,
+        planned=sum(1 for cid in state.order if not (cid in state.skipped and state.skipped[cid].kind == "infeasible")),
+        deployed=deployed,
+        checked=checked,
+        skipped=skipped,
+        misfits=find_misfits(state),
+        model=model,
+    )

@@ -1,0 +1,496 @@
+"""What a sweep's records come to: the per-level choices, the recommendation, and the notes that
+say what the numbers rest on. Pure: built from the folded state and the sweep's spec; the report,
+the plot, recommendation.json and the CLI's summary table all read the same `Summary`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang_utils.sglang_adaptive import DEFAULT_ADAPTIVE_CONFIG
+
+from ..data.records import DeployRecord, SkipRecord, SweepState
+from ..data.results import result_rows
+from ..decide import adaptive_phase, analysis, schedule_phase
+from ..decide import envelope as envelope_mod
+from ..decide.analysis import LevelChoice, PointStats, Recommendation
+from ..decide.crosscheck import CrossCheck, check_levels
+from ..decide.schedule import Schedule
+from ..decide.search.text import misfit_text
+from ..spec import workload
+from ..spec.configs import plan_configs
+from ..spec.slo import Slo
+from ..spec.sweepspec import SweepSpec
+from .search_report import SearchSummary, search_summary
+
+
+@dataclass
+class TempView:
+    """Everything chosen at one sampling temperature (the recommendation is per temperature)."""
+
+    temperature: float
+    stats: dict[tuple[str, int], PointStats]
+    choices: dict[int, LevelChoice]
+    unchosen: dict[int, str]  # levels measured without a choice, and why
+    recommendation: Recommendation  # the static depth's, or the schedule's where it won beyond noise
+    every: dict[tuple[str, int], PointStats] = field(default_factory=dict)  # static and adaptive cells
+    verdict: schedule_phase.ScheduleVerdict | None = None  # the schedule against the best static depth
+    static: Recommendation | None = None  # the best static depth (what the schedule had to beat)
+    envelope: envelope_mod.Envelope | None = None  # the recommendation against the references, per level
+
+
+@dataclass
+class Summary:
+    spec: SweepSpec
+    state: SweepState
+    rows: list[dict[str, Any]]  # results.csv
+    stats: dict[tuple[str, int], PointStats]  # the primary temperature's (the first of --temperature)
+    levels: list[int]
+    choices: dict[int, LevelChoice]
+    recommendation: Recommendation
+    search: SearchSummary | None = None  # what the model-guided search did (`--search model`)
+    notes: list[str] = field(default_factory=list)
+    views: dict[float, TempView] = field(default_factory=dict)  # every temperature measured
+    unchosen: dict[int, str] = field(default_factory=dict)
+    checks: CrossCheck = field(default_factory=CrossCheck)
+
+    @property
+    def noise(self) -> dict[str, Any]:
+        return analysis.noise_summary(self.stats)
+
+    @property
+    def server(self) -> dict[str, Any]:
+        return self.state.server
+
+    @property
+    def deploys(self) -> dict[str, DeployRecord]:
+        return self.state.deploys
+
+    @property
+    def failed(self) -> dict[str, DeployRecord]:
+        return self.state.failed
+
+    @property
+    def skipped(self) -> dict[str, SkipRecord]:
+        return self.state.skipped
+
+    @property
+    def slo(self) -> Slo | None:
+        return self.spec.workload.slo
+
+    @property
+    def temperatures(self) -> list[float]:
+        return list(self.views)
+
+
+def _target(spec: SweepSpec, override: list[int] | None) -> list[int] | None:
+    if override is not None:
+        return override
+    t = spec.workload.target_concurrency
+    return list(t) if t else None
+
+
+def view_for(
+    state: SweepState, spec: SweepSpec, temperature: float, levels: list[int], target: list[int] | None
+) -> TempView:
+    capacity = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
+    every = analysis.aggregate(state.levels(), temperature=temperature, capacity=capacity)
+    for p in every.values():
+        bf = state.unstable.get(p.config_id)
+        p.failed_reason = None if bf is None else bf.reason
+    analysis.apply_slo(every, spec.workload.slo)
+    # The static depths are chosen among themselves; an adaptive configuration (the schedule phase,
+    # tuner/decide/schedule_phase.py) then has to beat the best of them beyond noise.
+    stats = {k: p for k, p in every.items() if not p.config.is_schedule}
+    static = analysis.recommend(stats, levels, target)
+    # the recommendation among the kinds (tuner/decide/envelope.py): a static depth (no speculation
+    # included), SGLang's default adaptive config or a tuned adaptive config, best beyond noise on
+    # the objective, ties to the simpler
+    pick = envelope_mod.choose(every, static, levels, target)
+    tuned_best = max(
+        (
+            cid
+            for cid in pick.scores
+            if cid in {p.config_id for p in every.values() if p.config.is_schedule and not p.config.adaptive}
+        ),
+        key=lambda cid: pick.scores[cid],
+        default=None,
+    )
+    verdict = schedule_phase.judge(every, static, levels, target, capacity, tuned=tuned_best)
+    rec = static
+    if pick.chosen is not None and pick.chosen.config_id != (static.chosen.config_id if static.chosen else None):
+        rec = analysis.Recommendation(
+            pick.chosen,
+            pick.scores.get(pick.chosen.config_id),
+            pick.reason,
+            static.workload,
+            pick.scores,
+            pick.score_ci,
+            pick.tied_with,
+            kind=pick.kind,
+        )
+    elif static.chosen is not None:
+        rec = dataclasses.replace(static, kind=pick.kind, reason=pick.reason)
+    env = envelope_mod.build(every, stats, rec.chosen, static.chosen, levels)
+    return TempView(
+        temperature=temperature,
+        stats=stats,
+        choices=analysis.by_concurrency(stats, levels),
+        unchosen=analysis.unchosen(stats, levels),
+        recommendation=rec,
+        every=every,
+        verdict=verdict,
+        static=static,
+        envelope=env,
+    )
+
+
+def summarize(state: SweepState, spec: SweepSpec, target: list[int] | None = None) -> Summary:
+    levels = list(spec.workload.concurrency) or sorted({lv.concurrency for lv in state.levels()})
+    measured = analysis.temperatures(state.levels())
+    temps = [float(t) for t in spec.workload.temperature if float(t) in measured]
+    temps += [t for t in measured if t not in temps]
+    tgt = _target(spec, target)
+    views = {t: view_for(state, spec, t, levels, tgt) for t in temps}
+    primary = views[temps[0]] if temps else view_for(state, spec, float(spec.workload.temperature[0]), levels, tgt)
+    s = Summary(
+        spec=spec,
+        state=state,
+        rows=result_rows(state, spec.workload),
+        stats=primary.stats,
+        levels=levels,
+        choices=primary.choices,
+        recommendation=primary.recommendation,
+        search=search_summary(state, spec),
+        views=views,
+        unchosen=primary.unchosen,
+        checks=check_levels(state.levels(measured_only=False)),
+    )
+    s.notes = notes_for(s)
+    return s
+
+
+def _cfg_txt(rec: Any) -> str:
+    return f"{rec.config_id} (spec_steps {rec.config.spec_steps})"
+
+
+def notes_for(s: Summary) -> list[str]:
+    """Plain statements of what the numbers rest on; never silent about a gap."""
+    notes: list[str] = []
+    predicted = [r for r in s.state.skipped.values() if r.kind == "predicted"]
+    if predicted:
+        notes.append(
+            f"The model-guided search did not deploy {len(predicted)} configuration(s) "
+            f"({', '.join(r.config_id for r in predicted)}): each was predicted not to win any level beyond "
+            'the noise, or not to start; the predictions are under "Model-guided search". '
+            "`--resume --search grid` measures them."
+        )
+    if s.search is not None:
+        for miss in s.search.misfits:
+            notes.append(
+                f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted and widened its intervals."
+            )
+    for skip in s.state.skipped.values():
+        if skip.kind == "predicted":
+            continue
+        if skip.kind == "early_stop":
+            notes.append(
+                f"Early stop: {_cfg_txt(skip)} was not measured: {skip.reason}. "
+                "`--no-early-stop` sweeps every configuration."
+            )
+        elif skip.kind == "capacity":
+            notes.append(f"{_cfg_txt(skip)} was not deployed: {skip.reason}. `--no-early-stop` tries it anyway.")
+        else:
+            notes.append(f"{_cfg_txt(skip)} was not deployed: {skip.reason}.")
+    for dep in s.state.failed.values():
+        after = dep.rollback or "The role rolls a host whose new configuration fails back to its last good one."
+        notes.append(f"{_cfg_txt(dep)} failed to deploy on {dep.host}: {dep.reason}. {after}")
+    for bf in s.state.bench_failures:
+        if bf.kind != "server_lost":  # said once below, with what it means for the recommendation
+            notes.append(f"{_cfg_txt(bf)}: benchmark stopped on {bf.host}: {bf.reason}.")
+    for m in s.state.measured:
+        lv = m.level
+        where = f"{lv.config_id} C={lv.concurrency} T={lv.temperature:g} repeat {lv.repeat}"
+        if lv.deployment > 1:
+            where += f" deployment {lv.deployment}"
+        if lv.server_lost:
+            notes.append(
+                f"{where}: the server went away during the level ({lv.metrics.requests_failed} of "
+                f"{lv.metrics.requests} requests failed); the level was not compared"
+                + (" and was measured again once the server answered /health." if _remeasured(s, lv) else ".")
+            )
+        elif lv.metrics.status in ("partial", "failed"):
+            errors = "; ".join(f"{n}x {k}" for k, n in lv.metrics.errors.items())
+            notes.append(
+                f"{where}: {lv.metrics.requests_failed} of "
+                f"{lv.metrics.requests_ok + lv.metrics.requests_failed} requests failed ({errors}); the level is "
+                "marked and its throughput is not compared as if complete."
+            )
+        if lv.attempt > 1 and not lv.server_lost:
+            notes.append(f"{where}: measured again (attempt {lv.attempt}) after the server came back.")
+    for bf in s.state.unstable.values():
+        notes.append(f"{_cfg_txt(bf)} failed during its benchmark on {bf.host}: {bf.reason}. It is not recommended.")
+    notes.append(noise_note(s))
+    for t, v in s.views.items():
+        for c, why in sorted(v.unchosen.items()):
+            notes.append(f"Concurrency {c}, temperature {t:g}: no configuration is recommended: {why}.")
+    if s.checks.warnings:
+        notes.append(
+            f"Cross-checks: {len(s.checks.warnings)} disagreement(s) above 1% between the client's, the "
+            "server's and /metrics' counts (see \"Cross-checks\")."
+        )
+    swept = sorted({p.spec_steps for p in s.stats.values()})
+    if len(swept) > 1:
+        deepest = swept[-1]
+        planned = list(s.spec.steps) if s.spec.command == "sweep" else []
+        at_edge = [c for c, ch in s.choices.items() if ch.chosen.spec_steps == deepest]
+        early = any(r.kind == "early_stop" for r in s.state.skipped.values())
+        if at_edge and not early:
+            levels_txt = ", ".join(map(str, at_edge))
+            if planned and deepest < max(planned):
+                notes.append(
+                    f"At concurrency {levels_txt} the best setting is the deepest one measured "
+                    f"(spec_steps {deepest}); the deeper ones planned did not come up or were "
+                    "skipped (see above)."
+                )
+            else:
+                notes.append(
+                    f"At concurrency {levels_txt} the best setting is the deepest swept "
+                    f"(spec_steps {deepest}); deeper settings were not measured and may be "
+                    "faster still (widen --steps to find out)."
+                )
+    w = s.spec.workload
+    if s.temperatures and max(s.temperatures) == 0:
+        notes.append(
+            "Warning: only greedy decoding (temperature 0) was measured. Greedy decoding gives the draft an "
+            "easy job: acceptance, and with it the best depth, can be lower on real sampled traffic "
+            "(`--temperature 0,0.7` measures both)."
+        )
+    if w.dataset is None:
+        notes.append(
+            "Prompts were synthetic (random words / token ids), which drafts differently from real text: "
+            '`--dataset FILE` measures your own prompts (docs/tuner.md "Datasets").'
+        )
+    queued = []
+    for cid, d in s.state.deploys.items():
+        mrr = d.max_running_requests
+        over = [c for c in s.levels if mrr and c > mrr]
+        if over:
+            queued.append(f"{cid} runs {mrr} at once (C={', '.join(map(str, over))})")
+    if queued:
+        notes.append(
+            "Where concurrency exceeds max_running_requests the other requests queue: TTFT "
+            "includes the wait, per-request tok/s does not. " + "; ".join(queued) + "."
+        )
+    return notes
+
+
+def _remeasured(s: Summary, lost: Any) -> bool:
+    return any(
+        m.level.key == lost.key and m.level.attempt > lost.attempt and not m.level.server_lost for m in s.state.measured
+    )
+
+
+def noise_note(s: Summary) -> str:
+    """What the intervals cover, in words (docs/tuner.md "Statistics")."""
+    n = s.noise
+    kinds = n["intervals_cover"]
+    cover = {
+        "requests": "the requests within each level (batch means over the level's windows)",
+        "repeats": "run-to-run noise on one deployment (--repeats)",
+        "deployments": "restart-to-restart noise (--repeat-deploys)",
+        "none": "nothing: no interval was measured, a +-1% floor stands in",
+    }
+    text = "Every cell carries a 95% interval of its aggregate tok/s covering " + "; ".join(
+        cover.get(k, k) for k in kinds
+    )
+    if n["median_precision_pct"] is not None:
+        text += f"; precision reached: median +-{n['median_precision_pct']}%, worst +-{n['max_precision_pct']}%"
+    text += (
+        ". A configuration wins a level only when its interval lies above every other's; otherwise the level "
+        "is tied within noise and the tie-break (more KV capacity, then fewer steps) chooses."
+    )
+    if "deployments" not in kinds:
+        text += " Restart-to-restart noise is not covered (`--repeat-deploys 2` measures it)."
+    return text
+
+
+def _unchosen_json(s: Summary, view: TempView, c: int, why: str) -> dict[str, Any]:
+    pts = [p for (cid, cc), p in view.stats.items() if cc == c]
+    best = max(pts, key=lambda p: p.mean) if pts else None
+    return {
+        "config_id": None,
+        "meets_slo": False if s.slo is not None and "SLO" in why else None,
+        "goodput_tok_s": None,
+        "reason": why,
+        "best_measured": None
+        if best is None
+        else {
+            "config_id": best.config_id,
+            "output_tok_s": round(best.mean, 2),
+            "ci95": best.interval.as_list(),
+            "goodput_tok_s": None if best.slo is None else round(best.slo.goodput_tok_s, 2),
+        },
+    }
+
+
+def by_concurrency_json(s: Summary, view: TempView) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for c in s.levels:
+        if c in view.choices:
+            out[str(c)] = view.choices[c].to_dict()
+        elif c in view.unchosen:
+            out[str(c)] = _unchosen_json(s, view, c, view.unchosen[c])
+    return out
+
+
+def recommendation_json(s: Summary) -> dict[str, Any]:
+    w = s.spec.workload
+    best = s.state.deploy_best
+    primary = s.views.get(s.temperatures[0]) if s.temperatures else None
+    return {
+        "by_concurrency": by_concurrency_json(s, primary)
+        if primary
+        else {str(c): ch.to_dict() for c, ch in sorted(s.choices.items())},
+        "recommended": s.recommendation.to_dict(),
+        "temperature": s.temperatures[0] if s.temperatures else None,
+        "by_temperature": {
+            f"{t:g}": {"by_concurrency": by_concurrency_json(s, v), "recommended": v.recommendation.to_dict()}
+            for t, v in s.views.items()
+        },
+        "slo": None if s.slo is None else s.slo.to_json(),
+        "dataset": None if w.dataset is None else w.dataset.to_json(),
+        "cross_checks": {
+            "levels": s.checks.levels,
+            "comparisons": s.checks.comparisons,
+            "max_diff_pct": s.checks.max_diff_pct,
+            "warnings": s.checks.warnings,
+        },
+        "notes": s.notes,
+        "skipped": [{"config_id": r.config_id, "reason": r.reason, "kind": r.kind} for r in s.state.skipped.values()],
+        "failed": [{"config_id": cid, "host": r.host, "reason": r.reason} for cid, r in s.state.failed.items()],
+        "noise": s.noise,
+        "search": None if s.search is None else s.search.to_json(),
+        **schedule_json(s, primary),
+        "deploy_best": None
+        if best is None
+        else {
+            "config": best.config.to_json(),
+            "host": best.host,
+            "status": best.status,
+            "reason": best.reason,
+            "verified": best.verified,
+        },
+        "server": s.server,
+        "workload": {
+            "temperature": list(w.temperature),
+            "top_p": w.top_p,
+            "input_len": w.input_len,
+            "output_len": w.output_len,
+            "ignore_eos": w.ignore_eos,
+            "endpoint": w.endpoint,
+            "concurrency": list(w.concurrency),
+            "requests_per_level": w.requests_per_level,
+            "precision_pct": w.precision if w.adaptive else None,
+            "repeats": w.repeats,
+            "repeat_deploys": s.spec.repeat_deploys,
+            "prompts": workload.describe(w.dataset, w.dataset_sample),
+        },
+    }
+
+
+def schedule_json(s: Summary, view: TempView | None) -> dict[str, Any]:
+    """`schedule` (SGLang's JSON exactly as deployed when the recommendation is adaptive, SGLang's
+    built-in table for its default; else null), its vLLM form where one depth per bucket expresses
+    it, `schedule_comparison` (each adaptive configuration against the best static depth),
+    `envelope` (per level: the recommendation, the level's best static depth, the best single static
+    depth, SGLang's default adaptive config, no speculation; who wins and why), `kv_warning` and
+    `schedule_phase` (what the phase deployed, counted against its budget)."""
+    verdict = view.verdict if view is not None else None
+    rec = s.recommendation
+    cfg = rec.chosen.config if rec.chosen is not None and rec.chosen.config.is_schedule else None
+    vllm = None
+    deployed: Any = None
+    warning = None
+    if cfg is not None:
+        dep = s.state.deploys.get(cfg.config_id)
+        top = int((dep.max_running_requests if dep else None) or max(s.levels or [1]))
+        if cfg.adaptive:  # SGLang's default adaptive config: no file; what the server ran is its built-in table
+            deployed = copy.deepcopy(DEFAULT_ADAPTIVE_CONFIG)
+        else:
+            deployed = json.loads(cfg.schedule_value or "null")
+        if cfg.schedule is not None:
+            vllm = Schedule(cfg.schedule).to_vllm(top)
+        pools = {
+            d.config.spec_steps: d.max_total_num_tokens
+            for d in s.state.deploys.values()
+            if d.ok and not d.config.is_schedule and d.config.spec_topk == 1
+        }
+        static = view.static.chosen if view is not None and view.static is not None else None
+        warning = envelope_mod.kv_warning(cfg, static, pools, adaptive_phase.adaptive_widest(cfg))
+    return {
+        "schedule": deployed,
+        "vllm_num_speculative_tokens_per_batch_size": vllm,
+        "schedule_comparison": None if verdict is None else verdict.to_dict(),
+        "envelope": None if view is None or view.envelope is None else view.envelope.to_dict(),
+        "kv_warning": warning,
+        "schedule_phase": schedule_phase_text(s),
+    }
+
+
+def schedule_phase_text(s: Summary) -> str:
+    """What the schedule phase did, in one line: what it deployed, against its budget."""
+    if not s.spec.schedule:
+        return "off (--no-schedule)"
+    why = schedule_phase.unsupported(s.state, s.spec.algorithm)
+    if why is not None:
+        return f"not run: {why}"
+    static_ids = {c.config_id for c in plan_configs_of(s)}
+    spent = adaptive_phase.phase_deployments(s.state, static_ids)
+    parts = [
+        f"{len(spent)} of at most {s.spec.schedule_budget} deployments beyond the static sweep"
+        + (f": {', '.join(spent)}" if spent else "")
+    ]
+    for cid in spent:
+        d = s.state.deploys.get(cid)
+        if d is None:
+            parts.append(f"{cid} failed to start: {s.state.failed[cid].reason}")
+        elif (d.speculative or {}).get("adaptive") is False:
+            # SGLang turns adaptive off (with a warning) where it cannot run it, and serves the launch depth
+            parts.append(f"the server ran {cid} without adaptive speculation (SGLang turned it off: see its warnings)")
+    return "; ".join(parts)
+
+
+def plan_configs_of(s: Summary) -> list[Any]:
+    """The static sweep's configurations (--steps x --topk x --draft-tokens)."""
+    return plan_configs(s.spec.steps, s.spec.topk, s.spec.draft_tokens, s.spec.algorithm, s.spec.extra_vars).configs
+
+
+def title(s: Summary) -> str:
+    name = s.server.get("served_model_name") or "SGLang"
+    w = s.spec.workload
+    temps = f"{(s.temperatures or list(w.temperature))[0]:g}"
+    if len(s.temperatures) > 1:
+        temps += " (of " + ", ".join(f"{t:g}" for t in s.temperatures) + ": report.md has each)"
+    shape = (
+        f"{w.dataset.name}"
+        if w.dataset is not None
+        else f"{w.input_len or 'auto'} in / {w.output_len or 'auto'} out tokens"
+    )
+    return f"{name}: throughput vs speculative steps (temperature {temps}, {shape})"
+
+
+def capacity_by_config(s: Summary) -> dict[str, dict[str, Any]]:
+    return {
+        cid: {
+            **d.config.to_json(),
+            "max_total_num_tokens": d.max_total_num_tokens,
+            "max_running_requests": d.max_running_requests,
+        }
+        for cid, d in s.state.deploys.items()
+        if not d.config.is_schedule  # the steps axis holds static depths only
+    }

@@ -1,0 +1,100 @@
+"""The hosts a sweep may use: `ansible-inventory` read once (group `sglang_servers`, `--limit`),
+and the slots configurations run in (a host, or a multi-node group deployed as one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SERVER_GROUP = "sglang_servers"
+
+
+class InventoryError(RuntimeError):
+    pass
+
+
+def _group_hosts(inv: dict[str, Any], group: str, seen: set[str] | None = None) -> list[str]:
+    seen = seen or set()
+    if group in seen or group not in inv:
+        return []
+    seen.add(group)
+    g = inv.get(group) or {}
+    hosts = list(g.get("hosts") or [])
+    for child in g.get("children") or []:
+        hosts.extend(h for h in _group_hosts(inv, child, seen) if h not in hosts)
+    return hosts
+
+
+@dataclass
+class Inventory:
+    hosts: list[str]  # the sweep's hosts (group sglang_servers, --limit applied)
+    hostvars: dict[str, Any]  # untemplated
+    groups: dict[str, list[str]]  # every group's hosts, in inventory order
+
+    def slots(self) -> dict[str, list[str]]:
+        """Where one configuration runs: a host, or a multi-node tensor-parallel group as a whole.
+
+        A host with `sglang_server_multinode_group: G` serves one model together with the other
+        hosts of G (the role's contract; G's first host is the head, rank 0, which serves HTTP), so
+        a configuration is deployed to all of G at once and benchmarked at its head. Other hosts
+        are a slot each. Slot name: the host, or G.
+        """
+        out: dict[str, list[str]] = {}
+        for h in self.hosts:
+            g = (self.hostvars.get(h) or {}).get("sglang_server_multinode_group")
+            if isinstance(g, str) and g and "{{" not in g and g in self.groups:
+                if g not in out:
+                    members = [m for m in self.groups[g] if m in self.hosts]
+                    out[g] = members or [h]
+            else:
+                out[h] = [h]
+        return out
+
+
+def inventory_hosts(
+    inventory: Path, limit: str | None, project_dir: Path, group: str = SERVER_GROUP
+) -> tuple[list[str], dict[str, Any]]:
+    inv = read_inventory(inventory, limit, project_dir, group)
+    return inv.hosts, inv.hostvars
+
+
+def read_inventory(inventory: Path, limit: str | None, project_dir: Path, group: str = SERVER_GROUP) -> Inventory:
+    """The hosts a sweep may use, and their (untemplated) variables, via `ansible-inventory`.
+
+    Group `sglang_servers` when the inventory has it, else every host; `--limit` applies as it
+    does for the play. Nothing here connects to a host.
+    """
+    exe = Path(sys.executable).with_name("ansible-inventory")
+    cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(inventory), "--list"]
+    if limit:
+        cmd += ["--limit", limit]
+    # An inventory Ansible cannot parse is an error here, not a warning and an empty host list.
+    env = {
+        **os.environ,
+        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
+        "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CONFIG": str(Path(project_dir) / "ansible.cfg"),
+    }
+    try:
+        p = subprocess.run(cmd, cwd=project_dir, capture_output=True, text=True, timeout=120, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InventoryError(f"ansible-inventory failed: {exc}") from None
+    if p.returncode != 0:
+        lines = [ln.strip() for ln in (p.stderr or p.stdout).splitlines() if ln.strip()]
+        why = [ln for ln in lines if re.search(r"parsing failed|Unable to parse|ERROR|Failed to parse", ln)]
+        raise InventoryError((why or lines or [f"ansible-inventory rc {p.returncode}"])[0][:300])
+    try:
+        inv = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        raise InventoryError("ansible-inventory printed no JSON") from None
+    hosts = _group_hosts(inv, group) if group in inv else _group_hosts(inv, "all")
+    hostvars = (inv.get("_meta") or {}).get("hostvars") or {}
+    groups = {g: _group_hosts(inv, g) for g in inv if g != "_meta"}
+    return Inventory(hosts=hosts, hostvars=hostvars, groups=groups)

@@ -1,0 +1,197 @@
+"""What runs next: the sweep's plan in order (or as the model-guided search picks), rounds of
+--repeat-deploys, the early-stop and capacity skips, and the schedule phase's configurations.
+Running them is tuner/run/sweep.py's; this module only hands out (configuration, deployment) units
+and records the skips it decides."""
+
+from __future__ import annotations
+
+from ..data.records import (
+    LevelKey,
+    PredictionRecord,
+    SkipRecord,
+    SweepState,
+)
+from ..data.store import Store
+from ..decide import analysis
+from ..decide.search import decide as search
+from ..decide.search.text import prediction_text
+from ..spec.configs import ConfigPlan, SpecConfig
+from ..spec.sweepspec import SweepSpec, WorkloadSpec
+from .levels import Progress
+
+WAIT = object()  # next_unit: nothing to start now, but configurations in flight may change that
+
+
+class Planner:
+    """Hands out work units (configuration id, deployment) to the sweep's workers."""
+
+    def __init__(self, *, spec: SweepSpec, plan: ConfigPlan, store: Store, progress: Progress):
+        self.spec = spec
+        self.plan = plan
+        self.store = store
+        self.progress = progress
+        # work units are (configuration id, deployment): --repeat-deploys N deploys each one N times
+        self.in_progress: set[tuple[str, int]] = set()
+        self.finished: set[tuple[str, int]] = set()
+        self.done: set[LevelKey] = set()
+        self._search_done = False  # the model-guided search named its last configuration
+        self.extra: list[SpecConfig] = []  # the schedule phase's configurations (tuner/decide/schedule_phase.py)
+
+    @property
+    def workload(self) -> WorkloadSpec:
+        return self.spec.workload
+
+    def _all_levels_done(self, cid: str, deployment: int = 1) -> bool:
+        w = self.workload
+        return all(
+            (cid, float(t), c, r, deployment) in self.done
+            for t in w.temperature
+            for c in w.concurrency
+            for r in range(1, w.repeats + 1)
+        )
+
+    def _skip_reason(self, cfg: SpecConfig, state: SweepState) -> tuple[str, str] | None:
+        capacity = self._capacity_skip(cfg, state)
+        if capacity is not None:
+            return capacity, "capacity"
+        same = [c for c in self.plan.configs if c.series == cfg.series and 0 < c.spec_steps < cfg.spec_steps]
+        # Past the peak at every level, at every temperature (each temperature on its own).
+        details = []
+        for temp in self.workload.temperature:
+            stats = analysis.aggregate(state.levels(), temperature=float(temp))
+            series = []
+            for c in sorted(same, key=lambda c: c.spec_steps):
+                if (c.config_id, 1) not in self.finished or not self._all_levels_done(c.config_id):
+                    continue
+                pts = {cc: p for (cid, cc), p in stats.items() if cid == c.config_id}
+                if pts:
+                    series.append((c, pts))
+            if len(series) < 2:
+                return None
+            es = analysis.early_stop([pts for _, pts in series], self.workload.concurrency)
+            if not es.stop:
+                return None
+            details.append((f"temperature {temp:g}: " if len(self.workload.temperature) > 1 else "") + es.detail)
+        return (f"after spec_steps {series[-1][0].spec_steps}: {'; '.join(details)}", "early_stop")
+
+    def next_unit(self) -> tuple[SpecConfig, int] | None | object:
+        """The next (configuration, deployment) to run: every configuration's first deployment in
+        plan order (or as the model-guided search picks them), then the second round, and so on
+        (rounds spread drift over every configuration alike; a configuration skipped or failed in
+        round 1 is not redeployed). WAIT (model search only) when only the configurations in
+        flight can tell what is next; None when the sweep is done."""
+        if self.extra:
+            return self._next_in(self.extra, 1)
+        first = 1
+        if self.spec.search == "model" and not self._search_done:
+            picked = self._next_by_model()
+            if picked is WAIT:
+                return WAIT
+            if isinstance(picked, SpecConfig):
+                return picked, 1
+            if any(dep == 1 for _, dep in self.in_progress):
+                return WAIT  # the repeat rounds start once the search's own round is over
+            self._search_done = True
+        if self.spec.search == "model":
+            first = 2
+        return self._next_in(self.plan.configs, first)
+
+    def _next_in(self, configs: list[SpecConfig], first: int) -> tuple[SpecConfig, int] | None:
+        """The next unit among `configs`, rounds `first`.. of --repeat-deploys."""
+        state = self.store.state()
+        self.done |= state.done
+        for dep in range(first, self.spec.repeat_deploys + 1):
+            for cfg in configs:
+                cid = cfg.config_id
+                unit = (cid, dep)
+                if unit in self.in_progress or unit in self.finished:
+                    continue
+                skipped = state.skipped.get(cid)
+                # the model's skips are its own: a grid sweep (say, `--resume --search grid`) measures them
+                grid_skip = skipped is not None and (skipped.kind != "predicted" or dep > 1)
+                if grid_skip or cid in state.unstable or self._all_levels_done(cid, dep):
+                    self.finished.add(unit)
+                    continue
+                if cid in state.failed and (dep == 1 or not state.has_levels(cid)):
+                    self.finished.add(unit)
+                    continue
+                if dep > 1 and ((cid, 1) not in self.finished or not state.has_levels(cid)):
+                    if (cid, 1) in self.finished:  # round 1 measured nothing: nothing to repeat
+                        self.finished.add(unit)
+                    continue
+                if dep == 1 and self.spec.early_stop and cfg.spec_steps > 0 and not cfg.is_schedule:
+                    skip = self._skip_reason(cfg, state)
+                    if skip is not None:
+                        reason, kind = skip
+                        self.store.append(SkipRecord(config=cfg, kind=kind, reason=reason))
+                        self.progress.line(f"[{cfg.label}] skipped: {reason}")
+                        self.finished.add(unit)
+                        state = self.store.state()
+                        continue
+                self.in_progress.add(unit)
+                return cfg, dep
+        return None
+
+    def next_config(self) -> SpecConfig | None | object:
+        unit = self.next_unit()
+        return unit[0] if isinstance(unit, tuple) else unit
+
+    def _next_by_model(self) -> SpecConfig | None | object:
+        """`--search model`: finish what an interrupted run left half-measured, skip what a capacity
+        failure rules out (the grid's rule), then ask the model (tuner/decide/search/)."""
+        state = self.store.state()
+        self.done |= state.done
+        for cfg in self.plan.configs:
+            cid = cfg.config_id
+            if (cid, 1) in self.in_progress or (cid, 1) in self.finished or cid in state.failed:
+                continue
+            if state.has_levels(cid) and not self._all_levels_done(cid) and cid not in state.skipped:
+                self.in_progress.add((cid, 1))
+                return cfg
+            if cid not in state.deploys and cid not in state.skipped and self.spec.early_stop and cfg.spec_steps > 0:
+                skip = self._capacity_skip(cfg, state)
+                if skip is not None:
+                    self.store.append(SkipRecord(config=cfg, kind="capacity", reason=skip))
+                    self.progress.line(f"[{cfg.label}] skipped: {skip}")
+                    self.finished.add((cid, 1))
+                    state = self.store.state()
+        target = self.workload.target_concurrency
+        decision = search.decide(
+            state,
+            self.plan.configs,
+            self.workload,
+            exclude={cid for cid, dep in self.in_progress | self.finished if dep == 1},
+            target=list(target) if target else None,
+            measure_all=not self.spec.early_stop,
+            schedule_algorithm=self.spec.algorithm if self.spec.schedule else None,
+        )
+        for cfg, pred, why in decision.skips:
+            self.store.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
+            self.progress.line(f"[{cfg.label}] skipped: {why}")
+            self.finished.add((cfg.config_id, 1))
+        if decision.model:
+            self.progress.line(f"[search] {decision.model}")
+        if decision.deploy is not None:
+            cfg = decision.deploy
+            if decision.prediction is not None:
+                self.store.append(PredictionRecord(config=cfg, prediction=decision.prediction))
+            self.progress.line(f"[search] next: {cfg.label}: {decision.why}" + prediction_text(decision.prediction))
+            self.in_progress.add((cfg.config_id, 1))
+            return cfg
+        if decision.wait:
+            return WAIT
+        self.progress.line(f"[search] done: {decision.why}")
+        return None
+
+    def _capacity_skip(self, cfg: SpecConfig, state: SweepState) -> str | None:
+        """A shallower depth of the series failed to start for lack of KV memory."""
+        for c in self.plan.configs:
+            if c.series != cfg.series or not 0 < c.spec_steps < cfg.spec_steps:
+                continue
+            dep = state.failed.get(c.config_id)
+            if dep is not None and analysis.is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
+                return (
+                    f"spec_steps {c.spec_steps} could not start for lack of KV memory "
+                    f"({(dep.reason or '')[:160]}); deeper speculation needs more of it"
+                )
+        return None

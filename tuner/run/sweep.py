@@ -1,0 +1,400 @@
+"""Orchestration: deploy each configuration the planner hands out, benchmark every level, store.
+
+One worker per slot (a host, or a multi-node group deployed as one; docs/architecture.md): with
+several hosts of group `sglang_servers` the configurations are spread over them, each deploy
+limited to its slot. Configurations are handed out in plan order (ascending steps within a
+series); the early-stop rule is checked each time a configuration is about to start, from what has
+been measured by then, so it also holds after `--resume`. With several hosts a deeper
+configuration may already be running when a shallower one ends; it is finished, not wasted, and
+only configurations not yet started are skipped.
+
+What runs next is tuner/run/planner.py's; with `--search model` the order is the model's
+(tuner/decide/search/): each time a slot is free, the
+model is refitted to everything measured and names the next configuration, or says to wait for
+those in flight (the slot waits until one ends), or to stop; what it decides against is recorded
+as `skip` records of kind `predicted` with their predictions, so `--resume` and `report` keep them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sglang_filters.sglang_flags import parse_whole_number, schedule_launch_steps
+
+from ..data.records import (
+    BenchFailedRecord,
+    DeployBestRecord,
+    DeployRecord,
+    SkipRecord,
+    SweepState,
+    TimingRecord,
+)
+from ..data.store import MemoryStore, Store
+from ..decide import adaptive_phase
+from ..decide.search.model import find_misfits
+from ..decide.search.text import misfit_text
+from ..present import outputs
+from ..present.summary import Summary
+from ..spec.configs import ConfigPlan, SpecConfig
+from ..spec.sweepspec import SweepSpec, WorkloadSpec
+from .client import BenchClient
+from .deploy import Deployer, DeployResult
+from .levels import Progress, RecordLog, client_options, run_levels
+from .planner import WAIT, Planner
+
+REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
+
+
+class Sweep:
+    def __init__(
+        self,
+        *,
+        spec: SweepSpec,
+        plan: ConfigPlan,
+        store: Store,
+        deployer: Deployer,
+        hosts: list[str],
+        progress: Progress,
+        api_key: str | None = None,
+    ):
+        self.spec = spec
+        self.plan = plan
+        self.store = store
+        self.deployer = deployer
+        self.hosts = hosts
+        self.progress = progress
+        self.api_key = api_key
+        self.planner = Planner(spec=spec, plan=plan, store=store, progress=progress)
+        self._changed: asyncio.Condition | None = None  # a configuration finished (model search waits on it)
+
+    @property
+    def workload(self) -> WorkloadSpec:
+        return self.spec.workload
+
+    def _say_misfits(self, cfg: SpecConfig) -> None:
+        """After a predicted configuration is measured: where the measurement left its interval."""
+        state = self.store.state()
+        if cfg.config_id not in state.predictions:
+            return
+        misses = [m for m in find_misfits(state) if m.config.config_id == cfg.config_id]
+        if not misses:
+            self.progress.line(f"[{cfg.label}] measured within its predicted intervals")
+        for m in misses:
+            self.progress.line(f"[{cfg.label}] MISFIT: {misfit_text(m)}; the model refits and widens its intervals")
+
+    # -- one configuration -------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        outputs.write_all(self.store, self.spec, plot=False, report=False)
+
+    def _deploy_line(self, cfg: SpecConfig, res: DeployResult) -> str:
+        if not res.ok:
+            return f"[{cfg.label}] deploy FAILED on {res.host} after {res.elapsed_s:.1f} s: {res.reason}" + (
+                f" ({res.rollback})" if res.rollback else ""
+            )
+        rep = res.report or {}
+        cap = rep.get("capacity") or {}
+        spec = rep.get("speculative") or {}
+        ready = rep.get("ready_seconds")
+        return (
+            f"[{cfg.label}] up on {res.host} in {res.elapsed_s:.1f} s (server ready "
+            f"{'-' if ready is None else format(ready, '.1f')} s): max_total_num_tokens "
+            f"{cap.get('max_total_num_tokens')}, max_running_requests {cap.get('max_running_requests')}, "
+            f"draft tokens {spec.get('num_draft_tokens')}"
+        )
+
+    def _client(self, res: DeployResult) -> BenchClient:
+        served = ((res.report or {}).get("server") or {}).get("served_model_name")
+        assert res.client_url is not None
+        return BenchClient(client_options(self.workload, res.client_url, self.api_key, served))
+
+    def _redeploy_vars(self, deployment: int) -> dict[str, Any]:
+        """With --repeat-deploys, each deployment carries its number in the server's environment
+        (`sglang_server_environment`), so the role sees a changed unit and restarts the server even
+        when the configuration is the one already running (an identical run restarts nothing)."""
+        if self.spec.repeat_deploys <= 1:
+            return {}
+        given = self.spec.extra_vars.get("sglang_server_environment") or {}
+        if not isinstance(given, Mapping):  # the role refuses it with its own message
+            return {}
+        env = dict(given)
+        env[REDEPLOY_ENV] = str(deployment)
+        return {"sglang_server_environment": env}
+
+    async def run_config(self, cfg: SpecConfig, host: str, deployment: int = 1) -> None:
+        started = time.perf_counter()
+        mode = "configure+run tags" if self.deployer.has_had_full_run(host) else "full run"
+        members = self.deployer.members(host)
+        where = host if members == [host] else f"{host} ({', '.join(members)})"
+        n = self.spec.repeat_deploys
+        dep_txt = f" (deployment {deployment}/{n})" if n > 1 else ""
+        self.progress.line(f"[{cfg.label}] deploying on {where}{dep_txt} ({mode})")
+        label = cfg.config_id if n <= 1 else f"{cfg.config_id}-d{deployment}"
+        res = await asyncio.to_thread(
+            self.deployer.deploy, cfg, host, label=label, extravars=self._redeploy_vars(deployment)
+        )
+        if res.ok and not res.client_url:
+            res.ok, res.reason = False, "the play published no client_url for the host"
+        rec = res.record()
+        rec.deployment = deployment
+        self.store.append(rec)
+        self.progress.line(self._deploy_line(cfg, res))
+        if not res.ok:
+            self._rebuild()
+            return
+        async with self._client(res) as client:
+            lv = await run_levels(
+                client,
+                self.workload,
+                config=cfg,
+                host=host,
+                done=self.planner.done,
+                log=self.store,
+                progress=self.progress,
+                after_level=self._rebuild,
+                deployment=deployment,
+                deployments=n,
+            )
+        if lv.reason:
+            self.store.append(
+                BenchFailedRecord(config=cfg, host=host, reason=lv.reason, kind=lv.kind, deployment=deployment)
+            )
+            self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
+        self._say_misfits(cfg)
+        self.store.append(
+            TimingRecord(
+                config=cfg,
+                host=host,
+                total_s=round(time.perf_counter() - started, 3),
+                deploy_s=round(res.elapsed_s, 3),
+                ready_s=(res.report or {}).get("ready_seconds"),
+                warmup_s=round(lv.warmup_s, 3),
+                bench_s=round(lv.bench_s, 3),
+                full_run=not res.tags,
+            )
+        )
+
+    async def _worker(self, host: str) -> None:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        changed = self._changed
+        while True:
+            unit = self.planner.next_unit()
+            if unit is WAIT:
+                async with changed:
+                    await changed.wait()
+                continue
+            if not isinstance(unit, tuple):
+                return
+                return
+            cfg, dep = unit
+            try:
+                await self.run_config(cfg, host, dep)
+            finally:
+                self.planner.in_progress.discard((cfg.config_id, dep))
+                self.planner.finished.add((cfg.config_id, dep))
+                async with changed:
+                    changed.notify_all()
+
+    # -- the whole sweep -----------------------------------------------------------------------
+    def _schedule_stage(self, stage: str) -> list[SpecConfig]:
+        """After the static sweep, one stage of the schedule phase (tuner/decide/adaptive_phase.py):
+        `envelope` (SGLang's default adaptive config and a no-speculation server), then `search`
+        (tuned adaptive configs from what those and the static depths measured), within
+        `--schedule-budget`; what each stage decided is said on the progress log."""
+        summary = outputs.write_all(self.store, self.spec)
+        state = self.store.state()
+        static_ids = {c.config_id for c in self.plan.configs}
+        budget = self.spec.schedule_budget
+        if stage == "envelope":
+            plan = adaptive_phase.plan_envelope(state, static_ids, self.spec.algorithm, budget)
+        else:
+            view = summary.views.get(summary.temperatures[0]) if summary.temperatures else None
+            if view is None:
+                return []
+            w = self.workload
+            tokens = w.input_len + w.output_len if isinstance(w.input_len, int) and isinstance(w.output_len, int) else 0
+            limit = parse_whole_number(self.spec.extra_vars.get("sglang_server_spec_max_steps")) or 16
+            plan = adaptive_phase.plan_tuned(
+                view.every,
+                view.stats,
+                state,
+                summary.levels,
+                self.spec.algorithm,
+                budget,
+                tokens,
+                limit,
+                schedule_launch_steps,
+                static_ids,
+            )
+        if plan.skipped:
+            self.progress.line(f"[schedule] {stage}: not measured: {plan.skipped}")
+            return []
+        for line in plan.lines:
+            self.progress.line(f"[schedule] {line}")
+        return plan.configs
+
+    async def _deploy_best(self, summary: Summary) -> bool:
+        chosen = summary.recommendation.chosen
+        if chosen is None:
+            self.progress.line("--deploy-best: nothing to deploy (no recommendation)")
+            return False
+        cfg = chosen.config
+
+        async def one(host: str) -> bool:
+            self.progress.line(f"[best {cfg.label}] deploying on {host}")
+            res = await asyncio.to_thread(self.deployer.deploy, cfg, host, label=f"best-{cfg.config_id}")
+            verified, why = False, res.reason
+            if res.ok and res.client_url:
+                async with self._client(res) as client:
+                    healthy = await client.health()
+                    probe = await client.request(client.take_indices(1), max_tokens=8) if healthy else None
+                    verified = bool(healthy and probe is not None and probe.ok)
+                    if not verified:
+                        why = (
+                            "not healthy after deploy"
+                            if not healthy or probe is None
+                            else f"probe request failed: {probe.error}"
+                        )
+            self.store.append(DeployBestRecord.of(res.record(), verified=verified, reason=why))
+            self.progress.line(
+                f"[best {cfg.label}] on {host}: " + ("up and answering" if verified else f"FAILED: {why}")
+            )
+            return verified
+
+        results = await asyncio.gather(*(one(h) for h in self.hosts))
+        return all(results)
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        interrupted = threading.Event()
+
+        def on_signal() -> None:
+            interrupted.set()
+            self.deployer.cancel.set()  # ends a running ansible-runner play
+            if main is not None:
+                main.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        known = self.store.state().skipped
+        for cfg, why in self.plan.infeasible:
+            if cfg.config_id not in known:
+                self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
+        try:
+            await asyncio.gather(*(self._worker(h) for h in self.hosts))
+            if self.spec.schedule:
+                for stage in ("envelope", "search"):
+                    self.planner.extra = self._schedule_stage(stage)
+                    if self.planner.extra:
+                        await asyncio.gather(*(self._worker(h) for h in self.hosts))
+        except asyncio.CancelledError:
+            if not interrupted.is_set():
+                raise
+            self.progress.line("interrupted: finished points are kept; continue with --resume")
+            self._rebuild()
+            return 1
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+        summary = outputs.write_all(self.store, self.spec)
+        rc = 0 if summary.recommendation.chosen is not None else 1
+        if summary.recommendation.chosen is None:
+            self.progress.line(f"no recommendation: {summary.recommendation.reason}")
+        if self.spec.deploy_best:
+            try:
+                ok = await self._deploy_best(summary)
+            except asyncio.CancelledError:
+                self.progress.line("interrupted during --deploy-best")
+                return 1
+            outputs.write_all(self.store, self.spec)
+            if not ok:
+                rc = 1
+        return rc
+
+
+def server_record(url: str, info: dict[str, Any], served: str | None) -> DeployRecord:
+    """`bench --url`: what the running server says it is, as a deploy record (`source`
+    "server_info"), from the same /server_info parser the sglang_ready module uses."""
+    spec = info.get("speculative") or {}
+    steps = spec.get("num_steps") if spec.get("enabled") else 0
+    topk = spec.get("eagle_topk") or 1
+    draft = spec.get("num_draft_tokens") if (steps and topk > 1) else None
+    cfg = SpecConfig(int(steps or 0), int(topk), draft, str(spec.get("algorithm") or "NEXTN"))
+    return DeployRecord(
+        config=cfg,
+        host=url,
+        status="ok",
+        client_url=url,
+        source="server_info",
+        capacity={
+            "max_total_num_tokens": info.get("max_total_num_tokens"),
+            "max_running_requests": info.get("max_running_requests"),
+            "max_prefill_tokens": info.get("max_prefill_tokens"),
+            "chunked_prefill_size": info.get("chunked_prefill_size"),
+            "context_len": info.get("context_length"),
+        },
+        speculative={k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")},
+        server={"version": info.get("version"), "served_model_name": served},
+    )
+
+
+async def bench_url(
+    spec: SweepSpec, store: Store | None, progress: Progress, api_key: str | None
+) -> tuple[int, Summary | None, SweepState]:
+    """`bench --url`: the same client and metrics against a running server, no deploy."""
+    from .client import ServerError
+
+    assert spec.url is not None
+    url = spec.url
+    log: RecordLog = store if store is not None else MemoryStore()
+
+    def rebuild() -> None:
+        if store is not None:
+            outputs.write_all(store, spec, plot=False, report=False)
+
+    async with BenchClient(client_options(spec.workload, url, api_key)) as client:
+        try:
+            info = await client.parsed_server_info()
+        except ServerError as exc:
+            progress.line(f"{url}: {exc}")
+            return 1, None, log.state()
+        served = info.get("served_model_name") or await client.served_model_name()
+        client.opts.model = served
+        rec = server_record(url, info, served)
+        cfg = rec.config
+        log.append(rec)
+        progress.line(
+            f"[{url}] {cfg.label}: max_total_num_tokens {rec.max_total_num_tokens}, "
+            f"max_running_requests {rec.max_running_requests}, model {served}"
+        )
+        lv = await run_levels(
+            client,
+            spec.workload,
+            config=cfg,
+            host=url,
+            done=set(),
+            log=log,
+            progress=progress,
+            after_level=rebuild,
+        )
+        if lv.reason:
+            log.append(BenchFailedRecord(config=cfg, host=url, reason=lv.reason, kind=lv.kind))
+            progress.line(f"[{url}] benchmark stopped: {lv.reason}")
+    summary = outputs.write_all(store, spec) if store is not None else None
+    state = log.state()
+    ok = any(lv.measured for lv in state.levels(measured_only=False))
+    if summary is not None and summary.recommendation.chosen is None:
+        ok = False  # nothing competes (every level lost requests, or none meets the SLO): as `sweep`
+    return (0 if ok and not lv.reason else 1), summary, state

@@ -1,0 +1,267 @@
+"""The configurations a sweep deploys: what one is, its id, its play variables, and the plan.
+
+A configuration is what needs a server restart to change (speculative depth, tree width, draft
+tokens, algorithm). What a benchmark sends to a running server (concurrency, temperature, prompts)
+is the workload (tuner/spec/sweepspec.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang_filters.sglang_flags import spec_settings
+from sglang_utils.sglang_adaptive import load_per_bs, schedule_config, union_candidate_steps
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """One speculative-decoding configuration the sweep deploys."""
+
+    spec_steps: int
+    spec_topk: int = 1
+    spec_draft_tokens: int | None = None
+    spec_algorithm: str = "NEXTN"
+    # A per-batch-size schedule (SGLang's --speculative-adaptive, tuner/decide/schedule.py): batch-size
+    # lower bound -> steps. `adaptive` without buckets is SGLang's own default adaptive config.
+    # spec_steps then holds the steps the server starts with (the high-load bucket's).
+    schedule: tuple[tuple[int, int], ...] | None = None
+    adaptive: bool = False
+    # A tuned adaptive config with candidate ladders or hysteresis (tuner/decide/adaptive_search.py):
+    # SGLang's per-batch-size JSON, canonical text. spec_steps then holds the role's launch depth.
+    ladder: str | None = None
+
+    @property
+    def is_schedule(self) -> bool:
+        """Adaptive (a schedule, a tuned ladder config or SGLang's default): measured after the static
+        sweep, never on its steps axis, early stop or search."""
+        return self.adaptive or self.schedule is not None or self.ladder is not None
+
+    @property
+    def schedule_value(self) -> str | None:
+        """The `spec_schedule` play variable: SGLang's JSON of the buckets, or `default`."""
+        if self.ladder is not None:
+            return self.ladder
+        if self.schedule is not None:
+            return json.dumps(schedule_config(dict(self.schedule)))
+        return "default" if self.adaptive else None
+
+    def adaptive_document(self) -> dict[str, Any] | None:
+        """SGLang's adaptive config this configuration runs (the built-in table for SGLang's
+        default), or None for a static depth."""
+        if self.ladder is not None:
+            return dict(json.loads(self.ladder))
+        if self.schedule is not None:
+            return schedule_config(dict(self.schedule))
+        if self.adaptive:
+            return load_per_bs(None)[0]
+        return None
+
+    @property
+    def config_id(self) -> str:
+        """A stable, file-name-safe id (`k3-t1`, `k4-t2-d8`, `k0` = no speculation, `sched-1k4-16k3`
+        for a schedule, `adaptive-default` for SGLang's default adaptive config)."""
+        if self.ladder is not None:
+            return ladder_id(json.loads(self.ladder))
+        if self.schedule is not None:
+            return "sched-" + "-".join(f"{b}k{k}" for b, k in self.schedule)
+        if self.adaptive:
+            return "adaptive-default"
+        if self.spec_steps == 0:
+            return "k0"
+        cid = f"k{self.spec_steps}-t{self.spec_topk}"
+        if self.spec_draft_tokens is not None:
+            cid += f"-d{self.spec_draft_tokens}"
+        if self.spec_algorithm.upper() != "NEXTN":
+            cid += "-" + re.sub(r"[^A-Za-z0-9]+", "", self.spec_algorithm).lower()
+        return cid
+
+    @property
+    def series(self) -> tuple[int, int | None, str]:
+        """Configurations that differ only in steps form one series (early stop runs along it);
+        each adaptive configuration is a series of its own."""
+        if self.is_schedule:
+            return (self.spec_topk, self.spec_draft_tokens, f"{self.spec_algorithm}/{self.config_id}")
+        return (self.spec_topk, self.spec_draft_tokens, self.spec_algorithm)
+
+    @property
+    def order_key(self) -> tuple[int, int, int, str]:
+        """Smaller is cheaper: fewer steps, then a narrower tree, then fewer draft tokens."""
+        return (self.spec_steps, self.spec_topk, self.spec_draft_tokens or 0, self.config_id)
+
+    @property
+    def label(self) -> str:
+        """How progress lines and reports name it: `k=3`, `k=4 topk=2 draft=8`, `schedule B>=1:
+        k=4, B>=16: k=3`, `SGLang default adaptive`."""
+        if self.ladder is not None:
+            return "adaptive " + ladder_label(json.loads(self.ladder))
+        if self.schedule is not None:
+            return "schedule " + ", ".join(f"B>={b}: k={k}" for b, k in self.schedule)
+        if self.adaptive:
+            return "SGLang default adaptive"
+        if self.spec_steps == 0:
+            return "k=0 (no speculation)"
+        s = f"k={self.spec_steps}"
+        if self.spec_topk != 1:
+            s += f" topk={self.spec_topk}"
+        if self.spec_draft_tokens is not None:
+            s += f" draft={self.spec_draft_tokens}"
+        return s
+
+    def extravars(self) -> dict[str, Any]:
+        """The play-level variables; draft tokens only when the user gave them; `spec_schedule`
+        for an adaptive configuration (the role passes --speculative-adaptive and picks the
+        starting steps itself)."""
+        if self.is_schedule:
+            return {"spec_schedule": self.schedule_value, "spec_topk": 1, "spec_algorithm": self.spec_algorithm}
+        out: dict[str, Any] = {
+            "spec_steps": self.spec_steps,
+            "spec_topk": self.spec_topk,
+            "spec_algorithm": self.spec_algorithm,
+        }
+        if self.spec_draft_tokens is not None:
+            out["spec_draft_tokens"] = self.spec_draft_tokens
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config_id": self.config_id,
+            "spec_steps": self.spec_steps,
+            "spec_topk": self.spec_topk,
+            "spec_draft_tokens": self.spec_draft_tokens,
+            "spec_algorithm": self.spec_algorithm,
+            **({"spec_schedule": self.schedule_value} if self.is_schedule else {}),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SpecConfig:
+        draft = d.get("spec_draft_tokens")
+        sched = d.get("spec_schedule")
+        buckets = None
+        ladder = None
+        if isinstance(sched, str) and sched not in ("", "default"):
+            doc = json.loads(sched)
+            if all(
+                isinstance(e, dict) and list(e) == ["candidate_steps"] and len(e["candidate_steps"]) == 1
+                for e in doc.values()
+            ):
+                buckets = tuple(sorted((int(b), int(e["candidate_steps"][0])) for b, e in doc.items()))
+            else:
+                ladder = json.dumps(doc)
+        return cls(
+            int(d.get("spec_steps") or 0),
+            int(d.get("spec_topk") or 1),
+            None if draft in (None, "") else int(draft),
+            str(d.get("spec_algorithm") or "NEXTN"),
+            schedule=buckets,
+            adaptive=sched == "default",
+            ladder=ladder,
+        )
+
+    @classmethod
+    def for_adaptive(cls, doc: Mapping[str, Any], algorithm: str, launch: int) -> SpecConfig:
+        """A tuned adaptive config (SGLang's per-batch-size JSON, buckets in increasing order): a
+        plain schedule when every bucket pins one depth with SGLang's own hysteresis, else a ladder
+        config; `launch` is the role's launch depth (`schedule_launch_steps`)."""
+        entries = {str(k): dict(v) for k, v in sorted(doc.items(), key=lambda kv: int(kv[0]))}
+        if all(list(e) == ["candidate_steps"] and len(e["candidate_steps"]) == 1 for e in entries.values()):
+            return cls.for_schedule(
+                tuple((int(b), int(e["candidate_steps"][0])) for b, e in entries.items()), algorithm
+            )
+        return cls(int(launch), 1, None, algorithm, ladder=json.dumps(entries))
+
+    @classmethod
+    def for_schedule(cls, buckets: tuple[tuple[int, int], ...], algorithm: str = "NEXTN") -> SpecConfig:
+        """The configuration that deploys a schedule; it starts at the high-load bucket's steps."""
+        return cls(buckets[-1][1], 1, None, algorithm, schedule=buckets)
+
+    @classmethod
+    def default_adaptive(cls, algorithm: str = "NEXTN") -> SpecConfig:
+        """SGLang's default adaptive config (no file); it starts at the middle of its candidates'
+        union (0.5.23 speculative_hook.py `_init_adaptive_speculative_params`)."""
+        union = union_candidate_steps(load_per_bs(None)[1])
+        return cls(union[len(union) // 2], 1, None, algorithm, adaptive=True)
+
+
+def ladder_id(doc: Mapping[str, Any]) -> str:
+    """`adapt-1k5.7.9-8k3-18k2` (bucket bound, `k`, its candidates joined by dots), with `-h` and
+    a short digest of the JSON when some bucket sets hysteresis: file-name safe and stable."""
+    parts = []
+    hyst = False
+    for b, e in sorted(doc.items(), key=lambda kv: int(kv[0])):
+        parts.append(f"{int(b)}k" + ".".join(str(int(s)) for s in e["candidate_steps"]))
+        hyst = hyst or any(k != "candidate_steps" for k in e)
+    cid = "adapt-" + "-".join(parts)
+    if hyst:
+        cid += "-h" + hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:6]
+    return cid
+
+
+def ladder_label(doc: Mapping[str, Any]) -> str:
+    """`B>=1: [5, 7, 9] (up 0.3), B>=8: k=3`."""
+    out = []
+    for b, e in sorted(doc.items(), key=lambda kv: int(kv[0])):
+        steps = e["candidate_steps"]
+        s = f"B>={int(b)}: " + (f"k={steps[0]}" if len(steps) == 1 else str(list(steps)))
+        extra = [f"{k.split('_')[0]} {v:g}" for k, v in e.items() if k.endswith("_hysteresis")]
+        if extra:
+            s += " (hysteresis " + ", ".join(extra) + ")"
+        out.append(s)
+    return ", ".join(out)
+
+
+@dataclass
+class ConfigPlan:
+    configs: list[SpecConfig] = field(default_factory=list)
+    infeasible: list[tuple[SpecConfig, str]] = field(default_factory=list)
+
+
+def plan_configs(
+    steps: tuple[int, ...],
+    topks: tuple[int, ...],
+    drafts: tuple[int | None, ...],
+    algorithm: str = "NEXTN",
+    play_vars: Mapping[str, Any] | None = None,
+) -> ConfigPlan:
+    """The configurations to sweep, ascending in steps within each (topk, draft) series.
+
+    Combinations the deploy play would refuse are set aside with the play's own reason instead of
+    deployed: the rule is plugins/filter/sglang_flags.py's `spec_settings`, the one the play
+    validates spec_* with (a chain verifies steps + 1 tokens; a tree at most steps x topk + 1 and
+    needs explicit draft tokens). `play_vars` are the user's -e values, for the limits and draft
+    model path the play would see.
+    """
+    pv = play_vars or {}
+    limits = {
+        name: pv[var]
+        for name, var in (
+            ("max_steps", "sglang_server_spec_max_steps"),
+            ("max_topk", "sglang_server_spec_max_topk"),
+            ("draft_model_path", "sglang_server_spec_draft_model_path"),
+        )
+        if var in pv
+    }
+    plan = ConfigPlan()
+    seen: set[str] = set()
+    for topk in topks:
+        for draft in drafts:
+            for k in steps:
+                # a chain's draft tokens are steps + 1 whether given or not: one configuration, not two
+                d = None if topk == 1 and draft == k + 1 else draft
+                cfg = SpecConfig(0, 1, None, algorithm) if k == 0 else SpecConfig(k, topk, d, algorithm)
+                if cfg.config_id in seen:
+                    continue
+                seen.add(cfg.config_id)
+                if k > 0:
+                    errors = spec_settings(k, topk, draft, algorithm, **limits)["errors"]
+                    if errors:
+                        plan.infeasible.append((cfg, "; ".join(errors)))
+                        continue
+                plan.configs.append(cfg)
+    # Steps 0 (the baseline) first, then each series ascending in steps.
+    plan.configs.sort(key=lambda c: (c.spec_steps != 0, c.series[0], c.series[1] or 0, c.spec_steps))
+    return plan
