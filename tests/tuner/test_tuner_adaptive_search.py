@@ -152,3 +152,13 @@ def test_a_machine_where_no_speculation_wins_at_high_load_keeps_0_there():
         doc = c.config.to_sglang()
         top = doc[max(doc, key=int)]
         assert top["candidate_steps"] in ([0], [0, 1, 3])
+
+
+def test_the_measured_acceptance_spread_spaces_the_rungs():
+    steady = [0, 0, 100, 0]  # every step accepts 2 drafts: the EMA does not move
+    spread = [40, 0, 0, 60, 0, 0, 40]  # 0 or 3 or 6: requests differ widely
+    assert a.ema_swing(steady) == 0.0
+    assert a.ema_swing(spread) > 0.75
+    assert a.ema_swing(None) is None
+    assert a._ladder(3, 9, a.ema_swing(steady)) == (2, 3, 4)
+    assert a._ladder(3, 9, a.ema_swing(spread)) == (1, 3, 5)

@@ -131,8 +131,21 @@ def evidence(
         for d in state.deploys.values()
         if d.ok and not d.config.is_schedule and d.max_total_num_tokens
     }
+    swing: dict[int, float] = {}
+    for p in static_stats.values():
+        c = p.config
+        if not is_chain(c, algorithm) or c.spec_steps <= 0 or c.spec_steps in swing:
+            continue
+        hists = [lv.metrics.accept_hist for lv in p.used if lv.metrics.accept_hist]
+        if hists:
+            width = max(len(h) for h in hists)
+            total = [sum(h[i] if i < len(h) else 0 for h in hists) for i in range(width)]
+            sw = search.ema_swing(total)
+            if sw is not None:
+                swing[c.spec_steps] = sw
     return search.Evidence(
         levels=out,
+        swing=swing,
         drafts=drafts,
         max_depth=search.depth_bound(started, kv_failed, [w for w in widest if w is not None], max_steps),
         sizes=sglang_spec_cuda_graph_bs(max_running or max(levels or [1])),

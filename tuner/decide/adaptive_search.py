@@ -28,7 +28,8 @@ The ladders here are seeded by three measured things, never by a machine's const
   started;
 * the acceptance the static depths measured (accepted drafts per verify step at each depth): it
   says where SGLang's EMA rule would settle on a ladder (`settle`), and the hysteresis is set only
-  where the defaults would settle elsewhere than the target (`centring_hysteresis`).
+  where the defaults would settle elsewhere than the target (`centring_hysteresis`); its spread
+  (the acceptance histograms) says how far the EMA swings, which spaces the rungs (`ema_swing`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 # AdaptiveStepSlot's defaults (0.5.23 adaptive_spec_params.py `cfg.get(...)`).
 SLOT_UP_HYSTERESIS = 0.0
 SLOT_DOWN_HYSTERESIS = -0.25
+SLOT_EMA_ALPHA = 0.2
 # Below this running batch one request's acceptance moves the bucket's EMA (SGLang averages the
 # accepted drafts over the batch): a ladder can follow each request; above it the average is
 # steady and a pinned depth does the same without extra runtime states. 8 is the second bucket
@@ -301,6 +303,7 @@ class Evidence:
     deepest_static: int = 0  # the deepest static chain depth measured
     pools: dict[int, int] = field(default_factory=dict)  # static depth -> max_total_num_tokens it started with
     tokens_per_request: int = 0  # prompt + output tokens of one request of the workload
+    swing: dict[int, float] = field(default_factory=dict)  # depth -> the EMA's swing at batch 1 (`ema_swing`)
 
 
 def depth_bound(
@@ -353,10 +356,24 @@ def _group(points: Sequence[tuple[float, int, str]], sizes: Sequence[int]) -> li
     return groups
 
 
-def _ladder(target: int, max_depth: int) -> tuple[int, ...]:
-    """A small-batch ladder centred on the target: one rung below and one (two, for deep targets)
-    above, so a request easier or harder than average moves off the centre."""
-    step = 2 if target >= 4 else 1
+def ema_swing(hist: Sequence[int] | None, alpha: float = SLOT_EMA_ALPHA) -> float | None:
+    """How far SGLang's EMA of accepted drafts swings at batch 1 (its standard deviation), from a
+    measured acceptance histogram (verify steps that accepted 0, 1, 2, ... drafts): the per-step
+    spread, requests' differences included, times sqrt(alpha / (2 - alpha)) (an EMA of weight alpha)."""
+    if not hist or sum(hist) <= 1:
+        return None
+    n = float(sum(hist))
+    mean = sum(j * h for j, h in enumerate(hist)) / n
+    var = max(0.0, sum(j * j * h for j, h in enumerate(hist)) / n - mean * mean)
+    return math.sqrt(var) * math.sqrt(alpha / (2.0 - alpha))
+
+
+def _ladder(target: int, max_depth: int, swing: float | None = None) -> tuple[int, ...]:
+    """A small-batch ladder centred on the target: one rung below and one above, so a request
+    easier or harder than average moves off the centre. The rungs are two steps apart where the
+    measured acceptance spread swings the EMA across more than a rung's thresholds (2 x swing >= 1.5
+    drafts) and for deep targets, one step apart otherwise."""
+    step = 2 if target >= 4 or (swing is not None and 2.0 * swing >= 1.5) else 1
     rungs = {target, max(1, target - step), min(max_depth, target + step)}
     return tuple(sorted(r for r in rungs if r >= 0))
 
@@ -371,7 +388,7 @@ def centred_ladders(ev: Evidence) -> Candidate | None:
     tags = {t: tag for _, t, tag in _targets(ev) if tag}
     for bound, t, batch in groups:
         if t > 0 and batch < LADDER_BELOW_BATCH:
-            cands = _ladder(t, ev.max_depth)
+            cands = _ladder(t, ev.max_depth, ev.swing.get(t))
             # an open-ended target lets SGLang's rule climb as acceptance allows; a measured one is centred
             up, down = (None, None) if tags.get(t) == "open" else centring_hysteresis(cands, t, ev.drafts)
             buckets.append(Bucket(bound, cands, up, down))
