@@ -117,7 +117,7 @@ def _iv(ci: list[float] | None) -> tuple[float, float] | None:
 def verdicts(rec: dict) -> dict:
     """The goal's three checks on one machine, from its kept recommendation.json (module docstring)."""
     r = rec["recommended"]
-    scores = r.get("score_ci95") or {}
+    scores = ((rec.get("envelope") or {}).get("objective") or {}).get("score_ci95") or {}
     env = (rec.get("envelope") or {}).get("per_level") or {}
     mine, default = _iv(scores.get(r.get("config_id"))), _iv(scores.get("adaptive-default"))
     out: dict = {"recommended": r.get("config_id"), "kind": r.get("kind")}
@@ -184,7 +184,7 @@ def machine_section(name: str, what: str, steps: str, rec: dict, wall: float, me
     )
     for line in env.get("summary") or []:
         lines.append(f"- {line}.")
-    scores = r.get("score_ci95") or {}
+    scores = (env.get("objective") or {}).get("score_ci95") or {}
     if scores:
         lines.append(
             "Objective (equal-weight mean of throughput relative to each level's best among the recommendation's "

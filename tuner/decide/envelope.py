@@ -178,6 +178,8 @@ class Envelope:
     words: dict[int, str] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
     drafts: dict[int, float] = field(default_factory=dict)
+    # the objective the recommendation was chosen on, scored over its candidates together (`choose`)
+    objective: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def cell(p: PointStats) -> dict[str, Any]:
@@ -196,6 +198,7 @@ class Envelope:
                 for c, row in sorted(self.rows.items())
             },
             "summary": self.summary,
+            "objective": self.objective or None,
         }
 
 

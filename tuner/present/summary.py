@@ -136,6 +136,13 @@ def view_for(
     elif static.chosen is not None:
         rec = dataclasses.replace(static, kind=pick.kind, reason=pick.reason)
     env = envelope_mod.build(every, stats, rec.chosen, static.chosen, levels)
+    env.objective = {
+        "chosen": None if pick.chosen is None else pick.chosen.config_id,
+        "kind": pick.kind,
+        "scores": {k: round(v, 4) for k, v in pick.scores.items()},
+        "score_ci95": pick.score_ci,
+        "tied_with": pick.tied_with,
+    }
     return TempView(
         temperature=temperature,
         stats=stats,
