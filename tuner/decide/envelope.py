@@ -84,6 +84,9 @@ def describe_cell(p: PointStats, drafts: Mapping[int, float]) -> str:
         return f"ran batch {batch:g} without a draft"
     if kind.startswith("adaptive"):
         d = infer_depth(acc, drafts)
+        doc = p.config.adaptive_document()
+        if d is not None and doc:
+            d = min(d, float(max(s for e in doc.values() for s in e["candidate_steps"])))  # never past its widest
         depth = f"depth {d:.1f}" if d is not None else "an unknown depth"
         return f"ran {depth} at batch {batch:g}" + (f" (accept length {acc:.2f})" if acc else "")
     return f"ran depth {p.spec_steps} at batch {batch:g}" + (f" (accept length {acc:.2f})" if acc else "")
@@ -155,9 +158,11 @@ def choose(
         diff = (ivs[pick].estimate - base.estimate) / base.estimate * 100.0 if base.estimate else 0.0
         verdict = "beyond noise" if st.beats(ivs[pick], base) else "tied within noise"
         reason = f"{configs[pick].label}: {name} {diff:+.1f}% against the best static depth {static.chosen.config_id}, {verdict}"
-        simpler = [cid for cid in tied if cid != pick]
-        if simpler:
-            reason += f"; tied within noise with {', '.join(simpler)} (kept for being simpler or better)"
+        rest = [cid for cid in tied if cid != pick]
+        if rest:
+            reason += (
+                f"; tied within noise with {', '.join(rest)} (no simpler kind among them; this one scored highest)"
+            )
         if pick != top:
             reason += f"; {top} scored higher but not beyond noise, and {configs[pick].label} is simpler"
     return Choice(
