@@ -162,3 +162,17 @@ def test_the_measured_acceptance_spread_spaces_the_rungs():
     assert a.ema_swing(None) is None
     assert a._ladder(3, 9, a.ema_swing(steady)) == (2, 3, 4)
     assert a._ladder(3, 9, a.ema_swing(spread)) == (1, 3, 5)
+
+
+def test_levels_at_the_same_running_batch_share_one_bucket():
+    # admission caps C=32 and C=64 at the same batch: one bucket, never two bounds at the same size
+    ev = _seed_evidence(
+        levels=[
+            a.LevelEvidence(1, 1, 5),
+            a.LevelEvidence(32, 13, 3),
+            a.LevelEvidence(64, 13, 2),
+        ]
+    )
+    for c in a.generate(ev, 3)[0]:
+        bounds = list(c.config.to_sglang())
+        assert bounds == sorted(set(bounds), key=int) and len(bounds) == 2

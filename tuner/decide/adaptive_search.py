@@ -40,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .schedule import boundary
+
 # AdaptiveStepSlot's defaults (0.5.23 adaptive_spec_params.py `cfg.get(...)`).
 SLOT_UP_HYSTERESIS = 0.0
 SLOT_DOWN_HYSTERESIS = -0.25
@@ -319,15 +321,6 @@ def depth_bound(
     return max(1, min(bound, limit))
 
 
-def _boundary(lo: float, hi: float, sizes: Sequence[int]) -> int:
-    lo_i, hi_i = max(1, round(lo)), max(1, round(hi))
-    target = math.sqrt(lo_i * hi_i)
-    cands = [b for b in (sizes or range(lo_i + 1, hi_i + 1)) if lo_i < b <= hi_i]
-    if not cands:
-        return hi_i
-    return min(cands, key=lambda b: (abs(math.log(b) - math.log(target)), b))
-
-
 def _targets(ev: Evidence) -> list[tuple[float, int, str]]:
     """Per level (by running batch): the depth its bucket should run, and `open` when that depth is
     only a lower bound (the default ran at its own ceiling there, so deeper was never tried)."""
@@ -352,7 +345,10 @@ def _group(points: Sequence[tuple[float, int, str]], sizes: Sequence[int]) -> li
         if not groups:
             groups.append((1, t, batch))
         elif groups[-1][1] != t:
-            groups.append((_boundary(points[i - 1][0], batch, sizes), t, batch))
+            lo, hi = max(1, round(points[i - 1][0])), max(1, round(batch))
+            if hi <= lo:
+                continue  # the same running batch as the level before: one bucket, the first level's target
+            groups.append((boundary(lo, hi, sizes), t, batch))
     return groups
 
 
@@ -504,7 +500,10 @@ def generate(
     for make in (centred_ladders, reshaped_default, pinned_schedule):
         if len(out) >= room:
             break
-        c = make(ev)
+        try:
+            c = make(ev)
+        except ValueError:  # evidence that yields no valid config (say, no bucket drafts): nothing to try
+            c = None
         if c is None:
             continue
         text = c.config.to_json_text()
