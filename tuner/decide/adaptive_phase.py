@@ -132,17 +132,17 @@ def evidence(
         if d.ok and not d.config.is_schedule and d.max_total_num_tokens
     }
     swing: dict[int, float] = {}
-    for p in static_stats.values():
-        c = p.config
-        if not is_chain(c, algorithm) or c.spec_steps <= 0 or c.spec_steps in swing:
+    for cell in static_stats.values():
+        cfg = cell.config
+        if not is_chain(cfg, algorithm) or cfg.spec_steps <= 0 or cfg.spec_steps in swing:
             continue
-        hists = [lv.metrics.accept_hist for lv in p.used if lv.metrics.accept_hist]
+        hists = [lv.metrics.accept_hist for lv in cell.used if lv.metrics.accept_hist]
         if hists:
             width = max(len(h) for h in hists)
             total = [sum(h[i] if i < len(h) else 0 for h in hists) for i in range(width)]
             sw = search.ema_swing(total)
             if sw is not None:
-                swing[c.spec_steps] = sw
+                swing[cfg.spec_steps] = sw
     return search.Evidence(
         levels=out,
         swing=swing,
