@@ -176,3 +176,16 @@ def test_levels_at_the_same_running_batch_share_one_bucket():
     for c in a.generate(ev, 3)[0]:
         bounds = list(c.config.to_sglang())
         assert bounds == sorted(set(bounds), key=int) and len(bounds) == 2
+
+
+def test_a_ladder_launches_where_the_server_can_start():
+    # the seed's pools fall ~80k tokens a step: a static server at depth 7 has none, so a one-bucket
+    # ladder [5, 7, 9] cannot launch at its middle (the role's rule); it launches at 5, whose pool holds
+    ev = _seed_evidence(pools={2: 377207, 3: 295931, 4: 216739, 5: 137026}, tokens_per_request=512)
+    cfg = a.AdaptiveConfig((a.Bucket(1, (5, 7, 9)),))
+    assert a.pool_at(ev, 7) < 0 and a.pool_at(ev, 4) == 216739
+    assert a.launch_depth(cfg, ev, lambda doc: 7) == 5
+    two = a.AdaptiveConfig((a.Bucket(1, (5, 7, 9)), a.Bucket(8, (3,))))
+    assert a.launch_depth(two, ev, lambda doc: 3) == 3  # the role's rule where it can start
+    cands, _ = a.generate(ev, 3, launch_steps=lambda doc: 7)
+    assert all(c.launch is not None and a.pool_at(ev, c.launch) > 512 for c in cands)

@@ -167,6 +167,10 @@ def test_the_search_stage_fills_what_the_budget_leaves(budget, new):
     plan = adaptive_phase.plan_tuned(every, static, state, LEVELS, "NEXTN", budget, 512, 16, lambda doc: 2, ids)
     assert len(plan.configs) <= new
     assert all(c.is_schedule and not c.adaptive for c in plan.configs)
+    for c in plan.configs:  # a ladder names its launch depth, one of its candidates, for the role
+        if c.ladder is not None:
+            doc = json.loads(c.ladder)
+            assert c.extravars()["spec_steps"] in {s for e in doc.values() for s in e["candidate_steps"]}
     if new:
         assert any("C=4" in line and "SGLang's default ran depth" in line for line in plan.lines)
     else:

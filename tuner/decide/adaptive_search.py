@@ -293,6 +293,7 @@ class LevelEvidence:
 class Candidate:
     config: AdaptiveConfig
     why: str
+    launch: int | None = None  # --speculative-num-steps to start with (`launch_depth`)
 
 
 @dataclass
@@ -466,21 +467,59 @@ def _merge(buckets: list[Bucket]) -> AdaptiveConfig | None:
     return AdaptiveConfig(tuple(out))
 
 
+def pool_at(ev: Evidence, depth: int) -> float | None:
+    """The KV pool a server launched at `depth` gets: measured where a static depth started there,
+    else the least-squares line through the measured pools (SGLang sizes the pool for the launch
+    depth: the role's docs, plugins/filter/sglang_flags.py `schedule_launch_steps`). None with
+    fewer than two measured depths."""
+    if depth in ev.pools:
+        return float(ev.pools[depth])
+    pts = sorted(ev.pools.items())
+    if len(pts) < 2:
+        return None
+    n = len(pts)
+    mx = sum(k for k, _ in pts) / n
+    my = sum(v for _, v in pts) / n
+    sxx = sum((k - mx) ** 2 for k, _ in pts)
+    slope = sum((k - mx) * (v - my) for k, v in pts) / sxx if sxx else 0.0
+    return my + slope * (depth - mx)
+
+
+def launch_depth(cfg: AdaptiveConfig, ev: Evidence, role_rule: Any) -> int:
+    """The depth to launch a ladder config at: the role's rule (the high-load bucket's middle
+    candidate, else the smallest positive step), unless a server at that depth could not start
+    (its pool, measured or on the line through the measured ones, holds no request); then the
+    deepest candidate whose pool does. SGLang's own default does the same: it launches at 3 and
+    reaches 7 as a candidate."""
+    rule = int(role_rule(cfg.to_sglang()))
+    need = max(ev.tokens_per_request, 1)
+
+    def startable(d: int) -> bool:
+        pool = pool_at(ev, d)
+        return pool is None or pool >= need
+
+    if startable(rule):
+        return rule
+    positive = sorted({c for b in cfg.buckets for c in b.candidates if c > 0}, reverse=True)
+    return next((d for d in positive if startable(d)), positive[-1])
+
+
 def kv_shortfall(cfg: AdaptiveConfig, ev: Evidence, launch: int) -> str | None:
     """Why the widest candidate's KV reserve, charged at every bucket, would cost the high-load
     levels running requests: the pool the launch depth gets (`ev.pools`, measured static pools),
     less 2 x (widest + 1) tokens per running request, must still hold the running batch the level's
     static winner reached with `ev.tokens_per_request` tokens each. None when it does (or when the
     pools are not known)."""
-    pool = ev.pools.get(launch)
-    if not pool or not ev.tokens_per_request:
+    est = pool_at(ev, launch)
+    if est is None or not ev.tokens_per_request:
         return None
+    pool = max(0, int(est))
     per_req = ev.tokens_per_request + 2 * (cfg.widest + 1)
     holds = pool // per_req
     need = max((lv.batch for lv in ev.levels), default=0.0)
     if holds < need:
         return (
-            f"its KV pool at launch depth {launch} ({pool} tokens) holds {holds} requests of {ev.tokens_per_request} "
+            f"its KV pool at launch depth {launch} ({pool} tokens, measured or on the line through the measured pools) holds {holds} requests of {ev.tokens_per_request} "
             f"tokens plus the widest candidate's reserve ({2 * (cfg.widest + 1)} tokens each), below the running "
             f"batch of {need:g} the static winners reached"
         )
@@ -511,7 +550,8 @@ def generate(
             continue
         seen.add(text)
         if launch_steps is not None:
-            why = kv_shortfall(c.config, ev, int(launch_steps(c.config.to_sglang())))
+            c.launch = launch_depth(c.config, ev, launch_steps)
+            why = kv_shortfall(c.config, ev, c.launch)
             if why:
                 dropped.append((c, why))
                 continue

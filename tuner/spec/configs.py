@@ -115,9 +115,17 @@ class SpecConfig:
     def extravars(self) -> dict[str, Any]:
         """The play-level variables; draft tokens only when the user gave them; `spec_schedule`
         for an adaptive configuration (the role passes --speculative-adaptive and picks the
-        starting steps itself)."""
+        starting steps itself; a tuned ladder names its launch depth, one of its candidates, which
+        may be shallower than the role's own rule where that depth could not start)."""
         if self.is_schedule:
-            return {"spec_schedule": self.schedule_value, "spec_topk": 1, "spec_algorithm": self.spec_algorithm}
+            sched: dict[str, Any] = {
+                "spec_schedule": self.schedule_value,
+                "spec_topk": 1,
+                "spec_algorithm": self.spec_algorithm,
+            }
+            if self.ladder is not None:
+                sched["spec_steps"] = self.spec_steps
+            return sched
         out: dict[str, Any] = {
             "spec_steps": self.spec_steps,
             "spec_topk": self.spec_topk,
