@@ -348,6 +348,13 @@ def main() -> int:
         "whichever is best beyond noise on the objective, ties to the simpler (static, the default, a tuned config).",
         "",
     ]
+    left = [m for m in MACHINES if m not in names]
+    if left:
+        head += [
+            f"Machines in this run: {', '.join(names)}. Not in it: {', '.join(left)} (`--machines` adds them; "
+            "left out of this run for time, not for its result).",
+            "",
+        ]
     Path(args.out).write_text("\n".join(head + goal_lines(results) + sections))
     print(Path(args.out).read_text())
     return 0
