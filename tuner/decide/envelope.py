@@ -331,6 +331,12 @@ def kv_warning(
     cost = (base - at) / base * 100.0
     if cost <= KV_WARN_PCT:
         return None
+    if at <= 0:
+        return (
+            f"a static server at the widest candidate's depth ({widest}) would have no KV pool at all ({at} tokens "
+            f"{how}, against {base} for the recommended static depth {best_static.config_id}): SGLang reserves KV "
+            "and builds buffers for the widest candidate; check long contexts and bursts before running it"
+        )
     return (
         f"the widest candidate (depth {widest}) costs {cost:.0f}% of the KV pool against the recommended static "
         f"depth {best_static.config_id} ({at} tokens {how}, against {base}): SGLang reserves KV and builds buffers "

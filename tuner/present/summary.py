@@ -466,7 +466,7 @@ def schedule_phase_text(s: Summary) -> str:
         d = s.state.deploys.get(cid)
         if d is None:
             parts.append(f"{cid} failed to start: {s.state.failed[cid].reason}")
-        elif (d.speculative or {}).get("adaptive") is False:
+        elif d.config.is_schedule and (d.speculative or {}).get("adaptive") is False:
             # SGLang turns adaptive off (with a warning) where it cannot run it, and serves the launch depth
             parts.append(f"the server ran {cid} without adaptive speculation (SGLang turned it off: see its warnings)")
     return "; ".join(parts)
