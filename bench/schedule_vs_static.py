@@ -169,7 +169,13 @@ def machine_section(name: str, what: str, steps: str, rec: dict, wall: float, me
     r = rec["recommended"]
     lines = [f"## {name} (`--steps {steps}`, {wall / 60:.1f} min)", "", what + ".", ""]
     lines.append(
-        f"Command: `{meta.get('command', '-')}`; run {meta.get('date', '-')} at git revision {meta.get('git', '-')}."
+        f"Command: `{meta.get('command', '-')}`; run {meta.get('date', '-')} at git revision {meta.get('git', '-')}"
+        + (
+            f"; outputs rebuilt from its records with `python -m tuner report` at {meta['report_git']}"
+            if meta.get("report_git")
+            else ""
+        )
+        + "."
     )
     lines.append("")
     lines.append(f"Schedule phase: {rec.get('schedule_phase')}.")
@@ -292,6 +298,7 @@ def run_machine(name: str, tmp: Path, keep: Path) -> None:
     inv = local_inventory(tmp / name / "inventory.yml", {f"local-{name}": free_port()}, state)
     out = tmp / name / "out"
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rev = _git()  # the code the sweep runs
     try:
         print(f"[{name}] sweeping --steps {steps} on SGLang {VERSION} (emulated)", flush=True)
         wall = sweep(profile, steps, inv, out)
@@ -304,7 +311,7 @@ def run_machine(name: str, tmp: Path, keep: Path) -> None:
         if (out / f).exists():
             shutil.copy(out / f, dest / f)
     command = (tmp / name / "command.txt").read_text().strip().replace(str(tmp), "$TMP").replace(str(ROOT) + "/", "")
-    meta = {"wall_s": round(wall, 1), "command": command, "date": when, "git": _git()}
+    meta = {"wall_s": round(wall, 1), "command": command, "date": when, "git": rev}
     (dest / "wall.json").write_text(json.dumps(meta) + "\n")
 
 
@@ -314,9 +321,28 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "schedule_vs_static.md"))
     ap.add_argument("--render", action="store_true", help="rewrite the .md from the kept sweeps, running nothing")
     ap.add_argument("--parallel", action="store_true", help="sweep the machines at the same time (one process each)")
+    ap.add_argument(
+        "--refresh",
+        action="store_true",
+        help="with --render: rebuild each kept sweep's outputs from its records with this checkout's "
+        "`python -m tuner report` first (the revision is kept as report_git)",
+    )
     args = ap.parse_args()
     names = [m for m in args.machines.split(",") if m]
     keep = Path(args.out).with_suffix("")
+    if args.render and args.refresh:
+        for name in names:
+            subprocess.run(
+                [sys.executable, "-m", "tuner", "report", str(keep / name)],
+                cwd=ROOT,
+                env=ENV,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            meta_path = keep / name / "wall.json"
+            meta = json.loads(meta_path.read_text())
+            meta["report_git"] = _git()
+            meta_path.write_text(json.dumps(meta) + "\n")
     if not args.render:
         with tempfile.TemporaryDirectory(prefix="sgt-schedule-") as tmp:
             if args.parallel:
