@@ -177,6 +177,12 @@ def machine_section(name: str, what: str, steps: str, rec: dict, wall: float, me
         )
         + "."
     )
+    if meta.get("interrupted"):
+        lines.append("")
+        lines.append(
+            f"**Interrupted**: {meta['interrupted']}. What it measured until then is kept and shown; "
+            "`python -m tuner sweep --resume` on the kept directory would finish it."
+        )
     lines.append("")
     lines.append(f"Schedule phase: {rec.get('schedule_phase')}.")
     lines.append("")
