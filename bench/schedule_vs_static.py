@@ -333,6 +333,7 @@ def main() -> int:
         help="with --render: rebuild each kept sweep's outputs from its records with this checkout's "
         "`python -m tuner report` first (the revision is kept as report_git)",
     )
+    ap.add_argument("--note", help="a note on how this run went, kept beside the sweeps and shown on the page")
     args = ap.parse_args()
     names = [m for m in args.machines.split(",") if m]
     keep = Path(args.out).with_suffix("")
@@ -380,6 +381,11 @@ def main() -> int:
         "whichever is best beyond noise on the objective, ties to the simpler (static, the default, a tuned config).",
         "",
     ]
+    note = keep / "run_note.txt"
+    if args.note:
+        note.write_text(args.note.strip() + "\n")
+    if note.exists():
+        head += [f"**Note on this run**: {note.read_text().strip()}", ""]
     left = [m for m in MACHINES if m not in names]
     if left:
         head += [
