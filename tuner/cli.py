@@ -114,7 +114,7 @@ def _print_summary(summary: Summary | None, out: Path | None) -> None:
                 f"{c:>11}  {ch.chosen.spec_steps:>15}  {ch.chosen.mean:>15.1f}  {ci:<19}  "
                 f"{'tied within noise' if ch.tied else ch.verdict}"
             )
-        if rec.chosen is not None and rec.kind == "schedule":
+        if rec.chosen is not None and rec.chosen.config.is_schedule:
             print(f"recommended: {rec.chosen.config.label} ({rec.chosen.config_id}): {rec.reason}")
             print(f"schedule: {json.dumps(schedule_json(summary, v)['schedule'])}")
         elif rec.chosen is not None:

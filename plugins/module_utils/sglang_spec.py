@@ -179,6 +179,21 @@ ADAPTIVE_ENTRY_KEYS = (
     "up_hysteresis",
     "ceiling_coeff",
 )
+# What SGLang does with each tuning key (0.5.23 AdaptiveStepSlot): ema_alpha weighs each verify
+# step into the EMA ((1 - a) * ema + a * avg: outside (0, 1] it diverges or never moves);
+# update_interval is a modulus (`% self.update_interval`: 0 divides by zero on the first decision);
+# warmup_batches counts batches before the first decision; the hysteresis values are added to the
+# thresholds (any real number, a string or a boolean is a type error or a silent 0/1 at run time);
+# ceiling_coeff > 0 caps a step by the EMA, 0 turns the cap off. Checked here so the server never
+# starts with a value it would fail on mid-run.
+ADAPTIVE_ENTRY_BOUNDS: dict[str, tuple[Any, str]] = {
+    "ema_alpha": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "update_interval": (lambda v: v >= 1, "of at least 1"),
+    "warmup_batches": (lambda v: v >= 0, "of at least 0"),
+    "down_hysteresis": (lambda v: True, "(steps of accepted drafts)"),
+    "up_hysteresis": (lambda v: True, "(steps of accepted drafts)"),
+    "ceiling_coeff": (lambda v: v >= 0, "of at least 0 (0 turns the ceiling off)"),
+}
 # spec_schedule values meaning "no schedule: static speculation" (besides unset and "").
 SCHEDULE_OFF = ("none", "null")
 # spec_schedule=default: SGLang's DEFAULT_ADAPTIVE_CONFIG (--speculative-adaptive without a file).
@@ -241,10 +256,14 @@ def _schedule_entry(key: str, value: Any, max_steps: int, errors: list[str]) -> 
     for name in ADAPTIVE_ENTRY_KEYS[1:]:
         if name not in value:
             continue
-        kind = "int" if name in ("update_interval", "warmup_batches", "ceiling_coeff") else "float"
-        parsed = parse_whole_number(value[name]) if kind == "int" else parse_number(value[name])
-        if parsed is None:
-            errors.append(f"spec_schedule: bucket {key!r} {name} must be a number; got {fmt(value[name])}")
+        kind = "int" if name in ("update_interval", "warmup_batches") else "float"
+        parsed: float | int | None = parse_whole_number(value[name]) if kind == "int" else parse_number(value[name])
+        low, why = ADAPTIVE_ENTRY_BOUNDS[name]
+        if parsed is None or not low(parsed):
+            errors.append(
+                f"spec_schedule: bucket {key!r} {name} must be {'a whole number' if kind == 'int' else 'a number'}"
+                f" {why}; got {fmt(value[name])}"
+            )
             return None
         entry[name] = parsed
     return entry

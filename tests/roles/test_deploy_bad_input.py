@@ -49,6 +49,30 @@ CASES = {
         ["-e", 'sglang_server_sglang_version=0.5.23 spec_schedule={"16":3}'],
         'spec_schedule must have bucket "1"',
     ),
+    "schedule-empty-ladder": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"1": {"candidate_steps": []}}}'],
+        "spec_schedule: bucket '1' needs candidate_steps, a non-empty list",
+    ),
+    "schedule-hysteresis-type": (
+        [
+            "-e",
+            '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": '
+            '{"1": {"candidate_steps": [3, 5], "up_hysteresis": "high"}, "8": 2}}',
+        ],
+        "spec_schedule: bucket '1' up_hysteresis must be a number",
+    ),
+    "schedule-bound-fraction": (
+        ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"1": 4, "1.5": 3}}'],
+        "spec_schedule: keys are batch-size lower bounds, whole numbers of at least 1; got '1.5'",
+    ),
+    "schedule-update-interval-0": (
+        [
+            "-e",
+            '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": '
+            '{"1": {"candidate_steps": [3], "update_interval": 0}}}',
+        ],
+        "spec_schedule: bucket '1' update_interval must be a whole number of at least 1",
+    ),
     "schedule-steps-99": (
         ["-e", '{"sglang_server_sglang_version": "0.5.23", "spec_schedule": {"1": 99}}'],
         "spec_schedule: bucket '1' must have steps from 0 to 16",

@@ -95,7 +95,32 @@ def test_unset_leaves_the_static_flags_byte_identical():
         ({"1": {"candidate_steps": []}}, {}, "needs candidate_steps, a non-empty list"),
         ({"1": {"candidate_steps": [2, 99]}}, {}, "candidate_steps must be steps from 0 to 16"),
         ({"1": {"candidate_step": [2]}}, {}, "unknown keys candidate_step"),
-        ({"1": {"candidate_steps": [2], "ema_alpha": "x"}}, {}, "ema_alpha must be a number"),
+        ({"1": {"candidate_steps": [2], "ema_alpha": "x"}}, {}, "ema_alpha must be a number in (0, 1]"),
+        ({"1": {"candidate_steps": [2], "ema_alpha": 0}}, {}, "bucket '1' ema_alpha must be a number in (0, 1]"),
+        ({"1": {"candidate_steps": [2], "ema_alpha": 1.5}}, {}, "ema_alpha must be a number in (0, 1]; got 1.5"),
+        (
+            {"1": {"candidate_steps": [2], "update_interval": 0}},
+            {},
+            "update_interval must be a whole number of at least 1",
+        ),
+        ({"1": {"candidate_steps": [2], "update_interval": 2.5}}, {}, "update_interval must be a whole number"),
+        (
+            {"1": {"candidate_steps": [2], "warmup_batches": -1}},
+            {},
+            "warmup_batches must be a whole number of at least 0",
+        ),
+        ({"1": {"candidate_steps": [2], "ceiling_coeff": -0.5}}, {}, "ceiling_coeff must be a number of at least 0"),
+        # hysteresis of the wrong type: SGLang adds it to a threshold at run time
+        ({"1": {"candidate_steps": [2], "up_hysteresis": True}}, {}, "bucket '1' up_hysteresis must be a number"),
+        ({"1": {"candidate_steps": [2], "down_hysteresis": "low"}}, {}, "down_hysteresis must be a number"),
+        (
+            {"1": 4, "8": {"candidate_steps": [2], "down_hysteresis": [0.1]}},
+            {},
+            "bucket '8' down_hysteresis must be a number",
+        ),
+        ({"1": {"candidate_steps": [-1, 2]}}, {}, "bucket '1' candidate_steps must be steps from 0 to 16"),
+        ({"1": {"candidate_steps": [3, 17]}}, {}, "bucket '1' candidate_steps must be steps from 0 to 16"),
+        ({"1": 4, "2.5": 3}, {}, "whole numbers of at least 1; got '2.5'"),
         ({"candidate_steps": [1, 3, 7]}, {}, "got 'candidate_steps'"),  # the flat form 0.5.23 rejects
         ({"1": 0, "16": 0}, {}, "drafts in no bucket"),
         ([4, 3], {}, "spec_schedule must be a mapping"),

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tuner.data.records import DeployRecord, LevelRecord, SweepState
-from tuner.decide import analysis
+from tuner.decide import adaptive_phase, adaptive_search, analysis
 from tuner.decide import schedule_phase as schedule_sweep
 from tuner.measure.metrics import LevelMetrics, RequestTrace, parse_prometheus_gauges, running_batch
 from tuner.spec.configs import SpecConfig
@@ -70,30 +70,33 @@ def summary_parts(state: SweepState):
     return stats, analysis.by_concurrency(stats, LEVELS)
 
 
-def test_plan_places_winners_at_the_batch_the_server_ran():
-    state = static_state()
-    stats, choices = summary_parts(state)
-    plan = schedule_sweep.plan_schedule(stats, choices, state, "NEXTN")
-    assert plan.skipped is None and plan.why_not is None
-    assert [(w.concurrency, w.running_batch, w.steps) for w in plan.winners] == [
+def evidence_of(state: SweepState):
+    stats, _ = summary_parts(state)
+    every = analysis.aggregate(state.levels())
+    return adaptive_phase.evidence(every, stats, state, LEVELS, "NEXTN", 512, 16)
+
+
+def test_the_search_places_winners_at_the_batch_the_server_ran():
+    ev = evidence_of(static_state())
+    assert [(lv.concurrency, lv.batch, lv.winner) for lv in ev.levels] == [
         (1, 1, 4),
         (4, 4, 4),
         (16, 16, 3),
         (64, 44, 3),
     ]
     # one boundary between batch 4 (steps 4) and 16 (steps 3), on a captured CUDA-graph size
-    assert plan.schedule is not None and plan.schedule.buckets == ((1, 4), (8, 3))
-    ids = [c.config_id for c in plan.configs]
-    assert ids == ["sched-1k4-8k3", "adaptive-default"]
-    assert plan.configs[0].spec_steps == 3  # starts at the high-load bucket's steps
+    pinned = adaptive_search.pinned_schedule(ev)
+    assert pinned is not None and pinned.config.to_sglang() == {
+        "1": {"candidate_steps": [4]},
+        "8": {"candidate_steps": [3]},
+    }
+    cfg = SpecConfig.for_adaptive(pinned.config.to_sglang(), "NEXTN", 3)
+    assert cfg.config_id == "sched-1k4-8k3" and cfg.spec_steps == 3  # starts at the high-load bucket's steps
 
 
 def test_without_the_gauge_admission_caps_the_concurrency():
-    state = static_state(gauge=False)
-    stats, choices = summary_parts(state)
-    plan = schedule_sweep.plan_schedule(stats, choices, state, "NEXTN")
-    assert {w.concurrency: w.running_batch for w in plan.winners}[64] == 48  # max_running_requests
-    assert "capped by max_running_requests" in plan.batch_source[64]
+    ev = evidence_of(static_state(gauge=False))
+    assert {lv.concurrency: lv.batch for lv in ev.levels}[64] == 48  # max_running_requests
 
 
 @pytest.mark.parametrize(
@@ -106,18 +109,16 @@ def test_without_the_gauge_admission_caps_the_concurrency():
 )
 def test_phase_is_skipped_where_sglang_cannot_run_it(version, algorithm, why):
     state = static_state(version)
-    stats, choices = summary_parts(state)
-    plan = schedule_sweep.plan_schedule(stats, choices, state, algorithm)
+    plan = adaptive_phase.plan_envelope(state, {"k3-t1", "k4-t1"}, algorithm, 4)
     assert plan.configs == [] and why in (plan.skipped or "")
 
 
-def test_one_winner_everywhere_builds_no_schedule_but_measures_sglangs_default():
+def test_one_winner_everywhere_builds_no_pinned_schedule_but_measures_sglangs_default():
     cfg = SpecConfig(3)
     state = SweepState.fold([deploy(cfg)] + [level(cfg, c, 100.0 * c, c) for c in LEVELS])
-    stats, choices = summary_parts(state)
-    plan = schedule_sweep.plan_schedule(stats, choices, state, "NEXTN")
-    assert plan.schedule is None and "spec_steps 3" in (plan.why_not or "")
-    assert [c.config_id for c in plan.configs] == ["adaptive-default"]
+    assert adaptive_search.pinned_schedule(evidence_of(state)) is None
+    plan = adaptive_phase.plan_envelope(state, {"k3-t1"}, "NEXTN", 4)
+    assert [c.config_id for c in plan.configs] == ["adaptive-default", "k0"]
 
 
 def with_adaptive(state: SweepState, sched_tput: dict[int, float], default_tput: dict[int, float], half=0.01):

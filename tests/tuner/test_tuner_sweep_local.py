@@ -277,10 +277,12 @@ def test_repeat_deploys_and_temperatures(hosts, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_schedule_phase_measures_schedule_and_default_adaptive(hosts, tmp_path, capsys):
-    """On an SGLang 0.5.23 server the sweep goes on after the static depths: the per-level winners
-    at the batch sizes the server ran become a schedule, deployed (spec_schedule) and measured with
-    SGLang's default adaptive config at every level; the recommendation says static or schedule."""
+def test_schedule_phase_measures_the_envelope_and_tuned_configs_within_its_budget(hosts, tmp_path, capsys):
+    """On an SGLang 0.5.23 server the sweep goes on after the static depths: SGLang's default
+    adaptive config and a no-speculation server (the envelope), then tuned adaptive configs (ladders
+    built from the winners at the batch sizes the server ran and from what the default did), all
+    through the deploy play, at most --schedule-budget of them; the recommendation names its kind
+    and the report's first table sets it against the envelope."""
     inv = hosts("local-a")
     out = tmp_path / "out"
     rc = sweep(
@@ -294,6 +296,8 @@ def test_schedule_phase_measures_schedule_and_default_adaptive(hosts, tmp_path, 
         "96",
         "--requests-per-level",
         "2x",
+        "--schedule-budget",
+        "3",
         "-e",
         "local_emu_version=0.5.23",
     )
@@ -306,42 +310,64 @@ def test_schedule_phase_measures_schedule_and_default_adaptive(hosts, tmp_path, 
     }
     # every level sampled the server's running-request gauge; admission and the closed loop set it
     assert all(r["metrics"]["running_reqs_samples"] > 0 for r in levels)
-    # at C=48 admission (max_running_requests) caps the batch the server runs
     for r in levels:
-        if r["concurrency"] == 48:
+        if r["concurrency"] == 48 and r["config"]["config_id"] != "k0":
             cap = deploys_cap[r["config"]["config_id"]]
             assert 0 < r["metrics"]["running_reqs_p90"] <= cap < 48
-    deployed = {r["config"]["config_id"]: r for r in recs if r["type"] == "deploy"}
-    assert "adaptive-default" in deployed
-    assert deployed["adaptive-default"]["config"]["spec_schedule"] == "default"
+    deployed = [r["config"]["config_id"] for r in recs if r["type"] == "deploy"]
+    # the static depths, then the envelope (the default, no speculation), then one tuned config: 3 in all
+    assert deployed[:2] == ["k1-t1", "k4-t1"]
+    assert deployed[2:4] == ["adaptive-default", "k0"]
+    tuned = deployed[4:]
+    assert len(tuned) == 1 and tuned[0].startswith(("adapt-", "sched-")), deployed
+    cfg = next(r["config"] for r in recs if r["type"] == "deploy" and r["config"]["config_id"] == tuned[0])
+    doc = json.loads(cfg["spec_schedule"])
+    assert list(doc)[0] == "1" and all(e["candidate_steps"] for e in doc.values())
+    assert "[schedule] envelope: SGLang default adaptive, k=0 (no speculation)" in err
+    assert "[schedule] tuned: " in err and "static winner spec_steps" in err
     rec = json.loads((out / "recommendation.json").read_text())
-    comp = rec["schedule_comparison"]
-    winners = {c: rec["by_concurrency"][c]["config_id"] for c in ("1", "48")}
-    sched_ids = [cid for cid in deployed if cid.startswith("sched-")]
-    if winners["1"] != winners["48"]:
-        # the winners differ: a two-bucket schedule was built and measured at both levels
-        assert len(sched_ids) == 1, deployed.keys()
-        sched = deployed[sched_ids[0]]["config"]
-        buckets = json.loads(sched["spec_schedule"])
-        assert list(buckets)[0] == "1" and len(buckets) == 2
-        assert comp["schedule_config_id"] == sched_ids[0]
-        for c in ("1", "48"):
-            assert set(comp["per_level"][c]) == {"best_static", "schedule", "default_adaptive"}
-    else:
-        assert not sched_ids and "no schedule" in rec["schedule_phase"]
-    assert rec["recommended"]["kind"] in ("static", "schedule")
-    if rec["recommended"]["kind"] == "schedule":
-        assert comp["recommended"] and comp["chosen"] == rec["recommended"]["config_id"]
-        if comp["chosen"] == "adaptive-default":
-            assert rec["schedule"]["1"]["candidate_steps"]  # SGLang's built-in table, as the server ran it
-        else:
-            assert rec["schedule"] == json.loads(deployed[comp["chosen"]]["config"]["spec_schedule"])
-            assert rec["vllm_num_speculative_tokens_per_batch_size"][0][0] == 1
+    assert rec["schedule_phase"].startswith(
+        "3 of at most 3 deployments beyond the static sweep: adaptive-default, k0, "
+    )
+    env = rec["envelope"]["per_level"]
+    for c in ("1", "48"):
+        assert {"recommended", "level_best_static", "best_static", "default_adaptive", "no_speculation"} <= set(env[c])
+        assert env[c]["who_wins"] and "tok/s" in env[c]["who_wins"]
+        assert env[c]["no_speculation"]["accept_length"] == 1.0
+    kind = rec["recommended"]["kind"]
+    assert kind in ("static", "no_speculation", "adaptive_default", "adaptive_tuned")
+    cid = rec["recommended"]["config_id"]
+    if kind == "adaptive_default":
+        assert rec["schedule"]["1"]["candidate_steps"] == [1, 3, 5, 7]  # SGLang's built-in table, as it ran
+    elif kind == "adaptive_tuned":
+        assert cid == tuned[0] and rec["schedule"] == doc
     else:
         assert rec["schedule"] is None and rec["vllm_num_speculative_tokens_per_batch_size"] is None
-        assert comp["reason"]
     report = (out / "report.md").read_text()
+    first_table = report.index("| C | recommendation | level's best static depth |")
+    assert first_table < report.index("| concurrency | best spec_steps |")
     assert "adaptive-default" in report
+
+    # --resume: nothing left to measure, nothing deployed again, the budget not exceeded
+    rc = sweep(
+        out,
+        inv,
+        "--steps",
+        "1,4",
+        "--concurrency",
+        "1,48",
+        "--output-len",
+        "96",
+        "--requests-per-level",
+        "2x",
+        "--schedule-budget",
+        "3",
+        "-e",
+        "local_emu_version=0.5.23",
+        "--resume",
+    )
+    assert rc == 0, capsys.readouterr().err
+    assert [r["config"]["config_id"] for r in records(out) if r["type"] == "deploy"] == deployed
 
 
 @pytest.mark.slow

@@ -465,7 +465,8 @@ class Recommendation:
     scores: dict[str, float] = field(default_factory=dict)
     score_ci: dict[str, list[float]] = field(default_factory=dict)
     tied_with: list[str] = field(default_factory=list)
-    kind: str = "static"  # static | schedule (a per-batch-size schedule that beat it, tuner/decide/schedule_phase.py)
+    # static | no_speculation | adaptive_default | adaptive_tuned (tuner/decide/envelope.py `kind_of`)
+    kind: str = "static"
 
     def to_dict(self) -> dict[str, Any]:
         c = self.chosen

@@ -21,24 +21,11 @@ from ..data.records import SweepState
 from ..measure import stats as st
 from ..spec.configs import SpecConfig
 from . import analysis
-from .analysis import LevelChoice, PointStats, Recommendation
-from .schedule import LevelWinner, Schedule, build_schedule, sglang_spec_cuda_graph_bs
+from .analysis import PointStats, Recommendation
 
 # Algorithms SGLang runs adaptive speculation with: the EAGLE worker family (0.5.23
 # speculative_hook.py `_maybe_disable_adaptive` turns it off, with a warning, for the others).
 ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
-
-
-@dataclass
-class SchedulePlan:
-    """What the schedule phase deploys, and why (or why nothing)."""
-
-    configs: list[SpecConfig] = field(default_factory=list)
-    schedule: Schedule | None = None
-    winners: list[LevelWinner] = field(default_factory=list)
-    batch_source: dict[int, str] = field(default_factory=dict)  # level -> where its batch size came from
-    why_not: str | None = None  # no schedule was built (the default adaptive config may still run)
-    skipped: str | None = None  # the whole phase is off, and why
 
 
 def server_version(state: SweepState) -> str | None:
@@ -92,50 +79,6 @@ def level_batch(p: PointStats, max_running: int | None) -> tuple[float, str]:
         return max(1.0, seen[len(seen) // 2]), "server /metrics num_running_reqs (90th percentile over the level)"
     cap = p.concurrency if not max_running else min(p.concurrency, max_running)
     return float(cap), "concurrency capped by max_running_requests (/metrics gave no running-request gauge)"
-
-
-def plan_schedule(
-    stats: Mapping[tuple[str, int], PointStats],
-    choices: Mapping[int, LevelChoice],
-    state: SweepState,
-    algorithm: str,
-) -> SchedulePlan:
-    """The per-level winners, placed at the batch sizes the server ran them at, as a schedule with
-    bucket boundaries on SGLang's captured CUDA-graph batch sizes; plus SGLang's default adaptive
-    config for comparison. The routing is unpadded (0.5.23 pads only with an explicit
-    `--cuda-graph-bs-decode`, tuner/decide/schedule.py)."""
-    why = unsupported(state, algorithm)
-    if why is not None:
-        return SchedulePlan(skipped=why)
-    caps = [d.max_running_requests for d in state.deploys.values() if d.ok and d.max_running_requests]
-    max_running = min(caps) if caps else None
-    plan = SchedulePlan()
-    for c, ch in sorted(choices.items()):
-        best = ch.chosen
-        if not _chain(best, algorithm):
-            # the level's winner is a tree or another algorithm: the best chain stands in for it
-            chains = [p for (cid, cc), p in stats.items() if cc == c and _chain(p, algorithm) and p.mean > 0]
-            if not chains:
-                continue
-            best = max(chains, key=lambda p: p.mean)
-        batch, source = level_batch(best, max_running)
-        runner = ch.runner_up.mean if ch.runner_up is not None and ch.runner_up.mean > 0 else best.mean
-        plan.winners.append(LevelWinner(c, batch, best.spec_steps, score=best.mean / runner))
-        plan.batch_source[c] = source
-    if not plan.winners:
-        plan.why_not = "no level had a chain configuration (topk 1) measured"
-    else:
-        sizes = sglang_spec_cuda_graph_bs(max_running or max(w.concurrency for w in plan.winners))
-        sched = build_schedule(plan.winners, padding=None, sizes=sizes)
-        if len(sched.buckets) == 1:
-            plan.why_not = (
-                f"every level's winner is spec_steps {sched.buckets[0][1]}: a schedule would be that static depth"
-            )
-        else:
-            plan.schedule = sched
-            plan.configs.append(SpecConfig.for_schedule(sched.buckets, algorithm))
-    plan.configs.append(SpecConfig.default_adaptive(algorithm))
-    return plan
 
 
 @dataclass
@@ -216,14 +159,18 @@ def judge(
     levels: Sequence[int],
     target: Sequence[int] | None,
     capacity: Mapping[str, int | None],
+    tuned: str | None = None,
 ) -> ScheduleVerdict | None:
-    """Whether an adaptive configuration (the tuner's schedule, else SGLang's default adaptive
-    config) beats the best static depth beyond noise on the workload's objective; the better of
-    the two when both do. None when no adaptive configuration was measured."""
+    """Each adaptive configuration (`tuned`, the best-scoring tuned config, and SGLang's default
+    adaptive config) against the best static depth on the workload's objective, pairwise, with the
+    per-level cells side by side. None when no adaptive configuration was measured. (Which
+    configuration is recommended is tuner/decide/envelope.py `choose`'s.)"""
     adaptive = {p.config.config_id: p.config for p in all_stats.values() if p.config.is_schedule}
     if not adaptive:
         return None
-    sched = next((c for c in adaptive.values() if c.schedule is not None), None)
+    sched = adaptive.get(tuned) if tuned else None
+    if sched is None:
+        sched = next((c for c in adaptive.values() if not c.adaptive), None)
     default = next((c for c in adaptive.values() if c.adaptive), None)
     best = static.chosen
     v = ScheduleVerdict(False, "", sched, best, default, capacity=dict(capacity))
@@ -243,7 +190,7 @@ def judge(
     for cand in (sched, default):
         if cand is None:
             continue
-        what = "the schedule" if cand is sched else "SGLang's default adaptive config"
+        what = "the tuned config" if cand is sched else "SGLang's default adaptive config"
         got = _compare(all_stats, cand, best, levels, target)
         if isinstance(got, str):
             v.each[cand.config_id] = f"{what} {got}"

@@ -60,10 +60,10 @@ def _static_recommendation(s: Summary) -> dict[str, Any] | None:
     """What the steps plot marks: the recommended static depth (an adaptive recommendation has
     its own plot, and no place on the steps axis)."""
     rec = s.recommendation
-    if rec.kind == "schedule":
+    if rec.kind.startswith("adaptive"):
         view = s.views.get(s.temperatures[0]) if s.temperatures else None
         rec = view.static if view is not None and view.static is not None else rec
-        if rec.kind == "schedule":
+        if rec.kind.startswith("adaptive"):
             return None
     return rec.to_dict() if rec.chosen else None
 
@@ -78,16 +78,22 @@ def write_schedule_plot(out: Path, s: Summary) -> Path | None:
         return None
     names = {
         "best_static": f"best static ({verdict.best_static.config_id})" if verdict.best_static else "best static",
-        "schedule": f"schedule ({verdict.schedule.label})" if verdict.schedule else "schedule",
+        "schedule": f"tuned ({verdict.schedule.label})" if verdict.schedule else "tuned",
         "default_adaptive": "SGLang default adaptive",
     }
     bars = {
         c: {names[k]: (p.mean, p.interval.low, p.interval.high) for k, p in row.items()}
         for c, row in verdict.per_level.items()
     }
-    chosen = verdict.chosen.label if verdict.recommended and verdict.chosen else None
+    rec = s.recommendation
+    chosen = rec.chosen.config.label if rec.chosen is not None and rec.kind.startswith("adaptive") else None
     return plot_schedule(
-        Path(out) / SCHEDULE_PLOT, bars, list(names.values()), title=title(s), verdict=verdict.reason, chosen=chosen
+        Path(out) / SCHEDULE_PLOT,
+        bars,
+        list(names.values()),
+        title=title(s),
+        verdict=s.recommendation.reason,
+        chosen=chosen,
     )
 
 

@@ -9,7 +9,7 @@ from ..data.store import PLOT, SCHEDULE_PLOT
 from ..decide.schedule_phase import level_batch
 from ..decide.search.text import misfit_text
 from ..spec import workload as workload_mod
-from .summary import Summary, schedule_phase_text
+from .summary import Summary, schedule_json, schedule_phase_text
 
 METRIC_DEFINITIONS = """\
 - **Aggregate output tok/s** (`output_tok_s`): output tokens of the level's successful requests
@@ -149,8 +149,13 @@ def _recommendation(s: Summary) -> list[str]:
                 if (c.spec_topk == 1 and c.spec_draft_tokens is None)
                 else f", topk {c.spec_topk}, draft tokens {c.spec_draft_tokens or 'auto'}"
             )
+            what = (
+                f"**{c.config.label}** (`{c.config_id}`, {KIND_WORDS.get(rec.kind, rec.kind)})"
+                if c.config.is_schedule or c.spec_steps == 0
+                else f"**spec_steps {c.spec_steps}**{extra}"
+            )
             lines.append(
-                f"**spec_steps {c.spec_steps}**{extra} for the stated workload "
+                f"{what} for the stated workload "
                 f"(concurrency {', '.join(map(str, rec.workload['concurrency']))}"
                 + (f", temperature {v.temperature:g}" if many else "")
                 + f"): {rec.reason}."
@@ -158,6 +163,7 @@ def _recommendation(s: Summary) -> list[str]:
         else:
             lines.append(f"No recommendation: {rec.reason}.")
         lines.append("")
+        lines += _envelope(v)
         rows = []
         for level in s.levels:
             ch = v.choices.get(level)
@@ -197,6 +203,54 @@ def _recommendation(s: Summary) -> list[str]:
         )
         lines.append("")
     return lines
+
+
+KIND_WORDS = {
+    "static": "a static depth",
+    "no_speculation": "no speculation",
+    "adaptive_default": "SGLang's default adaptive config",
+    "adaptive_tuned": "a tuned adaptive config",
+}
+ENVELOPE_COLUMNS = (
+    ("recommended", "recommendation"),
+    ("level_best_static", "level's best static depth"),
+    ("best_static", "best single static depth"),
+    ("default_adaptive", "SGLang default adaptive"),
+    ("no_speculation", "no speculation (k0)"),
+)
+
+
+def _envelope(v: Any) -> list[str]:
+    """The first table: the recommendation against what a user could run instead, per level, with
+    who wins and why in words read from the measurements (tuner/decide/envelope.py)."""
+    env = v.envelope
+    if env is None or not env.rows:
+        return []
+    rows = []
+    for c, row in sorted(env.rows.items()):
+        cells: list[Any] = [c]
+        for key, _ in ENVELOPE_COLUMNS:
+            p = row.get(key)
+            if p is None:
+                cells.append("-")
+                continue
+            iv = p.interval
+            label = "" if key in ("recommended", "default_adaptive", "no_speculation") else f"{p.config_id}: "
+            cells.append(f"{label}{_f(p.mean)} [{_f(iv.low)}, {_f(iv.high)}], batch {level_batch(p, None)[0]:g}")
+        cells.append(env.words.get(c, "-"))
+        rows.append(cells)
+    out = [
+        _table(["C"] + [n for _, n in ENVELOPE_COLUMNS] + ["who wins, and what the server did"], rows),
+        "",
+        "Aggregate tok/s [95% CI] and the running batch the server reported (its /metrics gauge); depths of "
+        "adaptive configurations are read from their accept length against the static depths'. A column is - "
+        "where that reference was not measured.",
+        "",
+    ]
+    out += [f"- {line}." for line in env.summary]
+    if env.summary:
+        out.append("")
+    return out
 
 
 def _results(s: Summary) -> list[str]:
@@ -320,13 +374,13 @@ def _schedule(s: Summary) -> list[str]:
     """The schedule phase: schedule, best static and SGLang's default adaptive config per level."""
     primary = s.views.get(s.temperatures[0]) if s.temperatures else None
     verdict = primary.verdict if primary is not None else None
-    lines = ["", "## Per-batch-size schedule", "", f"Schedule phase: {schedule_phase_text(s)}."]
+    lines = ["", "## Adaptive speculation (the schedule phase)", "", f"Schedule phase: {schedule_phase_text(s)}."]
     if verdict is None:
         return lines
     lines += ["", f"![schedule vs static]({SCHEDULE_PLOT})", ""]
     names = (
         ("best_static", f"best static ({verdict.best_static.config_id})" if verdict.best_static else "best static"),
-        ("schedule", f"schedule ({verdict.schedule.label})" if verdict.schedule else "schedule"),
+        ("schedule", f"tuned ({verdict.schedule.label})" if verdict.schedule else "tuned"),
         ("default_adaptive", "SGLang default adaptive"),
     )
     rows = []
@@ -348,12 +402,16 @@ def _schedule(s: Summary) -> list[str]:
         lines.append("KV pool (max_total_num_tokens): " + ", ".join(caps) + ".")
     for cid, text in verdict.each.items():
         lines.append(f"- {cid}: {text}.")
+    rec = primary.recommendation if primary is not None else s.recommendation
     lines.append(
-        "- Verdict: "
-        + (f"**{verdict.chosen.label} is recommended**: " if verdict.recommended and verdict.chosen else "")
-        + verdict.reason
+        "- Recommended: "
+        + (f"**{rec.chosen.config.label}** ({KIND_WORDS.get(rec.kind, rec.kind)}): " if rec.chosen else "")
+        + rec.reason
         + "."
     )
+    warning = schedule_json(s, primary).get("kv_warning")
+    if warning:
+        lines.append(f"- **KV warning**: {warning}.")
     return lines
 
 

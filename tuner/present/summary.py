@@ -6,6 +6,7 @@ the plot, recommendation.json and the CLI's summary table all read the same `Sum
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,12 +15,14 @@ from sglang_utils.sglang_adaptive import DEFAULT_ADAPTIVE_CONFIG
 
 from ..data.records import DeployRecord, SkipRecord, SweepState
 from ..data.results import result_rows
-from ..decide import analysis, confirm, schedule_phase
+from ..decide import adaptive_phase, analysis, confirm, schedule_phase
+from ..decide import envelope as envelope_mod
 from ..decide.analysis import LevelChoice, PointStats, Recommendation
 from ..decide.crosscheck import CrossCheck, check_levels
 from ..decide.schedule import Schedule
 from ..decide.search.text import misfit_text
 from ..spec import workload
+from ..spec.configs import plan_configs
 from ..spec.slo import Slo
 from ..spec.sweepspec import SweepSpec
 from .search_report import SearchSummary, search_summary
@@ -37,6 +40,7 @@ class TempView:
     every: dict[tuple[str, int], PointStats] = field(default_factory=dict)  # static and adaptive cells
     verdict: schedule_phase.ScheduleVerdict | None = None  # the schedule against the best static depth
     static: Recommendation | None = None  # the best static depth (what the schedule had to beat)
+    envelope: envelope_mod.Envelope | None = None  # the recommendation against the references, per level
 
 
 @dataclass
@@ -107,17 +111,42 @@ def view_for(
     # tuner/decide/schedule_phase.py) then has to beat the best of them beyond noise.
     stats = {k: p for k, p in every.items() if not p.config.is_schedule}
     static = analysis.recommend(stats, levels, target)
-    verdict = schedule_phase.judge(every, static, levels, target, capacity)
+    # the recommendation among the kinds (tuner/decide/envelope.py): a static depth (no speculation
+    # included), SGLang's default adaptive config or a tuned adaptive config, best beyond noise on
+    # the objective, ties to the simpler
+    pick = envelope_mod.choose(every, static, levels, target)
+    tuned_best = max(
+        (
+            cid
+            for cid in pick.scores
+            if cid in {p.config_id for p in every.values() if p.config.is_schedule and not p.config.adaptive}
+        ),
+        key=lambda cid: pick.scores[cid],
+        default=None,
+    )
+    verdict = schedule_phase.judge(every, static, levels, target, capacity, tuned=tuned_best)
     rec = static
-    if verdict is not None and verdict.recommended and verdict.chosen is not None:
-        first = (list(target) if target else levels)[0]
+    if pick.chosen is not None and pick.chosen.config_id != (static.chosen.config_id if static.chosen else None):
         rec = analysis.Recommendation(
-            every[(verdict.chosen.config_id, first)],
-            None,
-            verdict.reason,
+            pick.chosen,
+            pick.scores.get(pick.chosen.config_id),
+            pick.reason,
             static.workload,
-            kind="schedule",
+            pick.scores,
+            pick.score_ci,
+            pick.tied_with,
+            kind=pick.kind,
         )
+    elif static.chosen is not None:
+        rec = dataclasses.replace(static, kind=pick.kind, reason=pick.reason)
+    env = envelope_mod.build(every, stats, rec.chosen, static.chosen, levels)
+    env.objective = {
+        "chosen": None if pick.chosen is None else pick.chosen.config_id,
+        "kind": pick.kind,
+        "scores": {k: round(v, 4) for k, v in pick.scores.items()},
+        "score_ci95": pick.score_ci,
+        "tied_with": pick.tied_with,
+    }
     return TempView(
         temperature=temperature,
         stats=stats,
@@ -127,6 +156,7 @@ def view_for(
         every=every,
         verdict=verdict,
         static=static,
+        envelope=env,
     )
 
 
@@ -412,50 +442,70 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
 
 
 def schedule_json(s: Summary, view: TempView | None) -> dict[str, Any]:
-    """`schedule` (SGLang's JSON exactly as deployed, when the schedule is recommended, else null),
-    its vLLM form, and `schedule_comparison`: schedule, best static and SGLang's default adaptive
-    config per level, with the verdict (tuner/decide/schedule_phase.py)."""
+    """`schedule` (SGLang's JSON exactly as deployed when the recommendation is adaptive, SGLang's
+    built-in table for its default; else null), its vLLM form where one depth per bucket expresses
+    it, `schedule_comparison` (each adaptive configuration against the best static depth),
+    `envelope` (per level: the recommendation, the level's best static depth, the best single static
+    depth, SGLang's default adaptive config, no speculation; who wins and why), `kv_warning` and
+    `schedule_phase` (what the phase deployed, counted against its budget)."""
     verdict = view.verdict if view is not None else None
     rec = s.recommendation
-    sched = rec.chosen.config if rec.kind == "schedule" and rec.chosen is not None else None
+    cfg = rec.chosen.config if rec.chosen is not None and rec.chosen.config.is_schedule else None
     vllm = None
     deployed: Any = None
-    if sched is not None:
-        dep = s.state.deploys.get(sched.config_id)
+    warning = None
+    if cfg is not None:
+        dep = s.state.deploys.get(cfg.config_id)
         top = int((dep.max_running_requests if dep else None) or max(s.levels or [1]))
-        if sched.schedule is not None:
-            deployed = json.loads(sched.schedule_value or "null")
-            vllm = Schedule(sched.schedule).to_vllm(top)
-        else:  # SGLang's default adaptive config: no file; what the server ran is its built-in table
+        if cfg.adaptive:  # SGLang's default adaptive config: no file; what the server ran is its built-in table
             deployed = copy.deepcopy(DEFAULT_ADAPTIVE_CONFIG)
+        else:
+            deployed = json.loads(cfg.schedule_value or "null")
+        if cfg.schedule is not None:
+            vllm = Schedule(cfg.schedule).to_vllm(top)
+        pools = {
+            d.config.spec_steps: d.max_total_num_tokens
+            for d in s.state.deploys.values()
+            if d.ok and not d.config.is_schedule and d.config.spec_topk == 1
+        }
+        static = view.static.chosen if view is not None and view.static is not None else None
+        warning = envelope_mod.kv_warning(cfg, static, pools, adaptive_phase.adaptive_widest(cfg))
     return {
         "schedule": deployed,
         "vllm_num_speculative_tokens_per_batch_size": vllm,
         "schedule_comparison": None if verdict is None else verdict.to_dict(),
+        "envelope": None if view is None or view.envelope is None else view.envelope.to_dict(),
+        "kv_warning": warning,
         "schedule_phase": schedule_phase_text(s),
     }
 
 
 def schedule_phase_text(s: Summary) -> str:
-    """What the schedule phase did, in one line (the verdict is `schedule_comparison`)."""
+    """What the schedule phase did, in one line: what it deployed, against its budget."""
     if not s.spec.schedule:
         return "off (--no-schedule)"
-    plan = schedule_phase.plan_schedule(s.stats, s.choices, s.state, s.spec.algorithm)
-    if plan.skipped:
-        return f"not run: {plan.skipped}"
-    measured = sorted(cid for cid, d in s.state.deploys.items() if d.config.is_schedule)
-    parts = (
-        [f"no schedule: {plan.why_not}"]
-        if plan.why_not
-        else [f"schedule built: {plan.schedule.label}" if plan.schedule else ""]
-    )
-    parts.append(f"measured {', '.join(measured)}" if measured else "nothing measured yet")
-    for cid in measured:
-        # the gate reports what the server resolved: SGLang turns adaptive off (with a warning) where
-        # it cannot run it, and then serves the launch depth statically
-        if (s.state.deploys[cid].speculative or {}).get("adaptive") is False:
+    why = schedule_phase.unsupported(s.state, s.spec.algorithm)
+    if why is not None:
+        return f"not run: {why}"
+    static_ids = {c.config_id for c in plan_configs_of(s)}
+    spent = adaptive_phase.phase_deployments(s.state, static_ids)
+    parts = [
+        f"{len(spent)} of at most {s.spec.schedule_budget} deployments beyond the static sweep"
+        + (f": {', '.join(spent)}" if spent else "")
+    ]
+    for cid in spent:
+        d = s.state.deploys.get(cid)
+        if d is None:
+            parts.append(f"{cid} failed to start: {s.state.failed[cid].reason}")
+        elif d.config.is_schedule and (d.speculative or {}).get("adaptive") is False:
+            # SGLang turns adaptive off (with a warning) where it cannot run it, and serves the launch depth
             parts.append(f"the server ran {cid} without adaptive speculation (SGLang turned it off: see its warnings)")
-    return "; ".join(p for p in parts if p)
+    return "; ".join(parts)
+
+
+def plan_configs_of(s: Summary) -> list[Any]:
+    """The static sweep's configurations (--steps x --topk x --draft-tokens)."""
+    return plan_configs(s.spec.steps, s.spec.topk, s.spec.draft_tokens, s.spec.algorithm, s.spec.extra_vars).configs
 
 
 def title(s: Summary) -> str:

@@ -25,6 +25,9 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from sglang_utils.sglang_adaptive import launch_steps as schedule_launch_steps
+from sglang_utils.sglang_checks import parse_whole_number
+
 from ..data.records import (
     BenchFailedRecord,
     DeployBestRecord,
@@ -34,7 +37,7 @@ from ..data.records import (
     TimingRecord,
 )
 from ..data.store import MemoryStore, Store
-from ..decide import analysis, confirm, schedule_phase
+from ..decide import adaptive_phase, analysis, confirm
 from ..decide.search.model import find_misfits
 from ..decide.search.text import misfit_text
 from ..measure import restarts
@@ -267,25 +270,41 @@ class Sweep:
         )
         self._rebuild()
 
-    def _schedule_phase(self) -> list[SpecConfig]:
-        """After the static sweep: the adaptive configurations to measure (the schedule built from
-        the per-level winners, and SGLang's default adaptive config), said on the progress log."""
+    def _schedule_stage(self, stage: str) -> list[SpecConfig]:
+        """After the static sweep, one stage of the schedule phase (tuner/decide/adaptive_phase.py):
+        `envelope` (SGLang's default adaptive config and a no-speculation server), then `search`
+        (tuned adaptive configs from what those and the static depths measured), within
+        `--schedule-budget`; what each stage decided is said on the progress log."""
         summary = outputs.write_all(self.store, self.spec)
-        plan = schedule_phase.plan_schedule(summary.stats, summary.choices, self.store.state(), self.spec.algorithm)
-        if plan.skipped:
-            self.progress.line(f"[schedule] not measured: {plan.skipped}")
-            return []
-        for w in plan.winners:
-            self.progress.line(
-                f"[schedule] C={w.concurrency}: spec_steps {w.steps} won at a running batch of {w.running_batch:g} "
-                f"({plan.batch_source[w.concurrency]})"
-            )
-        if plan.schedule is not None:
-            self.progress.line(
-                f"[schedule] built: {plan.schedule.label}; measuring it and SGLang's default adaptive config"
-            )
+        state = self.store.state()
+        static_ids = {c.config_id for c in self.plan.configs}
+        budget = self.spec.schedule_budget
+        if stage == "envelope":
+            plan = adaptive_phase.plan_envelope(state, static_ids, self.spec.algorithm, budget)
         else:
-            self.progress.line(f"[schedule] no schedule: {plan.why_not}; measuring SGLang's default adaptive config")
+            view = summary.views.get(summary.temperatures[0]) if summary.temperatures else None
+            if view is None:
+                return []
+            w = self.workload
+            tokens = w.input_len + w.output_len if isinstance(w.input_len, int) and isinstance(w.output_len, int) else 0
+            limit = parse_whole_number(self.spec.extra_vars.get("sglang_server_spec_max_steps")) or 16
+            plan = adaptive_phase.plan_tuned(
+                view.every,
+                view.stats,
+                state,
+                summary.levels,
+                self.spec.algorithm,
+                budget,
+                tokens,
+                limit,
+                schedule_launch_steps,
+                static_ids,
+            )
+        if plan.skipped:
+            self.progress.line(f"[schedule] {stage}: not measured: {plan.skipped}")
+            return []
+        for line in plan.lines:
+            self.progress.line(f"[schedule] {line}")
         return plan.configs
 
     async def _deploy_best(self, summary: Summary) -> bool:
@@ -346,9 +365,10 @@ class Sweep:
             await asyncio.gather(*(self._worker(h) for h in self.hosts))
             await self._confirm_round()
             if self.spec.schedule:
-                self.planner.extra = self._schedule_phase()
-                if self.planner.extra:
-                    await asyncio.gather(*(self._worker(h) for h in self.hosts))
+                for stage in ("envelope", "search"):
+                    self.planner.extra = self._schedule_stage(stage)
+                    if self.planner.extra:
+                        await asyncio.gather(*(self._worker(h) for h in self.hosts))
         except asyncio.CancelledError:
             if not interrupted.is_set():
                 raise

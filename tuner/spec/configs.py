@@ -7,6 +7,7 @@ is the workload (tuner/spec/sweepspec.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -38,24 +39,43 @@ class SpecConfig:
     # role's own rule; SGLang's middle candidate for its default config).
     schedule: tuple[tuple[int, int], ...] | None = None
     adaptive: bool = False
+    # A tuned adaptive config with candidate ladders or hysteresis (tuner/decide/adaptive_search.py):
+    # SGLang's per-batch-size JSON, canonical text. spec_steps then holds the role's launch depth.
+    ladder: str | None = None
 
     @property
     def is_schedule(self) -> bool:
-        """Adaptive (a schedule or SGLang's default): measured after the static sweep, never on its
-        steps axis, early stop or search."""
-        return self.adaptive or self.schedule is not None
+        """Adaptive (a schedule, a tuned ladder config or SGLang's default): measured after the static
+        sweep, never on its steps axis, early stop or search."""
+        return self.adaptive or self.schedule is not None or self.ladder is not None
 
     @property
     def schedule_value(self) -> str | None:
         """The `spec_schedule` play variable: SGLang's JSON of the buckets, or `default`."""
+        if self.ladder is not None:
+            return self.ladder
         if self.schedule is not None:
             return json.dumps(schedule_config(dict(self.schedule)))
         return "default" if self.adaptive else None
+
+    def adaptive_document(self) -> dict[str, Any] | None:
+        """SGLang's adaptive config this configuration runs (the built-in table for SGLang's
+        default), or None for a static depth."""
+        if self.ladder is not None:
+            return dict(json.loads(self.ladder))
+        if self.schedule is not None:
+            return schedule_config(dict(self.schedule))
+        if self.adaptive:
+            default: dict[str, Any] = load_per_bs(None)[0]
+            return default
+        return None
 
     @property
     def config_id(self) -> str:
         """A stable, file-name-safe id (`k3-t1`, `k4-t2-d8`, `k0` = no speculation, `sched-1k4-16k3`
         for a schedule, `adaptive-default` for SGLang's default adaptive config)."""
+        if self.ladder is not None:
+            return ladder_id(json.loads(self.ladder))
         if self.schedule is not None:
             return schedule_id(self.schedule)
         if self.adaptive:
@@ -86,6 +106,8 @@ class SpecConfig:
     def label(self) -> str:
         """How progress lines and reports name it: `k=3`, `k=4 topk=2 draft=8`, `schedule B>=1:
         k=4, B>=16: k=3`, `SGLang default adaptive`."""
+        if self.ladder is not None:
+            return "adaptive " + ladder_label(json.loads(self.ladder))
         if self.schedule is not None:
             return "schedule " + schedule_label(self.schedule)
         if self.adaptive:
@@ -102,9 +124,17 @@ class SpecConfig:
     def extravars(self) -> dict[str, Any]:
         """The play-level variables; draft tokens only when the user gave them; `spec_schedule`
         for an adaptive configuration (the role passes --speculative-adaptive and picks the
-        starting steps itself)."""
+        starting steps itself; a tuned ladder names its launch depth, one of its candidates, which
+        may be shallower than the role's own rule where that depth could not start)."""
         if self.is_schedule:
-            return {"spec_schedule": self.schedule_value, "spec_topk": 1, "spec_algorithm": self.spec_algorithm}
+            sched: dict[str, Any] = {
+                "spec_schedule": self.schedule_value,
+                "spec_topk": 1,
+                "spec_algorithm": self.spec_algorithm,
+            }
+            if self.ladder is not None:
+                sched["spec_steps"] = self.spec_steps
+            return sched
         out: dict[str, Any] = {
             "spec_steps": self.spec_steps,
             "spec_topk": self.spec_topk,
@@ -129,8 +159,16 @@ class SpecConfig:
         draft = d.get("spec_draft_tokens")
         sched = d.get("spec_schedule")
         buckets = None
+        ladder = None
         if isinstance(sched, str) and sched not in ("", "default"):
-            buckets = tuple(sorted((int(b), int(e["candidate_steps"][0])) for b, e in json.loads(sched).items()))
+            doc = json.loads(sched)
+            if all(
+                isinstance(e, dict) and list(e) == ["candidate_steps"] and len(e["candidate_steps"]) == 1
+                for e in doc.values()
+            ):
+                buckets = tuple(sorted((int(b), int(e["candidate_steps"][0])) for b, e in doc.items()))
+            else:
+                ladder = json.dumps(doc)
         # A schedule starts at its launch depth whatever an older record says (they held the
         # high-load bucket's steps, which the server does not start at when that bucket is 0).
         steps = launch_steps(schedule_config(dict(buckets))) if buckets else int(d.get("spec_steps") or 0)
@@ -141,7 +179,20 @@ class SpecConfig:
             str(d.get("spec_algorithm") or "NEXTN"),
             schedule=buckets,
             adaptive=sched == "default",
+            ladder=ladder,
         )
+
+    @classmethod
+    def for_adaptive(cls, doc: Mapping[str, Any], algorithm: str, launch: int) -> SpecConfig:
+        """A tuned adaptive config (SGLang's per-batch-size JSON, buckets in increasing order): a
+        plain schedule when every bucket pins one depth with SGLang's own hysteresis, else a ladder
+        config; `launch` is the role's launch depth (`schedule_launch_steps`)."""
+        entries = {str(k): dict(v) for k, v in sorted(doc.items(), key=lambda kv: int(kv[0]))}
+        if all(list(e) == ["candidate_steps"] and len(e["candidate_steps"]) == 1 for e in entries.values()):
+            return cls.for_schedule(
+                tuple((int(b), int(e["candidate_steps"][0])) for b, e in entries.items()), algorithm
+            )
+        return cls(int(launch), 1, None, algorithm, ladder=json.dumps(entries))
 
     @classmethod
     def for_schedule(cls, buckets: tuple[tuple[int, int], ...], algorithm: str = "NEXTN") -> SpecConfig:
@@ -156,6 +207,33 @@ class SpecConfig:
         union (0.5.23 speculative_hook.py `_init_adaptive_speculative_params`)."""
         union = union_candidate_steps(load_per_bs(None)[1])
         return cls(union[len(union) // 2], 1, None, algorithm, adaptive=True)
+
+
+def ladder_id(doc: Mapping[str, Any]) -> str:
+    """`adapt-1k5.7.9-8k3-18k2` (bucket bound, `k`, its candidates joined by dots), with `-h` and
+    a short digest of the JSON when some bucket sets hysteresis: file-name safe and stable."""
+    parts = []
+    hyst = False
+    for b, e in sorted(doc.items(), key=lambda kv: int(kv[0])):
+        parts.append(f"{int(b)}k" + ".".join(str(int(s)) for s in e["candidate_steps"]))
+        hyst = hyst or any(k != "candidate_steps" for k in e)
+    cid = "adapt-" + "-".join(parts)
+    if hyst:
+        cid += "-h" + hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:6]
+    return cid
+
+
+def ladder_label(doc: Mapping[str, Any]) -> str:
+    """`B>=1: [5, 7, 9] (up 0.3), B>=8: k=3`."""
+    out = []
+    for b, e in sorted(doc.items(), key=lambda kv: int(kv[0])):
+        steps = e["candidate_steps"]
+        s = f"B>={int(b)}: " + (f"k={steps[0]}" if len(steps) == 1 else str(list(steps)))
+        extra = [f"{k.split('_')[0]} {v:g}" for k, v in e.items() if k.endswith("_hysteresis")]
+        if extra:
+            s += " (hysteresis " + ", ".join(extra) + ")"
+        out.append(s)
+    return ", ".join(out)
 
 
 @dataclass

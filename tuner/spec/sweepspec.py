@@ -470,6 +470,18 @@ class SweepSpec:
             action="store_false",
         ),
     )
+    schedule_budget: int = field(
+        default=4,
+        metadata=_opt(
+            "--schedule-budget",
+            "4",
+            "deployments the schedule phase may make beyond the static sweep: SGLang's default adaptive "
+            "config, a no-speculation server when --steps has no 0, then tuned adaptive configs (default "
+            "%(default)s; 0 measures nothing beyond the static sweep)",
+            _int("--schedule-budget", 0),
+            identity=False,
+        ),
+    )
     deploy_best: bool = field(
         default=False,
         metadata=_opt(

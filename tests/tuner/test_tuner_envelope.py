@@ -1,0 +1,183 @@
+"""The envelope and the recommendation kinds (tuner/decide/envelope.py), and the schedule phase's
+stages within their budget (tuner/decide/adaptive_phase.py).
+
+Level data are shaped like the bench machines: deep speculation wins at low load, a true
+no-speculation server from concurrency 16 up (its running batch is not capped at the 48 SGLang
+gives a speculative server)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tuner.data.records import DeployRecord, LevelRecord, SweepState
+from tuner.decide import adaptive_phase, analysis, envelope
+from tuner.measure.metrics import LevelMetrics
+from tuner.spec.configs import SpecConfig
+
+LEVELS = [1, 4, 16, 64]
+K0, K2, K3 = SpecConfig(0), SpecConfig(2), SpecConfig(3)
+DEFAULT = SpecConfig.default_adaptive()
+TUNED = SpecConfig.for_adaptive({"1": {"candidate_steps": [2, 3, 4]}, "8": {"candidate_steps": [0]}}, "NEXTN", 2)
+# (tok/s, running batch, accept length) per level
+DATA = {
+    K0: {1: (160, 1, 1.0), 4: (590, 4, 1.0), 16: (1800, 16, 1.0), 64: (3730, 64, 1.0)},
+    K2: {1: (209, 1, 2.07), 4: (721, 4, 2.07), 16: (1700, 16, 2.08), 64: (2875, 48, 2.08)},
+    K3: {1: (220, 1, 2.36), 4: (722, 4, 2.36), 16: (1660, 16, 2.35), 64: (2606, 48, 2.35)},
+}
+
+
+def level(cfg: SpecConfig, c: int, tput: float, batch: float, acc: float, half: float = 0.01) -> LevelRecord:
+    return LevelRecord(
+        config=cfg,
+        concurrency=c,
+        repeat=1,
+        metrics=LevelMetrics(
+            concurrency=c,
+            requests=4 * c,
+            requests_ok=4 * c,
+            output_tok_s=tput,
+            output_tok_s_ci_low=tput * (1 - half),
+            output_tok_s_ci_high=tput * (1 + half),
+            samples=4 * c,
+            per_request_tok_s=tput / c,
+            status="ok",
+            running_reqs_p90=batch,
+            accept_length=acc,
+        ),
+    )
+
+
+def deploy(cfg: SpecConfig, kv: int, running: int = 48) -> DeployRecord:
+    return DeployRecord(
+        config=cfg,
+        host="h1",
+        capacity={"max_total_num_tokens": kv, "max_running_requests": running},
+        server={"version": "0.5.23"},
+    )
+
+
+KV = {K0: 400000, K2: 360000, K3: 340000, DEFAULT: 340000, TUNED: 360000}
+
+
+def state_with(extra: dict[SpecConfig, dict[int, tuple]] | None = None) -> SweepState:
+    recs: list = []
+    for cfg, per in {**DATA, **(extra or {})}.items():
+        recs.append(deploy(cfg, KV[cfg], 200 if cfg is K0 else 48))
+        recs += [level(cfg, c, *v) for c, v in per.items()]
+    return SweepState.fold(recs)
+
+
+def views(state: SweepState):
+    capacity = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
+    every = analysis.aggregate(state.levels(), capacity=capacity)
+    static = {k: p for k, p in every.items() if not p.config.is_schedule}
+    return every, static, analysis.recommend(static, LEVELS, None)
+
+
+def test_a_tuned_config_that_beats_everything_beyond_noise_is_recommended_as_tuned():
+    tuned = {1: (240, 1, 2.6), 4: (800, 4, 2.5), 16: (1800, 16, 1.0), 64: (3100, 48, 1.0)}
+    default = {1: (218, 1, 2.36), 4: (735, 4, 2.38), 16: (1760, 16, 2.36), 64: (3105, 48, 1.67)}
+    every, static, rec = views(state_with({TUNED: tuned, DEFAULT: default}))
+    pick = envelope.choose(every, rec, LEVELS, None)
+    assert pick.kind == "adaptive_tuned" and pick.chosen.config_id == TUNED.config_id
+    assert "beyond noise" in pick.reason and TUNED.config_id in pick.score_ci
+
+
+def test_ties_go_to_the_simpler_kind():
+    # the default and a tuned config tied within noise, both above the best static depth: the default
+    same = {1: (240, 1, 2.6), 4: (800, 4, 2.5), 16: (1800, 16, 1.0), 64: (3100, 48, 1.0)}
+    close = {c: (v[0] * 1.003, v[1], v[2]) for c, v in same.items()}
+    every, static, rec = views(state_with({TUNED: close, DEFAULT: same}))
+    pick = envelope.choose(every, rec, LEVELS, None)
+    assert pick.kind == "adaptive_default" and TUNED.config_id in pick.tied_with
+    # everything within noise of the static depth: the static depth
+    flat = {
+        c: (next(p for (cid, cc), p in static.items() if cid == rec.chosen.config_id and cc == c).mean, 1, 2.0)
+        for c in LEVELS
+    }
+    every, static, rec = views(state_with({TUNED: flat, DEFAULT: flat}))
+    pick = envelope.choose(every, rec, LEVELS, None)
+    assert pick.kind in ("static", "no_speculation") and pick.chosen.config_id == rec.chosen.config_id
+    assert "simpler" in pick.reason
+
+
+def test_at_one_high_load_target_no_speculation_is_recommended_as_such():
+    default = {c: (v[0] * 0.9, v[1], 1.7) for c, v in DATA[K2].items()}
+    every, static, _ = views(state_with({DEFAULT: default}))
+    rec = analysis.recommend(static, LEVELS, [64])
+    pick = envelope.choose(every, rec, LEVELS, [64])
+    assert pick.kind == "no_speculation" and pick.chosen.config_id == "k0"
+
+
+def test_the_envelope_says_who_wins_each_level_from_the_measurements():
+    default = {1: (218, 1, 2.36), 4: (735, 4, 2.38), 16: (1760, 16, 2.36), 64: (3105, 48, 1.67)}
+    every, static, rec = views(state_with({DEFAULT: default}))
+    env = envelope.build(every, static, rec.chosen, rec.chosen, LEVELS)
+    assert set(env.rows[64]) == {
+        "recommended",
+        "level_best_static",
+        "best_static",
+        "default_adaptive",
+        "no_speculation",
+    }
+    assert env.words[64].startswith("no speculation wins beyond noise (3730 tok/s): it ran batch 64 without a draft")
+    assert "ran depth" in env.words[1]
+    # the default's depth is read from its accept length against the static depths'
+    assert "SGLang's default" in env.words[4] and "ran depth 3.2 at batch 4 (accept length 2.38)" in env.words[4]
+    assert "no speculation wins beyond noise from concurrency 16 up (batch 16)" in env.summary
+    doc = env.to_dict()
+    assert json.loads(json.dumps(doc)) == doc
+    cell = doc["per_level"]["64"]["no_speculation"]
+    assert cell["kind"] == "no_speculation" and cell["running_batch"] == 64 and len(cell["output_tok_s_ci95"]) == 2
+    assert doc["per_level"]["1"]["who_wins"] == env.words[1]
+
+
+def test_kv_warning_when_the_widest_candidate_costs_more_than_a_tenth_of_the_pool():
+    every, static, rec = views(state_with())
+    best = next(p for p in static.values() if p.config_id == "k2-t1")
+    pools = {0: 400000, 2: 360000, 3: 340000}
+    assert envelope.kv_warning(TUNED, best, pools, 3) is None  # 340000 against 360000: 5.6%
+    assert "costs 11%" in envelope.kv_warning(TUNED, best, pools, 4)  # 320000 on the line through the pools
+    wide = envelope.kv_warning(TUNED, best, pools, 9)
+    assert wide and "depth 9" in wide and "extrapolated" in wide
+    assert envelope.kv_warning(K3, best, pools, 9) is None  # a static recommendation has nothing to warn of
+
+
+def test_the_envelope_stage_adds_no_speculation_only_when_the_sweep_lacks_it_and_respects_the_budget():
+    state = state_with()
+    ids = {c.config_id for c in (K2, K3)}
+    plan = adaptive_phase.plan_envelope(state, ids, "NEXTN", 4)
+    assert [c.config_id for c in plan.configs] == ["adaptive-default", "k0"]
+    assert [c.config_id for c in adaptive_phase.plan_envelope(state, ids | {"k0"}, "NEXTN", 4).configs] == [
+        "adaptive-default"
+    ]
+    assert [c.config_id for c in adaptive_phase.plan_envelope(state, ids, "NEXTN", 1).configs] == ["adaptive-default"]
+    assert adaptive_phase.plan_envelope(state, ids, "NEXTN", 0).skipped
+    assert "NGRAM" in (adaptive_phase.plan_envelope(state, ids, "NGRAM", 4).skipped or "")
+
+
+@pytest.mark.parametrize("budget, new", [(4, 2), (3, 1), (2, 0)])
+def test_the_search_stage_fills_what_the_budget_leaves(budget, new):
+    default = {1: (218, 1, 2.36), 4: (735, 4, 2.38), 16: (1760, 16, 2.36), 64: (3105, 48, 1.67)}
+    state = state_with({DEFAULT: default})
+    every, static, _ = views(state)
+    ids = {c.config_id for c in (K2, K3)}  # k0 came from the envelope stage: it counts
+    plan = adaptive_phase.plan_tuned(every, static, state, LEVELS, "NEXTN", budget, 512, 16, lambda doc: 2, ids)
+    assert len(plan.configs) <= new
+    assert all(c.is_schedule and not c.adaptive for c in plan.configs)
+    for c in plan.configs:  # a ladder names its launch depth, one of its candidates, for the role
+        if c.ladder is not None:
+            doc = json.loads(c.ladder)
+            assert c.extravars()["spec_steps"] in {s for e in doc.values() for s in e["candidate_steps"]}
+    if new:
+        assert any("C=4" in line and "SGLang's default ran depth" in line for line in plan.lines)
+    else:
+        assert any("no room left" in line for line in plan.lines)
+    # a resumed sweep finishes what it deployed and counts it
+    if plan.configs:
+        first = plan.configs[0]
+        resumed = SweepState.fold([*state.records, deploy(first, 360000)])
+        again = adaptive_phase.plan_tuned(every, static, resumed, LEVELS, "NEXTN", budget, 512, 16, lambda doc: 2, ids)
+        assert again.configs[0] == first and len(again.configs) <= new
