@@ -217,7 +217,7 @@ def acceptance_drift(steps: Sequence[Sequence[float]], blocks: int = DRIFT_BLOCK
     if total <= 0 or sum(s[1] for s in steps) <= 0:
         return {"first": None, "last": None, "drop": None, "noise": None, "drifted": False, "blocks": []}
     size = total / float(blocks)
-    cut: list[list[float]] = [[0.0, 0.0] for _ in range(blocks)]
+    cut: list[list[float]] = [[0.0, 0.0] for _block in range(blocks)]
     done = 0.0
     for tok, ver in steps:
         idx = min(blocks - 1, int(done / size)) if size > 0 else 0

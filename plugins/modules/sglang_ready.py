@@ -168,6 +168,13 @@ waited_seconds:
   returned: always
   type: float
   sample: 185.2
+joined:
+  description:
+    - With O(worker=true) (a worker node of a multi-node server), whether this start's log shows
+      the node joined the group (C(Init torch distributed ends.)).
+  returned: success, with O(worker=true)
+  type: bool
+  sample: true
 reported_at:
   description: Wall-clock time (seconds since the epoch, host clock) at which the module reported, ready or failed.
   returned: always
