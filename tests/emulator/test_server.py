@@ -10,6 +10,7 @@ import urllib.error
 
 import pytest
 from emu_testlib import Emulator, spec_flags
+from emulator_proc import free_port
 
 from tuner.emulator import model
 from tuner.emulator.profile import load_profile
@@ -488,39 +489,24 @@ def test_client_disconnect_frees_the_slot(emulator):
 
 
 def test_multi_node_ranks(emulator):
-    head = emulator(
-        "--tp-size",
-        "4",
-        "--nnodes",
-        "2",
-        "--node-rank",
-        "0",
-        "--dist-init-addr",
-        "127.0.0.1:5000",
-        "--emulator-startup-s",
-        "0.1",
-    ).wait_ready()
-    other = emulator(
-        "--tp-size",
-        "4",
-        "--nnodes",
-        "2",
-        "--node-rank",
-        "1",
-        "--dist-init-addr",
-        "127.0.0.1:5000",
-        "--emulator-startup-s",
-        "0.1",
-    )
+    # rank 0 warms up only once every rank joined (tests/emulator/test_multinode.py pins the rest):
+    # start both nodes, then wait for rank 0
+    addr = f"127.0.0.1:{free_port()}"
+    common = ("--tp-size", "4", "--nnodes", "2", "--dist-init-addr", addr, "--emulator-startup-s", "0.1")
+    head = emulator(*common, "--node-rank", "0")
+    other = emulator(*common, "--node-rank", "1")
+    head.wait_ready()
     other.wait_for_line("Uvicorn running on")
     hl, ol = head.log(), other.log()
     assert " TP1] Load weight begin" in hl and " TP2]" not in hl and "TP0] max_total_num_tokens=" in hl
     assert " TP2] Load weight begin" in ol and " TP0]" not in ol and "max_total_num_tokens=" not in ol
     # Only rank 0's node serves the API; the others answer /health once their schedulers are up
-    # (SGLang's launch_dummy_health_check_server), so a gate on every node works.
+    # (SGLang's launch_dummy_health_check_server), so a probe on a worker proves nothing by itself.
     assert other.get("/health")[0] == 200
     assert other.get("/health_generate")[0] == 200
     assert other.get("/v1/models")[0] == 404
     assert "The server is fired up" not in ol
-    other.proc.send_signal(15)
-    assert other.wait_exit(5) == 0
+    # stop order: rank 0 first; its shutdown releases the worker, which then exits cleanly
+    head.proc.send_signal(15)
+    assert head.wait_exit(10) == 0
+    assert other.wait_exit(10) == 0
