@@ -48,12 +48,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
-from tuner_testlib import free_port, local_inventory, stop_local_emulators  # noqa: E402
+from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
 
 from tuner.data.store import Store  # noqa: E402
 from tuner.decide import analysis  # noqa: E402
 
-PLAY = ROOT / "tests" / "tuner" / "fixtures" / "local_emulator_deploy.yml"
 SEED = ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml"
 DATA = ROOT / "bench" / "coverage"
 VENV_BIN = Path(sys.executable).parent
@@ -117,17 +116,9 @@ def run_sweeps(args: argparse.Namespace) -> None:
                         return
                     i = queue.pop(0)
                 out = tmpd / f"sweep-{i}"
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "tuner",
-                    "sweep",
-                    "--inventory",
-                    str(inv),
-                    "--playbook",
-                    str(PLAY),
-                    "-e",
-                    f"project_dir={ROOT}",
+                cmd = local_sweep_cmd(
+                    out,
+                    inv,
                     "-e",
                     f"local_emu_profile={profile}",
                     "--steps",
@@ -150,9 +141,7 @@ def run_sweeps(args: argparse.Namespace) -> None:
                     "--no-schedule",
                     "--confirm",
                     str(args.confirm),
-                    "--out",
-                    str(out),
-                ]
+                )
                 t0 = time.perf_counter()
                 proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True)
                 wall = time.perf_counter() - t0

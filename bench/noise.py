@@ -51,13 +51,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
-from tuner_testlib import free_port, local_inventory, stop_local_emulators  # noqa: E402
+from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
 
 from tuner.data.records import SweepState  # noqa: E402
 from tuner.data.store import Store  # noqa: E402
 from tuner.present.summary import summarize  # noqa: E402
 
-PLAY = ROOT / "tests" / "tuner" / "fixtures" / "local_emulator_deploy.yml"
 DATA = ROOT / "bench" / "noise"
 SEED = ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml"
 VENV_BIN = Path(sys.executable).parent
@@ -84,17 +83,9 @@ def noisy_profile(path: Path, run_cv: float, restart_cv: float) -> list[str]:
 def sweep(inv: Path, profile: Path, out: Path, args: argparse.Namespace, extra: list[str]) -> float:
     t0 = time.perf_counter()
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "sweep",
-            "--inventory",
-            str(inv),
-            "--playbook",
-            str(PLAY),
-            "-e",
-            f"project_dir={ROOT}",
+        local_sweep_cmd(
+            out,
+            inv,
             "-e",
             f"local_emu_profile={profile}",
             "--steps",
@@ -110,11 +101,9 @@ def sweep(inv: Path, profile: Path, out: Path, args: argparse.Namespace, extra: 
             "--no-early-stop",
             "--search",
             "grid",
-            "--out",
-            str(out),
             "--quiet",
             *extra,
-        ],
+        ),
         cwd=ROOT,
         env=ENV,
         check=True,
