@@ -1,35 +1,13 @@
 """Per-request and per-level benchmark metrics (pure functions over recorded request traces).
 
-Definitions (docs/reference/peer-tools.md §2.1 compares the tools; where they agree we follow them):
+What each metric means is written once, in tuner/measure/definitions.py (report.md and
+docs/tuner.md render it); this module computes exactly those, from the client's traces:
 
-Per request
-- TTFT: arrival of the first chunk that carries output tokens minus the send time (vLLM
-  `bench serve`, SGLang `bench_serving` and AIPerf all use the first non-empty chunk).
-- E2E latency: arrival of the last token-carrying chunk minus the send time.
-- Output tokens: the server's own count (`meta_info.completion_tokens` of native `/generate`, or
-  `usage.completion_tokens` of the OpenAI endpoints), never the number of chunks: speculative
-  decoding streams several tokens per chunk. A request whose server count is missing is failed,
-  rather than silently credited with the requested length (SGLang `bench_serving`'s fallback).
-- TPOT = (E2E - TTFT) / (output_tokens - 1): vLLM's and SGLang's TPOT, AIPerf's ITL.
-- Decode rate = (output_tokens - 1) / (E2E - TTFT): the seed's "per-request tok/s". It leaves
-  out queue wait and prefill, so at concurrency 64 with ~21 running slots it stays near the
-  per-slot speed (~99 tok/s in docs/reference/seed-campaign.md) instead of collapsing with the queue.
-- ITL (chunk-robust): each gap between consecutive token-carrying chunks is divided evenly over
-  the tokens that later chunk carried (the idea of vLLM PR #42661), so every ITL sample is one
-  token and percentiles are per token. Plain chunk gaps would count a 4-token chunk as one
-  slow token. Tokens that arrive in the first chunk come with TTFT and get no ITL sample.
-
-Per level (closed loop: C workers, each sends its next request when its previous one ends)
-- wall = first send to last completion (failed requests included: they occupied the level).
-- output_tok_s (aggregate) = sum of output tokens of successful requests / wall (vLLM's
-  "Output token throughput"; GuideLLM's over its measured window).
-- per_request_tok_s = mean decode rate of the successful requests.
-- accept_length for this level alone: sum completion_tokens / sum spec_verify_ct over the
-  level's requests (from `/generate`'s final meta_info; SGLang PR #3152's portable formula,
-  docs/reference/sglang.md §3.3), else the level's delta of the Prometheus counters
-  generation_tokens_total / spec_verify_calls_total (docs/reference/sglang.md §3.2), else tokens per
-  chunk (one chunk per verify step at the default --stream-interval 1). SGLang's own
-  `avg_spec_accept_length` is cumulative since start-up and mixes levels, so it is not used.
+- per request (from a `RequestTrace`): TTFT, E2E, TPOT, decode rate and the
+  chunk-robust ITL samples, with the server's own output-token count;
+- per level (`LevelMetrics`): aggregate output tok/s over the span while all C clients were busy,
+  the latency percentiles, the level's own acceptance length and its source, and the windows
+  (cut at every C-th completion) that tuner/measure/stats.py turns into intervals.
 """
 
 from __future__ import annotations

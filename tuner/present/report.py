@@ -8,34 +8,15 @@ from ..data.records import DeployRecord, Record, SkipRecord
 from ..data.store import PLOT, SCHEDULE_PLOT
 from ..decide.schedule_phase import level_batch
 from ..decide.search.text import misfit_text
+from ..measure import definitions
 from ..spec import workload as workload_mod
 from .summary import Summary, schedule_json, schedule_phase_text
 
-METRIC_DEFINITIONS = """\
-- **Aggregate output tok/s** (`output_tok_s`): output tokens of the level's successful requests
-  that arrived while all C clients were busy, divided by that time: from the first send to the
-  moment the closed loop stopped sending (vLLM `bench serve`'s output token throughput, without
-  the drain at the end, whose length would depend on how many requests the level needed). A
-  closed loop: C clients, each sends its next request when its previous one ends; a level sends
-  at least max(4, 2 x C) requests, then more until `--precision` (or exactly
-  `--requests-per-level N`). Warm-up requests before the first level are not counted.
-- **Per-request tok/s** (`per_request_tok_s`): mean over requests of (output tokens - 1) /
-  (E2E - TTFT), the decode rate once a request runs. It excludes queueing and prefill, so it
-  stays meaningful when C exceeds `max_running_requests`.
-- **TTFT**: first chunk carrying output tokens minus send time (includes queue wait and prefill).
-- **TPOT**: (E2E - TTFT) / (output tokens - 1) per request (vLLM, SGLang, AIPerf agree).
-- **ITL**: chunk-robust inter-token latency: each gap between chunks is divided evenly over the
-  tokens that chunk carried, so a speculative chunk of 4 tokens gives four samples of a quarter of
-  the gap (vLLM PR #42661); percentiles are per token.
-- **Output tokens** are the server's count (`meta_info.completion_tokens` or
-  `usage.completion_tokens`), never the number of chunks.
-- **Acceptance length** (`accept_length`): tokens per verify step for this level alone: sum of
-  completion tokens / sum of `spec_verify_ct` over the level's requests (native `/generate`),
-  else the level's delta of `generation_tokens_total` / `spec_verify_calls_total` from `/metrics`,
-  else tokens per chunk; the source is in `accept_length_source`. SGLang's own
-  `avg_spec_accept_length` is cumulative since start-up and is not used.
-- **Failed requests**: HTTP errors, streams cut before their final chunk, and, with `ignore_eos`,
-  streams with fewer tokens than requested.
+METRIC_DEFINITIONS = (
+    definitions.markdown()
+    + """
+How the results are judged:
+
 - **Intervals** (`ci95`): 95% confidence intervals. From one level: batch means over the level's
   windows (cut at every C-th completion) for aggregate tok/s, order statistics for TTFT/TPOT
   p50: they cover the noise *within* that level. With `--repeats`: a Student t interval over the
@@ -62,6 +43,7 @@ METRIC_DEFINITIONS = """\
   one configuration at a time (**early stop**: when every level's throughput at the newest depth
   is below, beyond noise, the best at a shallower depth, deeper steps are skipped).
 """
+)
 
 
 def _f(v: Any, nd: int = 1) -> str:
