@@ -7,13 +7,16 @@ of it); `plot DIR` and `report DIR` call it on a finished or interrupted directo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..data.results import result_rows
 from ..data.store import PLOT, RECOMMENDATION, REPORT, SCHEDULE_PLOT, Store
 from ..spec.sweepspec import SweepSpec
 from . import report as report_mod
-from .summary import Summary, capacity_by_config, recommendation_json, summarize, title
+from .summary import Summary, recommendation_json, summarize, title
+
+if TYPE_CHECKING:
+    from .plots import PredictedPoint
 
 
 def write_checkpoint(store: Store, spec: SweepSpec) -> None:
@@ -37,7 +40,7 @@ def write_all(
 
 
 def write_plot(out: Path, s: Summary) -> Path | None:
-    from .plots import plot_throughput  # matplotlib: imported only when a plot is drawn
+    from .plots import CapacityPoint, plot_throughput  # matplotlib: imported only when a plot is drawn
 
     if not s.stats and not s.state.deploys:
         return None
@@ -45,19 +48,23 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         Path(out) / PLOT,
         s.stats,
         s.levels,
-        capacity_by_config(s),
+        [
+            CapacityPoint(d.config, d.max_total_num_tokens, d.max_running_requests)
+            for d in s.state.deploys.values()
+            if not d.config.is_schedule  # the steps axis holds static depths only
+        ],
         title=title(s),
         chosen={c: ch.chosen.config_id for c, ch in s.choices.items()},
-        recommended=_static_recommendation(s),
-        failed={cid: r.config.to_json() for cid, r in s.state.failed.items() if not r.config.is_schedule},
-        skipped={cid: r.config.to_json() for cid, r in s.state.skipped.items() if not r.config.is_schedule},
+        recommended_steps=_static_recommendation(s),
+        failed=[r.config for r in s.state.failed.values() if not r.config.is_schedule],
+        skipped=[r.config for r in s.state.skipped.values() if not r.config.is_schedule],
         slo=s.slo,
         predicted=predicted_points(s),
     )
 
 
-def _static_recommendation(s: Summary) -> dict[str, Any] | None:
-    """What the steps plot marks: the recommended static depth (an adaptive recommendation has
+def _static_recommendation(s: Summary) -> int | None:
+    """The depth the steps plot marks: the recommended static depth (an adaptive recommendation has
     its own plot, and no place on the steps axis)."""
     rec = s.recommendation
     if rec.kind.startswith("adaptive"):
@@ -65,7 +72,7 @@ def _static_recommendation(s: Summary) -> dict[str, Any] | None:
         rec = view.static if view is not None and view.static is not None else rec
         if rec.kind.startswith("adaptive"):
             return None
-    return rec.to_dict() if rec.chosen else None
+    return rec.chosen.spec_steps if rec.chosen is not None else None
 
 
 def write_schedule_plot(out: Path, s: Summary) -> Path | None:
@@ -97,15 +104,12 @@ def write_schedule_plot(out: Path, s: Summary) -> Path | None:
     )
 
 
-def predicted_points(s: Summary) -> dict[str, dict[str, Any]]:
+def predicted_points(s: Summary) -> dict[str, PredictedPoint]:
     """The model's predictions for the configurations it did not deploy, as the plot draws them."""
-    out: dict[str, dict[str, Any]] = {}
-    for cid, r in s.state.skipped.items():
-        pred = r.prediction
-        if r.kind != "predicted" or pred is None or not pred.levels:
-            continue
-        cfg = r.config
-        series = (1, None, cfg.spec_algorithm) if cfg.spec_steps == 0 else cfg.series
-        levels = {lp.concurrency: (lp.output_tok_s.mean, lp.output_tok_s.lo, lp.output_tok_s.hi) for lp in pred.levels}
-        out[cid] = {"spec_steps": cfg.spec_steps, "series": series, "levels": levels}
-    return out
+    from .plots import PredictedPoint
+
+    return {
+        cid: PredictedPoint(r.config, {lp.concurrency: lp.output_tok_s for lp in r.prediction.levels})
+        for cid, r in s.state.skipped.items()
+        if r.kind == "predicted" and r.prediction is not None and r.prediction.levels
+    }

@@ -11,6 +11,8 @@ SLO, the cells that miss it are hollow and a TPOT limit is drawn as the per-user
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,33 @@ matplotlib.use("Agg")  # files only; no display on servers or in CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from ..data.prediction import Band  # noqa: E402
 from ..decide.analysis import PointStats  # noqa: E402
+from ..spec.configs import SpecConfig  # noqa: E402
 from ..spec.slo import Slo  # noqa: E402
+
+
+@dataclass(frozen=True)
+class CapacityPoint:
+    """What one deployed static configuration's gate reported: the capacity panel's point."""
+
+    config: SpecConfig
+    max_total_num_tokens: int | None
+    max_running_requests: int | None
+
+
+@dataclass(frozen=True)
+class PredictedPoint:
+    """A configuration the model-guided search did not deploy, with its predicted aggregate tok/s
+    per concurrency: drawn hollow, its interval as error bars."""
+
+    config: SpecConfig
+    levels: Mapping[int, Band]
+
+    @property
+    def series(self) -> tuple[int, int | None, str]:
+        cfg = self.config
+        return (1, None, cfg.spec_algorithm) if cfg.spec_steps == 0 else cfg.series
 
 
 def _pareto(
@@ -94,23 +121,22 @@ def plot_throughput(
     path: Path,
     stats: dict[tuple[str, int], PointStats],
     levels: list[int],
-    capacity: dict[str, dict[str, Any]],
+    capacity: Sequence[CapacityPoint],
     *,
     title: str,
-    chosen: dict[int, str] | None = None,
-    recommended: dict[str, Any] | None = None,
-    failed: dict[str, dict[str, Any]] | None = None,
-    skipped: dict[str, dict[str, Any]] | None = None,
+    chosen: Mapping[int, str] | None = None,
+    recommended_steps: int | None = None,
+    failed: Sequence[SpecConfig] = (),
+    skipped: Sequence[SpecConfig] = (),
     slo: Slo | None = None,
-    predicted: dict[str, dict[str, Any]] | None = None,
+    predicted: Mapping[str, PredictedPoint] | None = None,
 ) -> Path:
-    """Draw the figure; `capacity` maps config_id -> {spec_steps, max_total_num_tokens, ...};
-    `predicted` maps a configuration the model-guided search did not deploy to {spec_steps,
-    levels: {concurrency: (mean, lo, hi)}}: drawn hollow, with the interval as error bars."""
-    chosen = chosen or {}
-    failed = failed or {}
-    skipped = skipped or {}
-    predicted = predicted or {}
+    """Draw the figure: `capacity` has a point per deployed static configuration, `failed` and
+    `skipped` the configurations that did not start or were not deployed (a skipped one that has a
+    prediction is drawn from `predicted`, keyed by config_id), `recommended_steps` the depth marked
+    as recommended (None: an adaptive or no recommendation)."""
+    chosen = dict(chosen or {})
+    predicted = dict(predicted or {})
     fig, axes = plt.subplots(2, 2, figsize=(15, 10.5))
     ax_agg, ax_req, ax_cap, ax_par = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
     cmap = plt.get_cmap("viridis")
@@ -145,9 +171,9 @@ def plot_throughput(
                     markersize=5,
                 )
             guesses = sorted(
-                (info["spec_steps"], *info["levels"][c])
-                for info in predicted.values()
-                if c in info["levels"] and info.get("series") == skey
+                (pp.config.spec_steps, pp.levels[c].mean, pp.levels[c].lo, pp.levels[c].hi)
+                for pp in predicted.values()
+                if c in pp.levels and pp.series == skey
             )
             if guesses:
                 labelled = labelled_prediction
@@ -178,22 +204,18 @@ def plot_throughput(
                         zorder=5,
                     )
     # Capacity panel: one point per configuration that came up.
-    caps = sorted(
-        (v for v in capacity.values() if v.get("spec_steps") is not None),
-        key=lambda v: (v.get("spec_topk") or 1, v.get("spec_draft_tokens") or 0, v["spec_steps"]),
-    )
     ax_mrr = ax_cap.twinx()
-    by_series: dict[tuple[int, int | None], list[dict[str, Any]]] = {}
-    for v in caps:
-        key: tuple[int, int | None] = (
-            (1, None) if v["spec_steps"] == 0 else (v.get("spec_topk") or 1, v.get("spec_draft_tokens"))
-        )
-        by_series.setdefault(key, []).append(v)
+    by_series: dict[tuple[int, int | None], list[CapacityPoint]] = {}
+    for cp in capacity:
+        cfg = cp.config
+        key: tuple[int, int | None] = (1, None) if cfg.spec_steps == 0 else (cfg.spec_topk, cfg.spec_draft_tokens)
+        by_series.setdefault(key, []).append(cp)
     for si, (key, vals) in enumerate(sorted(by_series.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))):
+        vals.sort(key=lambda cp: cp.config.spec_steps)
         ls = styles[si % len(styles)]
         suffix = "" if key == (1, None) else f" t{key[0]}" + (f" d{key[1]}" if key[1] else "")
-        kv = [(v["spec_steps"], v.get("max_total_num_tokens")) for v in vals if v.get("max_total_num_tokens")]
-        mr = [(v["spec_steps"], v.get("max_running_requests")) for v in vals if v.get("max_running_requests")]
+        kv = [(cp.config.spec_steps, cp.max_total_num_tokens) for cp in vals if cp.max_total_num_tokens]
+        mr = [(cp.config.spec_steps, cp.max_running_requests) for cp in vals if cp.max_running_requests]
         if kv:
             ax_cap.plot(
                 [x for x, _ in kv],
@@ -212,21 +234,19 @@ def plot_throughput(
                 color="tab:red",
                 label="max_running_requests" + suffix,
             )
-    for _cid, info in failed.items():
-        if info.get("spec_steps") is None:
-            continue
-        ax_cap.plot([info["spec_steps"]], [0], marker="x", markersize=12, color="black")
+    for cfg in failed:
+        ax_cap.plot([cfg.spec_steps], [0], marker="x", markersize=12, color="black")
         ax_cap.annotate(
-            "deploy failed", (info["spec_steps"], 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8
+            "deploy failed", (cfg.spec_steps, 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8
         )
-    for cid, info in skipped.items():
-        if info.get("spec_steps") is None or cid in predicted:
+    for cfg in skipped:
+        if cfg.config_id in predicted:
             continue
         for ax in (ax_agg, ax_req):
-            ax.axvspan(info["spec_steps"] - 0.4, info["spec_steps"] + 0.4, color="0.9", zorder=0)
+            ax.axvspan(cfg.spec_steps - 0.4, cfg.spec_steps + 0.4, color="0.9", zorder=0)
         ax_agg.annotate(
             "skipped",
-            (info["spec_steps"], 0),
+            (cfg.spec_steps, 0),
             xycoords=("data", "axes fraction"),
             textcoords="offset points",
             xytext=(0, 6),
@@ -234,7 +254,7 @@ def plot_throughput(
             fontsize=8,
             color="0.4",
         )
-    rec_k = (recommended or {}).get("spec_steps")
+    rec_k = recommended_steps
     if rec_k is not None:
         for ax in (ax_agg, ax_req, ax_cap):
             ax.axvline(

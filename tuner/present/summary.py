@@ -522,18 +522,6 @@ def title(s: Summary) -> str:
     return f"{name}: throughput vs speculative steps (temperature {temps}, {shape})"
 
 
-def capacity_by_config(s: Summary) -> dict[str, dict[str, Any]]:
-    return {
-        cid: {
-            **d.config.to_json(),
-            "max_total_num_tokens": d.max_total_num_tokens,
-            "max_running_requests": d.max_running_requests,
-        }
-        for cid, d in s.state.deploys.items()
-        if not d.config.is_schedule  # the steps axis holds static depths only
-    }
-
-
 def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
     """What the intervals rest on: repeats, which noise they cover, the precision reached
     (half-width / mean, %), and the spread across repeats where repeats exist."""
