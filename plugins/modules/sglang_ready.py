@@ -361,6 +361,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_adaptive import resolved_schedule
+from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_gate_report import GateReport
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log import (
     current_launch,
     find_fatal,
@@ -375,10 +376,8 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log imp
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_releases import adaptive_config_form
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_info import (
     SERVER_INFO_PATHS,
-    draft_tokens_adjusted,
     parse_models,
     parse_server_info,
-    requested_speculative,
 )
 
 # How long a failure report waits for the unit to leave `active` after its fatal log line.
@@ -1025,66 +1024,9 @@ def read_schedule(adaptive, config_path, version):
 
 
 def build_report(summary, info, models, info_path=None, schedule=None):
-    """Merge the log summary, ``/server_info`` and ``/v1/models`` into the return keys.
-
-    The log's capacity line is what the scheduler printed for this start, so it wins; the
-    server info fills the fields older builds do not print. Speculative settings come from
-    /server_info when it has them (resolved values), else from the ``server_args=`` line.
-    """
-    info = info or {}
-    models = models or {}
-    cap_log = summary.get("capacity") or {}
-    capacity = {
-        "max_total_num_tokens": cap_log.get("max_total_num_tokens"),
-        "max_running_requests": cap_log.get("max_running_requests"),
-        "max_prefill_tokens": cap_log.get("max_prefill_tokens"),
-        "chunked_prefill_size": cap_log.get("chunked_prefill_size"),
-        "context_len": cap_log.get("context_len"),
-        "available_gpu_mem_gb": cap_log.get("available_gpu_mem_gb"),
-    }
-    fallback = {
-        "max_total_num_tokens": info.get("max_total_num_tokens"),
-        "max_running_requests": info.get("max_running_requests"),
-        "max_prefill_tokens": info.get("max_prefill_tokens"),
-        "chunked_prefill_size": info.get("chunked_prefill_size"),
-        "context_len": info.get("context_length") or models.get("max_model_len"),
-    }
-    for key, value in fallback.items():
-        if capacity.get(key) is None and value is not None:
-            capacity[key] = value
-    if "available_cpu_mem_gb" in cap_log:
-        capacity["available_cpu_mem_gb"] = cap_log["available_cpu_mem_gb"]
-
-    spec_log = summary.get("speculative") or {}
-    spec_info = info.get("speculative") or {}
-    speculative = {}
-    for key in ("enabled", "algorithm", "num_steps", "eagle_topk", "num_draft_tokens"):
-        value = spec_info.get(key) if info else None
-        speculative[key] = value if value is not None else spec_log.get(key)
-    adjusted = spec_log.get("draft_tokens_adjusted")
-    if adjusted is None and info.get("launch_command"):
-        adjusted = draft_tokens_adjusted(requested_speculative(info["launch_command"]), speculative)
-    speculative["draft_tokens_adjusted"] = adjusted
-    speculative["max_running_requests_reset"] = spec_log.get("max_running_requests_reset")
-    speculative["max_running_requests_reset_to"] = spec_log.get("max_running_requests_reset_to")
-    speculative["adaptive"] = spec_info.get("adaptive") if info else None
-    speculative["schedule"] = schedule if speculative["adaptive"] else None
-
-    served = info.get("served_model_name") or summary.get("served_model_name") or models.get("served_model_name")
-    server = {
-        "version": info.get("version"),
-        "served_model_name": served,
-        "server_info_path": info_path,
-        "avg_spec_accept_length": info.get("avg_spec_accept_length"),
-    }
-    return {
-        "capacity": capacity,
-        "speculative": speculative,
-        "server": server,
-        "kv_pools": summary.get("kv_pools") or [],
-        "mamba_cache": summary.get("mamba_cache"),
-        "sglang_warnings": list(summary.get("warnings") or []),
-    }
+    """Merge the log summary, ``/server_info`` and ``/v1/models`` into the return keys (the rule and
+    the types: module_utils/sglang_gate_report.py, which the tuner reads them back with)."""
+    return GateReport.build(summary, info, models, info_path, schedule).to_json()
 
 
 def argument_spec():

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from sglang_utils.sglang_gate_report import Capacity, Speculative
+
 from ..measure.metrics import LevelMetrics, LevelSamples
 from ..spec.configs import SpecConfig
 from .prediction import Prediction
@@ -101,16 +103,25 @@ class DeployRecord(Record):
         return self.status == "ok"
 
     @property
+    def gate_capacity(self) -> Capacity:
+        """`capacity` typed (module_utils/sglang_gate_report.py, the module's own type)."""
+        return Capacity.from_json(self.capacity)
+
+    @property
+    def gate_speculative(self) -> Speculative:
+        return Speculative.from_json(self.speculative)
+
+    @property
     def max_total_num_tokens(self) -> int | None:
-        return (self.capacity or {}).get("max_total_num_tokens")
+        return self.gate_capacity.max_total_num_tokens
 
     @property
     def max_running_requests(self) -> int | None:
-        return (self.capacity or {}).get("max_running_requests")
+        return self.gate_capacity.max_running_requests
 
     @property
     def resolved_draft_tokens(self) -> int | None:
-        return (self.speculative or {}).get("num_draft_tokens")
+        return self.gate_speculative.num_draft_tokens
 
 
 @dataclass

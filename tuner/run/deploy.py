@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_utils.sglang_gate_report import GateReport
+
 from ..data.records import DeployRecord
 from ..data.redact import Redactor
 from ..spec.configs import SpecConfig
@@ -150,6 +152,11 @@ class DeployResult:
             if line.startswith(("Rolled back", "No earlier configuration")):
                 return line.strip()
         return None
+
+    @property
+    def gate(self) -> GateReport:
+        """The sglang_ready module's report, typed (module_utils/sglang_gate_report.py)."""
+        return GateReport.from_json(self.report)
 
     def record(self) -> DeployRecord:
         """The `deploy` record of records.jsonl (tuner/data/records.py)."""

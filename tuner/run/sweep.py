@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from sglang_utils.sglang_adaptive import launch_steps as schedule_launch_steps
 from sglang_utils.sglang_checks import parse_whole_number
+from sglang_utils.sglang_gate_report import GateReport
 
 from ..data.records import (
     BenchFailedRecord,
@@ -115,15 +116,13 @@ class Sweep:
             return f"[{cfg.label}] deploy FAILED on {res.host} after {res.elapsed_s:.1f} s: {res.reason}" + (
                 f" ({res.rollback})" if res.rollback else ""
             )
-        rep = res.report or {}
-        cap = rep.get("capacity") or {}
-        spec = rep.get("speculative") or {}
-        ready = rep.get("ready_seconds")
+        gate = res.gate
+        ready = (res.report or {}).get("ready_seconds")
         return (
             f"[{cfg.label}] up on {res.host} in {res.elapsed_s:.1f} s (server ready "
             f"{'-' if ready is None else format(ready, '.1f')} s): max_total_num_tokens "
-            f"{cap.get('max_total_num_tokens')}, max_running_requests {cap.get('max_running_requests')}, "
-            f"draft tokens {spec.get('num_draft_tokens')}"
+            f"{gate.capacity.max_total_num_tokens}, max_running_requests {gate.capacity.max_running_requests}, "
+            f"draft tokens {gate.speculative.num_draft_tokens}"
         )
 
     def _client(self, res: DeployResult) -> BenchClient:
@@ -399,27 +398,22 @@ class Sweep:
 
 def server_record(url: str, info: dict[str, Any], served: str | None) -> DeployRecord:
     """`bench --url`: what the running server says it is, as a deploy record (`source`
-    "server_info"), from the same /server_info parser the sglang_ready module uses."""
-    spec = info.get("speculative") or {}
-    steps = spec.get("num_steps") if spec.get("enabled") else 0
-    topk = spec.get("eagle_topk") or 1
-    draft = spec.get("num_draft_tokens") if (steps and topk > 1) else None
-    cfg = SpecConfig(int(steps or 0), int(topk), draft, str(spec.get("algorithm") or "NEXTN"))
+    "server_info"), from the same /server_info parser and gate report the sglang_ready module uses."""
+    gate = GateReport.from_server_info(info, served)
+    spec = gate.speculative
+    steps = spec.num_steps if spec.enabled else 0
+    topk = spec.eagle_topk or 1
+    draft = spec.num_draft_tokens if (steps and topk > 1) else None
+    cfg = SpecConfig(int(steps or 0), int(topk), draft, str(spec.algorithm or "NEXTN"))
     return DeployRecord(
         config=cfg,
         host=url,
         status="ok",
         client_url=url,
         source="server_info",
-        capacity={
-            "max_total_num_tokens": info.get("max_total_num_tokens"),
-            "max_running_requests": info.get("max_running_requests"),
-            "max_prefill_tokens": info.get("max_prefill_tokens"),
-            "chunked_prefill_size": info.get("chunked_prefill_size"),
-            "context_len": info.get("context_length"),
-        },
-        speculative={k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")},
-        server={"version": info.get("version"), "served_model_name": served},
+        capacity=gate.capacity.to_json(),
+        speculative=spec.to_json(),
+        server=gate.server.to_json(),
     )
 
 
