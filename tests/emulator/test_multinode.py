@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from emu_testlib import free_port
@@ -11,6 +12,8 @@ from emu_testlib import free_port
 from tuner.emulator import model, multinode
 from tuner.emulator.faults import FaultSet, parse_faults
 from tuner.emulator.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
 
 JOINED = "Init torch distributed ends."
 
@@ -163,8 +166,18 @@ def test_cross_node_cost_adds_to_every_step():
     assert model.step_time_ms(q, 8, 0) == pytest.approx(model.step_time_ms(p, 8, 0) + p.t_cross_node_ms)
     assert model.step_time_ms(q, 8, 3) == pytest.approx(model.step_time_ms(p, 8, 3) + p.t_cross_node_ms)
     r = multinode.adjust_profile(p, 16, 4)  # ceil(log2 4) = 2 hops
-    assert r.t_base_ms == pytest.approx(p.t_base_ms + 2 * p.t_cross_node_ms)
+    assert model.step_time_ms(r, 8, 0) == pytest.approx(model.step_time_ms(p, 8, 0) + 2 * p.t_cross_node_ms)
     assert multinode.adjust_profile(p, 4, 1) is p
+
+
+def test_cross_node_cost_adds_to_a_measured_step_table():
+    """A profile whose step cost is a table measured on one node (`step_time_ms`) pays the
+    cross-node all-reduces too: the table replaces the linear terms, not the network."""
+    p = load_profile(ROOT / "bench" / "profiles" / "h200-llama3-8b.yaml")
+    assert p.step_table is not None
+    q = multinode.adjust_profile(p, p.tp_size or 1, 2)
+    for batch, k in ((1, 0), (8, 0), (8, 3), (32, 5)):
+        assert model.step_time_ms(q, batch, k) == pytest.approx(model.step_time_ms(p, batch, k) + p.t_cross_node_ms)
 
 
 def test_kv_capacity_grows_when_the_tp_group_spans_more_gpus():

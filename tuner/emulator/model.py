@@ -145,6 +145,8 @@ def step_time_ms(
     `graph_bs` pads the batch to a captured CUDA-graph size first (padded_batch). A profile with a
     `step_time_ms` table uses it instead of the linear terms (table_ms); `kv_tokens`, the KV held
     by the running requests, adds kv_read_ns_per_token for each token beyond the table's context.
+    A server over several nodes adds its cross-node all-reduce cost (`cross_node_step_ms`) to
+    either form.
     """
     if spec is None:
         spec = k > 0
@@ -158,6 +160,7 @@ def step_time_ms(
         extra = 0.0
         if table.kv_read_ns_per_token is not None and kv_tokens is not None:
             extra = table.kv_read_ns_per_token * (kv_tokens - running * table.context_tokens) * 1e-6
+        extra += p.cross_node_step_ms
         if not spec:
             return max(table_ms(table, batch, 1) + extra, 0.0)
         k = max(k, 0)
@@ -169,10 +172,10 @@ def step_time_ms(
             t += p.t_step_extra_ms.get(k, 0.0)
         return max(t, 0.0)
     if not spec:
-        return p.t_base_ms + p.c_tok_ms * batch
+        return p.t_base_ms + p.c_tok_ms * batch + p.cross_node_step_ms
     k = max(k, 0)
     n = verify_tokens if verify_tokens is not None else k + 1
-    t = p.t_spec_ms + k * p.t_draft_ms + p.c_verify_ms * batch * n
+    t = p.t_spec_ms + k * p.t_draft_ms + p.c_verify_ms * batch * n + p.cross_node_step_ms
     if p.t_draft_quad_ms:
         t += p.t_draft_quad_ms * k * k
     if p.t_step_extra_ms:

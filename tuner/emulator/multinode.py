@@ -154,7 +154,8 @@ def adjust_profile(p: Profile, tp_size: int, nnodes: int) -> Profile:
     if tp0 == tp_size and extra == 0.0:
         return p
     share = tp0 / tp_size
-    changes: dict[str, Any] = {"t_base_ms": p.t_base_ms + extra, "t_spec_ms": p.t_spec_ms + extra}
+    # added by model.step_time_ms to every step, whichever form the profile's step cost has
+    changes: dict[str, Any] = {"cross_node_step_ms": extra}
     if tp0 != tp_size:
         nospec = scale_kv_tokens(p, p.kv_tokens_nospec, tp_size)
         changes.update(

@@ -130,6 +130,10 @@ class Profile:
     # step's all-reduces crossing nodes (multinode.py, docs/emulator.md "Multi-node")
     tp_size: int = 0
     t_cross_node_ms: float = 1.5
+    # Not a profile key: what this server's node count adds to every step (t_cross_node_ms x
+    # ceil(log2(nnodes)), set by multinode.adjust_profile; model.step_time_ms adds it to either
+    # form of the step cost, the linear terms or a `step_time_ms` table).
+    cross_node_step_ms: float = 0.0
 
     def alpha_at(self, temperature: float) -> float:
         """Acceptance per draft position at this sampling temperature (linear interpolation)."""
