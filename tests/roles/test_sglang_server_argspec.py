@@ -73,3 +73,13 @@ def test_no_undocumented_variable_is_read():
         "sglang_server_run",
     }
     assert sorted(used - options) == []
+
+
+def test_every_emulator_fault_is_documented():
+    """The fault table is written once (plugins/module_utils/emulator_faults.py); the variable that
+    takes them names each one."""
+    from sglang_utils.emulator_faults import FAULT_SPECS
+
+    desc = " ".join(specs()["main"]["options"]["sglang_server_emulator_faults"]["description"])
+    missing = [name for name in FAULT_SPECS if f"C({name}" not in desc]
+    assert missing == [], f"faults not named in sglang_server_emulator_faults' description: {missing}"
