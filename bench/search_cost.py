@@ -44,7 +44,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 sys.path.insert(0, str(ROOT))
-from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
+from tuner_testlib import (  # noqa: E402
+    emulator_clock,
+    free_port,
+    local_inventory,
+    local_sweep_cmd,
+    stop_local_emulators,
+)
 
 sys.path.insert(0, str(ROOT / "bench"))
 from search_replay import replay  # noqa: E402
@@ -55,7 +61,16 @@ from tuner.decide import analysis  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}
 ENV.pop("SGLANG_API_KEY", None)
-KEEP = ("report.md", "recommendation.json", "results.csv", "throughput_vs_steps.png", "records.jsonl", "sweep.json")
+KEEP = (
+    "report.md",
+    "recommendation.json",
+    "results.csv",
+    "throughput_vs_steps.png",
+    "records.jsonl",
+    "sweep.json",
+    "emulator_clock.json",
+)
+CLOCK = "emulator_clock.json"
 PASS_SHARE = 0.97
 
 
@@ -129,9 +144,25 @@ class Run:
     inside: tuple[int, int] | None  # levels inside their predicted interval, of those predicted
     misfits: list[str]
     out: Path
+    # whether the emulator kept its model's clock through the sweep (tuner_testlib.emulator_clock;
+    # None: not recorded, a sweep kept before the clock line existed)
+    clock: dict[str, float] | None = None
+
+    @property
+    def clock_lost(self) -> bool:
+        return bool(self.clock and self.clock.get("lag_resets"))
 
 
-def sweep(machine: Machine, inv: Path, search: str, out: Path, repeats: int, requests: str) -> Run:
+def clock_text(run: Run) -> str:
+    c = run.clock
+    if not c or not c.get("servers"):
+        return "not recorded"
+    if c.get("lag_resets"):
+        return f"NO: {int(c['lag_resets'])} lag reset(s), max lag {c['max_lag_ms']:,.0f} ms"
+    return f"yes (max lag {c['max_lag_ms']:,.0f} ms)"
+
+
+def sweep(machine: Machine, inv: Path, state: Path, search: str, out: Path, repeats: int, requests: str) -> Run:
     cmd = local_sweep_cmd(
         out,
         inv,
@@ -153,7 +184,13 @@ def sweep(machine: Machine, inv: Path, search: str, out: Path, repeats: int, req
         cmd.append("--no-early-stop")
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
-    return read_run(out, search, time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    # the last server of the sweep logs its clock line when it stops; each sweep reads its own
+    stop_local_emulators(state)
+    (out / CLOCK).write_text(json.dumps(emulator_clock(state), indent=2) + "\n")
+    for log in [*state.glob("*/log.all"), *state.glob("*/log")]:
+        log.rename(log.with_name(log.name + f".{search}"))
+    return read_run(out, search, wall)
 
 
 def read_run(out: Path, search: str, wall: float | None = None) -> Run:
@@ -180,6 +217,7 @@ def read_run(out: Path, search: str, wall: float | None = None) -> Run:
             for m in search_block.get("misfits") or []
         ],
         out=out,
+        clock=json.loads((out / CLOCK).read_text()) if (out / CLOCK).exists() else None,
     )
 
 
@@ -277,7 +315,7 @@ def main() -> int:
                         continue
                     out = Path(tmp) / name / search
                     print(f"[{name}] --search {search} ...", file=sys.stderr, flush=True)
-                    runs[search] = sweep(machine, inv, search, out, args.repeats, args.requests_per_level)
+                    runs[search] = sweep(machine, inv, state, search, out, args.repeats, args.requests_per_level)
                     dest = keep_dir / name / search
                     dest.mkdir(parents=True, exist_ok=True)
                     for f in KEEP:
@@ -327,24 +365,29 @@ def main() -> int:
         *([args.note, ""] if args.note else []),
         "| machine | depths | grid deployments | model deployments | share | grid wall | model wall | "
         "with the profile's start-up (grid / model) | levels passing | predictions inside their interval | "
-        "target met | replayed on the grid's measurements: deployments | replay: levels passing |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "target met | replayed on the grid's measurements: deployments | replay: levels passing | "
+        "the emulator kept its clock (grid / model) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ok_all = replay_all = True
+    lost: list[str] = []
     details = []
     for name, (grid, model) in results.items():
         machine = MACHINES[name]
         rows = compare(grid, model)
         passing = sum(1 for r in rows if r[5])
         half = model.deployments <= grid.deployments / 2
-        ok = half and passing == len(rows)
+        valid = not (grid.clock_lost or model.clock_lost)
+        ok = half and passing == len(rows) and valid
+        if not valid:
+            lost.append(name)
         if machine.judged:
             ok_all &= ok
         st = startup_s(machine.profile)
         inside = f"{model.inside[0]}/{model.inside[1]}" if model.inside and model.inside[1] else "-"
         r_n, r_total, r_rows = replays[name]
         r_pass = sum(1 for *_, share in r_rows if share >= PASS_SHARE)
-        replay_ok = r_pass == len(r_rows) and 2 * r_n <= r_total
+        replay_ok = r_pass == len(r_rows) and 2 * r_n <= r_total and not grid.clock_lost
         if machine.judged:
             replay_all &= replay_ok
         lines.append(
@@ -352,8 +395,9 @@ def main() -> int:
             f"{model.deployments / grid.deployments:.0%} | {grid.wall_s / 60:.1f} min | {model.wall_s / 60:.1f} min | "
             f"{(grid.wall_s + grid.deployments * st) / 60:.0f} / {(model.wall_s + model.deployments * st) / 60:.0f} min "
             f"({st:.0f} s each) | {passing}/{len(rows)} | {inside} | "
-            f"{('yes' if ok else 'NO') if machine.judged else 'n/a (misfit check)'} | "
-            f"{r_n} of {r_total} ({r_n / r_total:.0%}) | {r_pass}/{len(r_rows)} |"
+            f"{('yes' if ok else ('NO' if valid else 'NO: not a valid measurement')) if machine.judged else 'n/a'} | "
+            f"{r_n} of {r_total} ({r_n / r_total:.0%}) | {r_pass}/{len(r_rows)} | "
+            f"{clock_text(grid)} / {clock_text(model)} |"
         )
         details += [
             "",
@@ -382,6 +426,16 @@ def main() -> int:
         if model.misfits:
             lines += ["", f"Misfits the model sweep on {name} caught (and refitted after):", ""]
             lines += [f"- {m}" for m in model.misfits]
+    if lost:
+        lines += [
+            "",
+            "**Not valid measurements of their profiles: "
+            + ", ".join(lost)
+            + ".** The emulator fell behind its own clock more than its limit allows during these sweeps (lag "
+            "resets: the model's time was lost, tuner/emulator/engine.py), so their throughputs measure this "
+            "machine's CPU at that moment, not the profile: they count as not met and must be re-run on a quiet "
+            "machine.",
+        ]
     lines += [
         "",
         f"Result: **{'the target is met on every machine' if ok_all else 'the target is NOT met on every machine'}**"

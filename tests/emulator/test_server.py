@@ -13,6 +13,7 @@ from emu_testlib import Emulator, spec_flags
 from emulator_proc import free_port
 
 from tuner.emulator import model
+from tuner.emulator.logs import parse_clock_lines
 from tuner.emulator.profile import load_profile
 
 P = load_profile()
@@ -442,6 +443,10 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(emulator):
     assert "SIGTERM received. signum=None frame=None. Draining requests and shutting down..." in log
     assert "Gracefully exiting... Remaining number of requests 0." in log
     assert "Finished server process" in log
+    # the emulator's own clock line (benches read it after the server is gone): one per process,
+    # and a light load keeps the clock
+    (clock,) = parse_clock_lines(log)
+    assert clock["lag_resets"] == 0 and clock["model_busy_s"] > 0
 
 
 def test_sigterm_during_startup_exits_promptly(emulator):

@@ -98,13 +98,46 @@ def local_sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
     ]
 
 
-def stop_local_emulators(state_dir: Path) -> None:
-    """Stop what fixtures/local_emulator_deploy.yml started (its pid files name process groups)."""
+def stop_local_emulators(state_dir: Path, wait_s: float = 5.0) -> None:
+    """Stop what fixtures/local_emulator_deploy.yml started (its pid files name process groups),
+    waiting up to `wait_s` for them to leave (their last log line is the emulator's clock line)."""
+    groups = []
     for pidfile in state_dir.glob("*/pid"):
         try:
-            os.killpg(int(pidfile.read_text().strip()), signal.SIGTERM)
+            pgid = int(pidfile.read_text().strip())
+            os.killpg(pgid, signal.SIGTERM)
+            groups.append(pgid)
         except (ValueError, ProcessLookupError, PermissionError):
             pass
+    deadline = time.monotonic() + wait_s
+    while groups and time.monotonic() < deadline:
+        alive = []
+        for pgid in groups:
+            try:
+                os.killpg(pgid, 0)
+                alive.append(pgid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        groups = alive
+        if groups:
+            time.sleep(0.1)
+
+
+def emulator_clock(state_dir: Path) -> dict[str, float]:
+    """Whether the local emulators of a sweep kept their model's clock, from the clock line each
+    one logs when it stops (tuner/emulator/logs.py CLOCK_LINE; the fixture keeps every deployment's
+    log in log.all): servers seen, the largest lag behind the clock (ms) and the lag resets (each
+    one lost model time: the CPU, not the profile, set the pace)."""
+    from tuner.emulator.logs import parse_clock_lines
+
+    lines: list[dict[str, float]] = []
+    for log in sorted([*state_dir.glob("*/log.all"), *state_dir.glob("*/log")]):
+        lines += parse_clock_lines(log.read_text(encoding="utf-8", errors="replace"))
+    return {
+        "servers": len(lines),
+        "max_lag_ms": max((c["max_lag_ms"] for c in lines), default=0.0),
+        "lag_resets": sum(int(c["lag_resets"]) for c in lines),
+    }
 
 
 def grep_tree(root: Path, needle: str) -> list[Path]:

@@ -9,6 +9,7 @@ functions so tests and the module's parser can be checked against them without a
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from typing import TextIO
@@ -215,3 +216,16 @@ NOT_ENOUGH_MEMORY = (
     "Current value: self.server_args.mem_fraction_static={value}"
 )
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
+
+# The emulator's own line, at SIGTERM (SGLang prints nothing like it): whether this process kept
+# the model's clock (server.py `clock`), for benches that read the log after the server is gone.
+CLOCK_LINE = "Emulator clock: max lag {max_lag_ms} ms, {lag_resets} lag resets, model busy {model_busy_s} s"
+CLOCK_RE = re.compile(r"Emulator clock: max lag ([0-9.]+) ms, ([0-9]+) lag resets, model busy ([0-9.]+) s")
+
+
+def parse_clock_lines(text: str) -> list[dict[str, float]]:
+    """Every CLOCK_LINE in a log, oldest first: {max_lag_ms, lag_resets, model_busy_s}."""
+    return [
+        {"max_lag_ms": float(m[1]), "lag_resets": int(m[2]), "model_busy_s": float(m[3])}
+        for m in CLOCK_RE.finditer(text)
+    ]

@@ -587,6 +587,11 @@ class Runner:
         self._sigterm_count += 1
         if self._sigterm_count == 1:
             self.log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+            if self.app is not None:
+                # the emulator's own line (SGLang has none like it): whether this process kept the
+                # model's clock, for benches that read the log after the server is gone
+                c = self.app.clock()
+                self.log.info(logs.CLOCK_LINE.format(**c))
         app = self.app
         drain = (
             self._sigterm_count == 1
