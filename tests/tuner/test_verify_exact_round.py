@@ -39,7 +39,9 @@ def _no_deploy(*_a: Any, **_k: Any) -> Any:
     raise AssertionError("the exact round must not deploy here")
 
 
-def _phase(tmp_path: Path, version: str, deterministic: bool, exact: bool = True) -> tuple[VerifyPhase, _Log, _Progress]:
+def _phase(
+    tmp_path: Path, version: str, deterministic: bool, exact: bool = True
+) -> tuple[VerifyPhase, _Log, _Progress]:
     log, progress = _Log(), _Progress()
     phase = VerifyPhase(
         baseline_path=tmp_path / "verify_baseline.json",

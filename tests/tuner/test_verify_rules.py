@@ -184,7 +184,10 @@ def test_judge_without_acceptance_holds_parity_only():
     assert v["passed"], v["reasons"]
     assert v["rule"]["mode"] == "deterministic" and v["accept"]["judged"] is False
     bad_long = [dict(r) for r in lg]
-    bad_long[2] = {**bad_long[2], "output_ids": bad_long[2]["output_ids"][:200] + _rows(1, 184, seed=9)[0]["output_ids"]}
+    bad_long[2] = {
+        **bad_long[2],
+        "output_ids": bad_long[2]["output_ids"][:200] + _rows(1, 184, seed=9)[0]["output_ids"],
+    }
     v = rules.judge(base, _candidate(s, bad_long, deterministic=True), acceptance=False)
     assert not v["passed"] and "long outputs differ" in v["reasons"][0]
     # the same divergence passes the threshold rule (short continuations all match)

@@ -246,8 +246,13 @@ def notes_for(s: Summary) -> list[str]:
     for bf in s.state.unstable.values():
         notes.append(f"{_cfg_txt(bf)} failed during its benchmark on {bf.host}: {bf.reason}. It is not recommended.")
     for vf in s.state.verify_failed.values():
+        where = (
+            "'s exact round (redeployed with --enable-deterministic-inference)"
+            if vf.role == "exact"
+            else " on its measurement deployment"
+        )
         notes.append(
-            f"{_cfg_txt(vf)} failed the correctness gate on {vf.host}: {(vf.reasons or ['?'])[0]}. "
+            f"{_cfg_txt(vf)} failed the correctness gate{where} on {vf.host}: {(vf.reasons or ['?'])[0]}. "
             'It is not recommended (see "Correctness gate").'
         )
     if s.spec.command == "sweep" and not s.spec.verify:

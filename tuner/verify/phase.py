@@ -196,9 +196,7 @@ class VerifyPhase:
 
     def _note(self, text: str, verdict: dict[str, Any]) -> None:
         self.progress.line(f"[verify exact] {text}")
-        self.log.append(
-            VerifyRecord(config=SpecConfig(spec_steps=0), passed=True, role="exact_round", verdict=verdict)
-        )
+        self.log.append(VerifyRecord(config=SpecConfig(spec_steps=0), passed=True, role="exact_round", verdict=verdict))
 
     async def _exact_capture(self, deploy: Any, host: str) -> tuple[bool, int]:
         """The deterministic baseline: reused from its file when it fits, else `k0` deployed with the
@@ -225,7 +223,9 @@ class VerifyPhase:
         self.progress.line(
             f"[verify exact] deploying the no-speculation baseline with --{rules.DETERMINISTIC_FLAG} on {host}"
         )
-        res = await asyncio.to_thread(deploy, cfg, host, label="verify-exact-baseline", extravars=self._deterministic_vars())
+        res = await asyncio.to_thread(
+            deploy, cfg, host, label="verify-exact-baseline", extravars=self._deterministic_vars()
+        )
         why = None
         doc = None
         if not res.ok or not res.client_url:
