@@ -144,7 +144,9 @@ def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
             "The outputs were not checked (--no-verify): nothing here says the configurations are lossless."
         ]
     if not state.verify and state.verify_baseline is None:
-        lines.append("No configuration was checked on its measurement deployment (none finished its levels with it on).")
+        lines.append(
+            "No configuration was checked on its measurement deployment (none finished its levels with it on)."
+        )
         if state.verify_exact_round is None and not state.verify_exact:
             return lines
         return lines + _exact_lines(state) + [""]
