@@ -177,6 +177,12 @@ def exact_lines(verify: list[dict], timing: dict[str, dict], meta: dict) -> list
         "",
         f"In all: {len(runs)} extra deployment(s), {total:.0f} s, {100 * total / meta['wall_s']:.1f}% of the "
         f"sweep's {meta['wall_s']:.0f} s (`--no-verify-exact` leaves it out).",
+        "",
+        "The 10% rule above is the gate's (its requests against the configuration's measurement), and each "
+        "redeploy's gate keeps it; the round's deploys are not held to it: they are the price of the exact rule, "
+        "one no-speculation deploy plus one per distinct pick (at most 4), paid once per sweep. Here a deploy is an "
+        "emulator process (seconds); on a GPU it is a model load (minutes), and so is every measurement deploy of "
+        "the sweep, so the share of the sweep stays of this order with as many picks.",
     ]
     return out
 
