@@ -180,9 +180,9 @@ def exact_lines(verify: list[dict], timing: dict[str, dict], meta: dict) -> list
         "",
         "The 10% rule above is the gate's (its requests against the configuration's measurement), and each "
         "redeploy's gate keeps it; the round's deploys are not held to it: they are the price of the exact rule, "
-        "one no-speculation deploy plus one per distinct pick (at most 4), paid once per sweep. Here a deploy is an "
-        "emulator process (seconds); on a GPU it is a model load (minutes), and so is every measurement deploy of "
-        "the sweep, so the share of the sweep stays of this order with as many picks.",
+        "one no-speculation deploy plus one per distinct pick (at most 4), paid once per sweep. Here a deploy starts "
+        "an emulator process; on a GPU a deploy loads the model, as each of the sweep's own deploys does (not "
+        "measured here).",
     ]
     return out
 
