@@ -169,3 +169,11 @@ def test_exact_round_catches_what_the_threshold_lets_through_and_checks_the_next
     assert "k2-t1 redeployed with --enable-deterministic-inference" in report
     assert "judged by: exact (100% on a redeploy" in report
     assert "k2-t1 (spec_steps 2) failed the correctness gate's exact round (redeployed with" in report
+
+    # --resume: every pick has its exact verdict; nothing is redeployed and nothing recorded again
+    n = len(recs)
+    rc = sweep(out, inv, "--steps", "1-2", "-e", json.dumps(faults), "--resume")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    assert "[verify exact] done: 0 configuration(s) redeployed, 0 deploy(s)" in printed.out + printed.err
+    assert records(out)[n:] == []

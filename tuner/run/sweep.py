@@ -68,6 +68,7 @@ class Gate(Protocol):
         host: str,
         picks: Callable[[], list[SpecConfig]],
         checked: Callable[[], tuple[set[str], set[str]]],
+        previous: dict[str, Any] | None = None,
     ) -> None: ...
 
 
@@ -399,7 +400,14 @@ class Sweep:
             if self.verify is not None:
                 # the picks redeployed with deterministic inference, held to exact parity (where the
                 # release has it); a failing one is excluded and the next pick is checked
-                await self.verify.exact_round(self.deployer.deploy, self.hosts[0], self._picks, self._verified)
+                before = self.store.state().verify_exact_round
+                await self.verify.exact_round(
+                    self.deployer.deploy,
+                    self.hosts[0],
+                    self._picks,
+                    self._verified,
+                    None if before is None else dict(before.verdict),
+                )
         except asyncio.CancelledError:
             if not interrupted.is_set():
                 raise

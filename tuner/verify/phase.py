@@ -194,8 +194,15 @@ class VerifyPhase:
         through the role's ordinary flag mapping (sglang_server_extra_flags, plugins/module_utils/sglang_flags.py)."""
         return {"sglang_server_extra_flags": {**self.extra_flags, rules.DETERMINISTIC_FLAG: True}}
 
-    def _note(self, text: str, verdict: dict[str, Any]) -> None:
+    def _note(self, text: str, verdict: dict[str, Any], previous: dict[str, Any] | None = None) -> None:
+        """Say what the round did; a `--resume` whose round did nothing new (the same reason not to
+        run, or nothing left to check) adds no record, so records.jsonl grows only with new facts."""
         self.progress.line(f"[verify exact] {text}")
+        if previous is not None and (
+            (not verdict.get("applies") and previous.get("why") == verdict.get("why"))
+            or (verdict.get("applies") and not verdict.get("deploys") and not verdict.get("unchecked"))
+        ):
+            return
         self.log.append(VerifyRecord(config=SpecConfig(spec_steps=0), passed=True, role="exact_round", verdict=verdict))
 
     async def _exact_capture(self, deploy: Any, host: str) -> tuple[bool, int]:
@@ -337,6 +344,7 @@ class VerifyPhase:
         host: str,
         picks: Callable[[], list[SpecConfig]],
         checked: Callable[[], tuple[set[str], set[str]]],
+        previous: dict[str, Any] | None = None,
     ) -> None:
         """After the sweep: hold the configurations about to be recommended to exact parity.
 
@@ -344,21 +352,25 @@ class VerifyPhase:
         recommendation first, then each level's pick); it is asked again after every failure, so a
         failing pick's successor is checked next. `checked()`: (configurations with an exact
         verdict already, e.g. from before a --resume; configurations with a per-deployment verdict).
-        At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are logged and recorded."""
+        At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are logged and recorded.
+        `previous`: the verdict of the round an earlier run of this sweep recorded (a --resume)."""
         if not self.exact:
             self._note(
                 "off (--no-verify-exact): every configuration is judged by its per-deployment check",
                 {"applies": False, "why": "--no-verify-exact", "off": True},
+                previous,
             )
             return
         if self.baseline is None:
             self._note(
-                f"not run: {self.unusable or 'no baseline'}", {"applies": False, "why": self.unusable or "no baseline"}
+                f"not run: {self.unusable or 'no baseline'}",
+                {"applies": False, "why": self.unusable or "no baseline"},
+                previous,
             )
             return
         plan = rules.exact_round(self.baseline.get("server_version"), bool(self.baseline.get("deterministic")))
         if not plan["applies"]:
-            self._note(f"not run: {plan['why']}", dict(plan))
+            self._note(f"not run: {plan['why']}", dict(plan), previous)
             return
         started = time.perf_counter()
         deploys, made = 0, 0
@@ -411,4 +423,5 @@ class VerifyPhase:
                 "unchecked": left,
                 "stopped": stopped,
             },
+            previous,
         )
