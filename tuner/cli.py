@@ -211,6 +211,16 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                 f"verify: the no-speculation baseline {where} (deployed once unless the file is there), then each "
                 "speculative configuration's outputs and acceptance after its levels (--no-verify: off)"
             )
+            print(
+                "verify exact: "
+                + (
+                    "where the release has --enable-deterministic-inference, the configurations about to be "
+                    "recommended are redeployed with it and must match a deterministic baseline exactly "
+                    "(at most 4 redeploys plus one no-speculation deploy; --no-verify-exact: off)"
+                    if spec.verify_exact
+                    else "off (--no-verify-exact): every configuration is judged by its per-deployment check"
+                )
+            )
         else:
             print("verify: off (--no-verify): the outputs will not be checked")
         return 0
@@ -248,6 +258,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             progress=progress,
             api_key=api_key,
             tool=TOOL,
+            exact=spec.verify_exact,
+            extra_flags=spec.extra_vars.get("sglang_server_extra_flags")
+            if isinstance(spec.extra_vars.get("sglang_server_extra_flags"), dict)
+            else None,
         )
     sweep = Sweep(
         spec=spec,

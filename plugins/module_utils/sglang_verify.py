@@ -59,6 +59,7 @@ __all__ = [
     "find_cycle",
     "acceptance_drift",
     "rule_for",
+    "exact_round",
     "judge",
     "verdict_line",
 ]
@@ -271,6 +272,30 @@ def rule_for(server_version: object, baseline_deterministic: bool, candidate_det
     }
 
 
+def exact_round(server_version: object, baseline_deterministic: bool) -> dict[str, Any]:
+    """Whether a sweep redeploys its picks with --enable-deterministic-inference to hold them to
+    exact parity (docs/tuner.md "Verify"): only where the release has the flag, and only when the
+    measurement deployments ran without it (with it, the per-deployment check is exact already).
+    Returns {"applies": bool, "why": sentence}."""
+    if not supports_deterministic(server_version):
+        return {
+            "applies": False,
+            "why": f"SGLang {server_version} has no --{DETERMINISTIC_FLAG} (since {DETERMINISTIC_SINCE}): "
+            f"every configuration is judged by the threshold rule ({round(EXACT_SHARE_MIN * 100)}% exact)",
+        }
+    if baseline_deterministic:
+        return {
+            "applies": False,
+            "why": f"the measurement deployments already run with --{DETERMINISTIC_FLAG}: "
+            "each configuration was held to exact parity on its own deployment",
+        }
+    return {
+        "applies": True,
+        "why": f"SGLang {server_version} has --{DETERMINISTIC_FLAG}: the configurations to be recommended are "
+        "redeployed with it and must match a deterministic no-speculation baseline exactly",
+    }
+
+
 def _snippet(text: str, start: int, width: int = 60) -> str:
     part = text[start : start + width]
     return part + ("..." if len(text) > start + width else "")
@@ -321,8 +346,41 @@ def _compare(base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping
     }
 
 
+def _acceptance_reasons(acc: float | None, measured_accept: float | None, drift: Mapping[str, Any]) -> list[str]:
+    """The acceptance rules: above the floor, not below 95% of the measured value, no drift."""
+    reasons = []
+    if acc is None:
+        reasons.append("no acceptance length: the server reported no verify passes (spec_verify_ct)")
+    else:
+        if acc <= ACCEPT_FLOOR:
+            reasons.append(
+                f"acceptance length {acc:.2f} is not above {ACCEPT_FLOOR:.2f}: speculation accepts (almost) nothing"
+            )
+        if measured_accept and acc < ACCEPT_OF_MEASURED * measured_accept:
+            reasons.append(
+                f"acceptance length {acc:.2f} is below {round(ACCEPT_OF_MEASURED * 100)}% of the "
+                f"{measured_accept:.2f} the sweep measured for this configuration"
+            )
+    if drift["drifted"]:
+        reasons.append(
+            "acceptance drifts over the gate's run: {:.2f} in the first window, {:.2f} in the last (drop {:.2f}, noise {:.2f})".format(
+                drift["first"], drift["last"], drift["drop"], drift["noise"]
+            )
+        )
+    elif drift["last"] is not None and drift["first"] is not None and drift["last"] <= ACCEPT_FLOOR < drift["first"]:
+        reasons.append(
+            "acceptance collapsed to {:.2f} in the last window of the gate's run ({:.2f} at first)".format(
+                drift["last"], drift["first"]
+            )
+        )
+    return reasons
+
+
 def judge(
-    baseline: Mapping[str, Any], candidate: Mapping[str, Any], measured_accept: float | None = None
+    baseline: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    measured_accept: float | None = None,
+    acceptance: bool = True,
 ) -> dict[str, Any]:
     """The gate's verdict on one configuration.
 
@@ -330,7 +388,9 @@ def judge(
     [[tokens, verify passes], ...] of the long run in arrival order, "accept_length" (the gate's
     own, all requests), "requests", "seconds"}; rows as in the baseline ({"id", "text",
     "output_ids"}). `measured_accept`: the acceptance length the sweep measured for the
-    configuration (None: not known, only the floor applies). Returns a JSON-able dict with
+    configuration (None: not known, only the floor applies). `acceptance` False leaves the
+    acceptance and drift rules out (the sweep's exact round: they are judged on the measurement
+    deployment, the one that is deployed, not on the deterministic redeploy). Returns a JSON-able dict with
     "passed" and "reasons" (one sentence each, the first one is the headline)."""
     rule = rule_for(
         candidate.get("server_version"), bool(baseline.get("deterministic")), bool(candidate.get("deterministic"))
@@ -389,32 +449,11 @@ def judge(
         "measured": measured_accept,
         "floor": ACCEPT_FLOOR,
         "share_of_measured_min": ACCEPT_OF_MEASURED,
+        "judged": acceptance,
     }
-    if acc is None:
-        reasons.append("no acceptance length: the server reported no verify passes (spec_verify_ct)")
-    else:
-        if acc <= ACCEPT_FLOOR:
-            reasons.append(
-                f"acceptance length {acc:.2f} is not above {ACCEPT_FLOOR:.2f}: speculation accepts (almost) nothing"
-            )
-        if measured_accept and acc < ACCEPT_OF_MEASURED * measured_accept:
-            reasons.append(
-                f"acceptance length {acc:.2f} is below {round(ACCEPT_OF_MEASURED * 100)}% of the "
-                f"{measured_accept:.2f} the sweep measured for this configuration"
-            )
     drift = acceptance_drift(candidate.get("steps") or [])
-    if drift["drifted"]:
-        reasons.append(
-            "acceptance drifts over the gate's run: {:.2f} in the first window, {:.2f} in the last (drop {:.2f}, noise {:.2f})".format(
-                drift["first"], drift["last"], drift["drop"], drift["noise"]
-            )
-        )
-    elif drift["last"] is not None and drift["first"] is not None and drift["last"] <= ACCEPT_FLOOR < drift["first"]:
-        reasons.append(
-            "acceptance collapsed to {:.2f} in the last window of the gate's run ({:.2f} at first)".format(
-                drift["last"], drift["first"]
-            )
-        )
+    if acceptance:
+        reasons += _acceptance_reasons(acc, measured_accept, drift)
     return {
         "passed": not reasons,
         "reasons": reasons,

@@ -162,3 +162,34 @@ def test_baseline_of_another_model_version_or_prompt_set_is_refused():
         rules.baseline_problems(dict(b, speculative={"algorithm": "EAGLE"}))
     )
     assert rules.baseline_problems([]) == ["not a JSON object"]
+
+
+def test_exact_round_applies_where_the_release_has_the_flag_and_the_sweep_ran_without_it():
+    on = rules.exact_round("0.5.9", baseline_deterministic=False)
+    assert on["applies"] and "0.5.9" in on["why"]
+    old = rules.exact_round("0.5.2", baseline_deterministic=False)
+    assert not old["applies"] and "0.5.2 has no --enable-deterministic-inference (since 0.5.3)" in old["why"]
+    assert "threshold rule" in old["why"]
+    assert not rules.exact_round("junk", False)["applies"]
+    already = rules.exact_round("0.5.23", baseline_deterministic=True)
+    assert not already["applies"] and "already run with" in already["why"]
+
+
+def test_judge_without_acceptance_holds_parity_only():
+    """The exact round's verdict: a collapsed acceptance is not its business (the measurement
+    deployment judges it), a long output that parts from the baseline is."""
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    base = _baseline(s, lg, deterministic=True)
+    v = rules.judge(base, _candidate(s, lg, accept=1.0, deterministic=True), measured_accept=3.0, acceptance=False)
+    assert v["passed"], v["reasons"]
+    assert v["rule"]["mode"] == "deterministic" and v["accept"]["judged"] is False
+    bad_long = [dict(r) for r in lg]
+    bad_long[2] = {
+        **bad_long[2],
+        "output_ids": bad_long[2]["output_ids"][:200] + _rows(1, 184, seed=9)[0]["output_ids"],
+    }
+    v = rules.judge(base, _candidate(s, bad_long, deterministic=True), acceptance=False)
+    assert not v["passed"] and "long outputs differ" in v["reasons"][0]
+    # the same divergence passes the threshold rule (short continuations all match)
+    v = rules.judge(_baseline(s, lg), _candidate(s, bad_long), measured_accept=3.0)
+    assert v["passed"], v["reasons"]

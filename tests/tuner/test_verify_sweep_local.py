@@ -2,7 +2,9 @@
 ansible-runner, real emulator processes (tests/tuner/fixtures/local_emulator_deploy.yml), emulator
 faults on chosen depths. A configuration that fails is excluded, nothing is recommended or
 deployed from it, the report says why with the example, the records keep the verdicts; the
-baseline is deployed once and reused; `--no-verify` says the outputs were not checked."""
+baseline is deployed once and reused; `--no-verify` says the outputs were not checked. The exact
+round (a release with --enable-deterministic-inference: the picks redeployed with it, 100% parity)
+catches a divergence the threshold rule lets through and checks the next pick."""
 
 from __future__ import annotations
 
@@ -67,11 +69,12 @@ def records(out: Path) -> list[dict]:
 def test_failing_configurations_are_excluded_and_never_deployed(inv, tmp_path, capsys):
     out = tmp_path / "out"
     faults = {"local_emu_faults": {"3": ["spec-diverge=5"], "2": ["accept-collapse=0"]}}
-    rc = sweep(out, inv, "--steps", "1-3", "-e", json.dumps(faults), "--deploy-best")
+    # the per-deployment check alone (the exact round is test_exact_round_...'s)
+    rc = sweep(out, inv, "--steps", "1-3", "-e", json.dumps(faults), "--deploy-best", "--no-verify-exact")
     printed = capsys.readouterr()
     assert rc == 0, printed.out + printed.err
     recs = records(out)
-    verify = {r["config"]["config_id"]: r for r in recs if r["type"] == "verify" and r.get("role") != "baseline"}
+    verify = {r["config"]["config_id"]: r for r in recs if r["type"] == "verify" and r.get("role") == "config"}
     assert set(verify) == {"k1-t1", "k2-t1", "k3-t1"}
     assert verify["k1-t1"]["passed"] is True
     assert verify["k3-t1"]["passed"] is False
@@ -97,13 +100,13 @@ def test_failing_configurations_are_excluded_and_never_deployed(inv, tmp_path, c
 
     # a second campaign on the same model and version reuses the baseline: no no-speculation deploy
     out2 = tmp_path / "out2"
-    rc = sweep(out2, inv, "--steps", "1", "--verify-baseline", str(out / "verify_baseline.json"))
+    rc = sweep(out2, inv, "--steps", "1", "--verify-baseline", str(out / "verify_baseline.json"), "--no-verify-exact")
     printed = capsys.readouterr()
     assert rc == 0, printed.out + printed.err
     assert "reusing the baseline" in printed.out + printed.err
     recs2 = records(out2)
     assert not [r for r in recs2 if r["type"] == "verify" and r.get("role") == "baseline"]
-    assert [r["passed"] for r in recs2 if r["type"] == "verify"] == [True]
+    assert [r["passed"] for r in recs2 if r["type"] == "verify" and r["role"] == "config"] == [True]
 
 
 @pytest.mark.slow
@@ -116,3 +119,61 @@ def test_no_verify_says_the_outputs_were_not_checked(inv, tmp_path, capsys):
     assert not (out / "verify_baseline.json").exists()
     report = (out / "report.md").read_text()
     assert "The outputs were not checked (--no-verify)" in report
+
+
+@pytest.mark.slow
+def test_exact_round_catches_what_the_threshold_lets_through_and_checks_the_next_pick(inv, tmp_path, capsys):
+    """SGLang 0.5.9 (the emulator's default) has --enable-deterministic-inference. k2 is the faster
+    depth at both levels but its verify path goes wrong from token 100 on: its short continuations
+    (48 tokens) all match, so the threshold rule on its measurement deployment passes it; redeployed
+    with the flag it must match the deterministic baseline exactly, its long outputs do not, it is
+    excluded, and the next pick (k1) is redeployed, passes and is recommended and deployed."""
+    out = tmp_path / "out"
+    faults = {"local_emu_faults": {"2": ["spec-diverge=100"]}}
+    rc = sweep(out, inv, "--steps", "1-2", "-e", json.dumps(faults), "--deploy-best")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    recs = records(out)
+    by_role: dict[str, list[dict]] = {}
+    for r in recs:
+        if r["type"] == "verify":
+            by_role.setdefault(r["role"], []).append(r)
+    threshold = {r["config"]["config_id"]: r for r in by_role["config"]}
+    assert threshold["k2-t1"]["passed"] and threshold["k2-t1"]["verdict"]["rule"]["mode"] == "threshold"
+    # the round: one deterministic baseline, then k2 (the recommendation) and, once it failed, k1
+    (base,) = by_role["exact_baseline"]
+    assert base["passed"] and base["verdict"]["deterministic"] is True
+    assert json.loads((out / "verify_baseline.deterministic.json").read_text())["deterministic"] is True
+    exact = [(r["config"]["config_id"], r["passed"]) for r in by_role["exact"]]
+    assert exact == [("k2-t1", False), ("k1-t1", True)], exact
+    k2 = by_role["exact"][0]
+    assert k2["verdict"]["rule"]["mode"] == "deterministic"
+    assert "long outputs differ from the baseline under deterministic inference" in k2["reasons"][0]
+    assert k2["verdict"]["long"]["first_divergence_min"] == 100
+    assert k2["deploy_s"] > 0 and k2["seconds"] > 0
+    (rnd,) = by_role["exact_round"]
+    assert rnd["verdict"]["applies"] and rnd["verdict"]["deploys"] == 3 and rnd["verdict"]["configs"] == 2
+    assert "[verify exact] done: 2 configuration(s) redeployed, 3 deploy(s) in all" in printed.out + printed.err
+    # k1 recommended and deployed, never k2
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert rec["recommended"]["config_id"] == "k1-t1"
+    best = [r for r in recs if r["type"] == "deploy_best"]
+    assert best and all(r["config"]["config_id"] == "k1-t1" for r in best)
+    assert rec["verify"]["recommended_judged_by"].startswith("exact (100% on a redeploy")
+    ex = rec["verify"]["exact_round"]
+    assert ex["ran"] and ex["deploys"] == 3 and ex["seconds"] > 0
+    assert ex["configs"]["k2-t1"]["passed"] is False and ex["configs"]["k1-t1"]["passed"] is True
+    report = (out / "report.md").read_text()
+    assert "### Exact round (deterministic inference)" in report
+    assert "Cost: 3 extra deployment(s)" in report
+    assert "k2-t1 redeployed with --enable-deterministic-inference" in report
+    assert "judged by: exact (100% on a redeploy" in report
+    assert "k2-t1 (spec_steps 2) failed the correctness gate's exact round (redeployed with" in report
+
+    # --resume: every pick has its exact verdict; nothing is redeployed and nothing recorded again
+    n = len(recs)
+    rc = sweep(out, inv, "--steps", "1-2", "-e", json.dumps(faults), "--resume")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    assert "[verify exact] done: 0 configuration(s) redeployed, 0 deploy(s)" in printed.out + printed.err
+    assert records(out)[n:] == []

@@ -264,16 +264,20 @@ class TimingRecord(Record):
 @dataclass
 class VerifyRecord(Record):
     """The correctness gate's verdict on a configuration's deployment (tuner/verify/), or, with
-    `role` "baseline", the capture of the no-speculation baseline (once per campaign)."""
+    `role` "baseline", the capture of the no-speculation baseline (once per campaign). The exact
+    round (tuner/verify/phase.py) adds "exact_baseline" (the deterministic baseline's capture),
+    "exact" (a configuration redeployed with --enable-deterministic-inference, held to exact
+    parity) and "exact_round" (what the round did or why it did not run, with its deploys and
+    seconds in `verdict`)."""
 
     TYPE: ClassVar[str] = "verify"
     host: str | None = None
     passed: bool = False
-    role: str = "config"  # config | baseline
+    role: str = "config"  # config | baseline | exact | exact_baseline | exact_round
     reasons: list[str] = field(default_factory=list)  # why it failed, the headline first
     requests: int | None = None
     seconds: float | None = None
-    deploy_s: float | None = None  # the baseline's own deploy
+    deploy_s: float | None = None  # the baseline's own deploy (or the exact round's redeploy)
     deployment: int = 1
     verdict: dict[str, Any] = field(default_factory=dict)  # sglang_verify.judge's details
 
@@ -341,6 +345,10 @@ class SweepState:
     deploy_best: DeployBestRecord | None = None
     verify: dict[str, VerifyRecord] = field(default_factory=dict)  # the gate's latest verdict per configuration
     verify_baseline: VerifyRecord | None = None  # the campaign's baseline capture (None: reused or --no-verify)
+    verify_exact: dict[str, VerifyRecord] = field(default_factory=dict)  # the exact round's verdict per configuration
+    verify_exact_baseline: VerifyRecord | None = None  # the deterministic baseline's capture (None: reused/not run)
+    verify_exact_round: VerifyRecord | None = None  # the latest exact round: what it did, or why it did not run
+    verify_exact_cost: dict[str, float] = field(default_factory=lambda: {"deploys": 0, "seconds": 0.0})
     deployed_hosts: set[str] = field(default_factory=set)  # hosts that had a successful deploy
     server: dict[str, Any] = field(default_factory=dict)  # the server's name and version, latest
     records: list[Record] = field(default_factory=list)
@@ -370,6 +378,16 @@ class SweepState:
         if isinstance(rec, VerifyRecord):
             if rec.role == "baseline":
                 st.verify_baseline = rec
+            elif rec.role == "exact_round":
+                st.verify_exact_round = rec
+            elif rec.role in ("exact", "exact_baseline"):
+                if rec.role == "exact":
+                    st.verify_exact[cid] = rec
+                else:
+                    st.verify_exact_baseline = rec
+                # every redeploy of the round, over resumes: its deploy and the gate's requests
+                st.verify_exact_cost["deploys"] += 1
+                st.verify_exact_cost["seconds"] += float(rec.deploy_s or 0.0) + float(rec.seconds or 0.0)
             else:
                 st.verify[cid] = rec
             return
@@ -413,8 +431,12 @@ class SweepState:
 
     @property
     def verify_failed(self) -> dict[str, VerifyRecord]:
-        """Configurations whose latest gate verdict is a failure: never recommended."""
-        return {cid: v for cid, v in self.verify.items() if not v.passed}
+        """Configurations whose latest gate verdict is a failure, on their measurement deployment
+        or in the exact round: never recommended."""
+        out = {cid: v for cid, v in self.verify.items() if not v.passed}
+        # an exact verdict that could not be had (the redeploy did not come up) excludes nothing
+        out.update({cid: v for cid, v in self.verify_exact.items() if not v.passed and not v.verdict.get("unchecked")})
+        return out
 
     @property
     def unstable(self) -> dict[str, BenchFailedRecord]:

@@ -246,8 +246,13 @@ def notes_for(s: Summary) -> list[str]:
     for bf in s.state.unstable.values():
         notes.append(f"{_cfg_txt(bf)} failed during its benchmark on {bf.host}: {bf.reason}. It is not recommended.")
     for vf in s.state.verify_failed.values():
+        where = (
+            "'s exact round (redeployed with --enable-deterministic-inference)"
+            if vf.role == "exact"
+            else " on its measurement deployment"
+        )
         notes.append(
-            f"{_cfg_txt(vf)} failed the correctness gate on {vf.host}: {(vf.reasons or ['?'])[0]}. "
+            f"{_cfg_txt(vf)} failed the correctness gate{where} on {vf.host}: {(vf.reasons or ['?'])[0]}. "
             'It is not recommended (see "Correctness gate").'
         )
     if s.spec.command == "sweep" and not s.spec.verify:
@@ -424,6 +429,7 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
             "verified": best.verified,
         },
         "server": s.server,
+        "verify": verify_json(s),
         "workload": {
             "temperature": list(w.temperature),
             "top_p": w.top_p,
@@ -438,6 +444,23 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
             "repeat_deploys": s.spec.repeat_deploys,
             "prompts": workload.describe(w.dataset, w.dataset_sample),
         },
+    }
+
+
+def verify_json(s: Summary) -> dict[str, Any] | None:
+    """The correctness gate's part of recommendation.json: on or off, the rule the recommendation was
+    judged by, and the exact round's deploys and seconds (tuner/present/verify_text.py)."""
+    if s.spec.command != "sweep":
+        return None
+    from .verify_text import exact_json, judged_by
+
+    chosen = s.recommendation.chosen
+    return {
+        "on": bool(s.spec.verify),
+        "recommended_judged_by": None
+        if chosen is None or chosen.config.spec_steps == 0
+        else judged_by(s.state, chosen.config_id),
+        "exact_round": exact_json(s.state) if s.spec.verify else None,
     }
 
 

@@ -42,8 +42,13 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
         )
     )
     out.append(
-        f"  - acceptance length {_f(acc.get('gate'), '.2f')} (sweep measured {_f(acc.get('measured'), '.2f')}; "
-        f"first window {_f(dr.get('first'), '.2f')}, last {_f(dr.get('last'), '.2f')}, noise {_f(dr.get('noise'), '.2f')})"
+        f"  - acceptance length {_f(acc.get('gate'), '.2f')} ("
+        + (
+            f"sweep measured {_f(acc.get('measured'), '.2f')}; "
+            if acc.get("judged", True)
+            else "not judged on this deployment: on the measurement deployment; "
+        )
+        + f"first window {_f(dr.get('first'), '.2f')}, last {_f(dr.get('last'), '.2f')}, noise {_f(dr.get('noise'), '.2f')})"
     )
     out.append(f"  - cost: {v.get('requests')} requests in {_f(v.get('seconds'), '.1f')} s")
     for r in (v.get("reasons") or [])[1:] if not v.get("passed") else []:
@@ -51,6 +56,81 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
     if not v.get("passed"):
         out.insert(1, f"  - why: {(v.get('reasons') or ['?'])[0]}")
     return out
+
+
+def judged_by(state: Any, cid: str) -> str:
+    """Which rule a configuration was judged by, in words (report and recommendation.json)."""
+    ex = state.verify_exact.get(cid)
+    th = state.verify.get(cid)
+    if ex is not None and not ex.verdict.get("unchecked"):
+        return "exact (100% on a redeploy with --enable-deterministic-inference)" + (
+            "; acceptance on its measurement deployment" if th is not None else "; measured before a resume"
+        )
+    if th is None:
+        return "not checked"
+    rule = (th.verdict.get("rule") or {}).get("mode")
+    if rule == "deterministic":
+        return "exact (its measurement deployment ran with --enable-deterministic-inference)"
+    return "threshold (60% exact on its measurement deployment)" + (
+        f"; exact round: {(ex.reasons or ['?'])[0]}" if ex is not None else ""
+    )
+
+
+def exact_json(state: Any) -> dict[str, Any]:
+    """recommendation.json's `verify.exact_round`: what the round did and cost (all its runs)."""
+    rnd = state.verify_exact_round
+    return {
+        "ran": bool(rnd is not None and rnd.verdict.get("applies")),
+        "why": None if rnd is None else rnd.verdict.get("why"),
+        "deploys": int(state.verify_exact_cost["deploys"]),
+        "seconds": round(float(state.verify_exact_cost["seconds"]), 3),
+        "configs": {
+            cid: {"passed": v.passed, "reason": (v.reasons or [None])[0], "unchecked": bool(v.verdict.get("unchecked"))}
+            for cid, v in state.verify_exact.items()
+        },
+        "left_unchecked": [] if rnd is None else list(rnd.verdict.get("unchecked") or []),
+        "stopped": None if rnd is None else rnd.verdict.get("stopped"),
+    }
+
+
+def _exact_lines(state: Any) -> list[str]:
+    rnd = state.verify_exact_round
+    lines = ["", "### Exact round (deterministic inference)", ""]
+    if rnd is None and not state.verify_exact:
+        return lines + ["The exact round did not run (the sweep ended before it)."]
+    if rnd is not None and not rnd.verdict.get("applies") and not state.verify_exact:
+        return lines + [f"Not run: {rnd.verdict.get('why')}."]
+    cost = state.verify_exact_cost
+    base = state.verify_exact_baseline
+    if base is not None and base.passed:
+        lines.append(
+            f"Deterministic baseline: `k0` deployed with --enable-deterministic-inference on {base.host} "
+            f"({base.requests} requests in {_f(base.seconds, '.1f')} s after a {_f(base.deploy_s, '.1f')} s deploy): "
+            f"{base.verdict.get('baseline')}."
+        )
+    elif base is not None:
+        lines.append(f"Deterministic baseline: {(base.reasons or ['?'])[0]}.")
+    else:
+        lines.append("Deterministic baseline: reused from an earlier run (no deploy).")
+    lines.append(
+        f"Cost: {int(cost['deploys'])} extra deployment(s), {float(cost['seconds']):.1f} s (deploys and the gate's requests)."
+    )
+    lines.append("")
+    for cid, v in state.verify_exact.items():
+        verdict = {**v.verdict, "passed": v.passed, "reasons": v.reasons, "requests": v.requests, "seconds": v.seconds}
+        if v.verdict.get("short"):
+            bl = block(f"{cid} redeployed with --enable-deterministic-inference on {v.host}", verdict)
+            bl = [ln + f" (+ a {_f(v.deploy_s, '.1f')} s deploy)" if ln.startswith("  - cost:") else ln for ln in bl]
+        else:
+            bl = [f"- **{cid}**: {(v.reasons or ['?'])[0]}"]
+        lines += bl
+    if rnd is not None and rnd.verdict.get("unchecked"):
+        lines += [
+            "",
+            f"Not redeployed ({'stopped: ' + rnd.verdict['stopped'] if rnd.verdict.get('stopped') else 'the bound was reached'}): "
+            f"{', '.join(rnd.verdict['unchecked'])} keep their threshold verdict only.",
+        ]
+    return lines
 
 
 def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
@@ -64,7 +144,12 @@ def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
             "The outputs were not checked (--no-verify): nothing here says the configurations are lossless."
         ]
     if not state.verify and state.verify_baseline is None:
-        return lines + ["No configuration was checked by the correctness gate (none finished its levels with it on)."]
+        lines.append(
+            "No configuration was checked on its measurement deployment (none finished its levels with it on)."
+        )
+        if state.verify_exact_round is None and not state.verify_exact:
+            return lines
+        return lines + _exact_lines(state) + [""]
     base = state.verify_baseline
     if base is not None and base.passed:
         lines.append(
@@ -84,16 +169,20 @@ def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
         block_lines = (
             block(f"{cid} on {v.host}", verdict)
             if v.verdict.get("short")
-            else [f"- **{cid}**: **failed**: {(v.reasons or ['?'])[0]}"]
+            else [f"- **{cid}**: " + ("passed" if v.passed else f"**failed**: {(v.reasons or ['?'])[0]}")]
         )
         if share:
             block_lines = [ln + share if ln.startswith("  - cost:") else ln for ln in block_lines]
+        block_lines.insert(1, f"  - judged by: {judged_by(state, cid)}")
         lines += block_lines
     unchecked = [
         cid
         for cid in state.order
-        if cid not in state.verify and state.configs[cid].spec_steps > 0 and state.has_levels(cid)
+        if cid not in state.verify
+        and cid not in state.verify_exact
+        and state.configs[cid].spec_steps > 0
+        and state.has_levels(cid)
     ]
     if unchecked:
         lines += ["", f"Not checked (measured without the gate, e.g. before a --resume): {', '.join(unchecked)}."]
-    return lines
+    return lines + _exact_lines(state) + [""]

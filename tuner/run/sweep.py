@@ -22,7 +22,7 @@ import dataclasses
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from sglang_utils.sglang_adaptive import launch_steps as schedule_launch_steps
@@ -43,7 +43,7 @@ from ..decide.search.model import find_misfits
 from ..decide.search.text import misfit_text
 from ..measure import restarts
 from ..present import outputs
-from ..present.summary import Summary
+from ..present.summary import Summary, summarize
 from ..spec.configs import ConfigPlan, SpecConfig
 from ..spec.sweepspec import SweepSpec, WorkloadSpec
 from .client import BenchClient
@@ -62,6 +62,15 @@ class Gate(Protocol):
     async def check(
         self, cfg: SpecConfig, host: str, url: str, model: str | None, levels: list[Any], deployment: int = 1
     ) -> Any: ...
+
+    async def exact_round(
+        self,
+        deploy: Any,
+        host: str,
+        picks: Callable[[], list[SpecConfig]],
+        checked: Callable[[], tuple[set[str], set[str]]],
+        previous: dict[str, Any] | None = None,
+    ) -> None: ...
 
 
 REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
@@ -306,6 +315,25 @@ class Sweep:
             self.progress.line(f"[schedule] {line}")
         return plan.configs
 
+    def _picks(self) -> list[SpecConfig]:
+        """What the recommendation would name now, for the exact round: the recommendation first, then
+        each level's pick at every temperature, each configuration once."""
+        s = summarize(self.store.state(), self.spec)
+        out: dict[str, SpecConfig] = {}
+        views = list(s.views.values())
+        for rec in [s.recommendation, *(v.recommendation for v in views)]:
+            if rec.chosen is not None:
+                out.setdefault(rec.chosen.config_id, rec.chosen.config)
+        for v in views:
+            for _c, ch in sorted(v.choices.items()):
+                out.setdefault(ch.chosen.config_id, ch.chosen.config)
+        return list(out.values())
+
+    def _verified(self) -> tuple[set[str], set[str]]:
+        """(configurations with an exact verdict, configurations checked on their measurement deployment)."""
+        st = self.store.state()
+        return set(st.verify_exact), set(st.verify)
+
     async def _deploy_best(self, summary: Summary) -> bool:
         chosen = summary.recommendation.chosen
         if chosen is None:
@@ -368,6 +396,17 @@ class Sweep:
                     self.planner.extra = self._schedule_stage(stage)
                     if self.planner.extra:
                         await asyncio.gather(*(self._worker(h) for h in self.hosts))
+            if self.verify is not None:
+                # the picks redeployed with deterministic inference, held to exact parity (where the
+                # release has it); a failing one is excluded and the next pick is checked
+                before = self.store.state().verify_exact_round
+                await self.verify.exact_round(
+                    self.deployer.deploy,
+                    self.hosts[0],
+                    self._picks,
+                    self._verified,
+                    None if before is None else dict(before.verdict),
+                )
         except asyncio.CancelledError:
             if not interrupted.is_set():
                 raise

@@ -506,6 +506,21 @@ class SweepSpec:
             action="store_false",
         ),
     )
+    verify_exact: bool = field(
+        default=True,
+        metadata=_opt(
+            "--verify-exact",
+            True,
+            "after the sweep, where the SGLang release has --enable-deterministic-inference (0.5.3 on), redeploy the "
+            "configurations about to be recommended with it and require 100%% exact match with a deterministic "
+            "no-speculation baseline; a failing one is excluded and the next pick checked, at most 4 redeploys "
+            '(default on; docs/tuner.md "verify")',
+            None,
+            identity=False,
+            action="store_true",
+            negative="--no-verify-exact",
+        ),
+    )
     verify_baseline: str | None = field(
         default=None,
         metadata=_opt(

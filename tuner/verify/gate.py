@@ -25,14 +25,20 @@ async def capture(client: BenchClient, ps: PromptSet, tool: str) -> dict[str, An
 
 
 async def check(
-    client: BenchClient, ps: PromptSet, base: dict[str, Any], measured_accept: float | None, where: str
+    client: BenchClient,
+    ps: PromptSet,
+    base: dict[str, Any],
+    measured_accept: float | None,
+    where: str,
+    acceptance: bool = True,
 ) -> dict[str, Any]:
     """The gate's verdict on the server behind `client` (sglang_verify.judge), with what it is.
-    A baseline of another model, server version or prompt set raises BaselineError first."""
+    A baseline of another model, server version or prompt set raises BaselineError first.
+    `acceptance` False: parity and loops only (the sweep's exact round)."""
     ident = await probe.identity(client)
     baseline_mod.check(base, ident, ps, where)
     got = await probe.outputs(client, ps)
-    verdict = rules.judge(base, {**got, **ident}, measured_accept)
+    verdict = rules.judge(base, {**got, **ident}, measured_accept, acceptance)
     verdict["server"] = {k: ident.get(k) for k in ("server_version", "model", "speculative", "deterministic")}
     verdict["baseline"] = {"prompt_set": base.get("prompt_set"), "deterministic": bool(base.get("deterministic"))}
     return dict(verdict)

@@ -9,11 +9,23 @@ and a cost of a few dozen requests that bench/verify_cost.py keeps at or below 1
 configuration's measurement time. A configuration that fails is excluded from the
 recommendation (and so from --deploy-best): the summary reads the `verify` records. cli.py hands
 this object to run/sweep.py, which calls it through its `Gate` protocol.
+
+That per-deployment check uses the threshold rule unless the measurement deployments run with
+--enable-deterministic-inference. Where the release has the flag (sglang_verify.exact_round), the
+*exact round* follows the sweep (`exact_round`, off with --no-verify-exact): a second baseline is
+captured from `k0` deployed with the flag (`<baseline>.deterministic.json`, reused like the
+first), then the configurations about to be recommended (the distinct per-level picks, the
+recommendation first) are redeployed with the flag one at a time and must match it exactly; one
+that fails is excluded and the picks are worked out again, so the next candidate is checked, at
+most EXACT_MAX_CONFIGS redeploys per sweep. Acceptance and drift stay judged on the measurement
+deployment (the one --deploy-best deploys, without the flag), docs/tuner.md "In a sweep".
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +48,14 @@ class _Progress(Protocol):
 
 
 BASELINE_ID = "k0"
+# The exact round's bound: configurations redeployed with deterministic inference per sweep (the
+# picks beyond it keep their threshold verdict, and the report says so).
+EXACT_MAX_CONFIGS = 4
+
+
+def exact_baseline_path(path: Path) -> Path:
+    """Where the deterministic baseline lives beside the threshold one (`x.json` -> `x.deterministic.json`)."""
+    return path.with_name(path.stem + ".deterministic" + (path.suffix or ".json"))
 
 
 def measured_accept(levels: list[Any], config_id: str) -> float | None:
@@ -63,8 +83,13 @@ class VerifyPhase:
         progress: _Progress,
         api_key: str | None,
         tool: str,
+        exact: bool = True,
+        extra_flags: dict[str, Any] | None = None,
     ):
         self.path = baseline_path
+        self.exact = exact  # the exact round (--verify-exact, the default; --no-verify-exact: off)
+        self.extra_flags = dict(extra_flags or {})  # the user's sglang_server_extra_flags, kept on redeploy
+        self.exact_baseline: dict[str, Any] | None = None
         self.prompts = prompts
         self.log = log
         self.progress = progress
@@ -162,3 +187,241 @@ class VerifyPhase:
         self.log.append(rec)
         self.progress.line(f"[{cfg.label}] verify: {rules.verdict_line(v)}")
         return rec
+
+    # -- the exact round ---------------------------------------------------------------------
+    def _deterministic_vars(self) -> dict[str, Any]:
+        """The redeploy's extra vars: the user's extra flags plus --enable-deterministic-inference,
+        through the role's ordinary flag mapping (sglang_server_extra_flags, plugins/module_utils/sglang_flags.py)."""
+        return {"sglang_server_extra_flags": {**self.extra_flags, rules.DETERMINISTIC_FLAG: True}}
+
+    def _note(self, text: str, verdict: dict[str, Any], previous: dict[str, Any] | None = None) -> None:
+        """Say what the round did; a `--resume` whose round did nothing new (the same reason not to
+        run, or nothing left to check) adds no record, so records.jsonl grows only with new facts."""
+        self.progress.line(f"[verify exact] {text}")
+        if previous is not None and (
+            (not verdict.get("applies") and previous.get("why") == verdict.get("why"))
+            or (verdict.get("applies") and not verdict.get("deploys") and not verdict.get("unchecked"))
+        ):
+            return
+        self.log.append(VerifyRecord(config=SpecConfig(spec_steps=0), passed=True, role="exact_round", verdict=verdict))
+
+    async def _exact_capture(self, deploy: Any, host: str) -> tuple[bool, int]:
+        """The deterministic baseline: reused from its file when it fits, else `k0` deployed with the
+        flag. Returns (usable, deploys made)."""
+        path = exact_baseline_path(self.path)
+        if path.exists():
+            try:
+                doc = baseline_mod.read(path)
+            except baseline_mod.BaselineError:
+                doc = None
+            if doc is not None and doc.get("deterministic") and self.baseline is not None:
+                same = rules.baseline_mismatch(
+                    doc,
+                    self.baseline.get("model"),
+                    self.baseline.get("server_version"),
+                    self.prompts.sha256,
+                    self.prompts.settings,
+                )
+                if not same:
+                    self.exact_baseline = doc
+                    self.progress.line(f"[verify exact] reusing the deterministic baseline {path}: no deploy")
+                    return True, 0
+        cfg = SpecConfig(spec_steps=0)
+        self.progress.line(
+            f"[verify exact] deploying the no-speculation baseline with --{rules.DETERMINISTIC_FLAG} on {host}"
+        )
+        res = await asyncio.to_thread(
+            deploy, cfg, host, label="verify-exact-baseline", extravars=self._deterministic_vars()
+        )
+        why = None
+        doc = None
+        if not res.ok or not res.client_url:
+            why = f"the deterministic no-speculation baseline did not deploy on {host}: {res.reason}"
+        else:
+            served = ((res.report or {}).get("server") or {}).get("served_model_name")
+            try:
+                async with self._client(res.client_url, served) as c:
+                    doc = await gate.capture(c, self.prompts, self.tool)
+            except (baseline_mod.BaselineError, probe.ProbeError, ServerError, OSError, ValueError) as exc:
+                why = f"the deterministic baseline could not be captured: {exc}"
+            if doc is not None and not doc.get("deterministic"):
+                why = (
+                    f"the server on {host} does not report enable_deterministic_inference in /server_info "
+                    f"after a deploy with --{rules.DETERMINISTIC_FLAG}"
+                )
+        if why is not None or doc is None:
+            why = why or "no baseline"
+            self.progress.line(f"[verify exact] {why}")
+            self.log.append(
+                VerifyRecord(
+                    config=cfg,
+                    host=host,
+                    passed=False,
+                    role="exact_baseline",
+                    reasons=[why],
+                    deploy_s=round(res.elapsed_s, 3),
+                )
+            )
+            return False, 1
+        baseline_mod.write(path, doc)
+        self.exact_baseline = doc
+        self.log.append(
+            VerifyRecord(
+                config=cfg,
+                host=host,
+                passed=True,
+                role="exact_baseline",
+                requests=doc["requests"],
+                seconds=doc["seconds"],
+                deploy_s=round(res.elapsed_s, 3),
+                verdict={"baseline": str(path), "deterministic": True},
+            )
+        )
+        self.progress.line(
+            f"[verify exact] deterministic baseline: {doc['requests']} requests in {doc['seconds']:.1f} s after a "
+            f"{res.elapsed_s:.1f} s deploy -> {path}"
+        )
+        return True, 1
+
+    async def _exact_one(self, deploy: Any, host: str, cfg: SpecConfig, threshold_checked: bool) -> VerifyRecord:
+        """`cfg` redeployed with the flag, held to exact parity with the deterministic baseline.
+        Acceptance is judged here only for a configuration the per-deployment check never saw
+        (measured before a --resume): the floor and drift, not the 95% of a measurement made on a
+        deployment without the flag."""
+        self.progress.line(f"[verify exact] redeploying {cfg.label} with --{rules.DETERMINISTIC_FLAG} on {host}")
+        started = time.perf_counter()
+        res = await asyncio.to_thread(
+            deploy, cfg, host, label=f"verify-exact-{cfg.config_id}", extravars=self._deterministic_vars()
+        )
+        deploy_s = round(res.elapsed_s, 3)
+        if not res.ok or not res.client_url:
+            v: dict[str, Any] = {
+                "passed": False,
+                "unchecked": True,
+                "reasons": [f"not checked: the deterministic redeploy failed on {host}: {res.reason}"],
+            }
+        else:
+            served = ((res.report or {}).get("server") or {}).get("served_model_name")
+            assert self.exact_baseline is not None
+            try:
+                async with self._client(res.client_url, served) as c:
+                    v = await gate.check(
+                        c,
+                        self.prompts,
+                        self.exact_baseline,
+                        None,
+                        f"the deterministic baseline {exact_baseline_path(self.path)}",
+                        acceptance=not threshold_checked,
+                    )
+            except baseline_mod.BaselineError as exc:
+                v = {"passed": False, "unchecked": True, "reasons": [f"not checked: {exc}"]}
+            except (probe.ProbeError, ServerError, OSError, ValueError) as exc:
+                v = {"passed": False, "unchecked": True, "reasons": [f"not checked: the server did not answer: {exc}"]}
+            if (v.get("rule") or {}).get("mode") == "threshold":
+                # the flag did not take (the server does not say it runs deterministic): no exact verdict
+                v = {"passed": False, "unchecked": True, "reasons": [f"not checked exactly: {v['rule']['why']}"]}
+        rec = VerifyRecord(
+            config=cfg,
+            host=host,
+            passed=bool(v["passed"]),
+            role="exact",
+            reasons=list(v.get("reasons") or []),
+            requests=v.get("requests"),
+            seconds=v.get("seconds"),
+            deploy_s=deploy_s,
+            verdict={k: x for k, x in v.items() if k not in ("passed", "reasons", "requests", "seconds")},
+        )
+        self.log.append(rec)
+        self.progress.line(
+            f"[verify exact] {cfg.label}: {rules.verdict_line(v)}; deploy {deploy_s:.1f} s, "
+            f"{time.perf_counter() - started:.1f} s in all"
+        )
+        return rec
+
+    async def exact_round(
+        self,
+        deploy: Any,
+        host: str,
+        picks: Callable[[], list[SpecConfig]],
+        checked: Callable[[], tuple[set[str], set[str]]],
+        previous: dict[str, Any] | None = None,
+    ) -> None:
+        """After the sweep: hold the configurations about to be recommended to exact parity.
+
+        `picks()`: the speculative configurations the recommendation would name now, in order (the
+        recommendation first, then each level's pick); it is asked again after every failure, so a
+        failing pick's successor is checked next. `checked()`: (configurations with an exact
+        verdict already, e.g. from before a --resume; configurations with a per-deployment verdict).
+        At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are logged and recorded.
+        `previous`: the verdict of the round an earlier run of this sweep recorded (a --resume)."""
+        if not self.exact:
+            self._note(
+                "off (--no-verify-exact): every configuration is judged by its per-deployment check",
+                {"applies": False, "why": "--no-verify-exact", "off": True},
+                previous,
+            )
+            return
+        if self.baseline is None:
+            self._note(
+                f"not run: {self.unusable or 'no baseline'}",
+                {"applies": False, "why": self.unusable or "no baseline"},
+                previous,
+            )
+            return
+        plan = rules.exact_round(self.baseline.get("server_version"), bool(self.baseline.get("deterministic")))
+        if not plan["applies"]:
+            self._note(f"not run: {plan['why']}", dict(plan), previous)
+            return
+        started = time.perf_counter()
+        deploys, made = 0, 0
+        have_base = self.exact_baseline is not None
+        left: list[str] = []
+        stopped = None
+        while True:
+            exact_done, threshold_done = checked()
+            todo = [c for c in picks() if c.spec_steps > 0 and c.config_id not in exact_done]
+            if not todo:
+                break
+            if made >= EXACT_MAX_CONFIGS:
+                left = [c.config_id for c in todo]
+                break
+            if not have_base:
+                have_base, deployed = await self._exact_capture(deploy, host)
+                deploys += deployed
+                if not have_base:
+                    self._note(
+                        "not run: no deterministic baseline; the configurations keep their per-deployment verdicts",
+                        {"applies": False, "why": "no deterministic baseline", "deploys": deploys},
+                    )
+                    return
+            cfg = todo[0]
+            rec = await self._exact_one(deploy, host, cfg, cfg.config_id in threshold_done)
+            deploys += 1
+            made += 1
+            if rec.verdict.get("unchecked"):
+                # a redeploy with the flag that does not come up (or answer) says nothing about the
+                # configuration; the next one would fare the same: stop, keep the per-deployment verdicts
+                left = [c.config_id for c in todo[1:]]
+                stopped = rec.reasons[0]
+                break
+        secs = round(time.perf_counter() - started, 3)
+        text = f"{made} configuration(s) redeployed, {deploys} deploy(s) in all, {secs:.1f} s"
+        if stopped:
+            text += f"; stopped: {stopped}"
+        elif left:
+            text += f"; the bound of {EXACT_MAX_CONFIGS} was reached"
+        if left:
+            text += f"; {', '.join(left)} keep their per-deployment (threshold) verdict only"
+        self._note(
+            "done: " + text,
+            {
+                "applies": True,
+                "why": plan["why"],
+                "configs": made,
+                "deploys": deploys,
+                "seconds": secs,
+                "unchecked": left,
+                "stopped": stopped,
+            },
+            previous,
+        )

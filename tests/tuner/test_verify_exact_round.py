@@ -1,0 +1,201 @@
+"""The sweep's exact round (tuner/verify/phase.py `VerifyPhase.exact_round`) where it must not
+deploy anything: a release without --enable-deterministic-inference, --no-verify-exact, a sweep
+that already runs deterministic. The report and recommendation.json then say which rule judged
+each configuration. (The round that deploys is tests/tuner/test_verify_sweep_local.py's.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sglang_utils import sglang_verify as rules
+
+from tuner.data.records import SweepState, VerifyRecord
+from tuner.present.verify_text import exact_json, judged_by, report_section
+from tuner.spec.configs import SpecConfig
+from tuner.verify.phase import VerifyPhase, exact_baseline_path
+from tuner.verify.prompts import prompt_set, settings
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.state = SweepState()
+
+    def append(self, record: Any) -> dict[str, Any]:
+        self.state.add(record)
+        return {}
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def _no_deploy(*_a: Any, **_k: Any) -> Any:
+    raise AssertionError("the exact round must not deploy here")
+
+
+def _phase(
+    tmp_path: Path, version: str, deterministic: bool, exact: bool = True
+) -> tuple[VerifyPhase, _Log, _Progress]:
+    log, progress = _Log(), _Progress()
+    phase = VerifyPhase(
+        baseline_path=tmp_path / "verify_baseline.json",
+        prompts=prompt_set(None, settings()),
+        log=log,
+        progress=progress,
+        api_key=None,
+        tool="test",
+        exact=exact,
+    )
+    phase.baseline = {"server_version": version, "deterministic": deterministic, "model": "m"}
+    k2 = SpecConfig(spec_steps=2)
+    # k2 passed its per-deployment check by the threshold rule
+    log.append(
+        VerifyRecord(
+            config=k2,
+            host="h",
+            passed=True,
+            verdict={"rule": rules.rule_for(version, deterministic, deterministic)},
+        )
+    )
+    return phase, log, progress
+
+
+def _run(phase: VerifyPhase, log: _Log) -> None:
+    import asyncio
+
+    asyncio.run(
+        phase.exact_round(
+            _no_deploy,
+            "h",
+            lambda: [SpecConfig(spec_steps=2)],
+            lambda: (set(log.state.verify_exact), set(log.state.verify)),
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "deterministic", "exact", "said", "rule"),
+    [
+        ("0.5.2", False, True, "SGLang 0.5.2 has no --enable-deterministic-inference (since 0.5.3)", "threshold"),
+        ("0.5.9", False, False, "--no-verify-exact", "threshold"),
+        ("0.5.9", True, True, "already run with --enable-deterministic-inference", "exact (its measurement"),
+    ],
+)
+def test_no_redeploy_and_the_report_says_which_rule(tmp_path, version, deterministic, exact, said, rule):
+    phase, log, progress = _phase(tmp_path, version, deterministic, exact)
+    _run(phase, log)
+    assert any(said in ln for ln in progress.lines), progress.lines
+    st = log.state
+    assert st.verify_exact == {} and st.verify_exact_cost == {"deploys": 0, "seconds": 0.0}
+    assert said in (st.verify_exact_round.verdict.get("why") or "")
+    assert judged_by(st, "k2-t1").startswith(rule)
+    js = exact_json(st)
+    assert js["ran"] is False and js["deploys"] == 0 and said in js["why"]
+    text = "\n".join(report_section(st, True, True))
+    assert "### Exact round (deterministic inference)" in text and "Not run: " in text and said in text
+    assert f"judged by: {rule}" in text
+    assert not exact_baseline_path(phase.path).exists()
+
+
+def _fake_deploy(urls: dict[int, str], calls: list[tuple[str, dict]]) -> Any:
+    """Stands in for Deployer.deploy: the server of each depth is already running (real emulator
+    processes); records what the round asked for (the extra vars carry the flag)."""
+    from types import SimpleNamespace
+
+    def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
+        calls.append((label, dict(extravars or {})))
+        return SimpleNamespace(ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, elapsed_s=0.5)
+
+    return deploy
+
+
+def _threshold_phase(tmp_path: Path) -> tuple[VerifyPhase, _Log, _Progress]:
+    log, progress = _Log(), _Progress()
+    phase = VerifyPhase(
+        baseline_path=tmp_path / "verify_baseline.json",
+        prompts=prompt_set(None, settings()),
+        log=log,
+        progress=progress,
+        api_key=None,
+        tool="test",
+        extra_flags={"attention-backend": "fa3"},
+    )
+    return phase, log, progress
+
+
+@pytest.mark.slow
+def test_a_configuration_measured_before_a_resume_is_covered_and_a_flag_that_does_not_take_stops(tmp_path):
+    """k2 has no per-deployment verdict (measured before a --resume): the round redeploys it with the
+    flag, through sglang_server_extra_flags merged into the user's, and judges its parity and its
+    acceptance floor and drift there. A server that does not report enable_deterministic_inference
+    stops the round without excluding anyone."""
+    import asyncio
+
+    from tuner_testlib import emulator
+
+    from tuner.run.client import BenchClient, ClientOptions
+    from tuner.verify import baseline as baseline_mod
+    from tuner.verify import gate
+
+    det = "--enable-deterministic-inference"
+    with emulator(det, steps=0) as k0, emulator(det, steps=2) as k2, emulator(steps=3) as k3_plain:
+        phase, log, progress = _threshold_phase(tmp_path)
+
+        async def capture_plain() -> dict:
+            async with BenchClient(ClientOptions(url=k0)) as c:
+                doc = await gate.capture(c, phase.prompts, "test")
+            return {**doc, "deterministic": False}  # as the threshold baseline of a sweep without the flag
+
+        phase.baseline = asyncio.run(capture_plain())
+        baseline_mod.write(phase.path, phase.baseline)
+        calls: list[tuple[str, dict]] = []
+        deploy = _fake_deploy({0: k0, 2: k2, 3: k3_plain}, calls)
+        asyncio.run(
+            phase.exact_round(
+                deploy,
+                "h",
+                lambda: [SpecConfig(spec_steps=2)],
+                lambda: (set(log.state.verify_exact), set(log.state.verify)),
+            )
+        )
+        st = log.state
+        assert [label for label, _ in calls] == ["verify-exact-baseline", "verify-exact-k2-t1"]
+        for _label, ev in calls:
+            assert ev == {"sglang_server_extra_flags": {"attention-backend": "fa3", rules.DETERMINISTIC_FLAG: True}}
+        k2_rec = st.verify_exact["k2-t1"]
+        assert k2_rec.passed, k2_rec.reasons
+        assert k2_rec.verdict["rule"]["mode"] == "deterministic"
+        assert k2_rec.verdict["accept"]["judged"] is True  # no per-deployment verdict: judged here
+        assert judged_by(st, "k2-t1") == (
+            "exact (100% on a redeploy with --enable-deterministic-inference); measured before a resume"
+        )
+        assert st.verify_exact_cost["deploys"] == 2
+        assert exact_baseline_path(phase.path).exists()
+
+        # k3's server ignores the flag: the round stops, k3 is not excluded, the report says so
+        phase2, log2, progress2 = _threshold_phase(tmp_path)
+        phase2.baseline = phase.baseline
+        calls.clear()
+        asyncio.run(
+            phase2.exact_round(
+                deploy,
+                "h",
+                lambda: [SpecConfig(spec_steps=3), SpecConfig(spec_steps=2)],
+                lambda: (set(log2.state.verify_exact), set(log2.state.verify)),
+            )
+        )
+    st2 = log2.state
+    assert [label for label, _ in calls] == ["verify-exact-k3-t1"]  # the deterministic baseline is reused
+    assert "reusing the deterministic baseline" in "\n".join(progress2.lines)
+    k3 = st2.verify_exact["k3-t1"]
+    assert not k3.passed and k3.verdict.get("unchecked") and "not checked exactly" in k3.reasons[0]
+    assert "k3-t1" not in st2.verify_failed
+    assert st2.verify_exact_round.verdict["stopped"] and st2.verify_exact_round.verdict["unchecked"] == ["k2-t1"]
+    text = "\n".join(report_section(st2, True, True))
+    assert "k2-t1 keep their threshold verdict only" in text
