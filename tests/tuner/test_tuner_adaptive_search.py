@@ -195,12 +195,14 @@ def test_a_ladder_launches_where_the_server_can_start():
 
 def test_a_launch_depth_whose_running_limit_cannot_admit_the_high_load_batch_is_not_chosen():
     # the seed's state slots: 26, 21, 17 requests at depths 1-3 (on the line: 7 at depth 5); the
-    # static winners ran 21 at once, so a one-bucket ladder [5, 7, 9] launched at 5 would cap them
+    # static winners ran 21 at once
     ev = _seed_evidence(pools={1: 455357, 2: 377207, 3: 295931}, running_caps={1: 26, 2: 21, 3: 17})
     assert a.running_cap_at(ev, 2) == 21 and 7 < a.running_cap_at(ev, 5) < 8
-    one = a.AdaptiveConfig((a.Bucket(1, (5, 7, 9)),))
-    why = a.kv_shortfall(one, ev, 5)
-    assert why and "at most 7 requests" in why and "running batch of 21" in why
-    # a ladder with a shallow high-load bucket launches there, where the limit holds the batch
+    why = a.running_shortfall(ev, 3)
+    assert why and "at most 17 requests" in why and "running batch of 21" in why
+    # the role's rule (3) would cap them: the deepest candidate whose limit admits 21 is chosen
     two = a.AdaptiveConfig((a.Bucket(1, (5, 7, 9)), a.Bucket(18, (1, 2, 3))))
-    assert a.launch_depth(two, ev, lambda doc: 3) == 2 and a.kv_shortfall(two, ev, 2) is None
+    assert a.launch_depth(two, ev, lambda doc: 3) == 2 and a.running_shortfall(ev, 2) is None
+    # none admits it: the rule, where its pool holds (the cost is measured, not assumed)
+    one = a.AdaptiveConfig((a.Bucket(1, (5, 7, 9)),))
+    assert a.launch_depth(one, ev, lambda doc: 7) == 5 and a.kv_shortfall(one, ev, 5) is None

@@ -499,12 +499,14 @@ def _on_line(measured: Mapping[int, int], depth: int) -> float | None:
 
 
 def launch_depth(cfg: AdaptiveConfig, ev: Evidence, role_rule: Any) -> int:
-    """The depth to launch a ladder config at: the role's rule (the high-load bucket's middle
-    candidate, else the smallest positive step), unless a server at that depth could not start
-    (its pool, measured or on the line through the measured ones, holds no request) or could not
-    hold what the high-load levels ran (`kv_shortfall`); then the deepest candidate that can, else
-    the deepest that starts at all. SGLang's own default does the same: it launches at 3 and
-    reaches 7 as a candidate."""
+    """The depth to launch a ladder config at (SGLang 0.5.23 sizes the KV pool and a hybrid model's
+    state slots for it, and requires a candidate): the role's rule (the high-load bucket's middle
+    candidate, else the smallest positive step) where a server there starts (its pool, measured or
+    on the line through the measured ones, holds a request), its pool holds the high-load batch
+    (`kv_shortfall`) and its running-request limit admits it (`running_shortfall`); else the
+    deepest candidate that does all three; else, of those whose pool holds, the rule or the
+    deepest; else the deepest that starts at all. SGLang's own default does the same: it launches
+    at 3 and reaches 7 as a candidate."""
     rule = int(role_rule(cfg.to_sglang()))
     need = max(ev.tokens_per_request, 1)
 
@@ -512,37 +514,51 @@ def launch_depth(cfg: AdaptiveConfig, ev: Evidence, role_rule: Any) -> int:
         pool = pool_at(ev, d)
         return pool is None or pool >= need
 
-    if startable(rule) and kv_shortfall(cfg, ev, rule) is None:
-        return rule
     positive = sorted({c for b in cfg.buckets for c in b.candidates if c > 0}, reverse=True)
-    holds = [d for d in positive if startable(d) and kv_shortfall(cfg, ev, d) is None]
+    order = [rule, *(d for d in positive if d != rule)]
+    holds = [d for d in order if startable(d) and kv_shortfall(cfg, ev, d) is None]
+    admits = [d for d in holds if running_shortfall(ev, d) is None]
+    if admits:
+        return admits[0]
     if holds:
         return holds[0]
-    if startable(rule):
-        return rule
-    return next((d for d in positive if startable(d)), positive[-1])
+    return next((d for d in order if startable(d)), positive[-1])
+
+
+def _high_load_batch(ev: Evidence) -> float:
+    return max((lv.batch for lv in ev.levels), default=0.0)
 
 
 def kv_shortfall(cfg: AdaptiveConfig, ev: Evidence, launch: int) -> str | None:
     """Why the widest candidate's KV reserve, charged at every bucket, would cost the high-load
     levels running requests: the pool the launch depth gets (`ev.pools`, measured static pools),
     less 2 x (widest + 1) tokens per running request, must still hold the running batch the level's
-    static winner reached with `ev.tokens_per_request` tokens each; and the running-request limit
-    the launch depth gets (`ev.running_caps`: a hybrid model's state slots are sized for it) must
-    admit that batch. None when both do (or when neither is known)."""
-    need = max((lv.batch for lv in ev.levels), default=0.0)
+    static winner reached with `ev.tokens_per_request` tokens each. None when it does (or when the
+    pools are not known)."""
     est = pool_at(ev, launch)
-    if est is not None and ev.tokens_per_request:
-        pool = max(0, int(est))
-        per_req = ev.tokens_per_request + 2 * (cfg.widest + 1)
-        holds = pool // per_req
-        if holds < need:
-            return (
-                f"its KV pool at launch depth {launch} ({pool} tokens, measured or on the line through the measured pools) holds {holds} requests of {ev.tokens_per_request} "
-                f"tokens plus the widest candidate's reserve ({2 * (cfg.widest + 1)} tokens each), below the running "
-                f"batch of {need:g} the static winners reached"
-            )
+    if est is None or not ev.tokens_per_request:
+        return None
+    pool = max(0, int(est))
+    per_req = ev.tokens_per_request + 2 * (cfg.widest + 1)
+    holds = pool // per_req
+    need = _high_load_batch(ev)
+    if holds < need:
+        return (
+            f"its KV pool at launch depth {launch} ({pool} tokens, measured or on the line through the measured pools) holds {holds} requests of {ev.tokens_per_request} "
+            f"tokens plus the widest candidate's reserve ({2 * (cfg.widest + 1)} tokens each), below the running "
+            f"batch of {need:g} the static winners reached"
+        )
+    return None
+
+
+def running_shortfall(ev: Evidence, launch: int) -> str | None:
+    """Why a server launched at `launch` would admit fewer requests than the high-load levels' static
+    winners ran at once: its running-request limit (`ev.running_caps`, measured at the static depths,
+    on the line through them elsewhere; a hybrid model's state slots are sized for the launch depth).
+    Used to choose among launch depths, not to set a config aside: every speculative server admits
+    fewer than a no-speculation winner may have run, and what that costs is measured."""
     cap = running_cap_at(ev, launch)
+    need = _high_load_batch(ev)
     if cap is not None and math.floor(cap + 1e-9) < need:
         return (
             f"a server launched at depth {launch} runs at most {max(0, math.floor(cap + 1e-9))} requests "
