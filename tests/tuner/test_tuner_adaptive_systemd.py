@@ -7,11 +7,12 @@ speculation) measures two static depths, then the schedule phase through the rol
 default adaptive config, a no-speculation server and a tuned adaptive config, three deployments
 (`--schedule-budget 3`, counted and reported).
 
-The machine is the inventory's own, the seed profile (tuner/emulator/profiles/seed-qwen35-122b-
-4x-rtxpro6000.yaml), because a tuned config is a sensible candidate there: its greedy benchmark
-accepts almost every draft, so at `--target-concurrency 1` (a single-user workload, where a ladder
-follows each request's acceptance) SGLang's default climbs to the top of its `1: [1, 3, 5, 7]`
-ladder and the phase offers a ladder past 7. It is also a machine where that ladder cannot launch
+The machine is the inventory's own, the seed profile
+(tuner/emulator/profiles/seed-qwen35-122b-4x-rtxpro6000.yaml), because a tuned config is a
+sensible candidate there: its greedy benchmark accepts almost every draft, so at
+`--target-concurrency 1` (a single-user workload, where a ladder follows each request's
+acceptance) SGLang's default climbs to the top of its `1: [1, 3, 5, 7]` ladder and the phase offers
+a ladder past 7. It is also a machine where that ladder cannot launch
 where the role's own rule would put it: the hybrid model's pool shrinks ~80k tokens a step, so a
 server at depth 7 has none. The tuned config must launch at a candidate whose pool, read from the
 static depths, holds the workload (every deployment of the sweep starts). `--deploy-best` deploys
