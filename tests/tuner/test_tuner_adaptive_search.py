@@ -123,10 +123,12 @@ def test_budget_and_exclusions_bound_what_is_generated():
 
 
 def test_a_ladder_whose_widest_reserve_cannot_hold_the_high_load_batch_is_set_aside():
-    ev = _seed_evidence(pools={2: 21 * 512 + 100, 3: 300000}, tokens_per_request=512)
+    # pools that fall with depth, as a server's do: no candidate launches where the batch fits
+    ev = _seed_evidence(pools={2: 21 * 512 + 100, 3: 8000}, tokens_per_request=512)
     cands, dropped = a.generate(ev, 3, launch_steps=lambda doc: 2)
-    assert cands == [] and dropped
-    assert "reserve" in dropped[0][1] and "running batch of 21" in dropped[0][1]
+    assert dropped and "reserve" in dropped[0][1] and "running batch of 21" in dropped[0][1]
+    # what is kept launches at a candidate whose pool (here depth 1's, on the line) holds the batch
+    assert all(c.launch == 1 and a.kv_shortfall(c.config, ev, c.launch) is None for c in cands)
     roomy = _seed_evidence(pools={2: 400000}, tokens_per_request=512)
     cands, dropped = a.generate(roomy, 3, launch_steps=lambda doc: 2)
     assert cands and not dropped
@@ -189,3 +191,18 @@ def test_a_ladder_launches_where_the_server_can_start():
     assert a.launch_depth(two, ev, lambda doc: 3) == 3  # the role's rule where it can start
     cands, _ = a.generate(ev, 3, launch_steps=lambda doc: 7)
     assert all(c.launch is not None and a.pool_at(ev, c.launch) > 512 for c in cands)
+
+
+def test_a_launch_depth_whose_running_limit_cannot_admit_the_high_load_batch_is_not_chosen():
+    # the seed's state slots: 26, 21, 17 requests at depths 1-3 (on the line: 7 at depth 5); the
+    # static winners ran 21 at once
+    ev = _seed_evidence(pools={1: 455357, 2: 377207, 3: 295931}, running_caps={1: 26, 2: 21, 3: 17})
+    assert a.running_cap_at(ev, 2) == 21 and 7 < a.running_cap_at(ev, 5) < 8
+    why = a.running_shortfall(ev, 3)
+    assert why and "at most 17 requests" in why and "running batch of 21" in why
+    # the role's rule (3) would cap them: the deepest candidate whose limit admits 21 is chosen
+    two = a.AdaptiveConfig((a.Bucket(1, (5, 7, 9)), a.Bucket(18, (1, 2, 3))))
+    assert a.launch_depth(two, ev, lambda doc: 3) == 2 and a.running_shortfall(ev, 2) is None
+    # none admits it: the rule, where its pool holds (the cost is measured, not assumed)
+    one = a.AdaptiveConfig((a.Bucket(1, (5, 7, 9)),))
+    assert a.launch_depth(one, ev, lambda doc: 7) == 5 and a.kv_shortfall(one, ev, 5) is None

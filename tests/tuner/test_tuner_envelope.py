@@ -181,3 +181,48 @@ def test_the_search_stage_fills_what_the_budget_leaves(budget, new):
         resumed = SweepState.fold([*state.records, deploy(first, 360000)])
         again = adaptive_phase.plan_tuned(every, static, resumed, LEVELS, "NEXTN", budget, 512, 16, lambda doc: 2, ids)
         assert again.configs[0] == first and len(again.configs) <= new
+
+
+def test_a_tuned_ladder_is_deployed_at_the_launch_depth_its_kv_cost_was_checked_at():
+    # The seed's pools fall ~80k tokens a step (k0 535591, k2 377207, k3 295931: none at 7), and
+    # SGLang's default ran depth ~7 at every level and won: the ladder centred there cannot launch at
+    # the role's rule (its middle candidate, 7, whose server has no pool); it names the deepest
+    # candidate whose pool holds the workload, and that is what the role is given (spec_steps).
+    from sglang_utils.sglang_adaptive import launch_steps
+
+    levels = [1, 4]
+    data = {
+        K0: {1: (109, 1, 1.0), 4: (394, 4, 1.0)},
+        K2: {1: (151, 1, 2.95), 4: (523, 4, 2.96)},
+        K3: {1: (188, 1, 3.84), 4: (635, 4, 3.89)},
+        DEFAULT: {1: (300, 1, 7.31), 4: (922, 4, 7.47)},
+    }
+    pools = {K0: 535591, K2: 377207, K3: 295931, DEFAULT: 295931}
+    recs: list = []
+    for cfg, per in data.items():
+        recs.append(deploy(cfg, pools[cfg], 30 if cfg is K0 else 17))
+        recs += [level(cfg, c, *v) for c, v in per.items()]
+    state = SweepState.fold(recs)
+    capacity = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
+    every = analysis.aggregate(state.levels(), capacity=capacity)
+    static = {k: p for k, p in every.items() if not p.config.is_schedule}
+    ids = {"k0", "k2-t1", "k3-t1"}
+    plan = adaptive_phase.plan_tuned(every, static, state, levels, "NEXTN", 4, 160, 16, launch_steps, ids)
+    ladders = [c for c in plan.configs if c.ladder is not None]
+    assert ladders, plan.lines
+    for c in ladders:
+        doc = json.loads(c.ladder)
+        assert launch_steps(doc) * 80000 > 535591  # the role's own rule would start without a pool
+        assert c.extravars()["spec_steps"] == c.spec_steps
+        assert c.spec_steps in {s for e in doc.values() for s in e["candidate_steps"]}
+        assert 535591 - 80000 * c.spec_steps > 160  # on the line through the pools, it holds a request
+        assert SpecConfig.from_json(c.to_json()) == c  # a resumed sweep launches it there again
+
+
+def test_a_pinned_schedule_that_names_another_launch_depth_keeps_it():
+    doc = {"1": {"candidate_steps": [5]}, "8": {"candidate_steps": [3]}}
+    plain = SpecConfig.for_adaptive(doc, "NEXTN", 3)  # the role's rule: the high-load bucket's depth
+    assert plain.schedule == ((1, 5), (8, 3)) and "spec_steps" not in plain.extravars()
+    moved = SpecConfig.for_adaptive(doc, "NEXTN", 5)
+    assert moved.ladder is not None and moved.extravars()["spec_steps"] == 5
+    assert SpecConfig.from_json(moved.to_json()) == moved and SpecConfig.from_json(plain.to_json()) == plain

@@ -132,6 +132,11 @@ def evidence(
         for d in state.deploys.values()
         if d.ok and not d.config.is_schedule and d.max_total_num_tokens
     }
+    running_caps = {
+        d.config.spec_steps: int(d.max_running_requests)
+        for d in state.deploys.values()
+        if d.ok and not d.config.is_schedule and d.config.spec_steps > 0 and d.max_running_requests
+    }
     swing: dict[int, float] = {}
     for cell in static_stats.values():
         cfg = cell.config
@@ -153,6 +158,7 @@ def evidence(
         default_widest=max(c for e in search.AdaptiveConfig.from_sglang(default_doc()).buckets for c in e.candidates),
         deepest_static=max(started or [0]),
         pools=pools,
+        running_caps=running_caps,
         tokens_per_request=tokens_per_request,
     )
 
@@ -226,8 +232,9 @@ def plan_tuned(
         plan.dropped.append((c.config.label, why_not))
         plan.lines.append(f"set aside {c.config.label}: {why_not}")
     for c in cands:
-        plan.configs.append(
-            SpecConfig.for_adaptive(c.config.to_sglang(), algorithm, launch_steps(c.config.to_sglang()))
-        )
+        # the launch depth the generator checked the KV cost at (`launch_depth`), not the role's rule
+        # afresh: where the rule's depth cannot start, the config names a candidate that can
+        launch = c.launch if c.launch is not None else int(launch_steps(c.config.to_sglang()))
+        plan.configs.append(SpecConfig.for_adaptive(c.config.to_sglang(), algorithm, launch))
         plan.lines.append(f"tuned: {c.config.label} ({c.why})")
     return plan

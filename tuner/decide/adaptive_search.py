@@ -305,6 +305,8 @@ class Evidence:
     default_widest: int = 7
     deepest_static: int = 0  # the deepest static chain depth measured
     pools: dict[int, int] = field(default_factory=dict)  # static depth -> max_total_num_tokens it started with
+    # static depth -> max_running_requests it started with (a hybrid model's state slots shrink with depth)
+    running_caps: dict[int, int] = field(default_factory=dict)
     tokens_per_request: int = 0  # prompt + output tokens of one request of the workload
     swing: dict[int, float] = field(default_factory=dict)  # depth -> the EMA's swing at batch 1 (`ema_swing`)
 
@@ -469,12 +471,23 @@ def _merge(buckets: list[Bucket]) -> AdaptiveConfig | None:
 
 def pool_at(ev: Evidence, depth: int) -> float | None:
     """The KV pool a server launched at `depth` gets: measured where a static depth started there,
-    else the least-squares line through the measured pools (SGLang sizes the pool for the launch
-    depth: the role's docs, plugins/filter/sglang_flags.py `schedule_launch_steps`). None with
-    fewer than two measured depths."""
-    if depth in ev.pools:
-        return float(ev.pools[depth])
-    pts = sorted(ev.pools.items())
+    else the least-squares line through the measured pools (SGLang 0.5.23 sizes the pool for the
+    launch depth: plugins/module_utils/sglang_adaptive.py `launch_steps`, docs/emulator.md "Memory:
+    what a deep candidate costs"). None with fewer than two measured depths."""
+    return _on_line(ev.pools, depth)
+
+
+def running_cap_at(ev: Evidence, depth: int) -> float | None:
+    """The running-request limit a server launched at `depth` gets, read the same way as its pool:
+    measured at a static depth, else on the line through the measured ones (a hybrid model's
+    state slots are sized for the launch depth too, and shrink with it)."""
+    return _on_line(ev.running_caps, depth)
+
+
+def _on_line(measured: Mapping[int, int], depth: int) -> float | None:
+    if depth in measured:
+        return float(measured[depth])
+    pts = sorted(measured.items())
     if len(pts) < 2:
         return None
     n = len(pts)
@@ -486,11 +499,14 @@ def pool_at(ev: Evidence, depth: int) -> float | None:
 
 
 def launch_depth(cfg: AdaptiveConfig, ev: Evidence, role_rule: Any) -> int:
-    """The depth to launch a ladder config at: the role's rule (the high-load bucket's middle
-    candidate, else the smallest positive step), unless a server at that depth could not start
-    (its pool, measured or on the line through the measured ones, holds no request); then the
-    deepest candidate whose pool does. SGLang's own default does the same: it launches at 3 and
-    reaches 7 as a candidate."""
+    """The depth to launch a ladder config at (SGLang 0.5.23 sizes the KV pool and a hybrid model's
+    state slots for it, and requires a candidate): the role's rule (the high-load bucket's middle
+    candidate, else the smallest positive step) where a server there starts (its pool, measured or
+    on the line through the measured ones, holds a request), its pool holds the high-load batch
+    (`kv_shortfall`) and its running-request limit admits it (`running_shortfall`); else the
+    deepest candidate that does all three; else, of those whose pool holds, the rule or the
+    deepest; else the deepest that starts at all. SGLang's own default does the same: it launches
+    at 3 and reaches 7 as a candidate."""
     rule = int(role_rule(cfg.to_sglang()))
     need = max(ev.tokens_per_request, 1)
 
@@ -498,10 +514,19 @@ def launch_depth(cfg: AdaptiveConfig, ev: Evidence, role_rule: Any) -> int:
         pool = pool_at(ev, d)
         return pool is None or pool >= need
 
-    if startable(rule):
-        return rule
     positive = sorted({c for b in cfg.buckets for c in b.candidates if c > 0}, reverse=True)
-    return next((d for d in positive if startable(d)), positive[-1])
+    order = [rule, *(d for d in positive if d != rule)]
+    holds = [d for d in order if startable(d) and kv_shortfall(cfg, ev, d) is None]
+    admits = [d for d in holds if running_shortfall(ev, d) is None]
+    if admits:
+        return admits[0]
+    if holds:
+        return holds[0]
+    return next((d for d in order if startable(d)), positive[-1])
+
+
+def _high_load_batch(ev: Evidence) -> float:
+    return max((lv.batch for lv in ev.levels), default=0.0)
 
 
 def kv_shortfall(cfg: AdaptiveConfig, ev: Evidence, launch: int) -> str | None:
@@ -516,11 +541,28 @@ def kv_shortfall(cfg: AdaptiveConfig, ev: Evidence, launch: int) -> str | None:
     pool = max(0, int(est))
     per_req = ev.tokens_per_request + 2 * (cfg.widest + 1)
     holds = pool // per_req
-    need = max((lv.batch for lv in ev.levels), default=0.0)
+    need = _high_load_batch(ev)
     if holds < need:
         return (
             f"its KV pool at launch depth {launch} ({pool} tokens, measured or on the line through the measured pools) holds {holds} requests of {ev.tokens_per_request} "
             f"tokens plus the widest candidate's reserve ({2 * (cfg.widest + 1)} tokens each), below the running "
+            f"batch of {need:g} the static winners reached"
+        )
+    return None
+
+
+def running_shortfall(ev: Evidence, launch: int) -> str | None:
+    """Why a server launched at `launch` would admit fewer requests than the high-load levels' static
+    winners ran at once: its running-request limit (`ev.running_caps`, measured at the static depths,
+    on the line through them elsewhere; a hybrid model's state slots are sized for the launch depth).
+    Used to choose among launch depths, not to set a config aside: every speculative server admits
+    fewer than a no-speculation winner may have run, and what that costs is measured."""
+    cap = running_cap_at(ev, launch)
+    need = _high_load_batch(ev)
+    if cap is not None and math.floor(cap + 1e-9) < need:
+        return (
+            f"a server launched at depth {launch} runs at most {max(0, math.floor(cap + 1e-9))} requests "
+            f"(max_running_requests, measured or on the line through the static depths'), below the running "
             f"batch of {need:g} the static winners reached"
         )
     return None

@@ -162,10 +162,8 @@ class SpecConfig:
         ladder = None
         if isinstance(sched, str) and sched not in ("", "default"):
             doc = json.loads(sched)
-            if all(
-                isinstance(e, dict) and list(e) == ["candidate_steps"] and len(e["candidate_steps"]) == 1
-                for e in doc.values()
-            ):
+            # a pinned schedule named no launch depth of its own unless it differs from the role's rule
+            if _pinned(doc) and int(d.get("spec_steps") or 0) in (0, launch_steps(doc)):
                 buckets = tuple(sorted((int(b), int(e["candidate_steps"][0])) for b, e in doc.items()))
             else:
                 ladder = json.dumps(doc)
@@ -188,10 +186,11 @@ class SpecConfig:
         plain schedule when every bucket pins one depth with SGLang's own hysteresis, else a ladder
         config; `launch` is the role's launch depth (`schedule_launch_steps`)."""
         entries = {str(k): dict(v) for k, v in sorted(doc.items(), key=lambda kv: int(kv[0]))}
-        if all(list(e) == ["candidate_steps"] and len(e["candidate_steps"]) == 1 for e in entries.values()):
+        if _pinned(entries) and int(launch) == launch_steps(entries):
             return cls.for_schedule(
                 tuple((int(b), int(e["candidate_steps"][0])) for b, e in entries.items()), algorithm
             )
+        # a ladder, or a pinned schedule launched elsewhere than the role's rule: it names its depth
         return cls(int(launch), 1, None, algorithm, ladder=json.dumps(entries))
 
     @classmethod
@@ -207,6 +206,13 @@ class SpecConfig:
         union (0.5.23 speculative_hook.py `_init_adaptive_speculative_params`)."""
         union = union_candidate_steps(load_per_bs(None)[1])
         return cls(union[len(union) // 2], 1, None, algorithm, adaptive=True)
+
+
+def _pinned(doc: Mapping[str, Any]) -> bool:
+    """One candidate per bucket and SGLang's own hysteresis: a plain per-batch-size schedule."""
+    return all(
+        isinstance(e, dict) and list(e) == ["candidate_steps"] and len(e["candidate_steps"]) == 1 for e in doc.values()
+    )
 
 
 def ladder_id(doc: Mapping[str, Any]) -> str:
