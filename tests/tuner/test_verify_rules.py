@@ -193,3 +193,30 @@ def test_judge_without_acceptance_holds_parity_only():
     # the same divergence passes the threshold rule (short continuations all match)
     v = rules.judge(_baseline(s, lg), _candidate(s, bad_long), measured_accept=3.0)
     assert v["passed"], v["reasons"]
+
+
+def test_adaptive_configs_are_not_held_to_the_sweeps_acceptance():
+    """A static depth's gate acceptance is held to 95% of what its levels measured; an adaptive
+    server's (SGLang's default, a tuned ladder) is not: on the gate's short requests it runs near its
+    launch depth, while its levels ran where it settled (seed: 6.1-6.4 in the gate against 7.4
+    measured, a correct server that the 95% rule would exclude). Floor and drift still apply."""
+    from types import SimpleNamespace
+
+    from tuner.spec.configs import SpecConfig
+    from tuner.verify.phase import ADAPTIVE_ACCEPT_NOTE, reference_accept
+
+    def level(cid: str, acc: float) -> SimpleNamespace:
+        return SimpleNamespace(config_id=cid, metrics=SimpleNamespace(accept_length=acc, output_tokens=100))
+
+    static = SpecConfig(3)
+    default = SpecConfig.default_adaptive()
+    tuned = SpecConfig.for_adaptive({"1": {"candidate_steps": [5, 7, 9]}, "8": {"candidate_steps": [2, 3]}}, "NEXTN", 5)
+    levels = [level(c.config_id, 7.4) for c in (static, default, tuned)]
+    assert reference_accept(static, levels) == (pytest.approx(7.4), None)
+    for cfg in (default, tuned):
+        assert reference_accept(cfg, levels) == (None, ADAPTIVE_ACCEPT_NOTE)
+    # the rules themselves: without a reference only the floor (and drift) can fail
+    no_drift = {"drifted": False, "first": None, "last": None}
+    assert rules._acceptance_reasons(6.2, None, no_drift) == []
+    assert rules._acceptance_reasons(6.2, 7.4, no_drift) != []
+    assert rules._acceptance_reasons(1.02, None, no_drift) != []
