@@ -35,7 +35,6 @@ from .fits import (
 from .observe import (
     CALIBRATION_SD_ONE,
     MAX_WIDEN,
-    REFIT_CHI2,
     TAU_REL_FLOOR,
     ConfigObs,
     Z,
@@ -188,7 +187,13 @@ class Model:
             text = f"step {co['t0'] * 1000:.2f} ms + {co['t_k'] * 1000:.3f} ms x k"
             if "t_kk" in co:
                 text += f" + {co['t_kk'] * 1000:.4f} ms x k^2"
+            if "m" in co:
+                text += f" + {co['m'] * 1000:.4f} ms x batch"
             text += f" + {co['c'] * 1000:.4f} ms x batch x verified tokens"
+            if "knee" in co:
+                text += f" + {co['c2'] * 1000:.4f} ms x (batch x verified tokens - {co['knee']:.0f}) past it"
+            if len(self.step.forms) > 1:
+                text += f" ({self.step.main.weight:.0%} of the weight of {len(self.step.forms)} forms)"
             if co["q"]:
                 text += f", +{co['q']:.0%} while requests queue"
             parts.append(text)
@@ -337,8 +342,12 @@ def _calibrate(
             t_fit = step.t(o.k, b_obs, o.verify_tokens, queued(c, requests, b_obs))[0]
             fit = acceptance.get(_series(o.config))
             spread = fit.spread(o.k, tokens) if fit is not None else 0.0
+            # the acceptance the prediction will use (pooled over levels), not this level's own:
+            # a level's prompts are the same for every configuration, so how much easier or harder
+            # they draft than the pool is part of what the level's gain carries to the others
+            tau = fit.tau(o.k)[0] if fit is not None else lv.tau
             accounts = [
-                closed_loop_tok_s(c, requests, tokens, b_obs, first, lv.tau / max(t_fit, 1e-9), spread * f)
+                closed_loop_tok_s(c, requests, tokens, b_obs, first, tau / max(t_fit, 1e-9), spread * f)
                 for f in STRAGGLER_FACTORS
             ]
             rows[c].append((lv.tok_s, accounts))
@@ -396,24 +405,17 @@ def fit_model(state: SweepState, workload: WorkloadSpec) -> Model:
         fit = fit_positions(positions, rel[len(rel) // 2] if rel else TAU_REL_FLOOR)
         if fit is not None:
             acceptance[key] = fit
-    # step time, shared by every series (the verify width carries the difference)
+    # step time, shared by every series (the verify width carries the difference); the baseline's
+    # decode steps pin how a forward grows with the batch at one token per request
     rows = []
     for o in obs:
-        if o.k == 0:
-            continue
         for c, lv in o.levels.items():
             if lv.rate and lv.tau and lv.rate > 0:
                 req = workload.requests_for(c)
                 b = max(running_batch(c, req, o.max_running, o.kv_tokens, need), 1.0)
                 rows.append(StepRow(o.k, b, o.verify_tokens, queued(c, req, b), lv.tau / lv.rate))
     noise = noise_rel_sd(stats.values())
-    step = fit_step_time(rows, quadratic=False, noise_rel=noise)
-    if misfits and step is not None:
-        # Refit: the measurements contradicted the model; let the fixed cost bend with depth when
-        # three or more depths are measured and the bend explains the data clearly better.
-        bent = fit_step_time(rows, quadratic=True, noise_rel=noise)
-        if bent is not None and bent.quadratic and step.chi2 - bent.chi2 > REFIT_CHI2:
-            step = bent
+    step = fit_step_time(rows, quadratic=True, noise_rel=noise)
     first = fit_first_token(
         [
             (float(min(c, workload.requests_for(c))), lv.ttft_s)
