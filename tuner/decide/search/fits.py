@@ -109,6 +109,18 @@ class AcceptanceFit:
         var = float(g @ self.cov @ g)
         return mean, max(math.sqrt(max(var, 0.0)), floor)
 
+    def relative_sd(self, k: int) -> float:
+        """Relative standard deviation of tau(k) against the measured depths of the series at one
+        level. Within the histograms' reach the pooled P_i are counts over every level; what a
+        level's own prompts add to them is common to every depth there (and a level's gain carries
+        it), so only the draw floor remains; beyond it the trend's own uncertainty."""
+        if k <= 0:
+            return 0.0
+        mean, sd = self.tau(k)
+        if self.measured and k <= len(self.measured):
+            return TAU_REL_FLOOR
+        return sd / mean
+
     def spread(self, k: int, tokens: float) -> float:
         """Relative standard deviation of one request's decode time: the steps needed for
         tokens - 1 tokens vary with the acceptance draws (a renewal count: sd / sqrt(tau (tokens - 1)))."""
@@ -239,8 +251,9 @@ class StepRow:
 class StepForm:
     """One candidate shape of the step time, its least-squares fit and its weight among the others.
 
-    t = (t0 + t_k k [+ t_kk k^2] [+ m b] + c b n [+ c2 max(0, b n - knee)]) x (1 + q while requests
-    queue). `per_request` adds m b (each running request's own KV read: time is not a function of
+    t = (t0 + t_k k [+ s (k > 0)] [+ t_kk k^2] [+ m b] + c b n [+ c2 max(0, b n - knee)]) x (1 + q
+    while requests queue). `spec` adds s, what any speculation adds (with the baseline's steps in
+    the fit); `per_request` adds m b (each running request's own KV read: time is not a function of
     b n alone); `knee` (tokens verified per step, b n) adds a second slope past it (a decode forward
     is memory-bound, flat in b n, until the GEMMs turn compute-bound; on a mixture-of-experts
     target c2 may be negative: extra tokens stop touching new experts).
@@ -349,6 +362,30 @@ class StepFit:
         mean = sum(w * m for w, m, _ in parts)
         var = sum(w * (s * s + (m - mean) ** 2) for w, m, s in parts)
         return mean, max(math.sqrt(max(var, 0.0)), STEP_REL_FLOOR * abs(mean))
+
+    def t_relative(self, k: int, b: float, n: int, queued: bool, refs: Sequence[tuple[int, float, int, bool]]) -> float:
+        """Relative standard deviation of t(k, b, n) / t(refs): the step time against the geometric
+        mean of the measured configurations `refs` ((k, b, n, queued) each). Errors every one of them
+        shares cancel: each form's covariance along the difference of the log-time gradients, and
+        the forms' spread of that ratio. At least STEP_REL_FLOOR: a measured step time is never
+        known better."""
+        if not refs:
+            mean, sd = self.t(k, b, n, queued)
+            return sd / max(mean, 1e-12)
+        logs, var = [], 0.0
+        for f in self.forms:
+            t_k = max(f.t(k, b, n, queued)[0], 1e-12)
+            g = f.features(k, b, n) / (t_k / (1.0 + f.queue_share if queued else 1.0))
+            ratio = math.log(t_k)
+            for rk, rb, rn, rq in refs:
+                t_r = max(f.t(rk, rb, rn, rq)[0], 1e-12)
+                g = g - f.features(rk, rb, rn) / (t_r / (1.0 + f.queue_share if rq else 1.0)) / len(refs)
+                ratio -= math.log(t_r) / len(refs)
+            var += f.weight * max(float(g @ f.cov @ g), 0.0)
+            logs.append((f.weight, ratio))
+        centre = sum(w * x for w, x in logs)
+        var += sum(w * (x - centre) ** 2 for w, x in logs)
+        return max(math.sqrt(var), STEP_REL_FLOOR)
 
     @property
     def form(self) -> str:

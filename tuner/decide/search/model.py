@@ -92,6 +92,10 @@ class LevelShape:
     gain: float  # measured / closed-loop account, over the configurations measured here
     gain_sd: float  # relative
     noise: float  # relative sd of one measurement here
+    # the measured speculative configurations the gain was taken over: (k, running batch, verify
+    # width, queued); a prediction is relative to them, so only errors that differ between them
+    # and the predicted configuration count (`StepFit.t_relative`)
+    refs: tuple[tuple[int, float, int, bool], ...] = ()
 
 
 # -- misfits -----------------------------------------------------------------------------------
@@ -240,7 +244,9 @@ class Model:
             shape = self.shapes.get(c)
             if shape is not None:
                 spread = fit.spread(k, shape.tokens) * self.straggler
-                levels.append(self._level(k, verify_width(cfg), tau, tau_sd, spread, kv, mrr, shape))
+                levels.append(
+                    self._level(k, verify_width(cfg), tau, tau_sd, fit.relative_sd(k), spread, kv, mrr, shape)
+                )
         accept = Band(tau, max(tau - Z * tau_sd, 1.0), tau + Z * tau_sd)
         return dataclasses.replace(base, levels=tuple(levels), accept_length=accept)
 
@@ -255,6 +261,7 @@ class Model:
         n: int,
         tau: float,
         tau_sd: float,
+        tau_sd_relative: float,
         spread: float,
         kv: Band | None,
         mrr: Band | None,
@@ -281,8 +288,16 @@ class Model:
             account = closed_loop_tok_s(c, shape.requests, shape.tokens, b, self.first, rate(b) * scale, spread)
             return shape.gain * account
 
-        t_mean, t_sd = step.t(k, b_mean, n, queued(c, shape.requests, b_mean))
-        rel_rate = math.sqrt((tau_sd / tau) ** 2 + (t_sd / max(t_mean, 1e-9)) ** 2)
+        q_mean = queued(c, shape.requests, b_mean)
+        if shape.refs:
+            # relative to the configurations measured here: what they share with this one (the
+            # level's prompts, the step time's level at this batch) is in the gain already
+            t_rel = step.t_relative(k, b_mean, n, q_mean, shape.refs)
+            tau_rel = tau_sd_relative
+        else:
+            t_mean, t_sd = step.t(k, b_mean, n, q_mean)
+            t_rel, tau_rel = t_sd / max(t_mean, 1e-9), tau_sd / tau
+        rel_rate = math.sqrt(tau_rel**2 + t_rel**2)
         mean = agg(b_mean)
         elasticity = math.log(max(agg(b_mean, 1.01), 1e-9) / max(mean, 1e-9)) / math.log(1.01) if mean > 0 else 1.0
         noise = max(shape.noise, draw_noise(spread / max(self.straggler, 1e-9), c, shape.requests, b_mean))
@@ -325,12 +340,14 @@ def _calibrate(
     tokens_at: dict[int, float] = {}
     # per level, per measured speculative configuration: (measured, account at each straggler factor)
     rows: dict[int, list[tuple[float, list[float]]]] = {}
+    refs: dict[int, list[tuple[int, float, int, bool]]] = {}
     for c in workload.concurrency:
         requests = workload.requests_for(c)
         here = [o for o in obs if c in o.levels]
         tokens_seen = [t for o in here if (t := o.levels[c].tokens)]
         tokens = tokens_at[c] = float(np.median(tokens_seen)) if tokens_seen else float(output_len)
         rows[c] = []
+        refs[c] = []
         if step is None:
             continue
         for o in here:
@@ -351,6 +368,7 @@ def _calibrate(
                 for f in STRAGGLER_FACTORS
             ]
             rows[c].append((lv.tok_s, accounts))
+            refs[c].append((o.k, float(b_obs), o.verify_tokens, queued(c, requests, b_obs)))
 
     def scatter(i: int) -> float:
         total = 0.0
@@ -371,7 +389,9 @@ def _calibrate(
         else:
             gain, gain_sd = 1.0, 0.1
         points = [p for (cid, cc), p in stats.items() if cc == c]
-        shapes[c] = LevelShape(c, workload.requests_for(c), tokens_at[c], gain, gain_sd, noise_rel_sd(points))
+        shapes[c] = LevelShape(
+            c, workload.requests_for(c), tokens_at[c], gain, gain_sd, noise_rel_sd(points), tuple(refs[c])
+        )
     return Calibration(STRAGGLER_FACTORS[best], shapes)
 
 
