@@ -16,9 +16,12 @@ model and its assumptions; in short:
   drafts), P_i up to the deepest measured chain is read from them and the trend only carries on
   beyond it; else the fit is to the measured tokens per verify step, from SGLang's `spec_verify_ct`
   (completion tokens / verify steps, the first token, which comes from prefill, taken out).
-- Step time. A decode step of depth k with b running requests, each verifying n tokens, takes
-  t = t0 + t_k k + c b n (after a misfit, with three or more depths measured: + t_kk k^2), fitted
-  by least squares on the measured tokens-per-step / per-request decode rate.
+- Step time. A decode step of depth k with b running requests, each verifying n tokens, is a GPU
+  forward: flat in b n while it is memory-bound, steeper past a knee, plus each request's KV read.
+  Several forms of t = t0 + t_k k [+ s (k > 0)] [+ t_kk k^2] [+ m b] + c b n
+  [+ c2 max(0, b n - knee)] are fitted by least squares on the measured tokens-per-step /
+  per-request decode rate (the baseline's decode steps included) and weighted by the Bayesian
+  information criterion; a prediction is their mixture, whose interval holds the forms' spread.
 - Capacity. The KV pool and the running-request limit that the server printed at start-up
   (the deploy records) are close to linear in k; a depth whose pool (or limit) is predicted empty
   is not deployed.
@@ -26,10 +29,12 @@ model and its assumptions; in short:
 Per level, the aggregate throughput follows from those through a closed-loop account of the
 benchmark (C clients, the server running min(C, limit) at a time, over the span the client
 measures: up to the moment the loop stops sending), scaled by how the measured
-configurations at that level compared with the same account. Intervals combine the fits'
-uncertainties, that calibration's spread and the measurement noise. A measurement outside the
-interval predicted for it is a misfit: it is reported, later intervals are widened by the miss in
-units of the interval, and the step-time model gains a k^2 term when the data support one.
+configurations at that level compared with the same account (of the pooled acceptance, so a
+level's prompts that draft better or worse are in its scale). Intervals combine the fits'
+uncertainties relative to those measured configurations (what they share cancels), that
+calibration's spread and the measurement noise. A measurement outside the interval predicted for it
+is a misfit: it is reported, later intervals are widened by the miss in units of the interval, and
+the step-time forms are weighed afresh with it.
 
 A configuration is deployed while it has a fair chance to win a level beyond the noise, to top the
 workload recommendation beyond its own margin, or, when a per-batch-size schedule follows the

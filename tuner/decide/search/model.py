@@ -35,7 +35,6 @@ from .fits import (
 from .observe import (
     CALIBRATION_SD_ONE,
     MAX_WIDEN,
-    REFIT_CHI2,
     TAU_REL_FLOOR,
     ConfigObs,
     Z,
@@ -93,6 +92,10 @@ class LevelShape:
     gain: float  # measured / closed-loop account, over the configurations measured here
     gain_sd: float  # relative
     noise: float  # relative sd of one measurement here
+    # the measured speculative configurations the gain was taken over: (k, running batch, verify
+    # width, queued); a prediction is relative to them, so only errors that differ between them
+    # and the predicted configuration count (`StepFit.t_relative`)
+    refs: tuple[tuple[int, float, int, bool], ...] = ()
 
 
 # -- misfits -----------------------------------------------------------------------------------
@@ -188,7 +191,13 @@ class Model:
             text = f"step {co['t0'] * 1000:.2f} ms + {co['t_k'] * 1000:.3f} ms x k"
             if "t_kk" in co:
                 text += f" + {co['t_kk'] * 1000:.4f} ms x k^2"
+            if "m" in co:
+                text += f" + {co['m'] * 1000:.4f} ms x batch"
             text += f" + {co['c'] * 1000:.4f} ms x batch x verified tokens"
+            if "knee" in co:
+                text += f" + {co['c2'] * 1000:.4f} ms x (batch x verified tokens - {co['knee']:.0f}) past it"
+            if len(self.step.forms) > 1:
+                text += f" ({self.step.main.weight:.0%} of the weight of {len(self.step.forms)} forms)"
             if co["q"]:
                 text += f", +{co['q']:.0%} while requests queue"
             parts.append(text)
@@ -235,7 +244,9 @@ class Model:
             shape = self.shapes.get(c)
             if shape is not None:
                 spread = fit.spread(k, shape.tokens) * self.straggler
-                levels.append(self._level(k, verify_width(cfg), tau, tau_sd, spread, kv, mrr, shape))
+                levels.append(
+                    self._level(k, verify_width(cfg), tau, tau_sd, fit.relative_sd(k), spread, kv, mrr, shape)
+                )
         accept = Band(tau, max(tau - Z * tau_sd, 1.0), tau + Z * tau_sd)
         return dataclasses.replace(base, levels=tuple(levels), accept_length=accept)
 
@@ -250,6 +261,7 @@ class Model:
         n: int,
         tau: float,
         tau_sd: float,
+        tau_sd_relative: float,
         spread: float,
         kv: Band | None,
         mrr: Band | None,
@@ -276,8 +288,16 @@ class Model:
             account = closed_loop_tok_s(c, shape.requests, shape.tokens, b, self.first, rate(b) * scale, spread)
             return shape.gain * account
 
-        t_mean, t_sd = step.t(k, b_mean, n, queued(c, shape.requests, b_mean))
-        rel_rate = math.sqrt((tau_sd / tau) ** 2 + (t_sd / max(t_mean, 1e-9)) ** 2)
+        q_mean = queued(c, shape.requests, b_mean)
+        if shape.refs:
+            # relative to the configurations measured here: what they share with this one (the
+            # level's prompts, the step time's level at this batch) is in the gain already
+            t_rel = step.t_relative(k, b_mean, n, q_mean, shape.refs)
+            tau_rel = tau_sd_relative
+        else:
+            t_mean, t_sd = step.t(k, b_mean, n, q_mean)
+            t_rel, tau_rel = t_sd / max(t_mean, 1e-9), tau_sd / tau
+        rel_rate = math.sqrt(tau_rel**2 + t_rel**2)
         mean = agg(b_mean)
         elasticity = math.log(max(agg(b_mean, 1.01), 1e-9) / max(mean, 1e-9)) / math.log(1.01) if mean > 0 else 1.0
         noise = max(shape.noise, draw_noise(spread / max(self.straggler, 1e-9), c, shape.requests, b_mean))
@@ -320,12 +340,14 @@ def _calibrate(
     tokens_at: dict[int, float] = {}
     # per level, per measured speculative configuration: (measured, account at each straggler factor)
     rows: dict[int, list[tuple[float, list[float]]]] = {}
+    refs: dict[int, list[tuple[int, float, int, bool]]] = {}
     for c in workload.concurrency:
         requests = workload.requests_for(c)
         here = [o for o in obs if c in o.levels]
         tokens_seen = [t for o in here if (t := o.levels[c].tokens)]
         tokens = tokens_at[c] = float(np.median(tokens_seen)) if tokens_seen else float(output_len)
         rows[c] = []
+        refs[c] = []
         if step is None:
             continue
         for o in here:
@@ -337,11 +359,16 @@ def _calibrate(
             t_fit = step.t(o.k, b_obs, o.verify_tokens, queued(c, requests, b_obs))[0]
             fit = acceptance.get(_series(o.config))
             spread = fit.spread(o.k, tokens) if fit is not None else 0.0
+            # the acceptance the prediction will use (pooled over levels), not this level's own:
+            # a level's prompts are the same for every configuration, so how much easier or harder
+            # they draft than the pool is part of what the level's gain carries to the others
+            tau = fit.tau(o.k)[0] if fit is not None else lv.tau
             accounts = [
-                closed_loop_tok_s(c, requests, tokens, b_obs, first, lv.tau / max(t_fit, 1e-9), spread * f)
+                closed_loop_tok_s(c, requests, tokens, b_obs, first, tau / max(t_fit, 1e-9), spread * f)
                 for f in STRAGGLER_FACTORS
             ]
             rows[c].append((lv.tok_s, accounts))
+            refs[c].append((o.k, float(b_obs), o.verify_tokens, queued(c, requests, b_obs)))
 
     def scatter(i: int) -> float:
         total = 0.0
@@ -362,7 +389,9 @@ def _calibrate(
         else:
             gain, gain_sd = 1.0, 0.1
         points = [p for (cid, cc), p in stats.items() if cc == c]
-        shapes[c] = LevelShape(c, workload.requests_for(c), tokens_at[c], gain, gain_sd, noise_rel_sd(points))
+        shapes[c] = LevelShape(
+            c, workload.requests_for(c), tokens_at[c], gain, gain_sd, noise_rel_sd(points), tuple(refs[c])
+        )
     return Calibration(STRAGGLER_FACTORS[best], shapes)
 
 
@@ -396,24 +425,17 @@ def fit_model(state: SweepState, workload: WorkloadSpec) -> Model:
         fit = fit_positions(positions, rel[len(rel) // 2] if rel else TAU_REL_FLOOR)
         if fit is not None:
             acceptance[key] = fit
-    # step time, shared by every series (the verify width carries the difference)
+    # step time, shared by every series (the verify width carries the difference); the baseline's
+    # decode steps pin how a forward grows with the batch at one token per request
     rows = []
     for o in obs:
-        if o.k == 0:
-            continue
         for c, lv in o.levels.items():
             if lv.rate and lv.tau and lv.rate > 0:
                 req = workload.requests_for(c)
                 b = max(running_batch(c, req, o.max_running, o.kv_tokens, need), 1.0)
                 rows.append(StepRow(o.k, b, o.verify_tokens, queued(c, req, b), lv.tau / lv.rate))
     noise = noise_rel_sd(stats.values())
-    step = fit_step_time(rows, quadratic=False, noise_rel=noise)
-    if misfits and step is not None:
-        # Refit: the measurements contradicted the model; let the fixed cost bend with depth when
-        # three or more depths are measured and the bend explains the data clearly better.
-        bent = fit_step_time(rows, quadratic=True, noise_rel=noise)
-        if bent is not None and bent.quadratic and step.chi2 - bent.chi2 > REFIT_CHI2:
-            step = bent
+    step = fit_step_time(rows, quadratic=True, noise_rel=noise)
     first = fit_first_token(
         [
             (float(min(c, workload.requests_for(c))), lv.ttft_s)

@@ -25,7 +25,6 @@ TAU_REL_FLOOR = 0.005  # tokens per verify step are never known better than 0.5%
 STEP_REL_FLOOR = 0.01  # nor a step time better than 1%
 MIN_CHANCE = 0.1  # a configuration is deployed while it has at least this chance to win a level
 MAX_WIDEN = 10.0  # the most a misfit widens the intervals by
-REFIT_CHI2 = 4.0  # a misfit adds the k^2 term when it lowers chi^2 by this much (two standard errors)
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -83,6 +82,7 @@ class LevelObs:
     tau: float | None  # decode tokens per verify step (1 without speculation)
     tokens: float | None  # output tokens per request
     ttft_s: float | None
+    requests: int = 1  # requests completed over its repeats
 
 
 @dataclass(frozen=True)
@@ -104,13 +104,19 @@ class ConfigObs:
 
     def tau(self) -> tuple[float, float] | None:
         """Tokens per verify step, the mean over the levels (acceptance does not depend on the
-        concurrency), and its standard error from their spread."""
-        vals = [lv.tau for lv in self.levels.values() if lv.tau is not None]
+        concurrency) weighted by their requests, and its standard error from their spread.
+
+        Requests differ in how well they draft, so a level of four requests measures acceptance far
+        less precisely than one of a hundred: weighting by requests keeps the small levels from
+        setting the error of the whole."""
+        vals = [(lv.tau, float(max(lv.requests, 1))) for lv in self.levels.values() if lv.tau is not None]
         if not vals:
             return None
-        mean = sum(vals) / len(vals)
-        sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-        return mean, max(sd / math.sqrt(len(vals)), TAU_REL_FLOOR * mean)
+        total = sum(w for _, w in vals)
+        mean = sum(v * w for v, w in vals) / total
+        n = len(vals)
+        var = sum((w * (v - mean)) ** 2 for v, w in vals) / total**2 * n / (n - 1) if n > 1 else 0.0
+        return mean, max(math.sqrt(var), TAU_REL_FLOOR * mean)
 
 
 def verify_width(cfg: SpecConfig, resolved: int | None = None) -> int:
@@ -176,6 +182,7 @@ def observe(state: SweepState, workload: WorkloadSpec) -> list[ConfigObs]:
                 tau=tau,
                 tokens=per_req,
                 ttft_s=None if ttft is None else ttft / 1000.0,
+                requests=ok,
             )
         out.append(
             ConfigObs(
