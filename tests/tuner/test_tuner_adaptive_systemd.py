@@ -28,16 +28,13 @@ Kept small for CI's systemd stage: two depths, two levels, one-second start-ups.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
-from tuner_testlib import ROOT
+from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory
 
 pytestmark = [pytest.mark.systemd, pytest.mark.slow]
 
@@ -46,25 +43,7 @@ URL = f"http://10.213.{INDEX}.2:30000"
 UNIT = "sglang-qwen.service"
 FILE = "/etc/sglang/sglang-qwen.adaptive.json"
 VENV_BIN = Path(sys.executable).parent
-ENV = {
-    **os.environ,
-    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-    "ANSIBLE_NOCOLOR": "1",
-}
-ENV.pop("SGLANG_API_KEY", None)
-ENV.pop("OPENAI_API_KEY", None)
-
-
-def _image_present() -> bool:
-    if not shutil.which("podman"):
-        return False
-    return (
-        subprocess.run(
-            ["podman", "image", "exists", "localhost/sglang-emulator-host:bookworm"], capture_output=True
-        ).returncode
-        == 0
-    )
+ENV = SYSTEMD_ENV
 
 
 def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -78,39 +57,8 @@ def server_info() -> dict:
 
 @pytest.fixture(scope="module")
 def inventory(tmp_path_factory):
-    if os.geteuid() != 0 or not _image_present():
-        pytest.skip("needs root, podman and the emulator-host image (make setup)")
-    d = tmp_path_factory.mktemp("ad22")
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = {HOST: {"emulator_host_index": INDEX}}
-    group.setdefault("vars", {})["sglang_server_emulator_startup_s"] = 1
-    path = d / "inventory.yml"
-    path.write_text(yaml.safe_dump(inv, sort_keys=False))
-
-    def hosts(state: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [
-                str(VENV_BIN / "ansible-playbook"),
-                "-i",
-                str(path),
-                "playbooks/emulator_hosts.yml",
-                "-e",
-                f"emulator_hosts_state={state}",
-            ],
-            cwd=ROOT,
-            env=ENV,
-            capture_output=True,
-            text=True,
-        )
-
-    try:
-        made = hosts("present")
-        assert made.returncode == 0, made.stdout[-3000:]
+    with emulator_host_inventory(tmp_path_factory.mktemp("ad22"), HOST, INDEX) as path:
         yield path
-    finally:
-        gone = hosts("absent")
-        assert gone.returncode == 0, gone.stdout[-3000:]
 
 
 def test_the_phase_measures_the_envelope_and_deploy_best_runs_the_recommendation(inventory, tmp_path):

@@ -11,77 +11,25 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
 import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
-import yaml
-from tuner_testlib import ROOT, grep_tree
+from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, grep_tree
 
 pytestmark = [pytest.mark.systemd, pytest.mark.slow]
 
 HOST, INDEX = "emu-t121", 121
 KEY = "sk-e2e-sweep-5b7c0d"
-VENV_BIN = Path(sys.executable).parent
-ENV = {
-    **os.environ,
-    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-    "ANSIBLE_NOCOLOR": "1",
-}
-
-
-def _image_present() -> bool:
-    if not shutil.which("podman"):
-        return False
-    return (
-        subprocess.run(
-            ["podman", "image", "exists", "localhost/sglang-emulator-host:bookworm"], capture_output=True
-        ).returncode
-        == 0
-    )
+ENV = SYSTEMD_ENV
 
 
 @pytest.fixture(scope="module")
 def inventory(tmp_path_factory):
-    if os.geteuid() != 0 or not _image_present():
-        pytest.skip("needs root, podman and the emulator-host image (make setup)")
-    d = tmp_path_factory.mktemp("e2e")
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = {HOST: {"emulator_host_index": INDEX}}
-    group.setdefault("vars", {})["sglang_server_emulator_startup_s"] = 1
-    path = d / "inventory.yml"
-    path.write_text(yaml.safe_dump(inv, sort_keys=False))
-
-    def hosts(state: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [
-                str(VENV_BIN / "ansible-playbook"),
-                "-i",
-                str(path),
-                "playbooks/emulator_hosts.yml",
-                "-e",
-                f"emulator_hosts_state={state}",
-            ],
-            cwd=ROOT,
-            env=ENV,
-            capture_output=True,
-            text=True,
-        )
-
-    try:
-        made = hosts("present")
-        assert made.returncode == 0, made.stdout[-3000:]
+    with emulator_host_inventory(tmp_path_factory.mktemp("e2e"), HOST, INDEX) as path:
         yield path
-    finally:
-        gone = hosts("absent")
-        assert gone.returncode == 0, gone.stdout[-3000:]
 
 
 def test_sweep_end_to_end(inventory, tmp_path):

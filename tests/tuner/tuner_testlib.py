@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import yaml
 
 # tests/helpers is on sys.path under pytest (tests/conftest.py); the benches import this file directly
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
@@ -226,3 +229,51 @@ def supervised_emulator(
                 pass
             proc.wait()
         t.join(timeout=10)
+
+
+# -- real emulator hosts (podman + systemd) for the tuner's end-to-end tests ------------------------
+SYSTEMD_ENV = {
+    **{k: v for k, v in os.environ.items() if k not in ("SGLANG_API_KEY", "OPENAI_API_KEY")},
+    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+    "ANSIBLE_NOCOLOR": "1",
+}
+
+
+def emulator_image_present() -> bool:
+    """Whether podman and the emulator-host image `make setup` builds are here."""
+    if not shutil.which("podman"):
+        return False
+    cmd = ["podman", "image", "exists", "localhost/sglang-emulator-host:bookworm"]
+    return subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+@contextmanager
+def emulator_host_inventory(tmp_dir: Path, host: str, index: int, startup_s: float = 1) -> Iterator[Path]:
+    """One emulator host (`host`, 10.213.`index`.x) made by playbooks/emulator_hosts.yml from the
+    repo's inventory/emulator.yml, and removed afterwards whatever happens; yields the inventory.
+    Each test file has its own host name and index (the systemd stage runs files in parallel)."""
+    if os.geteuid() != 0 or not emulator_image_present():
+        import pytest
+
+        pytest.skip("needs root, podman and the emulator-host image (make setup)")
+    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
+    group = inv["all"]["children"]["emulator_hosts"]
+    group["hosts"] = {host: {"emulator_host_index": index}}
+    group.setdefault("vars", {})["sglang_server_emulator_startup_s"] = startup_s
+    path = tmp_dir / "inventory.yml"
+    path.write_text(yaml.safe_dump(inv, sort_keys=False))
+
+    def hosts(state: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path), "playbooks/emulator_hosts.yml"]
+        return subprocess.run(
+            [*cmd, "-e", f"emulator_hosts_state={state}"], cwd=ROOT, env=SYSTEMD_ENV, capture_output=True, text=True
+        )
+
+    try:
+        made = hosts("present")
+        assert made.returncode == 0, made.stdout[-3000:]
+        yield path
+    finally:
+        gone = hosts("absent")
+        assert gone.returncode == 0, gone.stdout[-3000:]
