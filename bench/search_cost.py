@@ -178,6 +178,7 @@ def sweep(machine: Machine, inv: Path, state: Path, search: str, out: Path, repe
         requests,
         "--confirm",
         "0",  # the search's own deployments (the confirmation round's cost: bench/coverage.md)
+        "--no-verify-exact",  # nor the correctness gate's redeploys (their cost: bench/verify_cost.md)
         "--quiet",
     )
     if search == "grid":
