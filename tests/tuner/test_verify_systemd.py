@@ -44,7 +44,7 @@ REASONS = {
     "k2-t1": "outputs differ from the no-speculation baseline",
     "k3-t1": "end in a repeated cycle",
     "k4-t1": "acceptance drifts over the gate's run",
-    "k5-t1": "acceptance drifts over the gate's run",
+    "k5-t1": "acceptance collapsed to 1.00",
 }
 
 
@@ -104,7 +104,8 @@ def test_each_fault_is_caught_excluded_and_never_deployed(inventory, tmp_path):
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x.strip()]
     deploys = {r["config"]["config_id"]: r for r in recs if r["type"] == "deploy"}
     assert all(r["status"] == "ok" for r in deploys.values()), {k: r.get("reason") for k, r in deploys.items()}
-    verdicts = {r["config"]["config_id"]: r for r in recs if r["type"] == "verify" and r.get("role") != "baseline"}
+    # the configurations' own verdicts (the other roles: the baseline's capture, the exact round's account)
+    verdicts = {r["config"]["config_id"]: r for r in recs if r["type"] == "verify" and r.get("role") == "config"}
     assert set(verdicts) == {"k1-t1", "k2-t1", "k3-t1", "k4-t1", "k5-t1"}, sorted(verdicts)
     assert verdicts["k1-t1"]["passed"] is True, verdicts["k1-t1"]["reasons"]
     for cid, why in REASONS.items():
