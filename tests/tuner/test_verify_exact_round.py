@@ -108,9 +108,13 @@ def _fake_deploy(urls: dict[int, str], calls: list[tuple[str, dict]]) -> Any:
     processes); records what the round asked for (the extra vars carry the flag)."""
     from types import SimpleNamespace
 
+    from sglang_utils.sglang_gate_report import GateReport
+
     def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
         calls.append((label, dict(extravars or {})))
-        return SimpleNamespace(ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, elapsed_s=0.5)
+        return SimpleNamespace(
+            ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
+        )
 
     return deploy
 

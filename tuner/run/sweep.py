@@ -135,7 +135,7 @@ class Sweep:
         )
 
     def _client(self, res: DeployResult) -> BenchClient:
-        served = ((res.report or {}).get("server") or {}).get("served_model_name")
+        served = res.gate.server.served_model_name
         assert res.client_url is not None
         return BenchClient(client_options(self.workload, res.client_url, self.api_key, served))
 
@@ -202,7 +202,7 @@ class Sweep:
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
         elif self.verify is not None and cfg.spec_steps > 0:
             # the gate on this very deployment, before the next configuration replaces it
-            served = ((res.report or {}).get("server") or {}).get("served_model_name")
+            served = res.gate.server.served_model_name
             assert res.client_url is not None
             await self.verify.check(cfg, host, res.client_url, served, self.store.state().levels(), deployment)
             self._rebuild()

@@ -38,6 +38,9 @@ from . import baseline as baseline_mod
 from . import gate, probe
 from .prompts import PromptSet
 
+# What capturing a baseline can raise: a bad document, a server that does not answer as SGLang does.
+CAPTURE_ERRORS = (baseline_mod.BaselineError, probe.ProbeError, ServerError, OSError, ValueError)
+
 
 class _Log(Protocol):
     def append(self, record: Any) -> dict[str, Any]: ...
@@ -133,6 +136,12 @@ class VerifyPhase:
         )
         return True
 
+    async def _capture(self, res: Any) -> dict[str, Any]:
+        """The greedy outputs of the server `res` (a deploy's result) brought up: a baseline document,
+        for either rule (tuner/verify/gate.py `capture`)."""
+        async with self._client(res.client_url, res.gate.server.served_model_name) as c:
+            return await gate.capture(c, self.prompts, self.tool)
+
     async def capture(self, deploy: Any, host: str) -> None:
         """Deploy `k0` on `host` once and keep its greedy outputs as the baseline."""
         cfg = SpecConfig(spec_steps=0)
@@ -143,11 +152,9 @@ class VerifyPhase:
             self.progress.line(f"[verify] {self.unusable}")
             self.log.append(VerifyRecord(config=cfg, host=host, passed=False, role="baseline", reasons=[self.unusable]))
             return
-        served = ((res.report or {}).get("server") or {}).get("served_model_name")
         try:
-            async with self._client(res.client_url, served) as c:
-                doc = await gate.capture(c, self.prompts, self.tool)
-        except (baseline_mod.BaselineError, probe.ProbeError, ServerError, OSError, ValueError) as exc:
+            doc = await self._capture(res)
+        except CAPTURE_ERRORS as exc:
             self.unusable = f"the no-speculation baseline could not be captured: {exc}"
             self.progress.line(f"[verify] {self.unusable}")
             self.log.append(VerifyRecord(config=cfg, host=host, passed=False, role="baseline", reasons=[self.unusable]))
@@ -256,11 +263,9 @@ class VerifyPhase:
         if not res.ok or not res.client_url:
             why = f"the deterministic no-speculation baseline did not deploy on {host}: {res.reason}"
         else:
-            served = ((res.report or {}).get("server") or {}).get("served_model_name")
             try:
-                async with self._client(res.client_url, served) as c:
-                    doc = await gate.capture(c, self.prompts, self.tool)
-            except (baseline_mod.BaselineError, probe.ProbeError, ServerError, OSError, ValueError) as exc:
+                doc = await self._capture(res)
+            except CAPTURE_ERRORS as exc:
                 why = f"the deterministic baseline could not be captured: {exc}"
             if doc is not None and not doc.get("deterministic"):
                 why = (
@@ -319,7 +324,7 @@ class VerifyPhase:
                 "reasons": [f"not checked: the deterministic redeploy failed on {host}: {res.reason}"],
             }
         else:
-            served = ((res.report or {}).get("server") or {}).get("served_model_name")
+            served = res.gate.server.served_model_name
             assert self.exact_baseline is not None
             try:
                 async with self._client(res.client_url, served) as c:
