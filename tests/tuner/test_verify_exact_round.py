@@ -39,9 +39,9 @@ def _no_deploy(*_a: Any, **_k: Any) -> Any:
     raise AssertionError("the exact round must not deploy here")
 
 
-def _phase(
-    tmp_path: Path, version: str, deterministic: bool, exact: bool = True
-) -> tuple[VerifyPhase, _Log, _Progress]:
+def _new_phase(tmp_path: Path, **options: Any) -> tuple[VerifyPhase, _Log, _Progress]:
+    """A VerifyPhase over the shipped prompt set, recording into fresh fakes; `options` as the sweep
+    passes them (exact, extra_flags)."""
     log, progress = _Log(), _Progress()
     phase = VerifyPhase(
         baseline_path=tmp_path / "verify_baseline.json",
@@ -50,8 +50,15 @@ def _phase(
         progress=progress,
         api_key=None,
         tool="test",
-        exact=exact,
+        **options,
     )
+    return phase, log, progress
+
+
+def _phase(
+    tmp_path: Path, version: str, deterministic: bool, exact: bool = True
+) -> tuple[VerifyPhase, _Log, _Progress]:
+    phase, log, progress = _new_phase(tmp_path, exact=exact)
     phase.baseline = {"server_version": version, "deterministic": deterministic, "model": "m"}
     k2 = SpecConfig(spec_steps=2)
     # k2 passed its per-deployment check by the threshold rule
@@ -120,16 +127,7 @@ def _fake_deploy(urls: dict[int, str], calls: list[tuple[str, dict]]) -> Any:
 
 
 def _threshold_phase(tmp_path: Path) -> tuple[VerifyPhase, _Log, _Progress]:
-    log, progress = _Log(), _Progress()
-    phase = VerifyPhase(
-        baseline_path=tmp_path / "verify_baseline.json",
-        prompts=prompt_set(None, settings()),
-        log=log,
-        progress=progress,
-        api_key=None,
-        tool="test",
-        extra_flags={"attention-backend": "fa3"},
-    )
+    phase, log, progress = _new_phase(tmp_path, extra_flags={"attention-backend": "fa3"})
     return phase, log, progress
 
 
