@@ -191,7 +191,29 @@ def sweep_view(d: Path, pooled: bool) -> dict[str, Any]:
             if a.beats(b):
                 verdicts.add((lv, a.config_id, b.config_id))
     noise = next((p.restart for p in stats.values() if getattr(p, "restart", None) is not None), None)
-    return {"cells": cells, "picks": picks, "verdicts": verdicts, "noise": noise}
+    component: dict[tuple[str, int], tuple[float, float, float]] = {}
+    if pooled and noise is not None:
+        for k, p in stats.items():
+            if not p.partial:
+                component[k] = component_interval(p.interval_rows("output_tok_s"), noise)
+    return {"cells": cells, "picks": picks, "verdicts": verdicts, "noise": noise, "component": component}
+
+
+def component_interval(rows: list[Any], noise: Any) -> tuple[float, float, float]:
+    """(low, high, mean) as the confirmation round's first version built it: the restart component
+    alone (the deployments' spread minus what the levels' own intervals explain, truncated at 0), t on
+    the extra starts, added to the levels' own half-widths: sqrt((t sd_d)^2 / n + sum h_j^2 / n^2).
+    Kept here to show, on the same runs, why tuner/measure/restarts.py no longer does so."""
+    deps: dict[int, list[tuple[float, float]]] = {}
+    for value, iv, dep in rows:
+        if value and value > 0:
+            hw = (iv.half_width / value) if iv is not None else 0.0
+            deps.setdefault(int(dep), []).append((float(value), hw))
+    means = [(sum(v for v, _ in xs) / len(xs), sum(h * h for _, h in xs) ** 0.5 / len(xs)) for xs in deps.values()]
+    n = len(means)
+    est = sum(m for m, _ in means) / n
+    rel = ((noise.t * noise.rel_sd) ** 2 / n + sum(h * h for _, h in means) / (n * n)) ** 0.5
+    return est * (1 - rel), est * (1 + rel), est
 
 
 def confirm_cost(d: Path) -> tuple[float, float, int]:
@@ -247,7 +269,26 @@ def judge(views: list[dict[str, Any]], truth: dict[tuple[str, int], float]) -> d
                     examples.append(
                         f"sweep {i + 1}: C={lv} {a} above {b}, reversed in sweep(s) {', '.join(str(j + 1) for j in others)}"
                     )
-    return {"inside": inside, "total": total, "verdicts": verdicts, "reversed": reversed_, "examples": examples}
+    # the price of wider intervals: a level tied within noise goes to the tie-break, which may take a
+    # slower configuration; each pick against the level's best pooled mean
+    best = {lv: max(m for (_cid, c), m in truth.items() if c == lv) for _cid, lv in truth}
+    shares = [
+        truth[(pick.split(" ")[0], lv)] / best[lv]
+        for v in views
+        for lv, pick in v["picks"].items()
+        if (pick.split(" ")[0], lv) in truth
+    ]
+    return {
+        "inside": inside,
+        "total": total,
+        "verdicts": verdicts,
+        "reversed": reversed_,
+        "examples": examples,
+        "picks": len(shares),
+        "picks_best": sum(1 for x in shares if x >= 0.9999),
+        "worst_share": min(shares, default=float("nan")),
+        "mean_share": sum(shares) / len(shares) if shares else float("nan"),
+    }
 
 
 def render(out_md: Path) -> int:
@@ -260,6 +301,7 @@ def render(out_md: Path) -> int:
     old = [sweep_view(d, pooled=False) for d in dirs]
     new = [sweep_view(d, pooled=True) for d in dirs]
     jo, jn = judge(old, truth), judge(new, truth)
+    jc = judge([{"cells": v["component"], "verdicts": set(), "picks": {}} for v in new], truth)
     costs = [confirm_cost(d) for d in dirs]
     walls = {s["dir"]: s["wall_s"] for s in runs["sweeps"]}
     wall = [walls.get(d.name, 0.0) for d in dirs]
@@ -294,18 +336,32 @@ def render(out_md: Path) -> int:
         "what the server serves; the profile's noise settings are for this bench's own description.",
         "",
         "Both methods on the same runs. **Today's**: each configuration's first deployment, intervals from its "
-        "own requests. **Pooled**: every deployment including the confirmation round's, intervals widened by the "
-        "deployment-to-deployment component pooled over the redeployed configurations. The truth a cell's "
+        "own requests. **Pooled**: every deployment including the confirmation round's, each interval the "
+        "deployments' spread pooled over the redeployed configurations, t on the extra starts, never narrower "
+        "than the levels' own (tuner/measure/restarts.py). The truth a cell's "
         "interval is judged against is its pooled mean: the mean of every deployment of it in every sweep.",
         "",
         "| method | intervals containing the pooled mean (goal >= 90%) | beyond-noise verdicts (A above B at a level) "
-        "| of those, reversed beyond noise by another sweep (goal 0) | wall time per sweep (mean) |",
-        "|---|---|---|---|---|",
+        "| of those, reversed beyond noise by another sweep (goal 0) | levels' picks that are the best pooled cell "
+        "(their mean share of the best; the worst) | wall time per sweep (mean) |",
+        "|---|---|---|---|---|---|",
         f"| today's | {pct(jo['inside'], jo['total'])} | {jo['verdicts']} | {jo['reversed']} | "
+        f"{pct(jo['picks_best'], jo['picks'])} ({100 * jo['mean_share']:.1f}%; {100 * jo['worst_share']:.1f}%) | "
         f"{today_s / len(dirs):.0f} s (without the confirmation round) |",
         f"| pooled | {pct(jn['inside'], jn['total'])} | {jn['verdicts']} | {jn['reversed']} | "
+        f"{pct(jn['picks_best'], jn['picks'])} ({100 * jn['mean_share']:.1f}%; {100 * jn['worst_share']:.1f}%) | "
         f"{sum(wall) / len(dirs):.0f} s (+{100 * extra:.0f}%: {starts} confirmation starts in all, "
         f"{conf_s / len(dirs):.0f} s a sweep) |",
+        "",
+        f"The restart component alone (the spread minus what the levels' own intervals explain, truncated at 0, "
+        f"t on the extra starts, added to the levels' own half-widths: how the round built its intervals before) "
+        f"on the same deployments: {pct(jc['inside'], jc['total'])} of intervals contain the pooled mean; the "
+        f"component came out at 0 in {sum(1 for v in new if v['noise'] is not None and v['noise'].rel_sd == 0.0)} "
+        f"of {len(new)} sweeps.",
+        "",
+        "A level whose intervals overlap is tied within noise and the tie-break (more KV capacity, then fewer "
+        "steps) chooses: wider intervals hold the truth more often and call more levels ties, so a pick may be "
+        "a slower configuration; the picks column counts that price against the pooled means.",
         "",
     ]
     for name, j in (("today's", jo), ("pooled", jn)):
@@ -316,13 +372,13 @@ def render(out_md: Path) -> int:
     head = (
         "| sweep | wall s | confirmation s | "
         + " | ".join(f"C={c} today's | C={c} pooled" for c in levels)
-        + " | deployment spread (pooled) |"
+        + " | deployments' spread (pooled; beyond the levels' own noise) |"
     )
     lines += [head, "|" + "---|" * (3 + 2 * len(levels) + 1)]
     for i in range(len(dirs)):
         n = new[i]["noise"]
         cells = [f"{old[i]['picks'].get(c, '-')} | {new[i]['picks'].get(c, '-')}" for c in levels]
-        spread = "-" if n is None else f"{n.rel_sd * 100:.2f}% (t {n.t:.2f}, df {n.df})"
+        spread = "-" if n is None else f"{n.raw_rel_sd * 100:.2f}% (t {n.t:.2f}, df {n.df}; {n.rel_sd * 100:.2f}%)"
         lines.append(f"| {i + 1} | {wall[i]:.0f} | {costs[i][0]:.0f} | " + " | ".join(cells) + f" | {spread} |")
     lines += ["", "## Pooled means (the truth of the table above)", "", "| cell | pooled mean tok/s |", "|---|---|"]
     for (cid, c), m in sorted(truth.items(), key=lambda kv: (kv[0][1], kv[0][0])):

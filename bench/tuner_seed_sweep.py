@@ -196,7 +196,7 @@ def main() -> int:
             f"The intervals cover: {cover}"
             + (
                 f" (the deployment-to-deployment spread pooled from {restart.get('df')} extra start(s): "
-                f"{restart.get('rel_sd_pct')}%)"
+                f"{restart.get('raw_rel_sd_pct')}%)"
                 if isinstance(restart, dict)
                 else " (one deployment per configuration: what a restart changes is not in them, so a verdict "
                 "'beyond noise' here may be reversed by another start; docs/tuner.md \"Verdicts across restarts\")"

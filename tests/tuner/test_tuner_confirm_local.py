@@ -88,6 +88,10 @@ def test_confirmation_round_redeploys_contenders_within_its_budget(tmp_path, mon
     # the log says who, why, and what it cost
     assert f"[confirm] start 1/{budget}: redeploying" in err
     assert "[confirm] done" in err and "extra start(s)" in err
+    # and why it stopped: its budget spent, or nothing left in doubt (never an empty reason)
+    assert "[confirm] done ()" not in err
+    if len(extra) == budget:
+        assert f"[confirm] done (the budget of {budget} extra start(s) is spent)" in err, err
     assert "deployment-to-deployment spread" in err
     rec = json.loads((out / "recommendation.json").read_text())
     noise = rec["noise"]

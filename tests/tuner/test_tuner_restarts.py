@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
@@ -31,13 +30,44 @@ def test_df_counts_starts_not_cells() -> None:
     assert noise.t == pytest.approx(12.706, abs=0.01)
 
 
-def test_own_noise_is_taken_out() -> None:
-    # deployments that differ by exactly what their own intervals allow: no deployment component left
+def test_own_noise_is_taken_out_of_the_component_but_not_of_the_band() -> None:
+    # deployments that differ by less than their own intervals allow: no restart component left
+    # (the reported `rel_sd`), yet the band rests on the deployments' spread itself: a redeploy that
+    # moved the value 2% is what the next start may do again, whatever the requests' noise explains
     cells = {}
     for i in range(6):
-        cells[(f"k{i}-t1", 4)] = [(100.0, own(100.0, 0.05), 1), (100.5, own(100.5, 0.05), 2)]
+        cells[(f"k{i}-t1", 4)] = [(100.0, own(100.0, 0.05), 1), (102.0, own(102.0, 0.05), 2)]
     noise = restarts.pool(cells)
     assert noise is not None and noise.rel_sd == 0.0 and noise.raw_rel_sd > 0.0
+    assert noise.band_rel == pytest.approx(noise.t * noise.raw_rel_sd)
+    one = restarts.widen([(100.0, own(100.0, 0.001), 1)], noise)
+    assert one is not None and one.rel_half_width == pytest.approx(noise.band_rel, rel=1e-6)
+
+
+def test_a_component_estimated_at_zero_still_covers_the_next_start() -> None:
+    # Two extra starts (df 2), a restart sd as large as the levels' own noise: the component (own
+    # noise taken out) is often estimated at 0 and a band built on it alone carries the levels' own
+    # noise only. The deployments' spread with its own quantile, t975(2) = 4.30, keeps >= 90%.
+    rng = random.Random(5)
+    zero = hit = total = 0
+    for _sweep in range(600):
+        true = {(f"k{c}", lv): 1000.0 + 30.0 * c + 500.0 * (lv == 32) for c in range(3) for lv in (4, 32)}
+        rows: dict[tuple[str, int], list[restarts.Row]] = {k: [] for k in true}
+        for c, dep in [(0, 1), (1, 1), (2, 1), (1, 2), (2, 2)]:
+            b = rng.gauss(0.0, 0.015)
+            for lv in (4, 32):
+                v = true[(f"k{c}", lv)] * (1 + b + rng.gauss(0.0, 0.026 / restarts.Z975))
+                rows[(f"k{c}", lv)].append((v, own(v, 0.026), dep))
+        noise = restarts.pool(rows)
+        assert noise is not None and noise.df == 2
+        zero += noise.rel_sd == 0.0
+        for k, r in rows.items():
+            iv = restarts.widen(r, noise)
+            assert iv is not None
+            total += 1
+            hit += iv.low <= true[k] <= iv.high
+    assert zero / 600 > 0.2  # the component alone would be nothing in a fifth of the sweeps or more
+    assert hit / total >= 0.90
 
 
 def test_pooled_estimate_recovers_a_known_spread() -> None:
@@ -81,8 +111,9 @@ def test_widen_covers_the_deployment_component() -> None:
     noise = restarts.RestartNoise(rel_sd=0.02, df=3, cells=6, configs=3, raw_rel_sd=0.025)
     iv = restarts.widen([(1000.0, own(1000.0, 0.01), 1)], noise)
     assert iv is not None and iv.noise == "deployments"
-    expect = math.sqrt((st.t975(3) * 0.02) ** 2 + 0.01**2)
-    assert iv.rel_half_width == pytest.approx(expect, rel=1e-6)
+    assert iv.rel_half_width == pytest.approx(st.t975(3) * 0.025, rel=1e-6)  # the deployments' spread, t on 3
+    noisy = restarts.widen([(1000.0, own(1000.0, 0.2), 1)], noise)
+    assert noisy is not None and noisy.rel_half_width == pytest.approx(0.2, rel=1e-6)  # never below its own
     two = restarts.widen([(1000.0, own(1000.0, 0.01), 1), (1040.0, own(1040.0, 0.01), 2)], noise)
     assert two is not None and two.estimate == pytest.approx(1020.0)
     assert two.rel_half_width is not None and two.rel_half_width < iv.rel_half_width

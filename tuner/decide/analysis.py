@@ -42,7 +42,7 @@ class PointStats:
     slo: SloResult | None = None  # set by `apply_slo`
     failed_reason: str | None = None  # the configuration failed during its benchmark (not compared)
     verify_failed: str | None = None  # it failed the correctness gate (tuner/verify/): never recommended
-    restart: restarts.RestartNoise | None = None  # the sweep's pooled deployment component (`aggregate`)
+    restart: restarts.RestartNoise | None = None  # the sweep's pooled deployment-to-deployment spread (`aggregate`)
 
     @property
     def config_id(self) -> str:
@@ -173,7 +173,7 @@ class PointStats:
     @property
     def ci95(self) -> Interval | None:
         """95% interval of the aggregate output tok/s; its `noise` says what it covers. With a measured
-        deployment component (`restart`) it covers what a redeploy changes too (tuner/measure/restarts.py)."""
+        deployment-to-deployment spread (`restart`) it covers what a redeploy changes too (tuner/measure/restarts.py)."""
         rows = self.interval_rows("output_tok_s")
         return restarts.widen(rows, self.restart) if self.restart is not None and rows else st.combine(rows)
 
@@ -232,7 +232,7 @@ def aggregate(
 ) -> dict[tuple[str, int], PointStats]:
     """Group measured level records by (config_id, concurrency), for one temperature (the first
     one seen when `temperature` is None, so levels of two temperatures never mix). With `pool`, the
-    deployment component measured by redeploys is pooled over the cells and every cell carries it."""
+    deployment-to-deployment spread measured by redeploys is pooled over the cells and every cell carries it."""
     out: dict[tuple[str, int], PointStats] = {}
     cap = capacity or {}
     want = temperature

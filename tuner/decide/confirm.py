@@ -7,7 +7,7 @@ with it, or, before any redeploy has measured the deployment component, the runn
 time, the least redeployed first so that two contenders take turns. Each redeploy measures every
 target level: a restart moves every level of a deployment alike, and the precise levels measure it
 best. What the redeploys measure is pooled into the
-deployment-to-deployment component every cell's interval then carries (tuner/decide/analysis.py
+deployment-to-deployment spread every cell's interval then carries (tuner/decide/analysis.py
 `aggregate`). Pure planning over the records; tuner/run/sweep.py runs the deployments.
 """
 

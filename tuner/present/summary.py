@@ -343,8 +343,8 @@ def noise_note(s: Summary) -> str:
     spend = n.get("confirm") or {}
     if restart:
         text += (
-            f" Deployment-to-deployment spread: {restart['rel_sd_pct']:.2f}% (one deployment's band "
-            f"+-{restart['band_pct']:.1f}%, t = {restart['t975']:.2f} on {restart['df']} extra start(s), pooled over "
+            f" Deployment-to-deployment spread: {restart['raw_rel_sd_pct']:.2f}% ({restart['rel_sd_pct']:.2f}% beyond "
+            f"the levels' own noise; one deployment's band +-{restart['band_pct']:.1f}%, t = {restart['t975']:.2f} on {restart['df']} extra start(s), pooled over "
             f'{restart["cells"]} cell(s) of {restart["configs"]} configuration(s); docs/tuner.md "Verdicts across '
             'restarts")'
         )

@@ -233,7 +233,6 @@ class Sweep:
                 continue
             if not isinstance(unit, tuple):
                 return
-                return
             cfg, dep = unit
             try:
                 await self.run_config(cfg, host, dep)
@@ -254,8 +253,9 @@ class Sweep:
         host = self.hosts[0]
         why = f"the budget of {budget} extra start(s) is spent"
         while made < budget:
-            plan, why = confirm.next_confirmation(self.store.state(), self.workload)
+            plan, nothing_left = confirm.next_confirmation(self.store.state(), self.workload)
             if plan is None:
+                why = nothing_left
                 break
             self.progress.line(
                 f"[confirm] start {made + 1}/{budget}: redeploying {plan.config.label} ({plan.why}); "
