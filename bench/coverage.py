@@ -69,10 +69,20 @@ GOAL_COST = 0.25
 
 
 def git_rev() -> str:
+    """HEAD, marked `+uncommitted` when the tuner, the tests' helpers or this script differ from it (the
+    sweeps then ran code no revision holds)."""
     try:
-        return subprocess.run(
+        rev = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "tuner", "tests/tuner", "bench/coverage.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return rev + ("+uncommitted" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
