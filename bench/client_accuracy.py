@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import free_port  # noqa: E402
+from emulator_proc import emulator_cmd, free_port  # noqa: E402
 
 from tuner.measure.metrics import counter_delta, level_metrics  # noqa: E402
 from tuner.run.client import BenchClient, ClientOptions  # noqa: E402
@@ -43,24 +43,15 @@ from tuner.spec.flags import requests_for_level  # noqa: E402
 
 def start_emulator(steps: int, profile: str | None) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tuner.emulator",
-        "--model-path",
-        "/models/x",
-        "--served-model-name",
-        "qwen3.5-122b",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
+    cmd = emulator_cmd(
         "--tp-size",
         "4",
         "--emulator-startup-s",
         "0.2",
         "--enable-metrics",
-    ]
+        port=port,
+        model="/models/x",
+    )
     if steps:
         cmd += [
             "--speculative-algorithm",

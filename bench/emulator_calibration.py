@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import free_port  # noqa: E402
+from emulator_proc import emulator_cmd, free_port  # noqa: E402
 
 from tuner.emulator import model, workload  # noqa: E402
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, Profile, load_profile  # noqa: E402
@@ -326,18 +326,7 @@ async def _closed_loop_http(url: str, c: int, n: int) -> dict[str, float]:
 
 def http_measure(profile_path: Path, k: int, levels: tuple[int, ...]) -> dict[int, dict[str, float]]:
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tuner.emulator",
-        "--model-path",
-        "/shared/models/Qwen3.5-122B-A10B",
-        "--served-model-name",
-        "qwen3.5-122b",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
+    cmd = emulator_cmd(
         "--tp-size",
         "4",
         "--emulator-profile",
@@ -348,7 +337,9 @@ def http_measure(profile_path: Path, k: int, levels: tuple[int, ...]) -> dict[in
         str(1000 + k),
         "--log-level",
         "warning",
-    ]
+        port=port,
+        model="/shared/models/Qwen3.5-122B-A10B",
+    )
     if k:
         cmd += [
             "--speculative-algorithm",

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import free_port  # noqa: E402
+from emulator_proc import emulator_cmd, free_port  # noqa: E402
 
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, load_profile  # noqa: E402
 from tuner.emulator.simulate import SpecSetting, closed_loop  # noqa: E402
@@ -116,18 +116,7 @@ def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
     )
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tuner.emulator",
-        "--model-path",
-        "/shared/models/Qwen3.5-122B-A10B",
-        "--served-model-name",
-        "qwen3.5-122b",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
+    cmd = emulator_cmd(
         "--tp-size",
         "4",
         "--speculative-algorithm",
@@ -148,7 +137,9 @@ def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
         "--emulator-startup-s",
         "0.5",
         *extra,
-    ]
+        port=port,
+        model="/shared/models/Qwen3.5-122B-A10B",
+    )
     log = tempfile.NamedTemporaryFile(prefix="emu-speed-", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
     try:

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
 from ansible_collections.sglang_tune.serving.plugins.modules import sglang_ready  # noqa: E402
-from emulator_proc import free_port  # noqa: E402
+from emulator_proc import emulator_cmd, free_port  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
 
@@ -112,18 +112,7 @@ class Observer(threading.Thread):
 def one_start(workdir: Path, startup_s: float, fault: str | None, interval: float):
     port = free_port()
     log = workdir / f"emu-{port}.log"
-    args = [
-        sys.executable,
-        "-m",
-        "tuner.emulator",
-        "--model-path",
-        "/models/Qwen3.5-122B-A10B",
-        "--served-model-name",
-        "qwen3.5-122b",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
+    args = emulator_cmd(
         "--tp-size",
         "4",
         "--speculative-algorithm",
@@ -136,7 +125,9 @@ def one_start(workdir: Path, startup_s: float, fault: str | None, interval: floa
         "4",
         "--emulator-startup-s",
         f"{startup_s:.2f}",
-    ]
+        port=port,
+        model="/models/Qwen3.5-122B-A10B",
+    )
     if fault:
         args += ["--emulator-fault", fault]
     with open(log, "ab") as out:

@@ -6,14 +6,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from emulator_proc import free_port
+from emulator_proc import emulator_cmd, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "/shared/models/Qwen3.5-122B-A10B"
@@ -47,21 +46,11 @@ class Emulator:
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        base = (
-            [
-                "--model-path",
-                MODEL,
-                "--served-model-name",
-                "qwen3.5-122b",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ]
+        self.cmd = (
+            emulator_cmd(*args, port=self.port, model=MODEL)
             if with_defaults
-            else []
+            else emulator_cmd(*args, model=None, served=None)
         )
-        self.cmd = [sys.executable, "-m", "tuner.emulator", *base, *args]
         self.err_path = tmp / f"emu-{self.port}.err"
         self.out_path = tmp / f"emu-{self.port}.out"
         self._err = open(self.err_path, "wb")

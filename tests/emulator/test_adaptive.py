@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import threading
 
 import pytest
 from emu_testlib import MODEL, ROOT, Emulator, spec_flags
+from emulator_proc import emulator_cmd
 from sglang_utils import sglang_adaptive as schema
 
 from tuner.emulator import adaptive
@@ -128,12 +128,7 @@ def test_steps_outside_the_candidates_are_refused(tmp_path):
 def test_a_bad_config_ends_the_launch_before_the_first_line(tmp_path):
     path = config(tmp_path, {"candidate_steps": [1, 3]})
     r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner.emulator",
-            "--model-path",
-            MODEL,
+        emulator_cmd(
             "--speculative-algorithm",
             "NEXTN",
             "--speculative-adaptive",
@@ -141,7 +136,9 @@ def test_a_bad_config_ends_the_launch_before_the_first_line(tmp_path):
             path,
             "--emulator-sglang-version",
             "0.5.23",
-        ],
+            model=MODEL,
+            served=None,
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,
