@@ -179,3 +179,30 @@ def test_contenders_interleave_and_stop_when_nothing_is_in_doubt() -> None:
     # a margin far outside both intervals: nothing to confirm
     far = [cell("k2-t1", 32, 1200.0, 0.02), cell("k3-t1", 32, 1630.0, 0.02)]
     assert restarts.contenders(far, [32], noise) == []
+
+
+def test_the_round_measures_the_most_precise_target_level() -> None:
+    # C=4 measured to +-1.8% in every configuration, C=32 to +-4% (its request cap): one restart
+    # draw is shared by both, and C=4 mixes less of the requests' own noise into the spread
+    cells = {}
+    for i, cid in enumerate(("k2-t1", "k3-t1", "k4-t1")):
+        cells[(cid, 4)] = [(500.0 + i, own(500.0 + i, 0.018), 1)]
+        cells[(cid, 32)] = [(1600.0 + i, own(1600.0 + i, 0.04 - 0.03 * (i == 0)), 1)]
+    assert restarts.precise_level(cells, [4, 32]) == 4  # by the median, not by one lucky cell
+    assert restarts.precise_level(cells, [32]) == 32  # only target levels
+    assert restarts.precise_level(cells, [64]) is None
+    even = {("k2-t1", 4): [(100.0, own(100.0, 0.02), 1)], ("k2-t1", 16): [(200.0, own(200.0, 0.02), 1)]}
+    assert restarts.precise_level(even, [16, 4]) == 4  # a tie goes to the lower level
+
+
+def test_contenders_count_a_configurations_deployments_over_all_its_levels() -> None:
+    # k3 was redeployed at C=4 only (the round measures one level); it is in doubt at C=32, where its
+    # cell still has one deployment: k2 goes next all the same (the two take turns)
+    noise = restarts.RestartNoise(rel_sd=0.01, df=1, cells=1, configs=1, raw_rel_sd=0.012)
+    cells = [
+        cell("k2-t1", 4, 600.0, 0.02),
+        cell("k3-t1", 4, 610.0, 0.02, deps=2),
+        cell("k2-t1", 32, 1600.0, 0.02),
+        cell("k3-t1", 32, 1630.0, 0.02),
+    ]
+    assert [c.config_id for c in restarts.contenders(cells, [4, 32], noise)][0] == "k2-t1"

@@ -4,9 +4,10 @@ After the static depths (docs/tuner.md "Verdicts across restarts"), the sweep sp
 `--confirm N` extra server starts on the configurations whose verdicts are in doubt
 (tuner/measure/restarts.py `contenders`: at each target level the best and every configuration tied
 with it, or, before any redeploy has measured the deployment component, the runner-up), one at a
-time, the least redeployed first so that two contenders take turns. Each redeploy measures every
-target level: a restart moves every level of a deployment alike, and the precise levels measure it
-best. What the redeploys measure is pooled into the
+time, the least redeployed first so that two contenders take turns. Each redeploy measures one
+level, the sweep's most precise target level (tuner/measure/restarts.py `precise_level`): a
+restart moves every level of a deployment alike, and the precise level measures it best. What the
+redeploys measure is pooled into the
 deployment-to-deployment spread every cell's interval then carries (tuner/decide/analysis.py
 `aggregate`). Pure planning over the records; tuner/run/sweep.py runs the deployments.
 """
@@ -60,10 +61,15 @@ def next_confirmation(state: SweepState, workload: WorkloadSpec) -> tuple[Confir
         for r in state.records
         if r.TYPE == "deploy" and getattr(r, "config_id", None) == cfg.config_id
     }
-    # Every target level, not only those in doubt: a restart moves every level of a deployment
-    # alike, and the precise levels are what measure it (the contested one may be the noisiest).
+    # One level, the sweep's most precise target level, not those in doubt: a restart moves every
+    # level of a deployment alike, so the precise level measures it best (the contested one may be
+    # the noisiest), and the verdicts everywhere read the spread it measures.
+    rows = {k: p.interval_rows("output_tok_s") for k, p in stats.items() if not p.partial}
+    level = restarts.precise_level(rows, targets)
+    if level is None:
+        return None, "no target level was measured"
     why = f"{pick.why}; in doubt at C={','.join(str(c) for c in pick.levels)}"
-    return Confirmation(cfg, max(deployments, default=1) + 1, tuple(targets), why), ""
+    return Confirmation(cfg, max(deployments, default=1) + 1, (level,), why), ""
 
 
 def cost(state: SweepState) -> dict[str, float | int]:

@@ -175,6 +175,33 @@ def widen(rows: Sequence[Row], noise: RestartNoise) -> Interval | None:
 
 
 # -- the confirmation round ----------------------------------------------------------------------
+def precise_level(cells: Mapping[tuple[str, int], Sequence[Row]], levels: Sequence[int]) -> int | None:
+    """The target level the sweep measured most precisely: the smallest median relative half-width
+    of the levels' own intervals over its cells (the lower level on a tie); None when no target level
+    has one.
+
+    A restart is one draw shared by every level of a deployment, so one level measures it; the most
+    precise one mixes the least of the requests' own noise into the deployments' spread, which every
+    interval's band is then built on. A confirmation start measures that level only: the extra start
+    costs its deployment and one level, not every level again."""
+    per_level: dict[int, list[float]] = {}
+    for (_cid, level), rows in cells.items():
+        if level not in levels:
+            continue
+        for value, iv, _dep in rows:
+            if iv is not None and value and value > 0:
+                per_level.setdefault(int(level), []).append(iv.half_width / float(value))
+    if not per_level:
+        return None
+
+    def median(xs: list[float]) -> float:
+        xs = sorted(xs)
+        mid = len(xs) // 2
+        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
+
+    return min(per_level, key=lambda lv: (median(per_level[lv]), lv))
+
+
 @dataclass(frozen=True)
 class Contender:
     """A configuration the confirmation round redeploys, and the levels it is measured at."""
@@ -207,11 +234,14 @@ def contenders(cells: Iterable[CellView], levels: Sequence[int], noise: RestartN
     margin it is part of, after fewer deployments first (so two close contenders are redeployed in
     turn: interleaved), then the one in doubt at more levels."""
     by_level: dict[int, list[CellView]] = {}
+    # a configuration's deployments over all its cells: a redeploy measures one level, and the
+    # configuration has been redeployed whichever of its levels is in doubt
+    deps: dict[str, int] = {}
     for c in cells:
+        deps[c.config_id] = max(deps.get(c.config_id, 1), c.deployments)
         if c.competes and c.level in levels and c.mean > 0:
             by_level.setdefault(c.level, []).append(c)
     doubt: dict[str, dict[int, float]] = {}
-    deps: dict[str, int] = {}
     for level, pts in by_level.items():
         if len(pts) < 2:
             continue
@@ -226,7 +256,6 @@ def contenders(cells: Iterable[CellView], levels: Sequence[int], noise: RestartN
                     doubt.setdefault(c.config_id, {})
                     prev = doubt[c.config_id].get(level)
                     doubt[c.config_id][level] = margin if prev is None else min(prev, margin)
-                    deps[c.config_id] = c.deployments
     out = [
         Contender(
             config_id=cid,
