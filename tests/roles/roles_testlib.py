@@ -5,11 +5,17 @@ Imported by the tests of this directory (pytest puts it on sys.path); conftest.p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -51,3 +57,133 @@ def podman_ready() -> str | None:
 
 def remove_container(name: str) -> None:
     subprocess.run(["podman", "rm", "-f", "-t", "2", name], capture_output=True)
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """One ansible-runner run of the deploy play on an emulator host: its exit code, its output (and,
+    when asked, its artifacts), its events."""
+
+    rc: int
+    out: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The play's `playbook_on_stats` event data (changed counts, set_stats artifacts)."""
+        return next((e["event_data"] for e in self.events if e["event"] == "playbook_on_stats"), {})
+
+    def report(self, host: str) -> dict[str, Any]:
+        """The gate's report of `host` (the role's set_stats `sglang_ready`)."""
+        return self.stats["artifact_data"]["sglang_ready"][host]["report"]
+
+
+@dataclass(frozen=True)
+class EmulatorHost:
+    """The podman emulator host a systemd test file owns (playbooks/emulator_hosts.yml), reached at
+    10.213.<index>.2: each file has its own name and index so that files run side by side (see
+    docs/architecture.md "Tests"). One place for what every such file did with it: the inventory,
+    the deploy play through ansible-runner, commands in the container, and making and removing it."""
+
+    name: str
+    index: int
+    unit: str = "sglang-qwen.service"
+
+    @property
+    def url(self) -> str:
+        return f"http://10.213.{self.index}.2:30000"
+
+    def podman(
+        self, *args: str, check: bool = True, user: str | None = None, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`podman exec` in the host (as `user`, with `stdin`)."""
+        cmd = ["podman", "exec"] + (["-i"] if stdin is not None else []) + (["--user", user] if user else [])
+        return subprocess.run(
+            cmd + [self.name, *args], input=stdin, capture_output=True, text=True, check=check, timeout=120
+        )
+
+    def show(self, prop: str) -> str:
+        """`systemctl show` of the unit, one property's value."""
+        return self.podman("systemctl", "show", self.unit, "-p", prop, "--value").stdout
+
+    def exec_start(self) -> str:
+        return self.show("ExecStart")
+
+    def invocation(self) -> str:
+        """The unit's InvocationID: it changes exactly when systemd (re)starts the server."""
+        return self.show("InvocationID").strip()
+
+    def inventory(self, path: Path, wheelhouse: Path, hosts: dict[str, Any] | None = None, **group_vars: Any) -> Path:
+        """inventory/emulator.yml with this host only (or `hosts`), the frozen wheelhouse, a 1 s
+        emulated start and `group_vars` on top."""
+        inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
+        group = inv["all"]["children"]["emulator_hosts"]
+        group["hosts"] = hosts or {self.name: {"emulator_host_index": self.index}}
+        group["vars"].update(
+            sglang_server_emulator_build_wheelhouse=False,
+            sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
+            sglang_server_emulator_startup_s=1,
+            **group_vars,
+        )
+        path.write_text(yaml.safe_dump(inv))
+        return path
+
+    def deploy(self, tmp: Path, inv: Path, name: str, **kwargs: Any) -> Deployed:
+        """The deploy play on `inv` (this host's inventory): `deploy_play`."""
+        return deploy_play(tmp, inv, name, **kwargs)
+
+    @contextlib.contextmanager
+    def made(self, inv: Path, timeout: float = 300) -> Iterator[None]:
+        """The host, made by playbooks/emulator_hosts.yml and removed afterwards, whatever happens."""
+        play = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
+        try:
+            made = run(play, timeout=timeout)
+            assert made.returncode == 0, made.stdout[-4000:]
+            yield
+        finally:
+            run(play + ["-e", "emulator_hosts_state=absent"], timeout=timeout)
+            remove_container(self.name)
+
+
+def deploy_play(
+    tmp: Path,
+    inv: Path,
+    name: str,
+    *,
+    tags: str | None = None,
+    env: dict[str, str] | None = None,
+    artifacts: bool = False,
+    **extravars: Any,
+) -> Deployed:
+    """One ansible-runner run of deploy.yml on `inv` (private data dir `tmp/runner-<name>`), in the
+    environment `ansible_env` gives plus `env`. With `artifacts`, the text of ansible-runner's
+    artifacts follows the output, all but `command` (it records the environment the run was
+    started with, the test's own input, not something the play wrote)."""
+    import ansible_runner  # the deploy half's tests only; the helpers above need none of it
+
+    private = tmp / f"runner-{name}"
+    private.mkdir()
+    saved = dict(os.environ)
+    run_env = ansible_env(**(env or {}))  # from the environment as it is, before it is replaced
+    os.environ.clear()
+    os.environ.update(run_env)
+    try:
+        r = ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(ROOT),
+            playbook="deploy.yml",
+            inventory=str(inv),
+            extravars=extravars,
+            quiet=True,
+            tags=tags,
+        )
+        events = list(r.events)
+        out = r.stdout.read()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if artifacts:
+        for path in sorted((private / "artifacts").rglob("*")):
+            if path.is_file() and path.name != "command":
+                out += "\n" + path.read_text(errors="replace")
+    return Deployed(int(r.rc), out, events)

@@ -23,10 +23,9 @@ import subprocess
 import urllib.error
 import urllib.request
 
-import ansible_runner
 import pytest
 import yaml
-from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container, run
+from roles_testlib import ROOT, VENV_BIN, EmulatorHost, ansible_env, deploy_play, remove_container, run
 
 HEAD, WORKER, GHOST = "mn21-a", "mn21-b", "mn21-c"
 INDEX = {HEAD: 220, WORKER: 221, GHOST: 223}
@@ -40,8 +39,11 @@ WORKER_URL = f"http://10.213.{INDEX[WORKER]}.2:30000"
 JOINED = "Init torch distributed ends."
 
 
+EMU = {h: EmulatorHost(h, i) for h, i in INDEX.items()}
+
+
 def podman(host: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", host, *args], capture_output=True, text=True, check=check, timeout=120)
+    return EMU[host].podman(*args, check=check)
 
 
 def inventory(path, wheelhouse, hosts=(HEAD, WORKER)):
@@ -68,30 +70,12 @@ def inventory(path, wheelhouse, hosts=(HEAD, WORKER)):
 
 def deploy(tmp_path, inv, name, **extravars):
     """One ansible-runner run of the deploy play: (rc, stdout, stats event data)."""
-    private = tmp_path / f"runner-{name}"
-    private.mkdir()
-    saved = dict(os.environ)
-    os.environ.update(ansible_env())
-    try:
-        r = ansible_runner.run(
-            private_data_dir=str(private),
-            project_dir=str(ROOT),
-            playbook="deploy.yml",
-            inventory=str(inv),
-            extravars=extravars,
-            quiet=True,
-        )
-        events = list(r.events)
-        out = r.stdout.read()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    stats = next((e["event_data"] for e in events if e["event"] == "playbook_on_stats"), {})
-    return r.rc, out, stats
+    d = deploy_play(tmp_path, inv, name, **extravars)
+    return d.rc, d.out, d.stats
 
 
 def exec_start(host: str) -> str:
-    return podman(host, "systemctl", "show", UNIT, "-p", "ExecStart", "--value").stdout
+    return EMU[host].exec_start()
 
 
 def argv(host: str) -> str:
@@ -101,7 +85,7 @@ def argv(host: str) -> str:
 
 
 def invocation(host: str) -> str:
-    return podman(host, "systemctl", "show", UNIT, "-p", "InvocationID", "--value").stdout.strip()
+    return EMU[host].invocation()
 
 
 def active(host: str) -> str:

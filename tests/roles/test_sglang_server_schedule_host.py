@@ -16,79 +16,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import urllib.request
 
-import ansible_runner
 import pytest
-import yaml
-from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container, run
+from roles_testlib import EmulatorHost
 
-HOST, INDEX = "roles-schedule-236", 236
-URL = f"http://10.213.{INDEX}.2:30000"
-UNIT = "sglang-qwen.service"
+EMU = EmulatorHost("roles-schedule-236", 236)
+HOST, URL, UNIT = EMU.name, EMU.url, EMU.unit
 FILE = "/etc/sglang/sglang-qwen.adaptive.json"
 KEPT = "/etc/sglang/last-good/sglang-qwen/adaptive"
 PINNED = {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}
 CANONICAL = '{"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}\n'
 TUNER_VARS = {"spec_topk": 1, "spec_algorithm": "NEXTN"}
-
-
-def podman(*args: str, check: bool = True, user: str | None = None) -> subprocess.CompletedProcess:
-    cmd = ["podman", "exec"] + (["--user", user] if user else []) + [HOST, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
-
-
-def inventory(path, wheelhouse):
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = {HOST: {"emulator_host_index": INDEX}}
-    group["vars"].update(
-        sglang_server_emulator_build_wheelhouse=False,
-        sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
-        sglang_server_emulator_startup_s=1,
-        sglang_server_sglang_version="0.5.23",
-        sglang_server_mem_fraction_static=0.92,
-    )
-    path.write_text(yaml.safe_dump(inv))
-    return path
+podman, exec_start, invocation = EMU.podman, EMU.exec_start, EMU.invocation
 
 
 def deploy(tmp_path, inv, name, **extravars):
     """One ansible-runner run of the deploy play: (rc, stdout, stats event data)."""
-    private = tmp_path / f"runner-{name}"
-    private.mkdir()
-    saved = dict(os.environ)
-    os.environ.update(ansible_env())
-    try:
-        r = ansible_runner.run(
-            private_data_dir=str(private),
-            project_dir=str(ROOT),
-            playbook="deploy.yml",
-            inventory=str(inv),
-            extravars=extravars,
-            quiet=True,
-        )
-        events = list(r.events)
-        out = r.stdout.read()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    stats = next((e["event_data"] for e in events if e["event"] == "playbook_on_stats"), {})
-    return r.rc, out, stats
+    d = EMU.deploy(tmp_path, inv, name, **extravars)
+    return d.rc, d.out, d.stats
 
 
 def report(stats):
     return stats["artifact_data"]["sglang_ready"][HOST]["report"]
-
-
-def exec_start() -> str:
-    return podman("systemctl", "show", UNIT, "-p", "ExecStart", "--value").stdout
-
-
-def invocation() -> str:
-    return podman("systemctl", "show", UNIT, "-p", "InvocationID", "--value").stdout.strip()
 
 
 def server_info() -> dict:
@@ -116,15 +66,14 @@ def etc_digest() -> str:
 @pytest.fixture(scope="module")
 def host(need_podman, frozen_wheelhouse, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("schedule-host")
-    inv = inventory(tmp / "inventory.yml", frozen_wheelhouse)
-    hosts = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
-    made = run(hosts, timeout=300)
-    assert made.returncode == 0, made.stdout[-4000:]
-    try:
+    inv = EMU.inventory(
+        tmp / "inventory.yml",
+        frozen_wheelhouse,
+        sglang_server_sglang_version="0.5.23",
+        sglang_server_mem_fraction_static=0.92,
+    )
+    with EMU.made(inv):
         yield tmp, inv
-    finally:
-        run(hosts + ["-e", "emulator_hosts_state=absent"], timeout=300)
-        remove_container(HOST)
 
 
 @pytest.mark.systemd

@@ -18,22 +18,16 @@ its file tree, and the unit's InvocationID, before and after).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
 import sys
 import urllib.error
 import urllib.request
 
-import ansible_runner
 import pytest
-import yaml
-from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container, run
+from roles_testlib import ROOT, VENV_BIN, EmulatorHost, run
 
-HOST, INDEX = "roles-secrets-241", 241
-URL = f"http://10.213.{INDEX}.2:30000"
-UNIT = "sglang-qwen.service"
+EMU = EmulatorHost("roles-secrets-241", 241)
+HOST, INDEX, URL, UNIT = EMU.name, EMU.index, EMU.url, EMU.unit
 KEY_QUOTES = "k'e\"y-$HOME-\\n-%d-7f3a"
 KEY_4K = ("Z9" * 2048)[:4091] + "-4KiB"  # 4096 characters: the longest key the role takes
 ALLOWED = {
@@ -45,65 +39,16 @@ ALLOWED = {
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 from sglang_secrets import secret_forms  # noqa: E402
 
-
-def podman(*args: str, stdin: str | None = None, check: bool = True, user: str | None = None):
-    cmd = ["podman", "exec"] + (["-i"] if stdin is not None else []) + (["--user", user] if user else [])
-    return subprocess.run(cmd + [HOST, *args], input=stdin, capture_output=True, text=True, check=check, timeout=120)
-
-
-def inventory(path, wheelhouse, hosts=None):
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = hosts or {HOST: {"emulator_host_index": INDEX}}
-    group["vars"].update(
-        sglang_server_emulator_build_wheelhouse=False,
-        sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
-        sglang_server_emulator_startup_s=1,
-    )
-    path.write_text(yaml.safe_dump(inv))
-    return path
-
-
-@contextlib.contextmanager
-def environ(key: str | None):
-    """The controller's environment for one run: the repo's ansible.cfg, SGLANG_API_KEY=key (or unset)."""
-    saved = dict(os.environ)
-    os.environ.update(ansible_env())
-    os.environ.pop("SGLANG_API_KEY", None)
-    if key is not None:
-        os.environ["SGLANG_API_KEY"] = key
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+podman, inventory = EMU.podman, EMU.inventory
 
 
 def deploy(tmp_path, inv, name, key, tags=None, **extravars):
-    """One ansible-runner run of the deploy play with SGLANG_API_KEY=key: (rc, stdout + artifacts, events).
-
-    ansible-runner's `command` artifact records the environment it was started with (this test's
-    input, SGLANG_API_KEY included), so it is left out: it is not something the play wrote.
-    """
-    private = tmp_path / f"runner-{name}"
-    private.mkdir()
+    """One ansible-runner run of the deploy play with SGLANG_API_KEY=key (unset for None):
+    (rc, stdout + artifacts but ansible-runner's `command`, events) (roles_testlib EmulatorHost.deploy)."""
     extravars.setdefault("spec_steps", 3)
-    with environ(key):
-        r = ansible_runner.run(
-            private_data_dir=str(private),
-            project_dir=str(ROOT),
-            playbook="deploy.yml",
-            inventory=str(inv),
-            extravars=extravars,
-            quiet=True,
-            tags=tags,
-        )
-        events = list(r.events)
-        text = r.stdout.read()
-    for path in sorted((private / "artifacts").rglob("*")):
-        if path.is_file() and path.name != "command":
-            text += "\n" + path.read_text(errors="replace")
-    return r.rc, text, events
+    env = {"SGLANG_API_KEY": key} if key is not None else None
+    d = EMU.deploy(tmp_path, inv, name, tags=tags, env=env, artifacts=True, **extravars)
+    return d.rc, d.out, d.events
 
 
 def status(key: str | None, path: str = "/v1/models") -> int:
@@ -242,14 +187,8 @@ def snapshot() -> dict:
 def host(need_podman, frozen_wheelhouse, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("secrets-host")
     inv = inventory(tmp / "inventory.yml", frozen_wheelhouse)
-    hosts = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
-    made = run(hosts, timeout=300)
-    assert made.returncode == 0, made.stdout[-4000:]
-    try:
+    with EMU.made(inv):
         yield tmp, inv
-    finally:
-        run(hosts + ["-e", "emulator_hosts_state=absent"], timeout=300)
-        remove_container(HOST)
 
 
 @pytest.mark.systemd

@@ -14,82 +14,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import urllib.request
 
-import ansible_runner
 import pytest
-import yaml
-from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container, run
+from roles_testlib import ROOT, EmulatorHost, ansible_env
 
-HOST, INDEX = "vg20-verify-215", 215
-URL = f"http://10.213.{INDEX}.2:30000"
-UNIT = "sglang-qwen.service"
-
-
-def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", HOST, *args], capture_output=True, text=True, check=check, timeout=120)
-
-
-def inventory(path, wheelhouse):
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = {HOST: {"emulator_host_index": INDEX}}
-    group["vars"].update(
-        sglang_server_emulator_build_wheelhouse=False,
-        sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
-        sglang_server_emulator_startup_s=1,
-    )
-    path.write_text(yaml.safe_dump(inv))
-    return path
+EMU = EmulatorHost("vg20-verify-215", 215)
+HOST, URL, UNIT = EMU.name, EMU.url, EMU.unit
+podman, exec_start = EMU.podman, EMU.exec_start
 
 
 def deploy(tmp_path, inv, name, **extravars):
     """One ansible-runner run of the deploy play: (rc, stdout)."""
-    private = tmp_path / f"runner-{name}"
-    private.mkdir()
-    saved = dict(os.environ)
-    os.environ.update(ansible_env())
-    try:
-        r = ansible_runner.run(
-            private_data_dir=str(private),
-            project_dir=str(ROOT),
-            playbook="deploy.yml",
-            inventory=str(inv),
-            extravars=extravars,
-            quiet=True,
-        )
-        out = r.stdout.read()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    return r.rc, out
-
-
-def exec_start() -> str:
-    return podman("systemctl", "show", UNIT, "-p", "ExecStart", "--value").stdout
+    d = EMU.deploy(tmp_path, inv, name, **extravars)
+    return d.rc, d.out
 
 
 def etc_digest() -> str:
     listing = podman("sh", "-c", f"find /etc/sglang /etc/systemd/system/{UNIT} -type f | sort | xargs cat").stdout
-    inv = podman("systemctl", "show", UNIT, "-p", "InvocationID", "--value").stdout
-    return hashlib.sha256((listing + inv).encode()).hexdigest()
+    return hashlib.sha256((listing + EMU.show("InvocationID")).encode()).hexdigest()
 
 
 @pytest.fixture(scope="module")
 def host(need_podman, frozen_wheelhouse, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("verify-host")
-    inv = inventory(tmp / "inventory.yml", frozen_wheelhouse)
-    hosts = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
-    made = run(hosts, timeout=300)
-    assert made.returncode == 0, made.stdout[-4000:]
-    try:
+    inv = EMU.inventory(tmp / "inventory.yml", frozen_wheelhouse)
+    with EMU.made(inv):
         yield tmp, inv
-    finally:
-        run(hosts + ["-e", "emulator_hosts_state=absent"], timeout=300)
-        remove_container(HOST)
 
 
 @pytest.mark.systemd
