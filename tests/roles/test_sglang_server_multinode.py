@@ -285,6 +285,8 @@ def test_the_tuner_sweeps_the_group_as_one_server(group):
             "grid",
             "--steps",
             "1,2",
+            "--confirm",
+            "0",  # the confirmation round's own test: tests/tuner/test_tuner_confirm_local.py
             "--concurrency",
             "1",
             "--input-len",

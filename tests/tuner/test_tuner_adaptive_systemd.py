@@ -77,6 +77,8 @@ def test_the_phase_measures_the_envelope_and_deploy_best_runs_the_recommendation
             "grid",
             "--steps",
             "2,3",
+            "--confirm",
+            "0",  # the confirmation round's own test: tests/tuner/test_tuner_confirm_local.py
             "--concurrency",
             "1,4",
             "--input-len",

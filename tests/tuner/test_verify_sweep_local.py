@@ -37,6 +37,8 @@ def sweep(out: Path, inventory: Path, *args: str) -> int:
             "sweep",
             "--search",
             "grid",
+            "--confirm",
+            "0",  # the confirmation round's own test: tests/tuner/test_tuner_confirm_local.py
             "--no-early-stop",
             "--out",
             str(out),

@@ -81,6 +81,8 @@ def test_each_fault_is_caught_excluded_and_never_deployed(inventory, tmp_path):
             "--no-early-stop",
             "--steps",
             "1-5",
+            "--confirm",
+            "0",  # the confirmation round's own test: tests/tuner/test_tuner_confirm_local.py
             "--concurrency",
             "1",
             "--input-len",

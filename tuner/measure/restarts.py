@@ -34,10 +34,12 @@ level noisier than the pooled spread at its own width). With one extra start t97
 single redeploy measures the spread but cannot bound it; with two, 4.30; with three, 3.18.
 
 Why not the restart component alone (s^2 minus what the levels' own intervals explain, the method
-of moments)? On two or three extra starts that difference is often at or below zero: it was 0 in
-four of eight sweeps of the kept bench/coverage.md run, and intervals built on it held the pooled
-mean in 85% of cells there, against 94% on the spread itself. s^2 is a sum of squares, never
-truncated, and t975(df) on it is the interval's own quantile. The component is still reported (`rel_sd`: how much of the
+of moments)? On two extra starts that difference is at or below zero whenever the deployments
+agree better than the requests' noise predicts: in the bench/coverage.md run kept at revision
+daead48 (each redeploy re-measured every level, the noisy ones among them) it was 0 in four of eight
+sweeps, and intervals built on it held the pooled mean in 85% of cells, against 94% on the spread
+itself. s^2 is a sum of squares, never truncated, and t975(df) on it is the interval's own
+quantile. The component is still reported (`rel_sd`: how much of the
 spread is restart beyond the requests' noise). What that costs, and the coverage it buys, is
 measured in bench/coverage.md.
 

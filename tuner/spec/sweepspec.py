@@ -554,12 +554,13 @@ class SweepSpec:
         ),
     )
     confirm: int = field(
-        default=0,
+        default=2,
         metadata=_opt(
             "--confirm",
-            "0",
-            "after the static depths, redeploy the close contenders up to N times (extra server starts) "
-            "and pool the deployment-to-deployment variation they show into every interval, so that "
+            "2",
+            "after the static depths, redeploy the close contenders up to N times (extra server starts, "
+            "each measuring the sweep's most precise level) and build every interval on the "
+            "deployment-to-deployment spread they show, so that "
             'verdicts survive a restart; 0 = off (default %(default)s; docs/tuner.md "Verdicts across restarts")',
             _int("--confirm", 0),
             identity=False,
