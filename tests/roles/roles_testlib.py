@@ -82,8 +82,9 @@ class Deployed:
 class EmulatorHost:
     """The podman emulator host a systemd test file owns (playbooks/emulator_hosts.yml), reached at
     10.213.<index>.2: each file has its own name and index so that files run side by side (see
-    docs/architecture.md "Tests"). One place for what every such file did with it: the inventory,
-    the deploy play through ansible-runner, commands in the container, and making and removing it."""
+    docs/architecture.md "Emulator hosts (this machine)"). One place for what every such file did
+    with it: the inventory, the deploy play through ansible-runner, commands in the container, and
+    making and removing it."""
 
     name: str
     index: int
