@@ -205,6 +205,16 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         from .spec.workload import describe
 
         print(f"prompts: {describe(w.dataset, w.dataset_sample)}")
+        if spec.repeat_deploys > 1:
+            print("confirm: none (every configuration is deployed --repeat-deploys times)")
+        elif spec.confirm > 0:
+            print(
+                f"confirm: after the static depths, at most {spec.confirm} extra start(s) of the close contenders, "
+                "each measuring the sweep's most precise level; every interval then covers what a restart "
+                "changes (--confirm 0: off)"
+            )
+        else:
+            print("confirm: off (--confirm 0): the intervals will not cover what a restart changes")
         if spec.verify:
             where = spec.verify_baseline or str(out / "verify_baseline.json")
             print(

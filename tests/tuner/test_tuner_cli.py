@@ -127,4 +127,5 @@ def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):
     assert 'deploy k2-t1: {"sglang_server_emulator_startup_s": "1", "spec_steps": 2' in out
     assert "skip k1-t1-d3" in out and "deploy k0" in out and "deploy k1-t2-d3" in out
     assert "C=64 x 128..1024 requests" in out and "until +-2%" in out
+    assert "confirm: after the static depths, at most 2 extra start(s)" in out  # on by default
     assert not (tmp_path / "o").exists()
