@@ -77,7 +77,7 @@ class Emulator:
             time.sleep(0.02)
         raise AssertionError(f"timed out waiting for {text!r}:\n{self.log()[-3000:]}")
 
-    def wait_ready(self, timeout: float = 15.0) -> Emulator:
+    def wait_ready(self, timeout: float = 60.0) -> Emulator:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -53,7 +53,7 @@ def test_rank0_waits_for_the_worker_and_the_pair_serves_as_one(emulator):
         "--emulator-startup-s",
         "0.3",
     )
-    head.wait_ready(20)
+    head.wait_ready(60)
     worker.wait_for_line(JOINED)
     assert " TP1] Init torch distributed ends." in worker.log() and " TP0] Init torch distributed ends." in head.log()
     # the worker's dummy health endpoints answer 200 without being a server
@@ -90,7 +90,7 @@ def test_a_worker_that_never_joins_fails_rank0_at_the_dist_timeout(emulator):
 
 def test_a_worker_crash_after_ready_takes_rank0_down(emulator):
     head, worker, _ = _pair(emulator, worker_args=("--emulator-fault", "worker-crash-after-ready=1"))
-    head.wait_ready(20)
+    head.wait_ready(60)
     assert worker.wait_exit(15) != 0
     assert "emulated fault worker-crash-after-ready" in worker.log()
     assert head.wait_exit(10) != 0
@@ -100,7 +100,7 @@ def test_a_worker_crash_after_ready_takes_rank0_down(emulator):
 
 def test_rank0_dying_takes_the_worker_down(emulator):
     head, worker, _ = _pair(emulator)
-    head.wait_ready(20)
+    head.wait_ready(60)
     worker.wait_for_line(JOINED)
     head.kill()
     assert worker.wait_exit(10) != 0
