@@ -119,6 +119,25 @@ def old_rule(points: list) -> str:
     return min(near, key=lambda p: p.order_key).config_id
 
 
+def analyse_fixed(out: Path) -> dict:
+    """A fixed-count sweep, for the cost comparison only: its first deployment of every configuration
+    (a sweep made while the confirmation round was on by default also holds redeploys, which are not
+    part of what a fixed count costs), each cell's precision from its own requests."""
+    state: SweepState = Store(out).state()
+    first = [lv for lv in state.levels(measured_only=False) if int(lv.deployment or 1) == 1]
+    levels: dict[int, dict] = {}
+    for lv in first:
+        if lv.complete and lv.metrics.precision_pct is not None:
+            levels.setdefault(int(lv.concurrency), {"precision": {}})["precision"][lv.config_id] = float(
+                lv.metrics.precision_pct
+            )
+    return {
+        "levels": levels,
+        "level_s": sum(lv.bench_s or 0.0 for lv in first),
+        "requests": sum(lv.metrics.requests for lv in first),
+    }
+
+
 def analyse(out: Path) -> dict:
     st = Store(out)
     spec = st.read_spec()
@@ -177,7 +196,7 @@ def main() -> int:
     runs: dict[str, list[dict]] = {k: [] for k in KINDS}
     for name, took in meta["sweeps"].items():
         kind = name.rsplit("-", 1)[0]
-        res = analyse(DATA / name)
+        res = analyse_fixed(DATA / name) if kind == "fixed" else analyse(DATA / name)
         res["took_s"] = took
         runs.setdefault(kind, []).append(res)
     fixed_runs = runs.pop("fixed", [])
@@ -231,7 +250,9 @@ def measure(args: argparse.Namespace) -> dict:
             need = max(need_by)
             for i in range(2):
                 name = f"fixed-{i + 1}"
-                took[name] = round(sweep(inv, profile, tmpd / name, args, ["--requests-per-level", f"{need}x"]), 1)
+                took[name] = round(
+                    sweep(inv, profile, tmpd / name, args, ["--requests-per-level", f"{need}x", "--confirm", "0"]), 1
+                )
                 keep(tmpd / name, DATA / name)
                 print(f"fixed sweep {i + 1} ({need}x): {took[name]:.0f} s", file=sys.stderr)
         finally:
