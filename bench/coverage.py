@@ -52,6 +52,7 @@ from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_loca
 
 from tuner.data.store import Store  # noqa: E402
 from tuner.decide import analysis  # noqa: E402
+from tuner.measure import restarts  # noqa: E402
 
 SEED = ROOT / "tuner" / "emulator" / "profiles" / "seed-qwen35-122b-4x-rtxpro6000.yaml"
 DATA = ROOT / "bench" / "coverage"
@@ -214,15 +215,11 @@ def component_interval(rows: list[Any], noise: Any) -> tuple[float, float, float
     alone (the deployments' spread minus what the levels' own intervals explain, truncated at 0), t on
     the extra starts, added to the levels' own half-widths: sqrt((t sd_d)^2 / n + sum h_j^2 / n^2).
     Kept here to show, on the same runs, why tuner/measure/restarts.py no longer does so."""
-    deps: dict[int, list[tuple[float, float]]] = {}
-    for value, iv, dep in rows:
-        if value and value > 0:
-            hw = (iv.half_width / value) if iv is not None else 0.0
-            deps.setdefault(int(dep), []).append((float(value), hw))
-    means = [(sum(v for v, _ in xs) / len(xs), sum(h * h for _, h in xs) ** 0.5 / len(xs)) for xs in deps.values()]
-    n = len(means)
-    est = sum(m for m, _ in means) / n
-    rel = ((noise.t * noise.rel_sd) ** 2 / n + sum(h * h for _, h in means) / (n * n)) ** 0.5
+    deps = restarts._by_deployment(rows)  # deployment -> (its mean, its relative own sd)
+    n = len(deps)
+    est = sum(m for m, _ in deps.values()) / n
+    own_hw = [sd * restarts.Z975 for _, sd in deps.values()]
+    rel = ((noise.t * noise.rel_sd) ** 2 / n + sum(h * h for h in own_hw) / (n * n)) ** 0.5
     return est * (1 - rel), est * (1 + rel), est
 
 

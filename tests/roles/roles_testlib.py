@@ -83,8 +83,8 @@ class EmulatorHost:
     """The podman emulator host a systemd test file owns (playbooks/emulator_hosts.yml), reached at
     10.213.<index>.2: each file has its own name and index so that files run side by side (see
     docs/architecture.md "Emulator hosts (this machine)"). One place for what every such file did
-    with it: the inventory, the deploy play through ansible-runner, commands in the container, and
-    making and removing it."""
+    with it: its inventory (`emulator_inventory`), commands in the container, and making and removing
+    it; the deploy play runs through `deploy_play`."""
 
     name: str
     index: int
@@ -115,23 +115,10 @@ class EmulatorHost:
         return self.show("InvocationID").strip()
 
     def inventory(self, path: Path, wheelhouse: Path, hosts: dict[str, Any] | None = None, **group_vars: Any) -> Path:
-        """inventory/emulator.yml with this host only (or `hosts`), the frozen wheelhouse, a 1 s
-        emulated start and `group_vars` on top."""
-        inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-        group = inv["all"]["children"]["emulator_hosts"]
-        group["hosts"] = hosts or {self.name: {"emulator_host_index": self.index}}
-        group["vars"].update(
-            sglang_server_emulator_build_wheelhouse=False,
-            sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
-            sglang_server_emulator_startup_s=1,
-            **group_vars,
+        """`emulator_inventory` with this host only (or `hosts`)."""
+        return emulator_inventory(
+            path, wheelhouse, hosts or {self.name: {"emulator_host_index": self.index}}, **group_vars
         )
-        path.write_text(yaml.safe_dump(inv))
-        return path
-
-    def deploy(self, tmp: Path, inv: Path, name: str, **kwargs: Any) -> Deployed:
-        """The deploy play on `inv` (this host's inventory): `deploy_play`."""
-        return deploy_play(tmp, inv, name, **kwargs)
 
     @contextlib.contextmanager
     def made(self, inv: Path, timeout: float = 300) -> Iterator[None]:
@@ -144,6 +131,22 @@ class EmulatorHost:
         finally:
             run(play + ["-e", "emulator_hosts_state=absent"], timeout=timeout)
             remove_container(self.name)
+
+
+def emulator_inventory(path: Path, wheelhouse: Path, hosts: dict[str, Any], **group_vars: Any) -> Path:
+    """inventory/emulator.yml with `hosts` in its emulator_hosts group, the frozen wheelhouse, a 1 s
+    emulated start and `group_vars` on top, written to `path`."""
+    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
+    group = inv["all"]["children"]["emulator_hosts"]
+    group["hosts"] = hosts
+    group["vars"].update(
+        sglang_server_emulator_build_wheelhouse=False,
+        sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
+        sglang_server_emulator_startup_s=1,
+        **group_vars,
+    )
+    path.write_text(yaml.safe_dump(inv))
+    return path
 
 
 def deploy_play(

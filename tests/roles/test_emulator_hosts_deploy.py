@@ -16,26 +16,15 @@ import os
 import subprocess
 import urllib.request
 
-import ansible_runner
 import pytest
-import yaml
-from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container, run
+from roles_testlib import VENV_BIN, ansible_env, deploy_play, emulator_inventory, remove_container, run
 
 HOSTS = {"roles-e2e-211": 211, "roles-e2e-212": 212}
 SLIM = "sglang_server_configure,sglang_server_run"
 
 
 def inventory(path, wheelhouse):
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = {name: {"emulator_host_index": idx} for name, idx in HOSTS.items()}
-    group["vars"].update(
-        sglang_server_emulator_build_wheelhouse=False,
-        sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
-        sglang_server_emulator_startup_s=1,
-    )
-    path.write_text(yaml.safe_dump(inv))
-    return path
+    return emulator_inventory(path, wheelhouse, {name: {"emulator_host_index": idx} for name, idx in HOSTS.items()})
 
 
 def hosts_play(inv, *extra):
@@ -45,23 +34,9 @@ def hosts_play(inv, *extra):
 
 
 def deploy(tmp_path, inv, tag, **extravars):
-    private = tmp_path / f"runner-{tag}"
-    private.mkdir()
-    r = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=str(ROOT),
-        playbook="deploy.yml",
-        inventory=str(inv),
-        extravars=extravars,
-        quiet=True,
-        tags=SLIM if tag.startswith("slim") else None,
-        envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
-    )
-    events = list(r.events)
-    out = r.stdout.read()
-    assert r.rc == 0, out[-6000:]
-    stats = next(e for e in events if e["event"] == "playbook_on_stats")["event_data"]
-    return stats, out
+    d = deploy_play(tmp_path, inv, tag, tags=SLIM if tag.startswith("slim") else None, **extravars)
+    assert d.rc == 0, d.out[-6000:]
+    return d.stats, d.out
 
 
 def unit_show(host):

@@ -19,7 +19,7 @@ import json
 import urllib.request
 
 import pytest
-from roles_testlib import EmulatorHost
+from roles_testlib import EmulatorHost, deploy_play
 
 EMU = EmulatorHost("roles-schedule-236", 236)
 HOST, URL, UNIT = EMU.name, EMU.url, EMU.unit
@@ -33,7 +33,7 @@ podman, exec_start, invocation = EMU.podman, EMU.exec_start, EMU.invocation
 
 def deploy(tmp_path, inv, name, **extravars):
     """One ansible-runner run of the deploy play: (rc, stdout, stats event data)."""
-    d = EMU.deploy(tmp_path, inv, name, **extravars)
+    d = deploy_play(tmp_path, inv, name, **extravars)
     return d.rc, d.out, d.stats
 
 

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from roles_testlib import ROOT, VENV_BIN, EmulatorHost, run
+from roles_testlib import ROOT, VENV_BIN, EmulatorHost, deploy_play, run
 
 EMU = EmulatorHost("roles-secrets-241", 241)
 HOST, INDEX, URL, UNIT = EMU.name, EMU.index, EMU.url, EMU.unit
@@ -47,7 +47,7 @@ def deploy(tmp_path, inv, name, key, tags=None, **extravars):
     (rc, stdout + artifacts but ansible-runner's `command`, events) (roles_testlib EmulatorHost.deploy)."""
     extravars.setdefault("spec_steps", 3)
     env = {"SGLANG_API_KEY": key} if key is not None else None
-    d = EMU.deploy(tmp_path, inv, name, tags=tags, env=env, artifacts=True, **extravars)
+    d = deploy_play(tmp_path, inv, name, tags=tags, env=env, artifacts=True, **extravars)
     return d.rc, d.out, d.events
 
 

@@ -19,7 +19,7 @@ import sys
 import urllib.request
 
 import pytest
-from roles_testlib import ROOT, EmulatorHost, ansible_env
+from roles_testlib import ROOT, EmulatorHost, ansible_env, deploy_play
 
 EMU = EmulatorHost("vg20-verify-215", 215)
 HOST, URL, UNIT = EMU.name, EMU.url, EMU.unit
@@ -28,7 +28,7 @@ podman, exec_start = EMU.podman, EMU.exec_start
 
 def deploy(tmp_path, inv, name, **extravars):
     """One ansible-runner run of the deploy play: (rc, stdout)."""
-    d = EMU.deploy(tmp_path, inv, name, **extravars)
+    d = deploy_play(tmp_path, inv, name, **extravars)
     return d.rc, d.out
 
 

@@ -6,6 +6,7 @@ log, the records and the report, and every interval widened by what the redeploy
 from __future__ import annotations
 
 import json
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -78,12 +79,8 @@ def test_confirmation_round_redeploys_contenders_within_its_budget(tmp_path, mon
 
     # each redeploy measured one level, the one the static depths measured most precisely (a restart
     # moves every level alike: the precise level measures it with the least of the requests' noise)
-    def median(xs):
-        xs = sorted(xs)
-        return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
     own = {
-        c: median(
+        c: statistics.median(
             (r["metrics"]["output_tok_s_ci_high"] - r["metrics"]["output_tok_s_ci_low"])
             / 2
             / r["metrics"]["output_tok_s"]

@@ -39,9 +39,8 @@ agree better than the requests' noise predicts: in the bench/coverage.md run kep
 daead48 (each redeploy re-measured every level, the noisy ones among them) it was 0 in four of eight
 sweeps, and intervals built on it held the pooled mean in 85% of cells, against 94% on the spread
 itself. s^2 is a sum of squares, never truncated, and t975(df) on it is the interval's own
-quantile. The component is still reported (`rel_sd`: how much of the
-spread is restart beyond the requests' noise). What that costs, and the coverage it buys, is
-measured in bench/coverage.md.
+quantile. The component is still reported (`rel_sd`: how much of the spread is restart beyond the
+requests' noise). What that costs, and the coverage it buys, is measured in bench/coverage.md.
 
 Pure functions, standard library only; nothing here reads a profile or any machine's constants:
 only the level records (what the server's answers measured).
@@ -50,6 +49,7 @@ only the level records (what the server's answers measured).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -195,18 +195,13 @@ def precise_level(cells: Mapping[tuple[str, int], Sequence[Row]], levels: Sequen
                 per_level.setdefault(int(level), []).append(iv.half_width / float(value))
     if not per_level:
         return None
-
-    def median(xs: list[float]) -> float:
-        xs = sorted(xs)
-        mid = len(xs) // 2
-        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
-
-    return min(per_level, key=lambda lv: (median(per_level[lv]), lv))
+    return min(per_level, key=lambda lv: (statistics.median(per_level[lv]), lv))
 
 
 @dataclass(frozen=True)
 class Contender:
-    """A configuration the confirmation round redeploys, and the levels it is measured at."""
+    """A configuration the confirmation round redeploys, and the levels where its verdict is in doubt
+    (the redeploy itself measures `precise_level`)."""
 
     config_id: str
     levels: tuple[int, ...]
