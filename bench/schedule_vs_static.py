@@ -81,23 +81,23 @@ MACHINES = {
     # machines off the search's model (docs/emulator.md "Realism"), added by #18
     "h200-steep-acceptance": (
         ROOT / "bench" / "profiles" / "h200-steep-acceptance.yaml",
-        "0-6",
+        "1-6",
         "the H200 8B (measured step table) with acceptance that falls steeply by position and a wide per-prompt "
         "spread, which an acceptance-driven controller can exploit",
     ),
     "h200-8b-1b-draft": (
         ROOT / "bench" / "profiles" / "h200-8b-1b-draft.yaml",
-        "0-4",
+        "1-6",
         "the H200 8B drafted by a separate 1B model: shallow speculation at 1 client, none from 16 up",
     ),
 }
-# The emulator realism bench machines (issue #18): H200 profiles off the search's model. Steps 1-6
-# (no 0: the phase adds the no-speculation server itself); the first comment line of each profile
-# says what it is.
+# Any other emulator realism bench machine (issue #18) found in bench/profiles/h200-*.yaml joins
+# with steps 1-6 (no 0: the phase adds the no-speculation server itself) and the first sentence of
+# its profile's comment; the machines described above keep their own lines.
 for _path in sorted((ROOT / "bench" / "profiles").glob("h200-*.yaml")):
     _head = " ".join(line[2:] for line in _path.read_text().split("\n#\n")[0].splitlines() if line.startswith("# "))
     _what = _head.split(". ")[0].split(": ")[0]
-    MACHINES[_path.stem] = (_path, "1-6", f"bench/profiles/{_path.name}: {_what}")
+    MACHINES.setdefault(_path.stem, (_path, "1-6", f"bench/profiles/{_path.name}: {_what}"))
 
 
 def sweep(profile: Path, steps: str, inv: Path, out: Path) -> float:
