@@ -133,10 +133,17 @@ class EmulatorHost:
             remove_container(self.name)
 
 
-def emulator_inventory(path: Path, wheelhouse: Path, hosts: dict[str, Any], **group_vars: Any) -> Path:
+def emulator_inventory(
+    path: Path,
+    wheelhouse: Path,
+    hosts: dict[str, Any],
+    groups: dict[str, list[str]] | None = None,
+    **group_vars: Any,
+) -> Path:
     """inventory/emulator.yml with `hosts` in its emulator_hosts group, the frozen wheelhouse, a 1 s
-    emulated start and `group_vars` on top, written to `path`."""
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
+    emulated start and `group_vars` on top, written to `path`; `groups` adds groups of those hosts
+    beside emulator_hosts (a multi-node server's `sglang_server_multinode_group`)."""
+    inv = yaml.safe_load(base_inventory())
     group = inv["all"]["children"]["emulator_hosts"]
     group["hosts"] = hosts
     group["vars"].update(
@@ -145,8 +152,15 @@ def emulator_inventory(path: Path, wheelhouse: Path, hosts: dict[str, Any], **gr
         sglang_server_emulator_startup_s=1,
         **group_vars,
     )
+    for name, members in (groups or {}).items():
+        inv["all"]["children"][name] = {"hosts": {h: {} for h in members}}
     path.write_text(yaml.safe_dump(inv))
     return path
+
+
+def base_inventory() -> str:
+    """The text of inventory/emulator.yml, the inventory every emulator host test starts from."""
+    return (ROOT / "inventory" / "emulator.yml").read_text()
 
 
 def deploy_play(

@@ -25,7 +25,17 @@ import urllib.request
 
 import pytest
 import yaml
-from roles_testlib import ROOT, VENV_BIN, EmulatorHost, ansible_env, deploy_play, remove_container, run
+from roles_testlib import (
+    ROOT,
+    VENV_BIN,
+    EmulatorHost,
+    ansible_env,
+    base_inventory,
+    deploy_play,
+    emulator_inventory,
+    remove_container,
+    run,
+)
 
 HEAD, WORKER, GHOST = "mn21-a", "mn21-b", "mn21-c"
 INDEX = {HEAD: 220, WORKER: 221, GHOST: 223}
@@ -47,25 +57,23 @@ def podman(host: str, *args: str, check: bool = True) -> subprocess.CompletedPro
 
 
 def inventory(path, wheelhouse, hosts=(HEAD, WORKER)):
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = {h: {"emulator_host_index": INDEX[h]} for h in hosts}
-    group["hosts"][HEAD]["sglang_server_dist_init_host"] = HEAD_LINK_ADDR
-    group["vars"].update(
-        sglang_server_emulator_build_wheelhouse=False,
-        sglang_server_emulator_wheelhouse_dir=str(wheelhouse),
-        sglang_server_emulator_startup_s=1,
+    """`emulator_inventory` with `hosts` as one TP-2 server (GROUP), one GPU declared per host."""
+    gpu = yaml.safe_load(base_inventory())["all"]["children"]["emulator_hosts"]["vars"]["cuda_env_declared_gpus"][0]
+    spec = {h: {"emulator_host_index": INDEX[h]} for h in hosts}
+    spec[HEAD]["sglang_server_dist_init_host"] = HEAD_LINK_ADDR
+    return emulator_inventory(
+        path,
+        wheelhouse,
+        spec,
+        groups={GROUP: list(hosts)},
         sglang_server_tp_size=2,
         sglang_server_multinode_group=GROUP,
         sglang_server_dist_init_port=DIST_PORT,
         sglang_server_dist_timeout=60,
         # A dead rank stays dead, so the test sees what the gate sees (no systemd restart).
         sglang_server_restart="no",
-        cuda_env_declared_gpus=[dict(group["vars"]["cuda_env_declared_gpus"][0], count=1)],
+        cuda_env_declared_gpus=[dict(gpu, count=1)],
     )
-    inv["all"]["children"][GROUP] = {"hosts": {h: {} for h in hosts}}
-    path.write_text(yaml.safe_dump(inv))
-    return path
 
 
 def deploy(tmp_path, inv, name, **extravars):

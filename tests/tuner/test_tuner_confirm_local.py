@@ -11,11 +11,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
+from tuner_testlib import free_port, local_inventory, local_target_args, stop_local_emulators
 
 from tuner import cli
-
-PLAY = str(FIXTURES / "local_emulator_deploy.yml")
 
 
 def records(out: Path) -> list[dict]:
@@ -35,14 +33,7 @@ def test_confirmation_round_redeploys_contenders_within_its_budget(tmp_path, mon
             [
                 "sweep",
                 "--no-verify-exact",  # the exact round's deploys are test_verify_sweep_local.py's
-                "--out",
-                str(out),
-                "--inventory",
-                str(inv),
-                "--playbook",
-                PLAY,
-                "-e",
-                f"project_dir={ROOT}",
+                *local_target_args(out, inv),
                 "--search",
                 "grid",
                 "--no-early-stop",

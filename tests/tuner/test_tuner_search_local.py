@@ -9,11 +9,9 @@ import json
 import tempfile
 
 import pytest
-from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
+from tuner_testlib import free_port, local_inventory, local_target_args, stop_local_emulators
 
 from tuner import cli
-
-PLAY = str(FIXTURES / "local_emulator_deploy.yml")
 
 
 def records(out):
@@ -30,14 +28,7 @@ def test_model_search_end_to_end(tmp_path, monkeypatch, capsys):
     argv = [
         "sweep",
         "--no-verify-exact",  # the exact round's deploys are test_verify_sweep_local.py's
-        "--out",
-        str(out),
-        "--inventory",
-        str(inv),
-        "--playbook",
-        PLAY,
-        "-e",
-        f"project_dir={ROOT}",
+        *local_target_args(out, inv),
         "--steps",
         "1-8",
         "--search",

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tuner_testlib import FIXTURES, ROOT, free_port, grep_tree, local_inventory, stop_local_emulators
+from tuner_testlib import ROOT, free_port, grep_tree, local_inventory, local_target_args, stop_local_emulators
 
 from tuner import cli
 
 KEY = "sk-sweep-test-4f1e9c"
-PLAY = str(FIXTURES / "local_emulator_deploy.yml")
 
 
 @pytest.fixture
@@ -56,14 +55,7 @@ def sweep(out: Path, inventory: Path, *args: str) -> int:
             "--no-verify",
             *search,
             *confirm,
-            "--out",
-            str(out),
-            "--inventory",
-            str(inventory),
-            "--playbook",
-            PLAY,
-            "-e",
-            f"project_dir={ROOT}",
+            *local_target_args(out, inventory),
             "--concurrency",
             "1,4",
             "--input-len",

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
+from tuner_testlib import free_port, local_inventory, local_target_args, stop_local_emulators
 
 from tuner import cli
 from tuner.emulator.profile import load_profile
@@ -94,14 +94,7 @@ def test_tuner_finds_the_best_depth_of_an_unknown_machine(tmp_path, monkeypatch)
             [
                 "sweep",
                 "--no-verify-exact",  # the exact round's deploys are test_verify_sweep_local.py's
-                "--out",
-                str(out),
-                "--inventory",
-                str(inventory),
-                "--playbook",
-                str(FIXTURES / "local_emulator_deploy.yml"),
-                "-e",
-                f"project_dir={ROOT}",
+                *local_target_args(out, inventory),
                 "-e",
                 f"local_emu_profile={profile}",
                 "--steps",

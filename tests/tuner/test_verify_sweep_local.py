@@ -13,11 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tuner_testlib import FIXTURES, ROOT, free_port, local_inventory, stop_local_emulators
+from tuner_testlib import free_port, local_inventory, local_target_args, stop_local_emulators
 
 from tuner import cli
-
-PLAY = str(FIXTURES / "local_emulator_deploy.yml")
 
 
 @pytest.fixture
@@ -40,14 +38,7 @@ def sweep(out: Path, inventory: Path, *args: str) -> int:
             "--confirm",
             "0",  # the confirmation round's own test: tests/tuner/test_tuner_confirm_local.py
             "--no-early-stop",
-            "--out",
-            str(out),
-            "--inventory",
-            str(inventory),
-            "--playbook",
-            PLAY,
-            "-e",
-            f"project_dir={ROOT}",
+            *local_target_args(out, inventory),
             "--concurrency",
             "1,4",
             "--input-len",

@@ -81,14 +81,11 @@ def local_inventory(path: Path, hosts: dict[str, int], state_dir: Path) -> Path:
     return path
 
 
-def local_sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
-    """`python -m tuner sweep` against the local hosts of `local_inventory` through
-    fixtures/local_emulator_deploy.yml (benchmarks run it as a subprocess)."""
+def local_target_args(out: Path, inventory: Path) -> list[str]:
+    """`tuner sweep`'s output folder and target: the local hosts of `local_inventory`, deployed
+    through fixtures/local_emulator_deploy.yml (the sweep tests pass these to `cli.main` with their
+    own options)."""
     return [
-        sys.executable,
-        "-m",
-        "tuner",
-        "sweep",
         "--out",
         str(out),
         "--inventory",
@@ -97,8 +94,12 @@ def local_sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
         str(FIXTURES / "local_emulator_deploy.yml"),
         "-e",
         f"project_dir={ROOT}",
-        *args,
     ]
+
+
+def local_sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
+    """`python -m tuner sweep` on `local_target_args` (benchmarks run it as a subprocess)."""
+    return [sys.executable, "-m", "tuner", "sweep", *local_target_args(out, inventory), *args]
 
 
 def stop_local_emulators(state_dir: Path, wait_s: float = 5.0) -> None:
