@@ -17,10 +17,11 @@ import json
 import os
 import random
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_utils import sglang_adaptive as adaptive_schema  # type: ignore[import-not-found]
+from sglang_utils import sglang_adaptive as adaptive_schema
 
 from . import faults as faults_mod
 from . import multinode, versions
@@ -63,11 +64,26 @@ class DeprecatedStoreTrueAction(argparse.Action):
     stores True and warns through print_deprecated_warning, which runs before SGLang configures
     logging, so Python's last-resort handler writes the bare (colour-coded) message to stderr."""
 
-    def __init__(self, option_strings, dest, new_flag=None, nargs=0, const=True, default=False, **kwargs):
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        new_flag: str | None = None,
+        nargs: int | str | None = 0,
+        const: object = True,
+        default: object = False,
+        **kwargs: Any,
+    ) -> None:
         self.new_flag = new_flag
         super().__init__(option_strings, dest, nargs=nargs, const=const, default=default, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         replacement = f" Use '{self.new_flag}' instead." if self.new_flag else ""
         print(
             f"\033[1;33m'{option_string}' is deprecated and will be removed in a future release.{replacement}\033[0m",
@@ -80,7 +96,7 @@ class DeprecatedStoreTrueAction(argparse.Action):
 class ByVersion:
     """An argparse keyword whose value depends on the release row (e.g. --speculative-algorithm's choices)."""
 
-    of: Any  # Callable[[SGLangVersion], Any]
+    of: Callable[[SGLangVersion], list[str] | None]
 
 
 @dataclass(frozen=True)
@@ -357,7 +373,7 @@ def build_parser(version: str | SGLangVersion = DEFAULT_VERSION) -> argparse.Arg
     for flag in _FLAGS:
         if not versions.in_range(facts, flag.since, flag.until):
             continue
-        kwargs = {k: (v.of(facts) if isinstance(v, ByVersion) else v) for k, v in flag.kwargs.items()}
+        kwargs: dict[str, Any] = {k: (v.of(facts) if isinstance(v, ByVersion) else v) for k, v in flag.kwargs.items()}
         if kwargs.get("choices", "") is None:
             del kwargs["choices"]
         p.add_argument(*flag.names, **kwargs)

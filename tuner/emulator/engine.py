@@ -20,7 +20,6 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from . import adaptive, logs, model
 from .noise import Noise
@@ -108,7 +107,8 @@ class Request:
         self.generated = 0
         self.verify_ct = 0
         self.accepted_drafts = 0
-        self.hist: list[int] | None = None
+        # accepted tokens per verify step, by count - 1 (sized at prefill on a speculating server)
+        self.hist: list[int] = []
         self.finished = False
         self.finish_reason = ""  # "length" | "stop" | "abort"
         self.aborted = False
@@ -148,7 +148,7 @@ class EngineSpec:
     state_slot_cap: int = 0
     hybrid: bool = False
     spec: bool | None = None  # speculation on (default: k > 0); adaptive buckets may run 0 steps
-    policy: Any = None  # adaptive.FlatPolicy | adaptive.PerBsPolicy, or None for a static depth
+    policy: adaptive.Policy | None = None  # None for a static depth
     k_max: int | None = None  # the widest depth this server may run (adaptive: the widest candidate)
     accept_rate: str = "drafts-only"  # versions.SGLangVersion.accept_rate
     cuda_graph_max_bs: int = 0  # decode batches up to this size replay a CUDA graph (0 = graphs off)
@@ -426,7 +426,7 @@ class Scheduler:
                     correct.append(a - 1)
                 r.verify_ct += 1
                 r.accepted_drafts += a - 1
-                r.hist[a - 1] += 1  # type: ignore[index]
+                r.hist[a - 1] += 1
                 left = r.limit - r.generated
                 n = a if a < left else left
                 r.generated += n
@@ -442,7 +442,7 @@ class Scheduler:
             self._win_passes += bs
             self._win_accepted += accepted
             self.spec_verify_calls_total += bs
-            if correct is not None:
+            if correct is not None and self.policy is not None:
                 # SGLang feeds the per-request correct-draft counts to the bucket of this batch
                 # size after verify (batch_result_processor.py on_verify_complete_cpu).
                 new_steps = self.policy.on_verify_complete(correct, bs)
@@ -627,7 +627,7 @@ class RealtimeDriver:
         self.s = scheduler
         self.on_error = on_error
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.on_batch = on_batch
         self.lag_resets = 0
         self.max_lag = 0.0

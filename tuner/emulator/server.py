@@ -118,7 +118,7 @@ class EmulatorApp:
         self.startup_time = 0.0  # seconds from launch to ready (0.5.23 reports it)
         self.launch_command = launch_command(cfg.launch_argv)
         self.in_flight: dict[str, Request] = {}
-        self._progress: list[asyncio.Future] = []
+        self._progress: list[asyncio.Future[None]] = []
         self.labels = prom.labels_text(self.served_name)
         self.h_ttft = prom.Histogram(prom.TTFT_BUCKETS)
         self.h_itl = prom.Histogram(prom.ITL_BUCKETS)
@@ -149,7 +149,9 @@ class EmulatorApp:
         return app
 
     @web.middleware
-    async def _middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         path = request.path
         if self.api_key and not path.startswith(OPEN_PATHS):
             if request.headers.get("Authorization", "") != f"Bearer {self.api_key}":
@@ -626,7 +628,7 @@ class EmulatorApp:
                         meta["spec_accept_token_num"] = req.accepted_drafts
                         meta["spec_draft_token_num"] = drafts
                 hist_key = "spec_correct_drafts_histogram" if self.cfg.facts.meta_info_v2 else "spec_accept_histogram"
-                meta[hist_key] = list(req.hist or [])
+                meta[hist_key] = list(req.hist)
             end = req.finished_at if req.finished_at >= 0 else asyncio.get_running_loop().time()
             meta["e2e_latency"] = max(0.0, end - req.arrival)
         return meta

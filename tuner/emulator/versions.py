@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sglang_utils import sglang_releases as releases  # type: ignore[import-not-found]
+from sglang_utils import sglang_releases as releases
 
 
 class UnsupportedVersion(ValueError):
