@@ -24,12 +24,12 @@ from typing import Any
 from aiohttp import ClientSession, ClientTimeout, web
 
 from . import __version__, adaptive, logs, model, multinode
-from .args import ResolvedArgs, max_total_tokens_note, server_args_repr
 from .engine import EngineSpec, Scheduler
 from .faults import FaultSet
 from .logs import Logger
 from .noise import Noise
 from .profile import Profile
+from .resolve import ResolvedArgs, max_total_tokens_note, server_args_repr
 from .server import EmulatorApp, UvicornAccessLogger
 from .versions import SGLangVersion
 

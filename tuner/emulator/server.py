@@ -27,11 +27,11 @@ from aiohttp.abc import AbstractAccessLogger
 
 from . import metrics as prom
 from . import model, tokens, workload
-from .args import ResolvedArgs, launch_command, public_values
 from .engine import RealtimeDriver, Request, Scheduler
 from .faults import FaultSet
 from .logs import Logger
 from .profile import Profile
+from .resolve import ResolvedArgs, launch_command, public_values
 
 HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT default (docs/reference/sglang.md §7.4)
 
