@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from . import tokens
-from .engine import Request
 from .http_json import BadRequest, dumps, error_native
+from .request import Request
 
 if TYPE_CHECKING:
     from .server import EmulatorApp

@@ -32,11 +32,13 @@ from aiohttp.abc import AbstractAccessLogger
 
 from . import api_native, api_openai, model, tokens, workload
 from . import metrics as prom
-from .engine import RealtimeDriver, Request, Scheduler
+from .engine import Scheduler
 from .faults import FaultSet
 from .http_json import BadRequest, dumps, error_openai
 from .logs import Logger
 from .profile import Profile
+from .realtime import RealtimeDriver
+from .request import Request
 from .resolve import ResolvedArgs, launch_command
 from .server_info import server_info_body
 
@@ -212,7 +214,7 @@ class EmulatorApp:
 
     def clock(self) -> dict[str, float | int]:
         """How well the real-time driver kept the model's clock: the largest lag behind it, how
-        often the lag passed MAX_LAG_S and the model's time was lost (engine.RealtimeDriver), and
+        often the lag passed MAX_LAG_S and the model's time was lost (realtime.RealtimeDriver), and
         how long the model was busy. A bench that drives this emulator harder than its machine's
         CPU allows measures the CPU, not the profile: these say so."""
         return {
