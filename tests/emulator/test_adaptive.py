@@ -13,7 +13,8 @@ from emulator_proc import emulator_cmd
 from sglang_utils import sglang_adaptive as schema
 
 from tuner.emulator import adaptive
-from tuner.emulator import args as A
+from tuner.emulator import parse as P
+from tuner.emulator import resolve as R
 from tuner.emulator.profile import load_profile
 from tuner.emulator.simulate import SpecSetting, closed_loop, engine_spec
 
@@ -21,8 +22,8 @@ PROFILE = load_profile()
 SCHEDULE = {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}
 
 
-def resolve(version: str, *argv: str) -> A.ResolvedArgs:
-    return A.resolve(A.parse_flags(["--model-path", MODEL, *argv], version=version), PROFILE)
+def resolve(version: str, *argv: str) -> R.ResolvedArgs:
+    return R.resolve(P.parse_flags(["--model-path", MODEL, *argv], version=version), PROFILE)
 
 
 def config(tmp_path, doc, name="adaptive.json"):
@@ -31,7 +32,7 @@ def config(tmp_path, doc, name="adaptive.json"):
     return str(path)
 
 
-def notes(cfg: A.ResolvedArgs) -> list[str]:
+def notes(cfg: R.ResolvedArgs) -> list[str]:
     return [n.message for n in cfg.notes]
 
 

@@ -8,7 +8,8 @@ import sys
 import pytest
 from emu_testlib import MODEL, ROOT
 
-from tuner.emulator import args as A
+from tuner.emulator import parse as P
+from tuner.emulator import resolve as R
 from tuner.emulator.faults import Fault, FaultError, FaultSet, parse_fault
 from tuner.emulator.profile import load_profile
 
@@ -89,16 +90,16 @@ TEMPLATE_FLAGS = [
 ]
 
 
-def resolve(*argv: str) -> A.ResolvedArgs:
-    return A.resolve(A.parse_flags(["--model-path", MODEL, *argv]), PROFILE)
+def resolve(*argv: str) -> R.ResolvedArgs:
+    return R.resolve(P.parse_flags(["--model-path", MODEL, *argv]), PROFILE)
 
 
-def messages(cfg: A.ResolvedArgs) -> list[str]:
+def messages(cfg: R.ResolvedArgs) -> list[str]:
     return [n.message for n in cfg.notes]
 
 
 def test_template_flags_are_all_accepted():
-    cfg = A.resolve(A.parse_flags(TEMPLATE_FLAGS), PROFILE)
+    cfg = R.resolve(P.parse_flags(TEMPLATE_FLAGS), PROFILE)
     v = cfg.values
     assert v["tp_size"] == 4 and v["port"] == 30000 and v["host"] == "0.0.0.0"
     assert v["max_running_requests"] == 64 and v["mem_fraction_static"] == 0.8
@@ -106,7 +107,7 @@ def test_template_flags_are_all_accepted():
     assert not cfg.draft_tokens_adjusted
     assert v["speculative_algorithm"] == "EAGLE"  # NEXTN is reported as EAGLE (§2.2)
     assert FaultSet.from_list(cfg.faults).slow_startup_s == 1.0
-    assert A.MSG_MRR_RESET not in messages(cfg)  # the flag was given
+    assert R.MSG_MRR_RESET not in messages(cfg)  # the flag was given
 
 
 def test_unique_prefix_is_accepted_like_argparse():
@@ -129,10 +130,10 @@ def test_topk1_forces_draft_tokens_with_sglang_warning():
     )
     assert cfg.num_draft_tokens == 5 and cfg.values["speculative_num_draft_tokens"] == 5
     assert cfg.draft_tokens_adjusted
-    assert A.MSG_TOPK_ADJUST == (
+    assert R.MSG_TOPK_ADJUST == (
         "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
     )
-    assert A.MSG_TOPK_ADJUST in messages(cfg)
+    assert R.MSG_TOPK_ADJUST in messages(cfg)
 
 
 def test_topk1_without_draft_tokens_is_adjusted_too():
@@ -158,13 +159,13 @@ def test_speculation_without_max_running_requests_resets_to_48():
     ) in messages(cfg)
     # the warning comes before the topk rule, as in SGLang's __post_init__
     ms = messages(cfg)
-    assert ms.index(A.MSG_MRR_RESET) < ms.index(A.MSG_OVERLAP)
+    assert ms.index(R.MSG_MRR_RESET) < ms.index(R.MSG_OVERLAP)
 
 
 def test_no_speculation_leaves_max_running_requests_unset():
     cfg = resolve()
     assert cfg.values["max_running_requests"] is None and not cfg.spec_on and cfg.num_steps == 0
-    assert A.MSG_MRR_RESET not in messages(cfg)
+    assert R.MSG_MRR_RESET not in messages(cfg)
 
 
 def test_auto_speculative_params_when_all_three_unset():
@@ -233,19 +234,19 @@ def test_hybrid_model_speculation_disables_radix_cache_with_warning():
 def test_later_sglang_versions_refuse_radix_with_mamba_speculation(version):
     argv = ["--model-path", MODEL, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1"]
     with pytest.raises(ValueError) as ei:
-        A.resolve(A.parse_flags(argv, version=version), PROFILE)
+        R.resolve(P.parse_flags(argv, version=version), PROFILE)
     assert str(ei.value) == (
         "Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache when "
         "using --mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
         "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1."
     )
-    ok = A.resolve(A.parse_flags([*argv, "--disable-radix-cache"], version=version), PROFILE)
+    ok = R.resolve(P.parse_flags([*argv, "--disable-radix-cache"], version=version), PROFILE)
     assert ok.spec_on and ok.values["disable_radix_cache"] is True
 
 
 def test_unknown_flag_is_rejected_like_argparse(capsys):
     with pytest.raises(SystemExit) as ei:
-        A.parse_flags(["--model-path", MODEL, "--no-such-flag", "3"])
+        P.parse_flags(["--model-path", MODEL, "--no-such-flag", "3"])
     assert ei.value.code == 2
     err = capsys.readouterr().err
     assert "launch_server.py: error: unrecognized arguments: --no-such-flag 3" in err
@@ -254,17 +255,17 @@ def test_unknown_flag_is_rejected_like_argparse(capsys):
 
 def test_ambiguous_prefix_and_bad_choice_are_argparse_errors(capsys):
     with pytest.raises(SystemExit) as ei:
-        A.parse_flags(["--model-path", MODEL, "--speculative-a", "NEXTN"])
+        P.parse_flags(["--model-path", MODEL, "--speculative-a", "NEXTN"])
     assert ei.value.code == 2
     assert "ambiguous option: --speculative-a" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        A.parse_flags(["--model-path", MODEL, "--speculative-algorithm", "nextn"])
+        P.parse_flags(["--model-path", MODEL, "--speculative-algorithm", "nextn"])
     assert "invalid choice: 'nextn'" in capsys.readouterr().err
 
 
 def test_model_path_is_required(capsys):
     with pytest.raises(SystemExit) as ei:
-        A.parse_flags(["--port", "1"])
+        P.parse_flags(["--port", "1"])
     assert ei.value.code == 2 and "the following arguments are required: --model-path" in capsys.readouterr().err
 
 
@@ -289,7 +290,7 @@ def test_fault_parsing():
 
 def test_bad_fault_flag_exits_2(capsys):
     with pytest.raises(SystemExit) as ei:
-        A.parse_flags(["--model-path", MODEL, "--emulator-fault", "meltdown"])
+        P.parse_flags(["--model-path", MODEL, "--emulator-fault", "meltdown"])
     assert (
         ei.value.code == 2 and "argument --emulator-fault: 'meltdown' is not one of kv-oom" in capsys.readouterr().err
     )
@@ -299,10 +300,10 @@ def test_server_args_line_shows_the_api_key_as_sglang_does():
     # Real SGLang prints the key in its server_args= line and /server_info (sglang issue #37457);
     # the emulator must not hide the problem the role has to solve.
     cfg = resolve("--api-key", "s3cret-key")
-    text = A.server_args_repr(cfg.values)
+    text = R.server_args_repr(cfg.values)
     assert text.startswith("ServerArgs(model_path=") and "api_key='s3cret-key'" in text
     assert "admin_api_key=None" in text
-    assert A.public_values(cfg.values)["api_key"] == "s3cret-key"
+    assert R.public_values(cfg.values)["api_key"] == "s3cret-key"
 
 
 def test_config_file_flags_come_first_and_the_command_line_wins(tmp_path):
@@ -311,7 +312,7 @@ def test_config_file_flags_come_first_and_the_command_line_wins(tmp_path):
         '{"api-key": "k$ey \\"quoted\\"\\nline", "port": 31000, "enable-metrics": true,'
         ' "disable-radix-cache": false, "log-level": "debug"}\n'
     )
-    ns = A.parse_flags(["--model-path", MODEL, "--config", str(conf), "--log-level", "info"])
+    ns = P.parse_flags(["--model-path", MODEL, "--config", str(conf), "--log-level", "info"])
     assert ns.api_key == 'k$ey "quoted"\nline' and ns.port == 31000
     assert ns.enable_metrics is True and ns.disable_radix_cache is False
     assert ns.log_level == "info"  # the command line overrides the file
@@ -330,14 +331,14 @@ def test_config_file_errors_are_sglangs(tmp_path, name, content, message):
     if content is not None:
         conf.write_text(content)
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
-        A.parse_flags(["--model-path", MODEL, "--config", str(conf)])
+        P.parse_flags(["--model-path", MODEL, "--config", str(conf)])
 
 
 def test_two_config_files_are_refused(tmp_path):
     conf = tmp_path / "a.yaml"
     conf.write_text("{}")
     with pytest.raises(ValueError, match="Multiple config files specified"):
-        A.parse_flags(["--config", str(conf), "--config", str(conf)])
+        P.parse_flags(["--config", str(conf), "--config", str(conf)])
 
 
 def run_cli(*argv: str, timeout: float = 20) -> subprocess.CompletedProcess:

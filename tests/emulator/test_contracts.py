@@ -86,10 +86,10 @@ def test_the_role_passes_the_release_it_installs_to_the_emulator():
     real = sglang_flags.server_flags(_settings(engine="sglang", sglang_version="0.5.23"))
     assert not any(line[0].startswith("--emulator") for line in real)
     # what the role renders is what the emulator of that release accepts
-    from tuner.emulator import args as A
+    from tuner.emulator import parse as P
 
     argv = [w for line in lines for w in line]
-    assert A.parse_flags(argv).emulator_facts.version == "0.5.23"
+    assert P.parse_flags(argv).emulator_facts.version == "0.5.23"
 
 
 def test_a_release_the_emulator_does_not_play_fails_before_the_host():

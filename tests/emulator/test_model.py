@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from tuner.emulator import model
-from tuner.emulator.engine import DECODE, PREFILL, EngineSpec, Request, Scheduler
+from tuner.emulator.engine import DECODE, PREFILL, EngineSpec, Scheduler
 from tuner.emulator.profile import ProfileError, load_profile, profile_from_mapping
+from tuner.emulator.request import Request
 from tuner.emulator.simulate import SpecSetting, closed_loop, engine_spec
 
 P = load_profile()

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from emu_testlib import MODEL, ROOT, spec_flags
 
-from tuner.emulator import args as A
+from tuner.emulator import flags as F
+from tuner.emulator import parse as P
+from tuner.emulator import resolve as R
 from tuner.emulator import versions
 from tuner.emulator.profile import load_profile
 
@@ -27,13 +29,13 @@ def real_flags(version: str) -> set[str]:
 def emulated_flags(version: str) -> set[str]:
     return {
         o
-        for a in A.build_parser(version)._actions
+        for a in F.build_parser(version)._actions
         for o in a.option_strings
         if o.startswith("--") and not o.startswith("--emulator-") and o != "--help"
     }
 
 
-ALL_SPELLINGS = {name for flag in A._FLAGS for name in flag.names}
+ALL_SPELLINGS = {name for flag in F._FLAGS for name in flag.names}
 
 
 def run_cli(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -67,7 +69,7 @@ def test_a_flag_the_release_lacks_is_an_argparse_error_of_that_release(capsys, v
     assert flag not in real_flags(version)
     argv = ["--model-path", MODEL, flag] + ([value] if value else [])
     with pytest.raises(SystemExit) as ei:
-        A.parse_flags(argv, version=version)
+        P.parse_flags(argv, version=version)
     assert ei.value.code == 2
     err = capsys.readouterr().err
     prog = "launch_server.py" if version == "0.5.9" else "sglang serve"
@@ -78,36 +80,36 @@ def test_a_flag_the_release_lacks_is_an_argparse_error_of_that_release(capsys, v
 def test_0523_renamed_cuda_graph_flags_make_the_old_spelling_ambiguous(capsys):
     # 0.5.23 has --cuda-graph-max-bs-decode and -prefill: argparse reads the old name as a prefix of both.
     with pytest.raises(SystemExit):
-        A.parse_flags(["--model-path", MODEL, "--cuda-graph-max-bs", "16"], version="0.5.23")
+        P.parse_flags(["--model-path", MODEL, "--cuda-graph-max-bs", "16"], version="0.5.23")
     err = capsys.readouterr().err
     assert "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match" in err
     assert "--cuda-graph-max-bs-decode" in err and "--cuda-graph-max-bs-prefill" in err
-    ns = A.parse_flags(["--model-path", MODEL, "--cuda-graph-max-bs-decode", "16"], version="0.5.23")
+    ns = P.parse_flags(["--model-path", MODEL, "--cuda-graph-max-bs-decode", "16"], version="0.5.23")
     assert ns.cuda_graph_max_bs_decode == 16
 
 
 def test_deprecated_spellings_warn_as_sglang_does(capsys):
-    ns = A.parse_flags(["--model-path", MODEL, "--stream-output"], version="0.5.10")
+    ns = P.parse_flags(["--model-path", MODEL, "--stream-output"], version="0.5.10")
     assert ns.incremental_streaming_output is True
     assert (
         "\033[1;33m'--stream-output' is deprecated and will be removed in a future release. "
         "Use '--incremental-streaming-output' instead.\033[0m"
     ) in capsys.readouterr().err
-    ns = A.parse_flags(["--model-path", MODEL, "--enable-dp-attention"], version="0.5.23")
+    ns = P.parse_flags(["--model-path", MODEL, "--enable-dp-attention"], version="0.5.23")
     assert ns.enable_dp_attention is True
     assert "Use '--attn-dp-size <dp-size>' instead." in capsys.readouterr().err
 
 
 def test_the_release_comes_from_the_flag_the_config_file_or_the_profile(tmp_path):
-    assert A.parse_flags(["--model-path", MODEL]).emulator_facts.version == "0.5.9"  # the seed profile's
-    ns = A.parse_flags(["--model-path", MODEL, "--emulator-sglang-version", "0.5.23"])
+    assert P.parse_flags(["--model-path", MODEL]).emulator_facts.version == "0.5.9"  # the seed profile's
+    ns = P.parse_flags(["--model-path", MODEL, "--emulator-sglang-version", "0.5.23"])
     assert ns.emulator_facts.version == "0.5.23" and hasattr(ns, "mamba_radix_cache_strategy")
     conf = tmp_path / "server.yaml"
     conf.write_text("emulator-sglang-version: 0.5.12\n")
-    assert A.parse_flags(["--model-path", MODEL, "--config", str(conf)]).emulator_facts.version == "0.5.12"
+    assert P.parse_flags(["--model-path", MODEL, "--config", str(conf)]).emulator_facts.version == "0.5.12"
     prof = tmp_path / "p.yaml"
     prof.write_text(Path(PROFILE.path).read_text().replace('sglang_version: "0.5.9"', 'sglang_version: "0.5.11"'))
-    assert A.parse_flags(["--model-path", MODEL, "--emulator-profile", str(prof)]).emulator_facts.version == "0.5.11"
+    assert P.parse_flags(["--model-path", MODEL, "--emulator-profile", str(prof)]).emulator_facts.version == "0.5.11"
     assert versions.get("0.5.12.post1").version == "0.5.12"
 
 
@@ -124,19 +126,19 @@ def test_an_unmodelled_release_is_a_start_up_error_naming_the_modelled_ones(tmp_
     assert r.returncode == 2 and "SGLang 0.4.0 is not emulated" in r.stderr
 
 
-def notes(cfg: A.ResolvedArgs) -> list[str]:
+def notes(cfg: R.ResolvedArgs) -> list[str]:
     return [n.message for n in cfg.notes]
 
 
-def resolve(version: str, *argv: str, env: dict[str, str] | None = None) -> A.ResolvedArgs:
-    return A.resolve(A.parse_flags(["--model-path", MODEL, *argv], version=version), PROFILE)
+def resolve(version: str, *argv: str, env: dict[str, str] | None = None) -> R.ResolvedArgs:
+    return R.resolve(P.parse_flags(["--model-path", MODEL, *argv], version=version), PROFILE)
 
 
 def test_spec_v2_rules_and_messages_per_release(monkeypatch):
     monkeypatch.delenv("SGLANG_ENABLE_SPEC_V2", raising=False)
     nr = ["--disable-radix-cache"]
     old = resolve("0.5.9", *spec_flags(3))
-    assert A.MSG_OVERLAP in notes(old) and old.values["disable_overlap_schedule"] is True
+    assert R.MSG_OVERLAP in notes(old) and old.values["disable_overlap_schedule"] is True
     v12 = resolve("0.5.12", *spec_flags(3), *nr)
     assert "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding." in notes(v12)
     assert v12.values["disable_overlap_schedule"] is False
@@ -173,7 +175,7 @@ def test_hybrid_radix_cache_with_speculation_per_release():
 
 def test_free_string_algorithm_names_are_checked_later_with_sglangs_error(capsys):
     with pytest.raises(SystemExit):
-        A.parse_flags(["--model-path", MODEL, "--speculative-algorithm", "MEDUSA"], version="0.5.11")
+        P.parse_flags(["--model-path", MODEL, "--speculative-algorithm", "MEDUSA"], version="0.5.11")
     assert "invalid choice: 'MEDUSA'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="^Unknown speculative algorithm name: MEDUSA$"):
         resolve("0.5.23", "--speculative-algorithm", "medusa")
@@ -188,26 +190,26 @@ def test_free_string_algorithm_names_are_checked_later_with_sglangs_error(capsys
 def test_config_merge_differs_between_releases(tmp_path):
     conf = tmp_path / "s.yaml"
     conf.write_text("json-model-override-args: {rope_scaling: {factor: 2}}\n")
-    old = A.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.9")
-    new = A.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.23")
+    old = P.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.9")
+    new = P.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.23")
     assert old.json_model_override_args == "{'rope_scaling': {'factor': 2}}"  # str(dict)
     assert json.loads(new.json_model_override_args) == {"rope_scaling": {"factor": 2}}  # JSON
     # 0.5.10-0.5.12 key the unsupported options by dest: the deprecated --stream-output shares the
     # dest of --incremental-streaming-output and shadows it; 0.5.23 keeps a key a supported flag reads.
     conf.write_text("incremental-streaming-output: true\n")
     with pytest.raises(ValueError) as ei:
-        A.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.12")
+        P.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.12")
     assert str(ei.value) == (
         "Unsupported config option 'incremental_streaming_output' with action 'DeprecatedStoreTrueAction'"
     )
-    assert A.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.23").incremental_streaming_output
+    assert P.parse_flags(["--model-path", MODEL, "--config", str(conf)], version="0.5.23").incremental_streaming_output
 
 
 def test_0523_first_line_is_the_resolved_dict_with_the_key():
     cfg = resolve("0.5.23", "--api-key", "k-123")
-    text = A.server_args_repr(cfg.values, cfg.facts)
+    text = R.server_args_repr(cfg.values, cfg.facts)
     assert text.startswith("{'model_path': ") and "'api_key': 'k-123'" in text
-    assert A.server_args_repr(resolve("0.5.12", "--api-key", "k").values, versions.get("0.5.12")).startswith(
+    assert R.server_args_repr(resolve("0.5.12", "--api-key", "k").values, versions.get("0.5.12")).startswith(
         "ServerArgs(model_path="
     )
 

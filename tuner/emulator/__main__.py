@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from . import args as args_mod
 from . import multinode
 from .faults import FaultError, FaultSet, parse_faults
+from .parse import parse_flags
 from .profile import ProfileError, load_profile
+from .resolve import EmulatorUnsupported, resolve
 from .runner import Runner
 
 
@@ -16,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # argparse of the emulated release: usage + "error: ..." and exit 2, as SGLang; an SGLang
     # release the emulator does not model is refused here, naming the ones it does.
-    ns = args_mod.parse_flags(argv)
+    ns = parse_flags(argv)
     prog = ns.emulator_facts.prog
     try:
         profile = load_profile(ns.emulator_profile)
@@ -27,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: argument --emulator-profile: {e}", file=sys.stderr)
         return 2
     try:
-        cfg = args_mod.resolve(ns, profile)  # AssertionError / ValueError surface as SGLang's do
-    except args_mod.EmulatorUnsupported as e:
+        cfg = resolve(ns, profile)  # AssertionError / ValueError surface as SGLang's do
+    except EmulatorUnsupported as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     # a TP group of another size or split over nodes changes capacity and step time (multinode.py)

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from sglang_utils import sglang_adaptive as schema  # type: ignore[import-not-found]
+from sglang_utils import sglang_adaptive as schema
 
 Log = Callable[[str], None]
 
@@ -187,7 +187,7 @@ class FlatPolicy:
                     "so the pre-built runtime state is reused."
                 )
                 candidates.add(initial_steps)
-        self.candidate_steps = sorted(candidates)
+        self.candidate_steps: list[int] = sorted(candidates)
         assert len(self.candidate_steps) >= 2, "candidate_steps must have at least 2 distinct values"
         self.ema_alpha = cfg.get("ema_alpha", 0.2)
         self.update_interval = cfg.get("update_interval", 5)

@@ -1,8 +1,8 @@
 """The batch scheduler: an SGLang-like loop that decides what the emulated GPU does next.
 
 The core (`Scheduler`) never reads a clock and never sleeps: callers pass the time in and run a
-batch for `batch.duration` seconds, on whatever clock they keep. `RealtimeDriver` runs it on the
-asyncio loop's clock for the HTTP server; `simulate.py` runs the very same code in virtual time for
+batch for `batch.duration` seconds, on whatever clock they keep. `RealtimeDriver` (realtime.py) runs it on
+the asyncio loop's clock for the HTTP server; `simulate.py` runs the very same code in virtual time for
 predictions and the calibration fit, so both follow one model.
 
 One iteration, as SGLang's event loop does it (docs/reference/sglang.md §1.4; docs/reference/performance-model.md):
@@ -14,115 +14,19 @@ accepts a random number of tokens (truncated geometric, mean tau(k)) that go out
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from . import adaptive, logs, model
 from .noise import Noise
 from .profile import Profile
+from .request import Request
 
 PREFILL = 0
 DECODE = 1
-
-# Behind its own clock by more than this, the driver stops trying to catch up (the model's time is
-# then lost, and the speed benchmark shows it as fewer tokens than predicted).
-MAX_LAG_S = 1.0
-
-
-class Request:
-    """One generation request as the scheduler sees it (counts, not text)."""
-
-    __slots__ = (
-        "rid",
-        "input_tokens",
-        "max_new_tokens",
-        "stop_at",
-        "kv_need",
-        "ila",
-        "alpha",
-        "survival",
-        "arrival",
-        "ready_at",
-        "admitted_at",
-        "first_token_at",
-        "finished_at",
-        "generated",
-        "verify_ct",
-        "accepted_drafts",
-        "hist",
-        "finished",
-        "finish_reason",
-        "aborted",
-        "notify",
-        "internal",
-        "user",
-        "stream",
-    )
-
-    def __init__(
-        self,
-        rid: str,
-        input_tokens: int,
-        max_new_tokens: int,
-        *,
-        alpha: float,
-        stop_at: int | None = None,
-        notify: Callable[[Request], None] | None = None,
-        internal: bool = False,
-        user: object = None,
-        acceptance: tuple[float, ...] | None = None,
-    ) -> None:
-        self.rid = rid
-        self.input_tokens = max(1, int(input_tokens))
-        self.max_new_tokens = max(1, int(max_new_tokens))
-        # stop_at: where the model emits EOS by itself (None with ignore_eos)
-        self.stop_at = stop_at
-        self.alpha = alpha
-        # 1/log(alpha) for the inverse-CDF draw; 0 => always 1 token, huge negative => always k+1
-        if alpha <= 0.0:
-            self.ila = 0.0
-        elif alpha >= 1.0:
-            self.ila = -1e18
-        else:
-            self.ila = 1.0 / math.log(alpha)
-        # Acceptance by draft position (a_1, a_2, ...): survival[j-1] = P(drafts 1..j all accepted)
-        # = a_1 * ... * a_j; None when every position has `alpha` (the geometric draw above).
-        self.survival: list[float] | None = None
-        if acceptance is not None:
-            surv, prod = [], 1.0
-            for a in acceptance:
-                prod *= a
-                surv.append(prod)
-            self.survival = surv
-        self.kv_need = 0
-        self.arrival = 0.0
-        self.ready_at = 0.0
-        self.admitted_at = -1.0
-        self.first_token_at = -1.0
-        self.finished_at = -1.0
-        self.generated = 0
-        self.verify_ct = 0
-        self.accepted_drafts = 0
-        self.hist: list[int] | None = None
-        self.finished = False
-        self.finish_reason = ""  # "length" | "stop" | "abort"
-        self.aborted = False
-        self.notify = notify
-        self.internal = internal  # health checks: not counted in metrics
-        self.user = user
-        self.stream = False  # a streamed response (0.5.23 labels the token counters is_streaming)
-
-    @property
-    def limit(self) -> int:
-        """Tokens this request will produce in total."""
-        if self.stop_at is not None and self.stop_at < self.max_new_tokens:
-            return self.stop_at
-        return self.max_new_tokens
 
 
 @dataclass
@@ -148,7 +52,7 @@ class EngineSpec:
     state_slot_cap: int = 0
     hybrid: bool = False
     spec: bool | None = None  # speculation on (default: k > 0); adaptive buckets may run 0 steps
-    policy: Any = None  # adaptive.FlatPolicy | adaptive.PerBsPolicy, or None for a static depth
+    policy: adaptive.Policy | None = None  # None for a static depth
     k_max: int | None = None  # the widest depth this server may run (adaptive: the widest candidate)
     accept_rate: str = "drafts-only"  # versions.SGLangVersion.accept_rate
     cuda_graph_max_bs: int = 0  # decode batches up to this size replay a CUDA graph (0 = graphs off)
@@ -426,7 +330,7 @@ class Scheduler:
                     correct.append(a - 1)
                 r.verify_ct += 1
                 r.accepted_drafts += a - 1
-                r.hist[a - 1] += 1  # type: ignore[index]
+                r.hist[a - 1] += 1
                 left = r.limit - r.generated
                 n = a if a < left else left
                 r.generated += n
@@ -442,7 +346,7 @@ class Scheduler:
             self._win_passes += bs
             self._win_accepted += accepted
             self.spec_verify_calls_total += bs
-            if correct is not None:
+            if correct is not None and self.policy is not None:
                 # SGLang feeds the per-request correct-draft counts to the bucket of this batch
                 # size after verify (batch_result_processor.py on_verify_complete_cpu).
                 new_steps = self.policy.on_verify_complete(correct, bs)
@@ -608,94 +512,3 @@ class Scheduler:
         self.spec_total_accepted = self.spec_total_forward = 0
         self._win_passes = self._win_accepted = self._win_tokens = 0
         self.last_spec_accept_length = self.last_spec_accept_rate = 0.0
-
-
-class RealtimeDriver:
-    """Runs the scheduler on the asyncio loop's clock, with step ends on absolute deadlines.
-
-    Each batch ends at `start + duration` where `start` is the previous batch's deadline, not the
-    moment the loop woke up, so sleep jitter and processing time do not accumulate: the emulator
-    keeps its own clock as long as it is less than MAX_LAG_S behind.
-    """
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        on_batch: Callable[[], None] | None = None,
-        on_error: Callable[[BaseException], None] | None = None,
-    ) -> None:
-        self.s = scheduler
-        self.on_error = on_error
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self.on_batch = on_batch
-        self.lag_resets = 0
-        self.max_lag = 0.0
-        self.stopped = False
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        self.stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-
-    def submit(self, req: Request) -> None:
-        self.s.submit(req, asyncio.get_running_loop().time())
-        self._wake.set()
-
-    def abort(self, req: Request) -> None:
-        self.s.abort(req)
-        self._wake.set()
-
-    async def _run(self) -> None:
-        try:
-            await self._loop()
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a scheduler exception ends the server, as in SGLang
-            if self.on_error is None:
-                raise
-            self.on_error(e)
-
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        s = self.s
-        deadline: float | None = None
-        while not self.stopped:
-            now = loop.time()
-            batch = s.next_batch(now)
-            if batch is None:
-                deadline = None
-                self._wake.clear()
-                wake_at = s.next_event_time()
-                handle = loop.call_at(wake_at, self._wake.set) if wake_at is not None else None
-                await self._wake.wait()
-                if handle is not None:
-                    handle.cancel()
-                continue
-            if deadline is None:
-                start = now
-            else:
-                lag = now - deadline
-                if lag > self.max_lag:
-                    self.max_lag = lag
-                if lag > MAX_LAG_S:
-                    self.lag_resets += 1
-                    start = now
-                else:
-                    start = deadline
-            deadline = start + batch.duration
-            delay = deadline - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                await asyncio.sleep(0)
-            s.finish_batch(batch, deadline)
-            if self.on_batch is not None:
-                self.on_batch()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang_utils.emulator_faults import FAULT_USAGE, FaultSpecError  # type: ignore[import-not-found]
-from sglang_utils.emulator_faults import parse_fault as _parse_spec  # type: ignore[import-not-found]
+from sglang_utils.emulator_faults import FAULT_USAGE, FaultSpecError
+from sglang_utils.emulator_faults import parse_fault as _parse_spec
 
 FAULT_NAMES = FAULT_USAGE
 
@@ -23,6 +23,13 @@ class FaultError(ValueError):
 class Fault:
     name: str
     arg: float | str | None = None
+
+    @property
+    def number(self) -> float:
+        """The argument of a seconds, share, rate or count fault (parse_fault made it a number)."""
+        if isinstance(self.arg, str) or self.arg is None:
+            raise FaultError(f"{self.name} needs a number; got {self.arg!r}")
+        return float(self.arg)
 
 
 def parse_fault(text: str) -> Fault:
@@ -66,25 +73,25 @@ class FaultSet:
             if f.name == "kv-oom":
                 fs.kv_oom = True
             elif f.name == "crash-after-ready":
-                fs.crash_after_ready_s = float(f.arg)  # type: ignore[arg-type]
+                fs.crash_after_ready_s = f.number
             elif f.name == "hang-before-ready":
                 fs.hang_before_ready = str(f.arg or "http")
             elif f.name == "slow-startup":
-                fs.slow_startup_s += float(f.arg)  # type: ignore[arg-type]
+                fs.slow_startup_s += f.number
             elif f.name == "http-5xx":
-                fs.http_5xx_share = float(f.arg)  # type: ignore[arg-type]
+                fs.http_5xx_share = f.number
             elif f.name == "cut-stream":
-                fs.cut_stream_share = float(f.arg)  # type: ignore[arg-type]
+                fs.cut_stream_share = f.number
             elif f.name == "spec-diverge":
-                fs.spec_diverge_at = int(f.arg)  # type: ignore[arg-type]
+                fs.spec_diverge_at = int(f.number)
             elif f.name == "spec-repeat":
-                fs.spec_repeat_at = int(f.arg)  # type: ignore[arg-type]
+                fs.spec_repeat_at = int(f.number)
             elif f.name == "accept-drift":
-                fs.accept_drift_per_100 = float(f.arg)  # type: ignore[arg-type]
+                fs.accept_drift_per_100 = f.number
             elif f.name == "accept-collapse":
-                fs.accept_collapse_after = int(f.arg)  # type: ignore[arg-type]
+                fs.accept_collapse_after = int(f.number)
             elif f.name == "worker-crash-after-ready":
-                fs.worker_crash_after_ready_s = float(f.arg)  # type: ignore[arg-type]
+                fs.worker_crash_after_ready_s = f.number
             elif f.name == "worker-never-joins":
                 fs.worker_never_joins = True
         return fs

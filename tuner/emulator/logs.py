@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
@@ -42,7 +43,7 @@ class Logger:
         log_ms: bool | None = None,
         out: TextIO | None = None,
         access_out: TextIO | None = None,
-        clock=time.time,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.level = LEVELS.get(level, 20)
         self.http_level = LEVELS.get(http_level or level, 20)

@@ -2,12 +2,18 @@
 
 Written by hand (standard library only) in the text exposition format that prometheus_client
 produces: `# HELP`, `# TYPE`, counters as `name_total`, histograms as `_bucket`/`_sum`/`_count`.
+`render` writes the format; `metrics_text` says which metrics the emulated release exports, read
+from the server's scheduler and histograms.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .server import EmulatorApp
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0)
 ITL_BUCKETS = (
@@ -119,3 +125,102 @@ def render(
         out += [f"# HELP {full} {help_}", f"# TYPE {full} histogram"]
         out += hist.lines(full, labels)
     return "\n".join(out) + "\n"
+
+
+def metrics_text(app: EmulatorApp) -> str:
+    """Prometheus text with the release's names. Gauges hold what SGLang last logged (each prefill
+    batch, every --decode-log-interval decode steps: scheduler_metrics_mixin.py log_decode_stats),
+    counters count every step: sglang:cuda_graph_passes_total (one per decode batch) and
+    sglang:realtime_tokens_total{mode} exist from 0.5.9; 0.5.23 adds sglang:spec_verify_calls_total
+    (one per request per verify step, so its delta over the decode passes' delta is the mean
+    running batch size), the active-depth gauges sglang:spec_num_steps / spec_num_draft_tokens,
+    and an is_streaming label on the token counters (observability/metrics_collector.py)."""
+    facts = app.cfg.facts
+    s = app.sched
+    g = s.gauges
+    gauges: list[tuple[str, str, float]] = [
+        ("num_running_reqs", "The number of running requests.", g["num_running_reqs"]),
+        ("num_queue_reqs", "The number of requests in the waiting queue.", g["num_queue_reqs"]),
+        ("num_used_tokens", "The number of used tokens.", g["num_used_tokens"]),
+        ("token_usage", "The token usage.", g["token_usage"]),
+        ("gen_throughput", "The generation throughput (token/s).", g["gen_throughput"]),
+        (
+            "max_total_num_tokens",
+            "Maximum total number of tokens in the KV cache pool.",
+            app.capacity.max_total_num_tokens,
+        ),
+        ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
+        (
+            "spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            g["spec_accept_length"] if s.speculative else 0.0,
+        ),
+        (
+            "spec_accept_rate",
+            "The average acceptance rate of speculative decoding.",
+            g["spec_accept_rate"] if s.speculative else 0.0,
+        ),
+    ]
+    if facts.metrics_spec_num_steps:
+        gauges += [
+            ("spec_num_steps", "Currently active speculative_num_steps.", g["spec_num_steps"]),
+            (
+                "spec_num_draft_tokens",
+                "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+                g["spec_num_draft_tokens"],
+            ),
+        ]
+    if app.p.hybrid_mamba:
+        gauges.append(("mamba_usage", "The mamba state usage.", g["mamba_usage"]))
+    counters: list[tuple[str, str, list[tuple[str, float]]]] = []
+    if facts.server_info_v2:
+        counters += [
+            (
+                "prompt_tokens",
+                "Number of prefill tokens processed.",
+                [
+                    ('is_streaming="false"', s.prompt_tokens_by_stream[0]),
+                    ('is_streaming="true"', s.prompt_tokens_by_stream[1]),
+                ],
+            ),
+            (
+                "generation_tokens",
+                "Number of generation tokens processed.",
+                [
+                    ('is_streaming="false"', s.generation_tokens_by_stream[0]),
+                    ('is_streaming="true"', s.generation_tokens_by_stream[1]),
+                ],
+            ),
+        ]
+    else:
+        counters += [
+            ("prompt_tokens", "Number of prefill tokens processed.", [("", s.prompt_tokens_total)]),
+            ("generation_tokens", "Number of generation tokens processed.", [("", s.generation_tokens_total)]),
+        ]
+    counters += [
+        ("num_requests", "Number of requests processed.", [("", s.num_requests_total)]),
+        (
+            "cuda_graph_passes",
+            "Total number of forward passes categorized by CUDA graph.",
+            [(f'mode="{mode}"', n) for mode, n in s.cuda_graph_passes.items() if n],
+        ),
+        (
+            "realtime_tokens",
+            "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.",
+            [(f'mode="{mode}"', n) for mode, n in s.realtime_tokens.items() if n],
+        ),
+    ]
+    if facts.metrics_spec_verify_calls and s.speculative:
+        counters.append(
+            (
+                "spec_verify_calls",
+                "Number of speculative decoding verification calls.",
+                [("", s.spec_verify_calls_total)],
+            )
+        )
+    hists = [
+        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", app.h_ttft),
+        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", app.h_itl),
+        ("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", app.h_e2e),
+    ]
+    return render(app.labels, gauges, counters, hists)

@@ -234,7 +234,7 @@ def max_running_requests(p: Profile, k: int, flag: int | None, kv_tokens: int) -
     """min(flag if given, state-slot cap, max_total_num_tokens // 2) (docs/reference/performance-model.md).
 
     `flag` is the already-resolved server argument: with speculation on and no
-    --max-running-requests, args.py has set it to 48 as SGLang 0.5.x does (docs/reference/sglang.md §2.4).
+    --max-running-requests, resolve.py has set it to 48 as SGLang 0.5.x does (docs/reference/sglang.md §2.4).
     """
     caps = [state_slot_cap(p, k), max(kv_tokens, 0) // 2]
     if flag is not None:

@@ -14,12 +14,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_utils import sglang_adaptive as adaptive_schema  # type: ignore[import-not-found]
+from sglang_utils import sglang_adaptive as adaptive_schema
 
 from . import adaptive, model, tokens, workload
-from .engine import EngineSpec, Request, Scheduler
+from .engine import EngineSpec, Scheduler
 from .noise import Noise
 from .profile import Profile
+from .request import Request
 
 
 @dataclass(frozen=True)

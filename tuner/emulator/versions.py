@@ -4,7 +4,7 @@ Every behaviour that differs between the releases the emulator models is a field
 `SGLangVersion`, filled in from that release's wheel (`pip download --no-deps sglang==X`; a wheel's
 `sglang/...` is `python/sglang/...` in sgl-project/sglang). Code elsewhere asks the row
 (`facts.prog`, `facts.adaptive`, ...) and never compares version numbers itself. The flag set per
-release is the `since`/`until` column of the flag table in args.py, checked against the real
+release is the `since`/`until` column of the flag table in flags.py, checked against the real
 parsers' flag lists in tests/emulator/data/sglang_flags/.
 
 The row is chosen by `--emulator-sglang-version` (the role passes `sglang_server_sglang_version`),
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sglang_utils import sglang_releases as releases  # type: ignore[import-not-found]
+from sglang_utils import sglang_releases as releases
 
 
 class UnsupportedVersion(ValueError):

@@ -58,7 +58,7 @@ def sampled_alpha(p: Profile, temperature: float, top_p: float = 1.0) -> float:
     if q >= 1.0:
         return a_t
     a_0 = p.alpha_at(0.0)
-    return a_0 + (a_t - a_0) * q**p.top_p_exponent
+    return a_0 + (a_t - a_0) * math.pow(q, p.top_p_exponent)
 
 
 def content_factor(p: Profile, score: float | None, n_tokens: int) -> float:

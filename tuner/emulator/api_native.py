@@ -1,0 +1,159 @@
+"""SGLang's native /generate: text or input_ids (one or a batch), sampling_params, and streaming as
+SGLang streams it (cumulative text in each `data:` frame, then `data: [DONE]`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from . import tokens
+from .http_json import BadRequest, dumps, error_native
+from .request import Request
+
+if TYPE_CHECKING:
+    from .server import EmulatorApp
+
+
+def meta_info(app: EmulatorApp, req: Request, prompt_tokens: int, completion: int, final: bool) -> dict[str, Any]:
+    """A /generate result's `meta_info`: counts on every frame, finish reason, speculative
+    acceptance (names per release: facts.meta_info_v2) and e2e latency on the final one."""
+    finish: dict[str, Any] | None = None
+    if final:
+        if req.finish_reason == "stop":
+            finish = {"type": "stop", "matched": app.p.eos_token_id}
+        elif req.finish_reason == "abort":
+            finish = {"type": "abort", "message": "Abort request"}
+        else:
+            finish = {"type": "length", "length": completion}
+    meta: dict[str, Any] = {
+        "id": req.rid,
+        "finish_reason": finish,
+        "prompt_tokens": prompt_tokens,
+        "weight_version": app.cfg.values["weight_version"],
+        "completion_tokens": completion,
+        "cached_tokens": 0,
+    }
+    spec = app.sched.speculative
+    if spec:
+        meta["spec_verify_ct"] = req.verify_ct
+    if final:
+        if spec and req.verify_ct > 0:
+            # tokenizer_manager.py: proposed drafts = verify calls * (the launch's
+            # speculative_num_draft_tokens - 1), also under adaptive speculation.
+            drafts = req.verify_ct * (app.cfg.num_draft_tokens - 1)
+            if drafts > 0:
+                meta["spec_accept_rate"] = req.accepted_drafts / drafts
+                meta["spec_accept_length"] = completion / req.verify_ct
+                if app.cfg.facts.meta_info_v2:
+                    meta["spec_num_correct_drafts"] = req.accepted_drafts
+                    meta["spec_num_proposed_drafts"] = drafts
+                else:
+                    meta["spec_accept_token_num"] = req.accepted_drafts
+                    meta["spec_draft_token_num"] = drafts
+            hist_key = "spec_correct_drafts_histogram" if app.cfg.facts.meta_info_v2 else "spec_accept_histogram"
+            meta[hist_key] = list(req.hist)
+        end = req.finished_at if req.finished_at >= 0 else asyncio.get_running_loop().time()
+        meta["e2e_latency"] = max(0.0, end - req.arrival)
+    return meta
+
+
+async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse:
+    """POST /generate: one prompt (streamed or not) or a batch (not streamed)."""
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return error_native("Invalid JSON body", 400)
+    if not isinstance(body, dict):
+        return error_native("Request body must be a JSON object", 400)
+    text, ids = body.get("text"), body.get("input_ids")
+    if text is None and ids is None:
+        return error_native("Either text or input_ids should be provided.", 400)
+    sp = body.get("sampling_params") or {}
+    if isinstance(sp, list):
+        sp = sp[0] if sp else {}
+    stream = bool(body.get("stream", False))
+    prompts: list[tuple[int, int, list[Any]]] = []  # (token count, hash, tokens)
+    try:
+        if text is not None:
+            items = text if isinstance(text, list) else [text]
+            for t in items:
+                if not isinstance(t, str):
+                    raise BadRequest("text must be a string or a list of strings")
+                words = t.split()
+                prompts.append((len(words), tokens.prompt_hash(t), words))
+        else:
+            items = ids if (isinstance(ids, list) and ids and isinstance(ids[0], list)) else [ids]
+            for one in items:
+                if not isinstance(one, list) or not all(isinstance(i, int) for i in one):
+                    raise BadRequest("input_ids must be a list of integers or a list of lists")
+                prompts.append((len(one), tokens.ids_hash(one), one))
+        if stream and len(prompts) > 1:
+            raise BadRequest("The emulator streams single prompts only; send a batch without stream.")
+        max_new = int(sp.get("max_new_tokens", 128))
+        temperature = float(sp.get("temperature", 1.0))
+        top_p = float(sp.get("top_p", 1.0))
+        ignore_eos = bool(sp.get("ignore_eos", False))
+        seed = sp.get("sampling_seed", sp.get("seed"))
+        rid0 = body.get("rid")
+        reqs = []
+        for i, (n_in, h_prompt, prompt_toks) in enumerate(prompts):
+            rid = (
+                rid0
+                if isinstance(rid0, str) and len(prompts) == 1
+                else (rid0[i] if isinstance(rid0, list) and i < len(rid0) else uuid.uuid4().hex)
+            )
+            reqs.append(
+                (
+                    app.make_request(
+                        rid,
+                        max(1, n_in),
+                        max_new,
+                        temperature,
+                        ignore_eos,
+                        h_prompt,
+                        seed,
+                        top_p=top_p,
+                        prompt_tokens=prompt_toks,
+                        stream=stream,
+                    ),
+                    n_in,
+                )
+            )
+    except BadRequest as e:
+        return error_native(str(e), 400)
+    except (TypeError, ValueError) as e:
+        return error_native(f"Invalid sampling_params: {e}", 400)
+
+    if not stream:
+        await asyncio.gather(*(app.run_to_end(r) for (r, _h), _n in reqs))
+        out = []
+        for (r, h), n_in in reqs:
+            comp = 0 if r.user == 0 else r.generated
+            out.append(
+                {
+                    "text": tokens.text_range(h, 0, comp, app.text_fault),
+                    "output_ids": tokens.ids_range(h, 0, comp, app.text_fault),
+                    "meta_info": meta_info(app, r, n_in, comp, True),
+                }
+            )
+        batched = isinstance(text, list) or (text is None and isinstance(ids[0] if ids else None, list))
+        return web.json_response(out if batched else out[0], dumps=dumps)
+
+    (req, h), n_in = reqs[0]
+    pieces: list[str] = []
+
+    def on_tokens(sent: int, g: int, done: bool) -> list[bytes]:
+        comp = 0 if req.user == 0 else g
+        if comp > sent:
+            pieces.append(tokens.text_range(h, sent, comp, app.text_fault))
+        frame = {"text": "".join(pieces), "meta_info": meta_info(app, req, n_in, comp, done), "index": 0}
+        frames = [b"data: " + dumps(frame).encode() + b"\n\n"]
+        if done:
+            frames.append(b"data: [DONE]\n\n")
+        return frames
+
+    return await app.stream(request, req, on_tokens)

@@ -1,0 +1,96 @@
+"""The /server_info (and /get_server_info) body of the emulated release, from the server's live state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .resolve import public_values
+
+if TYPE_CHECKING:
+    from .server import EmulatorApp
+
+
+def server_info_body(app: EmulatorApp) -> dict[str, Any]:
+    """The /server_info body of the emulated release.
+
+    0.5.9 (http_server.py get_server_info): dataclasses.asdict(server_args) + scheduler_info
+    (status, max_total_num_tokens, max_req_input_len) + internal_states (one per DP rank: the
+    scheduler's server args + last_gen_throughput, memory_usage,
+    effective_max_running_requests_per_dp, avg_spec_accept_length once counted) + version.
+    The scheduler's copy of the arguments follows adaptive switches (0.5.12
+    eagle_worker.py syncs server_args.speculative_num_steps; 0.5.23 overrides the context), so
+    internal_states[0].speculative_num_steps is the depth in use while the top level keeps the
+    launch value. 0.5.23 (utils/common.py build_server_info, internal_state.py) adds
+    launch_command, kv_events, startup_time, frontend, and per rank world_size, startup_time,
+    memory_usage.startup_available / token_capacity_swa and graph memory by phase.
+    """
+    facts = app.cfg.facts
+    s = app.sched
+    args = public_values(app.cfg.values)
+    internal = dict(args)
+    if s.speculative:
+        internal["speculative_num_steps"] = s.k
+        internal["speculative_num_draft_tokens"] = s.draft_tokens_now
+    memory: dict[str, Any] = {
+        "weight": round(app.memory["weights"], 2),
+        "kvcache": round(app.memory["kv_total"], 2),
+        "token_capacity": app.capacity.max_total_num_tokens,
+        "graph": round(app.memory["graph"], 2),
+    }
+    if facts.server_info_v2:
+        graph = app.memory["graph"]
+        memory = {
+            "weight": round(app.memory["weights"], 3),
+            "kvcache": round(app.memory["kv_total"], 3),
+            "startup_available": round(app.memory["final"], 3),
+            "token_capacity": app.capacity.max_total_num_tokens,
+            "token_capacity_swa": None,
+            "graph": {
+                "decode": round(0.0 if s.speculative else graph, 3),
+                "target_verify": round(graph if s.speculative else 0.0, 3),
+                "draft_decode": round(app.memory["draft_graph"] * 0.6, 3),
+                "draft_extend": round(app.memory["draft_graph"] * 0.4, 3),
+            },
+        }
+        internal["world_size"] = app.cfg.values["tp_size"] * app.cfg.values["pp_size"]
+        internal["startup_time"] = app.startup_time
+    internal.update(
+        {
+            "last_gen_throughput": s.last_gen_throughput,
+            "memory_usage": memory,
+            "effective_max_running_requests_per_dp": app.capacity.max_running_requests,
+        }
+    )
+    avg = s.avg_spec_accept_length()
+    if avg is not None:
+        internal["avg_spec_accept_length"] = avg
+    info = dict(args)
+    if facts.server_info_v2:
+        info["launch_command"] = app.launch_command
+    info.update(
+        {
+            "status": "ready" if app.status == "up" else app.status,
+            "max_total_num_tokens": app.capacity.max_total_num_tokens,
+            "max_req_input_len": min(app.p.context_len, app.capacity.max_total_num_tokens) - 1,
+        }
+    )
+    if facts.server_info_v2:
+        info["kv_events"] = None
+        info["startup_time"] = app.startup_time
+    info["internal_states"] = [internal]
+    info["version"] = app.version
+    if facts.server_info_v2:
+        info["frontend"] = "python"
+    info["emulator"] = {
+        "profile": app.p.name,
+        "profile_path": app.p.path,
+        "sglang_version": facts.version,
+        "faults": app.faults.describe(),
+        "adaptive": s.policy.describe() if s.policy is not None else None,
+        "steps_histogram": {str(k): n for k, n in sorted(s.steps_histogram.items())},
+        "step_switches": s.step_switches,
+        "noise": s.noise.describe() if s.noise is not None else None,
+        # how well the real-time driver kept the model's clock (bench/emulator_speed.py reads these)
+        "clock": app.clock(),
+    }
+    return info
