@@ -58,6 +58,7 @@ __all__ = [
     "first_divergence",
     "find_cycle",
     "acceptance_drift",
+    "acceptance_se",
     "rule_for",
     "exact_round",
     "judge",
@@ -69,9 +70,10 @@ DETERMINISTIC_FLAG = "enable-deterministic-inference"
 EXACT_SHARE_MIN = 0.60  # outside deterministic mode: share of short prompts that must match exactly
 ACCEPT_FLOOR = 1.05  # acceptance length must stay above this (1.0 = no draft token ever accepted)
 ACCEPT_OF_MEASURED = 0.95  # ... and not below this share of what the sweep measured for the configuration
-DRIFT_Z = 3.0  # a drop of the last window against the first beyond 3 standard errors ...
-DRIFT_MIN_DROP = 0.05  # ... and beyond 5% of the first window is drift
-DRIFT_BLOCKS = 8  # the long run is cut into 8 blocks of equal tokens; first 2 against last 2
+# (beyond DRIFT_Z standard errors of the gate's own prompt-to-prompt spread, `acceptance_se`)
+DRIFT_Z = 3.0  # a drop of the long prompts' second sends against their first beyond 3 standard errors ...
+DRIFT_MIN_DROP = 0.05  # ... and beyond 5% of the first sends' acceptance is drift
+DRIFT_BLOCKS = 8  # each long output is cut into 8 blocks of equal tokens: their spread is the noise
 CYCLE_MAX_PERIOD = 32  # a loop of up to 32 tokens ...
 CYCLE_MIN_REPEATS = 4  # ... repeated at least 4 times at the end of an output ...
 CYCLE_MIN_SPAN = 24  # ... over at least 24 tokens is degeneration
@@ -94,13 +96,20 @@ def prompt_set_hash(prompts: Sequence[Mapping[str, Any]]) -> str:
 
 
 def request_order(n_short: int, n_long: int) -> list[tuple[str, int]]:
-    """The order the gate sends its requests in: [("short", i) | ("long", j), ...], the long ones
-    spread evenly among the short ones, so the run's first and last windows both hold long outputs
-    and a drift per request served shows over the whole run (vllm-project/vllm#41838)."""
-    out = [("short", i) for i in range(n_short)]
-    for j in range(n_long):
-        out.insert(min(len(out), round(j * (n_short + n_long) / max(1, n_long))), ("long", j))
-    return out
+    """The order the gate sends its requests in: the long prompts, the short ones, then the long
+    prompts again: [("long", j), ..., ("short", i), ..., ("again", j), ...].
+
+    A drift per request served (vllm-project/vllm#41838) is measured on the same prompts, once at
+    the start of the run and once after every other request. Acceptance differs from prompt to
+    prompt (code and maths accept more drafts than chat: SPEED-Bench, arXiv 2604.09557), so
+    windows of the run in arrival order compare different prompts, not an early server with a late
+    one: on servers whose prompts differ that way, an arrival-order comparison failed healthy
+    configurations (the short continuations, done early, against the long outputs' tails)."""
+    return (
+        [("long", j) for j in range(n_long)]
+        + [("short", i) for i in range(n_short)]
+        + [("again", j) for j in range(n_long)]
+    )
 
 
 def _outputs_ok(rows: Any, what: str) -> list[str]:
@@ -208,43 +217,61 @@ def _window(blocks: Sequence[Sequence[float]]) -> float | None:
     return tok / ver if ver > 0 else None
 
 
-def acceptance_drift(steps: Sequence[Sequence[float]], blocks: int = DRIFT_BLOCKS) -> dict[str, Any]:
-    """Drift of the acceptance length over a run: `steps` is the run's (new tokens, new verify
-    passes) increments in arrival order. The run is cut into `blocks` blocks of equal tokens; the
-    first quarter of them is compared with the last. The noise is the spread between neighbouring
-    blocks (sd of their differences / sqrt 2, which a slow trend barely inflates), so the verdict
-    scales with how much the acceptance of this server moves by itself."""
+def _block_accepts(steps: Sequence[Sequence[float]], blocks: int) -> list[float]:
+    """One output's acceptance in `blocks` blocks of equal tokens (its (new tokens, new verify
+    passes) increments in order); blocks without a verify pass are left out."""
     total = sum(s[0] for s in steps)
-    if total <= 0 or sum(s[1] for s in steps) <= 0:
-        return {"first": None, "last": None, "drop": None, "noise": None, "drifted": False, "blocks": []}
+    if total <= 0:
+        return []
     size = total / float(blocks)
     cut: list[list[float]] = [[0.0, 0.0] for _block in range(blocks)]
     done = 0.0
     for tok, ver in steps:
-        idx = min(blocks - 1, int(done / size)) if size > 0 else 0
+        idx = min(blocks - 1, int(done / size))
         cut[idx][0] += tok
         cut[idx][1] += ver
         done += tok
-    acc = [_window([b]) for b in cut]
-    vals = [a for a in acc if a is not None]
-    k = max(1, blocks // 4)
-    first = _window(cut[:k])
-    last = _window(cut[-k:])
-    diffs = [vals[i + 1] - vals[i] for i in range(len(vals) - 1)]
-    sd = math.sqrt(sum(d * d for d in diffs) / len(diffs) / 2.0) if diffs else 0.0
-    noise = sd * math.sqrt(2.0 / k)
-    drop = None if first is None or last is None else first - last
-    drifted = bool(
-        drop is not None and first and drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * first and len(vals) >= 2 * k
-    )
-    return {
-        "first": first,
-        "last": last,
-        "drop": drop,
-        "noise": noise,
-        "drifted": drifted,
-        "blocks": [None if a is None else round(a, 4) for a in acc],
+    return [a for a in (_window([b]) for b in cut) if a is not None]
+
+
+def acceptance_drift(
+    first: Sequence[Sequence[Sequence[float]]],
+    again: Sequence[Sequence[Sequence[float]]],
+    blocks: int = DRIFT_BLOCKS,
+) -> dict[str, Any]:
+    """Drift of the acceptance length over the gate's run, on the same prompts: `first[j]` and
+    `again[j]` are the (new tokens, new verify passes) increments of long prompt j's first send
+    (at the start of the run) and of its second (after every other request, `request_order`).
+
+    "first" and "last" are the acceptance of all first sends and of all second sends (tokens over
+    verify passes). The same prompts in both, with the same greedy outputs, so what the prompts
+    are cancels out. The noise is how much one output's acceptance moves by itself: each output is
+    cut into `blocks` blocks of equal tokens, the spread between neighbouring blocks of the same
+    output (sd of their differences / sqrt 2, which a slow trend barely inflates and the prompts'
+    differences do not enter) scaled to the two sends' means."""
+    first_steps = [s for out in first for s in out]
+    again_steps = [s for out in again for s in out]
+    head, tail = _window(first_steps) if first_steps else None, _window(again_steps) if again_steps else None
+    per_first = [_block_accepts(out, blocks) for out in first]
+    per_again = [_block_accepts(out, blocks) for out in again]
+    empty = {
+        "first": head,
+        "last": tail,
+        "drop": None,
+        "noise": None,
+        "drifted": False,
+        "first_sends": [None if a is None else round(a, 4) for a in (_window(o) if o else None for o in first)],
+        "again_sends": [None if a is None else round(a, 4) for a in (_window(o) if o else None for o in again)],
     }
+    if head is None or tail is None:
+        return empty
+    diffs = [vals[i + 1] - vals[i] for vals in per_first + per_again for i in range(len(vals) - 1)]
+    n_first, n_again = sum(len(v) for v in per_first), sum(len(v) for v in per_again)
+    sd = math.sqrt(sum(d * d for d in diffs) / len(diffs) / 2.0) if diffs else 0.0
+    noise = sd * math.sqrt(1.0 / max(1, n_first) + 1.0 / max(1, n_again))
+    drop = head - tail
+    drifted = bool(diffs and drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * head and n_first >= 2 and n_again >= 2)
+    return {**empty, "drop": drop, "noise": noise, "drifted": drifted}
 
 
 def rule_for(server_version: object, baseline_deterministic: bool, candidate_deterministic: bool) -> dict[str, Any]:
@@ -346,8 +373,37 @@ def _compare(base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping
     }
 
 
-def _acceptance_reasons(acc: float | None, measured_accept: float | None, drift: Mapping[str, Any]) -> list[str]:
-    """The acceptance rules: above the floor, not below 95% of the measured value, no drift."""
+def acceptance_se(candidate: Mapping[str, Any]) -> float | None:
+    """Standard error of the gate's acceptance length from its prompts' own differences: the gate
+    reads a few dozen prompts, and on a server whose prompts accept differently (code more than
+    chat) its mean moves with which prompts they are. A ratio estimate over prompts (each short
+    request, and each long prompt's two sends together): sqrt(sum (t_i - A v_i)^2) / sum v_i.
+    None when fewer than two prompts were verified."""
+    units: list[tuple[float, float]] = []
+    for row in candidate.get("short") or []:
+        t, v = row.get("completion_tokens"), row.get("spec_verify_ct")
+        if isinstance(t, int) and isinstance(v, int) and v > 0:
+            units.append((float(t), float(v)))
+    again = list(candidate.get("again_steps") or [])
+    for j, first in enumerate(candidate.get("long_steps") or []):
+        steps = list(first) + (list(again[j]) if j < len(again) else [])
+        t, v = float(sum(x[0] for x in steps)), float(sum(x[1] for x in steps))
+        if v > 0:
+            units.append((t, v))
+    if len(units) < 2:
+        return None
+    tok, ver = sum(u[0] for u in units), sum(u[1] for u in units)
+    a = tok / ver
+    n = len(units)
+    return math.sqrt(sum((t - a * v) ** 2 for t, v in units) * n / (n - 1)) / ver
+
+
+def _acceptance_reasons(
+    acc: float | None, measured_accept: float | None, drift: Mapping[str, Any], se: float | None = None
+) -> list[str]:
+    """The acceptance rules: above the floor, not below 95% of the measured value beyond the
+    gate's prompt-to-prompt spread (`acceptance_se`: the sweep's workload and the gate read
+    different prompts), no drift."""
     reasons = []
     if acc is None:
         reasons.append("no acceptance length: the server reported no verify passes (spec_verify_ct)")
@@ -356,22 +412,27 @@ def _acceptance_reasons(acc: float | None, measured_accept: float | None, drift:
             reasons.append(
                 f"acceptance length {acc:.2f} is not above {ACCEPT_FLOOR:.2f}: speculation accepts (almost) nothing"
             )
-        if measured_accept and acc < ACCEPT_OF_MEASURED * measured_accept:
+        if (
+            measured_accept
+            and acc < ACCEPT_OF_MEASURED * measured_accept
+            and measured_accept - acc > DRIFT_Z * (se or 0.0)
+        ):
             reasons.append(
                 f"acceptance length {acc:.2f} is below {round(ACCEPT_OF_MEASURED * 100)}% of the "
                 f"{measured_accept:.2f} the sweep measured for this configuration"
+                + (f", beyond its prompts' spread (standard error {se:.2f})" if se else "")
             )
     if drift["drifted"]:
         reasons.append(
-            "acceptance drifts over the gate's run: {:.2f} in the first window, {:.2f} in the last (drop {:.2f}, noise {:.2f})".format(
+            "acceptance drifts over the gate's run: {:.2f} on the long prompts' first sends, {:.2f} when they "
+            "were sent again after the other requests (drop {:.2f}, noise {:.2f})".format(
                 drift["first"], drift["last"], drift["drop"], drift["noise"]
             )
         )
     elif drift["last"] is not None and drift["first"] is not None and drift["last"] <= ACCEPT_FLOOR < drift["first"]:
         reasons.append(
-            "acceptance collapsed to {:.2f} in the last window of the gate's run ({:.2f} at first)".format(
-                drift["last"], drift["first"]
-            )
+            "acceptance collapsed to {:.2f} on the long prompts' second sends at the end of the gate's run "
+            "({:.2f} on their first)".format(drift["last"], drift["first"])
         )
     return reasons
 
@@ -384,9 +445,10 @@ def judge(
 ) -> dict[str, Any]:
     """The gate's verdict on one configuration.
 
-    `candidate`: {"server_version", "deterministic", "short": [...], "long": [...], "steps":
-    [[tokens, verify passes], ...] of the long run in arrival order, "accept_length" (the gate's
-    own, all requests), "requests", "seconds"}; rows as in the baseline ({"id", "text",
+    `candidate`: {"server_version", "deterministic", "short": [...], "long": [...] (the long
+    prompts' first sends), "long_steps" and "again_steps": per long prompt, the [[tokens, verify
+    passes], ...] increments of its first and of its second send (`acceptance_drift`),
+    "accept_length" (the gate's own, all requests), "requests", "seconds"}; rows as in the baseline ({"id", "text",
     "output_ids"}). `measured_accept`: the acceptance length the sweep measured for the
     configuration (None: not known, only the floor applies). `acceptance` False leaves the
     acceptance and drift rules out (the sweep's exact round: they are judged on the measurement
@@ -444,16 +506,18 @@ def judge(
             f"({lp['cycle']!r})"
         )
     acc = candidate.get("accept_length")
+    se = acceptance_se(candidate)
     accept = {
         "gate": acc,
         "measured": measured_accept,
         "floor": ACCEPT_FLOOR,
         "share_of_measured_min": ACCEPT_OF_MEASURED,
+        "prompt_se": None if se is None else round(se, 4),
         "judged": acceptance,
     }
-    drift = acceptance_drift(candidate.get("steps") or [])
+    drift = acceptance_drift(candidate.get("long_steps") or [], candidate.get("again_steps") or [])
     if acceptance:
-        reasons += _acceptance_reasons(acc, measured_accept, drift)
+        reasons += _acceptance_reasons(acc, measured_accept, drift, se)
     return {
         "passed": not reasons,
         "reasons": reasons,

@@ -17,7 +17,8 @@ description:
   - Fails when the outputs differ beyond the rule (100% exact when both sides run with
     C(--enable-deterministic-inference) on a release that has it, else at least 60% exact on the short
     continuations), when a long output ends in a repeated cycle, when the acceptance length is not above
-    1.05 or below 95% of O(measured_accept), or when it drifts beyond noise over the run. The rules are
+    1.05 or below 95% of O(measured_accept) beyond its prompts' spread, or when the long prompts, sent
+    again at the end of the run, accept less than on their first send beyond noise. The rules are
     C(plugins/module_utils/sglang_verify.py), shared with the tuner; docs/tuner.md "Verify" states them.
   - A baseline of another model, server version or prompt set is refused, naming what differs.
   - The module never changes anything; C(changed) is always C(false).
@@ -183,6 +184,7 @@ def run(module):
         module.fail_json(msg="the baseline does not fit this server: " + "; ".join(diffs), passed=False, reasons=diffs)
     settings = base["settings"]
     started = time.monotonic()
+    # the long prompts, the short ones, the long prompts again (request_order: the drift rule's pairs)
     plan = request_order(len(base["short"]), len(base["long"]))
     with ThreadPoolExecutor(max_workers=max(1, p["concurrency"])) as pool:
         futures = [
@@ -194,17 +196,21 @@ def run(module):
         done = {key: f.result() for key, f in zip(plan, futures)}
     seconds = time.monotonic() - started
     short_rows = [done[("short", i)][0] for i in range(len(base["short"]))]
-    long_res = [done[("long", i)] for i in range(len(base["long"]))]
-    rows = short_rows + [r for r, _s in long_res]
+    long_rows = [done[("long", i)][0] for i in range(len(base["long"]))]
+    rows = [r for r, _s in done.values()]
     tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
     ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
-    steps = sorted((s for _r, st in done.values() for s in st), key=lambda s: s[0])
+
+    def increments(kind):
+        return [[[t, v] for _n, t, v in done[(kind, i)][1]] for i in range(len(base["long"]))]
+
     candidate = {
         "server_version": info.get("version"),
         "deterministic": bool(info.get("deterministic")),
         "short": short_rows,
-        "long": [r for r, _s in long_res],
-        "steps": [[t, v] for _n, t, v in steps],
+        "long": long_rows,
+        "long_steps": increments("long"),
+        "again_steps": increments("again"),
         "accept_length": tok / ver if ver > 0 else None,
         "requests": len(rows),
         "seconds": round(seconds, 3),

@@ -59,7 +59,7 @@ def test_correct_configuration_passes(baseline, tmp_path):
     assert "passed" in r.stdout and "exact match: 24/24" in r.stdout
     v = json.loads((tmp_path / "verify.json").read_text())[0]
     assert v["passed"] and v["rule"]["mode"] == "threshold" and v["accept"]["gate"] > 1.05
-    assert v["requests"] == 28 and v["seconds"] > 0
+    assert v["requests"] == 32 and v["seconds"] > 0  # 24 short, 4 long, the 4 long again (the drift pairs)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,10 @@ def test_correct_configuration_passes(baseline, tmp_path):
         ("spec-diverge=10", ["outputs differ from the no-speculation baseline", "first divergence at token 10"]),
         ("spec-repeat=100", ["end in a repeated cycle", "from token 100"]),
         ("accept-drift=30", ["acceptance drifts over the gate's run"]),
-        ("accept-collapse=10", ["acceptance drifts over the gate's run", "1.00 in the last"]),
+        # every draft rejected from the 10th request served on: the long prompts' second sends read
+        # 1.00; their first sends collapse part-way, so either rule names it (a drop beyond their noise,
+        # or the collapse when the first sends' own spread is wide)
+        ("accept-collapse=10", [("1.00 when they were sent again", "collapsed to 1.00 on the long prompts' second")]),
     ],
 )
 def test_each_fault_is_caught(baseline, tmp_path, fault, expect):
@@ -78,7 +81,7 @@ def test_each_fault_is_caught(baseline, tmp_path, fault, expect):
     v = json.loads(r.stdout)[0]
     assert not v["passed"]
     for words in expect:
-        assert words in v["reasons"][0], v["reasons"]
+        assert any(w in v["reasons"][0] for w in ((words,) if isinstance(words, str) else words)), v["reasons"]
     if fault.startswith("spec-diverge"):
         ex = v["short"]["example"]
         assert ex["position"] == 10 and ex["prompt_id"].startswith("sgt-mixed-v1.jsonl:")

@@ -48,7 +48,13 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
             if acc.get("judged", True)
             else "not judged on this deployment: on the measurement deployment; "
         )
-        + f"first window {_f(dr.get('first'), '.2f')}, last {_f(dr.get('last'), '.2f')}, noise {_f(dr.get('noise'), '.2f')})"
+        + (
+            f"long prompts' first sends {_f(dr.get('first'), '.2f')}, sent again {_f(dr.get('last'), '.2f')}"
+            if "first_sends" in dr
+            # records written before the gate sent its long prompts twice: windows of the run
+            else f"first window {_f(dr.get('first'), '.2f')}, last {_f(dr.get('last'), '.2f')}"
+        )
+        + f", noise {_f(dr.get('noise'), '.2f')})"
     )
     out.append(f"  - cost: {v.get('requests')} requests in {_f(v.get('seconds'), '.1f')} s")
     for r in (v.get("reasons") or [])[1:] if not v.get("passed") else []:

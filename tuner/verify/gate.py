@@ -20,7 +20,7 @@ async def capture(client: BenchClient, ps: PromptSet, tool: str) -> dict[str, An
             f"{client.base} runs speculative decoding ({ident['speculative']}); "
             "capture the baseline from a deployment without it (spec_steps 0)"
         )
-    got = await probe.outputs(client, ps)
+    got = await probe.outputs(client, ps, again=False)
     return baseline_mod.make(ident, ps, got, tool)
 
 

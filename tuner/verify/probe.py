@@ -105,36 +105,42 @@ async def _long(
     return row, steps
 
 
-async def outputs(client: BenchClient, ps: PromptSet) -> dict[str, Any]:
-    """All the gate's outputs from one server, with its acceptance (all requests), the run's
-    (tokens, verify passes) increments in arrival order, and the cost."""
+async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dict[str, Any]:
+    """All the gate's outputs from one server (`rules.request_order`: the long prompts, the short
+    ones, the long prompts again), with its acceptance (all requests), each long prompt's
+    (tokens, verify passes) increments on its first and second send (the drift rule's input), and
+    the cost. `again` False leaves the second sends out (a baseline: no speculation, no drift)."""
     started = time.perf_counter()
-    plan = rules.request_order(len(ps.short), len(ps.long))
-    queue: asyncio.Queue[tuple[int, str, int]] = asyncio.Queue()
-    for n, (kind, i) in enumerate(plan):
-        queue.put_nowait((n, kind, i))
+    plan = [p for p in rules.request_order(len(ps.short), len(ps.long)) if again or p[0] != "again"]
+    queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+    for item in plan:
+        queue.put_nowait(item)
     results: dict[tuple[str, int], tuple[dict[str, Any], list[tuple[float, int, int]]]] = {}
 
     async def worker() -> None:
         while not queue.empty():
-            _n, kind, i = queue.get_nowait()
+            kind, i = queue.get_nowait()
             if kind == "short":
                 results[(kind, i)] = await _short(client, ps.short[i], int(ps.settings["short_tokens"]))
-            else:
+            else:  # "long" or "again": the same long prompt
                 results[(kind, i)] = await _long(client, ps.long[i], int(ps.settings["long_tokens"]))
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
     seconds = time.perf_counter() - started
     short = [results[("short", i)][0] for i in range(len(ps.short))]
     long_ = [results[("long", i)][0] for i in range(len(ps.long))]
-    merged = sorted((s for _row, st in results.values() for s in st), key=lambda s: s[0])
-    rows = short + long_
+    rows = [row for row, _steps in results.values()]
     tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
     ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
+
+    def increments(kind: str) -> list[list[list[int]]]:
+        return [[[t, v] for _now, t, v in results[(kind, i)][1]] for i in range(len(ps.long))]
+
     return {
         "short": short,
         "long": long_,
-        "steps": [[t, v] for _now, t, v in merged],
+        "long_steps": increments("long"),
+        "again_steps": increments("again") if again else [],
         "accept_length": tok / ver if ver > 0 else None,
         "requests": len(rows),
         "seconds": round(seconds, 3),
