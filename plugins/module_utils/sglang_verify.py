@@ -399,16 +399,23 @@ def acceptance_se(candidate: Mapping[str, Any]) -> float | None:
 
 
 def _acceptance_reasons(
-    acc: float | None, measured_accept: float | None, drift: Mapping[str, Any], se: float | None = None
+    acc: float | None,
+    measured_accept: float | None,
+    drift: Mapping[str, Any],
+    se: float | None = None,
+    floor: bool = True,
 ) -> list[str]:
     """The acceptance rules: above the floor, not below 95% of the measured value beyond the
     gate's prompt-to-prompt spread (`acceptance_se`: the sweep's workload and the gate read
-    different prompts), no drift."""
+    different prompts), no drift. `floor` False leaves out the floor and the collapse (a server
+    that runs no speculative step at the batch sizes of the gate's run accepts nothing there by
+    design)."""
     reasons = []
     if acc is None:
-        reasons.append("no acceptance length: the server reported no verify passes (spec_verify_ct)")
+        if floor:
+            reasons.append("no acceptance length: the server reported no verify passes (spec_verify_ct)")
     else:
-        if acc <= ACCEPT_FLOOR:
+        if floor and acc <= ACCEPT_FLOOR:
             reasons.append(
                 f"acceptance length {acc:.2f} is not above {ACCEPT_FLOOR:.2f}: speculation accepts (almost) nothing"
             )
@@ -429,7 +436,12 @@ def _acceptance_reasons(
                 drift["first"], drift["last"], drift["drop"], drift["noise"]
             )
         )
-    elif drift["last"] is not None and drift["first"] is not None and drift["last"] <= ACCEPT_FLOOR < drift["first"]:
+    elif (
+        floor
+        and drift["last"] is not None
+        and drift["first"] is not None
+        and drift["last"] <= ACCEPT_FLOOR < drift["first"]
+    ):
         reasons.append(
             "acceptance collapsed to {:.2f} on the long prompts' second sends at the end of the gate's run "
             "({:.2f} on their first)".format(drift["last"], drift["first"])
@@ -442,6 +454,7 @@ def judge(
     candidate: Mapping[str, Any],
     measured_accept: float | None = None,
     acceptance: bool = True,
+    floor: bool = True,
 ) -> dict[str, Any]:
     """The gate's verdict on one configuration.
 
@@ -452,7 +465,9 @@ def judge(
     "output_ids"}). `measured_accept`: the acceptance length the sweep measured for the
     configuration (None: not known, only the floor applies). `acceptance` False leaves the
     acceptance and drift rules out (the sweep's exact round: they are judged on the measurement
-    deployment, the one that is deployed, not on the deterministic redeploy). Returns a JSON-able dict with
+    deployment, the one that is deployed, not on the deterministic redeploy). `floor` False leaves
+    out the acceptance floor and the collapse rule (an adaptive config that pins 0 steps at batch
+    sizes the gate's run reaches: its acceptance there is 1.0 by design). Returns a JSON-able dict with
     "passed" and "reasons" (one sentence each, the first one is the headline)."""
     rule = rule_for(
         candidate.get("server_version"), bool(baseline.get("deterministic")), bool(candidate.get("deterministic"))
@@ -514,10 +529,11 @@ def judge(
         "share_of_measured_min": ACCEPT_OF_MEASURED,
         "prompt_se": None if se is None else round(se, 4),
         "judged": acceptance,
+        "floor_judged": floor,
     }
     drift = acceptance_drift(candidate.get("long_steps") or [], candidate.get("again_steps") or [])
     if acceptance:
-        reasons += _acceptance_reasons(acc, measured_accept, drift, se)
+        reasons += _acceptance_reasons(acc, measured_accept, drift, se, floor)
     return {
         "passed": not reasons,
         "reasons": reasons,

@@ -220,6 +220,30 @@ def test_collapse_to_one_fails():
     assert v["drift"]["last"] == pytest.approx(1.0, abs=0.05)
 
 
+def test_a_schedule_that_pins_zero_steps_where_the_gate_runs_is_not_held_to_the_floor():
+    """A tuned config that speculates at batch 1 only (no speculation wins from batch 2 on) runs 0
+    steps at most of the gate's batch sizes: acceptance 1.0 there is the design, not a broken
+    draft. Parity, loops and drift still apply; a ladder that can leave 0 is held to the floor."""
+    from tuner.spec.configs import SpecConfig
+    from tuner.verify.phase import zero_step_batch
+
+    pinned = SpecConfig(spec_steps=1, schedule=((1, 1), (2, 0)))
+    assert zero_step_batch(pinned, 8) == 2
+    assert zero_step_batch(pinned, 1) is None
+    assert zero_step_batch(SpecConfig(spec_steps=3, adaptive=True), 8) is None  # 8: [0, 1, 3]
+    assert zero_step_batch(SpecConfig(spec_steps=3, adaptive=True), 64) == 64
+    assert zero_step_batch(SpecConfig(spec_steps=3), 8) is None  # a static depth
+    rnd = random.Random(6)
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    cand = _candidate(s, lg, accept=1.02, first=_sends([1.02] * 4, rnd), again=_sends([1.02] * 4, rnd))
+    assert not rules.judge(_baseline(s, lg), cand)["passed"]
+    v = rules.judge(_baseline(s, lg), cand, floor=False)
+    assert v["passed"] and v["accept"]["floor_judged"] is False, v["reasons"]
+    # ... and a wrong output still fails it
+    wrong = [dict(r, output_ids=[0] + r["output_ids"][1:], text="x" + r["text"]) for r in s]
+    assert not rules.judge(_baseline(s, lg), dict(cand, short=wrong), floor=False)["passed"]
+
+
 def test_baseline_of_another_model_version_or_prompt_set_is_refused():
     b = _baseline(_rows(2, 4), _rows(1, 8))
     assert rules.baseline_problems(b) == []

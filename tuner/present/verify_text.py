@@ -56,6 +56,8 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
         )
         + f", noise {_f(dr.get('noise'), '.2f')})"
     )
+    if acc.get("floor_judged") is False:
+        out.append(f"  - not judged by the acceptance floor: {v.get('acceptance_vs_sweep') or 'it pins 0 steps there'}")
     out.append(f"  - cost: {v.get('requests')} requests in {_f(v.get('seconds'), '.1f')} s")
     for r in (v.get("reasons") or [])[1:] if not v.get("passed") else []:
         out.append(f"  - also: {r}")

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+from sglang_utils import sglang_verify as rules
 
 from .prompts import PromptSet
 

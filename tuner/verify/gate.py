@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+from sglang_utils import sglang_verify as rules
 
 from ..run.client import BenchClient
 from . import baseline as baseline_mod
@@ -31,14 +31,16 @@ async def check(
     measured_accept: float | None,
     where: str,
     acceptance: bool = True,
+    floor: bool = True,
 ) -> dict[str, Any]:
     """The gate's verdict on the server behind `client` (sglang_verify.judge), with what it is.
     A baseline of another model, server version or prompt set raises BaselineError first.
-    `acceptance` False: parity and loops only (the sweep's exact round)."""
+    `acceptance` False: parity and loops only (the sweep's exact round); `floor` False: no acceptance
+    floor or collapse rule (sglang_verify.judge)."""
     ident = await probe.identity(client)
     baseline_mod.check(base, ident, ps, where)
     got = await probe.outputs(client, ps)
-    verdict = rules.judge(base, {**got, **ident}, measured_accept, acceptance)
+    verdict = rules.judge(base, {**got, **ident}, measured_accept, acceptance, floor)
     verdict["server"] = {k: ident.get(k) for k in ("server_version", "model", "speculative", "deterministic")}
     verdict["baseline"] = {"prompt_set": base.get("prompt_set"), "deterministic": bool(base.get("deterministic"))}
     return dict(verdict)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+from sglang_utils import sglang_verify as rules
 
 from ..data.records import VerifyRecord
 from ..run.client import BenchClient, ClientOptions, ServerError
@@ -91,6 +91,20 @@ def reference_accept(cfg: SpecConfig, levels: list[Any]) -> tuple[float | None, 
     if cfg.is_schedule:
         return None, ADAPTIVE_ACCEPT_NOTE
     return measured_accept(levels, cfg.config_id), None
+
+
+def zero_step_batch(cfg: SpecConfig, batch: int) -> int | None:
+    """The smallest batch size up to `batch` from which `cfg` runs no speculative step at all (an
+    adaptive bucket whose only candidate is 0), or None. The gate keeps `probe.CONCURRENCY`
+    requests in flight, so from there its acceptance length is 1.0 by design (a schedule that
+    speculates at batch 1 only: the no-spec-high-load machine's tuned configs were failed by the
+    floor for it) and the floor says nothing about the draft."""
+    doc = cfg.adaptive_document() or {}
+    for bound in sorted(int(b) for b in doc if str(b).isdigit()):
+        steps = doc[str(bound)].get("candidate_steps") or []
+        if bound <= batch and steps and all(int(c) == 0 for c in steps):
+            return bound
+    return None
 
 
 class VerifyPhase:
@@ -184,6 +198,12 @@ class VerifyPhase:
         """The gate on one configuration's running deployment (its acceptance judged against what its
         `levels` measured); the record is appended and returned."""
         measured, accept_note = reference_accept(cfg, levels)
+        zero = zero_step_batch(cfg, probe.CONCURRENCY)
+        if zero is not None:
+            accept_note = (accept_note + "; " if accept_note else "") + (
+                f"the floor and the collapse rule do not apply: it runs no speculative step from batch "
+                f"{zero} on, which the gate's {probe.CONCURRENCY} requests in flight reach"
+            )
         if self.baseline is None:
             why = self.unusable or "no baseline"
             rec = VerifyRecord(
@@ -193,7 +213,9 @@ class VerifyPhase:
             return rec
         try:
             async with self._client(url, model) as c:
-                v = await gate.check(c, self.prompts, self.baseline, measured, f"the baseline {self.path}")
+                v = await gate.check(
+                    c, self.prompts, self.baseline, measured, f"the baseline {self.path}", floor=zero is None
+                )
         except baseline_mod.BaselineError as exc:
             v = {"passed": False, "reasons": [f"not checked: {exc}"]}
         except (probe.ProbeError, ServerError, OSError, ValueError) as exc:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import aiohttp
-from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+from sglang_utils import sglang_verify as rules
 
 from ..run.client import BenchClient, _sse_chunks
 from .prompts import PromptSet

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_utils import sglang_verify as rules  # type: ignore[import-not-found]
+from sglang_utils import sglang_verify as rules
 
 from ..spec.workload import SHIPPED, Dataset, load_dataset
 
