@@ -83,14 +83,13 @@ async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse
             for t in items:
                 if not isinstance(t, str):
                     raise BadRequest("text must be a string or a list of strings")
-                words = t.split()
-                prompts.append((len(words), tokens.prompt_hash(t), words))
+                prompts.append(tokens.text_prompt(t))
         else:
             items = ids if (isinstance(ids, list) and ids and isinstance(ids[0], list)) else [ids]
             for one in items:
                 if not isinstance(one, list) or not all(isinstance(i, int) for i in one):
                     raise BadRequest("input_ids must be a list of integers or a list of lists")
-                prompts.append((len(one), tokens.ids_hash(one), one))
+                prompts.append(tokens.ids_prompt(one))
         if stream and len(prompts) > 1:
             raise BadRequest("The emulator streams single prompts only; send a batch without stream.")
         max_new = int(sp.get("max_new_tokens", 128))

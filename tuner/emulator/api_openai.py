@@ -73,11 +73,9 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
             if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
                 prompt = prompt[0]
             if isinstance(prompt, str):
-                prompt_toks = prompt.split()
-                n_in, h_prompt = len(prompt_toks), tokens.prompt_hash(prompt)
+                n_in, h_prompt, prompt_toks = tokens.text_prompt(prompt)
             elif isinstance(prompt, list) and prompt and all(isinstance(i, int) for i in prompt):
-                prompt_toks = prompt
-                n_in, h_prompt = len(prompt), tokens.ids_hash(prompt)
+                n_in, h_prompt, prompt_toks = tokens.ids_prompt(prompt)
             else:
                 raise BadRequest("prompt must be a string or a list of token ids (batches are not emulated)")
         max_new, temperature, top_p, ignore_eos, seed, opts = _common(body)

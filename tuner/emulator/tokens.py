@@ -61,6 +61,18 @@ def ids_hash(ids: Iterable[int]) -> int:
     return prompt_hash(",".join(str(int(i)) for i in ids))
 
 
+def text_prompt(text: str) -> tuple[int, int, list[Any]]:
+    """A text prompt as the engine takes it: (token count, hash, tokens), a token per word. One rule
+    for /generate and the OpenAI endpoints, so the same prompt gets the same greedy output on both."""
+    words: list[Any] = text.split()
+    return len(words), prompt_hash(text), words
+
+
+def ids_prompt(ids: list[Any]) -> tuple[int, int, list[Any]]:
+    """A token-id prompt as the engine takes it: (token count, hash, the ids)."""
+    return len(ids), ids_hash(ids), ids
+
+
 def _mix(x: int) -> int:
     """splitmix64 finaliser: a cheap, well-spread hash of one 64-bit integer."""
     x = (x + 0x9E3779B97F4A7C15) & _MASK64
