@@ -251,17 +251,21 @@ def acceptance_drift(
     differences do not enter) scaled to the two sends' means."""
     first_steps = [s for out in first for s in out]
     again_steps = [s for out in again for s in out]
-    head, tail = _window(first_steps) if first_steps else None, _window(again_steps) if again_steps else None
+    head, tail = _window(first_steps), _window(again_steps)
     per_first = [_block_accepts(out, blocks) for out in first]
     per_again = [_block_accepts(out, blocks) for out in again]
+
+    def sends(outs: Sequence[Sequence[Sequence[float]]]) -> list[float | None]:
+        return [None if a is None else round(a, 4) for a in map(_window, outs)]
+
     empty = {
         "first": head,
         "last": tail,
         "drop": None,
         "noise": None,
         "drifted": False,
-        "first_sends": [None if a is None else round(a, 4) for a in (_window(o) if o else None for o in first)],
-        "again_sends": [None if a is None else round(a, 4) for a in (_window(o) if o else None for o in again)],
+        "first_sends": sends(first),
+        "again_sends": sends(again),
     }
     if head is None or tail is None:
         return empty

@@ -233,6 +233,13 @@ def test_a_schedule_that_pins_zero_steps_where_the_gate_runs_is_not_held_to_the_
     assert zero_step_batch(SpecConfig(spec_steps=3, adaptive=True), 8) is None  # 8: [0, 1, 3]
     assert zero_step_batch(SpecConfig(spec_steps=3, adaptive=True), 64) == 64
     assert zero_step_batch(SpecConfig(spec_steps=3), 8) is None  # a static depth
+    # SGLang's routing (sglang_adaptive.bucket_of): a batch is padded to its CUDA-graph size first,
+    # so with graphs at 1, 2, 4, 12 a batch of 5 already runs in the 0-step bucket from 10
+    from sglang_utils.sglang_adaptive import first_unspeculated_batch
+
+    late = {"1": {"candidate_steps": [1]}, "10": {"candidate_steps": [0]}}
+    assert first_unspeculated_batch(late, 8) is None
+    assert first_unspeculated_batch(late, 8, graph_bs=[1, 2, 4, 12]) == 5
     rnd = random.Random(6)
     s, lg = _rows(10, 48), _rows(4, 384, seed=2)
     cand = _candidate(s, lg, accept=1.02, first=_sends([1.02] * 4, rnd), again=_sends([1.02] * 4, rnd))

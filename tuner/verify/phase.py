@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sglang_utils import sglang_verify as rules
+from sglang_utils.sglang_adaptive import first_unspeculated_batch
 
 from ..data.records import VerifyRecord
 from ..run.client import BenchClient, ClientOptions, ServerError
@@ -94,17 +95,13 @@ def reference_accept(cfg: SpecConfig, levels: list[Any]) -> tuple[float | None, 
 
 
 def zero_step_batch(cfg: SpecConfig, batch: int) -> int | None:
-    """The smallest batch size up to `batch` from which `cfg` runs no speculative step at all (an
-    adaptive bucket whose only candidate is 0), or None. The gate keeps `probe.CONCURRENCY`
-    requests in flight, so from there its acceptance length is 1.0 by design (a schedule that
-    speculates at batch 1 only: the no-spec-high-load machine's tuned configs were failed by the
-    floor for it) and the floor says nothing about the draft."""
-    doc = cfg.adaptive_document() or {}
-    for bound in sorted(int(b) for b in doc if str(b).isdigit()):
-        steps = doc[str(bound)].get("candidate_steps") or []
-        if bound <= batch and steps and all(int(c) == 0 for c in steps):
-            return bound
-    return None
+    """The smallest batch size up to `batch` at which `cfg` runs no speculative step at all (an
+    adaptive bucket whose only candidate is 0; `sglang_adaptive.first_unspeculated_batch`), or
+    None. The gate keeps `probe.CONCURRENCY` requests in flight, so from there its acceptance length
+    is 1.0 by design (a schedule that speculates at batch 1 only: the no-spec-high-load machine's
+    tuned configs were failed by the floor for it) and the floor says nothing about the draft."""
+    doc = cfg.adaptive_document()
+    return None if doc is None else first_unspeculated_batch(doc, batch)
 
 
 class VerifyPhase:
