@@ -45,8 +45,14 @@ REASONS = {
     "k3-t1": "end in a repeated cycle",
     "k4-t1": "acceptance drifts over the gate's run",
     # the gate's long prompts sent again read 1.00; as their first sends collapse part-way or not,
-    # the drop is beyond the first sends' noise (drift) or the collapse rule names it
-    "k5-t1": ("acceptance collapsed to 1.00", "1.00 when they were sent again"),
+    # the drop is beyond the first sends' noise (drift) or the collapse rule names it; when ten
+    # requests were served before the gate's long prompts (the server's warm-up, the sweep's own), the
+    # whole gate reads 1.0 and the floor names it (CI's run of 2026-12-02)
+    "k5-t1": (
+        "acceptance collapsed to 1.00",
+        "1.00 when they were sent again",
+        "speculation accepts (almost) nothing",
+    ),
 }
 
 
