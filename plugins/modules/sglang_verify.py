@@ -54,8 +54,8 @@ options:
   adaptive_config:
     description:
       - The server's adaptive speculative config, SGLang's per-batch-size JSON as a dict (the file given to
-        C(--speculative-adaptive-config), SGLang 0.5.13+), e.g. C({"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}).
-        The role passes its C(spec_schedule)'s. Leave it out for a static depth or SGLang's default
+        C(--speculative-adaptive-config), SGLang 0.5.13+), e.g. 3 steps at batch 1 and 0 from batch 2 (see the
+        examples). The role passes the config of its C(spec_schedule). Leave it out for a static depth or SGLang's default
         adaptive config (whose first 0-step bucket, 64, is beyond the default O(concurrency)).
       - Where it routes a running batch of 1 to O(concurrency) to a bucket whose only candidate is 0, the
         acceptance floor and the collapse rule are not applied (see the description).
@@ -76,6 +76,15 @@ EXAMPLES = r"""
     url: http://127.0.0.1:30000
     baseline: "{{ lookup('ansible.builtin.file', 'baseline.json') | from_json }}"
     measured_accept: 3.1
+
+- name: Check a server that speculates at batch 1 only (not held to the acceptance floor)
+  sglang_tune.serving.sglang_verify:
+    baseline: "{{ lookup('ansible.builtin.file', 'baseline.json') | from_json }}"
+    adaptive_config:
+      "1":
+        candidate_steps: [3]
+      "2":
+        candidate_steps: [0]
 """
 
 RETURN = r"""
