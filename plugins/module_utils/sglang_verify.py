@@ -34,11 +34,16 @@ import math
 from typing import Any, Mapping, Sequence
 
 try:  # the collection's copy (Ansible module), else the tuner's installed one
+    from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_adaptive import (  # type: ignore[import-not-found]
+        first_unspeculated_batch,
+        load_per_bs,
+    )
     from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_releases import (  # type: ignore[import-not-found]
         DETERMINISTIC_SINCE,
         release_key,
     )
 except ImportError:  # pragma: no cover - outside Ansible
+    from sglang_utils.sglang_adaptive import first_unspeculated_batch, load_per_bs  # type: ignore[import-not-found,no-redef]
     from sglang_utils.sglang_releases import DETERMINISTIC_SINCE, release_key  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "find_cycle",
     "acceptance_drift",
     "acceptance_se",
+    "floor_exemption",
     "rule_for",
     "exact_round",
     "judge",
@@ -453,6 +459,32 @@ def _acceptance_reasons(
     return reasons
 
 
+def floor_exemption(
+    config: Mapping[str, Any] | None, concurrency: int, graph_bs: Sequence[int] | None = None
+) -> str | None:
+    """Why the acceptance floor and the collapse rule do not apply to a server running the adaptive
+    `config` (SGLang's per-batch-size JSON, ``--speculative-adaptive-config``; None: a static depth
+    or no speculation), or None when they apply. They do not when the config routes a running batch
+    the gate reaches (its `concurrency` requests in flight; `graph_bs` the CUDA-graph sizes SGLang
+    pads a batch to before routing, None: unpadded, its default) to a bucket whose only candidate
+    is 0 steps (`sglang_adaptive.first_unspeculated_batch`): such a server runs no speculative step
+    there, so its acceptance length is 1.0 by design (a tuned config that speculates at batch 1
+    only). The tuner's gate (tuner/verify/phase.py) and the role's (module ``sglang_verify``)
+    both ask this and judge with ``floor=False`` on a sentence, which they keep in the verdict as
+    ``acceptance_vs_sweep`` (``accept.floor_judged`` is then false). A config SGLang would refuse
+    raises what SGLang raises (`sglang_adaptive.load_per_bs`: ValueError, AttributeError)."""
+    if config is None:
+        return None
+    _whole, entries = load_per_bs(config)
+    zero = first_unspeculated_batch({str(b): e for b, e in entries.items()}, concurrency, graph_bs)
+    if zero is None:
+        return None
+    return (
+        f"the floor and the collapse rule do not apply: it runs no speculative step from batch {zero} on, "
+        f"which the gate's {concurrency} requests in flight reach"
+    )
+
+
 def judge(
     baseline: Mapping[str, Any],
     candidate: Mapping[str, Any],
@@ -553,15 +585,17 @@ def judge(
 
 
 def verdict_line(verdict: Mapping[str, Any]) -> str:
-    """One line for logs and reports."""
+    """One line for logs and reports (it says when the acceptance floor was not applied: an
+    adaptive config that pins 0 steps where the gate ran, `floor_exemption`)."""
     s = verdict.get("short") or {}
     acc = (verdict.get("accept") or {}).get("gate")
+    no_floor = (verdict.get("accept") or {}).get("floor_judged") is False
     head = "passed" if verdict.get("passed") else "FAILED: " + (verdict.get("reasons") or ["?"])[0]
     share = s.get("exact_share")
     return "{} (exact {}, acceptance {}, {} requests in {} s)".format(
         head,
         "-" if share is None else f"{s.get('exact', 0)}/{s.get('prompts', 0)}",
-        "-" if acc is None else f"{acc:.2f}",
+        ("-" if acc is None else f"{acc:.2f}") + (", floor not applied: 0 steps where it ran" if no_floor else ""),
         verdict.get("requests"),
         "-" if verdict.get("seconds") is None else "{:.1f}".format(verdict["seconds"]),
     )

@@ -20,6 +20,10 @@ description:
     1.05 or below 95% of O(measured_accept) beyond its prompts' spread, or when the long prompts, sent
     again at the end of the run, accept less than on their first send beyond noise. The rules are
     C(plugins/module_utils/sglang_verify.py), shared with the tuner; docs/tuner.md "Verify" states them.
+  - An adaptive server whose O(adaptive_config) pins 0 steps at a running batch the check reaches (its
+    O(concurrency) requests in flight) runs no speculative step there, so its acceptance length is 1.0 by
+    design; it is held to parity, loops and drift, not to the 1.05 floor nor the collapse rule, as the
+    tuner's gate holds it (the verdict's C(accept.floor_judged) is false and C(acceptance_vs_sweep) says why).
   - A baseline of another model, server version or prompt set is refused, naming what differs.
   - The module never changes anything; C(changed) is always C(false).
 author:
@@ -47,6 +51,23 @@ options:
     description: Short requests in flight at once.
     type: int
     default: 8
+  adaptive_config:
+    description:
+      - The server's adaptive speculative config, SGLang's per-batch-size JSON as a dict (the file given to
+        C(--speculative-adaptive-config), SGLang 0.5.13+), e.g. 3 steps at batch 1 and 0 from batch 2 (see the
+        examples). The role passes the config of its C(spec_schedule). Leave it out for a static depth or SGLang's default
+        adaptive config (whose first 0-step bucket, 64, is beyond the default O(concurrency)).
+      - Where it routes a running batch of 1 to O(concurrency) to a bucket whose only candidate is 0, the
+        acceptance floor and the collapse rule are not applied (see the description).
+      - One SGLang would refuse fails the module, with SGLang's words, before any request is sent.
+    type: dict
+  cuda_graph_bs:
+    description:
+      - The CUDA-graph batch sizes SGLang pads a running batch to before it picks the bucket of
+        O(adaptive_config) (C(--cuda-graph-bs-decode) as given; SGLang does not pad without it).
+        Unset, batches are routed unpadded, as the tuner's gate routes them.
+    type: list
+    elements: int
 """
 
 EXAMPLES = r"""
@@ -55,6 +76,15 @@ EXAMPLES = r"""
     url: http://127.0.0.1:30000
     baseline: "{{ lookup('ansible.builtin.file', 'baseline.json') | from_json }}"
     measured_accept: 3.1
+
+- name: Check a server that speculates at batch 1 only (not held to the acceptance floor)
+  sglang_tune.serving.sglang_verify:
+    baseline: "{{ lookup('ansible.builtin.file', 'baseline.json') | from_json }}"
+    adaptive_config:
+      "1":
+        candidate_steps: [3]
+      "2":
+        candidate_steps: [0]
 """
 
 RETURN = r"""
@@ -87,6 +117,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify import (
     baseline_mismatch,
     baseline_problems,
+    floor_exemption,
     judge,
     prompt_set_hash,
     request_order,
@@ -174,6 +205,14 @@ def run(module):
         module.fail_json(
             msg="the baseline is not a usable baseline file: " + "; ".join(problems[:4]), passed=False, reasons=problems
         )
+    try:
+        exempt = floor_exemption(p["adaptive_config"], p["concurrency"], p["cuda_graph_bs"])
+    except (ValueError, AttributeError, TypeError) as exc:
+        module.fail_json(
+            msg=f"adaptive_config is not a per-batch-size config SGLang accepts: {exc}",
+            passed=False,
+            reasons=[str(exc)],
+        )
     srv = Server(p["url"], p["api_key"], p["request_timeout"])
     info = srv.info()
     spec = info.get("speculative") or {}
@@ -215,7 +254,10 @@ def run(module):
         "requests": len(rows),
         "seconds": round(seconds, 3),
     }
-    verdict = judge(base, candidate, p["measured_accept"])
+    # a config that pins 0 steps where the requests run: no floor (sglang_verify.floor_exemption, as the tuner's gate)
+    verdict = judge(base, candidate, p["measured_accept"], floor=exempt is None)
+    if exempt is not None:
+        verdict["acceptance_vs_sweep"] = exempt
     verdict["server"] = {
         "server_version": info.get("version"),
         "model": model,
@@ -233,6 +275,8 @@ def main():
             api_key=dict(type="str", no_log=True),
             request_timeout=dict(type="float", default=300),
             concurrency=dict(type="int", default=8),
+            adaptive_config=dict(type="dict"),
+            cuda_graph_bs=dict(type="list", elements="int"),
         ),
         supports_check_mode=True,
     )

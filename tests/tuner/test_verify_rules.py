@@ -223,29 +223,49 @@ def test_collapse_to_one_fails():
 def test_a_schedule_that_pins_zero_steps_where_the_gate_runs_is_not_held_to_the_floor():
     """A tuned config that speculates at batch 1 only (no speculation wins from batch 2 on) runs 0
     steps at most of the gate's batch sizes: acceptance 1.0 there is the design, not a broken
-    draft. Parity, loops and drift still apply; a ladder that can leave 0 is held to the floor."""
+    draft. Parity, loops and drift still apply; a ladder that can leave 0 is held to the floor.
+    One decision (`floor_exemption`) for the tuner's gate (a SpecConfig's adaptive document) and
+    the role's module (the role's spec_schedule config)."""
     from tuner.spec.configs import SpecConfig
-    from tuner.verify.phase import zero_step_batch
+
+    def exempt_from(cfg: SpecConfig, batch: int) -> str | None:
+        return rules.floor_exemption(cfg.adaptive_document(), batch)
 
     pinned = SpecConfig(spec_steps=1, schedule=((1, 1), (2, 0)))
-    assert zero_step_batch(pinned, 8) == 2
-    assert zero_step_batch(pinned, 1) is None
-    assert zero_step_batch(SpecConfig(spec_steps=3, adaptive=True), 8) is None  # 8: [0, 1, 3]
-    assert zero_step_batch(SpecConfig(spec_steps=3, adaptive=True), 64) == 64
-    assert zero_step_batch(SpecConfig(spec_steps=3), 8) is None  # a static depth
+    assert exempt_from(pinned, 8) == (
+        "the floor and the collapse rule do not apply: it runs no speculative step from batch 2 on, "
+        "which the gate's 8 requests in flight reach"
+    )
+    assert exempt_from(pinned, 1) is None
+    assert exempt_from(SpecConfig(spec_steps=3, adaptive=True), 8) is None  # 8: [0, 1, 3]
+    assert "from batch 64 on" in (exempt_from(SpecConfig(spec_steps=3, adaptive=True), 64) or "")
+    assert exempt_from(SpecConfig(spec_steps=3), 8) is None  # a static depth
+    # the role's config as SGLang's JSON (sglang_spec.schedule_settings): the same answers
+    role = {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
+    assert "from batch 2 on" in (rules.floor_exemption(role, 8) or "")
+    assert rules.floor_exemption({"1": {"candidate_steps": [3]}, "16": {"candidate_steps": [0]}}, 8) is None
+    assert rules.floor_exemption({"1": {"candidate_steps": [0, 3]}}, 8) is None  # a ladder can leave 0
+    assert rules.floor_exemption(None, 8) is None
+    # a bucket bound written "02" is bucket 2, as SGLang reads it (int(key))
+    assert "from batch 2 on" in (
+        rules.floor_exemption({"1": {"candidate_steps": [3]}, "02": {"candidate_steps": [0]}}, 8) or ""
+    )
+    with pytest.raises(ValueError, match="candidate_steps must be a list of non-negative ints"):
+        rules.floor_exemption({"1": {"candidate_steps": []}}, 8)
     # SGLang's routing (sglang_adaptive.bucket_of): a batch is padded to its CUDA-graph size first,
     # so with graphs at 1, 2, 4, 12 a batch of 5 already runs in the 0-step bucket from 10
-    from sglang_utils.sglang_adaptive import first_unspeculated_batch
-
     late = {"1": {"candidate_steps": [1]}, "10": {"candidate_steps": [0]}}
-    assert first_unspeculated_batch(late, 8) is None
-    assert first_unspeculated_batch(late, 8, graph_bs=[1, 2, 4, 12]) == 5
+    assert rules.floor_exemption(late, 8) is None
+    assert "from batch 5 on" in (rules.floor_exemption(late, 8, graph_bs=[1, 2, 4, 12]) or "")
     rnd = random.Random(6)
     s, lg = _rows(10, 48), _rows(4, 384, seed=2)
     cand = _candidate(s, lg, accept=1.02, first=_sends([1.02] * 4, rnd), again=_sends([1.02] * 4, rnd))
-    assert not rules.judge(_baseline(s, lg), cand)["passed"]
+    held = rules.judge(_baseline(s, lg), cand)
+    assert not held["passed"] and "speculation accepts (almost) nothing" in held["reasons"][0]
     v = rules.judge(_baseline(s, lg), cand, floor=False)
     assert v["passed"] and v["accept"]["floor_judged"] is False, v["reasons"]
+    assert "floor not applied: 0 steps where it ran" in rules.verdict_line(v)
+    assert "floor not applied" not in rules.verdict_line(held)
     # ... and a wrong output still fails it
     wrong = [dict(r, output_ids=[0] + r["output_ids"][1:], text="x" + r["text"]) for r in s]
     assert not rules.judge(_baseline(s, lg), dict(cand, short=wrong), floor=False)["passed"]

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sglang_utils import sglang_verify as rules
-from sglang_utils.sglang_adaptive import first_unspeculated_batch
 
 from ..data.records import VerifyRecord
 from ..run.client import BenchClient, ClientOptions, ServerError
@@ -92,16 +91,6 @@ def reference_accept(cfg: SpecConfig, levels: list[Any]) -> tuple[float | None, 
     if cfg.is_schedule:
         return None, ADAPTIVE_ACCEPT_NOTE
     return measured_accept(levels, cfg.config_id), None
-
-
-def zero_step_batch(cfg: SpecConfig, batch: int) -> int | None:
-    """The smallest batch size up to `batch` at which `cfg` runs no speculative step at all (an
-    adaptive bucket whose only candidate is 0; `sglang_adaptive.first_unspeculated_batch`), or
-    None. The gate keeps `probe.CONCURRENCY` requests in flight, so from there its acceptance length
-    is 1.0 by design (a schedule that speculates at batch 1 only: the no-spec-high-load machine's
-    tuned configs were failed by the floor for it) and the floor says nothing about the draft."""
-    doc = cfg.adaptive_document()
-    return None if doc is None else first_unspeculated_batch(doc, batch)
 
 
 class VerifyPhase:
@@ -195,12 +184,11 @@ class VerifyPhase:
         """The gate on one configuration's running deployment (its acceptance judged against what its
         `levels` measured); the record is appended and returned."""
         measured, accept_note = reference_accept(cfg, levels)
-        zero = zero_step_batch(cfg, probe.CONCURRENCY)
-        if zero is not None:
-            accept_note = (accept_note + "; " if accept_note else "") + (
-                f"the floor and the collapse rule do not apply: it runs no speculative step from batch "
-                f"{zero} on, which the gate's {probe.CONCURRENCY} requests in flight reach"
-            )
+        # an adaptive config that pins 0 steps where the gate's requests run: no floor (the rule and
+        # its words are shared with the role's sglang_verify module)
+        exempt = rules.floor_exemption(cfg.adaptive_document(), probe.CONCURRENCY)
+        if exempt is not None:
+            accept_note = (accept_note + "; " if accept_note else "") + exempt
         if self.baseline is None:
             why = self.unusable or "no baseline"
             rec = VerifyRecord(
@@ -211,7 +199,7 @@ class VerifyPhase:
         try:
             async with self._client(url, model) as c:
                 v = await gate.check(
-                    c, self.prompts, self.baseline, measured, f"the baseline {self.path}", floor=zero is None
+                    c, self.prompts, self.baseline, measured, f"the baseline {self.path}", floor=exempt is None
                 )
         except baseline_mod.BaselineError as exc:
             v = {"passed": False, "reasons": [f"not checked: {exc}"]}

@@ -1,0 +1,183 @@
+"""The sglang_verify module run for real by ansible-playbook (the collection's FQCN, the repo's
+ansible.cfg) against real emulator processes on loopback, SGLang 0.5.23 (per-batch-size adaptive
+configs): an adaptive server that speculates at batch 1 only (``{"1": [3], "2": [0]}``) is held to
+parity, loops and drift but not to the acceptance floor when the module is given its
+``adaptive_config``, as the tuner's gate holds it (issue 20): the role's own check
+(tasks/verify_outputs.yml, spec_schedule as --deploy-best passes it) gives it; without it the floor
+applies and fails it. A wrong output still fails the exempt server; a config SGLang would refuse
+fails naming ``adaptive_config``. The decision itself (a config that drafts at every batch the
+check reaches is held to the floor) is pinned in tests/tuner/test_verify_rules.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from emulator_proc import ROOT, emulator_cmd, free_port, wait_for_health
+
+VERSION = "0.5.23"
+# speculates (3 steps) at batch 1 only: from batch 2 on SGLang routes to a 0-step bucket
+PINNED_FROM_2 = {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
+VENV_BIN = ROOT / ".venv" / "bin"
+
+
+@contextmanager
+def emulator(*extra: str) -> Iterator[str]:
+    """A `python -m tuner.emulator` process playing SGLang 0.5.23 on a free loopback port."""
+    port = free_port()
+    cmd = emulator_cmd(
+        "--tp-size", "4", "--emulator-startup-s", "0.2", "--emulator-sglang-version", VERSION, *extra, port=port
+    )
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(url, proc, timeout=60)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def adaptive_server(config_file: Path, *extra: str):
+    """The adaptive emulator launched as the role launches a spec_schedule (launch depth 3, the
+    smallest drafting step: sglang_adaptive.launch_steps)."""
+    return emulator(
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-adaptive",
+        "--speculative-adaptive-config",
+        str(config_file),
+        *extra,
+    )
+
+
+def run_play(tmp: Path, task: dict[str, Any], **extravars: Any) -> dict[str, Any]:
+    """One ansible-playbook run of `task` on localhost with `extravars` (-e as JSON, as the tuner
+    passes them); the task's result."""
+    play = tmp / f"verify-{free_port()}.yml"
+    play.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    extravars["ansible_python_interpreter"] = sys.executable
+    r = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(extravars), str(play)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    try:
+        tasks = json.loads(r.stdout)["plays"][0]["tasks"]
+        return dict(tasks[-1]["hosts"]["localhost"])
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(f"ansible-playbook gave no result:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}") from None
+
+
+def run_module(tmp: Path, url: str, baseline: Path, **args: Any) -> dict[str, Any]:
+    """The module alone, the baseline read on the controller as the role reads it."""
+    lookup = "{{ lookup('ansible.builtin.file', '" + str(baseline) + "') | from_json }}"
+    return run_play(tmp, {"sglang_tune.serving.sglang_verify": {"url": url, "baseline": lookup, **args}})
+
+
+def run_role_check(tmp: Path, url: str, baseline: Path, schedule: str) -> dict[str, Any]:
+    """The role's own check (roles/sglang_server/tasks/verify_outputs.yml) with `spec_schedule` as
+    the tuner's --deploy-best passes it (a JSON string), on SGLang 0.5.23."""
+    task = {
+        "ansible.builtin.include_role": {"name": "sglang_tune.serving.sglang_server", "tasks_from": "verify_outputs"}
+    }
+    return run_play(
+        tmp,
+        task,
+        spec_schedule=schedule,
+        sglang_server_sglang_version=VERSION,
+        sglang_server_gate_url=url,
+        sglang_server_verify_baseline=str(baseline),
+    )
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory) -> Path:
+    """The no-speculation server's greedy outputs (python -m tuner verify --capture), 0.5.23."""
+    path = tmp_path_factory.mktemp("verify-module") / "baseline.json"
+    with emulator() as url:
+        r = subprocess.run(
+            [sys.executable, "-m", "tuner", "verify", "--url", url, "--baseline", str(path), "--capture"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("verify-module-config") / "adaptive.json"
+    path.write_text(json.dumps(PINNED_FROM_2))
+    return path
+
+
+def test_a_config_that_pins_0_steps_where_the_check_runs_is_not_held_to_the_floor(baseline, config_file, tmp_path):
+    with adaptive_server(config_file) as url:
+        # the role passes its spec_schedule's config to the module (option adaptive_config)
+        exempt = run_role_check(tmp_path, url, baseline, '{"1": 3, "2": 0}')
+        # what the role did before it passed its config: the floor failed a correct server
+        plain = run_module(tmp_path, url, baseline)
+
+    assert not exempt.get("failed"), exempt.get("msg")
+    v = exempt["verdict"]
+    # it ran 0 steps at most of the check's batch sizes: acceptance 1.0 by design, below the floor
+    assert v["accept"]["gate"] <= 1.05 and v["accept"]["floor_judged"] is False
+    assert v["short"]["exact"] == v["short"]["prompts"] == 24 and v["degenerate"] == []
+    assert v["acceptance_vs_sweep"] == (
+        "the floor and the collapse rule do not apply: it runs no speculative step from batch 2 on, "
+        "which the gate's 8 requests in flight reach"
+    )
+    assert "floor not applied: 0 steps where it ran" in exempt["msg"]
+
+    assert plain.get("failed") and plain["verdict"]["accept"]["floor_judged"] is True
+    assert "speculation accepts (almost) nothing" in plain["msg"], plain["msg"]
+    assert "acceptance_vs_sweep" not in plain["verdict"]
+
+
+def test_a_wrong_output_still_fails_a_config_exempt_from_the_floor(baseline, config_file, tmp_path):
+    with adaptive_server(config_file, "--emulator-fault", "spec-diverge=5") as url:
+        res = run_module(tmp_path, url, baseline, adaptive_config=PINNED_FROM_2)
+    assert res.get("failed") and res["verdict"]["accept"]["floor_judged"] is False
+    assert res["msg"].startswith("output check failed: outputs differ from the no-speculation baseline"), res["msg"]
+    assert "first divergence at token 5" in res["msg"]
+
+
+def test_a_config_sglang_would_refuse_fails_naming_adaptive_config(baseline, tmp_path):
+    # no server at the URL: the config is refused before any request is sent
+    res = run_module(
+        tmp_path, f"http://127.0.0.1:{free_port()}", baseline, adaptive_config={"1": {"candidate_steps": []}}
+    )
+    assert res.get("failed")
+    assert res["msg"] == (
+        "adaptive_config is not a per-batch-size config SGLang accepts: "
+        "BS 1: candidate_steps must be a list of non-negative ints, got []"
+    )
