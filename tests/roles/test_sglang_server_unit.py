@@ -88,6 +88,10 @@ def rendered(tmp_path_factory):
                     "vars": {
                         "sglang_server_engine": "sglang",
                         "sglang_server_multinode_group": "tp2",
+                        # the role's preflight bind-tests the port on rank 0's host, here this
+                        # machine, where the other tests' HTTP clients take ephemeral ports
+                        # (32768-60999): a make test of 2026-12-02 found the default 50000 taken
+                        "sglang_server_dist_init_port": 29500,
                         "sglang_server_tp_size": 8,
                         "spec_steps": 2,
                     },
@@ -248,8 +252,8 @@ def test_flags_reach_exec_start(rendered):
 
 def test_multinode_ranks_from_the_group(rendered):
     a, b = exec_start(unit(rendered, "node-a")), exec_start(unit(rendered, "node-b"))
-    assert "--tp-size 8" in a and "--nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.21:50000" in a
-    assert "--nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.21:50000" in b
+    assert "--tp-size 8" in a and "--nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.21:29500" in a
+    assert "--nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.21:29500" in b
 
 
 def test_switches(rendered):
