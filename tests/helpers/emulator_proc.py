@@ -7,12 +7,16 @@ Importable by tests (tests/conftest.py puts this directory on sys.path) and by b
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +64,41 @@ def wait_for_health(url: str, proc: subprocess.Popen[bytes] | None = None, timeo
         if time.monotonic() > deadline:
             raise RuntimeError(f"emulator at {url} did not become healthy within {timeout:g} s")
         time.sleep(0.1)
+
+
+@contextmanager
+def emulator(
+    *extra: str, steps: int = 3, startup_s: float = 0.2, log: Path | None = None, wait: bool = True
+) -> Iterator[str]:
+    """A real `python -m tuner.emulator` process on a free loopback port; yields its URL."""
+    port = free_port()
+    cmd = emulator_cmd("--tp-size", "4", "--emulator-startup-s", str(startup_s), "--enable-metrics", port=port)
+    if steps:
+        cmd += [
+            "--speculative-algorithm",
+            "NEXTN",
+            "--speculative-num-steps",
+            str(steps),
+            "--speculative-eagle-topk",
+            "1",
+        ]
+    cmd += list(extra)
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if wait:
+            wait_for_health(url, proc, timeout=60)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if log:
+            out.close()

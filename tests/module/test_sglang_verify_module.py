@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from emulator_proc import ROOT, emulator_cmd, free_port, wait_for_health
+from emulator_proc import ROOT, emulator, free_port
 
 VERSION = "0.5.23"
 # speculates (3 steps) at batch 1 only: from batch 2 on SGLang routes to a 0-step bucket
@@ -30,37 +27,12 @@ PINNED_FROM_2 = {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
 VENV_BIN = ROOT / ".venv" / "bin"
 
 
-@contextmanager
-def emulator(*extra: str) -> Iterator[str]:
-    """A `python -m tuner.emulator` process playing SGLang 0.5.23 on a free loopback port."""
-    port = free_port()
-    cmd = emulator_cmd(
-        "--tp-size", "4", "--emulator-startup-s", "0.2", "--emulator-sglang-version", VERSION, *extra, port=port
-    )
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url, proc, timeout=60)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 def adaptive_server(config_file: Path, *extra: str):
     """The adaptive emulator launched as the role launches a spec_schedule (launch depth 3, the
     smallest drafting step: sglang_adaptive.launch_steps)."""
     return emulator(
-        "--speculative-algorithm",
-        "NEXTN",
-        "--speculative-num-steps",
-        "3",
-        "--speculative-eagle-topk",
-        "1",
+        "--emulator-sglang-version",
+        VERSION,
         "--speculative-adaptive",
         "--speculative-adaptive-config",
         str(config_file),
@@ -121,7 +93,7 @@ def run_role_check(tmp: Path, url: str, baseline: Path, schedule: str) -> dict[s
 def baseline(tmp_path_factory) -> Path:
     """The no-speculation server's greedy outputs (python -m tuner verify --capture), 0.5.23."""
     path = tmp_path_factory.mktemp("verify-module") / "baseline.json"
-    with emulator() as url:
+    with emulator("--emulator-sglang-version", VERSION, steps=0) as url:
         r = subprocess.run(
             [sys.executable, "-m", "tuner", "verify", "--url", url, "--baseline", str(path), "--capture"],
             cwd=ROOT,

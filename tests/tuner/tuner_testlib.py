@@ -18,48 +18,10 @@ import yaml
 
 # tests/helpers is on sys.path under pytest (tests/conftest.py); the benches import this file directly
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
-from emulator_proc import emulator_cmd, free_port, wait_for_health  # noqa: E402
+from emulator_proc import emulator, emulator_cmd, free_port, wait_for_health  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-@contextmanager
-def emulator(
-    *extra: str, steps: int = 3, startup_s: float = 0.2, log: Path | None = None, wait: bool = True
-) -> Iterator[str]:
-    """A real `python -m tuner.emulator` process on a free loopback port; yields its URL."""
-    port = free_port()
-    cmd = emulator_cmd("--tp-size", "4", "--emulator-startup-s", str(startup_s), "--enable-metrics", port=port)
-    if steps:
-        cmd += [
-            "--speculative-algorithm",
-            "NEXTN",
-            "--speculative-num-steps",
-            str(steps),
-            "--speculative-eagle-topk",
-            "1",
-        ]
-    cmd += list(extra)
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if wait:
-            wait_for_health(url, proc, timeout=60)
-        yield url
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if log:
-            out.close()
 
 
 def local_inventory(path: Path, hosts: dict[str, int], state_dir: Path) -> Path:
