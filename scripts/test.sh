@@ -56,7 +56,7 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
   local name=$1 report="$REPORTS/$1.xml"
   shift
   rm -f "$report"
-  timed "$name" python -m pytest -q -p no:cacheprovider -rs --junitxml="$report" "$@"
+  timed "$name" python -m pytest -q -p no:cacheprovider -rs --durations=25 --junitxml="$report" "$@"
   timed "$name-skips" python scripts/check_skips.py --stage "$name" "$report"
 }
 
