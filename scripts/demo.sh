@@ -7,14 +7,14 @@
 # recommended.
 # At the end the recommended configuration is deployed and verified (--deploy-best).
 # Re-running continues an interrupted demo (--resume) instead of starting over.
-# The demo's levels stop sending after 15 s (--max-level-s 15; the tuner's default is 120 s): three
+# The demo's levels stop sending after 10 s (--max-level-s 10; the tuner's default is 120 s): three
 # quarters of a default demo's time was its C=16..64 levels chasing +-2% (2026-12-02: 566 of 755 s),
 # so a level here may end wider than that; the report says how wide each one ended. A user's sweep
 # keeps the default. DEMO_SWEEP_ARGS replaces these arguments (DEMO_SWEEP_ARGS= make demo: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-demo-out}
-read -r -a extra <<<"${DEMO_SWEEP_ARGS---max-level-s 15}"
+read -r -a extra <<<"${DEMO_SWEEP_ARGS---max-level-s 10}"
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" PYTHONUNBUFFERED=1
 
 echo "== $(date +%T) emulator hosts (inventory/emulator.yml) =="
