@@ -5,7 +5,8 @@ parity, loops and drift but not to the acceptance floor when the module is given
 ``adaptive_config``, as the tuner's gate holds it (issue 20): the role's own check
 (tasks/verify_outputs.yml, spec_schedule as --deploy-best passes it) gives it; without it the floor
 applies and fails it. A wrong output still fails the exempt server; a config SGLang would refuse
-fails naming ``adaptive_config``. The decision itself (a config that drafts at every batch the
+fails naming ``adaptive_config``. ``python -m tuner verify --adaptive-config`` asks the same rule of the
+same server. The decision itself (a config that drafts at every batch the
 check reaches is held to the floor) is pinned in tests/tuner/test_verify_rules.py.
 """
 
@@ -112,12 +113,27 @@ def config_file(tmp_path_factory) -> Path:
     return path
 
 
+def verify_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", "verify", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_a_config_that_pins_0_steps_where_the_check_runs_is_not_held_to_the_floor(baseline, config_file, tmp_path):
     with adaptive_server(config_file) as url:
         # the role passes its spec_schedule's config to the module (option adaptive_config)
         exempt = run_role_check(tmp_path, url, baseline, '{"1": 3, "2": 0}')
         # what the role did before it passed its config: the floor failed a correct server
         plain = run_module(tmp_path, url, baseline)
+        # the tuner's command, given the file the server was started with, and without it
+        cli = verify_cli("--url", url, "--baseline", str(baseline), "--adaptive-config", str(config_file), "--json")
+        cli_plain = verify_cli("--url", url, "--baseline", str(baseline))
+
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    got = json.loads(cli.stdout)[0]
+    assert got["passed"] and got["accept"]["floor_judged"] is False
+    assert got["acceptance_vs_sweep"].startswith("the floor and the collapse rule do not apply")
+    assert cli_plain.returncode == 1 and "speculation accepts (almost) nothing" in cli_plain.stdout, cli_plain.stdout
 
     assert not exempt.get("failed"), exempt.get("msg")
     v = exempt["verdict"]
@@ -153,3 +169,18 @@ def test_a_config_sglang_would_refuse_fails_naming_adaptive_config(baseline, tmp
         "adaptive_config is not a per-batch-size config SGLang accepts: "
         "BS 1: candidate_steps must be a list of non-negative ints, got []"
     )
+
+
+def test_the_commands_adaptive_config_is_checked_before_any_request(baseline, tmp_path):
+    """Exit 2 naming --adaptive-config: one file per --url, a file SGLang would refuse, no file."""
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens: bad input is found first
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"1": {"candidate_steps": []}}))
+    cases = {
+        "one file (or 'none') per --url (2), got 1": ["--url", url, "--url", url, "--adaptive-config", "none"],
+        "SGLang would refuse it": ["--url", url, "--adaptive-config", str(bad)],
+        "No such file": ["--url", url, "--adaptive-config", str(tmp_path / "missing.json")],
+    }
+    for words, args in cases.items():
+        r = verify_cli(*args, "--baseline", str(baseline))
+        assert r.returncode == 2 and "--adaptive-config" in r.stderr and words in r.stderr, (words, r.stderr)

@@ -2,6 +2,7 @@
 
     python -m tuner verify --url http://nospec:30000 --baseline base.json --capture
     python -m tuner verify --url http://spec-a:30000 --url http://spec-b:30000 --baseline base.json
+    python -m tuner verify --url http://tuned:30000 --baseline base.json --adaptive-config tuned.json
 
 With --capture the server is the no-speculation deployment and its greedy outputs are written to
 --baseline (once per campaign; an existing file that fits is reused, one that does not is
@@ -17,6 +18,8 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+
+from sglang_utils import sglang_verify as rules
 
 from ..data.redact import api_key_from_env
 from ..present import verify_text as text
@@ -54,6 +57,14 @@ def add_parser(sub: Any) -> None:
         help="the acceptance length the sweep measured, one per --url in order (default: only the 1.05 floor applies)",
     )
     p.add_argument(
+        "--adaptive-config",
+        action="append",
+        default=None,
+        help="the JSON file a server was started with (--speculative-adaptive-config), one per --url in order, "
+        "'none' for a static one: a config that pins 0 steps where the gate runs is not held to the floor "
+        "and the collapse rule (default: every server is)",
+    )
+    p.add_argument(
         "--dataset", default=None, help="the prompt set (default: the shipped tuner/spec/datasets/sgt-mixed-v1.jsonl)"
     )
     p.add_argument("--short-prompts", default=None, help="short greedy prompts (default 24)")
@@ -84,6 +95,30 @@ def _accepts(a: argparse.Namespace, n: int) -> list[float | None]:
         if not x >= 1.0:
             raise BadInput("--measured-accept", f"{v} is below 1 (an acceptance length counts the bonus token)")
         out.append(x)
+    return out
+
+
+def _exemptions(a: argparse.Namespace, n: int) -> list[str | None]:
+    """Per --url, why the floor and the collapse rule do not apply (sglang_verify.floor_exemption, the
+    rule the sweep's gate and the role's use), or None when they do. A server's /server_info names
+    its adaptive config file, on the server's disk, not what it holds: so the user gives the file."""
+    if not a.adaptive_config:
+        return [None] * n
+    if len(a.adaptive_config) != n:
+        raise BadInput("--adaptive-config", f"give one file (or 'none') per --url ({n}), got {len(a.adaptive_config)}")
+    out: list[str | None] = []
+    for f in a.adaptive_config:
+        if f.lower() == "none":
+            out.append(None)
+            continue
+        try:
+            doc = json.loads(Path(f).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BadInput("--adaptive-config", f"{f}: {exc}") from None
+        try:
+            out.append(rules.floor_exemption(doc, probe.CONCURRENCY))
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise BadInput("--adaptive-config", f"{f}: SGLang would refuse it: {exc}") from None
     return out
 
 
@@ -129,12 +164,19 @@ async def _capture(url: str, ps: PromptSet, path: Path, tool: str) -> int:
 
 
 async def _check(
-    urls: list[str], accepts: list[float | None], ps: PromptSet, base: dict[str, Any], where: str
+    urls: list[str],
+    accepts: list[float | None],
+    exempt: list[str | None],
+    ps: PromptSet,
+    base: dict[str, Any],
+    where: str,
 ) -> list[dict[str, Any]]:
     out = []
-    for url, acc in zip(urls, accepts, strict=True):
+    for url, acc, why in zip(urls, accepts, exempt, strict=True):
         async with _client(url) as c:
-            v = await gate.check(c, ps, base, acc, where)
+            v = await gate.check(c, ps, base, acc, where, floor=why is None)
+        if why is not None:
+            v["acceptance_vs_sweep"] = why
         v["url"] = url
         out.append(v)
     return out
@@ -146,13 +188,14 @@ def cmd_verify(a: argparse.Namespace, tool: str) -> int:
     ps = _prompt_set(a)
     out = check_out_dir(a.out) if a.out else None
     accepts = _accepts(a, len(urls))
+    exempt = _exemptions(a, len(urls))
     try:
         if a.capture:
             if len(urls) != 1:
                 raise BadInput("--url", "--capture takes exactly one --url: the no-speculation deployment")
             return asyncio.run(_capture(urls[0], ps, path, tool))
         base = baseline_mod.read(path)
-        verdicts = asyncio.run(_check(urls, accepts, ps, base, f"--baseline {path}"))
+        verdicts = asyncio.run(_check(urls, accepts, exempt, ps, base, f"--baseline {path}"))
     except BadInput:
         raise
     except baseline_mod.BaselineError as exc:
