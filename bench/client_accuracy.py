@@ -23,58 +23,20 @@ import asyncio
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import emulator_cmd, free_port  # noqa: E402
+from emulator_proc import emulator  # noqa: E402
 
 from tuner.measure.metrics import counter_delta, level_metrics  # noqa: E402
 from tuner.run.client import BenchClient, ClientOptions  # noqa: E402
 from tuner.spec.flags import requests_for_level  # noqa: E402
-
-
-def start_emulator(steps: int, profile: str | None) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    cmd = emulator_cmd(
-        "--tp-size",
-        "4",
-        "--emulator-startup-s",
-        "0.2",
-        "--enable-metrics",
-        port=port,
-        model="/models/x",
-    )
-    if steps:
-        cmd += [
-            "--speculative-algorithm",
-            "NEXTN",
-            "--speculative-num-steps",
-            str(steps),
-            "--speculative-eagle-topk",
-            "1",
-        ]
-    if profile:
-        cmd += ["--emulator-profile", profile]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise SystemExit("the emulator did not come up")
 
 
 async def measure(url: str, levels: list[int], input_len: int, output_len: int) -> list[dict]:
@@ -203,12 +165,9 @@ def main() -> int:
         data = json.loads(kept.read_text())
     else:
         levels = [int(x) for x in args.levels.split(",")]
-        proc, url = start_emulator(args.steps, args.profile)
-        try:
+        profile = ["--emulator-profile", args.profile] if args.profile else []
+        with emulator(*profile, steps=args.steps) as url:
             rows = asyncio.run(measure(url, levels, args.input_len, args.output_len))
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
         data = {
             "run": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "revision": git_rev(),
