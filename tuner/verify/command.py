@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sglang_utils import sglang_verify as rules
 
@@ -30,6 +31,8 @@ from . import baseline as baseline_mod
 from . import gate, probe
 from .probe import ProbeError
 from .prompts import PromptSet, prompt_set, settings
+
+T = TypeVar("T")
 
 
 def add_parser(sub: Any) -> None:
@@ -81,45 +84,41 @@ def _url(text_: str) -> str:
     return text_.rstrip("/")
 
 
-def _accepts(a: argparse.Namespace, n: int) -> list[float | None]:
-    if not a.measured_accept:
+def _per_url(values: list[str] | None, n: int, flag: str, what: str, parse: Callable[[str], T]) -> list[T | None]:
+    """A flag given once per --url, in order (each value through `parse`), or None for each URL
+    when the flag is not given; another count is bad input naming the flag."""
+    if not values:
         return [None] * n
-    if len(a.measured_accept) != n:
-        raise BadInput("--measured-accept", f"give one value per --url ({n}), got {len(a.measured_accept)}")
-    out: list[float | None] = []
-    for v in a.measured_accept:
-        try:
-            x = float(v)
-        except ValueError:
-            raise BadInput("--measured-accept", f"{v!r} is not a number") from None
-        if not x >= 1.0:
-            raise BadInput("--measured-accept", f"{v} is below 1 (an acceptance length counts the bonus token)")
-        out.append(x)
-    return out
+    if len(values) != n:
+        raise BadInput(flag, f"give one {what} per --url ({n}), got {len(values)}")
+    return [parse(v) for v in values]
 
 
-def _exemptions(a: argparse.Namespace, n: int) -> list[str | None]:
-    """Per --url, why the floor and the collapse rule do not apply (sglang_verify.floor_exemption, the
-    rule the sweep's gate and the role's use), or None when they do. A server's /server_info names
-    its adaptive config file, on the server's disk, not what it holds: so the user gives the file."""
-    if not a.adaptive_config:
-        return [None] * n
-    if len(a.adaptive_config) != n:
-        raise BadInput("--adaptive-config", f"give one file (or 'none') per --url ({n}), got {len(a.adaptive_config)}")
-    out: list[str | None] = []
-    for f in a.adaptive_config:
-        if f.lower() == "none":
-            out.append(None)
-            continue
-        try:
-            doc = json.loads(Path(f).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BadInput("--adaptive-config", f"{f}: {exc}") from None
-        try:
-            out.append(rules.floor_exemption(doc, probe.CONCURRENCY))
-        except (ValueError, AttributeError, TypeError) as exc:
-            raise BadInput("--adaptive-config", f"{f}: SGLang would refuse it: {exc}") from None
-    return out
+def _accept(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise BadInput("--measured-accept", f"{v!r} is not a number") from None
+    if not x >= 1.0:
+        raise BadInput("--measured-accept", f"{v} is below 1 (an acceptance length counts the bonus token)")
+    return x
+
+
+def _exemption(f: str) -> str | None:
+    """Why the floor and the collapse rule do not apply to a server started with the adaptive config
+    in file `f` (sglang_verify.floor_exemption, the rule the sweep's gate and the role's use), or
+    None when they do ('none': a static server). A server's /server_info names its adaptive config
+    file, on the server's disk, not what it holds: so the user gives the file."""
+    if f.lower() == "none":
+        return None
+    try:
+        doc = json.loads(Path(f).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput("--adaptive-config", f"{f}: {exc}") from None
+    try:
+        return rules.floor_exemption(doc, probe.CONCURRENCY)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise BadInput("--adaptive-config", f"{f}: SGLang would refuse it: {exc}") from None
 
 
 def _prompt_set(a: argparse.Namespace) -> PromptSet:
@@ -187,8 +186,8 @@ def cmd_verify(a: argparse.Namespace, tool: str) -> int:
     path = Path(a.baseline)
     ps = _prompt_set(a)
     out = check_out_dir(a.out) if a.out else None
-    accepts = _accepts(a, len(urls))
-    exempt = _exemptions(a, len(urls))
+    accepts = _per_url(a.measured_accept, len(urls), "--measured-accept", "value", _accept)
+    exempt = _per_url(a.adaptive_config, len(urls), "--adaptive-config", "file (or 'none')", _exemption)
     try:
         if a.capture:
             if len(urls) != 1:
