@@ -5,8 +5,10 @@
 #   2. the podman settings this kind of VM needs (docs/reference/test-substrate.md §1a)
 #   3. .venv with the project (editable) and its tools, pinned by requirements/constraints.txt
 #   4. the Ansible collections, taken from the `ansible` wheel on PyPI (Galaxy is unreachable)
-#   5. the emulator hosts' container image, built locally from Debian's mirror (no registry)
-#   6. the wheelhouse the sglang_server role installs the emulator from
+#   5. the emulator hosts' container image, built locally from Debian's mirror (no registry), with
+#      sshd: Ansible reaches the hosts over SSH as it reaches real ones
+#   6. the controller's SSH key for those hosts (~/.cache/sglang-tune/emulator_hosts_ed25519)
+#   7. the wheelhouse the sglang_server role installs the emulator from
 # Each step is skipped when its stamp says it is already done, so `make test` stays cheap.
 set -euo pipefail
 
@@ -15,6 +17,9 @@ cd "$ROOT"
 STAMPS="$ROOT/.cache/setup"
 mkdir -p "$STAMPS"
 IMAGE=${SGLANG_EMU_IMAGE:-localhost/sglang-emulator-host:bookworm}
+# What the image holds, as its label io.sglang-tune.image: a different value rebuilds it
+# (2: openssh-server added).
+IMAGE_VERSION=2
 ANSIBLE_WHEEL_VERSION=12.3.0      # carries the collection versions pinned in requirements.yml
 PY=${PYTHON:-python3}
 
@@ -28,7 +33,7 @@ need_root() {
 }
 
 step_apt() {
-  local pkgs=(podman runc mmdebstrap iproute2 make git shellcheck)
+  local pkgs=(podman runc mmdebstrap iproute2 openssh-client make git shellcheck)
   local missing=()
   for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -107,17 +112,34 @@ step_collection_link() {
 }
 
 step_image() {
-  if podman image exists "$IMAGE" 2>/dev/null; then return 0; fi
+  local have
+  have=$(podman image inspect --format '{{ index .Config.Labels "io.sglang-tune.image" }}' "$IMAGE" 2>/dev/null || true)
+  [ "$have" = "$IMAGE_VERSION" ] && return 0
   need_root image
-  log "image: building $IMAGE with mmdebstrap (about 40 s)"
+  log "image: building $IMAGE (version $IMAGE_VERSION) with mmdebstrap (about 40 s)"
   local -a mirrors
   mapfile -t mirrors < <(mirror_lines)
+  # openssh-server: Ansible reaches the hosts over SSH, as it reaches real ones (the inventory's
+  # ansible_connection); its postinst makes the host keys, so every host of the image shares them.
   mmdebstrap --quiet --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,python3,python3-venv,procps \
+    --include=systemd,systemd-sysv,dbus,python3,python3-venv,procps,openssh-server \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     --format=tar bookworm - "${mirrors[@]}" </dev/null \
-    | podman import --change 'CMD ["/sbin/init"]' - "$IMAGE" >/dev/null
+    | podman import --change 'CMD ["/sbin/init"]' --change "LABEL io.sglang-tune.image=$IMAGE_VERSION" \
+      - "$IMAGE" >/dev/null
+}
+
+step_ssh_key() {
+  # The key the controller reaches the emulator hosts with (inventory/emulator.yml,
+  # ansible_ssh_private_key_file); playbooks/emulator_hosts.yml makes it too, but parallel test
+  # workers must not race to make it.
+  local key="$HOME/.cache/sglang-tune/emulator_hosts_ed25519"
+  [ -f "$key" ] && return 0
+  log "ssh: making the emulator hosts' key $key"
+  mkdir -p "$(dirname "$key")"
+  chmod 700 "$(dirname "$key")"
+  ssh-keygen -q -t ed25519 -N "" -C "sglang-tune emulator hosts" -f "$key"
 }
 
 step_wheelhouse() {
@@ -126,7 +148,7 @@ step_wheelhouse() {
 
 main() {
   local steps=("$@")
-  [ ${#steps[@]} -eq 0 ] && steps=(apt podman_conf venv collections collection_link image wheelhouse)
+  [ ${#steps[@]} -eq 0 ] && steps=(apt podman_conf venv collections collection_link image ssh_key wheelhouse)
   for s in "${steps[@]}"; do "step_$s"; done
 }
 

@@ -63,12 +63,12 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # Workers (pytest-xdist): most tests wait on emulator processes, HTTP and ansible-runner rather
 # than compute, so even 2 cores run several at once. The systemd stage keeps each test file on one
 # worker (--dist loadfile): a file's tests share the host its fixture made, and every file has its
-# own host names and index range. SGLANG_TUNE_WORKERS=0 runs everything in one process.
-# Measured on this 2-core VM, quiet, 2026-12-02: unit 361 s on 3 workers, 299 s on 4; systemd 844 s
-# on 2, 673 s on 3 (CPU-bound: 1,476 test-seconds on 2 workers became 1,837 on 3; the longest file, the
-# two-node one, about 480 s).
+# own host names and index range; the longest files start first (tests/conftest.py).
+# SGLANG_TUNE_WORKERS=0 runs everything in one process.
+# Measured on this 2-core VM, quiet, 2026-12-02: unit 361 s on 3 workers, 299 s on 4; systemd over
+# the podman connection 844 s on 2, 673 s on 3; over SSH (inventory/emulator.yml) SYSTEMD_RESULT.
 UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-4}
-SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-3}
+SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 
 run_unit() {
   stage "unit tests"

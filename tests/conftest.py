@@ -15,7 +15,26 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 os.environ.setdefault("SGLANG_TUNE_RUN", f"pytest-{uuid.uuid4().hex[:12]}")
 
 # tests/helpers/emulator_proc.py: the one way tests start an emulator (and benches import it too)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the systemd stage's longest test files first (scripts/test.sh: --dist loadfile).
+
+    A file's tests share the host its fixture made, so xdist keeps a file on one worker, and the
+    stage lasts as long as its busiest worker: a long file started last makes the whole run wait
+    for it. Files marked `cost(seconds)` (their measured duration) go first, longest first; the
+    rest keep collection order. (Not --dist loadgroup: pytest-xdist 3.6-3.8 marks a group on
+    `item._nodeid`, which pytest 9 no longer reads, so every test would be its own group.)
+    """
+
+    def key(item: pytest.Item) -> float:
+        cost = item.get_closest_marker("cost")
+        return -float(cost.args[0]) if cost and item.get_closest_marker("systemd") else 0.0
+
+    items.sort(key=key)  # stable: a file's tests stay together and in order

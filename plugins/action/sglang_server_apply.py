@@ -3,7 +3,7 @@
 """Action plugin ``sglang_server_apply``: the sglang_server role's one way of changing files on a host.
 
 Why an action plugin and not a module: it runs once per configuration the tuner tries, and over
-the podman connection of the emulator hosts (no pipelining) a module costs a temporary
+a connection without pipelining (podman's, as molecule's scenarios use) a module costs a temporary
 directory, a chmod and an exec, each a ``podman exec``. This plugin sends the host-side program
 (``files/sglang_apply.py``) and its payload in one exec: on stdin where the connection pipelines
 (ssh, local), else as one file that the program deletes first thing, put into ``payload_dir`` (a

@@ -21,6 +21,9 @@ import urllib.request
 import pytest
 from roles_testlib import EmulatorHost, deploy_play
 
+# The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
+pytestmark = pytest.mark.cost(110)
+
 EMU = EmulatorHost("roles-schedule-236", 236)
 HOST, URL, UNIT = EMU.name, EMU.url, EMU.unit
 FILE = "/etc/sglang/sglang-qwen.adaptive.json"

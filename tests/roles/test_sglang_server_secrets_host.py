@@ -26,6 +26,9 @@ import urllib.request
 import pytest
 from roles_testlib import ROOT, VENV_BIN, EmulatorHost, deploy_play, run
 
+# The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
+pytestmark = pytest.mark.cost(85)
+
 EMU = EmulatorHost("roles-secrets-241", 241)
 HOST, INDEX, URL, UNIT = EMU.name, EMU.index, EMU.url, EMU.unit
 KEY_QUOTES = "k'e\"y-$HOME-\\n-%d-7f3a"

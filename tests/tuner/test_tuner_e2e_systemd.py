@@ -19,7 +19,8 @@ import urllib.request
 import pytest
 from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, grep_tree
 
-pytestmark = [pytest.mark.systemd, pytest.mark.slow]
+# The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
+pytestmark = [pytest.mark.cost(60), pytest.mark.systemd, pytest.mark.slow]
 
 HOST, INDEX = "emu-t121", 121
 KEY = "sk-e2e-sweep-5b7c0d"
