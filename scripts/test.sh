@@ -66,7 +66,8 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # own host names and index range; the longest files start first (tests/conftest.py).
 # SGLANG_TUNE_WORKERS=0 runs everything in one process.
 # Measured on this 2-core VM, quiet, 2026-12-02: unit 361 s on 3 workers, 299 s on 4; systemd over
-# the podman connection 844 s on 2, 673 s on 3; over SSH (inventory/emulator.yml) SYSTEMD_RESULT.
+# the podman connection 844 s on 2, 673 s on 3; over SSH (inventory/emulator.yml) 643 s on 3, 589 s
+# on 4 (935 CPU-seconds of 1,178, 361 of them in the containers: bound by the CPU's work now).
 UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 

@@ -107,13 +107,14 @@ def test_confirmation_round_redeploys_contenders_within_its_budget(tmp_path, mon
     assert noise["confirm"]["starts"] == len(extra) and noise["confirm"]["seconds"] > 0
     assert "deployments" in noise["intervals_cover"]
     # every cell's interval covers the pooled component: at least as wide as its band allows
-    # (the file rounds intervals to 0.01 and the band to 0.001 %: allow exactly that rounding)
+    # The file rounds intervals and means to 0.01 and the band to 0.001 %: fail only where the
+    # rounded numbers prove it (the half-width's largest value below the bound's smallest).
     band = (noise["restart"]["band_pct"] - 0.0005) / 100.0
     for c, cell in rec["by_concurrency"].items():
         lo, hi = cell["ci95"]
-        mean = cell["output_tok_s"] + 0.005
+        mean = cell["output_tok_s"] - 0.005
         n = cell["deployments"]
-        assert (hi - lo) / 2 + 0.005 >= (mean * band / n**0.5), (c, cell)
+        assert (hi - lo) / 2 + 0.005 >= mean * band / n**0.5, (c, cell)
     report = (out / "report.md").read_text()
     assert "Deployment-to-deployment spread" in report
     assert "confirmation round made" in report
