@@ -9,6 +9,7 @@
 #   client_accuracy       the tuner's client vs what the emulator emitted; client CPU per token
 #   peer_clients          our client vs GuideLLM and AIPerf against tcpdump (peers skipped when absent)
 #   sweep_overhead        per-configuration overhead of a sweep vs a one-task ansible-runner run
+#   connection_cost       one Ansible task on an emulator host over SSH, podman's connection, local
 #   lost_level            a sweep on a server that crashes after every start: lost levels measured again
 #   noise                 repeated sweeps on a noisy profile: how often the named winner changes
 #   coverage              independent sweeps with restart noise: interval coverage, reversed verdicts, cost
@@ -30,6 +31,7 @@ declare -A args=(
   [client_accuracy]=""
   [peer_clients]=""
   [sweep_overhead]=""
+  [connection_cost]=""
   [lost_level]=""
   [noise]=""
   [coverage]=""
@@ -37,7 +39,7 @@ declare -A args=(
   [schedule_vs_static]=""
   [tuner_seed_sweep]=""
 )
-order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead lost_level noise
+order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead connection_cost lost_level noise
   coverage search_cost schedule_vs_static tuner_seed_sweep)
 [ $# -gt 0 ] && order=("$@")
 status=0

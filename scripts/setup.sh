@@ -134,7 +134,8 @@ step_ssh_key() {
   # The key the controller reaches the emulator hosts with (inventory/emulator.yml,
   # ansible_ssh_private_key_file); playbooks/emulator_hosts.yml makes it too, but parallel test
   # workers must not race to make it.
-  local key="$HOME/.cache/sglang-tune/emulator_hosts_ed25519"
+  local home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+  local key="$home/.cache/sglang-tune/emulator_hosts_ed25519"
   [ -f "$key" ] && return 0
   log "ssh: making the emulator hosts' key $key"
   mkdir -p "$(dirname "$key")"
