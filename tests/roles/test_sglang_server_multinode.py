@@ -2,11 +2,9 @@
 
 Two podman hosts with systemd as PID 1, made by playbooks/emulator_hosts.yml (indexes 220 and 221,
 names mn21-*), form one server: `sglang_server_multinode_group: mn21_group`, TP 2 over 2 nodes.
-Each host's own veth pair only reaches the controller (10.213.<idx>.1/30, no forwarding), so the
-test adds the cluster network real nodes have between them: a veth pair from one host's network
-namespace to the other's, 10.213.222.1/30 (mn21-a, rank 0) and 10.213.222.2/30 (mn21-b), and
-rank 0's `sglang_server_dist_init_host` is its address there. The namespaces go with the hosts
-(playbooks/emulator_hosts.yml absent), and the pair with them.
+The pair and the cluster network between them (10.213.222.1/30 on mn21-a, rank 0, and
+10.213.222.2/30 on mn21-b) come from tests/roles/multinode_testlib.py. The tuner's sweep of such a
+group has its own pair and file (test_sglang_server_multinode_tuner.py), so the two run side by side.
 
 Checked through the deploy play run by ansible-runner: the flags of each rank, rank 0 gated on its
 /health and the worker on its journal, the worker's dummy health, idempotence across the nodes, a
@@ -18,65 +16,34 @@ cannot be reached failing before either host changes.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
 import urllib.error
 import urllib.request
 
 import pytest
-import yaml
-from roles_testlib import (
-    ROOT,
-    VENV_BIN,
-    EmulatorHost,
-    ansible_env,
-    base_inventory,
-    deploy_play,
-    emulator_inventory,
-    remove_container,
-    run,
-)
+from multinode_testlib import UNIT, TwoNodes
+from roles_testlib import VENV_BIN, deploy_play, run
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = pytest.mark.cost(345)
+pytestmark = pytest.mark.cost(300)
 
-HEAD, WORKER, GHOST = "mn21-a", "mn21-b", "mn21-c"
-INDEX = {HEAD: 220, WORKER: 221, GHOST: 223}
-LINK_INDEX = 222
-HEAD_LINK_ADDR = f"10.213.{LINK_INDEX}.1"
-DIST_PORT = 50021
-GROUP = "mn21_group"
-UNIT = "sglang-qwen.service"
-HEAD_URL = f"http://10.213.{INDEX[HEAD]}.2:30000"
-WORKER_URL = f"http://10.213.{INDEX[WORKER]}.2:30000"
+PAIR = TwoNodes(
+    head="mn21-a",
+    worker="mn21-b",
+    ghost="mn21-c",
+    index={"mn21-a": 220, "mn21-b": 221, "mn21-c": 223},
+    link_index=222,
+    dist_port=50021,
+    group="mn21_group",
+)
+HEAD, WORKER, GHOST = PAIR.head, PAIR.worker, PAIR.ghost
+INDEX = PAIR.index
+HEAD_LINK_ADDR = PAIR.head_link_addr
+DIST_PORT = PAIR.dist_port
+GROUP = PAIR.group
+HEAD_URL, WORKER_URL = PAIR.url(HEAD), PAIR.url(WORKER)
 JOINED = "Init torch distributed ends."
-
-
-EMU = {h: EmulatorHost(h, i) for h, i in INDEX.items()}
-
-
-def podman(host: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return EMU[host].podman(*args, check=check)
-
-
-def inventory(path, wheelhouse, hosts=(HEAD, WORKER)):
-    """`emulator_inventory` with `hosts` as one TP-2 server (GROUP), one GPU declared per host."""
-    gpu = yaml.safe_load(base_inventory())["all"]["children"]["emulator_hosts"]["vars"]["cuda_env_declared_gpus"][0]
-    spec = {h: {"emulator_host_index": INDEX[h]} for h in hosts}
-    spec[HEAD]["sglang_server_dist_init_host"] = HEAD_LINK_ADDR
-    return emulator_inventory(
-        path,
-        wheelhouse,
-        spec,
-        groups={GROUP: list(hosts)},
-        sglang_server_tp_size=2,
-        sglang_server_multinode_group=GROUP,
-        sglang_server_dist_init_port=DIST_PORT,
-        sglang_server_dist_timeout=60,
-        # A dead rank stays dead, so the test sees what the gate sees (no systemd restart).
-        sglang_server_restart="no",
-        cuda_env_declared_gpus=[dict(gpu, count=1)],
-    )
+EMU = {h: PAIR.emu(h) for h in INDEX}
+podman, inventory, active = PAIR.podman, PAIR.inventory, PAIR.active
 
 
 def deploy(tmp_path, inv, name, **extravars):
@@ -97,10 +64,6 @@ def argv(host: str) -> str:
 
 def invocation(host: str) -> str:
     return EMU[host].invocation()
-
-
-def active(host: str) -> str:
-    return podman(host, "systemctl", "is-active", UNIT, check=False).stdout.strip()
 
 
 def starts(host: str) -> int:
@@ -140,40 +103,10 @@ def digest(host: str) -> str:
     return hashlib.sha256((listing + invocation(host)).encode()).hexdigest()
 
 
-def node_link(up: bool) -> None:
-    """The cluster network between the two hosts' namespaces (see the module docstring)."""
-    a, b = f"sgt-{HEAD}", f"sgt-{WORKER}"
-    ca, cb = f"sgtm{LINK_INDEX}a", f"sgtm{LINK_INDEX}b"
-    if not up:
-        subprocess.run(["ip", "-n", a, "link", "del", ca], capture_output=True)
-        return
-    if subprocess.run(["ip", "-n", a, "link", "show", ca], capture_output=True).returncode == 0:
-        return
-    for cmd in (
-        ["ip", "-n", a, "link", "add", ca, "type", "veth", "peer", "name", cb, "netns", b],
-        ["ip", "-n", a, "addr", "add", f"{HEAD_LINK_ADDR}/30", "dev", ca],
-        ["ip", "-n", b, "addr", "add", f"10.213.{LINK_INDEX}.2/30", "dev", cb],
-        ["ip", "-n", a, "link", "set", ca, "up"],
-        ["ip", "-n", b, "link", "set", cb, "up"],
-    ):
-        subprocess.run(cmd, check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def group(need_podman, frozen_wheelhouse, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("multinode")
-    inv = inventory(tmp / "inventory.yml", frozen_wheelhouse)
-    hosts = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
-    made = run(hosts, timeout=300)
-    try:
-        assert made.returncode == 0, made.stdout[-4000:]
-        node_link(True)
-        yield tmp, inv
-    finally:
-        node_link(False)
-        run(hosts + ["-e", "emulator_hosts_state=absent"], timeout=300)
-        for h in (HEAD, WORKER):
-            remove_container(h)
+    with PAIR.made(tmp_path_factory.mktemp("multinode"), frozen_wheelhouse) as made:
+        yield made
 
 
 @pytest.mark.systemd
@@ -270,53 +203,3 @@ def test_an_unreachable_host_of_the_group_fails_before_any_host_changes(group, f
     assert rc != 0
     assert f"host(s) {GHOST} of the group is unreachable" in out, out[-6000:]
     assert {h: digest(h) for h in (HEAD, WORKER)} == before
-
-
-@pytest.mark.systemd
-@pytest.mark.slow
-def test_the_tuner_sweeps_the_group_as_one_server(group):
-    """`python -m tuner sweep` deploys each configuration to both nodes and benchmarks rank 0 only."""
-    import csv
-    import json
-    import sys
-
-    tmp, inv = group
-    out = tmp / "sweep"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "sweep",
-            "--out",
-            str(out),
-            "--inventory",
-            str(inv),
-            "--search",
-            "grid",
-            "--steps",
-            "1,2",
-            "--confirm",
-            "0",  # the confirmation round's own test: tests/tuner/test_tuner_confirm_local.py
-            "--concurrency",
-            "1",
-            "--input-len",
-            "32",
-            "--output-len",
-            "32",
-        ],
-        cwd=ROOT,
-        env={**ansible_env(), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
-        capture_output=True,
-        text=True,
-        timeout=2400,  # a full deploy of two hosts took 600 s on a loaded 2-core machine
-    )
-    assert p.returncode == 0, p.stderr[-6000:]
-    with open(out / "results.csv") as f:
-        rows = [r for r in csv.DictReader(f) if r["status"] == "ok"]
-    assert {r["config_id"] for r in rows} == {"k1-t1", "k2-t1"}
-    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x.strip()]
-    deploys = [r for r in recs if r["type"] == "deploy" and r["status"] == "ok"]
-    assert deploys and all(r["hosts"] == [HEAD, WORKER] for r in deploys), deploys
-    assert all(r["client_url"] == f"http://10.213.{INDEX[HEAD]}.2:30000" for r in deploys)
-    assert active(HEAD) == active(WORKER) == "active"
