@@ -37,14 +37,9 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
-ENV = {
-    **os.environ,
-    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-    "ANSIBLE_NOCOLOR": "1",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_overhead import ENV, ROOT, VENV_BIN, git_rev, hosts_play, make_inventory  # noqa: E402  (one host recipe)
+
 DATA = ROOT / "bench" / "connection_cost"
 HOST = "conn-cost"
 
@@ -66,12 +61,10 @@ def busy_jiffies() -> int:
 
 
 def inventory(path: Path, index: int, override: dict[str, Any] | None) -> Path:
-    """inventory/emulator.yml with this bench's host, a 1 s emulated start-up and `override`."""
-    inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
-    group = inv["all"]["children"]["emulator_hosts"]
-    group["hosts"] = {HOST: {"emulator_host_index": index}}
-    v = group["vars"]
-    v["sglang_server_emulator_startup_s"] = 1
+    """The bench host's inventory (sweep_overhead.make_inventory), with `override` on its vars."""
+    make_inventory(path, HOST, index)
+    inv = yaml.safe_load(path.read_text())
+    v = inv["all"]["children"]["emulator_hosts"]["vars"]
     v["sglang_server_client_host"] = f"10.213.{index}.2"
     if override:
         v.update(override)
@@ -92,15 +85,6 @@ def play(args: list[str], what: str) -> tuple[float, float]:
     return wall, cpu
 
 
-def git_rev() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="sgt-conn-cost-"))
     invs = {name: inventory(tmp / f"inv{i}.yml", args.index, o) for i, (name, o) in enumerate(CONNECTIONS.items())}
@@ -115,8 +99,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     )
     base = invs[SSH]
     out: dict[str, Any] = {"trivial": {n: [] for n in [LOCAL, *CONNECTIONS]}, "deploy": {SSH: [], PODMAN: []}}
-    hosts = ["-i", str(base), "playbooks/emulator_hosts.yml"]
-    play([*hosts, "-e", "emulator_hosts_state=present"], "making the host")
+    hosts_play(base, "present")
     try:
         print("[connection_cost] first deploy (installs the emulator; not timed)", flush=True)
         play(["-i", str(base), "playbooks/deploy.yml"], "the first deploy")
@@ -131,7 +114,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 out["deploy"][name].append({"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)})
                 print(f"[connection_cost] run {run + 1}: unchanged deploy over {name}: {wall:.2f} s, {cpu:.2f} CPU-s")
     finally:
-        play([*hosts, "-e", "emulator_hosts_state=absent"], "removing the host")
+        hosts_play(base, "absent")
     return {
         "run": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "revision": git_rev(),
