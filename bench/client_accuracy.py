@@ -23,13 +23,14 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from emulator_proc import emulator  # noqa: E402
@@ -91,15 +92,6 @@ async def measure(url: str, levels: list[int], input_len: int, output_len: int) 
 
 
 DATA = ROOT / "bench" / "client_accuracy"
-
-
-def git_rev() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def judge(rows: list[dict]) -> bool:

@@ -24,7 +24,6 @@ Usage: .venv/bin/python bench/connection_cost.py [--index 205] [--tasks 20] [--r
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -38,7 +37,8 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_overhead import ENV, ROOT, VENV_BIN, git_rev, hosts_play, make_inventory  # noqa: E402  (one host recipe)
+from benchlib import git_rev, kept  # noqa: E402  (bench/: the script's own directory)
+from sweep_overhead import ENV, ROOT, VENV_BIN, hosts_play, make_inventory  # noqa: E402  (one host recipe)
 
 DATA = ROOT / "bench" / "connection_cost"
 HOST = "conn-cost"
@@ -184,13 +184,7 @@ def main() -> int:
     ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/connection_cost/")
     ap.add_argument("--out", default=str(ROOT / "bench" / "connection_cost.md"))
     args = ap.parse_args()
-    kept = DATA / "run.json"
-    if args.render:
-        data = json.loads(kept.read_text()) if kept.exists() else None
-    else:
-        data = measure(args)
-        DATA.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps(data, indent=1) + "\n")
+    data = kept(DATA / "run.json", args.render, lambda: measure(args))
     text, ok = render(data)
     Path(args.out).write_text(text)
     print(text)

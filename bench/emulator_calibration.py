@@ -39,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from emulator_proc import emulator_cmd, free_port  # noqa: E402
@@ -598,7 +600,7 @@ def main() -> int:
             json.dumps(
                 {
                     "run": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                    "revision": _git_rev(),
+                    "revision": git_rev(),
                     "profile": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
                     "elapsed_s": round(elapsed, 1),
                     "grid": [[k, c, v] for (k, c), v in sorted(grid.items())],
@@ -617,15 +619,6 @@ def main() -> int:
     if a.out:
         Path(a.out).write_text(text, encoding="utf-8")
     return 0 if ok else 1
-
-
-def _git_rev() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

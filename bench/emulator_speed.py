@@ -35,6 +35,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from emulator_proc import emulator_cmd, free_port  # noqa: E402
@@ -192,15 +194,6 @@ def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
 
 
 DATA = ROOT / "bench" / "emulator_speed"
-
-
-def git_rev() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def measure_rows() -> list[dict]:

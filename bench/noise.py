@@ -50,6 +50,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
 
@@ -275,15 +277,6 @@ def keep(src: Path, dest: Path) -> None:
     for name in ("records.jsonl", "sweep.json", "recommendation.json"):
         if (src / name).exists():
             shutil.copy2(src / name, dest / name)
-
-
-def git_rev() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 # without: the count and rule before issue #11; requests: the statistics with one deployment and no

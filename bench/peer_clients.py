@@ -41,6 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import git_rev, kept  # noqa: E402  (bench/: the script's own directory)
+
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import emulator  # noqa: E402
 
@@ -269,15 +271,6 @@ HEADER = [
 ]
 
 
-def git_rev() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def measure(args: argparse.Namespace) -> dict:
     """Every client's every run, as measured (kept in bench/<name>/runs.json)."""
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -399,13 +392,7 @@ def main() -> int:
     ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/<name>/")
     ap.add_argument("--out", default=str(ROOT / "bench" / "peer_clients.md"))
     args = ap.parse_args()
-    kept = DATA / "runs.json"
-    if args.render:
-        data = json.loads(kept.read_text()) if kept.exists() else None
-    else:
-        data = measure(args)
-        DATA.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps(data, indent=1) + "\n")
+    data = kept(DATA / "runs.json", args.render, lambda: measure(args))
     text = render(data)
     Path(args.out).write_text(text)
     print(text)

@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
 
@@ -296,19 +298,6 @@ def goal_lines(results: dict[str, dict]) -> list[str]:
     ]
 
 
-def _git() -> str:
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        return rev + ("+uncommitted" if dirty else "")
-    except OSError:
-        return "-"
-
-
 def run_machine(name: str, tmp: Path, keep: Path) -> None:
     profile, steps, _ = MACHINES[name]
     state = tmp / name / "state"
@@ -316,7 +305,7 @@ def run_machine(name: str, tmp: Path, keep: Path) -> None:
     inv = local_inventory(tmp / name / "inventory.yml", {f"local-{name}": free_port()}, state)
     out = tmp / name / "out"
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    rev = _git()  # the code the sweep runs
+    rev = git_rev()  # the code the sweep runs
     try:
         print(f"[{name}] sweeping --steps {steps} on SGLang {VERSION} (emulated)", flush=True)
         wall = sweep(profile, steps, inv, out)
@@ -360,7 +349,7 @@ def main() -> int:
             )
             meta_path = keep / name / "wall.json"
             meta = json.loads(meta_path.read_text())
-            meta["report_git"] = _git()
+            meta["report_git"] = git_rev()
             meta_path.write_text(json.dumps(meta) + "\n")
     if not args.render:
         with tempfile.TemporaryDirectory(prefix="sgt-schedule-") as tmp:

@@ -13,8 +13,10 @@ records and the analysis are the same as on emulator hosts). The tuner never rea
 Per machine: deployments made, wall time, and, at every concurrency level, the model sweep's pick
 against the grid's: the grid's measurement of the model's pick as a share of the grid's best there.
 A level passes when that share is at least 97% (the issue's rule, #18: no "same pick as the grid"
-clause, since the grid's own pick may itself fall short of its best mean). Target: every level
-passes with at most half the grid's deployments, on every machine.
+clause, since the grid's own pick may itself fall short of its best mean). Target (#18 as written):
+on every machine every level passes, and the model sweeps' deployments average at most half the
+grid's (the mean over the machines of model deployments / grid deployments). Runs before
+2026-12-02 18:00 UTC judged the share per machine; the issue says "on average".
 
 Writes bench/search_cost.md (or --out) and keeps each sweep's report, recommendation and records
 under bench/search_cost/; exits 1 when a machine misses the target. `--grid-from DIR` takes the grid
@@ -366,20 +368,21 @@ def main() -> int:
         *([args.note, ""] if args.note else []),
         "| machine | depths | grid deployments | model deployments | share | grid wall | model wall | "
         "with the profile's start-up (grid / model) | levels passing | predictions inside their interval | "
-        "target met | replayed on the grid's measurements: deployments | replay: levels passing | "
+        "every level passes | replayed on the grid's measurements: deployments | replay: levels passing | "
         "the emulator kept its clock (grid / model) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ok_all = replay_all = True
+    shares: list[float] = []
+    replay_shares: list[float] = []
     lost: list[str] = []
     details = []
     for name, (grid, model) in results.items():
         machine = MACHINES[name]
         rows = compare(grid, model)
         passing = sum(1 for r in rows if r[5])
-        half = model.deployments <= grid.deployments / 2
         valid = not (grid.clock_lost or model.clock_lost)
-        ok = half and passing == len(rows) and valid
+        ok = passing == len(rows) and valid
         if not valid:
             lost.append(name)
         if machine.judged:
@@ -388,9 +391,11 @@ def main() -> int:
         inside = f"{model.inside[0]}/{model.inside[1]}" if model.inside and model.inside[1] else "-"
         r_n, r_total, r_rows = replays[name]
         r_pass = sum(1 for *_, share in r_rows if share >= PASS_SHARE)
-        replay_ok = r_pass == len(r_rows) and 2 * r_n <= r_total and not grid.clock_lost
+        replay_ok = r_pass == len(r_rows) and not grid.clock_lost
         if machine.judged:
             replay_all &= replay_ok
+            shares.append(model.deployments / grid.deployments)
+            replay_shares.append(r_n / r_total)
         lines.append(
             f"| {name} | {machine.steps} | {grid.deployments} | {model.deployments} | "
             f"{model.deployments / grid.deployments:.0%} | {grid.wall_s / 60:.1f} min | {model.wall_s / 60:.1f} min | "
@@ -437,16 +442,24 @@ def main() -> int:
             "machine's CPU at that moment, not the profile: they count as not met and must be re-run on a quiet "
             "machine.",
         ]
+    mean_share = sum(shares) / len(shares) if shares else 1.0
+    replay_mean = sum(replay_shares) / len(replay_shares) if replay_shares else 1.0
+    met = ok_all and mean_share <= 0.5
+    replay_met = replay_all and replay_mean <= 0.5
     lines += [
         "",
-        f"Result: **{'the target is met on every machine' if ok_all else 'the target is NOT met on every machine'}**"
-        " by the live sweeps (every level's pick within 3% of the grid's best, with at most half the grid's "
-        "deployments; every machine is judged, the misfit check included); replayed on the grid's own measurements, "
-        f"**{'it is met on every machine' if replay_all else 'it is NOT met on every machine'}**.",
+        "Result, by the rule stated before the run (on every machine every level's pick within 3% of the grid's "
+        "best; the model sweeps' deployments at most half the grid's on average over the machines; every machine "
+        "judged, the misfit check included): live sweeps: "
+        f"{'every level passes on every machine' if ok_all else 'NOT every level passes on every machine'}, "
+        f"{mean_share:.0%} of the grid's deployments on average, so **the target is {'met' if met else 'NOT met'}**; "
+        f"replayed on the grid's own measurements: "
+        f"{'every level passes on every machine' if replay_all else 'NOT every level passes on every machine'}, "
+        f"{replay_mean:.0%} on average, **{'met' if replay_met else 'NOT met'}**.",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0 if ok_all else 1
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import git_rev, kept  # noqa: E402  (bench/: the script's own directory)
+
 VENV_BIN = Path(sys.executable).parent
 ENV = {
     **os.environ,
@@ -100,15 +102,6 @@ def one_task_run(inv: Path, host: str) -> float:
 
 
 DATA = ROOT / "bench" / "sweep_overhead"
-
-
-def git_rev() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -253,13 +246,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "sweep_overhead.md"))
     ap.add_argument("-e", "--extra-vars", action="append", default=[], help="passed to the sweep")
     args = ap.parse_args()
-    kept = DATA / "run.json"
-    if args.render:
-        data = json.loads(kept.read_text()) if kept.exists() else None
-    else:
-        data = measure(args)
-        DATA.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps(data, indent=1) + "\n")
+    data = kept(DATA / "run.json", args.render, lambda: measure(args))
     text, ok = render(data)
     Path(args.out).write_text(text)
     print(text)

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_overhead import ENV, ROOT, git_rev, hosts_play, make_inventory  # noqa: E402  (one host recipe)
+from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+from sweep_overhead import ENV, ROOT, hosts_play, make_inventory  # noqa: E402  (one host recipe)
 
 SEED_BEST = {1: 4, 4: 4, 16: 3, 32: 3, 64: 3}
 KEEP = ("report.md", "recommendation.json", "throughput_vs_steps.png", "results.csv", "records.jsonl", "sweep.json")

@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
 
@@ -48,12 +50,6 @@ LIMIT = 0.10
 VENV_BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}
 ENV.pop("SGLANG_API_KEY", None)
-
-
-def git_rev() -> str:
-    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    return r.stdout.strip() + ("+dirty" if dirty else "")
 
 
 def sweep(profile: Path, steps: str) -> None:

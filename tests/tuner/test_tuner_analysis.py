@@ -65,12 +65,23 @@ def test_prefer_smaller_within_one_percent():
 
 
 def test_noise_from_repeats_widens_the_tie():
-    # k3 is 3% ahead on average but the repeats scatter by ~10%: a tie, so k2 wins
+    # k3 is 3% ahead on average but the repeats scatter by ~10%: a tie within noise, and the
+    # tie-break does not give it to the cheaper k2, 3% below the best mean: the higher mean is the
+    # better bet where the data cannot separate them
     rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1100.0, 900.0])]
     rows += [row(3, 16, v, rep=i + 1) for i, v in enumerate([1130.0, 930.0, 1030.0])]
     ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))
-    assert ch.chosen.spec_steps == 2
+    assert ch.tied and ch.equivalent == ["k2-t1", "k3-t1"]
+    assert ch.chosen.spec_steps == 3
     assert ch.tolerance_pct > 5
+    assert ch.to_dict()["tie_break"].startswith("the highest mean")
+    assert "tied within noise with k2-t1" in ch.verdict
+    # the same scatter with k3 only 0.5% ahead: within 1% of the best mean, the cheaper k2 is taken
+    rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1100.0, 900.0])]
+    rows += [row(3, 16, v, rep=i + 1) for i, v in enumerate([1105.0, 905.0, 1005.0])]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))
+    assert ch.tied and ch.chosen.spec_steps == 2 and ch.best.spec_steps == 3
+    assert "within 1% of the best mean" in ch.to_dict()["tie_break"]
     # tight repeats: the same 3% is real
     rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1001.0, 999.0])]
     rows += [row(3, 16, v, rep=i + 1) for i, v in enumerate([1030.0, 1031.0, 1029.0])]
@@ -154,20 +165,44 @@ def ci_row(k, c, tput, hw_pct, *, rep=1, dep=1, status="ok", failed=0, temp=0.0)
 
 
 def test_a_winner_is_named_only_beyond_noise():
-    # k4 2.1% above k3 with +-2% intervals: tied; the tie-break takes more KV capacity (k3)
+    # k4 0.6% above k3 with +-2% intervals: tied, and within 1% of the best mean the tie-break
+    # takes more KV capacity (k3)
     cap = {"k3-t1": 295931, "k4-t1": 250000, "k2-t1": 340000}
-    rows = [ci_row(3, 32, 1657.0, 2.0), ci_row(4, 32, 1692.0, 2.0), ci_row(2, 32, 1473.0, 2.0)]
+    rows = [ci_row(3, 32, 1657.0, 2.0), ci_row(4, 32, 1667.0, 2.0), ci_row(2, 32, 1473.0, 2.0)]
     ch = analysis.choose_for_level(list(analysis.aggregate(rows, capacity=cap).values()))
     assert ch.tied and ch.best.spec_steps == 4 and ch.chosen.spec_steps == 3
     assert ch.equivalent == ["k3-t1", "k4-t1"] and ch.tied_with == ["k4-t1"]  # k2 is beyond noise below
     d = ch.to_dict()
     assert d["ci95"] == [round(1657 * 0.98, 2), round(1657 * 1.02, 2)] and d["verdict"] == "tied within noise"
     assert d["tied_with"] == ["k4-t1"] and "more KV capacity" in d["tie_break"] and d["noise"] == "requests"
+    # k4 2.1% above: still tied within noise (the verdict says so), but too far above for the
+    # tie-break to give the level to k3's capacity: the higher mean is taken
+    rows = [ci_row(3, 32, 1657.0, 2.0), ci_row(4, 32, 1692.0, 2.0), ci_row(2, 32, 1473.0, 2.0)]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows, capacity=cap).values()))
+    assert ch.tied and ch.chosen.spec_steps == 4 and ch.equivalent == ["k3-t1", "k4-t1"]
+    assert ch.verdict.startswith("tied within noise with k3-t1; tie-break: the highest mean")
     # the same 2.1% with +-0.5% intervals is real: k4 wins beyond noise
     rows = [ci_row(3, 32, 1657.0, 0.5), ci_row(4, 32, 1692.0, 0.5)]
     ch = analysis.choose_for_level(list(analysis.aggregate(rows, capacity=cap).values()))
     assert not ch.tied and ch.chosen.spec_steps == 4 and ch.tied_with == []
     assert ch.verdict == "beats k3-t1 beyond noise"
+
+
+def test_workload_tie_break_takes_the_cheaper_only_within_one_percent_of_the_top_score():
+    # two levels, +-8% intervals: k2 and k3 are tied on the workload score either way
+    cap = {"k2-t1": 300000, "k3-t1": 290000}
+
+    def rec(k3_tput):
+        rows = [ci_row(2, 4, 700.0, 8.0), ci_row(2, 32, 1600.0, 8.0)]
+        rows += [ci_row(3, 4, k3_tput, 8.0), ci_row(3, 32, 1600.0 * k3_tput / 700.0, 8.0)]
+        return analysis.recommend(analysis.aggregate(rows, capacity=cap), [4, 32], None)
+
+    far = rec(740.0)  # k3 ~5.7% above everywhere: the top score, more than 1% above k2
+    assert far.chosen.config_id == "k3-t1" and far.tied_with == ["k2-t1"]
+    assert "tied within noise with k2-t1, and it has the top score" in far.reason
+    near = rec(704.0)  # k3 0.6% above: within 1%, the tie-break takes k2's KV capacity
+    assert near.chosen.config_id == "k2-t1" and near.tied_with == ["k3-t1"]
+    assert "so the tie-break (within 1% of the top score" in near.reason
 
 
 def test_tie_break_prefers_kv_capacity_then_fewer_steps():

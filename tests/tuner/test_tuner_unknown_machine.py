@@ -110,7 +110,7 @@ def test_tuner_finds_the_best_depth_of_an_unknown_machine(tmp_path, monkeypatch)
                 # The search's picks against the oracle. The confirmation round (its own test:
                 # test_tuner_confirm_local.py) widens every interval by the deployment spread it
                 # measures, t = 4.3 on its two extra starts: on a loaded machine a 13% margin then
-                # becomes a tie and the tie-break (more KV capacity) decides, as docs/tuner.md says.
+                # becomes a tie, which the tie-break decides (docs/tuner.md "Choosing").
                 "--confirm",
                 "0",
                 "--quiet",

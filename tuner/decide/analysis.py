@@ -3,9 +3,13 @@
 Every comparison goes through the intervals of tuner/measure/stats.py: a configuration wins a level only
 when its 95% interval of aggregate throughput lies above every other's; otherwise the level is
 *tied within noise* and a documented tie-break chooses among the tied (docs/tuner.md "Choosing"):
-more KV capacity (`max_total_num_tokens`: room for longer contexts and bursts), then the cheaper
-setting (fewer steps, a narrower tree, fewer draft tokens; vLLM `tune_speculative_k` prefers the
-smaller K when the measurements cannot separate them, docs/reference/peer-tools.md §1.2).
+among those whose mean is within `MIN_REL_TOL` (1%) of the best mean, more KV capacity
+(`max_total_num_tokens`: room for longer contexts and bursts), then the cheaper setting (fewer
+steps, a narrower tree, fewer draft tokens); vLLM `tune_speculative_k` prefers the smaller K within
+1% of the best (docs/reference/peer-tools.md §1.2). A tied configuration further below the best mean
+is not taken for being cheaper: where the intervals are wide (few requests, prompts of different
+difficulty) "tied" says the data cannot separate them, not that they are equal, and the higher
+mean is the better bet; the verdict still says "tied within noise".
 
 Cells with a failed request are not compared as if complete, and with an SLO only cells that meet
 it compete (tuner/spec/slo.py). Nothing here knows any machine's numbers: every decision is relative
@@ -364,12 +368,24 @@ class LevelChoice:
         return out
 
 
+def near_best(value: float, best: float, min_rel: float = MIN_REL_TOL) -> bool:
+    """Within `min_rel` of the best mean: close enough for the tie-break to prefer the cheaper one."""
+    return value >= best * (1.0 - min_rel)
+
+
 def tie_break_reason(ch: LevelChoice) -> str:
     c = ch.chosen
-    tied = [p for p in (ch.best, ch.runner_up) if p is not None and p is not c and p.config_id in ch.equivalent]
-    if c.kv_tokens is not None and any(p.kv_tokens is not None and p.kv_tokens < c.kv_tokens for p in tied):
-        return f"more KV capacity ({c.kv_tokens} tokens)"
-    return f"fewer steps / cheaper setting (spec_steps {c.spec_steps})"
+    best = ch.best.mean
+    near = [
+        p
+        for p in (ch.best, ch.runner_up)
+        if p is not None and p is not c and p.config_id in ch.equivalent and near_best(p.mean, best)
+    ]
+    if not near:
+        return f"the highest mean (the others tied are more than {MIN_REL_TOL:.0%} below it)"
+    if c.kv_tokens is not None and any(p.kv_tokens is not None and p.kv_tokens < c.kv_tokens for p in near):
+        return f"more KV capacity ({c.kv_tokens} tokens) within {MIN_REL_TOL:.0%} of the best mean"
+    return f"fewer steps / cheaper setting (spec_steps {c.spec_steps}) within {MIN_REL_TOL:.0%} of the best mean"
 
 
 def _exclusions(points: Sequence[PointStats]) -> dict[str, str]:
@@ -407,7 +423,7 @@ def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL)
         return None
     best = max(pts, key=lambda p: (p.mean, [-x for x in p.order_key[:3]]))
     equivalent = sorted((p for p in pts if not best.beats(p)), key=lambda p: p.tie_key)
-    chosen = equivalent[0]
+    chosen = next(p for p in equivalent if near_best(p.mean, best.mean, min_rel))
     others = [p for p in pts if p is not chosen]
     runner_up = max(others, key=lambda p: p.mean) if others else None
     tol = tolerance(best, runner_up, min_rel) if runner_up else min_rel * best.mean
@@ -557,7 +573,7 @@ def recommend(
     top = max(scores, key=lambda k: scores[k])
     first = {cid: configs[cid][scored_levels[0]] for cid in scores}
     equivalent = sorted((cid for cid in scores if not st.beats(ivs[top], ivs[cid])), key=lambda cid: first[cid].tie_key)
-    chosen = equivalent[0]
+    chosen = next(cid for cid in equivalent if near_best(scores[cid], scores[top], min_rel))
     ranked = sorted(scores, key=lambda k: -scores[k])
     others = [k for k in ranked if k != chosen]
     levels_txt = ", ".join(str(c) for c in scored_levels)
@@ -568,9 +584,10 @@ def recommend(
     if others:
         reason += f", next {others[0]} {scores[others[0]]:.3f}"
     if len(equivalent) > 1:
-        reason += (
-            f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, "
-            "so the tie-break (more KV capacity, then fewer steps) chose it"
+        reason += f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, " + (
+            "so the tie-break (within 1% of the top score: more KV capacity, then fewer steps) chose it"
+            if any(c != chosen and near_best(scores[c], scores[top], min_rel) for c in equivalent)
+            else "and it has the top score (the others tied are more than 1% below it)"
         )
     elif others:
         reason += ", beyond noise"

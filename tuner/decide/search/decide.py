@@ -39,8 +39,8 @@ class Threat:
 
 def level_threat(lp: LevelPrediction, choice: LevelChoice | None) -> Threat:
     """The chance this configuration beats the best measured at the level by more than the choice's
-    tolerance. One that could at most tie is not worth a deployment: among equals the choice takes
-    the cheapest measured one, and the throughput is the same."""
+    tolerance. One that could at most tie is not worth a deployment: what it could add is within the
+    level's noise, and a sweep that deployed it would still call the level tied within noise."""
     if choice is None:
         return Threat(lp.concurrency, 0.0, 1.0)
     return beat_chance(lp, choice.best)

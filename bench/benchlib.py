@@ -1,0 +1,45 @@
+"""What the bench scripts share: the revision a run records, and the kept-data round trip.
+
+Every bench page is written by its script from data kept beside it (`bench/<name>/`): a run
+measures and keeps, `--render` rebuilds the page from what was kept and measures nothing. One copy
+of each here, so that every page records its code the same way (bench scripts run as
+`python bench/<name>.py`, which puts this directory on sys.path).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def git_rev(*paths: str) -> str:
+    """HEAD's short hash, marked `+uncommitted` when the working tree differs from it (under `paths`
+    only, when given: the code the bench ran), since the run then measured code that no revision
+    holds; `unknown` outside a git checkout."""
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", *paths], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + ("+uncommitted" if dirty else "")
+
+
+def kept(path: Path, render: bool, measure: Callable[[], Any]) -> Any:
+    """With `render`, the data kept at `path` (None when nothing is kept); otherwise a fresh
+    measurement, written to `path` before anything is rendered from it, so that a page always shows
+    what is kept."""
+    if render:
+        return json.loads(path.read_text()) if path.exists() else None
+    data = measure()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return data
