@@ -15,18 +15,24 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# what a bench runs: the code, not the kept data and pages that benches write while they run
+CODE = ("tuner", "plugins", "roles", "playbooks", "inventory", "tests", "scripts", "bench/*.py")
 
 
 def git_rev(*paths: str) -> str:
-    """HEAD's short hash, marked `+uncommitted` when the working tree differs from it (under `paths`
-    only, when given: the code the bench ran), since the run then measured code that no revision
-    holds; `unknown` outside a git checkout."""
+    """HEAD's short hash, marked `+uncommitted` when the code differs from it (`paths`, by default
+    `CODE`), since the run then measured code that no revision holds; `unknown` outside a git
+    checkout."""
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", *paths], cwd=ROOT, capture_output=True, text=True, check=True
+            ["git", "status", "--porcelain", "--", *(paths or CODE)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
