@@ -34,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
 from sweep_overhead import ENV, ROOT, hosts_play, make_inventory  # noqa: E402  (one host recipe)
 
+from tuner.decide import analysis  # noqa: E402
+
 SEED_BEST = {1: 4, 4: 4, 16: 3, 32: 3, 64: 3}
 KEEP = ("report.md", "recommendation.json", "throughput_vs_steps.png", "results.csv", "records.jsonl", "sweep.json")
 
@@ -61,6 +63,15 @@ def sweep(inv: Path, steps: str, out: Path) -> tuple[dict, float]:
         check=True,
     )
     return json.loads((out / "recommendation.json").read_text()), time.perf_counter() - t0
+
+
+def _same_today(rec: dict) -> bool:
+    """Whether today's tie-break (the cheaper only within 1% of the best mean) makes the kept picks."""
+    for b in rec["by_concurrency"].values():
+        raw = b.get("raw_best")
+        if raw and b["output_tok_s"] < raw["output_tok_s"] * (1 - analysis.MIN_REL_TOL):
+            return False
+    return True
 
 
 def main() -> int:
@@ -134,8 +145,15 @@ def main() -> int:
         "(256 in / 256 out tokens, temperature 0, ignore_eos, one repeat, each level run until its 95% "
         "interval of aggregate tok/s is within +-2% or a cap is hit: the precision loop of issue #11). A "
         "level's winner is named only beyond noise; otherwise it is tied within noise and the tie-break "
-        "(more KV capacity, then fewer steps) chooses. "
-        "The seed's answer: docs/reference/seed-campaign.md. Each sweep's report, plot and "
+        "chooses (docs/tuner.md \"Choosing\"). The kept sweeps' picks are their recommendation.json's, made "
+        "under the tie-break of their day (the cheapest of all the tied; no records were kept to rebuild them); "
+        "today's takes the cheaper only within 1% of the best mean: "
+        + (
+            "every pick below is the best mean or within 1% of it, so today's rule makes the same picks. "
+            if all(_same_today(rec) for rec, _wall in results.values())
+            else "**some picks below are more than 1% under the best mean: today's rule would pick otherwise**. "
+        )
+        + "The seed's answer: docs/reference/seed-campaign.md. Each sweep's report, plot and "
         f"recommendation are kept in `{keep_dir.relative_to(ROOT)}/`.",
         "",
     ]
