@@ -2,14 +2,16 @@
 
 Every comparison goes through the intervals of tuner/measure/stats.py: a configuration wins a level only
 when its 95% interval of aggregate throughput lies above every other's; otherwise the level is
-*tied within noise* and a documented tie-break chooses among the tied (docs/tuner.md "Choosing"):
-among those whose mean is within `MIN_REL_TOL` (1%) of the best mean, more KV capacity
+*tied within noise* and a documented tie-break chooses among the tied (docs/tuner.md "Choosing").
+Per level: among those whose mean is within `MIN_REL_TOL` (1%) of the best mean, more KV capacity
 (`max_total_num_tokens`: room for longer contexts and bursts), then the cheaper setting (fewer
 steps, a narrower tree, fewer draft tokens); vLLM `tune_speculative_k` prefers the smaller K within
 1% of the best (docs/reference/peer-tools.md §1.2). A tied configuration further below the best mean
 is not taken for being cheaper: where the intervals are wide (few requests, prompts of different
 difficulty) "tied" says the data cannot separate them, not that they are equal, and the higher
-mean is the better bet; the verdict still says "tied within noise".
+mean is the better bet; the verdict still says "tied within noise". For the workload's one
+configuration (`recommend` over several levels) a tie of the scores takes the cheapest of all the
+tied: no level's throughput decides there, and capacity is what the high-load levels need.
 
 Cells with a failed request are not compared as if complete, and with an SLO only cells that meet
 it compete (tuner/spec/slo.py). Nothing here knows any machine's numbers: every decision is relative
@@ -573,7 +575,10 @@ def recommend(
     top = max(scores, key=lambda k: scores[k])
     first = {cid: configs[cid][scored_levels[0]] for cid in scores}
     equivalent = sorted((cid for cid in scores if not st.beats(ivs[top], ivs[cid])), key=lambda cid: first[cid].tie_key)
-    chosen = next(cid for cid in equivalent if near_best(scores[cid], scores[top], min_rel))
+    # One configuration for every level: where the scores cannot be told apart, the workload is
+    # indifferent within noise and the cheaper (more KV capacity for the high-load levels' bursts,
+    # then fewer steps) is taken, however far apart the means (docs/tuner.md "Choosing").
+    chosen = equivalent[0]
     ranked = sorted(scores, key=lambda k: -scores[k])
     others = [k for k in ranked if k != chosen]
     levels_txt = ", ".join(str(c) for c in scored_levels)
@@ -584,10 +589,9 @@ def recommend(
     if others:
         reason += f", next {others[0]} {scores[others[0]]:.3f}"
     if len(equivalent) > 1:
-        reason += f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, " + (
-            "so the tie-break (within 1% of the top score: more KV capacity, then fewer steps) chose it"
-            if any(c != chosen and near_best(scores[c], scores[top], min_rel) for c in equivalent)
-            else "and it has the top score (the others tied are more than 1% below it)"
+        reason += (
+            f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, "
+            "so the tie-break (more KV capacity, then fewer steps) chose it"
         )
     elif others:
         reason += ", beyond noise"
