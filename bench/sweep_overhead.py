@@ -32,7 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from benchlib import git_rev, kept  # noqa: E402  (bench/: the script's own directory)
+from tuner_testlib import sweep_cmd  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 ENV = {
@@ -114,15 +116,9 @@ def measure(args: argparse.Namespace) -> dict:
         hosts_play(inv, "present")
         before = [one_task_run(inv, host) for _ in range(args.runs)]
         out = work / "sweep"
-        cmd = [
-            sys.executable,
-            "-m",
-            "tuner",
-            "sweep",
-            "--out",
-            str(out),
-            "--inventory",
-            str(inv),
+        cmd = sweep_cmd(
+            out,
+            inv,
             "--steps",
             args.steps,
             "--concurrency",
@@ -140,7 +136,7 @@ def measure(args: argparse.Namespace) -> dict:
             "grid",
             "--confirm",
             "0",
-        ]
+        )
         for e in args.extra_vars:
             cmd += ["-e", e]
         t0 = time.perf_counter()

@@ -34,7 +34,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory
+from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, sweep_cmd
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
 pytestmark = [pytest.mark.cost(170), pytest.mark.systemd, pytest.mark.slow]
@@ -65,15 +65,9 @@ def inventory(tmp_path_factory):
 def test_the_phase_measures_the_envelope_and_deploy_best_runs_the_recommendation(inventory, tmp_path):
     out = tmp_path / "out"
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "sweep",
-            "--out",
-            str(out),
-            "--inventory",
-            str(inventory),
+        sweep_cmd(
+            out,
+            inventory,
             "--search",
             "grid",
             "--steps",
@@ -93,7 +87,7 @@ def test_the_phase_measures_the_envelope_and_deploy_best_runs_the_recommendation
             "--deploy-best",
             "-e",
             "sglang_server_sglang_version=0.5.23",
-        ],
+        ),
         cwd=ROOT,
         env=ENV,
         capture_output=True,

@@ -12,12 +12,11 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 
 import pytest
-from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, grep_tree
+from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, grep_tree, sweep_cmd
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
 pytestmark = [pytest.mark.cost(60), pytest.mark.systemd, pytest.mark.slow]
@@ -37,15 +36,9 @@ def test_sweep_end_to_end(inventory, tmp_path):
     out = tmp_path / "out"
     env = {**ENV, "SGLANG_API_KEY": KEY}
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "sweep",
-            "--out",
-            str(out),
-            "--inventory",
-            str(inventory),
+        sweep_cmd(
+            out,
+            inventory,
             "--search",
             "grid",
             "--confirm",
@@ -64,7 +57,7 @@ def test_sweep_end_to_end(inventory, tmp_path):
             # the deploy sequence is pinned below; the correctness gate's own deploy and checks are
             # tests/tuner/test_verify_sweep_local.py's and tests/roles/test_sglang_server_verify_host.py's
             "--no-verify",
-        ],
+        ),
         cwd=ROOT,
         env=env,
         capture_output=True,

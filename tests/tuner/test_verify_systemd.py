@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 import yaml
-from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory
+from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, sweep_cmd
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
 pytestmark = [pytest.mark.cost(110), pytest.mark.systemd, pytest.mark.slow]
@@ -80,15 +79,9 @@ def test_each_fault_is_caught_excluded_and_never_deployed(inventory, tmp_path):
     )
     out = tmp_path / "out"
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "sweep",
-            "--out",
-            str(out),
-            "--inventory",
-            str(inventory),
+        sweep_cmd(
+            out,
+            inventory,
             "--search",
             "grid",
             "--no-early-stop",
@@ -108,7 +101,7 @@ def test_each_fault_is_caught_excluded_and_never_deployed(inventory, tmp_path):
             "--deploy-best",
             "-e",
             f"@{faults}",
-        ],
+        ),
         cwd=ROOT,
         env=ENV,
         capture_output=True,

@@ -47,21 +47,23 @@ def local_target_args(out: Path, inventory: Path) -> list[str]:
     """`tuner sweep`'s output folder and target: the local hosts of `local_inventory`, deployed
     through fixtures/local_emulator_deploy.yml (the sweep tests pass these to `cli.main` with their
     own options)."""
-    return [
-        "--out",
-        str(out),
-        "--inventory",
-        str(inventory),
-        "--playbook",
-        str(FIXTURES / "local_emulator_deploy.yml"),
-        "-e",
-        f"project_dir={ROOT}",
-    ]
+    return ["--out", str(out), "--inventory", str(inventory), *local_deploy_args()]
+
+
+def local_deploy_args() -> list[str]:
+    """The playbook that deploys to `local_inventory`'s hosts, and the checkout it runs from."""
+    return ["--playbook", str(FIXTURES / "local_emulator_deploy.yml"), "-e", f"project_dir={ROOT}"]
+
+
+def sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
+    """`python -m tuner sweep --out OUT --inventory INVENTORY ARGS...` with this Python: the sweep as
+    tests and benchmarks run it in a subprocess."""
+    return [sys.executable, "-m", "tuner", "sweep", "--out", str(out), "--inventory", str(inventory), *args]
 
 
 def local_sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
-    """`python -m tuner sweep` on `local_target_args` (benchmarks run it as a subprocess)."""
-    return [sys.executable, "-m", "tuner", "sweep", *local_target_args(out, inventory), *args]
+    """`sweep_cmd` on the local hosts of `local_inventory` (`local_deploy_args`)."""
+    return sweep_cmd(out, inventory, *local_deploy_args(), *args)
 
 
 def stop_local_emulators(state_dir: Path, wait_s: float = 5.0) -> None:
