@@ -9,7 +9,8 @@
 #              installed from its tarball, the tuner end to end
 # A stage passes only when it ran tests and skipped none that CI must run: scripts/check_skips.py
 # reads each pytest stage's junit report against tests/allowed_skips.yml. Every stage runs even
-# when an earlier one failed (one run shows every problem); the exit status is 1 if any failed.
+# when another failed (one run shows every problem); the exit status is 1 if any failed. The whole
+# run (no argument, `all`) runs the three stages side by side (run_side_by_side, below).
 # Everything a test run makes (containers, network namespaces, veths, emulator processes) carries
 # its run id SGLANG_TUNE_RUN (tests/conftest.py); the trap removes that run's and nothing else,
 # so the user's own emulator hosts (`make demo`) survive.
@@ -21,9 +22,16 @@ export SGLANG_TUNE_RUN=${SGLANG_TUNE_RUN:-test-$(date +%Y%m%d%H%M%S)-$$}
 REPORTS="$PWD/.cache/test-reports/$SGLANG_TUNE_RUN"
 mkdir -p "$REPORTS"
 
+children=()  # the process groups of stages running side by side (run_side_by_side)
 cleanup() {
-  local rc=$?
-  ./scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true
+  local rc=$? pgid
+  trap - EXIT INT TERM  # once: the `exit` below would call it again
+  # an interrupted side-by-side run: stop every stage's process group before removing its hosts
+  for pgid in "${children[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null || true; done
+  [ ${#children[@]} -eq 0 ] || sleep 3
+  for pgid in "${children[@]}"; do kill -KILL -- "-$pgid" 2>/dev/null || true; done
+  # a stage run by run_side_by_side leaves the run's hosts to the run that started it
+  [ "${SGLANG_TUNE_STAGE_CHILD:-0}" = 1 ] || ./scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true
   exit "$rc"
 }
 trap cleanup EXIT INT TERM
@@ -68,6 +76,10 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # Measured on this 2-core VM, quiet, 2026-12-02: unit 361 s on 3 workers, 299 s on 4; systemd over
 # the podman connection 844 s on 2, 673 s on 3; over SSH (inventory/emulator.yml) 643 s on 3, 589 s
 # on 4 (935 CPU-seconds of 1,178, 361 of them in the containers: bound by the CPU's work now).
+# 2026-12-03, with process accounting (acct's `sa`): alone, the unit stage used 410 CPU-seconds in
+# 343 s (about one core) and the systemd stage 911 in 641 s (Ansible 600 of them: 119 playbook
+# runs, 3,655 task forks, 874 module runs in the containers); side by side with lint, the whole run
+# took 859 s (14.3 min) against 16-17 min one stage after the other: bound by the CPU's work.
 UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 
@@ -81,11 +93,56 @@ run_systemd() {
   pytest_stage systemd -m systemd -n "$SYSTEMD_WORKERS" --dist loadfile
 }
 
+# `all` runs the three stages side by side: the unit stage waits on emulator processes and HTTP
+# (about one core busy of two alone) while the systemd stage waits on containers starting and
+# servers gating, so together they keep both cores busy. Each stage is this script run again for
+# that stage, in a process group of its own (so an interrupted run stops all of it), writing its
+# own log, printed whole when the stage ends (never interleaved); a line a minute says which are
+# still running. Only this process removes the run's hosts, once every stage has ended.
+# SGLANG_TUNE_SERIAL=1 runs the stages one after the other in this process instead.
+run_side_by_side() {
+  local t0=$SECONDS name pid note=60 rc
+  local -A pids=()
+  stage "lint, unit and systemd side by side (logs: $REPORTS/<stage>.log)"
+  for name in lint unit systemd; do
+    SGLANG_TUNE_STAGE_CHILD=1 setsid ./scripts/test.sh "$name" > "$REPORTS/$name.log" 2>&1 &
+    pids[$name]=$!
+  done
+  children=("${pids[@]}")
+  while [ ${#pids[@]} -gt 0 ]; do
+    for name in lint unit systemd; do
+      pid=${pids[$name]:-}
+      if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+        rc=0
+        wait "$pid" || rc=$?
+        unset "pids[$name]"
+        cat "$REPORTS/$name.log"
+        printf -- '-- stage %s: %s after %d s\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - t0))
+        [ "$rc" = 0 ] || failed+=("$name")
+      fi
+    done
+    if [ ${#pids[@]} -gt 0 ]; then
+      sleep 2
+      if [ $((SECONDS - t0)) -ge "$note" ]; then
+        printf -- '-- %d s: still running: %s\n' $((SECONDS - t0)) "${!pids[*]}"
+        note=$((note + 60))
+      fi
+    fi
+  done
+  children=()
+}
+
 case "$what" in
   lint) run_lint ;;
   unit) run_unit ;;
   systemd) run_systemd ;;
-  all) run_lint; run_unit; run_systemd ;;
+  all)
+    if [ "${SGLANG_TUNE_SERIAL:-0}" = 1 ]; then
+      run_lint; run_unit; run_systemd
+    else
+      run_side_by_side
+    fi
+    ;;
   *) echo "usage: $0 [lint|unit|systemd|all]" >&2; exit 2 ;;
 esac
 if [ ${#failed[@]} -gt 0 ]; then

@@ -21,7 +21,7 @@ import yaml
 from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = pytest.mark.cost(45)
+pytestmark = pytest.mark.cost(30)
 
 HOST, INDEX = "coll-e2e-131", 131
 COLLECTION = ("sglang_tune", "serving")

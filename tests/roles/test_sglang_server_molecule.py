@@ -13,7 +13,7 @@ KEY = "molecule-Secret-Key-7f3a"  # molecule/base.yml
 @pytest.mark.systemd
 @pytest.mark.slow
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-@pytest.mark.cost(240)
+@pytest.mark.cost(270)
 @pytest.mark.parametrize("scenario", ["default", "rollback"])
 def test_molecule_scenario(need_podman, frozen_wheelhouse, tmp_path, scenario):
     home = tmp_path / "home"

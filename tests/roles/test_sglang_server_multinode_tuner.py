@@ -13,9 +13,10 @@ import subprocess
 import pytest
 from multinode_testlib import TwoNodes
 from roles_testlib import ROOT, VENV_BIN, ansible_env
+from tuner_cli import sweep_cmd
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = pytest.mark.cost(160)
+pytestmark = pytest.mark.cost(165)
 
 PAIR = TwoNodes(
     head="mn22-a",
@@ -41,20 +42,13 @@ def test_the_tuner_sweeps_the_group_as_one_server(group):
     """`python -m tuner sweep` deploys each configuration to both nodes and benchmarks rank 0 only."""
     import csv
     import json
-    import sys
 
     tmp, inv = group
     out = tmp / "sweep"
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "sweep",
-            "--out",
-            str(out),
-            "--inventory",
-            str(inv),
+        sweep_cmd(
+            out,
+            inv,
             "--search",
             "grid",
             "--steps",
@@ -67,7 +61,7 @@ def test_the_tuner_sweeps_the_group_as_one_server(group):
             "32",
             "--output-len",
             "32",
-        ],
+        ),
         cwd=ROOT,
         env={**ansible_env(), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
         capture_output=True,

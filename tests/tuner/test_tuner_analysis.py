@@ -188,6 +188,18 @@ def test_a_winner_is_named_only_beyond_noise():
     assert ch.verdict == "beats k3-t1 beyond noise"
 
 
+def test_the_tie_break_reason_states_the_closeness_the_choice_used():
+    # k4 2.1% above k3, both +-2%: tied. At the default 1% the higher mean is taken and the reason
+    # says 1%; asked for 3%, the cheaper (more KV capacity) is taken and the reason says 3%
+    cap = {"k3-t1": 295931, "k4-t1": 250000}
+    pts = list(analysis.aggregate([ci_row(3, 32, 1657.0, 2.0), ci_row(4, 32, 1692.0, 2.0)], capacity=cap).values())
+    ch = analysis.choose_for_level(pts)
+    assert ch.chosen.spec_steps == 4 and ch.to_dict()["tie_break"].endswith("more than 1% below it)")
+    ch = analysis.choose_for_level(pts, min_rel=0.03)
+    assert ch.chosen.spec_steps == 3 and ch.min_rel == 0.03
+    assert ch.to_dict()["tie_break"] == "more KV capacity (295931 tokens) within 3% of the best mean"
+
+
 def test_workload_tie_break_takes_the_cheapest_of_the_tied_scores():
     # two levels, +-8% intervals: k2 and k3 are tied on the workload score. Per level the higher mean
     # (more than 1% above) is taken; for the one configuration of the workload the cheaper is, since

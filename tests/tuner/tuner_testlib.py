@@ -19,6 +19,7 @@ import yaml
 # tests/helpers is on sys.path under pytest (tests/conftest.py); the benches import this file directly
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from emulator_proc import emulator, emulator_cmd, free_port, wait_for_health  # noqa: E402,F401
+from tuner_cli import sweep_cmd  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -53,12 +54,6 @@ def local_target_args(out: Path, inventory: Path) -> list[str]:
 def local_deploy_args() -> list[str]:
     """The playbook that deploys to `local_inventory`'s hosts, and the checkout it runs from."""
     return ["--playbook", str(FIXTURES / "local_emulator_deploy.yml"), "-e", f"project_dir={ROOT}"]
-
-
-def sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:
-    """`python -m tuner sweep --out OUT --inventory INVENTORY ARGS...` with this Python: the sweep as
-    tests and benchmarks run it in a subprocess."""
-    return [sys.executable, "-m", "tuner", "sweep", "--out", str(out), "--inventory", str(inventory), *args]
 
 
 def local_sweep_cmd(out: Path, inventory: Path, *args: str) -> list[str]:

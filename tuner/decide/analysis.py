@@ -300,6 +300,7 @@ class LevelChoice:
     tied_with: list[str] = field(default_factory=list)  # config_ids whose interval overlaps the chosen one's
     excluded: dict[str, str] = field(default_factory=dict)  # config_id -> why it did not compete
     temperature: float = 0.0
+    min_rel: float = MIN_REL_TOL  # the tie-break's "near the best mean" (choose_for_level's argument)
 
     @property
     def tied(self) -> bool:
@@ -381,13 +382,13 @@ def tie_break_reason(ch: LevelChoice) -> str:
     near = [
         p
         for p in (ch.best, ch.runner_up)
-        if p is not None and p is not c and p.config_id in ch.equivalent and near_best(p.mean, best)
+        if p is not None and p is not c and p.config_id in ch.equivalent and near_best(p.mean, best, ch.min_rel)
     ]
     if not near:
-        return f"the highest mean (the others tied are more than {MIN_REL_TOL:.0%} below it)"
+        return f"the highest mean (the others tied are more than {ch.min_rel:.0%} below it)"
     if c.kv_tokens is not None and any(p.kv_tokens is not None and p.kv_tokens < c.kv_tokens for p in near):
-        return f"more KV capacity ({c.kv_tokens} tokens) within {MIN_REL_TOL:.0%} of the best mean"
-    return f"fewer steps / cheaper setting (spec_steps {c.spec_steps}) within {MIN_REL_TOL:.0%} of the best mean"
+        return f"more KV capacity ({c.kv_tokens} tokens) within {ch.min_rel:.0%} of the best mean"
+    return f"fewer steps / cheaper setting (spec_steps {c.spec_steps}) within {ch.min_rel:.0%} of the best mean"
 
 
 def _exclusions(points: Sequence[PointStats]) -> dict[str, str]:
@@ -439,6 +440,7 @@ def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL)
         tied_with=[p.config_id for p in pts if p is not chosen and p.interval.overlaps(chosen.interval)],
         excluded=excluded,
         temperature=best.temperature,
+        min_rel=min_rel,
     )
 
 
