@@ -663,12 +663,15 @@ _PRELAUNCH_FOREIGN_RE = re.compile(
 
 def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool:
     if ln.sglang:
+        # Only the "[ts] WARNING server_args.py:2326: ..." form precedes server_args= in a launch:
+        # a ranked, uvicorn or untagged line ("[ts] Received sigquit from a child process") is the
+        # previous launch's, however close its stamp is to this process's start.
+        if ln.ranks or ln.uvicorn or ln.level is None:
+            return False
         ts = parse_timestamp(ln.timestamp) if not_before is not None else None
         if ts is not None and not_before is not None:
             return ts >= not_before - slack_s
-        if ln.ranks or ln.uvicorn:
-            return False
-        return ln.level is not None  # "[ts] WARNING server_args.py:2326: ..." form
+        return True
     msg = ln.message
     if _TRACEBACK_RE.search(msg) or _exception_line(msg) or msg.startswith("File "):
         return False

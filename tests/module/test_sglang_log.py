@@ -518,6 +518,25 @@ def test_current_launch_waits_for_this_process_when_start_time_is_known():
     assert L.current_launch(lines, not_before=second_start + 3600) == []
 
 
+def test_current_launch_leaves_the_previous_launchs_last_line_even_stamped_within_the_slack():
+    # Seen in `make test` under load (tests/module/test_integration_systemd.py): a launch that
+    # failed wrote its last line ("Received sigquit ...", no level tag) a second before the unit
+    # restarted; the next launch's "[ts] INFO server_args.py" line precedes its server_args=.
+    # Within the 2 s slack by its stamp, the old line is still the old launch's.
+    lines = [
+        "[2026-12-03 02:57:21] server_args=ServerArgs(model_path='/models/a', speculative_num_steps=3)",
+        "[2026-12-03 02:57:22 TP0] KV Cache is allocated. #tokens: 1000, K size: 3.06 GB, V size: 3.06 GB",
+        "[2026-12-03 02:57:23] Received sigquit from a child process. It usually means the child failed.",
+        "[2026-12-03 02:57:26] INFO server_args.py:1835: Attention backend not specified. Use flashinfer backend by default.",
+        "[2026-12-03 02:57:26] server_args=ServerArgs(model_path='/models/a', speculative_num_steps=None)",
+        "[2026-12-03 02:57:29] The server is fired up and ready to roll!",
+    ]
+    start = L.parse_timestamp("2026-12-03 02:57:25")
+    for cur in (L.current_launch(lines, not_before=start), L.current_launch(lines)):
+        assert cur == lines[3:], cur
+        assert L.find_fatal(cur) is None
+
+
 def test_current_launch_without_server_args_is_the_whole_text():
     lines = load_fixture("sglang-dev-0.5.10_tp2_qwen35_9b_mamba.log")
     assert L.current_launch(lines) == lines
