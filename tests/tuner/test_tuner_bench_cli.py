@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 
-import pytest
 from tuner_testlib import emulator, grep_tree
 
 from tuner import cli
@@ -13,7 +12,6 @@ from tuner import cli
 KEY = "sk-bench-cli-31337"
 
 
-@pytest.mark.cost(32)
 def test_bench_writes_the_sweep_outputs_without_the_key(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SGLANG_API_KEY", KEY)
     out = tmp_path / "b"

@@ -20,7 +20,6 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.cost(55)
 @pytest.mark.slow
 @pytest.mark.parametrize("budget", [1, 2])
 def test_confirmation_round_redeploys_contenders_within_its_budget(tmp_path, monkeypatch, capsys, budget):

@@ -58,7 +58,6 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.cost(70)
 @pytest.mark.slow
 def test_failing_configurations_are_excluded_and_never_deployed(inv, tmp_path, capsys):
     out = tmp_path / "out"
@@ -115,7 +114,6 @@ def test_no_verify_says_the_outputs_were_not_checked(inv, tmp_path, capsys):
     assert "The outputs were not checked (--no-verify)" in report
 
 
-@pytest.mark.cost(60)
 @pytest.mark.slow
 def test_exact_round_catches_what_the_threshold_lets_through_and_checks_the_next_pick(inv, tmp_path, capsys):
     """SGLang 0.5.9 (the emulator's default) has --enable-deterministic-inference. k2 is the faster
