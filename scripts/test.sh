@@ -99,21 +99,22 @@ run_systemd() {
 # in a process group of its own (so an interrupted run stops all of it), writing its own log,
 # printed whole when the stage ends (never interleaved); a line a minute says which are still
 # running. Only this process removes the run's hosts, once every stage has ended.
-# Not the default: on this project's 2-core VM (2026-12-03, five runs) side by side took 14.3-17.0
-# minutes against 16.1-17.3 one after the other: the suite is about 1,600 CPU-seconds of work, so
-# two cores gain little, while the real-time tests run twice as long under the load (two tests
-# failed so, both fixed since). With more cores the stages do not compete and it pays.
+# Not the default: on this project's 2-core VM (2026-12-03, five runs, with a unit-test order
+# since taken back) side by side took 14.3-17.0 minutes against 16.1-17.3 one after the other:
+# the suite is about 1,600 CPU-seconds of work, so two cores gain little, while the real-time
+# tests run twice as long under the load (two tests failed so, both fixed since). With more cores
+# the stages do not compete and it pays.
 run_side_by_side() {
-  local t0=$SECONDS name pid note=60 rc
+  local t0=$SECONDS name pid note=60 rc stages=(lint unit systemd)
   local -A pids=()
   stage "lint, unit and systemd side by side (logs: $REPORTS/<stage>.log)"
-  for name in lint unit systemd; do
+  for name in "${stages[@]}"; do
     SGLANG_TUNE_STAGE_CHILD=1 setsid ./scripts/test.sh "$name" > "$REPORTS/$name.log" 2>&1 &
     pids[$name]=$!
   done
   children=("${pids[@]}")
   while [ ${#pids[@]} -gt 0 ]; do
-    for name in lint unit systemd; do
+    for name in "${stages[@]}"; do
       pid=${pids[$name]:-}
       if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
         rc=0
