@@ -22,6 +22,8 @@ os.environ.setdefault("SGLANG_TUNE_RUN", f"pytest-{uuid.uuid4().hex[:12]}")
 # tests/helpers/emulator_proc.py: the one way tests start an emulator (and benches import it too)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
+from xdist_order import FilesInCollectionOrder  # noqa: E402
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Start the systemd stage's longest test files first (scripts/test.sh: --dist loadfile).
@@ -29,7 +31,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     A file's tests share the host its fixture made, so xdist keeps a file on one worker, and the
     stage lasts as long as its busiest worker: a long file started last makes the whole run wait
     for it. Files marked `cost(seconds)` (their measured duration) go first, longest first; the
-    rest keep collection order. (Not --dist loadgroup: pytest-xdist 3.6-3.8 marks a group on
+    rest keep collection order (`FilesInCollectionOrder` hands them out in this order). (Not --dist loadgroup: pytest-xdist 3.6-3.8 marks a group on
     `item._nodeid`, which pytest 9 no longer reads, so every test would be its own group.)
     The unit stage (--dist load) keeps collection order: sorting its ten longest tests first made
     it slower, 661 s against 334-400 s (2026-12-03, one run one stage after the other).
@@ -40,3 +42,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return -float(cost.args[0]) if cost and item.get_closest_marker("systemd") else 0.0
 
     items.sort(key=key)  # stable: a file's tests stay together and in order
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> FilesInCollectionOrder | None:
+    """The systemd stage's scheduler (`--dist loadfile`): `FilesInCollectionOrder`."""
+    return FilesInCollectionOrder(config, log) if config.getvalue("dist") == "loadfile" else None
