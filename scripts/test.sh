@@ -75,7 +75,8 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # own host names and index range; the longest files start first, by their `cost` marks, and a
 # worker gets its next file only when it is down to its last test (tests/helpers/xdist_order.py:
 # xdist's own loadfile hands out files by their number of tests and queues more behind a long
-# one; the systemd stage took 565 s with this order against 633-641 s with xdist's, 2026-12-03).
+# one; the systemd stage took 565-678 s with this order against 633-641 s with xdist's, its wall
+# time 1.06-1.08 times its tests' summed durations over 4 workers against 1.29-1.33, 2026-12-03).
 # SGLANG_TUNE_WORKERS=0 runs everything in one process.
 # Measured on this 2-core VM, quiet, 2026-12-02: unit 361 s on 3 workers, 299 s on 4; systemd over
 # the podman connection 844 s on 2, 673 s on 3; over SSH (inventory/emulator.yml) 643 s on 3, 589 s
