@@ -77,7 +77,7 @@ def test_every_test_is_sent_once_and_every_worker_is_shut_down_at_the_end():
     collection = [f"f{i}.py::t{j}" for i in range(7) for j in range(i % 3 + 1)]
     sched, nodes = start(FilesInCollectionOrder, collection, 3)
     done: set[str] = set()
-    while any(len(n.sent) > len([t for t in n.sent if t in done]) for n in nodes):
+    while any(t not in done for n in nodes for t in n.sent):
         for node in nodes:
             todo = [t for t in node.sent if t not in done]
             if todo:

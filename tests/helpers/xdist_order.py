@@ -12,14 +12,15 @@ class FilesInCollectionOrder(LoadFileScheduling):
     """pytest-xdist's `--dist loadfile`, but longest first and never queued behind a long file.
 
     xdist 3.6 hands out files by their number of tests (most first), not in collection order, so
-    tests/conftest.py's `cost` sort did not reach the workers; and it tops a worker up while it holds two
-    tests or fewer not yet run, so a worker running a one-test file of four minutes held up to two
-    more files that idle workers could have run. Here files go in collection order, and a worker
-    gets its next file only when it holds at most one test not yet run (an xdist worker runs a
-    test only once it knows the next one, so one must wait queued). Replayed on the systemd
+    tests/conftest.py's `cost` sort did not reach the workers; and it tops a worker up while it
+    holds two tests or fewer not yet run, so a worker running a one-test file of four minutes held
+    up to two more files that idle workers could have run. Here files go in collection order, and
+    a worker gets its next file only when it holds at most one test not yet run (an xdist worker
+    runs a test only once it knows the next one, so one must wait queued). Replayed on the systemd
     stage's measured file durations (2026-12-03), the busiest of four workers: 588 s with xdist's
-    order and top-up, 503 s with these; run, the stage took 565, 574 and 678 s (a slower stretch) against 633-641 s: 1.06-1.08 times
-    the sum of its tests' durations over four workers, against 1.29-1.33.
+    order and top-up, 503 s with these. Run, the stage took 565, 574 and 678 s (a slower stretch)
+    against 633-641 s: 1.06-1.08 times the sum of its tests' durations over four workers, against
+    1.29-1.33.
     """
 
     _ordered = False
@@ -29,7 +30,7 @@ class FilesInCollectionOrder(LoadFileScheduling):
             first: dict[str, int] = {}
             for i, nodeid in enumerate(self.collection):
                 first.setdefault(self._split_scope(nodeid), i)
-            self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda kv: first.get(kv[0], 0)))
+            self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda kv: first[kv[0]]))
             self._ordered = True
         super()._assign_work_unit(node)
 
