@@ -305,6 +305,73 @@ def test_one_depth_leaves_the_draft_cost_open_between_zero_and_the_whole_fixed_c
     assert t - 2 * sd < costly < free < t + 2 * sd
 
 
+def test_prompts_that_draft_differently_do_not_bend_the_step_time():
+    """Requests whose prompts differ in acceptance (half draft easily, half poorly, as real prompts
+    do): the step time is read as tokens per step over the cell's decode tokens per decode second
+    (a harmonic mean of the requests' rates, as tokens per step is a ratio of sums), so the fit finds
+    the machine's at every depth. The plain mean of their rates, which the client reports as
+    per_request_tok_s, would read it short by a share that grows with depth."""
+    workload = WorkloadSpec(concurrency=(1, 4, 16), input_len=256, output_len=256)
+    tokens, ttft_ms = 256, 50.0
+
+    def tau(a: float, k: int) -> float:
+        return sum(a**j for j in range(k + 1))
+
+    def step_ms(k: int, b: int) -> float:
+        return 10.0 + 0.5 * k + 0.2 * b * (k + 1)
+
+    records: list[DeployRecord | LevelRecord] = []
+    short: dict[int, float] = {}
+    for k in (2, 6):
+        cfg = SpecConfig(k)
+        records.append(
+            DeployRecord(
+                config=cfg,
+                host="h",
+                capacity={"max_total_num_tokens": 1_000_000, "max_running_requests": 64},
+                speculative={"num_draft_tokens": k + 1},
+                server={"version": "0.5.23"},
+            )
+        )
+        for c in workload.concurrency:
+            n = workload.requests_for(c)
+            taus = [tau(0.9 if i % 2 else 0.4, k) for i in range(n)]
+            tpot_ms = [step_ms(k, c) / x for x in taus]
+            steps = sum((tokens - 1) / x for x in taus)
+            mean_rate = sum(1000.0 / t for t in tpot_ms) / n
+            e2e_ms = [ttft_ms + (tokens - 1) * t for t in tpot_ms]
+            records.append(
+                LevelRecord(
+                    config=cfg,
+                    host="h",
+                    concurrency=c,
+                    samples=LevelSamples(
+                        ttft_ms=[ttft_ms] * n, tpot_ms=tpot_ms, e2e_ms=e2e_ms, output_tokens=[tokens] * n
+                    ),
+                    metrics=LevelMetrics(
+                        concurrency=c,
+                        requests=n,
+                        requests_ok=n,
+                        output_tokens=n * tokens,
+                        output_tok_s=n * tokens / (sum(e2e_ms) / c / 1000.0),
+                        per_request_tok_s=mean_rate,
+                        accept_length=n * tokens / steps,
+                        ttft_ms_p50=ttft_ms,
+                        status="ok",
+                    ),
+                )
+            )
+            # what tokens per step over the plain mean rate would read, against the truth
+            short[k] = 1.0 - (n * (tokens - 1) / steps) / mean_rate * 1000.0 / step_ms(k, c)
+    model = search_model.fit_model(SweepState.fold(records), workload)
+    assert model.step is not None
+    for k in (2, 6):
+        for b in workload.concurrency:
+            assert model.step.t(k, b, k + 1)[0] * 1000 == pytest.approx(step_ms(k, b), rel=0.02)
+    # the plain mean would have read depth 6 about 27% short and depth 2 about 7%: a bent fit
+    assert short[6] > 0.2 and short[2] < 0.1
+
+
 # One forward of a dense 8B target on an H200 (ms), rows: batch 1, 4, 16, 32, 64; columns: tokens
 # verified per request 1 .. 6: flat while the forward is memory-bound, steep once b x n is large
 # (the table of bench/profiles/h200-llama3-8b.yaml, measured on a GPU; docs/emulator.md "Step time

@@ -293,6 +293,17 @@ class LevelSamples:
     def tpots(self) -> list[float]:
         return [v for v in self.tpot_ms if v is not None]
 
+    def decode_totals(self) -> tuple[float, float]:
+        """(tokens after the first, seconds they took), summed over the requests: their ratio is
+        the decode rate the server's steps delivered, each request weighted by its tokens (the
+        harmonic mean of the requests' rates, where `per_request_tok_s` is their plain mean)."""
+        tokens = seconds = 0.0
+        for tpot, n in zip(self.tpot_ms, self.output_tokens, strict=False):
+            if tpot is not None and tpot > 0 and n >= 2:
+                tokens += n - 1
+                seconds += tpot * (n - 1) / 1000.0
+        return tokens, seconds
+
 
 def level_samples(concurrency: int, traces: Sequence[RequestTrace], until: float | None = None) -> LevelSamples:
     ok = [t for t in traces if t.ok and t.chunk_times]

@@ -20,7 +20,9 @@ model and its assumptions; in short:
   forward: flat in b n while it is memory-bound, steeper past a knee, plus each request's KV read.
   Several forms of t = t0 + t_k k [+ s (k > 0)] [+ t_kk k^2] [+ m b] + c b n
   [+ c2 max(0, b n - knee)] are fitted by least squares on the measured tokens-per-step /
-  per-request decode rate (the baseline's decode steps included) and weighted by the Bayesian
+  per-request decode rate (decode tokens over their seconds, summed over the requests: the
+  harmonic mean of their rates, as tokens per step is a ratio of sums; the baseline's decode
+  steps included) and weighted by the Bayesian
   information criterion; a prediction is their mixture, whose interval holds the forms' spread.
 - Capacity. The KV pool and the running-request limit that the server printed at start-up
   (the deploy records) are close to linear in k; a depth whose pool (or limit) is predicted empty

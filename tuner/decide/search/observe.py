@@ -147,6 +147,20 @@ def queued(concurrency: int, requests: int, batch: float) -> bool:
     return batch < min(concurrency, requests)
 
 
+def decode_rate(p: PointStats) -> float | None:
+    """Per-request decode tok/s as the server's steps delivered it: the cell's decode tokens over
+    their seconds (`LevelSamples.decode_totals`), else the mean of the requests' rates. Requests
+    differ in how well their prompts draft, and the mean of their rates overweights the easy ones,
+    by more the deeper the draft (the spread grows with depth): tokens per step (a ratio of sums)
+    over that mean would read a step time short by a depth-dependent share and bend the step fit."""
+    tokens = seconds = 0.0
+    for lv in p.levels:
+        if lv.samples is not None:
+            t, s = lv.samples.decode_totals()
+            tokens, seconds = tokens + t, seconds + s
+    return tokens / seconds if seconds > 0 else p.per_request_mean
+
+
 def observe(state: SweepState, workload: WorkloadSpec) -> list[ConfigObs]:
     """The measured configurations (successful deploy, at least one measured level)."""
     stats = analysis.aggregate(state.levels())
@@ -178,7 +192,7 @@ def observe(state: SweepState, workload: WorkloadSpec) -> list[ConfigObs]:
                 concurrency=c,
                 tok_s=p.mean,
                 sem=p.sem,
-                rate=p.per_request_mean,
+                rate=decode_rate(p),
                 tau=tau,
                 tokens=per_req,
                 ttft_s=None if ttft is None else ttft / 1000.0,
