@@ -13,7 +13,8 @@
 #   lost_level            a sweep on a server that crashes after every start: lost levels measured again
 #   noise                 repeated sweeps on a noisy profile: how often the named winner changes
 #   coverage              independent sweeps with restart noise: interval coverage, reversed verdicts, cost
-#   search_cost           --search model vs the grid on four emulated machines (live and replayed)
+#   search_cost           --search model vs the grid on seven emulated machines (live and replayed)
+#   search_cost_grid_again  the grid swept again, judged as search_cost judges the model (after it)
 #   schedule_vs_static    the per-batch-size schedule vs the best static depth on two machines
 #   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
 # `scripts/bench.sh NAME...` runs only those.
@@ -36,11 +37,12 @@ declare -A args=(
   [noise]=""
   [coverage]=""
   [search_cost]=""
+  [search_cost_grid_again]=""
   [schedule_vs_static]=""
   [tuner_seed_sweep]=""
 )
 order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead connection_cost lost_level noise
-  coverage search_cost schedule_vs_static tuner_seed_sweep)
+  coverage search_cost search_cost_grid_again schedule_vs_static tuner_seed_sweep)
 [ $# -gt 0 ] && order=("$@")
 status=0
 for name in "${order[@]}"; do

@@ -43,7 +43,7 @@ def hosts(tmp_path, monkeypatch):
 
 def sweep(out: Path, inventory: Path, *args: str) -> int:
     # these tests pin down the grid (deployment order, the early stop, failures and rollback);
-    # tests/tuner/test_tuner_search_local.py runs the model-guided search, the default
+    # tests/tuner/test_tuner_search_local.py runs the model-guided search
     search = () if "--search" in args else ("--search", "grid")
     # these tests pin the deploy sequence and the records; the correctness gate's extra deploy and
     # records are tests/tuner/test_verify_sweep_local.py's

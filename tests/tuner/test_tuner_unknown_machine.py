@@ -3,8 +3,8 @@
 The profile below is not the seed's: a dense model on other hardware, where depth pays off at
 concurrency 1 but the admission limit shrinks fast with depth (8 fewer running requests per step),
 so at concurrency 32 the shallowest depth wins. The tuner sees none of these numbers; it deploys,
-measures and recommends, with its default search (`--search model`: it deploys only the depths a
-model fitted to its own measurements says could still win). The oracle is the emulator's own scheduler in virtual time
+measures and recommends, with the model-guided search (`--search model`: it deploys only the depths a
+model fitted to its own measurements says could still win; the default grid deploys every depth). The oracle is the emulator's own scheduler in virtual time
 (tuner.emulator.simulate), run on the same workload: the tuner's pick must be the oracle's best
 wherever the oracle's margin is clear, and never far from the optimum anywhere.
 """
@@ -97,6 +97,8 @@ def test_tuner_finds_the_best_depth_of_an_unknown_machine(tmp_path, monkeypatch)
                 *local_target_args(out, inventory),
                 "-e",
                 f"local_emu_profile={profile}",
+                "--search",
+                "model",
                 "--steps",
                 "1-4",
                 "--concurrency",
