@@ -5,7 +5,7 @@
 # the grid, docs/tuner.md "Model-guided search" says why): each configuration it deploys goes through
 # the deploy play (ansible-runner), gated by sglang_ready, benchmarked, stored; those the model says
 # cannot win a level are skipped with their prediction; then plotted and recommended. The demo shows
-# the search, and one deployment fewer keeps it within its 8 minutes.
+# the search, which here skips one of the five depths the grid would deploy (about a minute).
 # At the end the recommended configuration is deployed and verified (--deploy-best).
 # Re-running continues an interrupted demo (--resume) instead of starting over.
 # The demo's levels stop sending after 10 s (--max-level-s 10; the tuner's default is 120 s): three
