@@ -196,6 +196,24 @@ def sweep(machine: Machine, inv: Path, state: Path, search: str, out: Path, repe
     return read_run(out, search, wall)
 
 
+def keep_run(run: Run, dest: Path) -> None:
+    """Copy a fresh sweep's kept outputs (KEEP) into `dest`, and point the run there."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in KEEP:
+        if (run.out / f).exists():
+            shutil.copy2(run.out / f, dest / f)
+    run.out = dest
+
+
+def machine_names(ap: argparse.ArgumentParser, text: str) -> list[str]:
+    """The --machines list, each checked against MACHINES (an argparse error names the known ones)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for n in names:
+        if n not in MACHINES:
+            ap.error(f"--machines: unknown machine {n!r} (known: {', '.join(MACHINES)})")
+    return names
+
+
 def read_run(out: Path, search: str, wall: float | None = None) -> Run:
     """A sweep's outcome from its output directory (a fresh one, or one kept by an earlier run:
     then its wall time is its records' first to last time stamp)."""
@@ -284,10 +302,7 @@ def main() -> int:
     )
     ap.add_argument("--out", default=str(ROOT / "bench" / "search_cost.md"))
     args = ap.parse_args()
-    names = [n.strip() for n in args.machines.split(",") if n.strip()]
-    for n in names:
-        if n not in MACHINES:
-            ap.error(f"--machines: unknown machine {n!r} (known: {', '.join(MACHINES)})")
+    names = machine_names(ap, args.machines)
     keep_dir = Path(args.out).with_suffix("")
     if args.render:
         args.grid_from = keep_dir
@@ -319,12 +334,7 @@ def main() -> int:
                     out = Path(tmp) / name / search
                     print(f"[{name}] --search {search} ...", file=sys.stderr, flush=True)
                     runs[search] = sweep(machine, inv, state, search, out, args.repeats, args.requests_per_level)
-                    dest = keep_dir / name / search
-                    dest.mkdir(parents=True, exist_ok=True)
-                    for f in KEEP:
-                        if (out / f).exists():
-                            shutil.copy2(out / f, dest / f)
-                    runs[search].out = dest
+                    keep_run(runs[search], keep_dir / name / search)
                 results[name] = (runs["grid"], runs["model"])
             finally:
                 stop_local_emulators(state)

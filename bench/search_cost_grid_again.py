@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shutil
 import sys
 import tempfile
 import time
@@ -31,13 +30,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from search_cost import (  # noqa: E402
-    KEEP,
     MACHINES,
     Run,
+    _rel,
     clock_text,
     compare,
     free_port,
+    keep_run,
     local_inventory,
+    machine_names,
     read_run,
     stop_local_emulators,
     sweep,
@@ -53,10 +54,7 @@ def main() -> int:
     ap.add_argument("--note", default="", help="a paragraph printed under the header")
     ap.add_argument("--out", default=str(ROOT / "bench" / "search_cost_grid_again.md"))
     args = ap.parse_args()
-    names = [n.strip() for n in args.machines.split(",") if n.strip()]
-    for n in names:
-        if n not in MACHINES:
-            ap.error(f"--machines: unknown machine {n!r} (known: {', '.join(MACHINES)})")
+    names = machine_names(ap, args.machines)
     keep_dir = Path(args.out).with_suffix("")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     runs: dict[str, tuple[Run, Run, Run]] = {}
@@ -78,11 +76,7 @@ def main() -> int:
                     again = sweep(machine, inv, state, "grid", out, 1, "2x")
                 finally:
                     stop_local_emulators(state)
-                dest.mkdir(parents=True, exist_ok=True)
-                for f in KEEP:
-                    if (out / f).exists():
-                        shutil.copy2(out / f, dest / f)
-                again.out = dest
+                keep_run(again, dest)
             runs[name] = (ref, again, model)
 
     lines = [
@@ -96,7 +90,7 @@ def main() -> int:
         "The model-guided sweeps are the ones kept in `bench/search_cost/<machine>/model`, judged the same way. "
         "Both are live sweeps: their misses hold the noise of their own measurements as well as their choices. "
         "Rule, stated before the run: the search with more levels right is right more often; a tie goes to the one "
-        f"with fewer deployments. Kept: `{keep_dir.relative_to(ROOT)}/<machine>/grid/`.",
+        f"with fewer deployments. Kept: `{_rel(keep_dir)}/<machine>/grid/`.",
         "",
         *([args.note, ""] if args.note else []),
         "| machine | grid again: deployments | grid again: levels right | model: deployments | model: levels right | "
