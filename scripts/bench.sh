@@ -13,7 +13,7 @@
 #   lost_level            a sweep on a server that crashes after every start: lost levels measured again
 #   noise                 repeated sweeps on a noisy profile: how often the named winner changes
 #   coverage              independent sweeps with restart noise: interval coverage, reversed verdicts, cost
-#   search_cost           --search model vs the grid on seven emulated machines (live and replayed)
+#   search_cost           --search model vs the grid on eight emulated machines (live and replayed)
 #   search_cost_grid_again  the grid swept again, judged as search_cost judges the model (after it)
 #   schedule_vs_static    the per-batch-size schedule vs the best static depth on two machines
 #   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
