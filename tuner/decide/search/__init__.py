@@ -19,7 +19,8 @@ model and its assumptions; in short:
 - Step time. A decode step of depth k with b running requests, each verifying n tokens, is a GPU
   forward: flat in b n while it is memory-bound, steeper past a knee, plus each request's KV read.
   Several forms of t = t0 + t_k k [+ s (k > 0)] [+ t_kk k^2] [+ m b] + c b n
-  [+ c2 max(0, b n - knee)] are fitted by least squares on the measured tokens-per-step /
+  [+ c2 max(0, b n - knee)] [+ e (1 - exp(-b n / scale))] (a cost that saturates, as the
+  experts a mixture-of-experts step reads do) are fitted by least squares on the measured tokens-per-step /
   per-request decode rate (decode tokens over their seconds, summed over the requests: the
   harmonic mean of their rates, as tokens per step is a ratio of sums; the baseline's decode
   steps included) and weighted by the Bayesian
@@ -42,7 +43,7 @@ A configuration is deployed while it has a fair chance to win a level beyond the
 workload recommendation beyond its own margin, or, when a per-batch-size schedule follows the
 sweep, to change the chain that schedule would pin at a level a tree wins.
 
-The package in the order the search works: observe.py (what was measured), fits.py (the trends),
-model.py (the closed-loop account, calibration, misfits), decide.py (the policy), text.py (the
+The package in the order the search works: observe.py (what was measured), fits.py (the trends in
+acceptance, capacity and first-token time), step.py (the step time's forms), model.py (the closed-loop account, calibration, misfits), decide.py (the policy), text.py (the
 progress log's words).
 """

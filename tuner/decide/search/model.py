@@ -21,15 +21,12 @@ from .fits import (
     AcceptanceFit,
     CapacityFit,
     FirstToken,
-    StepFit,
-    StepRow,
     draw_noise,
     expected_max,
     fit_acceptance,
     fit_capacity,
     fit_first_token,
     fit_positions,
-    fit_step_time,
     histogram_positions,
 )
 from .observe import (
@@ -45,6 +42,7 @@ from .observe import (
     running_batch,
     verify_width,
 )
+from .step import StepFit, StepRow, fit_step_time
 
 
 def closed_loop_tok_s(
@@ -196,6 +194,8 @@ class Model:
             text += f" + {co['c'] * 1000:.4f} ms x batch x verified tokens"
             if "knee" in co:
                 text += f" + {co['c2'] * 1000:.4f} ms x (batch x verified tokens - {co['knee']:.0f}) past it"
+            if "scale" in co:
+                text += f" + {co['e'] * 1000:.3f} ms x (1 - exp(-batch x verified tokens / {co['scale']:.3g}))"
             if len(self.step.forms) > 1:
                 text += f" ({self.step.main.weight:.0%} of the weight of {len(self.step.forms)} forms)"
             if co["q"]:
