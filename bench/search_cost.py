@@ -256,14 +256,15 @@ def _rel(p: Path) -> str:
         return str(p)
 
 
-def sweeps_span(runs: Iterable[Run]) -> str | None:
-    """When the kept sweeps ran, from their records' stamps: "FIRST to LAST UTC" (a page rendered
-    from kept sweeps is dated by them, not by the render)."""
-    stamps = sorted(r["time"] for run in runs for r in Store(run.out).records() if r.get("time"))
-    if not stamps:
-        return None
-    first, last = stamps[0], stamps[-1]
-    return f"{first[:10]} {first[11:16]} to {last[:10]} {last[11:16]} UTC"
+def page_dated(started: str, render: bool, runs: Iterable[Run]) -> str:
+    """When a page's sweeps ran, for its header: "on STARTED" for a fresh run; a page rendered from
+    kept sweeps is dated by their records' stamps ("run FIRST to LAST UTC"), not by the render."""
+    if render:
+        stamps = sorted(r["time"] for run in runs for r in Store(run.out).records() if r.get("time"))
+        if stamps:
+            first, last = stamps[0], stamps[-1]
+            return f"with `--render` from the kept sweeps, run {first[:10]} {first[11:16]} to {last[:10]} {last[11:16]} UTC"
+    return f"on {started}"
 
 
 def startup_s(profile: Path) -> float:
@@ -355,10 +356,7 @@ def main() -> int:
                 results[name] = (runs["grid"], runs["model"])
             finally:
                 stop_local_emulators(state)
-    dated = f"on {started}"
-    if args.render:
-        span = sweeps_span(run for pair in results.values() for run in pair)
-        dated = f"with `--render` from the kept sweeps, run {span}" if span else dated
+    dated = page_dated(started, args.render, (run for pair in results.values() for run in pair))
     replays = {name: replay(grid.out) for name, (grid, _) in results.items()}
 
     lines = [

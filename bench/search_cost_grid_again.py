@@ -39,10 +39,10 @@ from search_cost import (  # noqa: E402
     keep_run,
     local_inventory,
     machine_names,
+    page_dated,
     read_run,
     stop_local_emulators,
     sweep,
-    sweeps_span,
 )
 
 REFERENCE = ROOT / "bench" / "search_cost"
@@ -80,10 +80,7 @@ def main() -> int:
                 keep_run(again, dest)
             runs[name] = (ref, again, model)
 
-    dated = f"on {started}"
-    if args.render:
-        span = sweeps_span(again for _ref, again, _model in runs.values())
-        dated = f"with `--render` from the kept sweeps, run {span}" if span else dated
+    dated = page_dated(started, args.render, (again for _ref, again, _model in runs.values()))
     lines = [
         "# The grid run again, against the model-guided search",
         "",

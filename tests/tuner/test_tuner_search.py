@@ -10,6 +10,7 @@ a closed-loop benchmark. The search sees only those records.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pytest
@@ -393,19 +394,26 @@ def h200_step_ms(k: int, b: int) -> float:
     return H200_8B_MS[b][k] + k * H200_DRAFT_MS[b] + 0.8
 
 
+def wobbled_rows(
+    step_ms: Callable[[int, int], float], depths: Iterable[int], batches: Iterable[int]
+) -> list[step.StepRow]:
+    """The step rows a server shows for `step_ms` at these depths and batches, each cell off by up to
+    1.5%, as restarts of a real server are."""
+    wobble = (0.012, -0.009, 0.004, -0.015, 0.007)
+    return [
+        step.StepRow(k, b, k + 1, False, step_ms(k, b) * (1 + wobble[(i + k) % 5]) / 1000)
+        for k in depths
+        for i, b in enumerate(batches)
+    ]
+
+
 def test_a_flat_then_steep_step_cost_is_fitted_where_a_straight_line_misfits():
     """A GPU's step cost is flat in verified tokens at small batch and steep at large batch. Fitted
     on the baseline and depths 3 and 5 measured as a server shows them, the straight line
     t0 + t_k k + c b n does not hold the measurements (chi^2 per degree of freedom far above 1) and
     is off by more than 5% between them; the search's fit takes the form with a knee, holds the
     measurements within their noise and predicts every depth between within 4% and its interval."""
-    # each cell off by up to 1.5%, as restarts of a real server are
-    wobble = (0.012, -0.009, 0.004, -0.015, 0.007)
-    rows = [
-        step.StepRow(k, b, k + 1, False, h200_step_ms(k, b) * (1 + wobble[(i + k) % 5]) / 1000)
-        for k in (0, 3, 5)
-        for i, b in enumerate(H200_8B_MS)
-    ]
+    rows = wobbled_rows(h200_step_ms, (0, 3, 5), H200_8B_MS)
     line = step._fit_form(rows, False, False, None, 0.015)
     fit = step.fit_step_time(rows, noise_rel=0.015)
     assert fit is not None
@@ -450,12 +458,7 @@ def test_a_mixture_of_experts_step_cost_that_saturates_is_fitted_by_the_smooth_f
     forms with a straight line or a knee miss the measurements far beyond their noise and a depth
     between by more than 10%; the search's fit takes the saturating form, holds the measurements
     and predicts depths 1, 3 and 5 within 3% and their intervals."""
-    wobble = (0.012, -0.009, 0.004, -0.015, 0.007)
-    rows = [
-        step.StepRow(k, b, k + 1, False, h200_moe_step_ms(k, b) * (1 + wobble[(i + k) % 5]) / 1000)
-        for k in (0, 2, 4)
-        for i, b in enumerate(H200_MOE_MS)
-    ]
+    rows = wobbled_rows(h200_moe_step_ms, (0, 2, 4), H200_MOE_MS)
     hinges = [step._fit_form(rows, False, True, knee, 0.015) for knee in step.knee_candidates(rows)]
     hinge = min(hinges, key=lambda f: f.chi2)
     fit = step.fit_step_time(rows, noise_rel=0.015)

@@ -254,30 +254,28 @@ def _solve_step(
     return beta, cov, float(resid @ resid)
 
 
+def _spread(values: list[float]) -> list[float]:
+    """At most MAX_KNEES of `values`, spread evenly over them."""
+    if len(values) <= MAX_KNEES:
+        return values
+    idx = np.linspace(0, len(values) - 1, MAX_KNEES).round().astype(int)
+    return [values[i] for i in sorted(set(idx.tolist()))]
+
+
 def knee_candidates(rows: Sequence[StepRow]) -> list[float]:
     """Where a second slope may start: midway between consecutive measured b n, with at least two
     distinct b n on each side (a slope needs two points); at most MAX_KNEES of them, spread evenly."""
     bns = sorted({round(r.b * r.n, 6) for r in rows})
-    mids = [(lo + hi) / 2 for lo, hi in zip(bns[1:-2], bns[2:-1], strict=True)]
-    if len(mids) > MAX_KNEES:
-        idx = np.linspace(0, len(mids) - 1, MAX_KNEES).round().astype(int)
-        mids = [mids[i] for i in sorted(set(idx.tolist()))]
-    return mids
+    return _spread([(lo + hi) / 2 for lo, hi in zip(bns[1:-2], bns[2:-1], strict=True)])
 
 
 def scale_candidates(rows: Sequence[StepRow]) -> list[float]:
     """Where a saturating cost may turn: the scale of the smooth form at each measured b n below
     the largest and the geometric midpoints between them (a saturation nobody measured on both
     sides of is a straight line or a constant, which the other forms hold); at most MAX_KNEES."""
-    bns = sorted({round(r.b * r.n, 6) for r in rows})
-    inner = bns[:-1]
-    mids = [math.sqrt(lo * hi) for lo, hi in zip(inner, inner[1:], strict=False) if lo > 0]
-    out = sorted({*inner, *mids})
-    out = [x for x in out if x > 0]
-    if len(out) > MAX_KNEES:
-        idx = np.linspace(0, len(out) - 1, MAX_KNEES).round().astype(int)
-        out = [out[i] for i in sorted(set(idx.tolist()))]
-    return out
+    inner = [bn for bn in sorted({round(r.b * r.n, 6) for r in rows})[:-1] if bn > 0]
+    mids = [math.sqrt(lo * hi) for lo, hi in zip(inner, inner[1:], strict=False)]
+    return _spread(sorted({*inner, *mids}))
 
 
 def _fit_form(
