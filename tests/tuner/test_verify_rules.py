@@ -3,6 +3,7 @@ acceptance floor and share, drift, which rule applies per server version, baseli
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -206,6 +207,50 @@ def test_prompts_that_differ_are_not_drift():
         ]
     assert alarms <= 2, alarms
     assert caught >= 190, caught
+
+
+def _drawn_output(rnd: random.Random, alphas: list[float], tokens: int = 384) -> list[list[int]]:
+    """One long output as the emulator serves it: each verify pass accepts a chain of drafts,
+    position j with probability alphas[j] given the ones before, drawn afresh every pass."""
+    steps, done = [], 0
+    while done < tokens:
+        n = 1
+        for a in alphas:
+            if rnd.random() >= a:
+                break
+            n += 1
+        steps.append([min(n, tokens - done), 1])
+        done += steps[-1][0]
+    return steps
+
+
+def test_drift_rule_rarely_fails_a_healthy_server_whose_acceptance_is_drawn_every_pass():
+    """The noise estimate is calibrated on passes drawn afresh (the drop over it has sd about 1),
+    and the rule's 4 standard errors fail a healthy configuration about once in thousands of gate
+    runs: at 3 it failed one in a few hundred (bench/drift_rule.md), which over the many
+    configurations a sweep judges excluded a correct pick (the test suite's unknown-machine sweep
+    lost its best depth so, 2026-12-03). A drift of 0.84 on the logit scale over the run is caught."""
+    rnd = random.Random(20261203)
+    alphas = [0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6]
+    zs, alarms = [], 0
+    for _run in range(1500):
+        d = rules.acceptance_drift(
+            [_drawn_output(rnd, alphas) for _ in range(4)], [_drawn_output(rnd, alphas) for _ in range(4)]
+        )
+        zs.append(d["drop"] / d["noise"])
+        alarms += d["drifted"]
+    mean = sum(zs) / len(zs)
+    sd = (sum((z - mean) ** 2 for z in zs) / len(zs)) ** 0.5
+    assert abs(mean) < 0.1 and 0.9 < sd < 1.1, (mean, sd)
+    assert alarms <= 1, alarms
+    drifted = [1.0 / (1.0 + math.exp(0.84 - math.log(a / (1 - a)))) for a in alphas]
+    caught = sum(
+        rules.acceptance_drift(
+            [_drawn_output(rnd, alphas) for _ in range(4)], [_drawn_output(rnd, drifted) for _ in range(4)]
+        )["drifted"]
+        for _run in range(200)
+    )
+    assert caught >= 195, caught
 
 
 def test_collapse_to_one_fails():
