@@ -17,6 +17,7 @@
 #   search_cost_grid_again  the grid swept again, judged as search_cost judges the model (after it)
 #   schedule_vs_static    the per-batch-size schedule vs the best static depth on two machines
 #   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
+#   drift_rule            the gate's drift rule on simulated gate runs: false alarms and catches
 # `scripts/bench.sh NAME...` runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,9 +41,10 @@ declare -A args=(
   [search_cost_grid_again]=""
   [schedule_vs_static]=""
   [tuner_seed_sweep]=""
+  [drift_rule]=""
 )
 order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead connection_cost lost_level noise
-  coverage search_cost search_cost_grid_again schedule_vs_static tuner_seed_sweep)
+  coverage search_cost search_cost_grid_again schedule_vs_static tuner_seed_sweep drift_rule)
 [ $# -gt 0 ] && order=("$@")
 status=0
 for name in "${order[@]}"; do

@@ -82,10 +82,10 @@ ACCEPT_SE_Z = 3.0
 # A drop of the long prompts' second sends against their first beyond DRIFT_Z standard errors and
 # beyond DRIFT_MIN_DROP of the first sends' acceptance is drift. 4, not 3: the gate judges every
 # speculative configuration of a sweep, and a false alarm excludes a correct one (perhaps the
-# best). With the noise estimate below (calibrated: the drop over it has sd 1.0 on a server whose
-# acceptance is drawn afresh every verify pass), a healthy configuration failed 1 run in 400-700 at
-# 3 and about 1 in 5,000 at 4 (simulated, 6,000 runs each of four acceptance shapes); a drift of
-# 0.84 on the logit scale over the run is still caught (docs/tuner.md "Pass rules").
+# best). With the noise estimate below (calibrated: the drop over it has sd about 1 on a server
+# whose acceptance is drawn afresh every verify pass), a healthy configuration failed 1 gate run in
+# 600 at 3 and 1 in 12,000 at 4; a drift of 0.84 on the logit scale over the run is caught in 92-100%
+# of runs (bench/drift_rule.md, docs/tuner.md "Pass rules").
 DRIFT_Z = 4.0
 DRIFT_MIN_DROP = 0.05
 DRIFT_BLOCKS = 8  # each long output is cut into 8 blocks of equal tokens: their spread is the noise
