@@ -7,6 +7,8 @@ unit and `systemd-analyze security --offline=true` must rate its exposure at mos
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shutil
 import subprocess
@@ -26,7 +28,24 @@ VAULTED_KEY = "vault-key-'q'\"$x%n-0001"
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("units")
+    """The cases rendered once per test run. The unit stage spreads this file's tests over its
+    xdist workers, and each worker that got one ran the play (about 50 CPU-seconds on this 2-core
+    machine, 2026-12-03): the first worker renders under a lock, the others read what it wrote."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's own directory
+    tmp = shared / "rendered-units"
+    with open(shared / "rendered-units.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (tmp / "done").exists():
+            shutil.rmtree(tmp, ignore_errors=True)  # a worker's failed attempt: render again
+            tmp.mkdir()
+            _render(tmp)
+            (tmp / "done").write_text("rendered\n")
+    return tmp / "out"
+
+
+def _render(tmp: Path) -> None:
+    """The role's preflight and templates for every case, into tmp/out/<host>/ (render_unit.yml)."""
     venv = tmp / "venv"
     (venv / "bin").mkdir(parents=True)
     # systemd-analyze verify checks that ExecStart's binary exists.
@@ -126,7 +145,6 @@ def rendered(tmp_path_factory):
         timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return out
 
 
 def unit(rendered: Path, host: str) -> str:
