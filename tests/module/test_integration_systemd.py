@@ -63,6 +63,17 @@ class Host:
     def prop(self, name: str) -> str:
         return self.sh(f"systemctl show -p {name} --value {UNIT}").strip()
 
+    def wait_failed(self, timeout: float = 60.0) -> str:
+        """Poll until the unit's start has failed (its ActiveState), up to `timeout` s; the last
+        state seen. A fixed sleep was not enough under a loaded test run: the emulator's Python
+        start-up in the container took longer than 2.5 s (make test of 2026-12-03)."""
+        deadline = time.monotonic() + timeout
+        state = self.prop("ActiveState")
+        while state != "failed" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            state = self.prop("ActiveState")
+        return state
+
     def module(self, args: dict, check_mode: bool = False) -> dict:
         """Run sglang_ready on the host via Ansible (podman connection); returns the host's result."""
         env = dict(os.environ)
@@ -156,8 +167,7 @@ def test_ready_report_from_this_invocations_journal(host):
     # a failed start first: its fatal lines are in the journal, but not in the next invocation's
     host.write_unit(f"{MODEL_ARGS} {SPEC_ARGS} --emulator-startup-s 1 --emulator-fault kv-oom")
     host.restart()
-    time.sleep(2.5)
-    assert host.prop("ActiveState") == "failed"
+    assert host.wait_failed() == "failed"
 
     host.write_unit(f"{MODEL_ARGS} {SPEC_ARGS} --emulator-startup-s 4 --api-key {API_KEY}")
     host.restart()
@@ -236,7 +246,7 @@ def test_log_file_mode_reads_only_the_latest_launch(host):
     host.sh("mkdir -p /var/log/sglang && : > /var/log/sglang/emu.log")
     host.write_unit(f"{MODEL_ARGS} {SPEC_ARGS} --emulator-startup-s 1 --emulator-fault kv-oom", extra=extra)
     host.restart()
-    time.sleep(2.5)
+    assert host.wait_failed() == "failed"  # its fatal lines are in the file before the next launch
     host.write_unit(f"{MODEL_ARGS} --emulator-startup-s 3", extra=extra)  # no speculation this time
     host.restart()
     res = host.module({"timeout": 120, "log_path": "/var/log/sglang/emu.log", "log_lines": 500})
