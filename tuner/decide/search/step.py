@@ -6,8 +6,9 @@ tuner/decide/search/__init__.py states the model and docs/tuner.md "Model-guided
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,7 @@ class StepForm:
     scale: float | None = None  # b n at which the saturating term has come 63% of its way
 
     def features(self, k: float, b: float, n: float) -> FloatArray:
-        return step_features(k, b, n, self.quadratic, self.per_request, self.knee, self.spec, self.scale)
+        return step_features(k, b, n, self.terms)
 
     def t(self, k: int, b: float, n: int, queued: bool = False) -> tuple[float, float]:
         x = self.features(k, b, n)
@@ -60,63 +61,60 @@ class StepForm:
         f = 1.0 + self.queue_share if queued else 1.0
         return mean * f, sd * f
 
+    @functools.cached_property
+    def terms(self) -> list[Term]:
+        return step_terms(self.quadratic, self.per_request, self.knee, self.spec, self.scale)
+
     @property
     def names(self) -> list[str]:
-        out = ["t0", "t_k"]
-        if self.spec:
-            out.append("s")
-        if self.quadratic:
-            out.append("t_kk")
-        if self.per_request:
-            out.append("m")
-        out.append("c")
-        if self.knee is not None:
-            out.append("c2")
-        if self.scale is not None:
-            out.append("e")
-        return out
+        return [t.name for t in self.terms]
 
     @property
     def form(self) -> str:
-        terms = ["t0", "t_k k"]
-        if self.spec:
-            terms.append("s [k > 0]")
-        if self.quadratic:
-            terms.append("t_kk k^2")
-        if self.per_request:
-            terms.append("m b")
-        terms.append("c b n")
-        if self.knee is not None:
-            terms.append(f"c2 max(0, b n - {self.knee:g})")
-        if self.scale is not None:
-            terms.append(f"e (1 - exp(-b n / {self.scale:g}))")
-        return f"({' + '.join(terms)}) x (1 + q queued)"
+        return f"({' + '.join(t.text for t in self.terms)}) x (1 + q queued)"
 
 
-def step_features(
-    k: float,
-    b: float,
-    n: float,
+@dataclass(frozen=True)
+class Term:
+    """One term of a step-time form: its coefficient's name (the log's and `coefficients`'), how
+    the form's text writes it, and its value at depth k, running batch b and n verified tokens per
+    request. `step_terms` is the one table of them: the fit's features, the names and the text all
+    read it, so a new term is added in one place."""
+
+    name: str
+    text: str
+    value: Callable[[float, float, float], float]
+
+
+def step_terms(
     quadratic: bool,
     per_request: bool,
     knee: float | None,
     spec: bool = False,
     scale: float | None = None,
-) -> FloatArray:
-    f = [1.0, float(k)]
+) -> list[Term]:
+    """The terms of one form, in the order of its coefficients (StepForm's docstring states them)."""
+    terms = [Term("t0", "t0", lambda k, b, n: 1.0), Term("t_k", "t_k k", lambda k, b, n: k)]
     if spec:
-        f.append(1.0 if k > 0 else 0.0)
+        terms.append(Term("s", "s [k > 0]", lambda k, b, n: 1.0 if k > 0 else 0.0))
     if quadratic:
-        f.append(float(k) ** 2)
+        terms.append(Term("t_kk", "t_kk k^2", lambda k, b, n: k * k))
     if per_request:
-        f.append(float(b))
-    bn = float(b) * float(n)
-    f.append(bn)
+        terms.append(Term("m", "m b", lambda k, b, n: b))
+    terms.append(Term("c", "c b n", lambda k, b, n: b * n))
     if knee is not None:
-        f.append(max(0.0, bn - knee))
+        at = knee
+        terms.append(Term("c2", f"c2 max(0, b n - {at:g})", lambda k, b, n: max(0.0, b * n - at)))
     if scale is not None:
-        f.append(1.0 - math.exp(-bn / scale))
-    return np.array(f)
+        sc = scale
+        terms.append(Term("e", f"e (1 - exp(-b n / {sc:g}))", lambda k, b, n: 1.0 - math.exp(-b * n / sc)))
+    return terms
+
+
+def step_features(k: float, b: float, n: float, terms: Sequence[Term]) -> FloatArray:
+    """The terms' values at (k, b, n): one row of the fit's design matrix."""
+    kf, bf, nf = float(k), float(b), float(n)
+    return np.array([t.value(kf, bf, nf) for t in terms])
 
 
 @dataclass(frozen=True)
@@ -214,7 +212,8 @@ def _solve_step(
 ) -> tuple[FloatArray, FloatArray, float]:
     """Weighted least squares of the step time at one queue share: (beta, covariance, chi^2)."""
     depths = sorted({r.k for r in rows if r.k > 0})
-    x = np.array([step_features(r.k, r.b, r.n, quadratic, per_request, knee, spec, scale) for r in rows])
+    terms = step_terms(quadratic, per_request, knee, spec, scale)
+    x = np.array([step_features(r.k, r.b, r.n, terms) for r in rows])
     t = np.array([r.t / (1.0 + share) if r.queued else r.t for r in rows])
     sigma = max(noise_rel, STEP_REL_FLOOR)
     w = 1.0 / (sigma * t)
