@@ -84,6 +84,11 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # 2026-12-03, with process accounting (acct's `sa`): alone, the unit stage used 410 CPU-seconds in
 # 343 s (about one core) and the systemd stage 911 in 641 s (Ansible 600 of them: 119 playbook
 # runs, 3,655 task forks, 874 module runs in the containers): bound by the CPU's work.
+# 2026-12-03, the whole machine's busy time (/proc/stat) over each stage of one `make test`: lint
+# 57 CPU-seconds in 54 s, unit 612 in 425 s (1.4 cores), systemd 1,547 in 794 s (1.95 of the 2
+# cores): about 2,200 CPU-seconds, so no order of the stages can take this machine under about
+# 18.5 minutes; of the systemd stage's, the two molecule scenarios (over podman's connection, four
+# times SSH's CPU per task: bench/connection_cost.md) took 95 and 167 alone.
 UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 
