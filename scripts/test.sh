@@ -88,7 +88,9 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # 57 CPU-seconds in 54 s, unit 612 in 425 s (1.4 cores), systemd 1,547 in 794 s (1.95 of the 2
 # cores): about 2,200 CPU-seconds, so no order of the stages can take this machine under about
 # 18.5 minutes; of the systemd stage's, the two molecule scenarios (over podman's connection, four
-# times SSH's CPU per task: bench/connection_cost.md) took 95 and 167 alone.
+# times SSH's CPU per task: bench/connection_cost.md) took 95 and 167 alone. Since, `rollback` makes
+# an emulator host and reaches it over SSH (roles/sglang_server/molecule/rollback/molecule.yml):
+# 88 CPU-seconds alone; `default` keeps podman's connection, so both connections stay tested.
 UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 

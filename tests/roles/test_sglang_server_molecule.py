@@ -1,5 +1,6 @@
-"""The molecule scenarios of roles/sglang_server (podman driver, systemd as PID 1):
-default (converge, idempotence, verify) and rollback (converge, bad configurations, verify)."""
+"""The molecule scenarios of roles/sglang_server (systemd as PID 1): default (converge,
+idempotence, verify; podman driver and connection) and rollback (converge, bad configurations,
+verify; an emulator host made by playbooks/emulator_hosts.yml, reached over SSH)."""
 
 from __future__ import annotations
 
@@ -32,5 +33,9 @@ def test_molecule_scenario(need_podman, frozen_wheelhouse, tmp_path, scenario):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-8000:]
     assert f"{scenario}" in out and "failed=0" in out
+    if scenario == "rollback":  # its host is an emulator host, made and removed by molecule's create/destroy
+        assert (
+            "PLAY [Create or remove the emulator hosts]" in out and "PLAY [Remove the scenario's emulator host]" in out
+        )
     # The key reached the server (verify checks it) but never the play's output.
     assert KEY not in out
