@@ -407,6 +407,26 @@ def wobbled_rows(
     ]
 
 
+def prediction_errors(
+    fit: step.StepFit,
+    rival: step.StepForm,
+    step_ms: Callable[[int, int], float],
+    depths: Iterable[int],
+    batches: Iterable[int],
+) -> tuple[list[float], list[float]]:
+    """The relative errors of `rival`'s and `fit`'s step times against `step_ms` at these depths and
+    batches (unmeasured ones), each of `fit`'s predictions within 3 of its standard deviations."""
+    rival_errors, errors = [], []
+    for k in depths:
+        for b in batches:
+            truth = step_ms(k, b) / 1000
+            rival_errors.append(abs(rival.t(k, b, k + 1)[0] - truth) / truth)
+            t, sd = fit.t(k, b, k + 1)
+            assert abs(t - truth) <= 3 * sd, (k, b, t, truth, sd)
+            errors.append(abs(t - truth) / truth)
+    return rival_errors, errors
+
+
 def test_a_flat_then_steep_step_cost_is_fitted_where_a_straight_line_misfits():
     """A GPU's step cost is flat in verified tokens at small batch and steep at large batch. Fitted
     on the baseline and depths 3 and 5 measured as a server shows them, the straight line
@@ -420,14 +440,7 @@ def test_a_flat_then_steep_step_cost_is_fitted_where_a_straight_line_misfits():
     assert line.chi2 / (len(rows) - len(line.beta)) > 4.0
     assert "knee" in fit.coefficients()  # the data chose the form with a knee
     assert fit.chi2 / (len(rows) - len(fit.main.beta)) < 2.0
-    line_errors, errors = [], []
-    for k in (1, 2, 4):
-        for b in H200_8B_MS:
-            truth = h200_step_ms(k, b) / 1000
-            line_errors.append(abs(line.t(k, b, k + 1)[0] - truth) / truth)
-            t, sd = fit.t(k, b, k + 1)
-            assert abs(t - truth) <= 3 * sd, (k, b, t, truth, sd)
-            errors.append(abs(t - truth) / truth)
+    line_errors, errors = prediction_errors(fit, line, h200_step_ms, (1, 2, 4), H200_8B_MS)
     assert max(line_errors) > 0.05
     assert max(errors) < 0.04
 
@@ -466,14 +479,7 @@ def test_a_mixture_of_experts_step_cost_that_saturates_is_fitted_by_the_smooth_f
     assert "scale" in fit.coefficients()  # the data chose the saturating form
     assert hinge.chi2 / (len(rows) - len(hinge.beta)) > 8.0
     assert fit.chi2 / (len(rows) - len(fit.main.beta)) < 2.0
-    hinge_errors, errors = [], []
-    for k in (1, 3, 5):
-        for b in H200_MOE_MS:
-            truth = h200_moe_step_ms(k, b) / 1000
-            hinge_errors.append(abs(hinge.t(k, b, k + 1)[0] - truth) / truth)
-            t, sd = fit.t(k, b, k + 1)
-            assert abs(t - truth) <= 3 * sd, (k, b, t, truth, sd)
-            errors.append(abs(t - truth) / truth)
+    hinge_errors, errors = prediction_errors(fit, hinge, h200_moe_step_ms, (1, 3, 5), H200_MOE_MS)
     assert max(hinge_errors) > 0.10
     assert max(errors) < 0.03
 

@@ -201,19 +201,11 @@ MAX_KNEES = 12  # at most this many knee candidates (spread over the measured b 
 
 
 def _solve_step(
-    rows: Sequence[StepRow],
-    quadratic: bool,
-    per_request: bool,
-    knee: float | None,
-    noise_rel: float,
-    share: float,
-    spec: bool = False,
-    scale: float | None = None,
+    rows: Sequence[StepRow], x: FloatArray, noise_rel: float, share: float
 ) -> tuple[FloatArray, FloatArray, float]:
-    """Weighted least squares of the step time at one queue share: (beta, covariance, chi^2)."""
+    """Weighted least squares of the step time at one queue share: (beta, covariance, chi^2).
+    `x` is the form's design matrix over `rows` (`step_features`), the same at every share."""
     depths = sorted({r.k for r in rows if r.k > 0})
-    terms = step_terms(quadratic, per_request, knee, spec, scale)
-    x = np.array([step_features(r.k, r.b, r.n, terms) for r in rows])
     t = np.array([r.t / (1.0 + share) if r.queued else r.t for r in rows])
     sigma = max(noise_rel, STEP_REL_FLOOR)
     w = 1.0 / (sigma * t)
@@ -287,9 +279,11 @@ def _fit_form(
 ) -> StepForm:
     shares = QUEUE_SHARES if any(r.queued for r in rows) and any(not r.queued for r in rows) else (0.0,)
     spec = any(r.k == 0 for r in rows) and any(r.k > 0 for r in rows)
+    terms = step_terms(quadratic, per_request, knee, spec, scale)
+    x = np.array([step_features(r.k, r.b, r.n, terms) for r in rows])
     best: tuple[float, float, FloatArray, FloatArray] | None = None
     for share in shares:
-        beta, cov, chi2 = _solve_step(rows, quadratic, per_request, knee, noise_rel, share, spec, scale)
+        beta, cov, chi2 = _solve_step(rows, x, noise_rel, share)
         if best is None or chi2 < best[0]:
             best = (chi2, share, beta, cov)
     assert best is not None
