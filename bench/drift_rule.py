@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
@@ -35,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
 from sglang_utils.sglang_verify import DRIFT_MIN_DROP, DRIFT_Z, acceptance_drift  # noqa: E402
+
+from tuner.emulator.workload import shift_logit  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from gate_draws import drawn_output  # noqa: E402  (the gate's long outputs, simulated; the drift test's too)
 
 OUT = ROOT / "bench" / "drift_rule.md"
 DATA = ROOT / "bench" / "drift_rule" / "counts.json"
@@ -49,35 +53,15 @@ ZS = (3.0, 4.0)
 PROMPTS, TOKENS = 4, 384
 
 
-def one_output(rng: random.Random, alphas: list[float], tokens: int = TOKENS) -> list[tuple[int, int]]:
-    """One long output's (new tokens, new verify passes) increments, a pass at a time."""
-    steps, done = [], 0
-    while done < tokens:
-        n = 1
-        for a in alphas:
-            if rng.random() >= a:
-                break
-            n += 1
-        n = min(n, tokens - done)
-        steps.append((n, 1))
-        done += n
-    return steps
-
-
-def shifted(alphas: list[float], drop: float) -> list[float]:
-    """Each position's acceptance moved down by `drop` on the logit scale (the accept-drift fault's way)."""
-    return [1.0 / (1.0 + math.exp(-(math.log(a / (1.0 - a)) - drop))) for a in alphas]
-
-
 def simulate(runs: int, alphas: list[float], drop: float, seed: int) -> dict[str, object]:
     """`runs` gate runs: the rule's firings at each z and the healthy z-scores' mean and sd."""
     rng = random.Random(seed)
     fired = {f"{z:g}": 0 for z in ZS}
     zscores = []
-    after = shifted(alphas, drop) if drop else alphas
+    after = [shift_logit(a, -drop) for a in alphas]  # the accept-drift fault's way: down on the logit scale
     for _run in range(runs):
-        first = [one_output(rng, alphas) for _ in range(PROMPTS)]
-        again = [one_output(rng, after) for _ in range(PROMPTS)]
+        first = [drawn_output(rng, alphas, TOKENS) for _ in range(PROMPTS)]
+        again = [drawn_output(rng, after, TOKENS) for _ in range(PROMPTS)]
         d = acceptance_drift(first, again)
         if not d["noise"]:
             continue

@@ -3,11 +3,13 @@ acceptance floor and share, drift, which rule applies per server version, baseli
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
+from gate_draws import drawn_output
 from sglang_utils import sglang_verify as rules
+
+from tuner.emulator.workload import shift_logit
 
 
 def _rows(n: int, length: int, seed: int = 1) -> list[dict]:
@@ -209,21 +211,6 @@ def test_prompts_that_differ_are_not_drift():
     assert caught >= 190, caught
 
 
-def _drawn_output(rnd: random.Random, alphas: list[float], tokens: int = 384) -> list[list[int]]:
-    """One long output as the emulator serves it: each verify pass accepts a chain of drafts,
-    position j with probability alphas[j] given the ones before, drawn afresh every pass."""
-    steps, done = [], 0
-    while done < tokens:
-        n = 1
-        for a in alphas:
-            if rnd.random() >= a:
-                break
-            n += 1
-        steps.append([min(n, tokens - done), 1])
-        done += steps[-1][0]
-    return steps
-
-
 def test_drift_rule_rarely_fails_a_healthy_server_whose_acceptance_is_drawn_every_pass():
     """The noise estimate is calibrated on passes drawn afresh (the drop over it has sd about 1),
     and the rule's 4 standard errors fail a healthy configuration about once in thousands of gate
@@ -235,7 +222,7 @@ def test_drift_rule_rarely_fails_a_healthy_server_whose_acceptance_is_drawn_ever
     zs, alarms = [], 0
     for _run in range(1500):
         d = rules.acceptance_drift(
-            [_drawn_output(rnd, alphas) for _ in range(4)], [_drawn_output(rnd, alphas) for _ in range(4)]
+            [drawn_output(rnd, alphas) for _ in range(4)], [drawn_output(rnd, alphas) for _ in range(4)]
         )
         zs.append(d["drop"] / d["noise"])
         alarms += d["drifted"]
@@ -243,10 +230,10 @@ def test_drift_rule_rarely_fails_a_healthy_server_whose_acceptance_is_drawn_ever
     sd = (sum((z - mean) ** 2 for z in zs) / len(zs)) ** 0.5
     assert abs(mean) < 0.1 and 0.9 < sd < 1.1, (mean, sd)
     assert alarms <= 1, alarms
-    drifted = [1.0 / (1.0 + math.exp(0.84 - math.log(a / (1 - a)))) for a in alphas]
+    drifted = [shift_logit(a, -0.84) for a in alphas]
     caught = sum(
         rules.acceptance_drift(
-            [_drawn_output(rnd, alphas) for _ in range(4)], [_drawn_output(rnd, drifted) for _ in range(4)]
+            [drawn_output(rnd, alphas) for _ in range(4)], [drawn_output(rnd, drifted) for _ in range(4)]
         )["drifted"]
         for _run in range(200)
     )
