@@ -6,18 +6,22 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint unit integration e2e bench hosts hosts-absent clean collection sanity
+.PHONY: setup setup-runtime demo test lint unit integration e2e bench hosts hosts-absent clean collection sanity
 
 setup:
 	./scripts/setup.sh
 
-hosts: setup
+# What the demo needs: everything but the test and lint tools (a later `make setup` adds them).
+setup-runtime:
+	SGLANG_TUNE_SETUP_EXTRAS=tuner ./scripts/setup.sh
+
+hosts: setup-runtime
 	ansible-playbook playbooks/emulator_hosts.yml
 
 hosts-absent:
 	-ansible-playbook playbooks/emulator_hosts.yml -e emulator_hosts_state=absent
 
-demo: setup
+demo: setup-runtime
 	./scripts/demo.sh $(DEMO_OUT)
 
 test: setup
