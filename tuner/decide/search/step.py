@@ -200,11 +200,25 @@ QUEUE_SHARES = tuple(i / 100 for i in range(0, 51))
 MAX_KNEES = 12  # at most this many knee candidates (spread over the measured b n)
 
 
+def _column_sizes(x: FloatArray) -> FloatArray:
+    """Each coefficient's typical feature size over the rows (the median of its non-zero values, 1
+    where it is zero everywhere): what the weak priors of `_solve_step` are scaled by. The same at
+    every queue share, so worked out once per form."""
+    out = np.ones(x.shape[1])
+    for col in range(x.shape[1]):
+        nonzero = np.abs(x[:, col])[np.abs(x[:, col]) > 0]
+        if nonzero.size:
+            out[col] = float(np.median(nonzero))
+    return out
+
+
 def _solve_step(
-    rows: Sequence[StepRow], x: FloatArray, noise_rel: float, share: float
+    rows: Sequence[StepRow], x: FloatArray, sizes: FloatArray, noise_rel: float, share: float
 ) -> tuple[FloatArray, FloatArray, float]:
-    """Weighted least squares of the step time at one queue share: (beta, covariance, chi^2).
-    `x` is the form's design matrix over `rows` (`step_features`), the same at every share."""
+    """Weighted least squares of the step time at one queue share: (beta, the augmented design
+    matrix, chi^2); `step_cov` turns the matrix into beta's covariance, worked out only for the
+    share that fits best. `x` is the form's design matrix over `rows` (`step_features`) and
+    `sizes` its `_column_sizes`, the same at every share."""
     depths = sorted({r.k for r in rows if r.k > 0})
     t = np.array([r.t / (1.0 + share) if r.queued else r.t for r in rows])
     sigma = max(noise_rel, STEP_REL_FLOOR)
@@ -216,10 +230,8 @@ def _solve_step(
     prior_rows: list[FloatArray] = []
     prior_y: list[float] = []
     for col in range(p):
-        nonzero = np.abs(x[:, col])[np.abs(x[:, col]) > 0]
-        typical = float(np.median(nonzero)) if nonzero.size else 1.0
         e = np.zeros(p)
-        e[col] = typical / (10.0 * scale)
+        e[col] = float(sizes[col]) / (10.0 * scale)
         prior_rows.append(e)
         prior_y.append(0.0)
     if len(depths) == 1:
@@ -240,9 +252,14 @@ def _solve_step(
     yy = np.concatenate([y, np.array(prior_y)])
     solution = np.linalg.lstsq(aa, yy, rcond=None)
     beta: FloatArray = np.asarray(solution[0], dtype=np.float64)
-    cov: FloatArray = np.asarray(np.linalg.pinv(aa.T @ aa), dtype=np.float64)
     resid = a @ beta - y
-    return beta, cov, float(resid @ resid)
+    return beta, aa, float(resid @ resid)
+
+
+def step_cov(aa: FloatArray) -> FloatArray:
+    """The covariance of a `_solve_step` fit from its augmented design matrix (before the chi^2
+    scaling `_fit_form` applies)."""
+    return np.asarray(np.linalg.pinv(aa.T @ aa), dtype=np.float64)
 
 
 def _spread(values: list[float]) -> list[float]:
@@ -281,13 +298,15 @@ def _fit_form(
     spec = any(r.k == 0 for r in rows) and any(r.k > 0 for r in rows)
     terms = step_terms(quadratic, per_request, knee, spec, scale)
     x = np.array([step_features(r.k, r.b, r.n, terms) for r in rows])
+    sizes = _column_sizes(x)
     best: tuple[float, float, FloatArray, FloatArray] | None = None
     for share in shares:
-        beta, cov, chi2 = _solve_step(rows, x, noise_rel, share)
+        beta, aa, chi2 = _solve_step(rows, x, sizes, noise_rel, share)
         if best is None or chi2 < best[0]:
-            best = (chi2, share, beta, cov)
+            best = (chi2, share, beta, aa)
     assert best is not None
-    chi2, share, beta, cov = best
+    chi2, share, beta, aa = best
+    cov = step_cov(aa)
     dof = len(rows) - len(beta) - (1 if len(shares) > 1 else 0)
     if dof > 0:
         cov = cov * max(1.0, chi2 / dof)
