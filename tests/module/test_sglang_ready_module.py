@@ -7,6 +7,7 @@ server on 127.0.0.1 scripted per test, a log file appended by a writer thread, c
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
 import time
@@ -75,6 +76,26 @@ def test_waits_for_health_200_then_reports(fake_sglang, run_module, tmp_path):
     # the server_args line carries the API key in clear: never in the tail
     assert not any("sk-very-secret-key" in ln for ln in res["log_tail"])
     assert any("api_key='<redacted>'" in ln for ln in res["log_tail"])
+
+
+def test_the_probes_share_one_tls_context(fake_sglang, run_module, monkeypatch):
+    """Ansible's fetch_url makes a TLS context per request, loading the system's CA store (about
+    35 ms of CPU each, twice a second while a server starts); the gate makes one for the run."""
+    made = []
+    real = ssl.create_default_context
+
+    def counting(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    fake_sglang.server_info = INFO
+    fake_sglang.health = lambda t: 503 if t < 1.0 else 200
+    fake_sglang.restart_clock()
+    res, failed = run_module(base_args(fake_sglang))
+    assert not failed, res.get("msg")
+    assert len([r for r in fake_sglang.requests if r["path"] == "/health"]) >= 5
+    assert len(made) == 1
 
 
 def test_report_carries_no_key_read_back_from_server_info(fake_sglang, run_module, tmp_path):
