@@ -735,6 +735,7 @@ class Gate:
     def __init__(self, module):
         p = module.params
         self.module = module
+        self.t0 = time.monotonic()  # first: the gate's clock (and its timeout) include its own set-up
         self.params = p
         self.secrets = [p["api_key"]] if p["api_key"] else []
         self.http = Http(module, p["url"], p["api_key"], p["request_timeout"])
@@ -744,7 +745,6 @@ class Gate:
         self.health_status = None
         self.health_detail = None
         self.first_probe_ok = None
-        self.t0 = time.monotonic()
         self.t_ready: float | None = None
         self.scanned = 0
         self.ready_scan = 0

@@ -32,7 +32,9 @@ def test_a_worker_passes_only_once_its_log_shows_it_joined(fake_sglang, run_modu
     with appending_writer(log, JOINED, start_after_s=1.0):
         res, failed = run_module(_args(fake_sglang, log))
     assert not failed, res.get("msg")
-    assert res["joined"] is True and res["waited_seconds"] >= 1.0
+    # it waited for the line: the writer's second starts before the module's clock does (the
+    # module's own start-up, longer on a loaded machine), so a little less than 1 s is on it
+    assert res["joined"] is True and res["waited_seconds"] >= 0.75
     assert not [r for r in fake_sglang.requests if r["path"] in ("/health", "/server_info")]
     assert "capacity" not in res
 
