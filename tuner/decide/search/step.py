@@ -226,14 +226,9 @@ def _solve_step(
     a = x * w[:, None]
     y = t * w
     p = x.shape[1]
-    scale = float(np.median(t))
-    prior_rows: list[FloatArray] = []
-    prior_y: list[float] = []
-    for col in range(p):
-        e = np.zeros(p)
-        e[col] = float(sizes[col]) / (10.0 * scale)
-        prior_rows.append(e)
-        prior_y.append(0.0)
+    # a weak prior on every coefficient: zero, give or take ten times its typical size
+    prior_rows = np.diag(sizes / (10.0 * float(np.median(t))))
+    prior_y = np.zeros(p)
     if len(depths) == 1:
         k1 = depths[0]
         # the fixed cost at k1: the intercept of t against b n at that depth
@@ -246,10 +241,10 @@ def _solve_step(
         sd = fixed / (2 * math.sqrt(3) * k1)
         e = np.zeros(p)
         e[1] = 1.0 / sd
-        prior_rows.append(e)
-        prior_y.append(m / sd)
-    aa = np.vstack([a, np.array(prior_rows)])
-    yy = np.concatenate([y, np.array(prior_y)])
+        prior_rows = np.vstack([prior_rows, e])
+        prior_y = np.append(prior_y, m / sd)
+    aa = np.vstack([a, prior_rows])
+    yy = np.concatenate([y, prior_y])
     solution = np.linalg.lstsq(aa, yy, rcond=None)
     beta: FloatArray = np.asarray(solution[0], dtype=np.float64)
     resid = a @ beta - y
