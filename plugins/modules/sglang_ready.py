@@ -699,7 +699,8 @@ class Http:
         except OSError as exc:  # after URLError, before BadStatusLine: fetch_url's order
             return None, "", f"Connection failure: {exc}"
         except http.client.BadStatusLine as exc:
-            return None, "", f"Connection failure: connection was closed before an answer: {exc}"
+            closed = "connection was closed before a valid response was received"
+            return None, "", f"Connection failure: {closed}: {exc}"
         except Exception as exc:  # as fetch_url: any other failure is no answer
             return None, "", f"An unknown error occurred: {exc}"
         try:
