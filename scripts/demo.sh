@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# `make demo`: the main job end to end on this machine. Creates the emulator host(s) of the default
-# inventory (podman containers with systemd, inventory/emulator.yml), then sweeps spec_steps 1..5 at
+# `make demo`: the main job end to end on this machine. Creates the emulator hosts of the default
+# inventory (emu1 and emu2: podman containers with systemd, inventory/emulator.yml; the sweep
+# spreads its deployments over both, as over two GPU servers), then sweeps spec_steps 1..5 at
 # concurrency 1, 4, 16, 32, 64 with the model-guided search (the tuner's default, docs/tuner.md
 # "Model-guided search" says why): each configuration it deploys goes through the deploy play
 # (ansible-runner), gated by sglang_ready, benchmarked, stored; those the model says cannot win a
 # level are skipped with their prediction; then plotted and recommended. Here it skips one of the
 # five depths the grid would deploy (about a minute).
-# At the end the recommended configuration is deployed and verified (--deploy-best).
+# At the end the recommended configuration is deployed on both hosts and verified (--deploy-best).
 # Re-running continues an interrupted demo (--resume) instead of starting over.
 # The demo's levels stop sending after 10 s (--max-level-s 10; the tuner's default is 120 s): three
 # quarters of a default demo's time was its C=16..64 levels chasing +-2% (2026-12-02: 566 of 755 s),
@@ -35,6 +36,6 @@ Done. Open:
   $OUT/report.md                 the recommendation, every measured cell, how it was measured
   $OUT/recommendation.json       best spec_steps per concurrency level and for the workload
   $OUT/results.csv               one row per configuration x concurrency x repeat
-The emulator host keeps running the recommended configuration (curl http://10.213.1.2:30000/health).
-Remove it with: make hosts-absent
+The emulator hosts keep running the recommended configuration (curl http://10.213.1.2:30000/health,
+and 10.213.2.2 for emu2). Remove them with: make hosts-absent
 MSG

@@ -114,7 +114,7 @@ CASES = {
 def absent_inventory(tmp_path_factory) -> Path:
     inv = yaml.safe_load((ROOT / "inventory" / "emulator.yml").read_text())
     hosts = inv["all"]["children"]["emulator_hosts"]["hosts"]
-    assert list(hosts) == ["emu1"]
+    assert list(hosts) == ["emu1", "emu2"]
     inv["all"]["children"]["emulator_hosts"]["hosts"] = {ABSENT: {"emulator_host_index": 201}}
     path = tmp_path_factory.mktemp("inv") / "emulator-absent.yml"
     path.write_text(yaml.safe_dump(inv))
