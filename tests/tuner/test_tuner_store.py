@@ -242,3 +242,41 @@ def test_the_state_is_live_records_jsonl_is_read_once(tmp_path, monkeypatch):
     with open(s.records_path, "a") as f:
         f.write(json.dumps(SkipRecord(config=SpecConfig(4), kind="early_stop", reason="x").to_json()) + "\n")
     assert "k4-t1" in s.state().skipped and len(reads) == 2
+
+
+def test_deploy_best_reports_every_host(tmp_path):
+    """`--deploy-best` deploys the recommendation on every host of the sweep: the report and
+    recommendation.json name each host's outcome, and one host's failure is not hidden by another's
+    success (the state once kept only the last host's record, so the host that ended last spoke for all)."""
+    st = Store(tmp_path)
+    for host in ("h1", "h2"):
+        st.append(deploy(2, host=host))
+        for c, v in ((1, 180.0), (4, 540.0)):
+            st.append(level(2, c, v, host=host))
+    best = {**deploy(2, host="h2"), "type": "deploy_best", "status": "failed", "reason": "not healthy after deploy"}
+    st.append(best)
+    st.append({**deploy(2, host="h1"), "type": "deploy_best", "verified": True})
+    outputs.write_all(st, SweepSpec(workload=WORKLOAD, steps=(2,)))
+    rec = json.loads((tmp_path / "recommendation.json").read_text())["deploy_best"]
+    assert rec["status"] == "failed" and rec["verified"] is False
+    assert rec["host"] == "h1" and rec["reason"] == "h2: not healthy after deploy"
+    assert [(h["host"], h["status"], h["verified"]) for h in rec["hosts"]] == [
+        ("h1", "ok", True),
+        ("h2", "failed", False),
+    ]
+    report = (tmp_path / "report.md").read_text()
+    assert "(`--deploy-best`) on h1: ok; on h2: failed, not healthy after deploy." in report
+
+    # one host: as before, that host's outcome in its own words
+    one = Store(tmp_path / "one")
+    one.append(deploy(2))
+    one.append(level(2, 1, 180.0))
+    one.append({**deploy(2), "type": "deploy_best", "status": "failed", "reason": "probe request failed: x"})
+    outputs.write_all(one, SweepSpec(workload=WORKLOAD, steps=(2,)))
+    rec = json.loads((tmp_path / "one" / "recommendation.json").read_text())["deploy_best"]
+    assert (rec["host"], rec["status"], rec["reason"]) == ("h1", "failed", "probe request failed: x")
+    assert "(`--deploy-best`) on h1: failed, probe request failed: x." in (tmp_path / "one" / "report.md").read_text()
+
+    # a later run that recommends another configuration replaces the earlier deploys
+    st.append({**deploy(3, host="h1"), "type": "deploy_best", "verified": True})
+    assert list(SweepState.fold(read_records(tmp_path / "records.jsonl")).deploy_best) == ["h1"]

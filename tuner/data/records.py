@@ -342,7 +342,8 @@ class SweepState:
     measured: list[Measured] = field(default_factory=list)  # every level record, in order
     bench_failures: list[BenchFailedRecord] = field(default_factory=list)
     timings: dict[str, TimingRecord] = field(default_factory=dict)
-    deploy_best: DeployBestRecord | None = None
+    # --deploy-best: the latest deploy of the recommendation on each host (the sweep deploys it on all)
+    deploy_best: dict[str, DeployBestRecord] = field(default_factory=dict)
     verify: dict[str, VerifyRecord] = field(default_factory=dict)  # the gate's latest verdict per configuration
     verify_baseline: VerifyRecord | None = None  # the campaign's baseline capture (None: reused or --no-verify)
     verify_exact: dict[str, VerifyRecord] = field(default_factory=dict)  # the exact round's verdict per configuration
@@ -373,7 +374,9 @@ class SweepState:
         st.records.append(rec)
         cid = rec.config_id
         if isinstance(rec, DeployBestRecord):
-            st.deploy_best = rec
+            if rec.config_id != next(iter(st.deploy_best.values()), rec).config_id:
+                st.deploy_best = {}  # a later run recommended another configuration: its deploys replace these
+            st.deploy_best[rec.host or ""] = rec
             return
         if isinstance(rec, VerifyRecord):
             if rec.role == "baseline":

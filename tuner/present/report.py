@@ -178,11 +178,11 @@ def _recommendation(s: Summary) -> list[str]:
             ]
             lines += [_table(header, rows), ""]
     best = s.state.deploy_best
-    if best is not None:
-        lines.append(
-            f"Deployed the recommendation at the end (`--deploy-best`) on {best.host}: "
-            f"{best.status}" + (f", {best.reason}" if best.reason else "") + "."
-        )
+    if best:
+        outcomes = [
+            f"on {host}: {r.status}" + (f", {r.reason}" if r.reason else "") for host, r in sorted(best.items())
+        ]
+        lines.append("Deployed the recommendation at the end (`--deploy-best`) " + "; ".join(outcomes) + ".")
         lines.append("")
     return lines
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_utils.sglang_adaptive import DEFAULT_ADAPTIVE_CONFIG
 
-from ..data.records import DeployRecord, SkipRecord, SweepState
+from ..data.records import DeployBestRecord, DeployRecord, SkipRecord, SweepState
 from ..data.results import result_rows
 from ..decide import adaptive_phase, analysis, confirm, schedule_phase
 from ..decide import envelope as envelope_mod
@@ -391,9 +392,30 @@ def by_concurrency_json(s: Summary, view: TempView) -> dict[str, Any]:
     return out
 
 
+def deploy_best_json(best: Mapping[str, DeployBestRecord]) -> dict[str, Any] | None:
+    """`--deploy-best` in recommendation.json: the recommendation deployed on every host of the
+    sweep, `ok` and `verified` only where every host's deploy was, with each host's own outcome in
+    `hosts`. `host` and `reason` read as they did for one host: the first host by name, and the
+    failures' reasons (each named by its host where there are several)."""
+    if not best:
+        return None
+    recs = [best[h] for h in sorted(best)]
+    failed = [r for r in recs if r.status != "ok"]
+    reason = None
+    if failed:
+        reason = failed[0].reason if len(recs) == 1 else "; ".join(f"{r.host}: {r.reason}" for r in failed)
+    return {
+        "config": recs[0].config.to_json(),
+        "host": recs[0].host,
+        "status": "failed" if failed else "ok",
+        "reason": reason,
+        "verified": all(r.verified for r in recs),
+        "hosts": [{"host": r.host, "status": r.status, "reason": r.reason, "verified": r.verified} for r in recs],
+    }
+
+
 def recommendation_json(s: Summary) -> dict[str, Any]:
     w = s.spec.workload
-    best = s.state.deploy_best
     primary = s.views.get(s.temperatures[0]) if s.temperatures else None
     return {
         "by_concurrency": by_concurrency_json(s, primary)
@@ -419,15 +441,7 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
         "noise": s.noise,
         "search": None if s.search is None else s.search.to_json(),
         **schedule_json(s, primary),
-        "deploy_best": None
-        if best is None
-        else {
-            "config": best.config.to_json(),
-            "host": best.host,
-            "status": best.status,
-            "reason": best.reason,
-            "verified": best.verified,
-        },
+        "deploy_best": deploy_best_json(s.state.deploy_best),
         "server": s.server,
         "verify": verify_json(s),
         "workload": {
