@@ -210,12 +210,18 @@ def test_early_stop_skips_deeper_steps(hosts, tmp_path, capsys):
 def test_parallel_hosts_share_the_sweep(hosts, tmp_path, capsys):
     inv = hosts("local-a", "local-b")
     out = tmp_path / "out"
-    rc = sweep(out, inv, "--steps", "1-2", "--no-early-stop", "--concurrency", "1")
+    rc = sweep(out, inv, "--steps", "1-2", "--no-early-stop", "--concurrency", "1", "--deploy-best")
     assert rc == 0, capsys.readouterr().err
     recs = records(out)
     deploys = [r for r in recs if r["type"] == "deploy"]
     assert sorted(r["config"]["config_id"] for r in deploys) == ["k1-t1", "k2-t1"]
     assert {r["host"] for r in deploys} == {"local-a", "local-b"}
+    # --deploy-best deploys the recommendation on both hosts, and the outputs name both
+    best = [r for r in recs if r["type"] == "deploy_best"]
+    assert sorted(r["host"] for r in best) == ["local-a", "local-b"] and all(r["verified"] for r in best)
+    rec = json.loads((out / "recommendation.json").read_text())["deploy_best"]
+    assert rec["status"] == "ok" and [h["host"] for h in rec["hosts"]] == ["local-a", "local-b"]
+    assert "(`--deploy-best`) on local-a: ok; on local-b: ok." in (out / "report.md").read_text()
     # each host's first run is a full one
     firsts = {}
     for r in deploys:
