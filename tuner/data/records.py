@@ -374,7 +374,7 @@ class SweepState:
         st.records.append(rec)
         cid = rec.config_id
         if isinstance(rec, DeployBestRecord):
-            if rec.config_id != next(iter(st.deploy_best.values()), rec).config_id:
+            if any(r.config_id != cid for r in st.deploy_best.values()):
                 st.deploy_best = {}  # a later run recommended another configuration: its deploys replace these
             st.deploy_best[rec.host or ""] = rec
             return
