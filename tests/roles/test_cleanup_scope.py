@@ -1,7 +1,7 @@
 """A test run's cleanup removes what that run made and leaves the user's emulator hosts alone.
 
 `make demo` leaves hosts emu1 and emu2 (indexes 1 and 2, the demo range 1-49) running and tells the user to keep
-using it; `make test` then runs its trap, `scripts/cleanup_hosts.sh --run <its run id>`. Here: a
+using them; `make test` then runs its trap, `scripts/cleanup_hosts.sh --run <its run id>`. Here: a
 host in the demo range made as `make hosts` makes it (no SGLANG_TUNE_RUN: run "user"), a host and
 an emulator process made under a run id of this test's own, then that run's cleanup. Only the
 run's container, namespace, veth and process go; the demo-range host keeps all three. `--all`
