@@ -16,6 +16,7 @@ one server.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from pathlib import Path
@@ -81,6 +82,31 @@ def test_accept_length_per_depth_follows_acceptance_by_position(emulator, k, tok
         # the tuner's own accept length (completion tokens / verify calls) agrees, within the bias
         # of the prefill's token and the last step's cut (about 1/steps per request)
         assert m.accept_length == pytest.approx(want, rel=0.05)
+
+
+def test_acceptance_by_position_alone_in_a_json_profile_with_text_temperatures(emulator, tmp_path):
+    """A profile that gives acceptance only by position (no `alpha`), written as JSON, whose keys are
+    text ("0", "1.0"): the same acceptance length as the YAML profile's numeric keys; and a plain
+    list, with no temperatures, holds at every temperature."""
+    raw = {k: v for k, v in _yaml(ACCEPT).items() if k != "alpha"}
+    table = raw["alpha_by_position"]
+    path = tmp_path / "by-position.json"
+    path.write_text(json.dumps({**raw, "alpha_by_position": {str(t): v for t, v in table.items()}}))
+    e = _start(emulator, path, *spec_flags(3))
+    for temp in (0.0, 1.0):
+        traces, m = run_level(e.url, 32, 32, input_len=32, output_len=320, temperature=temp)
+        assert m.requests_ok == 32, m.errors
+        assert hist_accept_length(traces) == pytest.approx(_expected_tau(table[temp], 3), rel=0.02), temp
+    e.terminate()
+
+    flat = [0.85, 0.6]
+    path = tmp_path / "by-position-flat.yaml"
+    path.write_text(yaml.safe_dump({**_yaml(ACCEPT), "alpha_by_position": flat}))
+    e = _start(emulator, path, *spec_flags(3))
+    for temp in (0.0, 1.0):
+        traces, m = run_level(e.url, 32, 32, input_len=32, output_len=320, temperature=temp)
+        assert m.requests_ok == 32, m.errors
+        assert hist_accept_length(traces) == pytest.approx(_expected_tau(flat, 3), rel=0.02), temp
 
 
 def test_topk_tree_accepts_a_level_when_any_candidate_matches(emulator):
@@ -222,6 +248,13 @@ _BAD = [
     ({"spec_overhead_ms": -1}, "spec_overhead_ms must be a number >= 0"),
     ({"cuda_graph_bs": [1, 8, 4]}, "cuda_graph_bs must be strictly increasing"),
     ({"t_draft_ms": -0.5}, "t_draft_ms must not be negative"),
+    ({"alpha_by_position": {"hot": [0.9]}}, "alpha_by_position temperature 'hot' must be a number >= 0"),
+    ({"alpha_by_position": {0: [0.9], "0.0": [0.8]}}, "alpha_by_position gives temperature 0.0 twice"),
+    # the table's own keys may sit at the profile's top level, but not twice with two values
+    (
+        {"kv_read_ns_per_token": 20.0, "step_time_ms": {**_RAGGED, "ms": [[5, 5], [7, 7]], "kv_read_ns_per_token": 30}},
+        "kv_read_ns_per_token is given twice with different values",
+    ),
 ]
 
 
@@ -246,3 +279,18 @@ def test_profiles_without_the_keys_keep_the_linear_model():
     assert p.alpha_by_position is None and p.step_table is None and p.cuda_graph_bs is None
     assert p.alpha_spread == 0.0 and p.spec_overhead_ms == 0.0
     assert math.isclose(p.alphas_at(0.0, 3)[2], p.alpha_at(0.0))
+
+
+def test_the_tables_context_keys_may_sit_at_the_top_level():
+    """`context_tokens` and `kv_read_ns_per_token` describe the step table; a profile that writes them
+    beside it (at its top level) gets the same table, and one without a table is refused."""
+    from tuner.emulator.profile import ProfileError, profile_from_mapping
+
+    raw = _yaml(STEP)
+    inside = {**raw, "step_time_ms": {**raw["step_time_ms"], "kv_read_ns_per_token": 30.0, "context_tokens": 2048}}
+    top = {**raw, "kv_read_ns_per_token": 30.0, "context_tokens": 2048}
+    assert profile_from_mapping(top).step_table == profile_from_mapping(inside).step_table
+    assert profile_from_mapping(top).step_table.kv_read_ns_per_token == 30.0
+    linear = {k: v for k, v in _yaml(ACCEPT).items()}
+    with pytest.raises(ProfileError, match="kv_read_ns_per_token describe the step_time_ms table"):
+        profile_from_mapping({**linear, "kv_read_ns_per_token": 30.0})

@@ -9,6 +9,7 @@ the key's name, because a silently defaulted timing constant would make a sweep 
 from __future__ import annotations
 
 import bisect
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -266,7 +267,14 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
 
 def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: str = "") -> Profile:
     """Validate a mapping (from YAML or built in code, e.g. by the calibration fit)."""
+    raw = _table_keys_at_top(name, raw)
     required = dict(_REQUIRED)
+    if raw.get("alpha_by_position") is not None and "alpha" not in raw:
+        # acceptance given only by position: `alpha` (one value per temperature, for what reads a
+        # single acceptance) is each temperature's first position
+        required.pop("alpha")
+        rows = _alpha_by_position(name, raw["alpha_by_position"], ())
+        raw = {**raw, "alpha": {t: vals[0] for t, vals in rows or ()}}
     if raw.get("step_time_ms") is not None:
         for key in _TABLE_REPLACES:
             if key not in raw:
@@ -282,7 +290,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         raise ProfileError(f"emulator profile {name}: unknown key(s): {', '.join(unknown)}")
     values: dict[str, Any] = {}
     for key in _REQUIRED:
-        if key not in required:
+        if key not in required and key not in raw:
             raw = {**raw, key: 0.0}
     for key, typ in _REQUIRED.items():
         v = raw[key]
@@ -433,20 +441,59 @@ def _increasing_ints(name: str, key: str, v: Any) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _temperature(name: str, key: str, t: Any) -> float:
+    """A temperature key: a number >= 0, or its text (JSON keys and quoted YAML keys are strings)."""
+    if isinstance(t, bool):
+        raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
+    try:
+        out = float(t)
+    except (TypeError, ValueError):
+        out = math.nan
+    if not math.isfinite(out) or out < 0:
+        raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
+    return out
+
+
+def _table_keys_at_top(name: str, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`context_tokens` and `kv_read_ns_per_token` describe the `step_time_ms` table and belong in
+    it; written at the profile's top level they are moved into it (the same value in both places
+    is fine, two different ones are refused). Without a table they mean nothing: refused."""
+    top = [k for k in ("context_tokens", "kv_read_ns_per_token") if k in raw]
+    if not top:
+        return raw
+    table = raw.get("step_time_ms")
+    if not isinstance(table, Mapping):
+        raise ProfileError(
+            f"emulator profile {name}: {' and '.join(top)} describe the step_time_ms table, which this profile lacks"
+        )
+    merged = dict(table)
+    for k in top:
+        if k in merged and merged[k] != raw[k]:
+            raise ProfileError(
+                f"emulator profile {name}: {k} is given twice with different values "
+                f"({raw[k]!r} at the top, {merged[k]!r} in step_time_ms)"
+            )
+        merged[k] = raw[k]
+    return {**{k: v for k, v in raw.items() if k not in top}, "step_time_ms": merged}
+
+
 def _alpha_by_position(
     name: str, v: Any, alpha: tuple[tuple[float, float], ...]
 ) -> tuple[tuple[float, tuple[float, ...]], ...] | None:
     """temperature -> [a_1, a_2, ...], each in (0, 1); merged with `alpha` (a temperature given here
-    replaces alpha's for it; alpha's other temperatures become constant rows), sorted by temperature."""
+    replaces alpha's for it; alpha's other temperatures become constant rows), sorted by temperature.
+    A plain list (no temperatures) is that list at every temperature: it replaces `alpha` whole."""
     if v is None:
         return None
     key = "alpha_by_position"
+    every_temperature = isinstance(v, list)
+    if every_temperature:
+        v = {0.0: v}
     if not isinstance(v, Mapping) or not v:
         raise ProfileError(f"emulator profile {name}: {key} must map temperature -> list of acceptances")
     rows: dict[float, tuple[float, ...]] = {}
-    for t, vals in v.items():
-        if not _is_number(t) or t < 0:
-            raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
+    for t_key, vals in v.items():
+        t = _temperature(name, key, t_key)
         if not isinstance(vals, list) or not vals:
             raise ProfileError(f"emulator profile {name}: {key}[{t}] must be a non-empty list of acceptances")
         for j, a in enumerate(vals, 1):
@@ -454,7 +501,11 @@ def _alpha_by_position(
                 raise ProfileError(
                     f"emulator profile {name}: {key}[{t}] position {j} is {a!r}; an acceptance must be in (0, 1)"
                 )
-        rows[float(t)] = tuple(float(a) for a in vals)
+        if t in rows:
+            raise ProfileError(f"emulator profile {name}: {key} gives temperature {t} twice")
+        rows[t] = tuple(float(a) for a in vals)
+    if every_temperature:
+        return tuple(rows.items())
     for t, a in alpha:
         rows.setdefault(t, (a,))
     return tuple(sorted(rows.items()))
