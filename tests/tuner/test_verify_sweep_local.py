@@ -103,6 +103,41 @@ def test_failing_configurations_are_excluded_and_never_deployed(inv, tmp_path, c
 
 
 @pytest.mark.slow
+def test_other_hosts_measure_while_the_first_captures_the_baseline(tmp_path, monkeypatch, capsys):
+    """With two hosts, the baseline's no-speculation deploy takes the first host and the second starts
+    measuring at once (not after the baseline); its configuration's check waits for the baseline
+    and passes against it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    runner_tmp = tmp_path / "runner-tmp"
+    runner_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(runner_tmp))
+    inv = local_inventory(tmp_path / "inventory.yml", {"local-a": free_port(), "local-b": free_port()}, state)
+    try:
+        out = tmp_path / "out"
+        rc = sweep(out, inv, "--steps", "1-2", "--concurrency", "1", "--no-verify-exact")
+        printed = capsys.readouterr()
+        assert rc == 0, printed.out + printed.err
+    finally:
+        stop_local_emulators(state)
+    lines = (printed.out + printed.err).splitlines()
+
+    def at(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    # local-b's first configuration starts before the baseline on local-a is captured
+    baseline_done = at("[verify] baseline: ")
+    assert at("[verify] deploying the no-speculation baseline on local-a") < baseline_done
+    assert at("deploying on local-b") < baseline_done, lines
+    recs = records(out)
+    order = [(r["type"], r.get("role"), r.get("host")) for r in recs if r["type"] == "verify"]
+    assert order[0] == ("verify", "baseline", "local-a"), order
+    checks = {r["config"]["config_id"]: r for r in recs if r["type"] == "verify" and r.get("role") == "config"}
+    assert set(checks) == {"k1-t1", "k2-t1"} and all(c["passed"] for c in checks.values()), checks
+    assert {c["host"] for c in checks.values()} == {"local-a", "local-b"}
+
+
+@pytest.mark.slow
 def test_no_verify_says_the_outputs_were_not_checked(inv, tmp_path, capsys):
     out = tmp_path / "out"
     faults = {"local_emu_faults": {"1": ["spec-diverge=5"]}}

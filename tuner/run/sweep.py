@@ -91,6 +91,7 @@ class Sweep:
     ):
         self.spec = spec
         self.verify = verify  # the correctness gate (tuner/verify/phase.py); None with --no-verify
+        self._baseline: asyncio.Future[None] | None = None  # the gate's baseline being captured (run)
         self.plan = plan
         self.store = store
         self.deployer = deployer
@@ -201,7 +202,10 @@ class Sweep:
             )
             self.progress.line(f"[{cfg.label}] benchmark stopped: {lv.reason}")
         elif self.verify is not None and cfg.spec_steps > 0:
-            # the gate on this very deployment, before the next configuration replaces it
+            # the gate on this very deployment, before the next configuration replaces it (on a
+            # host other than the first, once the baseline the first host is capturing is there)
+            if self._baseline is not None:
+                await asyncio.shield(self._baseline)
             served = res.gate.server.served_model_name
             assert res.client_url is not None
             await self.verify.check(cfg, host, res.client_url, served, self.store.state().levels(), deployment)
@@ -387,9 +391,17 @@ class Sweep:
                 self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
         try:
             if self.verify is not None and not self.verify.load():
-                # the campaign's one no-speculation deployment: its outputs are the baseline
-                await self.verify.capture(self.deployer.deploy, self.hosts[0])
-            await asyncio.gather(*(self._worker(h) for h in self.hosts))
+                # the campaign's one no-speculation deployment: its outputs are the baseline. It
+                # takes the first host; the others start measuring meanwhile, and a check waits
+                # for it (run_config).
+                self._baseline = asyncio.ensure_future(self.verify.capture(self.deployer.deploy, self.hosts[0]))
+
+            async def first_host() -> None:
+                if self._baseline is not None:
+                    await asyncio.shield(self._baseline)
+                await self._worker(self.hosts[0])
+
+            await asyncio.gather(first_host(), *(self._worker(h) for h in self.hosts[1:]))
             await self._confirm_round()
             if self.spec.schedule:
                 for stage in ("envelope", "search"):
@@ -414,6 +426,8 @@ class Sweep:
             outputs.write_all(self.store, self.spec, plot=False, report=False)
             return 1
         finally:
+            if self._baseline is not None and not self._baseline.done():
+                self._baseline.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
                     loop.remove_signal_handler(sig)

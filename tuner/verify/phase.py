@@ -3,7 +3,8 @@
 Once per campaign, before the first configuration, the no-speculation configuration (`k0`) is
 deployed and its greedy outputs become the baseline (`--verify-baseline FILE`, default
 `<out>/verify_baseline.json`; a file that exists is reused, so a later sweep or `--resume`
-deploys nothing for it). Then every speculative configuration is checked on its own measurement
+deploys nothing for it); with several hosts it takes the first one while the others start
+measuring, and a check waits for it (run/sweep.py). Then every speculative configuration is checked on its own measurement
 deployment right after its levels, before the next configuration replaces it: no extra deploy,
 and a cost of a few dozen requests that bench/verify_cost.py keeps at or below 10% of the
 configuration's measurement time. A configuration that fails is excluded from the
