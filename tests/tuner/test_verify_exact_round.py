@@ -79,7 +79,7 @@ def _run(phase: VerifyPhase, log: _Log) -> None:
     asyncio.run(
         phase.exact_round(
             _no_deploy,
-            "h",
+            ["h"],
             lambda: [SpecConfig(spec_steps=2)],
             lambda: (set(log.state.verify_exact), set(log.state.verify)),
         )
@@ -161,7 +161,7 @@ def test_a_configuration_measured_before_a_resume_is_covered_and_a_flag_that_doe
         asyncio.run(
             phase.exact_round(
                 deploy,
-                "h",
+                ["h"],
                 lambda: [SpecConfig(spec_steps=2)],
                 lambda: (set(log.state.verify_exact), set(log.state.verify)),
             )
@@ -187,7 +187,7 @@ def test_a_configuration_measured_before_a_resume_is_covered_and_a_flag_that_doe
         asyncio.run(
             phase2.exact_round(
                 deploy,
-                "h",
+                ["h"],
                 lambda: [SpecConfig(spec_steps=3), SpecConfig(spec_steps=2)],
                 lambda: (set(log2.state.verify_exact), set(log2.state.verify)),
             )
@@ -201,3 +201,48 @@ def test_a_configuration_measured_before_a_resume_is_covered_and_a_flag_that_doe
     assert st2.verify_exact_round.verdict["stopped"] and st2.verify_exact_round.verdict["unchecked"] == ["k2-t1"]
     text = "\n".join(report_section(st2, True, True))
     assert "k2-t1 keep their threshold verdict only" in text
+
+
+@pytest.mark.slow
+def test_with_two_hosts_the_second_redeploys_a_pick_while_the_first_captures_the_baseline(tmp_path):
+    """The deterministic baseline is captured on the first host; the second host redeploys the first
+    pick meanwhile and compares once the baseline is there; the first host then takes the next
+    pick. Three deploys, as with one host, in less time."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from sglang_utils.sglang_gate_report import GateReport
+    from tuner_testlib import emulator
+
+    det = "--enable-deterministic-inference"
+    with emulator(det, steps=0) as k0, emulator(det, steps=2) as k2, emulator(det, steps=3) as k3:
+        phase, log, progress = _threshold_phase(tmp_path)
+        phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
+        urls = {0: k0, 2: k2, 3: k3}
+        calls: list[tuple[str, str, bool]] = []  # (label, host, deterministic baseline there yet)
+
+        def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
+            calls.append((label, host, phase.exact_baseline is not None))
+            return SimpleNamespace(
+                ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
+            )
+
+        asyncio.run(
+            phase.exact_round(
+                deploy,
+                ["a", "b"],
+                lambda: [SpecConfig(spec_steps=2), SpecConfig(spec_steps=3)],
+                lambda: (set(log.state.verify_exact), set(log.state.verify)),
+            )
+        )
+    st = log.state
+    assert ("verify-exact-baseline", "a", False) in calls
+    assert ("verify-exact-k2-t1", "b", False) in calls  # before the baseline was captured
+    assert ("verify-exact-k3-t1", "a", True) in calls and len(calls) == 3
+    assert {cid: (r.host, r.passed) for cid, r in st.verify_exact.items()} == {
+        "k2-t1": ("b", True),
+        "k3-t1": ("a", True),
+    }, {cid: r.reasons for cid, r in st.verify_exact.items()}
+    assert st.verify_exact_baseline is not None and st.verify_exact_baseline.host == "a"
+    verdict = st.verify_exact_round.verdict
+    assert verdict["deploys"] == 3 and verdict["configs"] == 2 and verdict["unchecked"] == []

@@ -3,8 +3,9 @@
 After the static depths (docs/tuner.md "Verdicts across restarts"), the sweep spends at most
 `--confirm N` extra server starts on the configurations whose verdicts are in doubt
 (tuner/measure/restarts.py `contenders`: at each target level the best and every configuration tied
-with it, or, before any redeploy has measured the deployment component, the runner-up), one at a
-time, the least redeployed first so that two contenders take turns. Each redeploy measures one
+with it, or, before any redeploy has measured the deployment component, the runner-up), the
+least redeployed first so that two contenders take turns (one at a time, or with several hosts the
+most urgent at once, one per host). Each redeploy measures one
 level, the sweep's most precise target level (tuner/measure/restarts.py `precise_level`): a
 restart moves every level of a deployment alike, and the precise level measures it best. What the
 redeploys measure is pooled into the
@@ -40,10 +41,17 @@ def spent(state: SweepState) -> int:
 
 def next_confirmation(state: SweepState, workload: WorkloadSpec) -> tuple[Confirmation | None, str]:
     """The next redeploy, or None and why the round is over."""
+    plans, why = next_confirmations(state, workload, 1)
+    return (plans[0] if plans else None), why
+
+
+def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tuple[list[Confirmation], str]:
+    """The next `n` redeploys at most, of distinct configurations, most urgent first (a sweep with
+    several hosts makes them at once); none, and why the round is over."""
     temp = float(workload.temperature[0]) if workload.temperature else None
     stats = analysis.aggregate(state.levels(), temperature=temp)
     if not stats:
-        return None, "nothing was measured"
+        return [], "nothing was measured"
     noise = restarts.pool_stats(stats)
     targets = list(workload.target_concurrency or workload.concurrency)
     cells = []
@@ -52,24 +60,28 @@ def next_confirmation(state: SweepState, workload: WorkloadSpec) -> tuple[Confir
         cells.append(restarts.CellView(cid, c, p.mean, p.interval, p.deployments, competes))
     cands = restarts.contenders(cells, targets, noise)
     if not cands:
-        return None, "no verdict is in doubt at any target level"
-    pick = cands[0]
-    cfg = state.configs[pick.config_id]
-    deployments = {int(lv.deployment or 1) for lv in state.levels(measured_only=False) if lv.config_id == cfg.config_id}
-    deployments |= {
-        int(getattr(r, "deployment", 1) or 1)
-        for r in state.records
-        if r.TYPE == "deploy" and getattr(r, "config_id", None) == cfg.config_id
-    }
+        return [], "no verdict is in doubt at any target level"
     # One level, the sweep's most precise target level, not those in doubt: a restart moves every
     # level of a deployment alike, so the precise level measures it best (the contested one may be
     # the noisiest), and the verdicts everywhere read the spread it measures.
     rows = {k: p.interval_rows("output_tok_s") for k, p in stats.items() if not p.partial}
     level = restarts.precise_level(rows, targets)
     if level is None:
-        return None, "no target level was measured"
-    why = f"{pick.why}; in doubt at C={','.join(str(c) for c in pick.levels)}"
-    return Confirmation(cfg, max(deployments, default=1) + 1, (level,), why), ""
+        return [], "no target level was measured"
+    plans = []
+    for pick in cands[: max(1, n)]:
+        cfg = state.configs[pick.config_id]
+        deployments = {
+            int(lv.deployment or 1) for lv in state.levels(measured_only=False) if lv.config_id == cfg.config_id
+        }
+        deployments |= {
+            int(getattr(r, "deployment", 1) or 1)
+            for r in state.records
+            if r.TYPE == "deploy" and getattr(r, "config_id", None) == cfg.config_id
+        }
+        why = f"{pick.why}; in doubt at C={','.join(str(c) for c in pick.levels)}"
+        plans.append(Confirmation(cfg, max(deployments, default=1) + 1, (level,), why))
+    return plans, ""
 
 
 def cost(state: SweepState) -> dict[str, float | int]:

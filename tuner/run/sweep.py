@@ -66,7 +66,7 @@ class Gate(Protocol):
     async def exact_round(
         self,
         deploy: Any,
-        host: str,
+        hosts: list[str],
         picks: Callable[[], list[SpecConfig]],
         checked: Callable[[], tuple[set[str], set[str]]],
         previous: dict[str, Any] | None = None,
@@ -248,25 +248,33 @@ class Sweep:
 
     # -- the whole sweep -----------------------------------------------------------------------
     async def _confirm_round(self) -> None:
-        """After the static depths: redeploy the close contenders, at most `--confirm` extra starts,
-        one at a time on the first host (tuner/decide/confirm.py), and say what it measured and cost."""
+        """After the static depths: redeploy the close contenders, at most `--confirm` extra starts
+        (tuner/decide/confirm.py), the most urgent ones at once where there are several hosts (one
+        per host), and say what it measured and cost."""
         budget = self.spec.confirm
         if budget <= 0 or self.spec.repeat_deploys > 1:
             return
         made = confirm.spent(self.store.state())
-        host = self.hosts[0]
         why = f"the budget of {budget} extra start(s) is spent"
         while made < budget:
-            plan, nothing_left = confirm.next_confirmation(self.store.state(), self.workload)
-            if plan is None:
+            plans, nothing_left = confirm.next_confirmations(
+                self.store.state(), self.workload, min(len(self.hosts), budget - made)
+            )
+            if not plans:
                 why = nothing_left
                 break
-            self.progress.line(
-                f"[confirm] start {made + 1}/{budget}: redeploying {plan.config.label} ({plan.why}); "
-                f"levels C={','.join(str(c) for c in plan.levels)}"
+            for i, plan in enumerate(plans):
+                self.progress.line(
+                    f"[confirm] start {made + i + 1}/{budget}: redeploying {plan.config.label} ({plan.why}); "
+                    f"levels C={','.join(str(c) for c in plan.levels)}"
+                )
+            await asyncio.gather(
+                *(
+                    self.run_config(plan.config, host, plan.deployment, levels=plan.levels)
+                    for plan, host in zip(plans, self.hosts, strict=False)
+                )
             )
-            await self.run_config(plan.config, host, plan.deployment, levels=plan.levels)
-            made += 1
+            made += len(plans)
         state = self.store.state()
         temp = float(self.workload.temperature[0]) if self.workload.temperature else None
         noise = restarts.pool_stats(analysis.aggregate(state.levels(), temperature=temp))
@@ -414,7 +422,7 @@ class Sweep:
                 before = self.store.state().verify_exact_round
                 await self.verify.exact_round(
                     self.deployer.deploy,
-                    self.hosts[0],
+                    self.hosts,
                     self._picks,
                     self._verified,
                     None if before is None else dict(before.verdict),

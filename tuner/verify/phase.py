@@ -16,7 +16,8 @@ That per-deployment check uses the threshold rule unless the measurement deploym
 *exact round* follows the sweep (`exact_round`, off with --no-verify-exact): a second baseline is
 captured from `k0` deployed with the flag (`<baseline>.deterministic.json`, reused like the
 first), then the configurations about to be recommended (the distinct per-level picks, the
-recommendation first) are redeployed with the flag one at a time and must match it exactly; one
+recommendation first) are redeployed with the flag (one at a time, or one per host at a time with
+several hosts) and must match it exactly; one
 that fails is excluded and the picks are worked out again, so the next candidate is checked, at
 most EXACT_MAX_CONFIGS redeploys per sweep. Acceptance and drift stay judged on the measurement
 deployment (the one --deploy-best deploys, without the flag), docs/tuner.md "In a sweep".
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -314,17 +315,28 @@ class VerifyPhase:
         )
         return True, 1
 
-    async def _exact_one(self, deploy: Any, host: str, cfg: SpecConfig, threshold_checked: bool) -> VerifyRecord:
+    async def _exact_one(
+        self,
+        deploy: Any,
+        host: str,
+        cfg: SpecConfig,
+        threshold_checked: bool,
+        baseline_ready: Callable[[], Awaitable[bool]] | None = None,
+    ) -> VerifyRecord | None:
         """`cfg` redeployed with the flag, held to exact parity with the deterministic baseline.
         Acceptance is judged here only for a configuration the per-deployment check never saw
         (measured before a --resume): the floor and drift, not the 95% of a measurement made on a
-        deployment without the flag."""
+        deployment without the flag. `baseline_ready`: awaited between the deploy and the check
+        (the baseline is being captured on another host); when it says the baseline failed, nothing
+        is compared or recorded (None)."""
         self.progress.line(f"[verify exact] redeploying {cfg.label} with --{rules.DETERMINISTIC_FLAG} on {host}")
         started = time.perf_counter()
         res = await asyncio.to_thread(
             deploy, cfg, host, label=f"verify-exact-{cfg.config_id}", extravars=self._deterministic_vars()
         )
         deploy_s = round(res.elapsed_s, 3)
+        if baseline_ready is not None and not await baseline_ready():
+            return None
         if not res.ok or not res.client_url:
             v: dict[str, Any] = {
                 "passed": False,
@@ -372,7 +384,7 @@ class VerifyPhase:
     async def exact_round(
         self,
         deploy: Any,
-        host: str,
+        hosts: Sequence[str],
         picks: Callable[[], list[SpecConfig]],
         checked: Callable[[], tuple[set[str], set[str]]],
         previous: dict[str, Any] | None = None,
@@ -380,11 +392,14 @@ class VerifyPhase:
         """After the sweep: hold the configurations about to be recommended to exact parity.
 
         `picks()`: the speculative configurations the recommendation would name now, in order (the
-        recommendation first, then each level's pick); it is asked again after every failure, so a
+        recommendation first, then each level's pick); it is asked again after every verdict, so a
         failing pick's successor is checked next. `checked()`: (configurations with an exact
         verdict already, e.g. from before a --resume; configurations with a per-deployment verdict).
-        At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are logged and recorded.
-        `previous`: the verdict of the round an earlier run of this sweep recorded (a --resume)."""
+        The deterministic baseline is captured on the first of `hosts`; each host redeploys the next
+        pick not yet checked nor in flight (the other hosts start while the baseline is captured and
+        compare once it is there). At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are
+        logged and recorded. `previous`: the verdict of the round an earlier run of this sweep
+        recorded (a --resume)."""
         if not self.exact:
             self._note(
                 "off (--no-verify-exact): every configuration is judged by its per-deployment check",
@@ -404,41 +419,71 @@ class VerifyPhase:
             self._note(f"not run: {plan['why']}", dict(plan), previous)
             return
         started = time.perf_counter()
-        deploys, made = 0, 0
-        have_base = self.exact_baseline is not None
-        left: list[str] = []
-        stopped = None
-        while True:
-            exact_done, threshold_done = checked()
-            todo = [c for c in picks() if c.spec_steps > 0 and c.config_id not in exact_done]
-            if not todo:
-                break
-            if made >= EXACT_MAX_CONFIGS:
-                left = [c.config_id for c in todo]
-                break
-            if not have_base:
-                have_base, deployed = await self._exact_capture(deploy, host)
-                deploys += deployed
-                if not have_base:
-                    self._note(
-                        "not run: no deterministic baseline; the configurations keep their per-deployment verdicts",
-                        {"applies": False, "why": "no deterministic baseline", "deploys": deploys},
-                    )
+        tally = {"deploys": 0, "made": 0}
+        in_flight: set[str] = set()
+        stopped: list[str] = []  # why the round stopped early (a redeploy that could not be checked)
+        base: asyncio.Future[tuple[bool, int]] | None = None
+
+        def todo() -> list[SpecConfig]:
+            exact_done, _ = checked()
+            return [c for c in picks() if c.spec_steps > 0 and c.config_id not in exact_done]
+
+        async def baseline_ready() -> bool:
+            if base is None:
+                return True
+            return (await asyncio.shield(base))[0]
+
+        async def worker(host: str) -> None:
+            nonlocal base
+            while not stopped:
+                cfg = next((c for c in todo() if c.config_id not in in_flight), None)
+                if cfg is None or tally["made"] + len(in_flight) >= EXACT_MAX_CONFIGS:
                     return
-            cfg = todo[0]
-            rec = await self._exact_one(deploy, host, cfg, cfg.config_id in threshold_done)
-            deploys += 1
-            made += 1
-            if rec.verdict.get("unchecked"):
-                # a redeploy with the flag that does not come up (or answer) says nothing about the
-                # configuration; the next one would fare the same: stop, keep the per-deployment verdicts
-                left = [c.config_id for c in todo[1:]]
-                stopped = rec.reasons[0]
-                break
+                # the baseline is captured (on the first host) only once a pick needs checking
+                if self.exact_baseline is None and base is None:
+                    base = asyncio.ensure_future(self._exact_capture(deploy, hosts[0]))
+                if host == hosts[0] and base is not None and not base.done():
+                    # the first host is busy with the baseline until then; the picks may have moved on
+                    if not await baseline_ready():
+                        return
+                    continue
+                in_flight.add(cfg.config_id)
+                try:
+                    rec = await self._exact_one(
+                        deploy, host, cfg, cfg.config_id in checked()[1], baseline_ready if base is not None else None
+                    )
+                finally:
+                    in_flight.discard(cfg.config_id)
+                tally["deploys"] += 1
+                if rec is None:
+                    return  # the baseline could not be captured: nothing is compared
+                tally["made"] += 1
+                if rec.verdict.get("unchecked"):
+                    # a redeploy with the flag that does not come up (or answer) says nothing about the
+                    # configuration; the next one would fare the same: stop, keep the per-deployment verdicts
+                    stopped.append(rec.reasons[0])
+
+        try:
+            await asyncio.gather(*(worker(h) for h in hosts))
+        finally:
+            if base is not None and not base.done():
+                base.cancel()
+        if base is not None:
+            have_base, deployed = base.result()
+            tally["deploys"] += deployed
+            if not have_base:
+                self._note(
+                    "not run: no deterministic baseline; the configurations keep their per-deployment verdicts",
+                    {"applies": False, "why": "no deterministic baseline", "deploys": tally["deploys"]},
+                )
+                return
+        deploys, made = tally["deploys"], tally["made"]
+        left = [c.config_id for c in todo()] if stopped or made >= EXACT_MAX_CONFIGS else []
+        stopped_why = stopped[0] if stopped else None
         secs = round(time.perf_counter() - started, 3)
         text = f"{made} configuration(s) redeployed, {deploys} deploy(s) in all, {secs:.1f} s"
-        if stopped:
-            text += f"; stopped: {stopped}"
+        if stopped_why:
+            text += f"; stopped: {stopped_why}"
         elif left:
             text += f"; the bound of {EXACT_MAX_CONFIGS} was reached"
         if left:
@@ -452,7 +497,7 @@ class VerifyPhase:
                 "deploys": deploys,
                 "seconds": secs,
                 "unchecked": left,
-                "stopped": stopped,
+                "stopped": stopped_why,
             },
             previous,
         )
