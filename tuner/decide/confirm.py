@@ -39,12 +39,6 @@ def spent(state: SweepState) -> int:
     return sum(1 for r in state.records if r.TYPE == "deploy" and int(getattr(r, "deployment", 1) or 1) > 1)
 
 
-def next_confirmation(state: SweepState, workload: WorkloadSpec) -> tuple[Confirmation | None, str]:
-    """The next redeploy, or None and why the round is over."""
-    plans, why = next_confirmations(state, workload, 1)
-    return (plans[0] if plans else None), why
-
-
 def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tuple[list[Confirmation], str]:
     """The next `n` redeploys at most, of distinct configurations, most urgent first (a sweep with
     several hosts makes them at once); none, and why the round is over."""

@@ -449,9 +449,7 @@ class VerifyPhase:
                     continue
                 in_flight.add(cfg.config_id)
                 try:
-                    rec = await self._exact_one(
-                        deploy, host, cfg, cfg.config_id in checked()[1], baseline_ready if base is not None else None
-                    )
+                    rec = await self._exact_one(deploy, host, cfg, cfg.config_id in checked()[1], baseline_ready)
                 finally:
                     in_flight.discard(cfg.config_id)
                 tally["deploys"] += 1
