@@ -91,7 +91,7 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # times SSH's CPU per task: bench/connection_cost.md) took 95 and 167 alone. Since, `rollback` makes
 # an emulator host and reaches it over SSH (roles/sglang_server/molecule/rollback/molecule.yml):
 # 88 CPU-seconds alone; `default` keeps podman's connection, so both connections stay tested.
-UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-4}
+UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-8}
 SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 
 run_unit() {

@@ -22,32 +22,33 @@ os.environ.setdefault("SGLANG_TUNE_RUN", f"pytest-{uuid.uuid4().hex[:12]}")
 # tests/helpers/emulator_proc.py: the one way tests start an emulator (and benches import it too)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
-from xdist_order import FilesInCollectionOrder  # noqa: E402
+from xdist_order import FilesInCollectionOrder, LongestFirstLoad  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the systemd stage's longest test files first (scripts/test.sh: --dist loadfile).
+    """Start the longest tests first, in both pytest stages (scripts/test.sh).
 
-    A file's tests share the host its fixture made, so xdist keeps a file on one worker, and the
-    stage lasts as long as its busiest worker: a long file started last makes the whole run wait
-    for it. Files marked `cost(seconds)` (their measured duration) go first, longest first; the
-    rest keep collection order, and `FilesInCollectionOrder` (tests/helpers/xdist_order.py) hands
-    them out in that order. (Not --dist loadgroup: pytest-xdist 3.6-3.8 marks a group on
-    `item._nodeid`, which pytest 9 no longer reads, so every test would be its own group.)
-    The unit stage (--dist load) keeps collection order: sorting its ten longest tests first made
-    it slower, 661 s against 334-400 s (2026-12-03, one run one stage after the other); measured
-    the same day, --dist loadfile took 423 s, --dist worksteal 339 s, and an order that started
-    its twelve longest tests first as units of their own, one at a time, 345 s against 333-376 s.
+    Tests marked `cost(seconds)` (their measured duration) go first, longest first; the rest keep
+    collection order. The systemd stage (--dist loadfile): a file's tests share the host its
+    fixture made, so xdist keeps a file on one worker and the stage lasts as long as its busiest
+    worker; files are marked as a whole and `FilesInCollectionOrder` hands them out in this order.
+    The unit stage (--dist load): single end-to-end tests are marked and `LongestFirstLoad` deals
+    them one per worker (both in tests/helpers/xdist_order.py). (Not --dist loadgroup:
+    pytest-xdist 3.6-3.8 marks a group on `item._nodeid`, which pytest 9 no longer reads, so every
+    test would be its own group.)
     """
 
     def key(item: pytest.Item) -> float:
         cost = item.get_closest_marker("cost")
-        return -float(cost.args[0]) if cost and item.get_closest_marker("systemd") else 0.0
+        return -float(cost.args[0]) if cost else 0.0
 
     items.sort(key=key)  # stable: a file's tests stay together and in order
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> FilesInCollectionOrder | None:
-    """The systemd stage's scheduler (`--dist loadfile`): `FilesInCollectionOrder`."""
-    return FilesInCollectionOrder(config, log) if config.getvalue("dist") == "loadfile" else None
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> FilesInCollectionOrder | LongestFirstLoad | None:
+    """The stages' schedulers: `FilesInCollectionOrder` for `--dist loadfile`, `LongestFirstLoad` for `load`."""
+    dist = config.getvalue("dist")
+    if dist == "loadfile":
+        return FilesInCollectionOrder(config, log)
+    return LongestFirstLoad(config, log) if dist == "load" else None

@@ -392,10 +392,16 @@ def test_admission_queues_beyond_max_running_requests(emulator):
     threads = [threading.Thread(target=one, args=(i,)) for i in range(5)]
     for t in threads:
         t.start()
-    time.sleep(0.4)
-    text = e.get("/metrics")[1].decode()
-    running = float(re.search(r"^sglang:num_running_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
-    queued = float(re.search(r"^sglang:num_queue_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+    # Read the gauges once all five have arrived (a fixed sleep lost the race on a loaded machine:
+    # one request running, the others not yet sent), well before the first can finish.
+    deadline = time.monotonic() + 10
+    while True:
+        text = e.get("/metrics")[1].decode()
+        running = float(re.search(r"^sglang:num_running_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+        queued = float(re.search(r"^sglang:num_queue_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+        if running + queued >= 5 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     for t in threads:
         t.join(30)
     assert running == 2 and queued == 3

@@ -119,6 +119,7 @@ def verify_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.cost(55)  # seconds, measured: started first (tests/conftest.py)
 def test_a_config_that_pins_0_steps_where_the_check_runs_is_not_held_to_the_floor(baseline, config_file, tmp_path):
     with adaptive_server(config_file) as url:
         # the role passes its spec_schedule's config to the module (option adaptive_config)

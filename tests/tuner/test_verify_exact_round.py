@@ -131,6 +131,7 @@ def _threshold_phase(tmp_path: Path) -> tuple[VerifyPhase, _Log, _Progress]:
     return phase, log, progress
 
 
+@pytest.mark.cost(20)  # seconds, measured: started first (tests/conftest.py)
 @pytest.mark.slow
 def test_a_configuration_measured_before_a_resume_is_covered_and_a_flag_that_does_not_take_stops(tmp_path):
     """k2 has no per-deployment verdict (measured before a --resume): the round redeploys it with the
