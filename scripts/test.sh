@@ -91,6 +91,10 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # times SSH's CPU per task: bench/connection_cost.md) took 95 and 167 alone. Since, `rollback` makes
 # an emulator host and reaches it over SSH (roles/sglang_server/molecule/rollback/molecule.yml):
 # 88 CPU-seconds alone; `default` keeps podman's connection, so both connections stay tested.
+# 2026-12-04, the unit stage alone: 4 workers kept 1.1 cores busy (351 CPU-seconds in 320 s), its
+# long sweeps, last in collection order, running on after the rest; 8 workers 275 s; 8 workers with
+# the longest tests first, one per worker (tests/helpers/xdist_order.py `LongestFirstLoad`), 240 s
+# (397 CPU-seconds), and 217 s in a whole `make test` of 11.7 minutes (13.4 with 4 workers).
 UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-8}
 SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 
@@ -110,7 +114,9 @@ run_systemd() {
 # in a process group of its own (so an interrupted run stops all of it), writing its own log,
 # printed whole when the stage ends (never interleaved); a line a minute says which are still
 # running. Only this process removes the run's hosts, once every stage has ended.
-# Not the default: on this project's 2-core VM (2026-12-03, five runs, with a unit-test order
+# Not the default: on 2026-12-04 side by side took 13.1 minutes (1,545 CPU-seconds against about
+# 1,200 one after the other: the stages' real-time waits stretch under the load) and one real-time
+# test lost a race (fixed since). Before, on this project's 2-core VM (2026-12-03, five runs, with a unit-test order
 # since taken back) side by side took 14.3-17.0 minutes against 16.1-17.3 one after the other:
 # the suite is about 1,600 CPU-seconds of work, so two cores gain little, while the real-time
 # tests run twice as long under the load (two tests failed so, both fixed since). With more cores
