@@ -10,7 +10,6 @@ nothing was created there.
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -121,24 +120,18 @@ def absent_inventory(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def results(absent_inventory):
-    def one(args):
-        return run(
-            [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(absent_inventory), *args], timeout=180
-        )
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        procs = dict(zip(CASES, pool.map(one, [args for args, _ in CASES.values()]), strict=False))
-    return procs
-
-
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_fails_on_the_controller_naming_the_variable(results, case):
-    proc = results[case]
+def test_bad_input_fails_on_the_controller_naming_the_variable(absent_inventory, case):
+    # One playbook run per case, in the test itself: pytest-xdist spreads a module's tests over
+    # its workers, and a module-scoped fixture running every case ran them all again on each
+    # worker that drew one (two or three times per stage on 8 workers).
+    args, message = CASES[case]
+    proc = run(
+        [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(absent_inventory), *args], timeout=180
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
-    assert CASES[case][1] in out, out[-3000:]
+    assert message in out, out[-3000:]
     # Failed by a check, not by trying to reach the (absent) host.
     assert "unreachable=0" in out and "changed=0" in out and "failed=1" in out, out[-3000:]
     assert "UNREACHABLE" not in out
