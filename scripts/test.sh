@@ -94,7 +94,7 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
 # 2026-12-04, the unit stage alone: 4 workers kept 1.1 cores busy (351 CPU-seconds in 320 s), its
 # long sweeps, last in collection order, running on after the rest; 8 workers 275 s; 8 workers with
 # the longest tests first, one per worker (tests/helpers/xdist_order.py `LongestFirstLoad`), 240 s
-# (397 CPU-seconds), and 217 s in a whole `make test` of 11.7 minutes (13.4 with 4 workers).
+# (397 CPU-seconds), and 217-221 s in a whole `make test` of 11.5-11.7 minutes (13.4 with 4 workers).
 UNIT_WORKERS=${SGLANG_TUNE_WORKERS:-8}
 SYSTEMD_WORKERS=${SGLANG_TUNE_WORKERS:-4}
 
