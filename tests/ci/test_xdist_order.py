@@ -1,13 +1,13 @@
-"""The systemd stage's scheduler (tests/helpers/xdist_order.py), driven as pytest-xdist's controller
-drives it: workers register their collection, get files, report each test done."""
+"""The test stages' schedulers (tests/helpers/xdist_order.py), driven as pytest-xdist's controller
+drives them: workers register their collection, get tests, report each test done."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from xdist.scheduler import LoadFileScheduling
-from xdist_order import FilesInCollectionOrder
+from xdist.scheduler import LoadFileScheduling, LoadScheduling
+from xdist_order import FilesInCollectionOrder, LongestFirstLoad
 
 
 @dataclass(eq=False)
@@ -31,9 +31,12 @@ class Worker:
 
 
 def start(
-    cls: type[LoadFileScheduling], collection: list[str], workers: int
-) -> tuple[LoadFileScheduling, list[Worker]]:
-    config = SimpleNamespace(getvalue=lambda name: [f"{workers}*popen"] if name == "tx" else None)
+    cls: type[LoadFileScheduling] | type[LoadScheduling], collection: list[str], workers: int
+) -> tuple[LoadFileScheduling | LoadScheduling, list[Worker]]:
+    config = SimpleNamespace(
+        getvalue=lambda name: [f"{workers}*popen"] if name == "tx" else None,
+        getoption=lambda name: None,  # --maxschedchunk not given (load)
+    )
     sched = cls(config)  # type: ignore[arg-type]
     nodes = [Worker(f"gw{i}", list(collection)) for i in range(workers)]
     for node in nodes:
@@ -76,6 +79,13 @@ def test_a_worker_running_a_file_of_two_tests_is_not_given_a_third_to_hold():
 def test_every_test_is_sent_once_and_every_worker_is_shut_down_at_the_end():
     collection = [f"f{i}.py::t{j}" for i in range(7) for j in range(i % 3 + 1)]
     sched, nodes = start(FilesInCollectionOrder, collection, 3)
+    run_all(sched, nodes, collection)
+    assert sorted(t for n in nodes for t in n.sent) == sorted(collection)
+    assert all(n.shutting_down for n in nodes)
+
+
+def run_all(sched: LoadFileScheduling | LoadScheduling, nodes: list[Worker], collection: list[str]) -> None:
+    """Each worker finishes its tests in turn, one at a time, until none is left."""
     done: set[str] = set()
     while any(t not in done for n in nodes for t in n.sent):
         for node in nodes:
@@ -83,5 +93,40 @@ def test_every_test_is_sent_once_and_every_worker_is_shut_down_at_the_end():
             if todo:
                 done.add(todo[0])
                 sched.mark_test_complete(node, collection.index(todo[0]))  # type: ignore[arg-type]
-    assert sorted(t for n in nodes for t in n.sent) == sorted(collection)
+
+
+# The unit stage (--dist load): tests/conftest.py puts the cost-marked tests first, longest first.
+UNIT = [f"tuner.py::long{i}" for i in range(6)] + [f"short{i}.py::t{j}" for i in range(40) for j in range(4)]
+
+
+def test_the_longest_tests_start_one_per_worker():
+    _, nodes = start(LongestFirstLoad, UNIT, 4)
+    # two tests each (a worker runs one once it knows the next), dealt one at a time: the first
+    # four long tests on four workers, the other two behind the first two
+    assert [n.sent for n in nodes] == [
+        ["tuner.py::long0", "tuner.py::long4"],
+        ["tuner.py::long1", "tuner.py::long5"],
+        ["tuner.py::long2", "short0.py::t0"],
+        ["tuner.py::long3", "short0.py::t1"],
+    ]
+    # xdist's own load hands the first worker a chunk of consecutive tests: every long test
+    _, stock = start(LoadScheduling, UNIT, 4)
+    assert all(t.startswith("tuner.py") for t in stock[0].sent[:6])
+    assert not any(t.startswith("tuner.py") for n in stock[1:] for t in n.sent)
+
+
+def test_the_rest_is_sent_once_each_and_every_worker_is_shut_down():
+    sched, nodes = start(LongestFirstLoad, UNIT, 4)
+    run_all(sched, nodes, UNIT)
+    assert sorted(t for n in nodes for t in n.sent) == sorted(UNIT)
+    assert all(n.shutting_down for n in nodes)
+    # later tests still go out in chunks as xdist sends them, not one at a time
+    assert max(len(n.sent) for n in nodes) > 2 * len(UNIT) // 4 // 4
+
+
+def test_a_collection_smaller_than_two_per_worker_is_dealt_as_xdist_deals_it():
+    small = ["a.py::t", "b.py::t", "c.py::t"]
+    sched, nodes = start(LongestFirstLoad, small, 4)
+    assert [n.sent for n in nodes] == [["a.py::t"], ["b.py::t"], ["c.py::t"], []]
+    run_all(sched, nodes, small)
     assert all(n.shutting_down for n in nodes)
