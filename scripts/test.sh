@@ -116,11 +116,11 @@ run_systemd() {
 # running. Only this process removes the run's hosts, once every stage has ended.
 # Not the default: on 2026-12-04 side by side took 13.1 minutes (1,545 CPU-seconds against about
 # 1,200 one after the other: the stages' real-time waits stretch under the load) and one real-time
-# test lost a race (fixed since). Before, on this project's 2-core VM (2026-12-03, five runs, with a unit-test order
-# since taken back) side by side took 14.3-17.0 minutes against 16.1-17.3 one after the other:
-# the suite is about 1,600 CPU-seconds of work, so two cores gain little, while the real-time
-# tests run twice as long under the load (two tests failed so, both fixed since). With more cores
-# the stages do not compete and it pays.
+# test lost a race (fixed since). Before, on this project's 2-core VM (2026-12-03, five runs, with
+# a unit-test order since taken back) side by side took 14.3-17.0 minutes against 16.1-17.3 one
+# after the other: the suite is about 1,600 CPU-seconds of work, so two cores gain little, while
+# the real-time tests run twice as long under the load (two tests failed so, both fixed since).
+# With more cores the stages do not compete and it pays.
 run_side_by_side() {
   local t0=$SECONDS name pid note=60 rc stages=(lint unit systemd)
   local -A pids=()

@@ -31,7 +31,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Tests marked `cost(seconds)` (their measured duration) go first, longest first; the rest keep
     collection order. The systemd stage (--dist loadfile): a file's tests share the host its
     fixture made, so xdist keeps a file on one worker and the stage lasts as long as its busiest
-    worker; files are marked as a whole and `FilesInCollectionOrder` hands them out in this order.
+    worker; files are marked as a whole (a file that also holds unit tests, on its systemd test)
+    and `FilesInCollectionOrder` hands them out in this order.
     The unit stage (--dist load): single end-to-end tests are marked and `LongestFirstLoad` deals
     them one per worker (both in tests/helpers/xdist_order.py). (Not --dist loadgroup:
     pytest-xdist 3.6-3.8 marks a group on `item._nodeid`, which pytest 9 no longer reads, so every
