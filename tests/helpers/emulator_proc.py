@@ -8,6 +8,7 @@ Importable by tests (tests/conftest.py puts this directory on sys.path) and by b
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,11 +23,48 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+_PORTS_LOW = 10000  # the lowest port handed out (above the well-known and registered services' usual ones)
+_PORTS_PER_PROCESS = 1000
+_handed: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a server a test starts next.
+
+    Not bind(0): the kernel draws those from its ephemeral range, the range every outgoing
+    connection's local port comes from too, and between this call and the server's own bind (a
+    second of Python start-up) a test's HTTP client can take the port ("address already in use":
+    tests/emulator/test_multinode.py, unit stage on 8 workers, 2026-12-04). So ports come from below
+    that range, each xdist worker (PYTEST_XDIST_WORKER gwN; any other process by its pid) from a
+    slice of its own, in turn from a random start, never the same one twice in a process, each
+    checked free with a bind.
+    """
+    span = max(_ephemeral_low() - _PORTS_LOW, _PORTS_PER_PROCESS)
+    slices = max(span // _PORTS_PER_PROCESS, 1)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else os.getpid()
+    base = _PORTS_LOW + (index % slices) * _PORTS_PER_PROCESS
+    start = random.randrange(_PORTS_PER_PROCESS)
+    for i in range(_PORTS_PER_PROCESS):
+        port = base + (start + i) % _PORTS_PER_PROCESS
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    raise RuntimeError(f"no free port in {base}-{base + _PORTS_PER_PROCESS - 1}")
 
 
 def emulator_cmd(

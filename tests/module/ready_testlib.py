@@ -71,6 +71,9 @@ class FakeSGLang:
         self.requests: list[dict[str, Any]] = []
         self.t0 = time.monotonic()
         self.first_200_at: float | None = None
+        # set at the first /health request: the gate reads the log before it probes, so a writer
+        # that waits for this appends after the gate's first read of the file
+        self.probed = threading.Event()
         self.lock = threading.Lock()
         fake = self
 
@@ -83,6 +86,7 @@ class FakeSGLang:
                 with fake.lock:
                     fake.requests.append({"path": self.path, "t": now, "auth": self.headers.get("Authorization")})
                 if self.path == "/health":
+                    fake.probed.set()
                     if fake.health_delay_s:
                         time.sleep(fake.health_delay_s)
                     status = fake.health(now - fake.t0)
@@ -152,11 +156,23 @@ def fail_json_raises(self, msg, **kwargs):
 
 
 @contextmanager
-def appending_writer(path: Path, lines: list[str], delay_s: float = 0.0, start_after_s: float = 0.0):
-    """Append ``lines`` to ``path`` from a thread, ``delay_s`` apart (a server writing its log)."""
+def appending_writer(
+    path: Path,
+    lines: list[str],
+    delay_s: float = 0.0,
+    start_after_s: float = 0.0,
+    after: threading.Event | None = None,
+):
+    """Append ``lines`` to ``path`` from a thread, ``delay_s`` apart (a server writing its log),
+    ``start_after_s`` after ``after`` is set (when given: e.g. FakeSGLang.probed, for lines that must
+    arrive after the gate's first read; a fixed delay alone loses that race on a loaded machine)."""
     stop = threading.Event()
 
     def work():
+        if after is not None:
+            while not after.wait(0.05):
+                if stop.is_set():
+                    return
         if start_after_s and stop.wait(start_after_s):
             return
         with open(path, "a", encoding="utf-8") as fh:

@@ -284,7 +284,9 @@ def test_new_launch_in_the_file_means_a_restart(fake_sglang, run_module, tmp_pat
         first = [_stamp() + " server_args=ServerArgs(tp_size=1)", _stamp() + " Load weight begin. avail mem=90.00 GB"]
         log.write_text("\n".join(old + first) + "\n")
         fake_sglang.health = lambda t: 503
-        with appending_writer(log, [_stamp(1) + " server_args=ServerArgs(tp_size=1)"], start_after_s=0.5):
+        with appending_writer(
+            log, [_stamp(1) + " server_args=ServerArgs(tp_size=1)"], start_after_s=0.2, after=fake_sglang.probed
+        ):
             res, failed = run_module(base_args(fake_sglang, log, pid=proc.pid, timeout=30))
     finally:
         proc.kill()
