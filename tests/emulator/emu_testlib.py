@@ -91,6 +91,9 @@ class Emulator:
         raise AssertionError(f"emulator not ready after {timeout}s:\n{self.log()[-3000:]}")
 
     def wait_exit(self, timeout: float = 15.0) -> int:
+        """The exit status, within `timeout` s. A wait that includes the process's start (a start-up
+        that must fail) gives 60 s: the interpreter's start and imports take seconds on a loaded
+        2-core machine (one such wait of 10 s ran out, 2026-12-04)."""
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -441,7 +441,7 @@ def test_0512_reads_the_config_in_the_scheduler_and_dies_there(emulator, tmp_pat
         "--emulator-startup-s",
         "0.2",
     )
-    e.wait_exit(20)
+    e.wait_exit(60)
     log = e.log()
     assert "server_args=ServerArgs(" in log and "Scheduler hit an exception" in log
     assert "ValueError: speculative_adaptive_config must be a JSON object, got list" in log

@@ -21,7 +21,7 @@ SIGQUIT = "Received sigquit from a child process. It usually means the child fai
 
 
 def _assert_startup_failure(e, text: str) -> str:
-    rc = e.wait_exit(15)
+    rc = e.wait_exit(60)
     log = e.log()
     assert rc == -signal.SIGKILL, (rc, log[-2000:])  # SGLang kills its own process tree
     assert text in log and SIGQUIT in log
@@ -59,7 +59,7 @@ def test_inconsistent_tree_fails_at_draft_graph_capture(emulator):
         "--emulator-startup-s",
         "0.2",
     )
-    rc = e.wait_exit(15)
+    rc = e.wait_exit(60)
     log = e.log()
     assert rc == -signal.SIGKILL
     assert "RuntimeError: selected index k out of range" in log and SIGQUIT in log

@@ -299,7 +299,7 @@ def test_0523_metrics_and_meta_info_names(srv23):
 
 def test_0523_not_enough_memory_wording(emulator):
     e = emulator("--emulator-sglang-version", "0.5.23", "--emulator-fault", "kv-oom", "--emulator-startup-s", "0.2")
-    e.wait_exit(20)
+    e.wait_exit(60)
     assert (
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
         "mem_fraction_static=0.8"
