@@ -50,6 +50,7 @@ from .client import BenchClient
 from .deploy import Deployer, DeployResult
 from .levels import Progress, RecordLog, client_options, run_levels
 from .planner import WAIT, Planner
+from .together import together
 
 
 class Gate(Protocol):
@@ -268,11 +269,12 @@ class Sweep:
                     f"[confirm] start {made + i + 1}/{budget}: redeploying {plan.config.label} ({plan.why}); "
                     f"levels C={','.join(str(c) for c in plan.levels)}"
                 )
-            await asyncio.gather(
+            await together(
                 *(
                     self.run_config(plan.config, host, plan.deployment, levels=plan.levels)
                     for plan, host in zip(plans, self.hosts, strict=False)
-                )
+                ),
+                on_error=self.deployer.cancel.set,
             )
             made += len(plans)
         state = self.store.state()
@@ -374,7 +376,7 @@ class Sweep:
             )
             return verified
 
-        results = await asyncio.gather(*(one(h) for h in self.hosts))
+        results = await together(*(one(h) for h in self.hosts), on_error=self.deployer.cancel.set)
         return all(results)
 
     async def run(self) -> int:
@@ -409,13 +411,13 @@ class Sweep:
                     await asyncio.shield(self._baseline)
                 await self._worker(self.hosts[0])
 
-            await asyncio.gather(first_host(), *(self._worker(h) for h in self.hosts[1:]))
+            await together(first_host(), *(self._worker(h) for h in self.hosts[1:]), on_error=self.deployer.cancel.set)
             await self._confirm_round()
             if self.spec.schedule:
                 for stage in ("envelope", "search"):
                     self.planner.extra = self._schedule_stage(stage)
                     if self.planner.extra:
-                        await asyncio.gather(*(self._worker(h) for h in self.hosts))
+                        await together(*(self._worker(h) for h in self.hosts), on_error=self.deployer.cancel.set)
             if self.verify is not None:
                 # the picks redeployed with deterministic inference, held to exact parity (where the
                 # release has it); a failing one is excluded and the next pick is checked

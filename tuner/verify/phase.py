@@ -35,6 +35,7 @@ from sglang_utils import sglang_verify as rules
 
 from ..data.records import VerifyRecord
 from ..run.client import BenchClient, ClientOptions, ServerError
+from ..run.together import together
 from ..spec.configs import SpecConfig
 from . import baseline as baseline_mod
 from . import gate, probe
@@ -462,7 +463,9 @@ class VerifyPhase:
                     stopped.append(rec.reasons[0])
 
         try:
-            await asyncio.gather(*(worker(h) for h in hosts))
+            # one host's error ends the others' work before it goes on (the sweep's own error path
+            # then stops a play in flight: tuner/run/together.py)
+            await together(*(worker(h) for h in hosts))
         finally:
             if base is not None and not base.done():
                 base.cancel()
