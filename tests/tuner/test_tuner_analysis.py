@@ -216,6 +216,9 @@ def test_workload_tie_break_takes_the_cheapest_of_the_tied_scores():
     assert mix.chosen.config_id == "k2-t1" and mix.tied_with == ["k3-t1"]
     assert mix.scores["k3-t1"] > mix.scores["k2-t1"] * 1.01
     assert "so the tie-break (more KV capacity, then fewer steps) chose it" in mix.reason
+    # the reason names the higher score rather than reading as if the chosen one scored best
+    assert "k2-t1 scores" in mix.reason and "the highest k3-t1" in mix.reason
+    assert "best mean relative throughput" not in mix.reason
 
 
 def test_tie_break_prefers_kv_capacity_then_fewer_steps():
