@@ -584,20 +584,15 @@ def recommend(
     ranked = sorted(scores, key=lambda k: -scores[k])
     others = [k for k in ranked if k != chosen]
     levels_txt = ", ".join(str(c) for c in scored_levels)
-    if chosen == top:
-        reason = (
-            f"best mean relative throughput over concurrency {levels_txt} "
-            f"(each level weighted equally): {chosen} scores {scores[chosen]:.3f}"
-        )
-        if others:
-            reason += f", next {others[0]} {scores[others[0]]:.3f}"
-    else:
-        # the tie-break took a configuration whose mean is not the highest: say which is, so the
-        # reason does not read as if the chosen one scored best
-        reason = (
-            f"mean relative throughput over concurrency {levels_txt} (each level weighted equally): "
-            f"{chosen} scores {scores[chosen]:.3f}, the highest {top} {scores[top]:.3f}"
-        )
+    # where the tie-break took a lower mean, the reason names the highest (not "best ... next")
+    reason = (
+        f"{'best ' if chosen == top else ''}mean relative throughput over concurrency {levels_txt} "
+        f"(each level weighted equally): {chosen} scores {scores[chosen]:.3f}"
+    )
+    if chosen != top:
+        reason += f", the highest {top} {scores[top]:.3f}"
+    elif others:
+        reason += f", next {others[0]} {scores[others[0]]:.3f}"
     if len(equivalent) > 1:
         reason += (
             f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, "
