@@ -22,8 +22,8 @@ import dataclasses
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from sglang_utils.sglang_adaptive import launch_steps as schedule_launch_steps
 from sglang_utils.sglang_checks import parse_whole_number
@@ -71,8 +71,11 @@ class Gate(Protocol):
         picks: Callable[[], list[SpecConfig]],
         checked: Callable[[], tuple[set[str], set[str]]],
         previous: dict[str, Any] | None = None,
+        on_error: Callable[[], object] | None = None,
     ) -> None: ...
 
+
+T = TypeVar("T")
 
 REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
 
@@ -269,12 +272,11 @@ class Sweep:
                     f"[confirm] start {made + i + 1}/{budget}: redeploying {plan.config.label} ({plan.why}); "
                     f"levels C={','.join(str(c) for c in plan.levels)}"
                 )
-            await together(
+            await self._together(
                 *(
                     self.run_config(plan.config, host, plan.deployment, levels=plan.levels)
                     for plan, host in zip(plans, self.hosts, strict=False)
-                ),
-                on_error=self.deployer.cancel.set,
+                )
             )
             made += len(plans)
         state = self.store.state()
@@ -376,8 +378,13 @@ class Sweep:
             )
             return verified
 
-        results = await together(*(one(h) for h in self.hosts), on_error=self.deployer.cancel.set)
+        results = await self._together(*(one(h) for h in self.hosts))
         return all(results)
+
+    async def _together(self, *aws: Awaitable[T]) -> list[T]:
+        """The hosts' work at once, ended together: one's error cancels the others and stops a play
+        in flight (the deployer's cancel event) before it goes on (tuner/run/together.py)."""
+        return await together(*aws, on_error=self.deployer.cancel.set)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -411,13 +418,13 @@ class Sweep:
                     await asyncio.shield(self._baseline)
                 await self._worker(self.hosts[0])
 
-            await together(first_host(), *(self._worker(h) for h in self.hosts[1:]), on_error=self.deployer.cancel.set)
+            await self._together(first_host(), *(self._worker(h) for h in self.hosts[1:]))
             await self._confirm_round()
             if self.spec.schedule:
                 for stage in ("envelope", "search"):
                     self.planner.extra = self._schedule_stage(stage)
                     if self.planner.extra:
-                        await together(*(self._worker(h) for h in self.hosts), on_error=self.deployer.cancel.set)
+                        await self._together(*(self._worker(h) for h in self.hosts))
             if self.verify is not None:
                 # the picks redeployed with deterministic inference, held to exact parity (where the
                 # release has it); a failing one is excluded and the next pick is checked
@@ -428,6 +435,7 @@ class Sweep:
                     self._picks,
                     self._verified,
                     None if before is None else dict(before.verdict),
+                    on_error=self.deployer.cancel.set,
                 )
         except asyncio.CancelledError:
             if not interrupted.is_set():

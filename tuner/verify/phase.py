@@ -389,6 +389,7 @@ class VerifyPhase:
         picks: Callable[[], list[SpecConfig]],
         checked: Callable[[], tuple[set[str], set[str]]],
         previous: dict[str, Any] | None = None,
+        on_error: Callable[[], object] | None = None,
     ) -> None:
         """After the sweep: hold the configurations about to be recommended to exact parity.
 
@@ -400,7 +401,8 @@ class VerifyPhase:
         pick not yet checked nor in flight (the other hosts start while the baseline is captured and
         compare once it is there). At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are
         logged and recorded. `previous`: the verdict of the round an earlier run of this sweep
-        recorded (a --resume)."""
+        recorded (a --resume). `on_error`: run first when a host's work raises (the sweep passes its
+        deployer's cancel event, which stops a play in flight: tuner/run/together.py)."""
         if not self.exact:
             self._note(
                 "off (--no-verify-exact): every configuration is judged by its per-deployment check",
@@ -463,9 +465,7 @@ class VerifyPhase:
                     stopped.append(rec.reasons[0])
 
         try:
-            # one host's error ends the others' work before it goes on (the sweep's own error path
-            # then stops a play in flight: tuner/run/together.py)
-            await together(*(worker(h) for h in hosts))
+            await together(*(worker(h) for h in hosts), on_error=on_error)
         finally:
             if base is not None and not base.done():
                 base.cancel()
