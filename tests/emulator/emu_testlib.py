@@ -33,6 +33,11 @@ def spec_flags(k: int) -> list[str]:
     ]
 
 
+# How long a start-up that must fail may take to exit: the wait includes the interpreter's start and
+# imports, seconds on a loaded 2-core machine (one such wait of 10 s ran out, 2026-12-04).
+START_FAILURE_EXIT_S = 60.0
+
+
 class Emulator:
     """One `python -m tuner.emulator` process; stderr (SGLang's log) and stdout (access log) to files."""
 
@@ -92,8 +97,7 @@ class Emulator:
 
     def wait_exit(self, timeout: float = 15.0) -> int:
         """The exit status, within `timeout` s. A wait that includes the process's start (a start-up
-        that must fail) gives 60 s: the interpreter's start and imports take seconds on a loaded
-        2-core machine (one such wait of 10 s ran out, 2026-12-04)."""
+        that must fail) gives START_FAILURE_EXIT_S."""
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

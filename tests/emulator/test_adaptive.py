@@ -8,7 +8,7 @@ import subprocess
 import threading
 
 import pytest
-from emu_testlib import MODEL, ROOT, Emulator, spec_flags
+from emu_testlib import MODEL, ROOT, START_FAILURE_EXIT_S, Emulator, spec_flags
 from emulator_proc import emulator_cmd
 from sglang_utils import sglang_adaptive as schema
 
@@ -441,7 +441,7 @@ def test_0512_reads_the_config_in_the_scheduler_and_dies_there(emulator, tmp_pat
         "--emulator-startup-s",
         "0.2",
     )
-    e.wait_exit(60)
+    e.wait_exit(START_FAILURE_EXIT_S)
     log = e.log()
     assert "server_args=ServerArgs(" in log and "Scheduler hit an exception" in log
     assert "ValueError: speculative_adaptive_config must be a JSON object, got list" in log

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from emu_testlib import spec_flags
+from emu_testlib import START_FAILURE_EXIT_S, spec_flags
 
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR
 
@@ -21,7 +21,7 @@ SIGQUIT = "Received sigquit from a child process. It usually means the child fai
 
 
 def _assert_startup_failure(e, text: str) -> str:
-    rc = e.wait_exit(60)
+    rc = e.wait_exit(START_FAILURE_EXIT_S)
     log = e.log()
     assert rc == -signal.SIGKILL, (rc, log[-2000:])  # SGLang kills its own process tree
     assert text in log and SIGQUIT in log
@@ -59,7 +59,7 @@ def test_inconsistent_tree_fails_at_draft_graph_capture(emulator):
         "--emulator-startup-s",
         "0.2",
     )
-    rc = e.wait_exit(60)
+    rc = e.wait_exit(START_FAILURE_EXIT_S)
     log = e.log()
     assert rc == -signal.SIGKILL
     assert "RuntimeError: selected index k out of range" in log and SIGQUIT in log

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from emu_testlib import free_port
+from emu_testlib import START_FAILURE_EXIT_S, free_port
 
 from tuner.emulator import model, multinode
 from tuner.emulator.faults import FaultSet, parse_faults
@@ -78,7 +78,7 @@ def test_rank0_waits_for_the_worker_and_the_pair_serves_as_one(emulator):
 def test_a_worker_that_never_joins_fails_rank0_at_the_dist_timeout(emulator):
     head, worker, _ = _pair(emulator, worker_args=("--emulator-fault", "worker-never-joins"), timeout="2")
     t0 = time.monotonic()
-    assert head.wait_exit(60) != 0
+    assert head.wait_exit(START_FAILURE_EXIT_S) != 0
     assert time.monotonic() - t0 >= 1.5
     log = head.log()
     assert "torch.distributed.DistStoreError: Timed out after 3 seconds waiting for clients. 1/2 clients joined." in log
@@ -124,7 +124,7 @@ def test_a_worker_with_no_rank0_times_out_connecting(emulator):
         "--emulator-startup-s",
         "0.1",
     )
-    assert w.wait_exit(60) != 0
+    assert w.wait_exit(START_FAILURE_EXIT_S) != 0
     assert (
         "DistNetworkError: The client socket has timed out after 1s while trying to connect to (127.0.0.1," in w.log()
     )
@@ -147,14 +147,13 @@ def test_a_dist_init_port_in_use_fails_rank0(emulator):
             "--emulator-startup-s",
             "0.1",
         )
-        assert head.wait_exit(60) != 0
+        assert head.wait_exit(START_FAILURE_EXIT_S) != 0
     assert "The server socket has failed to listen on any local network address. port: " + str(port) in head.log()
 
 
 def test_multi_node_needs_a_dist_init_addr(emulator):
     e = emulator("--tp-size", "2", "--nnodes", "2", "--node-rank", "0", "--emulator-startup-s", "0.1")
-    # the wait includes the interpreter's start and imports: seconds on a loaded 2-core machine
-    assert e.wait_exit(60) != 0
+    assert e.wait_exit(START_FAILURE_EXIT_S) != 0
     assert "--dist-init-addr HOST:PORT is required" in e.log()
 
 

@@ -69,6 +69,14 @@ def generate(e: Emulator, text: str, n: int, **sp) -> dict:
 # ---- start-up ---------------------------------------------------------------------------------------
 
 
+def _gauges(e) -> tuple[float, float]:
+    """The emulator's running and queued request gauges, read from its /metrics."""
+    text = e.get("/metrics")[1].decode()
+    running = float(re.search(r"^sglang:num_running_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+    queued = float(re.search(r"^sglang:num_queue_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+    return running, queued
+
+
 def test_startup_lines_order_and_health_gate(emulator):
     e = emulator("--tp-size", "4", *spec_flags(3), "--emulator-startup-s", "3")
     with pytest.raises(OSError):
@@ -396,9 +404,7 @@ def test_admission_queues_beyond_max_running_requests(emulator):
     # one request running, the others not yet sent), well before the first can finish.
     deadline = time.monotonic() + 10
     while True:
-        text = e.get("/metrics")[1].decode()
-        running = float(re.search(r"^sglang:num_running_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
-        queued = float(re.search(r"^sglang:num_queue_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+        running, queued = _gauges(e)
         if running + queued >= 5 or time.monotonic() > deadline:
             break
         time.sleep(0.05)
@@ -490,8 +496,7 @@ def test_client_disconnect_frees_the_slot(emulator):
     deadline = time.time() + 5
     running = None
     while time.time() < deadline:
-        text = e.get("/metrics")[1].decode()
-        running = float(re.search(r"^sglang:num_running_reqs\{.*\} ([\d.]+)$", text, re.M).group(1))
+        running, _ = _gauges(e)
         if running == 0:
             break
         time.sleep(0.1)

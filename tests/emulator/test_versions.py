@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from emu_testlib import MODEL, ROOT, spec_flags
+from emu_testlib import MODEL, ROOT, START_FAILURE_EXIT_S, spec_flags
 
 from tuner.emulator import flags as F
 from tuner.emulator import parse as P
@@ -299,7 +299,7 @@ def test_0523_metrics_and_meta_info_names(srv23):
 
 def test_0523_not_enough_memory_wording(emulator):
     e = emulator("--emulator-sglang-version", "0.5.23", "--emulator-fault", "kv-oom", "--emulator-startup-s", "0.2")
-    e.wait_exit(60)
+    e.wait_exit(START_FAILURE_EXIT_S)
     assert (
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
         "mem_fraction_static=0.8"
