@@ -59,6 +59,9 @@ __all__ = [
     "supports_deterministic",
     "prompt_set_hash",
     "request_order",
+    "generate_body",
+    "response_row",
+    "StreamRow",
     "baseline_problems",
     "baseline_mismatch",
     "first_divergence",
@@ -125,6 +128,67 @@ def request_order(n_short: int, n_long: int) -> list[tuple[str, int]]:
         + [("short", i) for i in range(n_short)]
         + [("again", j) for j in range(n_long)]
     )
+
+
+def generate_body(text: str, max_new: int, stream: bool) -> dict[str, Any]:
+    """The gate's request to SGLang's native `/generate`: greedy, `max_new` new tokens."""
+    return {"text": text, "sampling_params": {"temperature": 0, "max_new_tokens": max_new}, "stream": stream}
+
+
+def response_row(pid: str, body: Mapping[str, Any], now: float) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
+    """One unstreamed `/generate` answer as the gate's output row (text, `output_ids`, and
+    `meta_info`'s `completion_tokens` and `spec_verify_ct`), with its one (arrival, tokens, verify
+    passes) step when the server reported both counts."""
+    meta = body.get("meta_info") or {}
+    ids = body.get("output_ids")
+    t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+    row = {
+        "id": pid,
+        "text": str(body.get("text") or ""),
+        "output_ids": ids if isinstance(ids, list) else None,
+        "completion_tokens": t,
+        "spec_verify_ct": v,
+    }
+    return row, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
+
+
+class StreamRow:
+    """One streamed `/generate` answer folded chunk by chunk into the gate's output row and its
+    steps: (arrival, new tokens, new verify passes) whenever the cumulative `completion_tokens` or
+    `spec_verify_ct` of a chunk's `meta_info` grew (SGLang sends both on every chunk of a
+    speculative server; the text is cumulative, its default streaming)."""
+
+    def __init__(self, pid: str) -> None:
+        self.pid = pid
+        self.text = ""
+        self.ids: list[Any] | None = None
+        self.tokens = 0
+        self.verifies = 0
+        self.steps: list[tuple[float, int, int]] = []
+
+    def add(self, chunk: Mapping[str, Any], now: float) -> str | None:
+        """Fold one chunk in; the server's error, when the chunk carries one (the caller raises)."""
+        if "error" in chunk:
+            return str(chunk["error"])[:160]
+        self.text = str(chunk.get("text") or self.text)
+        if isinstance(chunk.get("output_ids"), list):
+            self.ids = chunk["output_ids"]
+        meta = chunk.get("meta_info") or {}
+        t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+        if isinstance(t, int) and isinstance(v, int) and (t > self.tokens or v > self.verifies):
+            self.steps.append((now, t - self.tokens, v - self.verifies))
+            self.tokens, self.verifies = t, v
+        return None
+
+    def row(self) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
+        out = {
+            "id": self.pid,
+            "text": self.text,
+            "output_ids": self.ids,
+            "completion_tokens": self.tokens,
+            "spec_verify_ct": self.verifies,
+        }
+        return out, self.steps
 
 
 def _outputs_ok(rows: Any, what: str) -> list[str]:

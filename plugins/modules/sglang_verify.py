@@ -115,12 +115,15 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_
     parse_server_info,
 )
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify import (
+    StreamRow,
     baseline_mismatch,
     baseline_problems,
     floor_exemption,
+    generate_body,
     judge,
     prompt_set_hash,
     request_order,
+    response_row,
     verdict_line,
 )
 
@@ -152,27 +155,14 @@ class Server:
         raise RuntimeError(f"no /server_info: {last}")
 
     def short(self, row, max_new):
-        body = {"text": row["prompt"], "sampling_params": {"temperature": 0, "max_new_tokens": max_new}}
-        with self._open("/generate", body) as r:
+        with self._open("/generate", generate_body(row["prompt"], max_new, False)) as r:
             out = json.loads(r.read().decode("utf-8"))
-        now = time.monotonic()
-        meta = out.get("meta_info") or {}
-        ids = out.get("output_ids")
-        t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
-        res = {
-            "id": row["id"],
-            "text": str(out.get("text") or ""),
-            "output_ids": ids if isinstance(ids, list) else None,
-            "completion_tokens": t,
-            "spec_verify_ct": v,
-        }
-        return res, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
+        return response_row(row["id"], out, time.monotonic())
 
     def long(self, row, max_new):
         """Streamed: (row, [(arrival, new tokens, new verify passes), ...])."""
-        body = {"text": row["prompt"], "sampling_params": {"temperature": 0, "max_new_tokens": max_new}, "stream": True}
-        steps, text, ids, seen_t, seen_v = [], "", None, 0, 0
-        with self._open("/generate", body) as r:
+        fold = StreamRow(row["id"])
+        with self._open("/generate", generate_body(row["prompt"], max_new, True)) as r:
             for raw in r:
                 if not raw.startswith(b"data:"):
                     continue
@@ -180,19 +170,10 @@ class Server:
                 data = raw[5:].strip()
                 if data == b"[DONE]":
                     break
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    raise RuntimeError(f"/generate for {row['id']}: {str(chunk['error'])[:160]}")
-                text = str(chunk.get("text") or text)
-                if isinstance(chunk.get("output_ids"), list):
-                    ids = chunk["output_ids"]
-                meta = chunk.get("meta_info") or {}
-                t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
-                if isinstance(t, int) and isinstance(v, int) and (t > seen_t or v > seen_v):
-                    steps.append((now, t - seen_t, v - seen_v))
-                    seen_t, seen_v = t, v
-        out = {"id": row["id"], "text": text, "output_ids": ids, "completion_tokens": seen_t, "spec_verify_ct": seen_v}
-        return out, steps
+                error = fold.add(json.loads(data), now)
+                if error is not None:
+                    raise RuntimeError(f"/generate for {row['id']}: {error}")
+        return fold.row()
 
 
 def run(module):

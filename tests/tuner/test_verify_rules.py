@@ -377,3 +377,55 @@ def test_adaptive_configs_are_not_held_to_the_sweeps_acceptance():
     assert rules._acceptance_reasons(6.2, None, no_drift) == []
     assert rules._acceptance_reasons(6.2, 7.4, no_drift) != []
     assert rules._acceptance_reasons(1.02, None, no_drift) != []
+
+
+def test_a_streamed_answer_folds_into_the_row_and_one_step_per_verify_pass():
+    # SGLang's /generate stream: cumulative text, output_ids and meta_info counts on every chunk;
+    # a chunk that repeats the counts (no new verify pass) adds no step.
+    fold = rules.StreamRow("long:0")
+    chunks = [
+        {"text": "The", "output_ids": [464], "meta_info": {"completion_tokens": 1, "spec_verify_ct": 1}},
+        {
+            "text": "The cat sat",
+            "output_ids": [464, 3797, 3332],
+            "meta_info": {"completion_tokens": 3, "spec_verify_ct": 2},
+        },
+        {
+            "text": "The cat sat",
+            "output_ids": [464, 3797, 3332],
+            "meta_info": {"completion_tokens": 3, "spec_verify_ct": 2},
+        },
+        {
+            "text": "The cat sat down.",
+            "output_ids": [464, 3797, 3332, 866, 13],
+            "meta_info": {"completion_tokens": 5, "spec_verify_ct": 3},
+        },
+    ]
+    for i, chunk in enumerate(chunks):
+        assert fold.add(chunk, float(i)) is None
+    row, steps = fold.row()
+    assert row == {
+        "id": "long:0",
+        "text": "The cat sat down.",
+        "output_ids": [464, 3797, 3332, 866, 13],
+        "completion_tokens": 5,
+        "spec_verify_ct": 3,
+    }
+    assert steps == [(0.0, 1, 1), (1.0, 2, 1), (3.0, 2, 1)]
+    assert rules.StreamRow("x").add({"error": {"message": "boom"}}, 0.0) == "{'message': 'boom'}"
+
+
+def test_an_unstreamed_answer_without_speculation_counts_has_no_step():
+    body = {"text": "ok", "output_ids": [1, 2], "meta_info": {"completion_tokens": 2}}
+    row, steps = rules.response_row("short:0", body, 5.0)
+    assert row["text"] == "ok" and row["output_ids"] == [1, 2] and row["completion_tokens"] == 2
+    assert row["spec_verify_ct"] is None and steps == []
+    row, steps = rules.response_row(
+        "short:1", {"text": "a", "meta_info": {"completion_tokens": 4, "spec_verify_ct": 2}}, 6.0
+    )
+    assert row["output_ids"] is None and steps == [(6.0, 4, 2)]
+    assert rules.generate_body("hi", 48, True) == {
+        "text": "hi",
+        "sampling_params": {"temperature": 0, "max_new_tokens": 48},
+        "stream": True,
+    }

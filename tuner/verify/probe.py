@@ -42,67 +42,41 @@ async def identity(client: BenchClient) -> dict[str, Any]:
     }
 
 
-def _body(text: str, max_new: int, stream: bool) -> bytes:
-    return json.dumps(
-        {"text": text, "sampling_params": {"temperature": 0, "max_new_tokens": max_new}, "stream": stream}
-    ).encode()
+def _post(client: BenchClient, prompt: dict[str, str], max_new: int, stream: bool) -> Any:
+    """The gate's `/generate` request for one prompt (an async context manager)."""
+    return client.session.post(
+        client.base + "/generate",
+        data=json.dumps(rules.generate_body(prompt["text"], max_new, stream)).encode(),
+        headers={"Content-Type": "application/json"},
+        timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
+    )
 
 
 async def _short(
     client: BenchClient, prompt: dict[str, str], max_new: int
 ) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
-    async with client.session.post(
-        client.base + "/generate",
-        data=_body(prompt["text"], max_new, False),
-        headers={"Content-Type": "application/json"},
-        timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
-    ) as r:
+    async with _post(client, prompt, max_new, False) as r:
         if r.status != 200:
             raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
         body = await r.json(content_type=None)
-    now = time.perf_counter()
-    meta = body.get("meta_info") or {}
-    ids = body.get("output_ids")
-    row = {
-        "id": prompt["id"],
-        "text": str(body.get("text") or ""),
-        "output_ids": ids if isinstance(ids, list) else None,
-        "completion_tokens": meta.get("completion_tokens"),
-        "spec_verify_ct": meta.get("spec_verify_ct"),
-    }
-    t, v = row["completion_tokens"], row["spec_verify_ct"]
-    return row, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
+    return rules.response_row(prompt["id"], body, time.perf_counter())
 
 
 async def _long(
     client: BenchClient, prompt: dict[str, str], max_new: int
 ) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
     """One streamed request: its output and (arrival time, new tokens, new verify passes) per chunk."""
-    steps: list[tuple[float, int, int]] = []
-    text, ids, seen_t, seen_v = "", None, 0, 0
-    async with client.session.post(
-        client.base + "/generate",
-        data=_body(prompt["text"], max_new, True),
-        headers={"Content-Type": "application/json"},
-        timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
-    ) as r:
+    fold = rules.StreamRow(prompt["id"])
+    async with _post(client, prompt, max_new, True) as r:
         if r.status != 200:
             raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
         async for now, chunk in _sse_chunks(r):
             if chunk is None:
                 break
-            if "error" in chunk:
-                raise ProbeError(f"/generate for {prompt['id']}: {str(chunk['error'])[:160]}")
-            text = str(chunk.get("text") or text)  # cumulative (SGLang's default streaming)
-            if isinstance(chunk.get("output_ids"), list):
-                ids = chunk["output_ids"]
-            meta = chunk.get("meta_info") or {}
-            t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
-            if isinstance(t, int) and isinstance(v, int) and (t > seen_t or v > seen_v):
-                steps.append((now, t - seen_t, v - seen_v))
-                seen_t, seen_v = t, v
-    row = {"id": prompt["id"], "text": text, "output_ids": ids, "completion_tokens": seen_t, "spec_verify_ct": seen_v}
-    return row, steps
+            error = fold.add(chunk, now)
+            if error is not None:
+                raise ProbeError(f"/generate for {prompt['id']}: {error}")
+    return fold.row()
 
 
 async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dict[str, Any]:
