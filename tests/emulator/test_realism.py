@@ -241,6 +241,8 @@ _BAD = [
         {"step_time_ms": {**_RAGGED, "ms": [[5, 5], [7, 7]], "kv_read_ns_per_token": -30}},
         "step_time_ms.kv_read_ns_per_token",
     ),
+    # named itself, not as the linear keys (t_draft_ms, ...) a table would have replaced
+    ({"step_time_ms": "table"}, "step_time_ms must be a mapping"),
     ({"alpha_by_position": {0.0: [0.9, 1.0]}}, "alpha_by_position[0.0] position 2 is 1.0"),
     ({"alpha_by_position": {0.0: [0.0]}}, "an acceptance must be in (0, 1)"),
     ({"alpha_by_position": {0.0: []}}, "alpha_by_position[0.0] must be a non-empty list"),

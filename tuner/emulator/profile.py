@@ -275,12 +275,13 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         required.pop("alpha")
         rows = _alpha_by_position(name, raw["alpha_by_position"], ())
         raw = {**raw, "alpha": {t: vals[0] for t, vals in rows or ()}}
-    if raw.get("step_time_ms") is not None:
+    # checked first: a malformed table is named, not the linear keys it would have replaced
+    step_table = _step_table(name, raw.get("step_time_ms"))
+    if step_table is not None:
         for key in _TABLE_REPLACES:
             if key not in raw:
                 required.pop(key)
-        table = raw.get("step_time_ms")
-        if isinstance(table, Mapping) and table.get("draft_ms") is not None and "t_draft_ms" not in raw:
+        if step_table.draft_ms is not None and "t_draft_ms" not in raw:
             required.pop("t_draft_ms")
     missing = [k for k in required if k not in raw]
     if missing:
@@ -347,7 +348,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         raise ProfileError(f"emulator profile {name}: t_draft_ms must not be negative")
     by_position = _alpha_by_position(name, values.pop("alpha_by_position"), alpha)
     spread = _number_at_least_0(name, "alpha_spread", values.pop("alpha_spread"))
-    step_table = _step_table(name, values.pop("step_time_ms"))
+    values.pop("step_time_ms")
     overhead = _number_at_least_0(name, "spec_overhead_ms", values.pop("spec_overhead_ms"))
     graph_bs = values.pop("cuda_graph_bs")
     if graph_bs is not None:
