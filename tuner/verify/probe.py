@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -42,22 +44,26 @@ async def identity(client: BenchClient) -> dict[str, Any]:
     }
 
 
-def _post(client: BenchClient, prompt: dict[str, str], max_new: int, stream: bool) -> Any:
-    """The gate's `/generate` request for one prompt (an async context manager)."""
-    return client.session.post(
+@asynccontextmanager
+async def _generate(
+    client: BenchClient, prompt: dict[str, str], max_new: int, stream: bool
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """The gate's `/generate` request for one prompt: the response, once it answered 200."""
+    async with client.session.post(
         client.base + "/generate",
         data=json.dumps(rules.generate_body(prompt["text"], max_new, stream)).encode(),
         headers={"Content-Type": "application/json"},
         timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
-    )
+    ) as r:
+        if r.status != 200:
+            raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
+        yield r
 
 
 async def _short(
     client: BenchClient, prompt: dict[str, str], max_new: int
 ) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
-    async with _post(client, prompt, max_new, False) as r:
-        if r.status != 200:
-            raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
+    async with _generate(client, prompt, max_new, False) as r:
         body = await r.json(content_type=None)
     return rules.response_row(prompt["id"], body, time.perf_counter())
 
@@ -67,9 +73,7 @@ async def _long(
 ) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
     """One streamed request: its output and (arrival time, new tokens, new verify passes) per chunk."""
     fold = rules.StreamRow(prompt["id"])
-    async with _post(client, prompt, max_new, True) as r:
-        if r.status != 200:
-            raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
+    async with _generate(client, prompt, max_new, True) as r:
         async for now, chunk in _sse_chunks(r):
             if chunk is None:
                 break
