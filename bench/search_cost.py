@@ -412,7 +412,8 @@ def main() -> int:
             ok_all &= ok
         st = startup_s(machine.profile)
         inside = f"{model.inside[0]}/{model.inside[1]}" if model.inside and model.inside[1] else "-"
-        r_n, r_total, r_rows = replays[name]
+        rp = replays[name]
+        r_n, r_total, r_rows = len(rp.deployed), rp.planned, rp.rows
         r_pass = sum(1 for *_, share in r_rows if share >= PASS_SHARE)
         replay_ok = r_pass == len(r_rows) and not grid.clock_lost
         if machine.judged:
@@ -446,7 +447,14 @@ def main() -> int:
             )
         details += [
             "",
-            f"Replayed on the grid's measurements: {r_n} of {r_total} deployed; picks "
+            f"Replayed on the grid's measurements: {r_n} of {r_total} deployed"
+            + (
+                f" ({len(rp.misfits)} level(s) of {', '.join(dict.fromkeys(m.config.config_id for m in rp.misfits))} "
+                "measured outside their predicted interval: misfits)"
+                if rp.misfits
+                else ""
+            )
+            + "; picks "
             + ", ".join(f"C={c} {pick} ({share:.1%})" for c, _best, pick, share in r_rows)
             + ".",
         ]

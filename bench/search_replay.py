@@ -17,23 +17,36 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.data.records import DeployRecord, LevelRecord, SkipRecord, SweepState  # noqa: E402
+from tuner.data.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState  # noqa: E402
 from tuner.data.store import Store  # noqa: E402
 from tuner.decide import analysis  # noqa: E402
 from tuner.decide.search import decide as policy  # noqa: E402
 from tuner.decide.search import text  # noqa: E402
+from tuner.decide.search.model import Misfit, find_misfits  # noqa: E402
 from tuner.spec.configs import plan_configs  # noqa: E402
 
 PASS_SHARE = 0.97
 
 
-def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tuple[int, str, str, float]]]:
-    """(deployments the search makes, configurations planned, per level: (C, best, pick, share))."""
+@dataclass(frozen=True)
+class Replay:
+    """What the search did on a kept grid's measurements."""
+
+    deployed: list[str]  # in the order the search deployed them
+    planned: int  # configurations planned
+    rows: list[tuple[int, str, str, float]]  # per level: (C, the grid's best, the search's pick, its share)
+    predicted: list[str]  # the deployed configurations it predicted first (all but the first round)
+    misfits: list[Misfit]  # the measurements those predictions missed, as the live sweep would report them
+
+
+def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
+    """Replay the search on a kept grid sweep (module docstring)."""
     store = Store(grid_dir)
     spec = store.read_spec()
     if spec is None:
@@ -44,9 +57,12 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tup
     target = list(workload.target_concurrency) if workload.target_concurrency else None
     deployed: list[str] = []
     skips: list[SkipRecord] = []
+    # what the search predicted for each configuration before deploying it, as the live sweep
+    # records it (tuner/run/planner.py): the misfit check sets the measurement against it
+    predictions: list[PredictionRecord] = []
     while True:
         recs = [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed]
-        state = SweepState.fold([*recs, *skips])
+        state = SweepState.fold([*predictions, *recs, *skips])
         d = policy.decide(state, plan.configs, workload, exclude=set(deployed), target=target)
         for cfg, pred, why in d.skips:
             skips.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
@@ -59,10 +75,19 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tup
                 print(f"  done: {d.why}")
             break
         deployed.append(d.deploy.config_id)
+        if d.prediction is not None:
+            predictions.append(PredictionRecord(config=d.deploy, prediction=d.prediction))
         if verbose:
+            for m in d.misfits:
+                print(
+                    f"  misfit: {m.config.label} {m.what}: measured {m.measured:,.0f}, predicted {m.predicted.lo:,.0f}-{m.predicted.hi:,.0f}"
+                )
             print(f"  deploy {d.deploy.label}: {d.why}{text.prediction_text(d.prediction)}")
     state = SweepState.fold(
-        [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed]
+        [
+            *predictions,
+            *[r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed],
+        ]
     )
     mine = analysis.by_concurrency(analysis.aggregate(state.levels()), list(workload.concurrency))
     grid = analysis.aggregate(full.levels())
@@ -75,7 +100,7 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> tuple[int, int, list[tup
         # the real share, also where the pick is the grid's own (a tie-break may choose below the best mean)
         share = here.get(pick, 0.0) / here[best]
         rows.append((c, best, pick, share))
-    return len(deployed), len(plan.configs), rows
+    return Replay(deployed, len(plan.configs), rows, list(state.predictions), find_misfits(state))
 
 
 def main() -> int:
@@ -86,7 +111,8 @@ def main() -> int:
     ok = True
     for g in args.grid_dirs:
         print(f"{g}:")
-        n, total, rows = replay(g, verbose=args.verbose)
+        r = replay(g, verbose=args.verbose)
+        n, total, rows = len(r.deployed), r.planned, r.rows
         passing = sum(1 for *_, share in rows if share >= PASS_SHARE)
         print(
             f"  {n} of {total} deployed ({n / total:.0%}); levels within 3% of the grid's best: {passing}/{len(rows)}"

@@ -618,6 +618,33 @@ def test_misfit_widening_is_the_miss_in_units_of_the_interval():
     assert "outside its predicted interval 90-110" in text.misfit_text(mf)
 
 
+def test_a_measurement_off_by_one_starts_draw_is_not_a_misfit():
+    """A prediction is of the configuration; one deployment's measurement of it also carries that
+    start's draw (observe.DEPLOY_REL_SD), which nothing measured before shows. A level outside the
+    model's own interval but within that draw is the restart's luck: no misfit, nothing widened.
+    Beyond it, on either side, it is a misfit, judged against the interval with the draw added."""
+    m = Machine(accept=[0.9])
+    recs = m.measure(SpecConfig(5))
+    measured = analysis.aggregate(SweepState.fold(recs).levels())[("k5-t1", 16)].mean
+
+    def misfits(off: float) -> list[search_model.Misfit]:
+        mean = measured / (1 + off)  # the measurement lands `off` away from the prediction
+        band = Band(mean, mean * 0.98, mean * 1.02)  # the model's own interval: +-2%
+        pred = Prediction(levels=(LevelPrediction(16, band, band, Band(16, 16, 16), 0.5),))
+        st = SweepState.fold([PredictionRecord(config=SpecConfig(5), prediction=pred), *recs])
+        return [mf for mf in search_model.find_misfits(st) if mf.throughput]
+
+    # outside +-2%, inside sqrt(2^2 + (1.96 x 1.5)^2) = 3.56%: one start's luck
+    assert misfits(0.03) == [] and misfits(-0.03) == []
+    (high,) = misfits(0.045)
+    (low,) = misfits(-0.045)
+    for mf, off in ((high, 0.045), (low, -0.045)):
+        mean = measured / (1 + off)
+        assert mf.predicted.hi == pytest.approx(mean * 1.0356, rel=1e-3)
+        assert mf.predicted.lo == pytest.approx(mean * (1 - 0.0356), rel=1e-3)
+        assert 1.0 < mf.miss_ratio < 1.5  # widening counts the miss beyond the draw, not beyond +-2%
+
+
 # -- the records keep it --------------------------------------------------------------------------
 
 

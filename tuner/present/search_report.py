@@ -14,7 +14,7 @@ from typing import Any
 from ..data.prediction import Band, Prediction
 from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
-from ..decide.search.model import Misfit, find_misfits, fit_model
+from ..decide.search.model import Misfit, find_misfits, fit_model, measured_band
 from ..spec.sweepspec import SweepSpec
 
 
@@ -108,7 +108,7 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
         for lp in rec.prediction.levels:
             p = stats.get((cid, lp.concurrency))
             if p is not None and p.n:
-                checked.append(Checked(cid, lp.concurrency, lp.output_tok_s, p.mean, lp.chance))
+                checked.append(Checked(cid, lp.concurrency, measured_band(lp.output_tok_s), p.mean, lp.chance))
     skipped = [Skipped(r.config_id, r.config.spec_steps, r.reason or "", r.prediction) for r in predicted_skips]
     deployed = [cid for cid in state.order if cid in state.deploys or cid in state.failed]
     model = ""

@@ -24,6 +24,17 @@ CALIBRATION_SD_ONE = 0.03  # relative spread assumed for a level's calibration w
 TAU_REL_FLOOR = 0.005  # tokens per verify step are never known better than 0.5% (draw noise)
 STEP_REL_FLOOR = 0.01  # nor a step time better than 1%
 MIN_CHANCE = 0.1  # a configuration is deployed while it has at least this chance to win a level
+# What a new deployment adds to a level's measurement beyond its requests' noise (relative sd): the
+# restart's draw (GPU clocks, memory placement, graph layout), which moves every level of the
+# deployment together. A prediction is of the configuration's throughput; one deployment's
+# measurement of it also carries that deployment's draw, which nothing measured before it shows
+# (the confirmation round, which measures the spread, comes after the search:
+# tuner/measure/restarts.py). The misfit check sets a measurement against the prediction with
+# this added (model.py `measured_band`). Its size: a percent or two between two starts of one
+# configuration is common on real servers (vllm-project/vllm#53436 measured SGLang's run-to-run CV
+# at 0.1-2.5% by concurrency with speculation on; vllm-project/vllm#42484 saw one vLLM set-up's
+# throughput move 16% between a long-running server and a fresh start).
+DEPLOY_REL_SD = 0.015
 MAX_WIDEN = 10.0  # the most a misfit widens the intervals by
 FloatArray = npt.NDArray[np.float64]
 
