@@ -15,6 +15,8 @@
 #   coverage              independent sweeps with restart noise: interval coverage, reversed verdicts, cost
 #   search_cost           --search model vs the grid on eight emulated machines (live and replayed)
 #   search_cost_grid_again  the grid swept again, judged as search_cost judges the model (after it)
+#   search_unseen         the search replayed on machines drawn at random from seeds (a seed's grid is
+#                         swept once and kept: the machine it names never changes)
 #   schedule_vs_static    the per-batch-size schedule vs the best static depth on two machines
 #   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
 #   drift_rule            the gate's drift rule on simulated gate runs: false alarms and catches
@@ -39,12 +41,13 @@ declare -A args=(
   [coverage]=""
   [search_cost]=""
   [search_cost_grid_again]=""
+  [search_unseen]="--sweep"
   [schedule_vs_static]=""
   [tuner_seed_sweep]=""
   [drift_rule]=""
 )
 order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead connection_cost lost_level noise
-  coverage search_cost search_cost_grid_again schedule_vs_static tuner_seed_sweep drift_rule)
+  coverage search_cost search_cost_grid_again search_unseen schedule_vs_static tuner_seed_sweep drift_rule)
 [ $# -gt 0 ] && order=("$@")
 status=0
 for name in "${order[@]}"; do

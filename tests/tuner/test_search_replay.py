@@ -36,3 +36,22 @@ def test_the_replay_checks_each_prediction_against_the_grid_as_the_live_sweep_do
         assert m.measured == pytest.approx(grid[(m.config.config_id, m.concurrency)].mean)
         assert not m.predicted.contains(m.measured)
     assert len(r.rows) == 5 and r.planned == 8
+
+
+def test_the_unseen_machines_are_what_their_seeds_draw_and_the_emulator_takes_them():
+    """bench/search_unseen.py names a machine by its seed: the profile kept beside each grid is
+    exactly what `draw` makes of that seed (a change to the generator would silently rename every
+    kept machine), and the emulator starts on it (tuner/emulator/profile.py `load_profile`)."""
+    import search_unseen
+
+    from tuner.emulator.profile import load_profile
+
+    kept = sorted((ROOT / "bench" / "search_unseen").glob("unseen-*/profile.yaml"))
+    assert kept
+    for path in kept:
+        seed = int(path.parent.name.removeprefix("unseen-"))
+        assert path.read_text() == search_unseen.profile_text(seed)
+        prof = load_profile(path)
+        assert prof.name == f"unseen-{seed}"
+    # different seeds, different machines
+    assert search_unseen.profile_text(1) != search_unseen.profile_text(2)
