@@ -435,13 +435,14 @@ class SweepSpec:
         default=None, metadata=_opt("--playbook", None, "the deploy play (default playbooks/deploy.yml)", None)
     )
     search: str = field(
-        default="model",
+        default="grid",
         metadata=_opt(
             "--search",
-            "model",
-            "model (default): fit a model of acceptance, step time and capacity to what was measured and deploy "
-            "only configurations that could still win a level, about 40%% fewer deployments, right as often as "
-            "the grid on the bench (docs/tuner.md); grid: deploy every configuration in order (with the early stop)",
+            "grid",
+            "grid (default): deploy every configuration in order (with the early stop); model: fit a model of "
+            "acceptance, step time and capacity to what was measured and deploy only configurations that could "
+            "still win a level, about 40%% fewer deployments, right at one level fewer of 40 on the bench "
+            "(docs/tuner.md)",
             lambda text: _choice("--search", text, SEARCHES),
             identity=False,
         ),
