@@ -83,9 +83,16 @@ def draw(seed: int) -> tuple[dict[str, Any], str]:
     return p, what
 
 
+class _Dumper(yaml.SafeDumper):
+    """Lists indented under their key, as yamllint (.yamllint) and the other profiles have them."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
 def profile_text(seed: int) -> str:
     p, what = draw(seed)
-    return "# " + what + "\n---\n" + yaml.safe_dump(p, sort_keys=False)
+    return "# " + what + "\n---\n" + yaml.dump(p, Dumper=_Dumper, sort_keys=False)
 
 
 def seeds_arg(text: str) -> list[int]:
