@@ -256,15 +256,20 @@ def _rel(p: Path) -> str:
         return str(p)
 
 
+def sweeps_span(runs: Iterable[Run]) -> str | None:
+    """When kept sweeps ran, from their records' stamps ("FIRST to LAST UTC"); None without any."""
+    stamps = sorted(r["time"] for run in runs for r in Store(run.out).records() if r.get("time"))
+    if not stamps:
+        return None
+    first, last = stamps[0], stamps[-1]
+    return f"{first[:10]} {first[11:16]} to {last[:10]} {last[11:16]} UTC"
+
+
 def page_dated(started: str, render: bool, runs: Iterable[Run]) -> str:
     """When a page's sweeps ran, for its header: "on STARTED" for a fresh run; a page rendered from
     kept sweeps is dated by their records' stamps ("run FIRST to LAST UTC"), not by the render."""
-    if render:
-        stamps = sorted(r["time"] for run in runs for r in Store(run.out).records() if r.get("time"))
-        if stamps:
-            first, last = stamps[0], stamps[-1]
-            return f"with `--render` from the kept sweeps, run {first[:10]} {first[11:16]} to {last[:10]} {last[11:16]} UTC"
-    return f"on {started}"
+    span = sweeps_span(runs) if render else None
+    return f"with `--render` from the kept sweeps, run {span}" if span else f"on {started}"
 
 
 def startup_s(profile: Path) -> float:
@@ -413,8 +418,7 @@ def main() -> int:
         st = startup_s(machine.profile)
         inside = f"{model.inside[0]}/{model.inside[1]}" if model.inside and model.inside[1] else "-"
         rp = replays[name]
-        r_n, r_total, r_rows = len(rp.deployed), rp.planned, rp.rows
-        r_pass = sum(1 for *_, share in r_rows if share >= PASS_SHARE)
+        r_n, r_total, r_rows, r_pass = len(rp.deployed), rp.planned, rp.rows, rp.passing
         replay_ok = r_pass == len(r_rows) and not grid.clock_lost
         if machine.judged:
             replay_all &= replay_ok

@@ -44,6 +44,11 @@ class Replay:
     predicted: list[str]  # the deployed configurations it predicted first (all but the first round)
     misfits: list[Misfit]  # the measurements those predictions missed, as the live sweep would report them
 
+    @property
+    def passing(self) -> int:
+        """Levels whose pick is worth at least PASS_SHARE of the grid's best there."""
+        return sum(1 for *_, share in self.rows if share >= PASS_SHARE)
+
 
 def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
     """Replay the search on a kept grid sweep (module docstring)."""
@@ -79,16 +84,9 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
             predictions.append(PredictionRecord(config=d.deploy, prediction=d.prediction))
         if verbose:
             for m in d.misfits:
-                print(
-                    f"  misfit: {m.config.label} {m.what}: measured {m.measured:,.0f}, predicted {m.predicted.lo:,.0f}-{m.predicted.hi:,.0f}"
-                )
+                print(f"  misfit: {m.config.label} {text.misfit_text(m)}")
             print(f"  deploy {d.deploy.label}: {d.why}{text.prediction_text(d.prediction)}")
-    state = SweepState.fold(
-        [
-            *predictions,
-            *[r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed],
-        ]
-    )
+    # `state` is the last decision's: every deployed configuration's records and its prediction
     mine = analysis.by_concurrency(analysis.aggregate(state.levels()), list(workload.concurrency))
     grid = analysis.aggregate(full.levels())
     rows = []
@@ -112,8 +110,7 @@ def main() -> int:
     for g in args.grid_dirs:
         print(f"{g}:")
         r = replay(g, verbose=args.verbose)
-        n, total, rows = len(r.deployed), r.planned, r.rows
-        passing = sum(1 for *_, share in rows if share >= PASS_SHARE)
+        n, total, rows, passing = len(r.deployed), r.planned, r.rows, r.passing
         print(
             f"  {n} of {total} deployed ({n / total:.0%}); levels within 3% of the grid's best: {passing}/{len(rows)}"
         )
