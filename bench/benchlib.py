@@ -9,6 +9,8 @@ of each here, so that every page records its code the same way (bench scripts ru
 from __future__ import annotations
 
 import json
+import os
+import platform
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -49,3 +51,24 @@ def kept(path: Path, render: bool, measure: Callable[[], Any]) -> Any:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return data
+
+
+def machine_kept(keep: Path, fresh: bool) -> str:
+    """The machine a kept run ran on, for its page: written to `keep`/machine.txt when the run is
+    `fresh`, read from there when a page is rendered (the machine that renders is not the one that
+    measured)."""
+    path = keep / "machine.txt"
+    if fresh:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{platform.node() or 'host'}, {os.cpu_count()} CPUs\n")
+    return path.read_text().strip() if path.exists() else "machine not kept"
+
+
+def note_kept(keep: Path, note: str) -> str:
+    """A page's note on how its run went: a given `note` is kept as `keep`/note.md, and a page
+    rendered later shows the kept one, so that the page is its kept data and nothing else."""
+    path = keep / "note.md"
+    if note:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(note.strip() + "\n")
+    return path.read_text().strip() if path.exists() else ""

@@ -124,6 +124,7 @@ def main() -> int:
     ap.add_argument("--healthy", type=int, default=6000, help="runs per shape without drift")
     ap.add_argument("--drifted", type=int, default=1500, help="runs per shape and drift")
     ap.add_argument("--render", action="store_true", help="rebuild the table from the kept counts")
+    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     if not args.render:
         rows = []
@@ -137,8 +138,8 @@ def main() -> int:
         DATA.parent.mkdir(parents=True, exist_ok=True)
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         DATA.write_text(json.dumps({"when": when, "git": git_rev(), "rows": rows}, indent=1) + "\n")
-    OUT.write_text(render(json.loads(DATA.read_text())))
-    print(OUT.read_text())
+    args.out.write_text(render(json.loads(DATA.read_text())))
+    print(args.out.read_text())
     return 0
 
 

@@ -16,7 +16,10 @@ The manual loop this replaces slept a fixed 100 s after each restart, so it repo
 ``100 - t_first_200`` after the fact and a failure ``100 - t_failure`` after it. Both are shown
 side by side from the same runs (the machine is shared and noisy: compare within one run).
 
-Usage: .venv/bin/python bench/ready_gate.py [--starts 10] [--failures 10] [--out bench/ready_gate.md]
+Every start is kept in bench/ready_gate/run.json before the page is written from it; `--render`
+rebuilds the page from that file alone.
+
+Usage: .venv/bin/python bench/ready_gate.py [--starts 10] [--failures 10] [--systemd 10] [--render] [--out bench/ready_gate.md]
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "ready_gate"
 MANUAL_SLEEP_S = 100.0  # the seed campaign's `sleep 100` after each restart
 
 # The module is collection content; `make setup` links the repo in as sglang_tune.serving.
@@ -47,6 +51,7 @@ sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
 from ansible_collections.sglang_tune.serving.plugins.modules import sglang_ready  # noqa: E402
+from benchlib import git_rev, kept  # noqa: E402
 from emulator_proc import emulator_cmd, free_port  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
@@ -307,7 +312,8 @@ class SystemdHost:
         return row
 
 
-def systemd_section(n, rng, lines):
+def measure_systemd(n, rng):
+    """N ready and N failing starts of the unit in one systemd container: the rows as measured."""
     host = SystemdHost()
     ok, bad = [], []
     try:
@@ -319,6 +325,13 @@ def systemd_section(n, rng, lines):
             print(json.dumps(bad[-1]), flush=True)
     finally:
         host.close()
+    return {"ok": ok, "bad": bad}
+
+
+def systemd_section(runs, lines):
+    """The journal path's table (appended to `lines`) and its two verdicts, from kept rows."""
+    ok, bad = runs["ok"], runs["bad"]
+    n = len(ok)
     lines += [
         "",
         "## The production path: systemd unit + journal, module run by Ansible (podman connection)",
@@ -371,30 +384,18 @@ def systemd_section(n, rng, lines):
         lines.append(
             f"| failure ({len(fd)} starts) | {statistics.median(fd):.3f} | {max(fd):.3f} | {statistics.median(ft):.3f} | {max(ft):.3f} |"
         )
-    return (bool(rd) and len(rd) == n and statistics.median(rd) < 1.0, bool(fd) and len(fd) == n and max(fd) < 3.0)
+    return (
+        bool(rd) and len(rd) == n and statistics.median(rd) < 1.0,
+        bool(fd) and len(fd) == len(bad) and max(fd) < 3.0,
+    )
 
 
 def fmt(x, nd=2):
     return "—" if x is None else f"{x:.{nd}f}"
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--starts", type=int, default=10, help="healthy starts (default 10)")
-    ap.add_argument("--failures", type=int, default=10, help="starts that fail with kv-oom (default 10)")
-    ap.add_argument("--interval", type=float, default=0.5, help="the module's interval (default: its default 0.5)")
-    ap.add_argument("--min-startup", type=float, default=2.0)
-    ap.add_argument("--max-startup", type=float, default=5.0)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument(
-        "--systemd",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also N ready + N failing starts of a systemd unit in a podman container (journal path)",
-    )
-    ap.add_argument("--out", default=str(ROOT / "bench" / "ready_gate.md"))
-    a = ap.parse_args(argv)
+def measure(a) -> dict:
+    """Every start of the run, as measured, with what the page says about the machine and the gate."""
     rng = random.Random(a.seed)
     ok_rows, fail_rows = [], []
     with tempfile.TemporaryDirectory(prefix="ready-gate-") as tmp:
@@ -405,16 +406,35 @@ def main(argv=None):
             row = one_start(work, startup, "kv-oom" if is_fail else None, a.interval)
             (fail_rows if is_fail else ok_rows).append(row)
             print(json.dumps(row), flush=True)
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "git": git_rev(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count() or 0,
+        "python": platform.python_version(),
+        "fatal_settle_s": sglang_ready.FATAL_SETTLE_S,
+        "args": {k: getattr(a, k) for k in ("starts", "failures", "interval", "min_startup", "max_startup", "seed")},
+        "command": " ".join(a.argv),
+        "ok_rows": ok_rows,
+        "fail_rows": fail_rows,
+        "systemd": measure_systemd(a.systemd, rng) if a.systemd else None,
+    }
 
+
+def render(data: dict) -> tuple[str, bool]:
+    """The page and whether every target is met, from the kept run only."""
+    a = data["args"]
+    ok_rows, fail_rows = data["ok_rows"], data["fail_rows"]
     lines = ["# sglang_ready: how soon it reports", ""]
     lines.append(
-        "Generated by `bench/ready_gate.py` on {} ({}, {} CPUs, Python {}; shared, noisy machine).".format(
-            time.strftime("%Y-%m-%d %H:%M"), platform.platform(), os.cpu_count() or 0, platform.python_version()
-        )
+        f"Generated by `bench/ready_gate.py` on {data['date']} (code {data['git']}; {data['platform']}, "
+        f"{data['cpus']} CPUs, Python {data['python']}; shared, noisy machine). Raw data: `bench/ready_gate/run.json`; "
+        "`.venv/bin/python bench/ready_gate.py --render` rebuilds this page from it."
     )
     lines.append(
         "Emulator started as a real process per run (`python -m tuner.emulator`, TP 4, NEXTN 3/1/4, "
-        f"start-up drawn uniformly in [{a.min_startup:.1f}, {a.max_startup:.1f}] s); module run with `log_path`, `pid`, `interval={a.interval:.2f}`. "
+        f"start-up drawn uniformly in [{a['min_startup']:.1f}, {a['max_startup']:.1f}] s); module run with `log_path`, "
+        f"`pid`, `interval={a['interval']:.2f}`. "
         "Times are seconds since the process was started; an observer polled `/health` every 10 ms."
     )
     lines += [
@@ -497,12 +517,12 @@ def main(argv=None):
     lines.append(
         "The ready delay is mostly the poll interval (a 200 is seen at the next poll, on average half an "
         "interval later) plus reading `/server_info` and parsing the log for the report; the failure delay "
-        f"is the next poll plus up to {sglang_ready.FATAL_SETTLE_S:.1f} s of reading on, so that the exception line that ends a traceback "
+        f"is the next poll plus up to {data['fatal_settle_s']:.1f} s of reading on, so that the exception line that ends a traceback "
         "is what the message reports."
     )
     sd_ok = True
-    if a.systemd:
-        sd_ready, sd_fail = systemd_section(a.systemd, rng, lines)
+    if data["systemd"]:
+        sd_ready, sd_fail = systemd_section(data["systemd"], lines)
         lines.append("")
         lines.append(
             "Targets met on the journal path: ready {}, failure {}.".format(
@@ -510,16 +530,38 @@ def main(argv=None):
             )
         )
         sd_ok = sd_ready and sd_fail
-    lines += [
-        "",
-        "Command: `.venv/bin/python bench/ready_gate.py {}`".format(
-            " ".join(argv if argv is not None else sys.argv[1:])
-        ),
-    ]
-    text = "\n".join(lines) + "\n"
+    lines += ["", f"Command: `.venv/bin/python bench/ready_gate.py {data['command']}`"]
+    return "\n".join(lines) + "\n", ready_ok and fail_ok and sd_ok
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--starts", type=int, default=10, help="healthy starts (default 10)")
+    ap.add_argument("--failures", type=int, default=10, help="starts that fail with kv-oom (default 10)")
+    ap.add_argument("--interval", type=float, default=0.5, help="the module's interval (default: its default 0.5)")
+    ap.add_argument("--min-startup", type=float, default=2.0)
+    ap.add_argument("--max-startup", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--systemd",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N ready + N failing starts of a systemd unit in a podman container (journal path)",
+    )
+    ap.add_argument(
+        "--render", action="store_true", help="measure nothing: rebuild the page from bench/ready_gate/run.json"
+    )
+    ap.add_argument("--out", default=str(ROOT / "bench" / "ready_gate.md"))
+    a = ap.parse_args(argv)
+    a.argv = argv if argv is not None else sys.argv[1:]
+    data = kept(DATA / "run.json", a.render, lambda: measure(a))
+    if data is None:
+        raise SystemExit(f"{DATA / 'run.json'}: no kept run (run the script without --render)")
+    text, ok = render(data)
     Path(a.out).write_text(text)
     print(text)
-    return 0 if (ready_ok and fail_ok and sd_ok) else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

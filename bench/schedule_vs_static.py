@@ -326,6 +326,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--machines", default=",".join(MACHINES))
     ap.add_argument("--out", default=str(ROOT / "bench" / "schedule_vs_static.md"))
+    ap.add_argument("--keep", type=Path, default=None, help="where the sweeps are kept (default: --out without .md)")
     ap.add_argument("--render", action="store_true", help="rewrite the .md from the kept sweeps, running nothing")
     ap.add_argument("--parallel", action="store_true", help="sweep the machines at the same time (one process each)")
     ap.add_argument(
@@ -337,7 +338,7 @@ def main() -> int:
     ap.add_argument("--note", help="a note on how this run went, kept beside the sweeps and shown on the page")
     args = ap.parse_args()
     names = [m for m in args.machines.split(",") if m]
-    keep = Path(args.out).with_suffix("")
+    keep = args.keep or Path(args.out).with_suffix("")
     if args.render:
         # a machine added since the kept run (a new bench/profiles/h200-*.yaml) has nothing to render
         missing = [n for n in names if not (keep / n / "recommendation.json").is_file()]
