@@ -269,6 +269,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             api_key=api_key,
             tool=TOOL,
             exact=spec.verify_exact,
+            recover_timeout=spec.workload.recover_timeout,
             extra_flags=spec.extra_vars.get("sglang_server_extra_flags")
             if isinstance(spec.extra_vars.get("sglang_server_extra_flags"), dict)
             else None,

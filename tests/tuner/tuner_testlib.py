@@ -128,24 +128,7 @@ def supervised_emulator(
     current: list[subprocess.Popen[bytes]] = []
 
     def cmd(extra: list[str]) -> list[str]:
-        c = [
-            sys.executable,
-            "-m",
-            "tuner.emulator",
-            "--model-path",
-            "/models/x",
-            "--served-model-name",
-            "qwen3.5-122b",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--tp-size",
-            "4",
-            "--emulator-startup-s",
-            "0.2",
-            "--enable-metrics",
-        ]
+        c = emulator_cmd("--tp-size", "4", "--emulator-startup-s", "0.2", "--enable-metrics", port=port)
         if steps:
             c += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps)]
         return c + extra

@@ -34,15 +34,17 @@ from typing import Any, Protocol
 from sglang_utils import sglang_verify as rules
 
 from ..data.records import VerifyRecord
-from ..run.client import BenchClient, ClientOptions, ServerError
+from ..run.client import BenchClient, ClientOptions
+from ..run.levels import wait_for_health
 from ..run.together import together
 from ..spec.configs import SpecConfig
 from . import baseline as baseline_mod
 from . import gate, probe
 from .prompts import PromptSet
 
-# What capturing a baseline can raise: a bad document, a server that does not answer as SGLang does.
-CAPTURE_ERRORS = (baseline_mod.BaselineError, probe.ProbeError, ServerError, OSError, ValueError)
+ANSWER_ERRORS = probe.ANSWER_ERRORS
+# What capturing a baseline can raise: a bad document, or a server that does not answer (probe.py).
+CAPTURE_ERRORS = (baseline_mod.BaselineError, *ANSWER_ERRORS)
 
 
 class _Log(Protocol):
@@ -108,8 +110,10 @@ class VerifyPhase:
         tool: str,
         exact: bool = True,
         extra_flags: dict[str, Any] | None = None,
+        recover_timeout: float = 600.0,
     ):
         self.path = baseline_path
+        self.recover_timeout = recover_timeout  # --recover-timeout: how long a lost server may take to come back
         self.exact = exact  # the exact round (--verify-exact, the default; --no-verify-exact: off)
         self.extra_flags = dict(extra_flags or {})  # the user's sglang_server_extra_flags, kept on redeploy
         self.exact_baseline: dict[str, Any] | None = None
@@ -199,14 +203,19 @@ class VerifyPhase:
             )
             self.log.append(rec)
             return rec
+        baseline = self.baseline
         try:
-            async with self._client(url, model) as c:
-                v = await gate.check(
-                    c, self.prompts, self.baseline, measured, f"the baseline {self.path}", floor=exempt is None
-                )
+            v = await self._gate(
+                cfg,
+                url,
+                model,
+                lambda c: gate.check(
+                    c, self.prompts, baseline, measured, f"the baseline {self.path}", floor=exempt is None
+                ),
+            )
         except baseline_mod.BaselineError as exc:
             v = {"passed": False, "reasons": [f"not checked: {exc}"]}
-        except (probe.ProbeError, ServerError, OSError, ValueError) as exc:
+        except ANSWER_ERRORS as exc:
             v = {"passed": False, "reasons": [f"the server did not answer the gate: {exc}"]}
         rec = VerifyRecord(
             config=cfg,
@@ -222,6 +231,42 @@ class VerifyPhase:
         self.log.append(rec)
         self.progress.line(f"[{cfg.label}] verify: {rules.verdict_line(v)}")
         return rec
+
+    async def _gate(
+        self, cfg: SpecConfig, url: str, model: str | None, run: Callable[[BenchClient], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """One gate on the server at `url`. When the server went away during it (a request failed,
+        then /health did not answer), the gate is not the configuration's fault yet: as for a lost
+        level (tuner/run/levels.py), wait for /health (systemd restarts a crashed unit; bounded by
+        --recover-timeout) and run the gate once more on the same deployment; a second loss fails
+        the configuration with the reason. Errors while the server is up are raised to the caller."""
+        lost = 0
+        while True:
+            async with self._client(url, model) as c:
+                try:
+                    return await run(c)
+                except ANSWER_ERRORS as exc:
+                    if not await c.server_gone():
+                        raise
+                    lost += 1
+                    what = str(exc) or type(exc).__name__
+                    if lost >= 2:
+                        why = f"the server went away during the gate twice ({what}); the configuration fails"
+                        return {"passed": False, "reasons": [why]}
+                    self.progress.line(
+                        f"[{cfg.label}] verify: the server went away during the gate ({what}); waiting up to "
+                        f"{self.recover_timeout:g} s for /health"
+                    )
+                    back = await wait_for_health(c, self.recover_timeout)
+                    if back is None:
+                        why = (
+                            f"the server went away during the gate ({what}) and did not answer /health within "
+                            f"{self.recover_timeout:g} s"
+                        )
+                        return {"passed": False, "reasons": [why]}
+                    self.progress.line(
+                        f"[{cfg.label}] verify: the server answers again after {back:.1f} s: checking again"
+                    )
 
     # -- the exact round ---------------------------------------------------------------------
     def _deterministic_vars(self) -> dict[str, Any]:
@@ -359,7 +404,7 @@ class VerifyPhase:
                     )
             except baseline_mod.BaselineError as exc:
                 v = {"passed": False, "unchecked": True, "reasons": [f"not checked: {exc}"]}
-            except (probe.ProbeError, ServerError, OSError, ValueError) as exc:
+            except ANSWER_ERRORS as exc:
                 v = {"passed": False, "unchecked": True, "reasons": [f"not checked: the server did not answer: {exc}"]}
             if (v.get("rule") or {}).get("mode") == "threshold":
                 # the flag did not take (the server does not say it runs deterministic): no exact verdict

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 from sglang_utils import sglang_verify as rules
 
-from ..run.client import BenchClient, _sse_chunks
+from ..run.client import BenchClient, ServerError, _sse_chunks
 from .prompts import PromptSet
 
 CONCURRENCY = 8  # short requests in flight at once
@@ -27,6 +27,11 @@ CONCURRENCY = 8  # short requests in flight at once
 
 class ProbeError(RuntimeError):
     """The server did not answer the gate's requests as SGLang does."""
+
+
+# What the gate's requests can raise when the server does not answer as SGLang does, or goes away
+# instead of answering (aiohttp's ServerDisconnectedError, a dropped stream: a crashed server).
+ANSWER_ERRORS = (ProbeError, ServerError, OSError, ValueError, aiohttp.ClientError)
 
 
 async def identity(client: BenchClient) -> dict[str, Any]:
