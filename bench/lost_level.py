@@ -86,8 +86,10 @@ def render(data: dict) -> str:
     rows = []
     for r in recs:
         cid = (r.get("config") or {}).get("config_id")
+        dep = int(r.get("deployment") or 1)
+        on = f" (deployment {dep})" if dep > 1 else ""
         if r["type"] == "deploy":
-            rows.append(f"| {cid} | deploy | | | {r['status']} | {r.get('reason') or ''} |")
+            rows.append(f"| {cid} | deploy{on} | | | {r['status']} | {r.get('reason') or ''} |")
         elif r["type"] == "level":
             m = r["metrics"]
             what = "lost with the server" if r.get("server_lost") else m["status"]
@@ -95,9 +97,12 @@ def render(data: dict) -> str:
             if r.get("attempt", 1) > 1:
                 note = (note + "; " if note else "") + "measured again after the server came back"
             tps = "-" if m.get("output_tok_s") is None else f"{m['output_tok_s']:.0f} tok/s"
-            rows.append(f"| {cid} | level C={r['concurrency']} | {r.get('attempt', 1)} | {tps} | {what} | {note} |")
+            rows.append(f"| {cid} | level C={r['concurrency']}{on} | {r.get('attempt', 1)} | {tps} | {what} | {note} |")
         elif r["type"] == "bench_failed":
             rows.append(f"| {cid} | benchmark failed ({r.get('kind')}) | | | | {r.get('reason')} |")
+        elif r["type"] == "verify" and r.get("role", "config") == "config":
+            verdict = "passed" if r["passed"] else "failed"
+            rows.append(f"| {cid} | correctness gate{on} | | | {verdict} | {'; '.join(r.get('reasons') or [])} |")
     best = rec["recommended"]
     lines = [
         "# A lost level is measured again (real systemd, crash-after-ready)",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tuner.data.prediction import Band, LevelPrediction, Prediction
-from tuner.data.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState
+from tuner.data.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState, VerifyRecord
 from tuner.decide import analysis
 from tuner.decide.search import decide as policy
 from tuner.decide.search import fits, observe, step, text
@@ -167,7 +167,8 @@ class Machine:
         return out
 
     def truth(self, configs: list[SpecConfig]) -> dict[int, dict[str, float]]:
-        ok = [cfg for cfg in configs if self.kv(cfg.spec_steps) > 0]
+        """Each level's throughput of every configuration the machine can run (KV left, a running slot)."""
+        ok = [cfg for cfg in configs if self.kv(cfg.spec_steps) > 0 and self.mrr(cfg.spec_steps) > 0]
         return {c: {cfg.config_id: self.level(cfg, c)[0] for cfg in ok} for c in LEVELS}
 
 
@@ -177,8 +178,12 @@ def run_search(
     configs: list[SpecConfig] | None = None,
     schedule: str | None = None,
     workload: WorkloadSpec = W,
+    wrong: Iterable[str] = (),
 ) -> tuple[SweepState, list[policy.Decision]]:
-    """The decision loop of `sweep --search model`, on one slot, with the machine as the server."""
+    """The decision loop of `sweep --search model`, on one slot, with the machine as the server;
+    the configurations in `wrong` fail the correctness gate after their levels, as the sweep's gate
+    records it."""
+    wrong = set(wrong)
     configs = configs or plan_configs(tuple(steps), (1,), (None,)).configs
     records: list = []
     decisions = []
@@ -193,6 +198,8 @@ def run_search(
         if d.prediction is not None:
             records.append(PredictionRecord(config=d.deploy, prediction=d.prediction))
         records += m.measure(d.deploy)
+        if d.deploy.config_id in wrong:
+            records.append(VerifyRecord(config=d.deploy, host="h", passed=False, reasons=["its outputs differ"]))
     return SweepState.fold(records), decisions
 
 
@@ -542,6 +549,31 @@ def test_search_finds_every_levels_best_with_at_most_half_the_deployments(machin
     assert decisions[-1].done and not decisions[-1].wait
     fits = search_model.fit_model(st, W).acceptance.values()
     assert all(bool(f.measured) == histograms for f in fits)  # the histograms were read, when sent
+
+
+@pytest.mark.parametrize(
+    "machine", [SEED_LIKE, DEEP, NO_SPEC_AT_HIGH_LOAD, FALLING_DRAFT], ids=["seed-like", "deep", "no-spec", "falling"]
+)
+def test_a_configuration_that_fails_the_gate_is_never_the_bar_to_beat(machine):
+    """The depth that wins the most levels gives wrong answers (its gate fails after its levels): at
+    every level the search must still find the best of the others, as if it had never been
+    measured. It had been the bar, so the depths predicted just under it were skipped."""
+    fields = {k: v for k, v in machine.__dict__.items() if k != "measured"}
+    steps = range(0, 9) if machine is NO_SPEC_AT_HIGH_LOAD else range(1, 9)
+    configs = plan_configs(tuple(steps), (1,), (None,)).configs
+    st, _ = run_search(Machine(**fields), steps)
+    wins = [cid for cid in picks(st).values()]
+    bad = max(set(wins), key=wins.count)
+    m = Machine(**fields)
+    st, decisions = run_search(m, steps, wrong={bad})
+    assert bad in st.verify and decisions[-1].done
+    stats = analysis.aggregate(st.levels())
+    analysis.mark_outcomes(stats, st)
+    truth = m.truth(configs)
+    for c, ch in analysis.by_concurrency(stats, list(LEVELS)).items():
+        assert ch.chosen.config_id != bad
+        best = max(v for cid, v in truth[c].items() if cid != bad)
+        assert truth[c][ch.chosen.config_id] >= 0.97 * best, (c, ch.chosen.config_id, truth[c], m.measured)
 
 
 def test_the_baseline_and_the_anchors_come_first():

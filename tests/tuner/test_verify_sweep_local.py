@@ -86,6 +86,9 @@ def test_failing_configurations_are_excluded_and_never_deployed(inv, tmp_path, c
     best = [r for r in recs if r["type"] == "deploy_best"]
     assert best and all(r["config"]["config_id"] == "k1-t1" for r in best), best
     assert "k3-t1" not in (rec.get("recommended") or {}).get("config_id", ""), chosen
+    # nor redeployed by the confirmation round: a configuration that failed is in doubt nowhere
+    again = [r for r in recs if r["type"] == "deploy" and int(r.get("deployment") or 1) > 1]
+    assert not [r for r in again if r["config"]["config_id"] in ("k2-t1", "k3-t1")], again
     report = (out / "report.md").read_text()
     assert "## Correctness gate" in report
     assert "k3-t1" in report and "first divergence at token 5" in report

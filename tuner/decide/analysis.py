@@ -6,16 +6,13 @@ when its 95% interval of aggregate throughput lies above every other's; otherwis
 Per level: among those whose mean is within `MIN_REL_TOL` (1%) of the best mean, more KV capacity
 (`max_total_num_tokens`: room for longer contexts and bursts), then the cheaper setting (fewer
 steps, a narrower tree, fewer draft tokens); vLLM `tune_speculative_k` prefers the smaller K within
-1% of the best (docs/reference/peer-tools.md §1.2). A tied configuration further below the best mean
-is not taken for being cheaper: where the intervals are wide (few requests, prompts of different
-difficulty) "tied" says the data cannot separate them, not that they are equal, and the higher
-mean is the better bet; the verdict still says "tied within noise". For the workload's one
-configuration (`recommend` over several levels) a tie of the scores takes the cheapest of all the
-tied: no level's throughput decides there, and capacity is what the high-load levels need.
+1% of the best (docs/reference/peer-tools.md §1.2); a tied configuration further below the best
+mean is not taken for being cheaper ("tied" says the data cannot separate them). A tie of the
+workload's scores (`recommend`) takes the cheapest of all the tied.
 
-Cells with a failed request are not compared as if complete, and with an SLO only cells that meet
-it compete (tuner/spec/slo.py). Nothing here knows any machine's numbers: every decision is relative
-to what was measured.
+Cells with a failed request are not compared as if complete, with an SLO only cells that meet it
+compete (tuner/spec/slo.py), and a configuration that lost its server twice or failed the
+correctness gate competes nowhere (`mark_outcomes`). Nothing here knows any machine's numbers.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data.records import LevelRecord
+from ..data.records import LevelRecord, SweepState
 from ..measure import restarts
 from ..measure import stats as st
 from ..measure.stats import Interval
@@ -46,8 +43,8 @@ class PointStats:
     temperature: float = 0.0
     kv_tokens: int | None = None  # the deployment's max_total_num_tokens (the tie-break)
     slo: SloResult | None = None  # set by `apply_slo`
-    failed_reason: str | None = None  # the configuration failed during its benchmark (not compared)
-    verify_failed: str | None = None  # it failed the correctness gate (tuner/verify/): never recommended
+    failed_reason: str | None = None  # its server went away twice (`mark_outcomes`): not compared
+    verify_failed: str | None = None  # it failed the correctness gate (`mark_outcomes`): never chosen
     restart: restarts.RestartNoise | None = None  # the sweep's pooled deployment-to-deployment spread (`aggregate`)
 
     @property
@@ -81,10 +78,6 @@ class PointStats:
     def partial(self) -> bool:
         """No level of this cell finished with every request: it does not compete."""
         return not any(lv.complete for lv in self.levels)
-
-    @property
-    def failed_levels(self) -> list[LevelRecord]:
-        return [lv for lv in self.levels if not lv.complete]
 
     @property
     def values(self) -> list[float]:
@@ -271,6 +264,15 @@ def temperatures(levels: Iterable[LevelRecord]) -> list[float]:
         if lv.measured and t not in out:
             out.append(t)
     return out
+
+
+def mark_outcomes(stats: Mapping[tuple[str, int], PointStats], state: SweepState) -> None:
+    """Mark each point whose configuration lost its server twice or failed the correctness gate:
+    `_exclusions` keeps it out of every choice, so it is never the bar the others must beat."""
+    for p in stats.values():
+        bf, vf = state.unstable.get(p.config_id), state.verify_failed.get(p.config_id)
+        p.failed_reason = None if bf is None else bf.reason
+        p.verify_failed = None if vf is None else (vf.reasons or ["failed"])[0]
 
 
 def apply_slo(stats: Mapping[tuple[str, int], PointStats], slo: Slo | None) -> None:

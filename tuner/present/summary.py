@@ -102,11 +102,7 @@ def view_for(
 ) -> TempView:
     capacity = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
     every = analysis.aggregate(state.levels(), temperature=temperature, capacity=capacity)
-    for p in every.values():
-        bf = state.unstable.get(p.config_id)
-        p.failed_reason = None if bf is None else bf.reason
-        vf = state.verify_failed.get(p.config_id)
-        p.verify_failed = None if vf is None else (vf.reasons or ["failed"])[0]
+    analysis.mark_outcomes(every, state)
     analysis.apply_slo(every, spec.workload.slo)
     # The static depths are chosen among themselves; an adaptive configuration (the schedule phase,
     # tuner/decide/schedule_phase.py) then has to beat the best of them beyond noise.

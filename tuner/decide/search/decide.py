@@ -215,6 +215,9 @@ def decide(
     if model.step is None:
         return Decision(wait=bool(in_flight), why="waiting for a first measured depth", misfits=misfits)
     stats = analysis.aggregate(state.levels())
+    # A configuration that failed the correctness gate or lost its server twice is never the bar to
+    # beat: a wrong answer fast enough to make the others look hopeless must not get them skipped.
+    analysis.mark_outcomes(stats, state)
     # With --slo a configuration that misses it does not compete (tuner/decide/analysis.py), so the bar
     # to beat at a level is the best that meets it; at a level where none measured does, every
     # configuration left could be the first to. The latencies an SLO limits are not predicted:

@@ -1,0 +1,76 @@
+"""Every bench page is its kept data: rebuilt from what its script kept (`--render`, measuring
+nothing), each page must come out exactly as committed.
+
+A page edited by hand, a page left behind when its script's wording or judging changed, a note that
+lived only on the command line of the run that wrote it, or a machine name read at render time all
+fail here. Each script writes to a temporary --out and reads its kept data from the repository."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+# page -> the script and arguments that rebuild it from its kept data alone
+PAGES: dict[str, list[str]] = {
+    "client_accuracy.md": ["client_accuracy.py", "--render"],
+    "connection_cost.md": ["connection_cost.py", "--render"],
+    "coverage.md": ["coverage.py", "--render"],
+    "drift_rule.md": ["drift_rule.py", "--render"],
+    "emulator_calibration.md": ["emulator_calibration.py", "--render"],
+    "emulator_speed.md": ["emulator_speed.py", "--render"],
+    "lost_level.md": ["lost_level.py", "--render"],
+    "noise.md": ["noise.py", "--render"],
+    "peer_clients.md": ["peer_clients.py", "--render"],
+    "ready_gate.md": ["ready_gate.py", "--render"],
+    "schedule_vs_static.md": ["schedule_vs_static.py", "--render", "--keep", str(BENCH / "schedule_vs_static")],
+    "search_cost.md": ["search_cost.py", "--render", "--keep", str(BENCH / "search_cost")],
+    "search_cost_grid_again.md": [
+        "search_cost_grid_again.py",
+        "--render",
+        "--keep",
+        str(BENCH / "search_cost_grid_again"),
+    ],
+    "search_cost_precision.md": [
+        "search_cost.py",
+        "--render",
+        "--machines",
+        "h200-8b-1b-draft",
+        "--requests-per-level",
+        "auto",
+        "--keep",
+        str(BENCH / "search_cost_precision"),
+    ],
+    "search_unseen.md": ["search_unseen.py", "--keep", str(BENCH / "search_unseen")],
+    "sweep_overhead.md": ["sweep_overhead.py", "--render"],
+    "tuner_seed_sweep.md": ["tuner_seed_sweep.py", "--render", "--keep", str(BENCH / "tuner_seed_sweep")],
+    "verify_cost.md": ["verify_cost.py", "--render"],
+}
+
+
+def test_every_page_has_a_way_back_to_its_data():
+    assert sorted(p.name for p in BENCH.glob("*.md")) == sorted(PAGES)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_page_is_what_its_kept_data_renders(page, tmp_path):
+    script, *args = PAGES[page]
+    out = tmp_path / page
+    res = subprocess.run(
+        [sys.executable, str(BENCH / script), *args, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # 1 is a script's verdict (a target missed), which the page states; anything else is a failure
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    assert out.exists(), f"{script} wrote no page: {res.stderr[-2000:]}"
+    assert out.read_text() == (BENCH / page).read_text(), (
+        f"bench/{page} differs from what `python bench/{script} {' '.join(args)}` renders from its kept data"
+    )
