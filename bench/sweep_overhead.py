@@ -162,7 +162,18 @@ def measure(args: argparse.Namespace) -> dict:
         "sweep_s": round(sweep_s, 2),
         "one_task_s": [round(x, 3) for x in before + after],
         "timings": [r for r in recs if r["type"] == "timing"],
+        # the correctness gate's check of each configuration (it runs by default since issue 20)
+        "gates": [r for r in recs if r["type"] == "verify" and r.get("role", "config") == "config"],
+        "connection": connection(inv),
     }
+
+
+def connection(inv: Path) -> str:
+    """How the inventory reaches the emulator hosts (its `ansible_connection`)."""
+    import yaml
+
+    group = yaml.safe_load(inv.read_text())["all"]["children"]["emulator_hosts"]
+    return str((group.get("vars") or {}).get("ansible_connection", "ssh"))
 
 
 def render(data: dict | None) -> tuple[str, bool]:
@@ -177,8 +188,10 @@ def render(data: dict | None) -> tuple[str, bool]:
         )
     floor = statistics.median(data["one_task_s"])
     rows, judged = [], []
+    gates = {(g["config"]["config_id"], int(g.get("deployment") or 1)): g for g in data.get("gates", [])}
     for r in data["timings"]:
         overhead = r["total_s"] - (r["ready_s"] or 0) - r["bench_s"]
+        gate = gates.get((r["config"]["config_id"], int(r.get("deployment") or 1)))
         ratio = overhead / floor
         tuner_own = r["total_s"] - r["deploy_s"] - r["warmup_s"] - r["bench_s"]
         rows.append(
@@ -191,6 +204,7 @@ def render(data: dict | None) -> tuple[str, bool]:
                 r["warmup_s"],
                 r["bench_s"],
                 tuner_own,
+                None if gate is None or gate.get("seconds") is None else float(gate["seconds"]),
                 overhead,
                 ratio,
             )
@@ -206,7 +220,8 @@ def render(data: dict | None) -> tuple[str, bool]:
         f"- run: {data['run']} (code revision {data['revision']}), {data['machine']}, load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end; kept in `bench/<name>/run.json` "
         "(`--render` rebuilds this file from it)",
-        f"- host: one emulator host (podman + systemd, podman connection), emulated start-up 1 s; "
+        f"- host: one emulator host (podman + systemd, {data.get('connection', 'podman')} connection), "
+        "emulated start-up 1 s; "
         f"sweep --steps {data['steps']}, one level (C=1, 2 requests of 32 tokens), 1 warm-up request; "
         f"whole sweep {data['sweep_s']:.1f} s",
         f"- one-task ansible-runner run on the same host (`command: /bin/true`), {len(ones)} runs "
@@ -214,16 +229,17 @@ def render(data: dict | None) -> tuple[str, bool]:
         "- overhead = total - server start-up (sglang_ready's ready_seconds) - benchmark (levels' wall time)",
         "",
         "- deploy s: the ansible-runner run of the deploy play (it includes the server's start-up); "
-        "outside the play: total - deploy - warm-up - benchmark (the tuner's own work between them)",
+        "outside the play: total - deploy - warm-up - benchmark (the tuner's own work between them), of it "
+        "the correctness gate's check (`verify` record; - where the run kept none)",
         "",
         "| config | deploy run | total s | deploy s | server start-up s | warm-up s | benchmark s | "
-        "outside the play s | overhead s | overhead / one-task run |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "outside the play s | of it, the gate s | overhead s | overhead / one-task run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for cid, kind, total, dep, ready, warm, bench, own, over, ratio in rows:
+    for cid, kind, total, dep, ready, warm, bench, own, gate_s, over, ratio in rows:
         lines.append(
             f"| {cid} | {kind} | {total:.2f} | {dep:.2f} | {ready:.2f} | {warm:.2f} | {bench:.2f} | "
-            f"{own:.2f} | {over:.2f} | {ratio:.2f}x |"
+            f"{own:.2f} | {'-' if gate_s is None else f'{gate_s:.2f}'} | {over:.2f} | {ratio:.2f}x |"
         )
     lines += [
         "",
