@@ -112,6 +112,7 @@ def measure(args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="sgt-overhead-"))
     inv = work / "inventory.yml"
     make_inventory(inv, host, args.index)
+    reached_by = connection(inv)
     try:
         hosts_play(inv, "present")
         before = [one_task_run(inv, host) for _ in range(args.runs)]
@@ -164,7 +165,7 @@ def measure(args: argparse.Namespace) -> dict:
         "timings": [r for r in recs if r["type"] == "timing"],
         # the correctness gate's check of each configuration (it runs by default since issue 20)
         "gates": [r for r in recs if r["type"] == "verify" and r.get("role", "config") == "config"],
-        "connection": connection(inv),
+        "connection": reached_by,
     }
 
 
