@@ -29,7 +29,6 @@ from ..spec.flags import BadInput, check_out_dir, whole_number
 from ..spec.workload import load_dataset
 from . import baseline as baseline_mod
 from . import gate, probe
-from .probe import ANSWER_ERRORS
 from .prompts import PromptSet, prompt_set, settings
 
 T = TypeVar("T")
@@ -199,8 +198,8 @@ def cmd_verify(a: argparse.Namespace, tool: str) -> int:
         raise
     except baseline_mod.BaselineError as exc:
         raise BadInput("--baseline", str(exc)) from None
-    except ANSWER_ERRORS as exc:
-        print(f"python -m tuner verify: the server did not answer the gate: {str(exc) or type(exc).__name__}")
+    except probe.ANSWER_ERRORS as exc:
+        print(f"python -m tuner verify: the server did not answer the gate: {probe.failure_text(exc)}")
         return 1
     lines = [
         f"# Outputs checked against {path} ({base.get('prompt_set')}, SGLang {base.get('server_version')}, {base.get('model')})",

@@ -42,9 +42,8 @@ from . import baseline as baseline_mod
 from . import gate, probe
 from .prompts import PromptSet
 
-ANSWER_ERRORS = probe.ANSWER_ERRORS
 # What capturing a baseline can raise: a bad document, or a server that does not answer (probe.py).
-CAPTURE_ERRORS = (baseline_mod.BaselineError, *ANSWER_ERRORS)
+CAPTURE_ERRORS = (baseline_mod.BaselineError, *probe.ANSWER_ERRORS)
 
 
 class _Log(Protocol):
@@ -162,7 +161,7 @@ class VerifyPhase:
         try:
             doc = await self._capture(res)
         except CAPTURE_ERRORS as exc:
-            self.unusable = f"the no-speculation baseline could not be captured: {exc}"
+            self.unusable = f"the no-speculation baseline could not be captured: {probe.failure_text(exc)}"
             self.progress.line(f"[verify] {self.unusable}")
             self.log.append(VerifyRecord(config=cfg, host=host, passed=False, role="baseline", reasons=[self.unusable]))
             return
@@ -215,8 +214,8 @@ class VerifyPhase:
             )
         except baseline_mod.BaselineError as exc:
             v = {"passed": False, "reasons": [f"not checked: {exc}"]}
-        except ANSWER_ERRORS as exc:
-            v = {"passed": False, "reasons": [f"the server did not answer the gate: {exc}"]}
+        except probe.ANSWER_ERRORS as exc:
+            v = {"passed": False, "reasons": [f"the server did not answer the gate: {probe.failure_text(exc)}"]}
         rec = VerifyRecord(
             config=cfg,
             host=host,
@@ -245,11 +244,11 @@ class VerifyPhase:
             async with self._client(url, model) as c:
                 try:
                     return await run(c)
-                except ANSWER_ERRORS as exc:
+                except probe.ANSWER_ERRORS as exc:
                     if not await c.server_gone():
                         raise
                     lost += 1
-                    what = str(exc) or type(exc).__name__
+                    what = probe.failure_text(exc)
                     if lost >= 2:
                         why = f"the server went away during the gate twice ({what}); the configuration fails"
                         return {"passed": False, "reasons": [why]}
@@ -321,7 +320,7 @@ class VerifyPhase:
             try:
                 doc = await self._capture(res)
             except CAPTURE_ERRORS as exc:
-                why = f"the deterministic baseline could not be captured: {exc}"
+                why = f"the deterministic baseline could not be captured: {probe.failure_text(exc)}"
             if doc is not None and not doc.get("deterministic"):
                 why = (
                     f"the server on {host} does not report enable_deterministic_inference in /server_info "
@@ -404,8 +403,9 @@ class VerifyPhase:
                     )
             except baseline_mod.BaselineError as exc:
                 v = {"passed": False, "unchecked": True, "reasons": [f"not checked: {exc}"]}
-            except ANSWER_ERRORS as exc:
-                v = {"passed": False, "unchecked": True, "reasons": [f"not checked: the server did not answer: {exc}"]}
+            except probe.ANSWER_ERRORS as exc:
+                why = f"not checked: the server did not answer: {probe.failure_text(exc)}"
+                v = {"passed": False, "unchecked": True, "reasons": [why]}
             if (v.get("rule") or {}).get("mode") == "threshold":
                 # the flag did not take (the server does not say it runs deterministic): no exact verdict
                 v = {"passed": False, "unchecked": True, "reasons": [f"not checked exactly: {v['rule']['why']}"]}

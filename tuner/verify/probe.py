@@ -34,6 +34,11 @@ class ProbeError(RuntimeError):
 ANSWER_ERRORS = (ProbeError, ServerError, OSError, ValueError, aiohttp.ClientError)
 
 
+def failure_text(exc: BaseException) -> str:
+    """An answer error in words: its message, or its kind where it has none (a bare timeout)."""
+    return str(exc) or type(exc).__name__
+
+
 async def identity(client: BenchClient) -> dict[str, Any]:
     info = await client.parsed_server_info()
     spec = info.get("speculative") or {}
