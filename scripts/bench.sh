@@ -20,6 +20,7 @@
 #   schedule_vs_static    the per-batch-size schedule vs the best static depth on two machines
 #   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
 #   drift_rule            the gate's drift rule on simulated gate runs: false alarms and catches
+#   verify_cost           what the correctness gate costs a default sweep, per configuration
 # `scripts/bench.sh NAME...` runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,9 +46,10 @@ declare -A args=(
   [schedule_vs_static]=""
   [tuner_seed_sweep]=""
   [drift_rule]=""
+  [verify_cost]=""
 )
 order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead connection_cost lost_level noise
-  coverage search_cost search_cost_grid_again search_unseen schedule_vs_static tuner_seed_sweep drift_rule)
+  coverage search_cost search_cost_grid_again search_unseen schedule_vs_static tuner_seed_sweep drift_rule verify_cost)
 [ $# -gt 0 ] && order=("$@")
 status=0
 for name in "${order[@]}"; do
