@@ -138,9 +138,9 @@ def render(out: Path = TABLE) -> bool:
         f"(`--search {search}`), the gate on by default, "
         "**local emulator processes** through ansible-runner (tests/tuner/fixtures/local_emulator_deploy.yml).",
         "",
-        "Read with care: the emulator, the tuner and anything else running share the machine's cores "
+        "Read with care: the emulator, the tuner and anything else running share the machine's cores"
         + (
-            f"(load average {' '.join(f'{x:.2f}' for x in meta['load'])} at the end of the sweep)"
+            f" (load average {' '.join(f'{x:.2f}' for x in meta['load'])} at the end of the sweep)"
             if "load" in meta
             else ""
         )
