@@ -268,7 +268,7 @@ def temperatures(levels: Iterable[LevelRecord]) -> list[float]:
 
 def mark_outcomes(stats: Mapping[tuple[str, int], PointStats], state: SweepState) -> None:
     """Mark each point whose configuration lost its server twice or failed the correctness gate:
-    `_exclusions` keeps it out of every choice, so it is never the bar the others must beat."""
+    `exclusions` keeps it out of every choice, so it is never the bar the others must beat."""
     for p in stats.values():
         bf, vf = state.unstable.get(p.config_id), state.verify_failed.get(p.config_id)
         p.failed_reason = None if bf is None else bf.reason
@@ -393,7 +393,8 @@ def tie_break_reason(ch: LevelChoice) -> str:
     return f"fewer steps / cheaper setting (spec_steps {c.spec_steps}) within {ch.min_rel:.0%} of the best mean"
 
 
-def _exclusions(points: Sequence[PointStats]) -> dict[str, str]:
+def exclusions(points: Sequence[PointStats]) -> dict[str, str]:
+    """Who does not compete, and why (every choice, the search's bar and the confirmation round read it)."""
     out: dict[str, str] = {}
     for p in points:
         if p.verify_failed:
@@ -422,7 +423,7 @@ def _slo_misses(p: PointStats) -> str:
 def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL) -> LevelChoice | None:
     """The best configuration at one level, named only beyond noise; else the tie-break among the
     configurations tied with the best. None when no configuration competes (see `why_none`)."""
-    excluded = _exclusions(points)
+    excluded = exclusions(points)
     pts = [p for p in points if p.config_id not in excluded]
     if not pts:
         return None
@@ -448,7 +449,7 @@ def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL)
 
 def why_none(points: Sequence[PointStats]) -> str:
     """Why a level has no choice: what excluded each configuration."""
-    ex = _exclusions(points)
+    ex = exclusions(points)
     if not ex:
         return "nothing was measured"
     slo = [cid for cid, why in ex.items() if why.startswith("misses the SLO")]

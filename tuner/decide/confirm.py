@@ -49,15 +49,10 @@ def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tup
     analysis.mark_outcomes(stats, state)  # a configuration that failed is in doubt nowhere
     noise = restarts.pool_stats(stats)
     targets = list(workload.target_concurrency or workload.concurrency)
+    excluded = analysis.exclusions(list(stats.values()))
     cells = []
     for (cid, c), p in stats.items():
-        competes = (
-            not p.partial
-            and not p.failed_reason
-            and not p.verify_failed
-            and cid not in state.failed
-            and not p.config.is_schedule
-        )
+        competes = cid not in excluded and cid not in state.failed and not p.config.is_schedule
         cells.append(restarts.CellView(cid, c, p.mean, p.interval, p.deployments, competes))
     cands = restarts.contenders(cells, targets, noise)
     if not cands:
