@@ -10,54 +10,25 @@ from typing import Any
 
 import pytest
 from sglang_utils import sglang_verify as rules
+from tuner_testlib import PhaseLog, PhaseProgress, verify_phase
 
-from tuner.data.records import SweepState, VerifyRecord
+from tuner.data.records import VerifyRecord
 from tuner.present.verify_text import exact_json, judged_by, report_section
 from tuner.spec.configs import SpecConfig
 from tuner.verify.phase import VerifyPhase, exact_baseline_path
-from tuner.verify.prompts import prompt_set, settings
-
-
-class _Log:
-    def __init__(self) -> None:
-        self.state = SweepState()
-
-    def append(self, record: Any) -> dict[str, Any]:
-        self.state.add(record)
-        return {}
-
-
-class _Progress:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def line(self, text: str) -> None:
-        self.lines.append(text)
 
 
 def _no_deploy(*_a: Any, **_k: Any) -> Any:
     raise AssertionError("the exact round must not deploy here")
 
 
-def _new_phase(tmp_path: Path, **options: Any) -> tuple[VerifyPhase, _Log, _Progress]:
-    """A VerifyPhase over the shipped prompt set, recording into fresh fakes; `options` as the sweep
-    passes them (exact, extra_flags)."""
-    log, progress = _Log(), _Progress()
-    phase = VerifyPhase(
-        baseline_path=tmp_path / "verify_baseline.json",
-        prompts=prompt_set(None, settings()),
-        log=log,
-        progress=progress,
-        api_key=None,
-        tool="test",
-        **options,
-    )
-    return phase, log, progress
+def _new_phase(tmp_path: Path, **options: Any) -> tuple[VerifyPhase, PhaseLog, PhaseProgress]:
+    return verify_phase(tmp_path / "verify_baseline.json", **options)
 
 
 def _phase(
     tmp_path: Path, version: str, deterministic: bool, exact: bool = True
-) -> tuple[VerifyPhase, _Log, _Progress]:
+) -> tuple[VerifyPhase, PhaseLog, PhaseProgress]:
     phase, log, progress = _new_phase(tmp_path, exact=exact)
     phase.baseline = {"server_version": version, "deterministic": deterministic, "model": "m"}
     k2 = SpecConfig(spec_steps=2)
@@ -73,7 +44,7 @@ def _phase(
     return phase, log, progress
 
 
-def _run(phase: VerifyPhase, log: _Log) -> None:
+def _run(phase: VerifyPhase, log: PhaseLog) -> None:
     import asyncio
 
     asyncio.run(
@@ -126,7 +97,7 @@ def _fake_deploy(urls: dict[int, str], calls: list[tuple[str, dict]]) -> Any:
     return deploy
 
 
-def _threshold_phase(tmp_path: Path) -> tuple[VerifyPhase, _Log, _Progress]:
+def _threshold_phase(tmp_path: Path) -> tuple[VerifyPhase, PhaseLog, PhaseProgress]:
     phase, log, progress = _new_phase(tmp_path, extra_flags={"attention-backend": "fa3"})
     return phase, log, progress
 

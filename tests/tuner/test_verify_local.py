@@ -126,65 +126,39 @@ def test_bad_flags_exit_2_naming_them(baseline, tmp_path):
     assert r.returncode == 2 and "--baseline" in r.stderr and "not a baseline file" in r.stderr
 
 
-class _Lines:
-    """The sweep's log and progress, as lists (VerifyPhase's two sinks)."""
-
-    def __init__(self) -> None:
-        self.records: list = []
-        self.lines: list[str] = []
-
-    def append(self, record):
-        self.records.append(record)
-        return {}
-
-    def line(self, text: str) -> None:
-        self.lines.append(text)
-
-
 def _gate_on_a_crashing_server(baseline: Path, then: list[str] | None):
     """The sweep's gate (VerifyPhase.check) on a server that dies half a second after it is ready,
     restarted by a supervisor as systemd restarts the unit; `then`: the restarted server's flags."""
     import asyncio
 
-    from tuner_testlib import supervised_emulator
+    from tuner_testlib import supervised_emulator, verify_phase
 
     from tuner.spec.configs import SpecConfig
-    from tuner.verify.phase import VerifyPhase
-    from tuner.verify.prompts import prompt_set, settings
 
-    sink = _Lines()
-    phase = VerifyPhase(
-        baseline_path=baseline,
-        prompts=prompt_set(None, settings()),
-        log=sink,
-        progress=sink,
-        api_key=None,
-        tool="test",
-        recover_timeout=30,
-    )
+    phase, log, progress = verify_phase(baseline, recover_timeout=30)
     assert phase.load() and phase.baseline is not None
     with supervised_emulator(["--emulator-fault", "crash-after-ready=0.5"], then) as (url, exits):
         rec = asyncio.run(phase.check(SpecConfig(spec_steps=3), "h", url, "qwen3.5-122b", []))
         assert exits, "the emulator never crashed"
-    return rec, sink
+    return rec, log, progress
 
 
 def test_a_server_lost_during_the_gate_is_checked_again_once_it_is_back(baseline):
     """A crash during the gate is not the configuration's wrong answer: as for a lost level, the
     gate waits for /health and checks the same deployment again (it had crashed the whole sweep
     with aiohttp's ServerDisconnectedError)."""
-    rec, sink = _gate_on_a_crashing_server(baseline, [])
+    rec, log, progress = _gate_on_a_crashing_server(baseline, [])
     assert rec.passed, rec.reasons
-    said = "\n".join(sink.lines)
+    said = "\n".join(progress.lines)
     assert "verify: the server went away during the gate" in said and "checking again" in said
-    assert sink.records == [rec]
+    assert log.state.records == [rec]
 
 
 def test_a_server_lost_twice_during_the_gate_fails_the_configuration_with_the_reason(baseline):
-    rec, sink = _gate_on_a_crashing_server(baseline, None)  # every start dies
+    rec, log, _progress = _gate_on_a_crashing_server(baseline, None)  # every start dies
     assert not rec.passed
     assert len(rec.reasons) == 1 and "the server went away during the gate twice" in rec.reasons[0]
-    assert sink.records == [rec]
+    assert log.state.records == [rec]
 
 
 def test_the_command_says_when_the_server_goes_away_during_the_gate(baseline):

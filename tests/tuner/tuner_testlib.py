@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -172,6 +173,49 @@ def supervised_emulator(
                 pass
             proc.wait()
         t.join(timeout=10)
+
+
+# -- the correctness gate's phase with fakes for the sweep's log and progress ---------------------
+class PhaseLog:
+    """The sweep's record log for a VerifyPhase: each record folded into a SweepState."""
+
+    def __init__(self) -> None:
+        from tuner.data.records import SweepState
+
+        self.state = SweepState()
+
+    def append(self, record: Any) -> dict[str, Any]:
+        self.state.add(record)
+        return {}
+
+
+class PhaseProgress:
+    """The sweep's progress log for a VerifyPhase: the lines it said."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def verify_phase(baseline_path: Path, **options: Any) -> tuple[Any, PhaseLog, PhaseProgress]:
+    """A VerifyPhase over the shipped prompt set with its baseline at `baseline_path`, recording
+    into fresh fakes; `options` as the sweep passes them (exact, extra_flags, recover_timeout)."""
+    from tuner.verify.phase import VerifyPhase
+    from tuner.verify.prompts import prompt_set, settings
+
+    log, progress = PhaseLog(), PhaseProgress()
+    phase = VerifyPhase(
+        baseline_path=baseline_path,
+        prompts=prompt_set(None, settings()),
+        log=log,
+        progress=progress,
+        api_key=None,
+        tool="test",
+        **options,
+    )
+    return phase, log, progress
 
 
 # -- real emulator hosts (podman + systemd) for the tuner's end-to-end tests ------------------------
