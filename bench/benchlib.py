@@ -53,6 +53,11 @@ def kept(path: Path, render: bool, measure: Callable[[], Any]) -> Any:
     return data
 
 
+def machine_text() -> str:
+    """This machine, as a page names the one its run measured on: its name and its cores."""
+    return f"{platform.node() or 'host'}, {os.cpu_count()} CPUs"
+
+
 def machine_kept(keep: Path, fresh: bool) -> str:
     """The machine a kept run ran on, for its page: written to `keep`/machine.txt when the run is
     `fresh`, read from there when a page is rendered (the machine that renders is not the one that
@@ -60,7 +65,7 @@ def machine_kept(keep: Path, fresh: bool) -> str:
     path = keep / "machine.txt"
     if fresh:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{platform.node() or 'host'}, {os.cpu_count()} CPUs\n")
+        path.write_text(machine_text() + "\n")
     return path.read_text().strip() if path.exists() else "machine not kept"
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+from benchlib import git_rev, machine_text  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
@@ -163,7 +163,7 @@ def main() -> int:
         data = {
             "run": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "revision": git_rev(),
-            "machine": f"{platform.node()}, {os.cpu_count()} CPUs",
+            "machine": machine_text(),
             "python": platform.python_version(),
             "load": [round(x, 2) for x in os.getloadavg()],
             "args": {k: v for k, v in vars(args).items() if k not in ("render", "out")},

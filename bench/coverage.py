@@ -32,7 +32,6 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -47,7 +46,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+from benchlib import git_rev, machine_text  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
@@ -92,7 +91,7 @@ def run_sweeps(args: argparse.Namespace) -> None:
         "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "revision": code_rev(),
         "args": {k: v for k, v in vars(args).items() if k not in ("render", "out")},
-        "machine": f"{platform.node() or 'host'}, {os.cpu_count()} CPUs",
+        "machine": machine_text(),
         "sweeps": [],
     }
     with tempfile.TemporaryDirectory(prefix="sgt-coverage-") as tmp:

@@ -38,7 +38,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -50,7 +49,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+from benchlib import git_rev, machine_text  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
@@ -263,7 +262,7 @@ def measure(args: argparse.Namespace) -> dict:
         "started": started,
         "ended": time.time(),
         "load": round(os.getloadavg()[0], 1),
-        "machine": f"{platform.node() or 'host'}, {os.cpu_count()} CPUs",
+        "machine": machine_text(),
         "revision": git_rev(),
         "args": {k: v for k, v in vars(args).items() if k not in ("render", "out")},
         "noise_keys": noise_keys,

@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -41,7 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchlib import git_rev, kept  # noqa: E402  (bench/: the script's own directory)
+from benchlib import git_rev, kept, machine_text  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import emulator  # noqa: E402
@@ -277,7 +276,7 @@ def measure(args: argparse.Namespace) -> dict:
     data: dict = {
         "run": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "revision": git_rev(),
-        "machine": f"{platform.node() or 'host'}, {os.cpu_count()} CPUs",
+        "machine": machine_text(),
         "args": {"requests": args.requests, "concurrency": args.concurrency, "rounds": args.rounds},
         "levels": {},
     }

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
-from benchlib import git_rev, kept  # noqa: E402  (bench/: the script's own directory)
+from benchlib import git_rev, kept, machine_text  # noqa: E402  (bench/: the script's own directory)
 from tuner_testlib import sweep_cmd  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -157,7 +156,7 @@ def measure(args: argparse.Namespace) -> dict:
     return {
         "run": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "revision": git_rev(),
-        "machine": f"{platform.node()}, {os.cpu_count()} CPUs",
+        "machine": machine_text(),
         "load": [round(x, 2) for x in load],
         "steps": args.steps,
         "sweep_s": round(sweep_s, 2),

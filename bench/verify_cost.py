@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
+from benchlib import git_rev, machine_text  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 from tuner_testlib import free_port, local_inventory, local_sweep_cmd, stop_local_emulators  # noqa: E402
@@ -83,7 +82,7 @@ def sweep(profile: Path, steps: str) -> None:
         "profile": str(profile.relative_to(ROOT)) if profile.is_relative_to(ROOT) else str(profile),
         "date": started,
         "git": git_rev(),
-        "machine": f"{platform.node() or 'host'}, {os.cpu_count()} CPUs",
+        "machine": machine_text(),
         "load": [round(x, 2) for x in os.getloadavg()],
         "sweep_rc": r.returncode,
         "wall_s": round(wall, 1),
