@@ -315,6 +315,27 @@ def _med(rs: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+_NUM = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _notes(rs: list[dict]) -> str:
+    """The rounds' notes in one cell: a note that differs between rounds only in its numbers once,
+    with each number's range over the rounds (\"dispatch delay p50 13-17 ms\"), others as they are."""
+    notes = [x["note"] for x in rs if x.get("note")]
+    by_form: dict[str, list[list[str]]] = {}
+    for n in notes:
+        by_form.setdefault(_NUM.sub("{}", n), []).append(_NUM.findall(n))
+    out = []
+    for form, nums in by_form.items():
+        cols = list(zip(*nums, strict=True))
+        spans = []
+        for col in cols:
+            lo, hi = min(col, key=float), max(col, key=float)
+            spans.append(lo if float(lo) == float(hi) else f"{lo}-{hi}")
+        out.append(form.format(*spans) if len(cols) == form.count("{}") else form)
+    return "; ".join(out)
+
+
 def render(data: dict | None) -> str:
     """bench/peer_clients.md from the kept runs: the table, and what it shows, computed."""
     head = "# Our client against GuideLLM and AIPerf on one emulator process\n\n"
@@ -328,7 +349,11 @@ def render(data: dict | None) -> str:
     a = data["args"]
     rows: list[list[str]] = []
     ours_vs_guide: list[str] = []
+    spreads: list[float] = []  # each level's spread of the clients' output tok/s
     for c, runs in data["levels"].items():
+        level_toks = [t for t in (_med(rs, "tok_s") for rs in runs.values()) if t]
+        if len(level_toks) > 1:
+            spreads.append(100 * (max(level_toks) / min(level_toks) - 1))
         for name, rs in runs.items():
             diffs = [x["ttft_p50"] / x["wire"] - 1 for x in rs if x.get("wire")]
             w, tok, ttft = _med(rs, "wire"), _med(rs, "tok_s"), _med(rs, "ttft_p50")
@@ -343,7 +368,7 @@ def render(data: dict | None) -> str:
                     "-" if not diffs else f"{statistics.median(diffs) * 100:+.1f}%",
                     "-" if conn is None else f"{conn:.0f}",
                     "-" if burst is None else f"{burst:.1f}",
-                    "; ".join(dict.fromkeys(x["note"] for x in rs if x.get("note"))),
+                    _notes(rs),
                 ]
             )
         ours, guide = runs.get("sglang-tune"), runs.get("GuideLLM 0.8.1")
@@ -355,8 +380,7 @@ def render(data: dict | None) -> str:
                 if w_o and w_g:
                     txt += f", on the wire {100 * (w_o / w_g - 1):+.1f}%"
                 ours_vs_guide.append(txt)
-    toks = [float(r[2]) for r in rows if r[2] != "-"]
-    spread = 100 * (max(toks) / min(toks) - 1) if toks else None
+    spread = max(spreads) if spreads else None
     text = [
         head.rstrip("\n"),
         "",
@@ -377,7 +401,7 @@ def render(data: dict | None) -> str:
         "",
         "What the table shows (computed from it): "
         + ("; ".join(ours_vs_guide) + "; " if ours_vs_guide else "")
-        + ("" if spread is None else f"output tok/s of every client within {spread:.1f}% of each other."),
+        + ("" if spread is None else f"at each C, the clients' output tok/s within {spread:.1f}% of each other."),
         EXPLANATION,
     ]
     return "\n".join(text)
@@ -404,9 +428,11 @@ EXPLANATION = """
 The wire is the referee: a client's TTFT can only add its own delays to what the kernel saw.
 
 - Ours starts its clock when the request's headers go to the socket (an aiohttp trace hook), as
-  GuideLLM does (httpx's `send_request_headers.started`); AIPerf starts its clock before its
-  aiohttp session writes the request, so its own client-side delays count (the "client vs wire"
-  column says by how much in this run).
+  GuideLLM 0.8.1 does (httpx's `send_request_headers.started`: `_trace_request_start` in
+  guidellm/backends/openai/http.py); AIPerf 0.13.0 starts its clock when it builds the request
+  record, before its aiohttp session is made and writes the request (`start_perf_ns` in
+  aiperf/transports/aiohttp_client.py, read by aiperf/metrics/types/ttft_metric.py), so its own
+  client-side delays count (the "client vs wire" column says by how much in this run).
 - Where our TTFT reads above GuideLLM's, compare the wire column: our closed loop sends each wave of
   requests at once (all C workers start together and, with fixed-length outputs, stay in step), so
   the server prefills a whole wave as one batch and every request of it waits for that batch, as
