@@ -29,6 +29,8 @@ def _podman_ready() -> bool:
 
 
 pytestmark = [
+    # the file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py)
+    pytest.mark.cost(45),
     pytest.mark.slow,
     pytest.mark.systemd,
     pytest.mark.skipif(not _podman_ready(), reason=f"podman or {IMAGE} missing (make setup)"),

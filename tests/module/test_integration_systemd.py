@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.systemd
+# The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
+pytestmark = [pytest.mark.systemd, pytest.mark.cost(30)]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("SGLANG_EMU_IMAGE", "localhost/sglang-emulator-host:bookworm")

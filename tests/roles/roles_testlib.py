@@ -163,6 +163,34 @@ def base_inventory() -> str:
     return (ROOT / "inventory" / "emulator.yml").read_text()
 
 
+MOLECULE_KEY = "molecule-Secret-Key-7f3a"  # roles/sglang_server/molecule/base.yml
+
+
+def molecule_test(scenario: str, tmp_path: Path, wheelhouse: Path) -> str:
+    """`molecule test -s SCENARIO` of roles/sglang_server, as its molecule/base.yml says to run it
+    (from the role directory, HOME on scratch space, the frozen wheelhouse); asserts it passed and
+    that the API key it deploys (verify checks it reached the server) never showed in the play's
+    output. Returns the output."""
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        proc = run(
+            ["molecule", "-c", "molecule/base.yml", "test", "-s", scenario],
+            cwd=ROOT / "roles" / "sglang_server",
+            timeout=1200,
+            HOME=str(home),
+            MOLECULE_SGLANG_WHEELHOUSE=str(wheelhouse),
+            VIRTUAL_ENV=str(ROOT / ".venv"),
+        )
+    finally:
+        remove_container(f"sgt-mol-{scenario}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-8000:]
+    assert scenario in out and "failed=0" in out
+    assert MOLECULE_KEY not in out
+    return out
+
+
 def deploy_play(
     tmp: Path,
     inv: Path,

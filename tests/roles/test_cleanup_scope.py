@@ -50,6 +50,7 @@ def _exists(name, index):
 
 
 @pytest.mark.systemd
+@pytest.mark.cost(20)  # seconds, measured: the systemd stage starts its longest files first (tests/conftest.py)
 def test_run_cleanup_keeps_the_demo_range_host(need_podman, tmp_path) -> None:
     if any(_exists(KEEP, KEEP_INDEX).values()) or any(_exists(GONE, GONE_INDEX).values()):
         pytest.fail(f"index {KEEP_INDEX} or {GONE_INDEX} is in use on this machine; this test will not touch it")

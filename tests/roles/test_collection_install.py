@@ -71,7 +71,7 @@ def test_tarball_holds_the_content_and_no_local_state(tarball) -> None:
 
 # The systemd stage's share of the file, in seconds (scripts/test.sh schedules the longest first:
 # tests/conftest.py); on the test, not the file, so that the tarball's unit test keeps its place.
-@pytest.mark.cost(30)
+@pytest.mark.cost(35)
 @pytest.mark.systemd
 @pytest.mark.slow
 def test_installed_collection_documents_and_deploys(need_podman, frozen_wheelhouse, tarball, tmp_path) -> None:

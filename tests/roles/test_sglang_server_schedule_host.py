@@ -22,7 +22,7 @@ import pytest
 from roles_testlib import EmulatorHost, deploy_play
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = pytest.mark.cost(170)
+pytestmark = pytest.mark.cost(135)
 
 EMU = EmulatorHost("roles-schedule-236", 236)
 HOST, URL, UNIT = EMU.name, EMU.url, EMU.unit

@@ -27,7 +27,7 @@ import pytest
 from roles_testlib import ROOT, VENV_BIN, EmulatorHost, deploy_play, run
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = pytest.mark.cost(125)
+pytestmark = pytest.mark.cost(80)
 
 EMU = EmulatorHost("roles-secrets-241", 241)
 HOST, INDEX, URL, UNIT = EMU.name, EMU.index, EMU.url, EMU.unit

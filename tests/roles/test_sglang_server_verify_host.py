@@ -22,7 +22,7 @@ import pytest
 from roles_testlib import ROOT, EmulatorHost, ansible_env, deploy_play
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = pytest.mark.cost(110)
+pytestmark = pytest.mark.cost(115)
 
 EMU = EmulatorHost("vg20-verify-215", 215)
 HOST, URL, UNIT = EMU.name, EMU.url, EMU.unit

@@ -37,7 +37,7 @@ import pytest
 from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, sweep_cmd
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = [pytest.mark.cost(250), pytest.mark.systemd, pytest.mark.slow]
+pytestmark = [pytest.mark.cost(225), pytest.mark.systemd, pytest.mark.slow]
 
 HOST, INDEX = "ad22-t235", 235
 URL = f"http://10.213.{INDEX}.2:30000"

@@ -19,7 +19,7 @@ import pytest
 from tuner_testlib import ROOT, SYSTEMD_ENV, emulator_host_inventory, grep_tree, sweep_cmd
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
-pytestmark = [pytest.mark.cost(65), pytest.mark.systemd, pytest.mark.slow]
+pytestmark = [pytest.mark.cost(50), pytest.mark.systemd, pytest.mark.slow]
 
 HOST, INDEX = "emu-t121", 121
 KEY = "sk-e2e-sweep-5b7c0d"
