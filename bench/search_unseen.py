@@ -15,7 +15,7 @@ level's pick within 3% of the grid's best, and at most half the grid's deploymen
 A seed names one machine for good (the draw is deterministic); a seed not swept before is a
 machine nobody has tuned the search on. The tuner never reads the profiles (kept beside each grid).
 
-Usage: .venv/bin/python bench/search_unseen.py [--seeds 101-105] [--sweep] [--out bench/search_unseen.md]
+Usage: .venv/bin/python bench/search_unseen.py [--seeds 101-108] [--sweep] [--out bench/search_unseen.md]
 Without --sweep it renders the page from the kept grids; with it, it first sweeps the seeds that
 have none kept.
 """
@@ -122,7 +122,7 @@ def sweep_grid(seed: int, keep: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", default="101-105", help="machines to judge, e.g. 101-105 or 101,107")
+    ap.add_argument("--seeds", default="101-108", help="machines to judge, e.g. 101-108 or 101,107")
     ap.add_argument("--sweep", action="store_true", help="sweep the grids of the seeds with none kept")
     ap.add_argument("--out", default=str(ROOT / "bench" / "search_unseen.md"))
     ap.add_argument("--keep", type=Path, default=None, help="where the grids are kept (default: --out without .md)")
