@@ -49,10 +49,11 @@ def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tup
     analysis.mark_outcomes(stats, state)  # a configuration that failed is in doubt nowhere
     noise = restarts.pool_stats(stats)
     targets = list(workload.target_concurrency or workload.concurrency)
-    excluded = analysis.exclusions(list(stats.values()))
     cells = []
     for (cid, c), p in stats.items():
-        competes = cid not in excluded and cid not in state.failed and not p.config.is_schedule
+        # the choice's rule, cell by cell as each level's choice applies it: a cell that lost
+        # requests at one level still competes at the others
+        competes = not analysis.exclusions([p]) and cid not in state.failed and not p.config.is_schedule
         cells.append(restarts.CellView(cid, c, p.mean, p.interval, p.deployments, competes))
     cands = restarts.contenders(cells, targets, noise)
     if not cands:
