@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,59 @@ def test_a_batch_of_5_costs_what_a_batch_of_8_costs(emulator):
     assert _server_rate(traces) / rate[8] == pytest.approx(row[8] / t5, rel=0.05)
 
 
+def test_graphs_are_captured_up_to_the_request_pool_and_a_larger_batch_runs_without_one():
+    """SGLang captures listed sizes only up to the request pool, adding the pool's own size when the
+    list goes past it (cuda_graph_runner.py `get_batch_sizes_to_capture`): with the 48-request pool
+    of speculation's default and a power-of-two list, a batch of 40 replays the graph of 48, not 64.
+    A batch above the largest captured size runs without a graph, and says so (`can_run`)."""
+    import random
+
+    from tuner.emulator import model
+    from tuner.emulator.engine import EngineSpec, Scheduler
+    from tuner.emulator.profile import load_profile
+    from tuner.emulator.request import Request
+
+    listed = (1, 2, 4, 8, 16, 32, 64, 128)
+    assert model.capture_sizes(listed, 48) == (1, 2, 4, 8, 16, 32, 48)
+    assert model.padded_batch(40, model.capture_sizes(listed, 48), 48) == 48
+    assert model.capture_sizes(listed, 200) == listed  # a pool above the list changes nothing
+    assert model.capture_sizes(None, 48) is None
+
+    def last_decode_line(running: int, graph_bs: tuple[int, ...] | None, exact: tuple[int, ...] | None) -> str:
+        spec = EngineSpec(
+            k=0,
+            topk=1,
+            verify_tokens=1,
+            max_running_requests=200,
+            max_total_num_tokens=800_000,
+            chunked_prefill_size=65536,
+            decode_log_interval=1,
+            context_len=131072,
+            cuda_graph_max_bs=200,
+            cuda_graph_bs=graph_bs,
+            cuda_graph_exact=exact,
+        )
+        lines: list[str] = []
+        sched = Scheduler(load_profile(STEP), spec, random.Random(0), log=lines.append)
+        for i in range(running):
+            sched.submit(Request(f"r{i}", 100, 50, alpha=0.5), 0.0)
+        t = 1.0
+        for _ in range(4):
+            batch = sched.next_batch(t)
+            assert batch is not None
+            t += batch.duration
+            sched.finish_batch(batch, t)
+        decode = [ln for ln in lines if ln.startswith("Decode batch")]
+        assert decode and f"#running-req: {running}," in decode[-1], decode
+        return decode[-1]
+
+    assert "cuda graph: False" in last_decode_line(100, (1, 2, 4, 8, 16, 32, 64), None)
+    assert "cuda graph: True" in last_decode_line(60, (1, 2, 4, 8, 16, 32, 64), None)
+    # --disable-cuda-graph-padding: only a captured size replays a graph
+    assert "cuda graph: False" in last_decode_line(60, None, (1, 2, 4, 8, 16, 32, 64))
+    assert "cuda graph: True" in last_decode_line(64, None, (1, 2, 4, 8, 16, 32, 64))
+
+
 def test_kv_read_grows_the_step_with_each_requests_context(emulator, tmp_path):
     """kv_read_ns_per_token adds its time for each KV token beyond the table's context_tokens."""
     raw = _yaml(STEP)
@@ -249,7 +303,9 @@ _BAD = [
     ({"alpha_spread": -0.2}, "alpha_spread must be a number >= 0"),
     ({"spec_overhead_ms": -1}, "spec_overhead_ms must be a number >= 0"),
     ({"cuda_graph_bs": [1, 8, 4]}, "cuda_graph_bs must be strictly increasing"),
-    ({"t_draft_ms": -0.5}, "t_draft_ms must not be negative"),
+    ({"t_draft_ms": -0.5}, "t_draft_ms must be a number >= 0"),
+    ({"t_prefill_base_ms": -40}, "t_prefill_base_ms must be a number >= 0"),
+    ({"gpu_mem_gb": "abc"}, "gpu_mem_gb must be a number, got 'abc'"),
     ({"alpha_by_position": {"hot": [0.9]}}, "alpha_by_position temperature 'hot' must be a number >= 0"),
     ({"alpha_by_position": {0: [0.9], "0.0": [0.8]}}, "alpha_by_position gives temperature 0.0 twice"),
     # the table's own keys may sit at the profile's top level, but not twice with two values
@@ -271,6 +327,56 @@ def test_a_malformed_key_fails_the_start_naming_it(emulator, tmp_path, over, mes
     assert "launch_server.py: error: argument --emulator-profile: emulator profile realism-step" in log
     fatal = find_fatal(log.splitlines())
     assert fatal is not None and fatal["kind"] == "bad_arguments" and message in fatal["reason"], fatal
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("t_prefill_tok_ms", -0.1, "t_prefill_tok_ms must be a number >= 0"),
+        ("t_request_overhead_ms", -5.0, "t_request_overhead_ms must be a number >= 0"),
+        ("t_draft_quad_ms", -1.0, "t_draft_quad_ms must be a number >= 0"),
+        ("t_step_extra_ms", {3: -60.0}, "t_step_extra_ms[3] is -60.0; times must be >= 0"),
+        ("t_step_extra_ms", {3: float("inf")}, "t_step_extra_ms[3] is inf"),
+        ("t_cross_node_ms", float("nan"), "t_cross_node_ms must be a number, got nan"),
+        ("t_spec_ms", float("nan"), "t_spec_ms must be a number, got nan"),
+        ("t_base_ms", float("inf"), "t_base_ms must be a number, got inf"),
+        ("state_slots", -5, "state_slots must be a number >= 0"),
+        ("kv_tokens_per_step", -5, "kv_tokens_per_step must be a whole number >= 0"),
+        ("kv_tokens_measured", {1: -5}, "kv_tokens_measured must map steps >= 0 -> tokens >= 0"),
+        ("mem_fraction_static", 2.0, "mem_fraction_static must be in (0, 1]"),
+        ("context_len", 0, "context_len must be a whole number >= 1"),
+        ("chunked_prefill_size", 0, "chunked_prefill_size must be -1 (off) or >= 1"),
+        ("tp_size", 2.5, "tp_size must be a whole number, got 2.5"),
+        ("tp_size", "two", "tp_size must be a whole number, got 'two'"),
+        ("alpha_max", "abc", "alpha_max must be a number, got 'abc'"),
+        ("prompt_min_tokens", "abc", "prompt_min_tokens must be a whole number, got 'abc'"),
+        ("alpha", {0.0: 0.0, 1.0: 0.5}, "alpha[0.0]=0.0; an acceptance must be in (0, 1)"),
+    ],
+)
+def test_every_number_of_a_profile_is_finite_and_in_its_range(key, value, message):
+    """A sign slip, a NaN or a word where a number belongs is refused naming the key: loaded, it
+    would make a 0 ms step or a negative prefill (a machine faster than any GPU) or a traceback."""
+    from tuner.emulator.profile import ProfileError, profile_from_mapping
+
+    raw = {**_yaml(ACCEPT), key: value}
+    with pytest.raises(ProfileError, match=re.escape(message)):
+        profile_from_mapping(raw)
+    assert profile_from_mapping({**_yaml(ACCEPT), "chunked_prefill_size": -1}).chunked_prefill_size == -1
+
+
+def test_a_machine_that_cannot_hold_one_request_at_its_depth_fails_the_start(emulator, tmp_path):
+    """A hybrid model whose state pool holds no request at depth 3 (12 - 3 x 4.4 < 1): SGLang's
+    scheduler asserts a request pool of at least one; the start ends with that line and the gate
+    reads a failed start, instead of a server that never gets ready (and once spun a core)."""
+    from sglang_utils.sglang_log import find_fatal  # type: ignore[import-not-found]
+
+    prof = _variant(tmp_path, ACCEPT, state_slots=12.0, state_slots_per_step=4.4)
+    e = emulator("--emulator-profile", str(prof), *spec_flags(3))
+    assert e.wait_exit(60) != 0
+    log = e.log()
+    assert "AssertionError: max_running_request is zero" in log, log[-2000:]
+    fatal = find_fatal(log.splitlines())
+    assert fatal is not None and "max_running_request is zero" in fatal["reason"], fatal
 
 
 def test_profiles_without_the_keys_keep_the_linear_model():

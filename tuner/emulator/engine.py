@@ -58,6 +58,17 @@ class EngineSpec:
     cuda_graph_max_bs: int = 0  # decode batches up to this size replay a CUDA graph (0 = graphs off)
     # captured decode batch sizes: a step costs the smallest one >= its batch (None: no padding)
     cuda_graph_bs: tuple[int, ...] | None = None
+    # with --disable-cuda-graph-padding, the captured sizes: only a batch of one of them replays a graph
+    cuda_graph_exact: tuple[int, ...] | None = None
+
+    def replays_graph(self, bs: int) -> bool:
+        """Whether a decode batch of `bs` runs as a CUDA graph: SGLang's `can_run` (cuda_graph_runner.py)
+        takes a batch up to the largest captured size with padding, only a captured size without."""
+        if not 0 < bs <= self.cuda_graph_max_bs:
+            return False
+        if self.cuda_graph_exact is not None:
+            return bs in self.cuda_graph_exact
+        return self.cuda_graph_bs is None or bs <= self.cuda_graph_bs[-1]
 
     @property
     def speculative(self) -> bool:
@@ -172,7 +183,10 @@ class Scheduler:
         return not self.running and not self.waiting
 
     def next_event_time(self) -> float | None:
-        """When a waiting request becomes admissible (its pre-admission overhead has passed)."""
+        """When a waiting request becomes admissible (its pre-admission overhead has passed); None
+        while no request can be admitted at all (a pool of no requests: the driver must not spin)."""
+        if self.spec.max_running_requests < 1:
+            return None
         for r in self.waiting:
             if not r.aborted:
                 return r.ready_at
@@ -293,7 +307,7 @@ class Scheduler:
         ended: list[Request] | None = None
         emitted = emitted_stream = 0
         self.steps_histogram[k] = self.steps_histogram.get(k, 0) + 1
-        graph = 0 < bs <= self.spec.cuda_graph_max_bs
+        graph = self.spec.replays_graph(bs)
         self.cuda_graph_passes["decode_cuda_graph" if graph else "decode_none"] += 1
         if self.speculative:
             rnd = self.rng.random

@@ -90,6 +90,20 @@ def padded_batch(batch: int, graph_bs: tuple[int, ...] | list[int] | None, graph
     return graph_bs[i] if i < len(graph_bs) else batch
 
 
+def capture_sizes(listed: tuple[int, ...] | None, pool: int) -> tuple[int, ...] | None:
+    """The decode batch sizes SGLang captures from a list, given a request pool of `pool`.
+
+    Graphs are captured only up to the request pool; a list that goes past it gains the pool's own
+    size, so the batches between the last listed size below the pool and the pool replay that
+    graph, not one of a size that never runs (sgl-project/sglang
+    python/sglang/srt/model_executor/cuda_graph_runner.py `get_batch_sizes_to_capture`).
+    """
+    if not listed or pool < 1:
+        return None
+    sizes = set(listed) | ({pool} if max(listed) > pool else set())
+    return tuple(sorted(b for b in sizes if b <= pool))
+
+
 def _interp(xs: tuple[int, ...], x: float) -> tuple[int, int, float]:
     """Indices (lo, hi) and weight of x between xs[lo] and xs[hi]; held at the edges."""
     if x <= xs[0]:

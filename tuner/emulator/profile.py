@@ -302,6 +302,8 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         values[key] = v
     for key, default in _OPTIONAL_DEFAULTS.items():
         values[key] = raw.get(key, default)
+    for key, (kind, low) in _NUMBERS.items():
+        _check_number(name, key, values[key], kind, low)
 
     alpha_map = values.pop("alpha")
     try:
@@ -311,13 +313,15 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     if not alpha:
         raise ProfileError(f"emulator profile {name}: alpha is empty")
     for t, a in alpha:
-        if not 0.0 <= a < 1.0:
-            raise ProfileError(f"emulator profile {name}: alpha[{t}]={a} must be in [0, 1)")
+        if not 0.0 < a < 1.0:
+            raise ProfileError(f"emulator profile {name}: alpha[{t}]={a}; an acceptance must be in (0, 1)")
     measured = values.pop("kv_tokens_measured") or {}
     try:
         measured_map = {int(k): int(v) for k, v in dict(measured).items()}
     except (TypeError, ValueError) as e:
         raise ProfileError(f"emulator profile {name}: kv_tokens_measured must map steps -> tokens") from e
+    if any(k < 0 or v < 0 for k, v in measured_map.items()):
+        raise ProfileError(f"emulator profile {name}: kv_tokens_measured must map steps >= 0 -> tokens >= 0")
     faults = tuple(str(f) for f in (values.pop("faults") or []))
     extra = values.pop("t_step_extra_ms") or {}
     try:
@@ -326,26 +330,20 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         raise ProfileError(f"emulator profile {name}: t_step_extra_ms must map steps -> milliseconds") from e
     if any(k < 0 for k in extra_map):
         raise ProfileError(f"emulator profile {name}: t_step_extra_ms keys must be steps >= 0")
+    for k, ms in extra_map.items():
+        if not math.isfinite(ms) or ms < 0:
+            raise ProfileError(f"emulator profile {name}: t_step_extra_ms[{k}] is {ms!r}; times must be >= 0")
     seed = values["noise_seed"]
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ProfileError(f"emulator profile {name}: noise_seed must be a whole number or absent")
-    for key in ("noise_run_cv", "noise_restart_cv", "noise_window_s", "noise_idle_gap_s", "prompt_sensitivity"):
-        v = values[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise ProfileError(f"emulator profile {name}: {key} must be a number >= 0")
     if not 0.0 < float(values["alpha_max"]) < 1.0:
         raise ProfileError(f"emulator profile {name}: alpha_max must be in (0, 1)")
-    if float(values["top_p_exponent"]) < 0:
-        raise ProfileError(f"emulator profile {name}: top_p_exponent must be >= 0")
-    for key in ("t_base_ms", "t_spec_ms", "c_verify_ms", "c_tok_ms", "startup_s"):
-        if float(values[key]) < 0:
-            raise ProfileError(f"emulator profile {name}: {key} must not be negative")
-    if float(values["t_cross_node_ms"]) < 0 or int(values["tp_size"]) < 0:
-        raise ProfileError(f"emulator profile {name}: t_cross_node_ms and tp_size must not be negative")
+    if not 0.0 < float(values["mem_fraction_static"]) <= 1.0:
+        raise ProfileError(f"emulator profile {name}: mem_fraction_static must be in (0, 1]")
+    if values["chunked_prefill_size"] == 0:
+        raise ProfileError(f"emulator profile {name}: chunked_prefill_size must be -1 (off) or >= 1")
     if values["eos_min_tokens"] < 1 or values["eos_max_tokens"] < values["eos_min_tokens"]:
         raise ProfileError(f"emulator profile {name}: need 1 <= eos_min_tokens <= eos_max_tokens")
-    if float(values["t_draft_ms"]) < 0:
-        raise ProfileError(f"emulator profile {name}: t_draft_ms must not be negative")
     by_position = _alpha_by_position(name, values.pop("alpha_by_position"), alpha)
     spread = _number_at_least_0(name, "alpha_spread", values.pop("alpha_spread"))
     values.pop("step_time_ms")
@@ -417,6 +415,59 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         cuda_graph_bs=graph_bs,
         **values,
     )
+
+
+# Every scalar number a profile holds: its kind and the least value that means something on a real
+# machine (None: any finite value). Checked before anything reads them, so a typo, a NaN or a sign
+# slip fails the start naming the key instead of turning into a traceback or a 0 ms step later.
+_NUMBERS: dict[str, tuple[str, float | None]] = {
+    **{
+        k: ("float", 0.0)
+        for k in (
+            "t_base_ms",
+            "c_tok_ms",
+            "t_spec_ms",
+            "t_draft_ms",
+            "c_verify_ms",
+            "t_prefill_base_ms",
+            "t_prefill_tok_ms",
+            "t_request_overhead_ms",
+            "state_slots",
+            "state_slots_per_step",
+            "startup_s",
+            "gpu_mem_gb",
+            "weights_gb",
+            "graph_mem_gb",
+            "prompt_sensitivity",
+            "top_p_exponent",
+            "t_draft_quad_ms",
+            "noise_run_cv",
+            "noise_restart_cv",
+            "noise_window_s",
+            "noise_idle_gap_s",
+            "t_cross_node_ms",
+        )
+    },
+    "prompt_score_ref": ("float", None),
+    "alpha_max": ("float", None),  # (0, 1): checked below
+    "mem_fraction_static": ("float", None),  # (0, 1]: checked below
+    **{k: ("int", 0) for k in ("kv_tokens_nospec", "kv_tokens_per_step", "cuda_graph_max_bs", "kv_bytes_per_token")},
+    **{k: ("int", 1) for k in ("context_len", "clip_max_new_tokens", "max_prefill_tokens", "prompt_min_tokens")},
+    "eos_min_tokens": ("int", None),  # 1 <= min <= max: checked below
+    "eos_max_tokens": ("int", None),
+    "eos_token_id": ("int", 0),
+    "tp_size": ("int", 0),  # 0: not set (the flag's value)
+    "chunked_prefill_size": ("int", -1),  # -1 or >= 1: checked below
+}
+
+
+def _check_number(name: str, key: str, v: Any, kind: str, low: float | None) -> None:
+    """A finite number (a whole one for `kind` int) at least `low`; else a ProfileError naming `key`."""
+    what = "a whole number" if kind == "int" else "a number"
+    if not _is_number(v) or (kind == "int" and v != int(v)):
+        raise ProfileError(f"emulator profile {name}: {key} must be {what}, got {v!r}")
+    if low is not None and v < low:
+        raise ProfileError(f"emulator profile {name}: {key} must be {what} >= {low:g}, got {v!r}")
 
 
 def _is_number(v: Any) -> bool:

@@ -139,10 +139,22 @@ class Runner:
         v = self.cfg.values
         if v.get("disable_cuda_graph") or v.get("disable_cuda_graph_padding"):
             return None
+        return self._listed_graph_bs()
+
+    def _listed_graph_bs(self) -> tuple[int, ...] | None:
+        v = self.cfg.values
         flag = v.get("cuda_graph_bs") or v.get("cuda_graph_bs_decode")
         if flag:
             return tuple(sorted(set(int(b) for b in flag)))
         return self.p.cuda_graph_bs
+
+    def graph_exact(self, pool: int) -> tuple[int, ...] | None:
+        """With `--disable-cuda-graph-padding` and a list (flag or profile), the sizes captured: only
+        those replay a graph (None: padding on, graphs off, or no list to say which)."""
+        v = self.cfg.values
+        if v.get("disable_cuda_graph") or not v.get("disable_cuda_graph_padding"):
+            return None
+        return model.capture_sizes(self._listed_graph_bs(), pool)
 
     def _adaptive_policy(self) -> adaptive.Policy | None:
         """The release's adaptive policy, built where SGLang builds it (the EAGLE worker's init, in
@@ -247,6 +259,10 @@ class Runner:
                     kv_total, model.max_running_requests(p, self.k, mrr_flag, kv_total), cap.state_slot_cap
                 )
                 mem = memory_figures(p, cfg, kv_total, cap.state_slot_cap)
+        if cap.max_running_requests < 1:
+            # SGLang's scheduler asserts a request pool of at least one (managers/scheduler.py);
+            # a state pool too small for one request at this depth, or a KV pool under 2 tokens
+            self.die("AssertionError: max_running_request is zero", "__init__")
         await self.sleep(PHASE_POOL * S)
         if p.hybrid_mamba:
             self.each_rank(
@@ -356,7 +372,8 @@ class Runner:
             k_max=cfg.adaptive.max_steps if cfg.adaptive is not None else None,
             accept_rate=facts.accept_rate,
             cuda_graph_max_bs=0 if v.get("disable_cuda_graph") else min(self.graph_max_bs, cap.max_running_requests),
-            cuda_graph_bs=self.graph_bs,
+            cuda_graph_bs=model.capture_sizes(self.graph_bs, cap.max_running_requests),
+            cuda_graph_exact=self.graph_exact(cap.max_running_requests),
         )
         prefix0 = self.prefix0
         noise = Noise(

@@ -72,7 +72,9 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
         context_len=profile.context_len,
         state_slot_cap=cap.state_slot_cap,
         hybrid=profile.hybrid_mamba,
-        cuda_graph_bs=(tuple(sorted(s.graph_bs)) if s.graph_bs else None) or profile.cuda_graph_bs,
+        cuda_graph_bs=model.capture_sizes(
+            (tuple(sorted(s.graph_bs)) if s.graph_bs else None) or profile.cuda_graph_bs, cap.max_running_requests
+        ),
         spec=spec_on,
         policy=policy,
         k_max=k_max,
