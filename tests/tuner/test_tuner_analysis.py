@@ -11,6 +11,7 @@ import pytest
 from tuner.data.records import LevelRecord
 from tuner.decide import analysis
 from tuner.decide.capacity import is_capacity_failure
+from tuner.decide.early_stop import early_stop
 from tuner.measure.metrics import LevelMetrics
 from tuner.present.summary import noise_summary
 from tuner.spec.configs import SpecConfig
@@ -115,21 +116,21 @@ def series(upto, data=SEED_LIKE):
 
 def test_early_stop_needs_every_level_past_peak():
     # seed-like: k4 still best at C=1..4 -> go on
-    assert not analysis.early_stop(series(4), LEVELS).stop
+    assert not early_stop(series(4), LEVELS).stop
     falling = {**SEED_LIKE, 5: {1: 270.0, 4: 780.0, 16: 1500.0, 32: 1600.0, 64: 1700.0}}
-    es = analysis.early_stop(series(5, falling), LEVELS)
+    es = early_stop(series(5, falling), LEVELS)
     assert es.stop and set(es.below) == set(LEVELS)
     assert "C=1" in es.detail
     # a dip within 1% at one level is not past the peak
     flat = {**SEED_LIKE, 5: {1: 275.0, 4: 780.0, 16: 1500.0, 32: 1600.0, 64: 1700.0}}
-    assert not analysis.early_stop(series(5, flat), LEVELS).stop
+    assert not early_stop(series(5, flat), LEVELS).stop
 
 
 def test_early_stop_unknown_level_never_stops():
     s = series(4)
     del s[-1][64]
-    assert not analysis.early_stop(s, LEVELS).stop
-    assert not analysis.early_stop(series(1), LEVELS).stop
+    assert not early_stop(s, LEVELS).stop
+    assert not early_stop(series(1), LEVELS).stop
 
 
 def test_failed_and_skipped_rows_are_not_measurements():
@@ -300,3 +301,60 @@ def test_slo_choice_and_a_level_where_none_meets_it():
     assert why.startswith("no configuration meets the SLO")
     rec = analysis.recommend(stats, [16], None)
     assert rec.chosen is None and "SLO" in rec.reason
+
+
+def test_early_stop_falls_from_no_peak_a_configuration_that_does_not_compete():
+    """A shallow depth that is fast but failed the correctness gate is no peak to fall from: the
+    deeper depths are measured, not skipped against a configuration that can never be chosen."""
+    falling = {**SEED_LIKE, 5: {1: 270.0, 4: 780.0, 16: 1500.0, 32: 1600.0, 64: 1700.0}}
+    s = series(5, falling)
+    assert early_stop(s, LEVELS).stop
+    for pts in s[:-1]:
+        for p in pts.values():
+            p.verify_failed = "outputs differ from the no-speculation baseline"
+    assert not early_stop(s, LEVELS).stop
+    # and a newest cell that does not compete says nothing about the depths past it
+    s = series(5, falling)
+    for p in s[-1].values():
+        p.verify_failed = "outputs differ"
+    assert not early_stop(s, LEVELS).stop
+
+
+def test_the_grids_early_stop_leaves_out_a_depth_that_failed_the_gate():
+    """The planner's bar is the choice's: k1 fast but wrong, k2 correct and slower; k3 is not
+    'past the peak' of a depth that can never be recommended."""
+    from types import SimpleNamespace
+
+    from tuner.data.records import DeployRecord, SweepState, VerifyRecord
+    from tuner.run.planner import Planner
+    from tuner.spec.sweepspec import WorkloadSpec
+
+    k1, k2, k3 = SpecConfig(1), SpecConfig(2), SpecConfig(3)
+    recs: list = [DeployRecord(config=k, host="h", capacity={"max_total_num_tokens": 1000}) for k in (k1, k2)]
+    for k, per in ((k1, 1000.0), (k2, 800.0)):
+        for c in (1, 4):
+            m = LevelMetrics(
+                concurrency=c,
+                requests=8,
+                requests_ok=8,
+                output_tok_s=per * c,
+                output_tok_s_ci_low=per * c * 0.99,
+                output_tok_s_ci_high=per * c * 1.01,
+                samples=8,
+                status="ok",
+            )
+            recs.append(LevelRecord(config=k, concurrency=c, repeat=1, metrics=m))
+    recs += [VerifyRecord(config=k1, host="h", passed=False, reasons=["outputs differ"])]
+    recs += [VerifyRecord(config=k2, host="h", passed=True)]
+    state = SweepState.fold(recs)
+    planner = SimpleNamespace(
+        plan=SimpleNamespace(configs=[k1, k2, k3]),
+        workload=WorkloadSpec(concurrency=(1, 4)),
+        finished={("k1-t1", 1), ("k2-t1", 1)},
+        _all_levels_done=lambda cid, dep=1: True,
+    )
+    assert Planner._skip_reason(planner, k3, state) is None  # type: ignore[arg-type]
+    # the same measurements without the gate's failure: k3 would be skipped past k1's peak
+    state_ok = SweepState.fold([r for r in recs if not isinstance(r, VerifyRecord)])
+    skip = Planner._skip_reason(planner, k3, state_ok)  # type: ignore[arg-type]
+    assert skip is not None and skip[1] == "early_stop", skip

@@ -63,3 +63,37 @@ def test_a_cell_that_lost_requests_keeps_its_configuration_in_doubt_at_the_other
     records = [*MEASURED, *cell(2, 3000, c=16), *cell(3, 2000, c=16, failed=4), *cell(4, 2500, c=16)]
     plans, _ = confirm.next_confirmations(SweepState.fold(records), w, 3)
     assert {"k2-t1", "k3-t1"} <= {p.config.config_id for p in plans}
+
+
+def test_the_round_spends_no_start_on_a_configuration_that_misses_the_slo():
+    """k4 is fastest but misses the TTFT SLO, so it competes nowhere; k2 and k3 meet it and are
+    close: the round confirms k2 against k3, not k3 against k4."""
+    from tuner.measure.metrics import LevelSamples
+    from tuner.spec.slo import parse_slo
+
+    def cell(k: int, tok_s: float, ttft_ms: float) -> list[Record]:
+        cfg = SpecConfig(k)
+        m = LevelMetrics(
+            concurrency=4,
+            requests=16,
+            requests_ok=16,
+            output_tokens=4096,
+            output_tok_s=tok_s,
+            output_tok_s_ci_low=tok_s * 0.98,
+            output_tok_s_ci_high=tok_s * 1.02,
+            windows=8,
+            samples=16,
+            status="ok",
+        )
+        s = LevelSamples(
+            ttft_ms=[ttft_ms] * 16, tpot_ms=[10.0] * 16, e2e_ms=[ttft_ms + 2550.0] * 16, output_tokens=[256] * 16
+        )
+        return [
+            DeployRecord(config=cfg, host="h"),
+            LevelRecord(config=cfg, host="h", concurrency=4, metrics=m, samples=s),
+        ]
+
+    state = SweepState.fold(cell(2, 1000, 100) + cell(3, 1010, 100) + cell(4, 1030, 900))
+    w = WorkloadSpec(concurrency=(4,), input_len=256, output_len=256, slo=parse_slo("ttft_p99_ms=500"))
+    plans, _ = confirm.next_confirmations(state, w, 2)
+    assert sorted(p.config.config_id for p in plans) == ["k2-t1", "k3-t1"]

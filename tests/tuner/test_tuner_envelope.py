@@ -226,3 +226,77 @@ def test_a_pinned_schedule_that_names_another_launch_depth_keeps_it():
     moved = SpecConfig.for_adaptive(doc, "NEXTN", 5)
     assert moved.ladder is not None and moved.extravars()["spec_steps"] == 5
     assert SpecConfig.from_json(moved.to_json()) == moved and SpecConfig.from_json(plain.to_json()) == plain
+
+
+def _tuned_fast() -> dict[int, tuple]:
+    return {1: (300, 1, 2.6), 4: (900, 4, 2.5), 16: (2000, 16, 1.0), 64: (4000, 48, 1.0)}
+
+
+@pytest.mark.parametrize("target", [[1], None], ids=["one target level", "every level"])
+@pytest.mark.parametrize("why", ["gate", "slo"])
+def test_a_faster_adaptive_config_that_does_not_compete_is_never_the_recommendation(target, why):
+    """The tuned config is faster everywhere but failed the correctness gate (or misses the SLO):
+    with one target level as with several, the recommendation is the best static depth."""
+    from tuner.spec.slo import SloResult
+
+    every, static, _ = views(state_with({TUNED: _tuned_fast()}))
+    for (cid, _c), p in every.items():
+        if why == "gate" and cid == TUNED.config_id:
+            p.verify_failed = "outputs differ"
+        if why == "slo":
+            p.slo = SloResult(
+                meets=cid != TUNED.config_id, goodput_tok_s=p.mean, attainment=1.0, observed={}, requests=4
+            )
+    rec = analysis.recommend(static, LEVELS, target)
+    pick = envelope.choose(every, rec, LEVELS, target)
+    assert pick.chosen is not None and pick.chosen.config_id != TUNED.config_id, pick.reason
+    assert pick.kind == "static"
+
+
+def test_the_envelopes_words_never_crown_a_cell_that_does_not_compete():
+    from tuner.spec.slo import SloResult
+
+    st_ = state_with({DEFAULT: {1: (400, 1, 7.6), 4: (700, 4, 2.5), 16: (1650, 16, 1.5), 64: (2600, 48, 1.0)}})
+    every, static, rec = views(st_)
+    for (cid, c), p in every.items():  # SGLang's default misses the SLO at C=1, the rest meet it
+        meets = not (cid == DEFAULT.config_id and c == 1)
+        p.slo = SloResult(meets=meets, goodput_tok_s=p.mean, attainment=1.0, observed={}, requests=4)
+    env = envelope.build(every, static, rec.chosen, rec.chosen, LEVELS)
+    assert "SGLang's default wins" not in env.words[1], env.words[1]
+    assert not any("SGLang's default wins concurrency 1" in line for line in envelope.summary_lines(env))
+
+
+def test_the_pick_names_the_configuration_its_reason_names_when_the_first_level_is_left_out():
+    """C=1: nothing competes (every cell there lost a request) and the tuned config has no cell
+    there; it wins the other levels beyond noise. The pick's cell is its own, from a scored level."""
+    every, static, _ = views(state_with({TUNED: {4: (900, 4, 2.5), 16: (2000, 16, 1.0), 64: (4000, 48, 1.0)}}))
+    for (_cid, c), p in every.items():
+        if c == 1:
+            for lv in p.levels:
+                lv.metrics.status = "partial"
+                lv.metrics.requests_failed = 1
+    rec = analysis.recommend(static, LEVELS, None)
+    assert rec.chosen is not None and "left_out" in rec.workload
+    pick = envelope.choose(every, rec, LEVELS, None)
+    assert pick.kind == "adaptive_tuned"
+    assert pick.chosen is not None and pick.chosen.config_id == TUNED.config_id, (pick.chosen, pick.reason)
+
+
+def test_the_best_chain_a_schedule_would_pin_is_one_that_competes():
+    """Where a tree wins a level the model search measures chains against the best chain, and a
+    tuned schedule is built around it: a chain that failed the correctness gate is neither."""
+    from tuner.decide.search.decide import schedule_chains
+
+    state = state_with()
+    every, static, _ = views(state)
+    before = schedule_chains(static, state, "NEXTN")
+    assert before is not None and 1 in before
+    wrong = before[1].config_id
+    for (cid, _c), p in static.items():
+        if cid == wrong:
+            p.verify_failed = "outputs differ"
+    after = schedule_chains(static, state, "NEXTN")
+    assert after is not None and all(p.config_id != wrong for p in after.values()), after
+    ev = adaptive_phase.evidence(every, static, state, LEVELS, "NEXTN", 512, 16)
+    at1 = next(lv for lv in ev.levels if lv.concurrency == 1)
+    assert at1.winner != before[1].spec_steps and before[1].spec_steps not in at1.tied, at1

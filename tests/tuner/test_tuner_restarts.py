@@ -206,3 +206,42 @@ def test_contenders_count_a_configurations_deployments_over_all_its_levels() -> 
         cell("k3-t1", 32, 1630.0, 0.02),
     ]
     assert [c.config_id for c in restarts.contenders(cells, [4, 32], noise)][0] == "k2-t1"
+
+
+def test_the_restart_band_never_narrows_a_cell_below_its_own_repeats():
+    """--repeats 3 with the confirmation round: C=1's repeats scatter by +-8% on one deployment;
+    the redeploys measured only the precise level C=4, and agree closely. The C=1 cells keep their
+    repeats' width (every interval widened, never narrowed), and their tie stays a tie."""
+    from tuner.data.records import LevelRecord
+    from tuner.decide import analysis
+    from tuner.measure.metrics import LevelMetrics
+    from tuner.spec.configs import SpecConfig
+
+    def rec(k: int, c: int, v: float, rep: int = 1, dep: int = 1, rel: float = 0.01) -> LevelRecord:
+        m = LevelMetrics(
+            concurrency=c,
+            requests=16,
+            requests_ok=16,
+            output_tok_s=v,
+            output_tok_s_ci_low=v * (1 - rel),
+            output_tok_s_ci_high=v * (1 + rel),
+            windows=8,
+            samples=16,
+            status="ok",
+        )
+        return LevelRecord(config=SpecConfig(k), concurrency=c, repeat=rep, deployment=dep, metrics=m)
+
+    recs = []
+    for k, base in ((2, 100.0), (3, 106.0)):
+        recs += [rec(k, 1, base * f, rep=r) for r, f in enumerate((0.92, 1.0, 1.08), 1)]
+    for k, base in ((2, 1000.0), (3, 1010.0)):
+        recs += [rec(k, 4, base, rep=r, rel=0.005) for r in (1, 2, 3)]
+    before = analysis.aggregate(recs, pool=False)
+    for k, base in ((2, 1000.0), (3, 1010.0)):
+        recs += [rec(k, 4, base * 1.002, rep=r, dep=2, rel=0.005) for r in (1, 2, 3)]
+    after = analysis.aggregate(recs)
+    assert after[("k2-t1", 1)].restart is not None
+    for key in (("k2-t1", 1), ("k3-t1", 1)):
+        assert after[key].interval.half_width >= before[key].interval.half_width * 0.999, key
+    choice = analysis.choose_for_level([p for (_c, cc), p in after.items() if cc == 1])
+    assert choice is not None and choice.tied

@@ -93,7 +93,9 @@ def evidence(
         best = ch.chosen
         if not is_chain(best.config, algorithm):
             chains = [
-                p for (_, cc), p in static_stats.items() if cc == c and is_chain(p.config, algorithm) and p.mean > 0
+                p
+                for (_, cc), p in static_stats.items()
+                if cc == c and is_chain(p.config, algorithm) and p.mean > 0 and analysis.competes(p)
             ]
             if not chains:
                 continue
@@ -104,13 +106,13 @@ def evidence(
                 {
                     p.spec_steps
                     for (_, cc), p in static_stats.items()
-                    if cc == c and is_chain(p.config, algorithm) and not ch.best.beats(p)
+                    if cc == c and is_chain(p.config, algorithm) and analysis.competes(p) and not ch.best.beats(p)
                 }
             )
         )
         d = default.get(c)
         depth = search.infer_depth(envelope.accept_length(d), drafts) if d is not None else None
-        wins = bool(d is not None and not d.partial and d.beats(ch.chosen))
+        wins = bool(d is not None and analysis.competes(d) and d.beats(ch.chosen))
         out.append(search.LevelEvidence(c, batch, best.spec_steps, tied, depth, wins))
     started = sorted(
         {

@@ -1,4 +1,4 @@
-"""Recommendation, early stop and noise (pure functions over measured level records).
+"""Recommendation and noise (pure functions over measured level records).
 
 Every comparison goes through the intervals of tuner/measure/stats.py: a configuration wins a level only
 when its 95% interval of aggregate throughput lies above every other's; otherwise the level is
@@ -390,6 +390,8 @@ def tie_break_reason(ch: LevelChoice) -> str:
         return f"the highest mean (the others tied are more than {ch.min_rel:.0%} below it)"
     if c.kv_tokens is not None and any(p.kv_tokens is not None and p.kv_tokens < c.kv_tokens for p in near):
         return f"more KV capacity ({c.kv_tokens} tokens) within {ch.min_rel:.0%} of the best mean"
+    if c.kv_tokens is not None and any(p.kv_tokens is None for p in near):
+        return f"a known KV capacity ({c.kv_tokens} tokens; not reported for the others) within {ch.min_rel:.0%} of the best mean"
     return f"fewer steps / cheaper setting (spec_steps {c.spec_steps}) within {ch.min_rel:.0%} of the best mean"
 
 
@@ -409,6 +411,11 @@ def exclusions(points: Sequence[PointStats]) -> dict[str, str]:
         elif p.slo is not None and not p.slo.meets:
             out[p.config_id] = "misses the SLO (" + _slo_misses(p) + ")"
     return out
+
+
+def competes(p: PointStats) -> bool:
+    """Whether a cell is compared at all: the one rule behind every verdict, bar and word."""
+    return not exclusions([p])
 
 
 def _slo_misses(p: PointStats) -> str:
@@ -540,10 +547,12 @@ def recommend(
         if choice is None:
             why = missing.get(tlevels[0], "nothing was measured")
             return Recommendation(None, None, f"at concurrency {tlevels[0]}: {why}", workload)
-        c = choice.chosen
+        c, top = choice.chosen, choice.best
         reason = (
-            f"highest aggregate throughput at concurrency {tlevels[0]}: "
-            f"{c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
+            f"highest aggregate throughput at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
+            if c is top
+            else f"at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}, "
+            f"{(top.mean - c.mean) / top.mean * 100:.1f}% below the highest ({top.config_id}, {top.mean:.1f} tok/s)"
         )
         if choice.tied:
             reason += f" ({choice.verdict})"
@@ -614,37 +623,3 @@ def recommend(
         {cid: ivs[cid].as_list(4) for cid in scores},
         [c for c in scores if c != chosen and ivs[c].overlaps(ivs[chosen])],
     )
-
-
-@dataclass
-class EarlyStop:
-    stop: bool
-    detail: str
-    below: dict[int, tuple[str, float, float]] = field(default_factory=dict)
-
-
-def early_stop(
-    series: Sequence[dict[int, PointStats]], levels: Sequence[int], min_rel: float = MIN_REL_TOL
-) -> EarlyStop:
-    """Whether every level is past its peak at the newest (deepest) configuration of a series.
-
-    `series` holds, ascending in steps, each measured configuration's points by concurrency.
-    The newest is "past the peak" at a level when its throughput is below the best of the
-    shallower configurations by more than the tolerance; a level it did not measure counts as
-    unknown, which never stops the sweep.
-    """
-    if len(series) < 2:
-        return EarlyStop(False, "fewer than two configurations measured")
-    newest = series[-1]
-    below: dict[int, tuple[str, float, float]] = {}
-    for c in levels:
-        new = newest.get(c)
-        prev = [pts[c] for pts in series[:-1] if c in pts and pts[c].n]
-        if new is None or not new.n or not prev:
-            return EarlyStop(False, f"concurrency {c} not comparable")
-        best = max(prev, key=lambda p: p.mean)
-        if not best.beats(new):
-            return EarlyStop(False, f"concurrency {c} still at or near its best")
-        below[c] = (best.config_id, best.mean, new.mean)
-    parts = [f"C={c}: {new:.0f} < {b:.0f} ({cid})" for c, (cid, b, new) in below.items()]
-    return EarlyStop(True, "throughput fell past its peak at every level: " + "; ".join(parts), below)

@@ -47,13 +47,14 @@ def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tup
     if not stats:
         return [], "nothing was measured"
     analysis.mark_outcomes(stats, state)  # a configuration that failed is in doubt nowhere
+    analysis.apply_slo(stats, workload.slo)  # nor one that misses the SLO, at that level
     noise = restarts.pool_stats(stats)
     targets = list(workload.target_concurrency or workload.concurrency)
     cells = []
     for (cid, c), p in stats.items():
         # the choice's rule, cell by cell as each level's choice applies it: a cell that lost
         # requests at one level still competes at the others
-        competes = not analysis.exclusions([p]) and cid not in state.failed and not p.config.is_schedule
+        competes = analysis.competes(p) and cid not in state.failed and not p.config.is_schedule
         cells.append(restarts.CellView(cid, c, p.mean, p.interval, p.deployments, competes))
     cands = restarts.contenders(cells, targets, noise)
     if not cands:

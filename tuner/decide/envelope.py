@@ -113,7 +113,7 @@ def objective(
     cells = {k: p for k, p in stats.items() if k[0] in ids and k[1] in tlevels}
     if len(tlevels) == 1:
         c = tlevels[0]
-        ivs = {cid: cells[(cid, c)].interval for cid in ids if (cid, c) in cells and not cells[(cid, c)].partial}
+        ivs = {cid: cells[(cid, c)].interval for cid in ids if (cid, c) in cells and analysis.competes(cells[(cid, c)])}
         return {k: v.estimate for k, v in ivs.items()}, ivs, f"throughput at concurrency {c}"
     rec = analysis.recommend(dict(cells), levels, target)
     ivs = {cid: st.Interval(rec.scores[cid], ci[0], ci[1], 0, "requests") for cid, ci in rec.score_ci.items()}
@@ -140,8 +140,12 @@ def choose(
     pick = min(tied, key=lambda cid: (KIND_ORDER[kind_of(configs[cid])], -ivs[cid].estimate))
     kind = kind_of(configs[pick])
     base = ivs[static.chosen.config_id]
-    first = (list(target) if target else list(levels))[0]
-    chosen = every.get((pick, first)) if pick != static.chosen.config_id else static.chosen
+    # the pick's cell at the first level it was scored on (a level where nothing competed is left
+    # out of the score, and the pick may have no cell there)
+    scored = [
+        every[(pick, c)] for c in (target or levels) if (pick, c) in every and analysis.competes(every[(pick, c)])
+    ]
+    chosen = static.chosen if pick == static.chosen.config_id else (scored[0] if scored else None)
     if pick == static.chosen.config_id:
         others = [cid for cid in ivs if cid != pick]
         if not others:
@@ -254,10 +258,10 @@ def who_wins(row: Mapping[str, PointStats], drafts: Mapping[int, float]) -> str:
     distinct: dict[str, tuple[str, PointStats]] = {}
     for key in ("recommended", "level_best_static", "best_static", "default_adaptive", "no_speculation"):
         p = row.get(key)
-        if p is not None and not p.partial and p.config_id not in distinct:
+        if p is not None and analysis.competes(p) and p.config_id not in distinct:
             distinct[p.config_id] = (key, p)
     if not distinct:
-        return "nothing complete was measured"
+        return "nothing measured here competes (lost requests, failed the gate or missed the SLO)"
     ranked = sorted(distinct.values(), key=lambda kp: -kp[1].mean)
     key, best = ranked[0]
     tied = [kp for kp in ranked[1:] if not best.beats(kp[1])]
@@ -280,7 +284,7 @@ def summary_lines(env: Envelope) -> list[str]:
 
     def best_key(c: int) -> str | None:
         row = env.rows[c]
-        cells = [(k, p) for k, p in row.items() if not p.partial]
+        cells = [(k, p) for k, p in row.items() if analysis.competes(p)]
         if not cells:
             return None
         _, p = max(cells, key=lambda kp: kp[1].mean)

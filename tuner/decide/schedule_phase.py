@@ -139,6 +139,9 @@ def _compare(
         return f"not measured at concurrency {', '.join(map(str, missing))}"
     if len(tlevels) == 1:
         a, b = pair[(cand.config_id, tlevels[0])], pair[(best.config_id, tlevels[0])]
+        out = analysis.exclusions([a])
+        if out:
+            return f"does not compete at concurrency {tlevels[0]}: {out[a.config_id]}"
         ia, ib = a.interval, b.interval
         name, cis = "throughput", {}
     else:

@@ -13,6 +13,7 @@ docs/tuner.md render it); this module computes exactly those, from the client's 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -472,7 +473,7 @@ def running_batch(
     if not values:
         return None, None, 0
     ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    p90 = ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]  # nearest rank: of 10 samples, the 9th
     return round(p90, 2), round(sum(ordered) / len(ordered), 2), len(ordered)
 
 

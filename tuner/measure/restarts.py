@@ -29,8 +29,10 @@ relative half-width
 
     h = max(t975(df) * s / sqrt(n), sqrt(sum_j h_j^2) / n)
 
-around the mean of its deployments (h_j: each deployment's own half-width; the second term keeps a
-level noisier than the pooled spread at its own width). With one extra start t975(1) = 12.7: a
+around the mean of its deployments (h_j: each deployment's own half-width, the t interval over its
+repeats where it was measured in several, never narrower than its requests' own; the second term
+keeps a level noisier than the pooled spread at its own width, so the band never narrows what a
+cell's own repeats show). With one extra start t975(1) = 12.7: a
 single redeploy measures the spread but cannot bound it; with two, 4.30; with three, 3.18.
 
 Why not the restart component alone (s^2 minus what the levels' own intervals explain, the method
@@ -54,7 +56,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .stats import Interval, t975
+from .stats import Interval, combine, t975
 
 # (value, the level's own interval or None, deployment) per level of a cell, as tuner/measure/stats.py
 # `combine` takes them.
@@ -170,7 +172,12 @@ def widen(rows: Sequence[Row], noise: RestartNoise) -> Interval | None:
         return None
     n = len(deps)
     est = sum(m for m, _ in deps.values()) / n
-    own_hw = [s * Z975 for _, s in deps.values()]
+    own_hw = []
+    for dep, (_mean, sd) in deps.items():
+        # a deployment measured in repeats: the t interval over them (tuner/measure/stats.py `combine`)
+        iv = combine([r for r in rows if int(r[2]) == dep and r[0] is not None and r[0] > 0], floor=False)
+        rep = iv.rel_half_width if iv is not None and iv.noise == "repeats" else None
+        own_hw.append(max(sd * Z975, rep or 0.0))
     rel = max(noise.band_rel / math.sqrt(n), math.sqrt(sum(h * h for h in own_hw)) / n)
     samples = sum(iv.n for _v, iv, _d in rows if iv is not None) or len(rows)
     return Interval(est, est * (1.0 - rel), est * (1.0 + rel), samples, "deployments")

@@ -29,9 +29,10 @@ How the results are judged:
   precision reached is in every cell.
 - **Choosing**: per level, a configuration is named the winner only when its interval lies wholly
   above every other's ("beyond noise"). Otherwise the level is *tied within noise*: among the
-  configurations whose interval overlaps the best's, the one with more KV capacity
-  (`max_total_num_tokens`), then fewer steps, is chosen (vLLM `tune_speculative_k` prefers the
-  smaller K when measurements cannot separate them). Cells with a failed request, and with
+  configurations tied with the best whose mean is within 1% of the best mean, the one with more KV
+  capacity (`max_total_num_tokens`), then the cheaper setting (fewer steps), is chosen (vLLM
+  `tune_speculative_k` prefers the smaller K within 1% of the best); with none that close, the
+  highest mean. Cells with a failed request, and with
   `--slo` cells that miss it, do not compete. The workload choice averages each configuration's
   throughput relative to the best at each target level, with the same rule on its interval.
 - **Goodput** (`--slo`): output tok/s of the requests that succeeded and met every limit (SGLang

@@ -334,7 +334,8 @@ def noise_note(s: Summary) -> str:
         text += f"; precision reached: median +-{n['median_precision_pct']}%, worst +-{n['max_precision_pct']}%"
     text += (
         ". A configuration wins a level only when its interval lies above every other's; otherwise the level "
-        "is tied within noise and the tie-break (more KV capacity, then fewer steps) chooses."
+        "is tied within noise and the tie-break chooses: among the tied within 1% of the best mean, more KV "
+        "capacity, then the cheaper setting; else the highest mean."
     )
     restart = n.get("restart")
     spend = n.get("confirm") or {}

@@ -14,6 +14,7 @@ from ..data.records import (
 from ..data.store import Store
 from ..decide import analysis
 from ..decide.capacity import capacity_skip
+from ..decide.early_stop import early_stop
 from ..decide.search import decide as search
 from ..decide.search.text import prediction_text
 from ..spec.configs import ConfigPlan, SpecConfig
@@ -60,6 +61,8 @@ class Planner:
         details = []
         for temp in self.workload.temperature:
             stats = analysis.aggregate(state.levels(), temperature=float(temp))
+            analysis.mark_outcomes(stats, state)  # a depth that failed competes nowhere, here too
+            analysis.apply_slo(stats, self.workload.slo)
             series = []
             for c in sorted(same, key=lambda c: c.spec_steps):
                 if (c.config_id, 1) not in self.finished or not self._all_levels_done(c.config_id):
@@ -69,7 +72,7 @@ class Planner:
                     series.append((c, pts))
             if len(series) < 2:
                 return None
-            es = analysis.early_stop([pts for _, pts in series], self.workload.concurrency)
+            es = early_stop([pts for _, pts in series], self.workload.concurrency)
             if not es.stop:
                 return None
             details.append((f"temperature {temp:g}: " if len(self.workload.temperature) > 1 else "") + es.detail)

@@ -294,13 +294,14 @@ def decide(
 def schedule_chains(
     stats: Mapping[tuple[str, int], PointStats], state: SweepState, algorithm: str | None
 ) -> dict[int, PointStats] | None:
-    """Per level, the best chain measured (what a schedule bucket would pin there), when the sweep
-    builds a schedule and the server can run one; else None."""
+    """Per level, the best chain measured that competes (what a schedule bucket would pin there),
+    when the sweep builds a schedule and the server can run one; else None."""
     if algorithm is None or schedule_phase.unsupported(state, algorithm) is not None:
         return None
     best: dict[int, PointStats] = {}
     for (_cid, c), p in stats.items():
-        if schedule_phase.is_chain(p.config, algorithm) and p.mean > 0 and (c not in best or p.mean > best[c].mean):
+        chain = schedule_phase.is_chain(p.config, algorithm) and p.mean > 0 and analysis.competes(p)
+        if chain and (c not in best or p.mean > best[c].mean):
             best[c] = p
     return best
 
