@@ -547,12 +547,12 @@ def recommend(
         if choice is None:
             why = missing.get(tlevels[0], "nothing was measured")
             return Recommendation(None, None, f"at concurrency {tlevels[0]}: {why}", workload)
-        c, top = choice.chosen, choice.best
+        c, highest = choice.chosen, choice.best
         reason = (
             f"highest aggregate throughput at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
-            if c is top
+            if c is highest
             else f"at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}, "
-            f"{(top.mean - c.mean) / top.mean * 100:.1f}% below the highest ({top.config_id}, {top.mean:.1f} tok/s)"
+            f"{(highest.mean - c.mean) / highest.mean * 100:.1f}% below the highest ({highest.config_id}, {highest.mean:.1f} tok/s)"
         )
         if choice.tied:
             reason += f" ({choice.verdict})"
