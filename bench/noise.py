@@ -361,7 +361,7 @@ def report(args, levels, runs, fixed_runs, need, noise_keys, meta) -> str:  # no
         "kind",
         "pairs of sweeps choosing differently",
         "winners named beyond noise",
-        "of those, beaten beyond noise in another sweep of the kind",
+        "times one was beaten beyond noise in another sweep of the kind (pairs of sweeps)",
     ]
     rows = []
     beaten_all: dict[str, list[str]] = {}
@@ -387,7 +387,7 @@ def report(args, levels, runs, fixed_runs, need, noise_keys, meta) -> str:  # no
             lines.append(f"- {k}: no winner named beyond noise was beaten beyond noise in another sweep.")
     lines += [
         "",
-        "## What --precision costs, against a fixed count for the same interval width",
+        "## What --precision costs, against a fixed count sized to what it needed",
         "",
         "A fixed count must be chosen before the noise is known, so to give every cell the width the "
         f"precision loop reached it must be the most the loop needed anywhere in the `requests` sweeps: {need} x C "
@@ -404,9 +404,9 @@ def report(args, levels, runs, fixed_runs, need, noise_keys, meta) -> str:  # no
         "widest cell (+-%)",
     ]
 
-    def cells_ok(rs: list[dict]) -> tuple[str, float]:
+    def cells_ok(rs: list[dict]) -> tuple[str, float | None]:
         tot = ok = 0
-        widest = 0.0
+        widest: float | None = None
         for r in rs:
             for lv in r["levels"].values():
                 for p in lv["precision"].values():
@@ -414,10 +414,11 @@ def report(args, levels, runs, fixed_runs, need, noise_keys, meta) -> str:  # no
                         continue
                     tot += 1
                     ok += p <= float(args.precision) + 1e-9
-                    widest = max(widest, p)
+                    widest = p if widest is None else max(widest, p)
         return f"{ok} of {tot}", widest
 
     rows = []
+    widths: dict[str, tuple[str, float | None]] = {}
     prec = runs["requests"]
     for name, rs in (
         (f"precision loop (+-{args.precision}%)", prec),
@@ -432,16 +433,27 @@ def report(args, levels, runs, fixed_runs, need, noise_keys, meta) -> str:  # no
                 f"{sum(r['requests'] for r in rs) / len(rs):.0f}",
                 f"{sum(r['level_s'] for r in rs) / len(rs):.1f}",
                 within,
-                f"{widest:.1f}",
+                "-" if widest is None else f"{widest:.1f}",
             ]
         )
+        widths[name] = (within, widest)
     lines += _table(hdr, rows)
     p_s = sum(r["level_s"] for r in prec) / len(prec)
     f_s = sum(r["level_s"] for r in fixed_runs) / len(fixed_runs)
+    (p_in, p_w), (f_in, f_w) = widths[f"precision loop (+-{args.precision}%)"], widths[f"fixed {need} x C"]
+    same = p_w is not None and f_w is not None and p_w <= f_w
     lines += [
         "",
         f"The precision loop took {p_s / f_s:.2f} x the fixed count's level time "
-        f"({(1 - p_s / f_s) * 100:.0f}% saved) for the same interval width.",
+        f"({(1 - p_s / f_s) * 100:.0f}% saved), "
+        + (
+            "for intervals as narrow"
+            if same
+            else f"but not for the same widths: {p_in} of its cells within +-{args.precision}% "
+            f"(widest +-{p_w or 0:.1f}%) against {f_in} (widest +-{f_w or 0:.1f}%); its cells that "
+            "stopped at a cap (requests or seconds) stayed wider"
+        )
+        + ".",
     ]
     return "\n".join(lines) + "\n"
 

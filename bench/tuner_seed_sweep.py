@@ -86,7 +86,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     host = f"emu-b{args.index}"
-    keep_dir = args.keep or Path(args.out).with_suffix("")
+    keep_dir = (args.keep or Path(args.out).with_suffix("")).resolve()
     sweeps = [args.only] if args.only else ["1-4", "1-5"]
     results: dict[str, tuple[dict, float]] = {}
     runs: dict[str, dict] = {}

@@ -37,10 +37,10 @@ single redeploy measures the spread but cannot bound it; with two, 4.30; with th
 
 Why not the restart component alone (s^2 minus what the levels' own intervals explain, the method
 of moments)? On two extra starts that difference is at or below zero whenever the deployments
-agree better than the requests' noise predicts: in the bench/coverage.md run kept at revision
-daead48 (each redeploy re-measured every level, the noisy ones among them) it was 0 in four of eight
-sweeps, and intervals built on it held the pooled mean in 85% of cells, against 94% on the spread
-itself. s^2 is a sum of squares, never truncated, and t975(df) on it is the interval's own
+agree better than the requests' noise predicts: in an earlier bench/coverage.md run (code 180e5b6,
+its data since replaced; `git show daead48:bench/coverage.md`), where each redeploy re-measured
+every level, the noisy ones among them, it was 0 in four of eight sweeps, and intervals built on it
+held the pooled mean in 85% of cells, against 94% on the spread itself. s^2 is a sum of squares, never truncated, and t975(df) on it is the interval's own
 quantile. The component is still reported (`rel_sd`: how much of the spread is restart beyond the
 requests' noise). What that costs, and the coverage it buys, is measured in bench/coverage.md.
 
