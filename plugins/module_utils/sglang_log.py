@@ -208,8 +208,9 @@ def _primary(lines: list[LogLine], pred: Callable[[LogLine], bool]) -> list[LogL
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 
 
-def _scan_value(text: str, i: int) -> int:
-    """Index just past the value starting at ``text[i]`` (a Python repr), tolerant of truncation."""
+def _scan_value(text: str, i: int, closer: str = ")") -> int:
+    """Index just past the value starting at ``text[i]`` (a Python repr), tolerant of truncation;
+    the value ends at a top-level ``,`` or at ``closer`` (the container's own end)."""
     depth: list[str] = []
     n = len(text)
     while i < n:
@@ -225,7 +226,7 @@ def _scan_value(text: str, i: int) -> int:
             depth.append(_CLOSERS[c])
         elif depth and c == depth[-1]:
             depth.pop()
-        elif not depth and (c == "," or c == ")"):
+        elif not depth and (c == "," or c == closer):
             return i
         i += 1
     return n
@@ -246,34 +247,51 @@ def parse_repr_kwargs(text: str) -> dict[str, Any]:
     objects, a value cut off by truncation) is kept as its source text. A truncated trailing
     value is dropped rather than returned half-read.
     """
+    return _parse_pairs(text, _KWARG_KEY_RE, ")")
+
+
+_KWARG_KEY_RE = re.compile(r"\s*([A-Za-z_]\w*)=")
+_DICT_KEY_RE = re.compile(r"\s*'([A-Za-z_]\w*)':\s*")
+
+
+def parse_repr_dict(text: str) -> dict[str, Any]:
+    """Parse ``'key': value, ...`` (the inside of a dict's repr, as 0.5.2x logs ``server_args={...}``:
+    ``_server_args_for_logging`` = ``ServerArgs.resolved_dict()``, sgl-project/sglang
+    python/sglang/srt/entrypoints/engine.py), with :func:`parse_repr_kwargs`' tolerance of truncation."""
+    return _parse_pairs(text, _DICT_KEY_RE, "}")
+
+
+def _parse_pairs(text: str, key_re: re.Pattern[str], closer: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     i, n = 0, len(text)
-    key_re = re.compile(r"\s*([A-Za-z_]\w*)=")
     while i < n:
         m = key_re.match(text, i)
         if not m:
             break
         start = m.end()
-        end = _scan_value(text, start)
-        if end >= n and not text.rstrip().endswith(")"):
+        end = _scan_value(text, start, closer)
+        if end >= n and not text.rstrip().endswith(closer):
             break  # value runs off the end of a truncated line
         out[m.group(1)] = _literal(text[start:end])
         i = end + 1
-        if end < n and text[end] == ")":
+        if end < n and text[end] == closer:
             break
     return out
 
 
-_SERVER_ARGS_RE = re.compile(r"server_args=\w*\((.*)$")
+# ``server_args=ServerArgs(...)`` (0.3.x-0.5.1x: f"{server_args=}") or ``server_args={...}`` (0.5.2x)
+_SERVER_ARGS_RE = re.compile(r"server_args=(?:\w*\((?P<kwargs>.*)|\{(?P<dict>.*))$")
 
 
 def parse_server_args(lines: Sequence[Any]) -> dict[str, Any] | None:
-    """The last ``server_args=ServerArgs(...)`` line as a dict (docs/reference/sglang.md §1.3: resolved values)."""
+    """The last ``server_args=`` line as a dict (docs/reference/sglang.md §1.3: resolved values),
+    in either form SGLang has printed it."""
     parsed = _as_parsed(lines)
     for ln in reversed(parsed):
         m = _SERVER_ARGS_RE.search(ln.message)
         if m:
-            return parse_repr_kwargs(m.group(1))
+            kwargs = m.group("kwargs")
+            return parse_repr_kwargs(kwargs) if kwargs is not None else parse_repr_dict(m.group("dict"))
     return None
 
 
@@ -527,12 +545,20 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 # Fatal start-up errors
 # --------------------------------------------------------------------------------------------
 
+# uvicorn cannot bind the port (its own "[ts] ERROR:    [Errno 98] error while attempting to bind on
+# address ...: address already in use"): the server exits without an SGLang line saying why
+_PORT_IN_USE = ("port_in_use", re.compile(r"error while attempting to bind on address .*"))
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     ("kv_pool_oom", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")),
     ("cuda_graph", re.compile(r"Capture cuda graph failed", re.I)),
     ("out_of_memory", re.compile(r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b")),
     ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
+    # faulthandler's dump of a native crash (SGLang enables it in every scheduler process): no
+    # Python traceback follows, and when the dead rank is not the one the launcher waits on the
+    # launcher hangs (sgl-project/sglang issue #3451, PR #20287)
+    ("native_crash", re.compile(r"^Fatal Python error: .+")),
+    _PORT_IN_USE,
     (
         "bad_arguments",
         re.compile(
@@ -558,6 +584,17 @@ _WRAPPERS = [
 # Kinds that only say something died: the line naming why (an exception, an OOM) usually follows.
 _GENERIC_KINDS = frozenset([wrapper[0] for wrapper in _WRAPPERS] + ["traceback"])
 _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
+# Tracebacks SGLang logs for an exception it handled and starts anyway: the optional Responses API's
+# import (http_server.py lifespan: logger.warning(f"Can not initialize OpenAIServingResponses,
+# error: {traceback}"), at every boot of an environment without openai_harmony, up to 0.5.1x;
+# sgl-project/sglang PR #28349 made it one line because it "look[ed] exactly like a fatal startup
+# error"). Its body and exception line, up to SGLang's next line, are not fatal.
+_HANDLED_TRACEBACK_RE = re.compile(r"Can not initialize OpenAIServingResponses, error: Traceback")
+# "Rank 0 scheduler is dead." is followed by "Exit code: -9" (killed by a signal) and the
+# launcher's own EOFError, the consequence of the death rather than its cause (0.5.9 engine.py
+# `_wait_for_scheduler_ready`)
+_EXIT_CODE_RE = re.compile(r"^Exit code: (-?\d+)")
+_CONSEQUENCES = frozenset(["EOFError", "BrokenPipeError", "ConnectionResetError"])
 _CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
 
@@ -583,11 +620,20 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     specific: tuple[int, str, str] | None = None
     exceptions: list[tuple[int, str]] = []
     wrapper: tuple[int, str, str, int] | None = None
-    in_traceback = False
+    in_traceback = handled = False
     for i, ln in enumerate(parsed):
-        if ln.uvicorn:
-            continue
         msg = ln.message
+        if ln.uvicorn:
+            if _PORT_IN_USE[1].search(msg) and specific is None:
+                specific = (i, _PORT_IN_USE[0], msg.strip())
+                trigger = trigger or (i, ln)
+            continue
+        if handled and not ln.sglang:
+            continue  # the handled traceback's body
+        handled = bool(_HANDLED_TRACEBACK_RE.search(msg))
+        if handled:
+            in_traceback = False
+            continue
         hit = False
         if _TRACEBACK_RE.search(msg):
             # "[ts TP0] Scheduler hit an exception: Traceback (...)" is both a traceback start
@@ -617,13 +663,17 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             trigger = (i, ln)
     if trigger is None:
         return None
+    consequence = exceptions and _exception_line(_root_exception(parsed, exceptions)[1])
     if specific is not None:
         idx, kind, reason = specific
-    elif exceptions:
+    elif exceptions and not (
+        wrapper is not None and wrapper[1] == "scheduler_dead" and consequence and consequence["name"] in _CONSEQUENCES
+    ):
         idx, reason = _root_exception(parsed, exceptions)
         kind = "exception"
     elif wrapper is not None:
         idx, kind, reason = wrapper[:3]
+        reason += _exit_code(parsed, idx) if kind == "scheduler_dead" else ""
     else:
         idx, kind, reason = trigger[0], "traceback", trigger[1].message.strip()
     return {
@@ -634,6 +684,19 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         "trigger": trigger[1].raw[:2000],
         "generic": kind in _GENERIC_KINDS,
     }
+
+
+def _exit_code(parsed: list[LogLine], idx: int) -> str:
+    """ " Exit code: -9 (killed by SIGKILL, ...)" from the line after a dead scheduler's, if there."""
+    for ln in parsed[idx + 1 : idx + 4]:
+        m = _EXIT_CODE_RE.match(ln.message.strip())
+        if m:
+            code = int(m.group(1))
+            if code >= 0:
+                return f" Exit code: {code}"
+            names = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL: the kernel's OOM killer, or a kill -9", 11: "SIGSEGV"}
+            return f" Exit code: {code} (killed by signal {-code}, {names.get(-code, 'see `kill -l`')})"
+    return ""
 
 
 def _root_exception(parsed: list[LogLine], exceptions: list[tuple[int, str]]) -> tuple[int, str]:
@@ -656,7 +719,8 @@ _SERVER_ARGS_MARK = "server_args="
 # lines, vLLM-style "INFO 03-07 12:29:02 __init__.py:190]" lines, Python warnings and blank lines
 # before it). A traceback or a ranked/uvicorn line belongs to the previous launch.
 _PRELAUNCH_FOREIGN_RE = re.compile(
-    r"^(?:(?:INFO|WARNING|DEBUG) \d\d-\d\d [\d:.]+ |<frozen |/\S+\.py:\d+: \w*Warning|\s+warnings\.warn|"
+    r"^(?:(?:INFO|WARNING|DEBUG) \d\d-\d\d [\d:.]+ |(?:INFO|WARNING|DEBUG):sglang[\w.]*:|<frozen |"
+    r"/\S+\.py:\d+: \w*Warning|\s+warnings\.warn|"
     r"\w*Warning: |The module name |\s+Example: )"
 )
 
@@ -666,9 +730,19 @@ def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool
         # Only the "[ts] WARNING server_args.py:2326: ..." form precedes server_args= in a launch:
         # a ranked, uvicorn or untagged line ("[ts] Received sigquit from a child process") is the
         # previous launch's, however close its stamp is to this process's start.
-        if ln.ranks or ln.uvicorn or ln.level is None:
+        if ln.ranks or ln.uvicorn:
+            return False
+        if ln.level is None and not_before is None:
+            # 0.5.11+ print the argument warnings as plain "[ts] message" lines before
+            # server_args= (prepare_server_args' logging.basicConfig); without a start time to
+            # compare stamps with they cannot be told from the previous launch's last words
             return False
         ts = parse_timestamp(ln.timestamp) if not_before is not None else None
+        if ln.level is None:
+            # a plain line is this launch's only when stamped in this process's own second or
+            # later, and never a line of the kind a launch ends with ("Received sigquit ...")
+            dying = any(rx.search(ln.message) for _kind, rx in _WRAPPERS)
+            return ts is not None and not_before is not None and ts >= int(not_before) and not dying
         if ts is not None and not_before is not None:
             return ts >= not_before - slack_s
         return True

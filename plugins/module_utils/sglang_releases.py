@@ -53,10 +53,20 @@ SPEC_ALGORITHMS_SINCE = (
 SPEC_ALGORITHMS = tuple(entry[0] for entry in SPEC_ALGORITHMS_SINCE)
 
 
+# A build of SGLang's main branch installed from source reports ``0.0.0.devN+g<sha>`` (its version
+# comes from git tags it was built without: the /server_info of SGLang's own docs notebooks shows
+# "0.0.0.dev1+gece8a1a78"): newer than every release, so ordered after them all.
+SOURCE_BUILD_KEY = (9999,)
+
+
 def release_key(text: object) -> tuple[int, ...]:
-    """``0.5.12.post1`` -> (0, 5, 12): the release numbers, for ordering (empty for junk)."""
+    """``0.5.12.post1`` -> (0, 5, 12): the release numbers, for ordering (empty for junk; a source
+    build of main, ``0.0.0.devN+g<sha>``, is :data:`SOURCE_BUILD_KEY`)."""
+    raw = str(text).strip()
+    if raw.startswith("0.0.0") and ("dev" in raw or "+g" in raw):
+        return SOURCE_BUILD_KEY
     out = []
-    for part in str(text).strip().split("."):
+    for part in raw.split("."):
         digits = ""
         for ch in part:
             if not ch.isdigit():

@@ -138,7 +138,9 @@ def parse_server_info(info: Any) -> dict[str, Any]:
     served = _lookup(info, "served_model_name")
     if isinstance(served, list):  # some builds accept several names
         served = served[0] if served else None
-    accept = state.get("avg_spec_accept_length")
+    # 0.4.x merges the scheduler's internal state into the top level (http_server.py
+    # get_server_info: **internal_states); later releases nest it in internal_states[0]
+    accept = state.get("avg_spec_accept_length", info.get("avg_spec_accept_length"))
     return {
         "version": _as_str(info.get("version")),
         "status": _as_str(info.get("status")),

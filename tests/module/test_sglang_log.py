@@ -473,10 +473,99 @@ def test_fatal_kinds(lines, kind, reason_start):
         "constructed_0.5.9_tp1_mtp_ms_timestamps.log",
         "constructed_0.5.23_cpu_dtype_and_va.log",
         "sglang-2026-03_tp2_npu_mla_kv_size.log",
+        # the Responses API's optional import, logged as a full traceback at every boot without
+        # openai_harmony (SGLang handles it and starts)
+        "constructed_0.5.9_responses_api_benign_traceback.log",
+        "sglang-0.5.2x_tp3_multinode_dspark_dict_server_args.log",
     ],
 )
 def test_healthy_starts_have_no_fatal_line(name):
     assert L.find_fatal(load_fixture(name)) is None
+
+
+def test_a_handled_traceback_does_not_hide_a_fatal_one_after_it():
+    lines = load_fixture("constructed_0.5.9_responses_api_benign_traceback.log") + [
+        "[2026-06-14 21:49:26 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/usr/lib/python3/sglang/srt/managers/scheduler.py", line 10, in event_loop',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["reason"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_a_native_crash_is_fatal_with_faulthandlers_line():
+    """A segfault in a scheduler prints faulthandler's dump and no Python traceback (issue #3451);
+    the launcher may hang without a word, so that line is the only reason there is."""
+    f = L.find_fatal(load_fixture("sglang-0.4.2_tp2_segfault_faulthandler.log"))
+    assert f is not None and f["kind"] == "native_crash" and f["reason"] == "Fatal Python error: Segmentation fault"
+
+
+def test_a_scheduler_killed_by_a_signal_is_reported_as_that_not_as_the_launchers_eoferror():
+    lines = [
+        "[2026-01-26 23:15:21] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+        "[2026-01-26 23:16:07] Exit code: -9",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/sglang/srt/entrypoints/engine.py", line 892, in _wait_for_scheduler_ready',
+        "    data = scheduler_pipe_readers[i].recv()",
+        "EOFError",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "scheduler_dead", f
+    assert (
+        f["reason"].startswith("Rank 0 scheduler is dead.")
+        and "Exit code: -9 (killed by signal 9, SIGKILL" in f["reason"]
+    ), f
+    # a real exception in the scheduler still outranks the launcher's wrapper
+    f = L.find_fatal([*lines[:2], "Traceback (most recent call last):", "ValueError: bad config", *lines[2:]])
+    assert f is not None and f["reason"] == "ValueError: bad config"
+
+
+def test_a_port_in_use_is_fatal_though_uvicorn_says_it():
+    line = (
+        "[2026-01-01 00:00:03] ERROR:    [Errno 98] error while attempting to bind on address "
+        "('0.0.0.0', 30000): address already in use"
+    )
+    f = L.find_fatal(["[2026-01-01 00:00:00] server_args=ServerArgs(port=30000)", line])
+    assert f is not None and f["kind"] == "port_in_use" and "address already in use" in f["reason"]
+
+
+def test_the_0_5_2x_dict_form_of_server_args_is_read_and_cuts_the_launch():
+    lines = load_fixture("sglang-0.5.2x_tp3_multinode_dspark_dict_server_args.log")
+    args = L.parse_server_args(lines)
+    assert args is not None and args["served_model_name"] == "deepseek-v4.1-flash"
+    spec = L.parse_speculative(lines)
+    assert (spec["algorithm"], spec["num_steps"], spec["eagle_topk"], spec["num_draft_tokens"]) == ("DSPARK", 1, 1, 6)
+    old = [
+        "[2026-09-11 23:00:00] server_args={'model_path': '/m', 'served_model_name': 'old'}",
+        "[2026-09-11 23:00:10] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. old crash",
+    ]
+    cur = L.current_launch(old + lines)
+    assert L.find_fatal(cur) is None and L.parse_server_args(cur)["served_model_name"] == "deepseek-v4.1-flash"
+    # truncated mid-dict (a journal line cut at its limit): the complete pairs before the cut
+    assert L.parse_repr_dict("'tp_size': 3, 'speculative_num_steps': 1, 'served_model_name': 'deeps") == {
+        "tp_size": 3,
+        "speculative_num_steps": 1,
+    }
+
+
+def test_plain_warnings_before_server_args_belong_to_the_launch_that_started_after_them():
+    """0.5.11+ print the argument warnings as plain "[ts] msg" lines before server_args= (its
+    logging.basicConfig in prepare_server_args): with the process's start time they are this
+    launch's; the previous launch's last words are not, however close."""
+    lines = [
+        "[2026-12-03 02:57:21] server_args={'model_path': '/m', 'speculative_num_steps': 3}",
+        "[2026-12-03 02:57:24] Received sigquit from a child process. It usually means the child failed.",
+        "[2026-12-03 02:57:25] Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests.",
+        "[2026-12-03 02:57:25] speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1",
+        "WARNING:sglang.srt.server_args:Disabling overlap schedule since mamba no_buffer is not compatible.",
+        "[2026-12-03 02:57:26] server_args={'model_path': '/m', 'speculative_algorithm': 'EAGLE', 'speculative_num_steps': 3, 'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 4}",
+    ]
+    start = L.parse_timestamp("2026-12-03 02:57:25") + 0.4
+    cur = L.current_launch(lines, not_before=start)
+    assert cur == lines[2:], cur
+    spec = L.parse_speculative(cur)
+    assert spec["draft_tokens_adjusted"] is True and spec["max_running_requests_reset"] is True, spec
 
 
 def test_error_words_in_healthy_messages_are_not_fatal():

@@ -433,3 +433,33 @@ def test_runtime_traceback_after_ready_does_not_fail_a_running_server(fake_sglan
     assert not failed, res.get("msg")
     assert res["capacity"]["max_total_num_tokens"] == 1763904
     assert isinstance(res["reported_at"], float) and abs(res["reported_at"] - time.time()) < 60
+
+
+def test_a_traceback_sglang_handles_does_not_fail_a_healthy_server(fake_sglang, run_module, tmp_path):
+    """Up to 0.5.1x the Responses API's optional import logs a whole traceback at every boot of an
+    environment without openai_harmony, and the server starts: the gate reports it ready."""
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(load_fixture("constructed_0.5.9_responses_api_benign_traceback.log")) + "\n")
+    res, failed = run_module(base_args(fake_sglang, log))
+    assert not failed, (res.get("failure_kind"), res.get("msg"))
+
+
+def test_a_previous_launchs_crash_before_a_0_5_2x_dict_server_args_line_is_not_this_starts(
+    fake_sglang, run_module, tmp_path
+):
+    old = [
+        "[2026-10-30 10:00:00] server_args={'model_path': 'Qwen/Qwen3-8B', 'served_model_name': 'old', 'tp_size': 1}",
+        "[2026-10-30 10:00:10] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. old crash",
+    ]
+    new = [
+        "[2026-10-30 11:00:00] server_args={'model_path': 'Qwen/Qwen3-8B', 'served_model_name': 'qwen', 'tp_size': 1}",
+        "[2026-10-30 11:00:05] max_total_num_tokens=1000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=48, context_len=4096, available_gpu_mem=3.00 GB",
+        "[2026-10-30 11:00:09] The server is fired up and ready to roll!",
+    ]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(old + new) + "\n")
+    res, failed = run_module(base_args(fake_sglang, log))
+    assert not failed, (res.get("failure_kind"), res.get("msg"))
+    assert res["server"]["served_model_name"] == "qwen"

@@ -133,3 +133,14 @@ def test_server_info_paths_order():
 def test_body_without_speculative_keys_does_not_claim_spec_off():
     out = S.parse_server_info({"version": "0.5.9", "max_total_num_tokens": 5})
     assert out["speculative"]["enabled"] is None
+
+
+def test_0_4_bodies_keep_the_acceptance_at_the_top_level():
+    """0.4.x /get_server_info merges the scheduler's internal state into the body's top level."""
+    body = {
+        "version": "0.4.6",
+        "speculative_algorithm": "EAGLE",
+        "speculative_num_steps": 3,
+        "avg_spec_accept_length": 2.7,
+    }
+    assert S.parse_server_info(body)["avg_spec_accept_length"] == 2.7

@@ -100,6 +100,12 @@ def test_threshold_tolerates_few_divergences_but_deterministic_does_not():
 def test_rule_is_version_aware():
     assert rules.supports_deterministic("0.5.3") and rules.supports_deterministic("0.5.12.post1")
     assert not rules.supports_deterministic("0.5.2") and not rules.supports_deterministic("junk")
+    # a source build of main (0.0.0.devN+g<sha>) is newer than every release, not older
+    assert rules.supports_deterministic("0.0.0.dev1+gece8a1a78")
+    from sglang_utils import sglang_releases as releases
+
+    assert releases.adaptive_config_form("0.0.0.dev11582+g4df60434d") == releases.adaptive_config_form("0.5.23")
+    assert releases.spec_algorithms("0.0.0.dev1+gece8a1a78") == releases.SPEC_ALGORITHMS
     assert rules.rule_for("0.5.2", True, True)["mode"] == "threshold"
     assert "has no --enable-deterministic-inference" in rules.rule_for("0.5.2", True, True)["why"]
     assert rules.rule_for("0.5.9", True, True)["exact_share_min"] == 1.0
