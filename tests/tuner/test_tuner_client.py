@@ -119,3 +119,110 @@ def test_server_info_through_the_shared_parser(emu_url):
 def test_unreachable_server_fails_fast():
     _, m = run(_level(f"http://127.0.0.1:{free_port()}", c=2, n=2))
     assert m.requests_failed == 2 and m.status == "failed"
+
+
+class _ChatFake:
+    """A streaming /v1/chat/completions in-process, counting requests in flight; `abort` cuts each
+    answer halfway with finish_reason "abort" (SGLang's serving_chat sends a graceful abort that way)."""
+
+    def __init__(self, abort: bool = False) -> None:
+        self.abort = abort
+        self.inflight = self.max_inflight = 0
+
+    async def chat(self, request):
+        import json
+
+        from aiohttp import web
+
+        body = await request.json()
+        self.inflight += 1
+        self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            n = int(body["max_tokens"])
+            stop = n // 2 if self.abort else n
+
+            async def frame(choice, ct):
+                data = {"choices": [choice] if choice else [], "usage": {"prompt_tokens": 4, "completion_tokens": ct}}
+                await resp.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+            ct = 0
+            while ct < stop:
+                await asyncio.sleep(0.003)
+                ct = min(stop, ct + 2)
+                await frame({"index": 0, "delta": {"content": "ab"}, "finish_reason": None}, ct)
+            await frame({"index": 0, "delta": {}, "finish_reason": "abort" if self.abort else "length"}, ct)
+            await frame(None, ct)
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
+        finally:
+            self.inflight -= 1
+
+
+async def _with_fake(fake: _ChatFake, body):
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", fake.chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        opts = ClientOptions(url=f"http://127.0.0.1:{port}", endpoint="chat", output_len=16, model="m")
+        async with BenchClient(opts) as client:
+            return await body(client)
+    finally:
+        await runner.cleanup()
+
+
+def test_an_answer_the_server_aborted_is_a_failed_request_not_a_short_one():
+    fake = _ChatFake(abort=True)
+    t = run(_with_fake(fake, lambda client: client.request(0)))
+    assert t.finish_reason == "abort" and not t.ok and "aborted" in (t.error or "")
+
+
+def test_a_fixed_count_below_the_concurrency_still_holds_the_concurrency_in_flight():
+    """--requests-per-level 8 at concurrency 16: the level is recorded at 16, so it must run 16."""
+    from tuner.run.levels import level_plan
+    from tuner.spec.sweepspec import WorkloadSpec
+
+    fake = _ChatFake()
+    w = WorkloadSpec(concurrency=(16,), requests_per_level=8, output_len=16)
+    run(_with_fake(fake, lambda client: client.run_plan(level_plan(w, 16, 0))))
+    assert fake.max_inflight == 16
+
+
+def test_a_confirmation_start_sends_its_level_the_prompts_of_every_other_deployment(monkeypatch):
+    """A redeploy measuring one level in doubt (`only`) gives that level the prompts it had on the
+    first deployment: the i-th request of a level gets the same prompt everywhere."""
+    from tuner.data.store import MemoryStore
+    from tuner.run.levels import Progress, run_levels
+    from tuner.spec.configs import SpecConfig
+    from tuner.spec.sweepspec import WorkloadSpec
+
+    sent: dict[int, list[int]] = {}
+    original = BenchClient.request
+
+    async def spy(self, index, max_tokens=None):
+        if index >= 0:  # warm-up requests have negative indices
+            sent.setdefault(deployment, []).append(index)
+        return await original(self, index, max_tokens)
+
+    monkeypatch.setattr(BenchClient, "request", spy)
+    w = WorkloadSpec(concurrency=(1, 4, 16), requests_per_level="2x", output_len=16, input_len=8, warmup_requests=0)
+    cfg = SpecConfig(3, 1, None, "NEXTN")
+
+    async def measure(client, only, dep):
+        log, progress = MemoryStore(), Progress(quiet=True)
+        return await run_levels(
+            client, w, config=cfg, host="h", done=set(), log=log, progress=progress, deployment=dep, only=only
+        )
+
+    deployment = 1
+    run(_with_fake(_ChatFake(), lambda client: measure(client, None, 1)))  # every level
+    deployment = 2
+    run(_with_fake(_ChatFake(), lambda client: measure(client, (16,), 2)))  # the one in doubt
+    at16 = sorted(i for i in sent[1] if 2_000_000 <= i < 3_000_000)  # C=16 is the third level
+    assert at16 and sorted(sent[2]) == at16, sent

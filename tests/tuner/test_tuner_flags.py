@@ -59,7 +59,8 @@ def test_requests_per_level():
     assert parse_requests_per_level("auto") is None
     assert requests_for_level(1, None) == 4
     assert requests_for_level(64, None) == 128
-    assert requests_for_level(64, 10) == 10
+    assert requests_for_level(1, 10) == 10
+    assert requests_for_level(64, 10) == 64  # a closed loop of 64 needs 64 requests in flight
     with pytest.raises(BadInput):
         parse_requests_per_level("0")
 

@@ -447,12 +447,14 @@ class SweepState:
         return {bf.config_id: bf for bf in self.bench_failures if bf.kind == "server_lost"}
 
     def terminal(self) -> dict[str, Record]:
-        """Configurations that never produced a level: why (their failed deploy or their skip)."""
+        """Configurations that never produced a level: why (their failed deploy, their skip, or
+        the benchmark that stopped before its first level, e.g. every warm-up request failed)."""
         out: dict[str, Record] = {}
+        benched = {bf.config_id: bf for bf in self.bench_failures}
         for cid in self.order:
             if self.has_levels(cid):
                 continue
-            rec: Record | None = self.failed.get(cid) or self.skipped.get(cid)
+            rec: Record | None = self.failed.get(cid) or self.skipped.get(cid) or benched.get(cid)
             if rec is not None:
                 out[cid] = rec
         return out

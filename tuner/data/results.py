@@ -1,8 +1,9 @@
 """results.csv: a row per configuration x concurrency x repeat, derived from the folded records.
 
 Pure: `result_rows(state, workload)` is what `Store.write_results_csv` writes. A configuration
-that failed to deploy, or was skipped, gets one row per planned concurrency level with that status
-and its reason, so the table shows every planned point.
+that failed to deploy, was skipped, or whose benchmark stopped before its first level gets one row
+per planned concurrency level with that status and its reason, so the table shows every planned
+point.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from ..spec.slo import Slo, evaluate
 from ..spec.sweepspec import WorkloadSpec
-from .records import DeployRecord, Measured, Record, SkipRecord, SweepState
+from .records import BenchFailedRecord, DeployRecord, Measured, Record, SkipRecord, SweepState
 
 # The first columns after the ids are the contract's (docs/tuner.md "Output"), in its order.
 RESULT_COLUMNS = [
@@ -127,7 +128,13 @@ def level_row(m: Measured, slo: Slo | None = None) -> dict[str, Any]:
 
 
 def terminal_rows(rec: Record, workload: WorkloadSpec | None) -> list[dict[str, Any]]:
-    status = "skipped" if isinstance(rec, SkipRecord) else "deploy_failed"
+    status = (
+        "skipped"
+        if isinstance(rec, SkipRecord)
+        else "bench_failed"
+        if isinstance(rec, BenchFailedRecord)
+        else "deploy_failed"
+    )
     levels: list[int | None] = list(workload.concurrency) if workload else [None]
     temps: list[float | None] = list(workload.temperature) if workload else [None]
     base = {

@@ -306,6 +306,11 @@ class BenchClient:
                 if ch.get("finish_reason") is not None:
                     finished = True
                     t.finish_reason = str(ch["finish_reason"])
+                    if t.finish_reason == "abort":
+                        # a graceful abort (no status code) goes out as a normal chunk in
+                        # SGLang's serving_chat: the answer was cut, not finished
+                        t.error = "aborted by the server (finish_reason abort)"
+                        return
             ct = usage.get("completion_tokens")
             if isinstance(ct, int):
                 usage_total = ct

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
@@ -162,8 +162,11 @@ async def run_levels(
     after_level: Callable[[], None] | None = None,
     deployment: int = 1,
     deployments: int = 1,
+    only: Sequence[int] | None = None,
 ) -> LevelsOutcome:
-    """Warm up, then every (temperature, repeat, level) not yet done on this deployment.
+    """Warm up, then every (temperature, repeat, level) not yet done on this deployment (of the
+    levels in `only` when given: a confirmation start measures only the levels in doubt, each on
+    the prompts it had on every other deployment).
 
     A level during which the server went away (a failed request, then no /health) is recorded as
     lost; the tuner waits for /health (systemd restarts a crashed unit; bounded by
@@ -177,13 +180,13 @@ async def run_levels(
         for temp in w.temperature
         for rep in range(1, w.repeats + 1)
         for c in w.concurrency
-        if (config.config_id, float(temp), c, rep, deployment) not in done
+        if (only is None or c in only) and (config.config_id, float(temp), c, rep, deployment) not in done
     ]
     if not todo:
         return res
     client.opts.temperature = float(todo[0][0])
     t0 = time.perf_counter()
-    warm = await client.warmup(w.warmup_requests, min(4, max(w.concurrency)))
+    warm = await client.warmup(w.warmup_requests, min(4, max(c for _t, _r, c in todo)))
     res.warmup_s = time.perf_counter() - t0
     if warm and not any(t.ok for t in warm):
         res.reason, res.kind = f"every warm-up request failed: {warm[0].error}", "warmup"

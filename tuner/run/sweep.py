@@ -18,7 +18,6 @@ as `skip` records of kind `predicted` with their predictions, so `--resume` and 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import signal
 import threading
 import time
@@ -185,12 +184,10 @@ class Sweep:
             self._rebuild()
             return
         async with self._client(res) as client:
-            workload = self.workload
-            if levels:
-                workload = dataclasses.replace(workload, concurrency=tuple(levels))
             lv = await run_levels(
                 client,
-                workload,
+                self.workload,
+                only=tuple(levels) if levels else None,
                 config=cfg,
                 host=host,
                 done=self.planner.done,

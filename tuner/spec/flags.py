@@ -108,7 +108,7 @@ def parse_concurrency(text: str | None) -> tuple[int, ...]:
 
 def parse_requests_per_level(text: str | None) -> int | str | None:
     """`--requests-per-level`: `auto` (None: the precision loop, from max(4, 2 x concurrency)),
-    `N` (exactly N per level) or `Nx` (N x concurrency per level, at least 4)."""
+    `N` (N per level, at least the level's concurrency) or `Nx` (N x concurrency per level, at least 4)."""
     if text is None or str(text).strip().lower() == "auto":
         return None
     raw = str(text).strip().lower()
@@ -123,7 +123,9 @@ def requests_for_level(concurrency: int, fixed: int | str | None) -> int:
     if isinstance(fixed, str):
         return max(4, int(fixed.rstrip("x")) * concurrency)
     if fixed is not None:
-        return fixed
+        # a closed loop of C needs C requests to hold C in flight (a level of fewer would run at
+        # its request count and be recorded at C)
+        return max(fixed, concurrency)
     return max(4, 2 * concurrency)
 
 

@@ -180,7 +180,7 @@ class WorkloadSpec:
             "--requests-per-level",
             "auto",
             "requests per level; auto = at least max(4, 2 x concurrency), then more until --precision is "
-            "reached or a cap is hit; N = exactly N; Nx = N x concurrency (at least 4) (default %(default)s)",
+            "reached or a cap is hit; N = N, at least the concurrency; Nx = N x concurrency (at least 4) (default %(default)s)",
             parse_requests_per_level,
         ),
     )
