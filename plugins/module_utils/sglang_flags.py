@@ -120,6 +120,19 @@ MANAGED_FLAGS.update(
 # --ssl-keyfile-password; --watermark-config may hold the watermark keys inline): passed as extra
 # flags they would sit in the process's command line for every local user to read.
 SECRET_FLAGS_UNSUPPORTED = tuple(flag for flag in _secrets.SECRET_FLAGS if flag not in MANAGED_FLAGS)
+# SGLang's parser takes a unique prefix of a flag (argparse's allow_abbrev; facts: --speculative-algo
+# works), so "--api" sets --api-key and "--speculative-num-step" --speculative-num-steps. A whole
+# flag of its own that happens to begin a guarded one is not an abbreviation (argparse takes an
+# exact match first): of 0.5.9-0.5.23's flags, only --ssl-keyfile (of --ssl-keyfile-password).
+_WHOLE_FLAGS_BEGINNING_GUARDED = frozenset(["--ssl-keyfile"])
+
+
+def abbreviates(flag: str) -> str | None:
+    """The managed or secret flag that `flag` would be read as by SGLang's parser, if any."""
+    if flag in MANAGED_FLAGS or flag in SECRET_FLAGS_UNSUPPORTED or flag in _WHOLE_FLAGS_BEGINNING_GUARDED:
+        return None
+    return next((g for g in sorted([*MANAGED_FLAGS, *SECRET_FLAGS_UNSUPPORTED]) if g.startswith(flag)), None)
+
 
 _FLAG_RE = re.compile(r"^(--)?[a-z0-9][a-z0-9-]*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -257,7 +270,14 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
             errors.append(f"sglang_server_extra_flags: {fmt(name)} is not a flag name like 'attention-backend'")
             continue
         flag = normalise_flag(name)
-        if flag in MANAGED_FLAGS:
+        whole = abbreviates(flag)
+        if whole is not None:
+            errors.append(
+                f"sglang_server_extra_flags must not set {flag}: SGLang reads it as {whole} (a flag may be "
+                "shortened to any unique prefix), "
+                + (f"use {MANAGED_FLAGS[whole]}" if whole in MANAGED_FLAGS else "whose value is a secret")
+            )
+        elif flag in MANAGED_FLAGS:
             errors.append(f"sglang_server_extra_flags must not set {flag}: use {MANAGED_FLAGS[flag]}")
         elif flag in SECRET_FLAGS_UNSUPPORTED:
             errors.append(
@@ -369,14 +389,18 @@ def server_flags(settings: dict[str, Any]) -> list[list[str]]:
     for name in sorted(extra):
         value = extra[name]
         flag = normalise_flag(name)
-        values = value if isinstance(value, list) else [value]
-        for item in values:
-            if item is True:
-                lines.append([flag])
-            elif item is False or is_unset(item):
-                continue
-            else:
-                lines.append([flag, str(item)])
+        if isinstance(value, list):
+            # SGLang's list flags (--cuda-graph-bs, ...) are argparse nargs="+" with the default
+            # store action: one flag with every value; a repeated flag keeps only its last
+            items = [str(v) for v in value if not is_unset(v)]
+            if items:
+                lines.append([flag, *items])
+        elif value is True:
+            lines.append([flag])
+        elif value is False or is_unset(value):
+            continue
+        else:
+            lines.append([flag, str(value)])
 
     if settings.get("engine") == "emulator":
         if not is_unset(settings.get("sglang_version")):

@@ -230,6 +230,11 @@ def test_defaults_are_valid():
         ("extra_flags", {"config": "/etc/x.yaml"}, "must not set --config"),
         ("extra_flags", {"ssl-keyfile-password": "pw"}, "its value is a secret"),
         ("extra_flags", {"watermark-config": "{}"}, "its value is a secret"),
+        # SGLang's parser takes a unique prefix of a flag: an abbreviation is the flag it abbreviates
+        ("extra_flags", {"api": "sk-live-0123456789"}, "must not set --api: SGLang reads it as --api-key"),
+        ("extra_flags", {"speculative-num-step": 7}, "SGLang reads it as --speculative-num-steps"),
+        ("extra_flags", {"model": "/other"}, "SGLang reads it as --model-path"),
+        ("extra_flags", {"ssl-keyfile-pass": "pw"}, "SGLang reads it as --ssl-keyfile-password"),
         ("environment", {"1BAD": "x"}, "not an environment variable name"),
         ("environment", {"A\n": "x"}, "not an environment variable name"),
         ("environment", {"A": "x\ny"}, "must be one line"),
@@ -359,7 +364,7 @@ def test_key_errors_never_quote_the_key():
         assert errors and not any(key in e for e in errors), errors
 
 
-def test_extra_flags_in_name_order_with_bare_and_repeated_values():
+def test_extra_flags_in_name_order_with_bare_and_list_values():
     lines = sglang_flags.server_flags(
         base(
             extra_flags={
@@ -375,9 +380,7 @@ def test_extra_flags_in_name_order_with_bare_and_repeated_values():
     tail = lines[lines.index(["--speculative-num-draft-tokens", "4"]) + 1 :]
     assert tail == [
         ["--attention-backend", "flashinfer"],
-        ["--cuda-graph-bs", "1"],
-        ["--cuda-graph-bs", "2"],
-        ["--cuda-graph-bs", "4"],
+        ["--cuda-graph-bs", "1", "2", "4"],  # nargs="+": one flag, every value (a repeat keeps the last)
         ["--enable-cache-report"],
         ["--mamba-scheduler-strategy", "extra_buffer"],
     ]
@@ -405,6 +408,13 @@ def test_emulator_flags_only_for_the_emulator_engine():
     ]
     real = flat(sglang_flags.server_flags(base(engine="sglang", emulator_profile_path="/x", emulator_startup_s=1)))
     assert not [w for w in real if w.startswith("--emulator")]
+
+
+def test_a_whole_flag_that_begins_a_guarded_one_is_not_an_abbreviation():
+    # --ssl-keyfile is a flag of its own (the key file's path), not --ssl-keyfile-password
+    assert sglang_flags.abbreviates("--ssl-keyfile") is None
+    assert sglang_flags.server_errors(base(extra_flags={"ssl-keyfile": "/etc/ssl/k.pem"})) == []
+    assert sglang_flags.server_errors(base(extra_flags={"attention-backend": "fa3"})) == []
 
 
 def test_every_mapped_flag_is_protected_from_extra_flags():

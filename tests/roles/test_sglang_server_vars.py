@@ -1,0 +1,106 @@
+"""Expressions of roles/sglang_server rendered as Ansible renders them (native types): the
+rollback's closing message (tasks/rollback.yml) says what the restored server did, given the gate
+results the module returns; ProtectHome=auto (vars/main.yml) opens /home for what the unit needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import yaml
+from jinja2.nativetypes import NativeEnvironment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def outcome(gate: dict, restored: bool = True, rollback: bool = True) -> str:
+    tasks = yaml.safe_load((ROOT / "roles/sglang_server/tasks/rollback.yml").read_text())
+    fail = next(t for t in tasks if "ansible.builtin.fail" in t)
+    env = NativeEnvironment(undefined=jinja2.Undefined)  # Ansible renders variables to native types
+    env.filters["bool"] = lambda v: v in (True, "true", "True", "yes", 1)
+    ctx = {
+        "sglang_server_unit_name": "sglang-qwen.service",
+        "inventory_hostname": "h1",
+        "sglang_server_rollback": rollback,
+        "__sglang_server_restore": {"found": restored},
+        "__sglang_server_rollback_gate": gate,
+    }
+    for name in ("__sglang_server_where", "__sglang_server_restored", "__sglang_server_outcome"):
+        ctx[name] = env.from_string(fail["vars"][name]).render(ctx)
+    return str(ctx["__sglang_server_outcome"])
+
+
+def test_a_restored_server_that_did_not_come_back_is_not_called_healthy():
+    # what sglang_ready returns on failure under failed_when: false: failed is false, the verdict
+    # is in failure_kind, and there is no ready_seconds
+    gate = {"failed": False, "failure_kind": "unit_dead", "msg": "unit sglang-qwen.service is dead\nLast 3 log lines"}
+    text = outcome(gate)
+    assert "did not come back either: unit sglang-qwen.service is dead" in text and "healthy" not in text
+
+
+def test_a_restored_server_that_passed_its_gate_is_healthy_again():
+    text = outcome({"failed": False, "ready_seconds": 12.5})
+    assert "it is healthy again (ready after 12.5 s)" in text
+
+
+def test_with_nothing_to_return_to_the_unit_is_stopped():
+    assert "the unit is stopped" in outcome({}, restored=False)
+
+
+def protect_home(**paths: object) -> str:
+    """roles/sglang_server/vars/main.yml's ProtectHome=auto rule, rendered as Ansible renders it."""
+    import re
+
+    rules = yaml.safe_load((ROOT / "roles/sglang_server/vars/main.yml").read_text())
+    env = NativeEnvironment(undefined=jinja2.StrictUndefined)
+    env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
+    ctx: dict[str, object] = {
+        "sglang_server_protect_home": "auto",
+        "sglang_server_model_path": "/models/m",
+        "sglang_server_state_dir": "/var/lib/sglang",
+        "sglang_server_spec_draft_model_path": "",
+        "sglang_server_install_dir": "/opt/sglang",
+        "sglang_server_venv_dir": "/opt/sglang/venv",
+        "sglang_server_config_dir": "/etc/sglang",
+        "sglang_server_python": "/usr/bin/python3",
+        "sglang_server_read_write_paths": [],
+        **paths,
+    }
+    ctx["_sglang_server_home_paths"] = env.from_string(rules["_sglang_server_home_paths"]).render(ctx)
+    return str(env.from_string(rules["_sglang_server_protect_home"]).render(ctx))
+
+
+def test_protect_home_auto_opens_home_read_only_for_what_the_unit_runs_from_there():
+    assert protect_home() == "yes"
+    assert protect_home(sglang_server_model_path="/home/ml/models/m") == "read-only"
+    # ExecStart's interpreter and the files it reads: hidden, the unit could not start (203/EXEC)
+    assert protect_home(sglang_server_python="/root/.pyenv/versions/3.11.9/bin/python3") == "read-only"
+    assert protect_home(sglang_server_venv_dir="/home/ml/sglang/venv") == "read-only"
+    assert protect_home(sglang_server_config_dir="/root/sglang-etc") == "read-only"
+
+
+def needs_restart(**facts: object) -> bool:
+    """tasks/run_multinode.yml's "does this node need a restart" rule, rendered as Ansible does."""
+    tasks = yaml.safe_load((ROOT / "roles/sglang_server/tasks/run_multinode.yml").read_text())
+    expr = next(t for t in tasks if "ansible.builtin.set_fact" in t)["ansible.builtin.set_fact"]
+    env = NativeEnvironment(undefined=jinja2.Undefined)
+    env.filters["bool"] = lambda v: v in (True, "true", "True", "yes", 1)
+    env.tests["changed"] = lambda r: bool(isinstance(r, dict) and r.get("changed"))
+    ctx: dict[str, object] = {
+        "__sglang_server_apply": {},
+        "_sglang_server_applied": {
+            "changed_files": [],
+            "unit_state": {"ActiveState": "active", "NeedDaemonReload": "no", "UnitFileState": "enabled"},
+        },
+        "sglang_server_service_enabled": True,
+        **facts,
+    }
+    return bool(env.from_string(expr["__sglang_server_mn_needs_restart"]).render(ctx))
+
+
+def test_a_group_restarts_for_a_new_engine_though_its_files_did_not_change():
+    """On a group the install's restart handler is off: a new SGLang release or emulator wheel
+    (the install task changed) must still restart every rank, or they keep running the old code."""
+    assert needs_restart() is False
+    assert needs_restart(__sglang_server_engine_install={"changed": True}) is True
+    assert needs_restart(__sglang_server_engine_install={"changed": False, "skipped": True}) is False
