@@ -62,6 +62,7 @@ __all__ = [
     "generate_body",
     "response_row",
     "StreamRow",
+    "accept_histogram",
     "baseline_problems",
     "baseline_mismatch",
     "first_divergence",
@@ -148,15 +149,29 @@ def response_row(pid: str, body: Mapping[str, Any], now: float) -> tuple[dict[st
         "output_ids": ids if isinstance(ids, list) else None,
         "completion_tokens": t,
         "spec_verify_ct": v,
+        "accept_hist": accept_histogram(meta),
     }
     return row, ([(now, t, v)] if isinstance(t, int) and isinstance(v, int) else [])
+
+
+def accept_histogram(meta: Mapping[str, Any]) -> list[int] | None:
+    """The request's verify passes by number of drafts accepted (index i: passes that accepted i
+    drafts), from its finished chunk's `meta_info`: `spec_accept_histogram` before SGLang 0.5.23,
+    `spec_correct_drafts_histogram` from it (tokenizer_manager.py); None when absent or malformed."""
+    for key in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
+        h = meta.get(key)
+        if isinstance(h, list) and h and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in h):
+            return list(h)
+    return None
 
 
 class StreamRow:
     """One streamed `/generate` answer folded chunk by chunk into the gate's output row and its
     steps: (arrival, new tokens, new verify passes) whenever the cumulative `completion_tokens` or
-    `spec_verify_ct` of a chunk's `meta_info` grew (SGLang sends both on every chunk of a
-    speculative server; the text is cumulative, its default streaming)."""
+    `spec_verify_ct` of a chunk's `meta_info` grew. SGLang sends `spec_verify_ct` (and the
+    acceptance histogram) on the finished chunk only (tokenizer_manager.py fills the speculative
+    metrics `if state.finished`), so a real server's answer is one step; a server that sends the
+    counts on every chunk gives more. The text is cumulative, SGLang's default streaming."""
 
     def __init__(self, pid: str) -> None:
         self.pid = pid
@@ -164,6 +179,7 @@ class StreamRow:
         self.ids: list[Any] | None = None
         self.tokens = 0
         self.verifies = 0
+        self.hist: list[int] | None = None
         self.steps: list[tuple[float, int, int]] = []
 
     def add(self, chunk: Mapping[str, Any], now: float) -> str | None:
@@ -174,6 +190,7 @@ class StreamRow:
         if isinstance(chunk.get("output_ids"), list):
             self.ids = chunk["output_ids"]
         meta = chunk.get("meta_info") or {}
+        self.hist = accept_histogram(meta) or self.hist
         t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
         if isinstance(t, int) and isinstance(v, int) and (t > self.tokens or v > self.verifies):
             self.steps.append((now, t - self.tokens, v - self.verifies))
@@ -187,6 +204,7 @@ class StreamRow:
             "output_ids": self.ids,
             "completion_tokens": self.tokens,
             "spec_verify_ct": self.verifies,
+            "accept_hist": self.hist,
         }
         return out, self.steps
 
@@ -313,10 +331,25 @@ def _block_accepts(steps: Sequence[Sequence[float]], blocks: int) -> list[float]
     return [a for a in (_window([b]) for b in cut) if a is not None]
 
 
+def _hist_spread(hists: Sequence[Sequence[int] | None]) -> tuple[float, float, int] | None:
+    """(variance of tokens per verify pass, verify passes, outputs) pooled over outputs' acceptance
+    histograms (a pass that accepted i drafts emits i + 1 tokens); None unless every output has one."""
+    if not hists or any(h is None for h in hists):
+        return None
+    passes = sum(sum(h) for h in hists if h)
+    if passes < 2:
+        return None
+    mean = sum((i + 1) * c for h in hists if h for i, c in enumerate(h)) / passes
+    var = sum(c * (i + 1 - mean) ** 2 for h in hists if h for i, c in enumerate(h)) / (passes - 1)
+    return var, float(passes), len(hists)
+
+
 def acceptance_drift(
     first: Sequence[Sequence[Sequence[float]]],
     again: Sequence[Sequence[Sequence[float]]],
     blocks: int = DRIFT_BLOCKS,
+    first_hists: Sequence[Sequence[int] | None] | None = None,
+    again_hists: Sequence[Sequence[int] | None] | None = None,
 ) -> dict[str, Any]:
     """Drift of the acceptance length over the gate's run, on the same prompts: `first[j]` and
     `again[j]` are the (new tokens, new verify passes) increments of long prompt j's first send
@@ -327,7 +360,11 @@ def acceptance_drift(
     are cancels out. The noise is how much one output's acceptance moves by itself: each output is
     cut into `blocks` blocks of equal tokens, the spread between neighbouring blocks of the same
     output (sd of their differences / sqrt 2, which a slow trend barely inflates and the prompts'
-    differences do not enter) scaled to the two sends' means."""
+    differences do not enter) scaled to the two sends' means. A real SGLang server reports its
+    verify passes on the finished chunk only, so an output is one block: the noise is then the
+    standard error of each send's acceptance from the outputs' acceptance histograms (the spread
+    of tokens per verify pass over the passes: `method` "histogram"). With neither, the rule is
+    not judged (`judged` False), and the verdict says so instead of passing it silently."""
     first_steps = [s for out in first for s in out]
     again_steps = [s for out in again for s in out]
     head, tail = _window(first_steps), _window(again_steps)
@@ -343,18 +380,28 @@ def acceptance_drift(
         "drop": None,
         "noise": None,
         "drifted": False,
+        "judged": False,
+        "method": None,
         "first_sends": sends(first),
         "again_sends": sends(again),
     }
     if head is None or tail is None:
         return empty
+    drop = head - tail
     diffs = [vals[i + 1] - vals[i] for vals in per_first + per_again for i in range(len(vals) - 1)]
     n_first, n_again = sum(len(v) for v in per_first), sum(len(v) for v in per_again)
-    sd = math.sqrt(sum(d * d for d in diffs) / len(diffs) / 2.0) if diffs else 0.0
-    noise = sd * math.sqrt(1.0 / max(1, n_first) + 1.0 / max(1, n_again))
-    drop = head - tail
-    drifted = bool(diffs and drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * head and n_first >= 2 and n_again >= 2)
-    return {**empty, "drop": drop, "noise": noise, "drifted": drifted}
+    if diffs:
+        sd = math.sqrt(sum(d * d for d in diffs) / len(diffs) / 2.0)
+        noise = sd * math.sqrt(1.0 / max(1, n_first) + 1.0 / max(1, n_again))
+        method = "blocks"
+    else:
+        hf, ha = _hist_spread(first_hists or []), _hist_spread(again_hists or [])
+        if hf is None or ha is None:
+            return {**empty, "drop": drop}
+        noise = math.sqrt(hf[0] / hf[1] + ha[0] / ha[1])
+        n_first, n_again, method = hf[2], ha[2], "histogram"
+    drifted = bool(drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * head and n_first >= 2 and n_again >= 2)
+    return {**empty, "drop": drop, "noise": noise, "drifted": drifted, "judged": True, "method": method}
 
 
 def rule_for(server_version: object, baseline_deterministic: bool, candidate_deterministic: bool) -> dict[str, Any]:
@@ -569,7 +616,8 @@ def judge(
 
     `candidate`: {"server_version", "deterministic", "short": [...], "long": [...] (the long
     prompts' first sends), "long_steps" and "again_steps": per long prompt, the [[tokens, verify
-    passes], ...] increments of its first and of its second send (`acceptance_drift`),
+    passes], ...] increments of its first and of its second send, "long_hists" and "again_hists":
+    their acceptance histograms (`acceptance_drift`),
     "accept_length" (the gate's own, all requests), "requests", "seconds"}; rows as in the baseline ({"id", "text",
     "output_ids"}). `measured_accept`: the acceptance length the sweep measured for the
     configuration (None: not known, only the floor applies). `acceptance` False leaves the
@@ -640,7 +688,12 @@ def judge(
         "judged": acceptance,
         "floor_judged": floor,
     }
-    drift = acceptance_drift(candidate.get("long_steps") or [], candidate.get("again_steps") or [])
+    drift = acceptance_drift(
+        candidate.get("long_steps") or [],
+        candidate.get("again_steps") or [],
+        first_hists=candidate.get("long_hists"),
+        again_hists=candidate.get("again_hists"),
+    )
     if acceptance:
         reasons += _acceptance_reasons(acc, measured_accept, drift, se, floor)
     return {

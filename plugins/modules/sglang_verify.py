@@ -103,6 +103,7 @@ verdict:
   returned: always
 """
 
+import http.client
 import json
 import time
 import urllib.error
@@ -162,6 +163,7 @@ class Server:
     def long(self, row, max_new):
         """Streamed: (row, [(arrival, new tokens, new verify passes), ...])."""
         fold = StreamRow(row["id"])
+        ended = False
         with self._open("/generate", generate_body(row["prompt"], max_new, True)) as r:
             for raw in r:
                 if not raw.startswith(b"data:"):
@@ -169,10 +171,14 @@ class Server:
                 now = time.monotonic()
                 data = raw[5:].strip()
                 if data == b"[DONE]":
+                    ended = True
                     break
                 error = fold.add(json.loads(data), now)
                 if error is not None:
                     raise RuntimeError(f"/generate for {row['id']}: {error}")
+        if not ended:
+            # a stream cut before SGLang's closing [DONE] is no whole output (the tuner's gate fails it too)
+            raise RuntimeError(f"/generate for {row['id']}: the stream ended before [DONE]")
         return fold.row()
 
 
@@ -224,6 +230,9 @@ def run(module):
     def increments(kind):
         return [[[t, v] for _n, t, v in done[(kind, i)][1]] for i in range(len(base["long"]))]
 
+    def hists(kind):
+        return [done[(kind, i)][0].get("accept_hist") for i in range(len(base["long"]))]
+
     candidate = {
         "server_version": info.get("version"),
         "deterministic": bool(info.get("deterministic")),
@@ -231,6 +240,8 @@ def run(module):
         "long": long_rows,
         "long_steps": increments("long"),
         "again_steps": increments("again"),
+        "long_hists": hists("long"),
+        "again_hists": hists("again"),
         "accept_length": tok / ver if ver > 0 else None,
         "requests": len(rows),
         "seconds": round(seconds, 3),
@@ -265,7 +276,7 @@ def main():
         module.fail_json(msg="url must start with http:// or https://, got {!r}".format(module.params["url"]))
     try:
         verdict = run(module)
-    except (RuntimeError, urllib.error.URLError, OSError, ValueError) as exc:
+    except (RuntimeError, urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         module.fail_json(msg=f"the server did not answer the output check: {exc}", passed=False, reasons=[str(exc)])
     if not verdict["passed"]:
         module.fail_json(

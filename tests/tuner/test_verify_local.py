@@ -166,3 +166,43 @@ def test_the_command_says_when_the_server_goes_away_during_the_gate(baseline):
         r = verify("--url", url, "--baseline", str(baseline))
     assert r.returncode == 1
     assert "the server did not answer the gate" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_a_server_that_sheds_a_few_requests_is_not_a_wrong_one(baseline):
+    """A 5xx now and then (http-5xx=0.05) is a busy server, not wrong outputs: the gate sends such a
+    request again (twice at most), and the correct configuration passes."""
+    import asyncio
+
+    from tuner_testlib import verify_phase
+
+    from tuner.spec.configs import SpecConfig
+
+    phase, _log, _progress = verify_phase(baseline, recover_timeout=30)
+    assert phase.load()
+    with emulator("--emulator-fault", "http-5xx=0.05", steps=3) as url:
+        rec = asyncio.run(phase.check(SpecConfig(spec_steps=3), "h", url, "qwen3.5-122b", []))
+    assert rec.passed, rec.reasons
+
+
+def test_a_stream_cut_before_done_is_no_output_to_the_role_s_module_either(baseline, tmp_path):
+    """Every long answer dropped mid-stream (cut-stream=1): the role's module, like the tuner's
+    gate, says the server did not answer; it compared the cut text and passed before."""
+    import os
+
+    coll = tmp_path / "coll" / "ansible_collections" / "sglang_tune"
+    coll.mkdir(parents=True)
+    (coll / "serving").symlink_to(ROOT)
+    args = tmp_path / "args.json"
+    with emulator("--emulator-fault", "cut-stream=1", steps=3) as url:
+        r = verify("--url", url, "--baseline", str(baseline))
+        assert r.returncode == 1 and "did not answer the gate" in r.stdout, r.stdout
+        args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"url": url, "baseline": json.loads(baseline.read_text())}}))
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "plugins" / "modules" / "sglang_verify.py"), str(args)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(tmp_path / "coll")),
+            timeout=300,
+        )
+    res = json.loads(out.stdout)
+    assert res.get("failed") and "the stream ended before [DONE]" in res["msg"], res.get("msg")

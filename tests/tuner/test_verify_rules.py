@@ -386,8 +386,8 @@ def test_adaptive_configs_are_not_held_to_the_sweeps_acceptance():
 
 
 def test_a_streamed_answer_folds_into_the_row_and_one_step_per_verify_pass():
-    # SGLang's /generate stream: cumulative text, output_ids and meta_info counts on every chunk;
-    # a chunk that repeats the counts (no new verify pass) adds no step.
+    # a server that sends the counts on every chunk (SGLang sends spec_verify_ct on the finished
+    # one only: that answer is one step); a chunk that repeats the counts adds no step.
     fold = rules.StreamRow("long:0")
     chunks = [
         {"text": "The", "output_ids": [464], "meta_info": {"completion_tokens": 1, "spec_verify_ct": 1}},
@@ -416,8 +416,61 @@ def test_a_streamed_answer_folds_into_the_row_and_one_step_per_verify_pass():
         "output_ids": [464, 3797, 3332, 866, 13],
         "completion_tokens": 5,
         "spec_verify_ct": 3,
+        "accept_hist": None,
     }
     assert steps == [(0.0, 1, 1), (1.0, 2, 1), (3.0, 2, 1)]
+
+
+def _as_sglang_streams(accepts: list[int]) -> tuple[list[list[int]], list[int]]:
+    """One long answer as real SGLang reports it: a single (tokens, verify passes) step from the
+    finished chunk, and its histogram (passes by drafts accepted)."""
+    hist = [0] * (max(accepts) + 1)
+    for a in accepts:
+        hist[a] += 1
+    return [[sum(a + 1 for a in accepts), len(accepts)]], hist
+
+
+def test_drift_is_judged_from_the_histograms_when_the_server_counts_passes_only_at_the_end():
+    """SGLang fills spec_verify_ct on the finished chunk only: an output is one block, and the
+    noise comes from its acceptance histogram. A drop from about 3.9 to 1.1 tokens per pass is drift;
+    two healthy sends of the same spread are not."""
+    import random
+
+    rng = random.Random(7)
+
+    def send(mean_accepted: float, n: int = 60) -> tuple[list[list[int]], list[int]]:
+        return _as_sglang_streams([min(3, max(0, round(rng.gauss(mean_accepted, 0.8)))) for _ in range(n)])
+
+    first = [send(2.9) for _ in range(4)]
+    healthy = [send(2.9) for _ in range(4)]
+    drifted = [send(0.1) for _ in range(4)]
+
+    def drift(a, b):
+        return rules.acceptance_drift(
+            [s for s, _h in a], [s for s, _h in b], first_hists=[h for _s, h in a], again_hists=[h for _s, h in b]
+        )
+
+    bad = drift(first, drifted)
+    assert bad["judged"] and bad["method"] == "histogram" and bad["drifted"] and bad["noise"] > 0, bad
+    ok = drift(first, healthy)
+    assert ok["judged"] and not ok["drifted"], ok
+    # neither per-chunk counts nor histograms: the rule says it was not judged, it does not pass it silently
+    blind = rules.acceptance_drift([s for s, _h in first], [s for s, _h in drifted])
+    assert blind["judged"] is False and blind["drifted"] is False and blind["drop"] > 2
+
+
+def test_the_finished_chunk_carries_the_histogram_into_the_row():
+    fold = rules.StreamRow("long:1")
+    fold.add({"text": "a", "meta_info": {"completion_tokens": 1}}, 0.0)
+    fold.add(
+        {
+            "text": "a b c d",
+            "meta_info": {"completion_tokens": 4, "spec_verify_ct": 2, "spec_correct_drafts_histogram": [0, 2]},
+        },
+        1.0,
+    )
+    row, steps = fold.row()
+    assert row["accept_hist"] == [0, 2] and steps == [(1.0, 4, 2)]
     assert rules.StreamRow("x").add({"error": {"message": "boom"}}, 0.0) == "{'message': 'boom'}"
 
 

@@ -38,9 +38,11 @@ def meta_info(app: EmulatorApp, req: Request, prompt_tokens: int, completion: in
         "cached_tokens": 0,
     }
     spec = app.sched.speculative
-    if spec:
-        meta["spec_verify_ct"] = req.verify_ct
     if final:
+        if spec:
+            # on the finished chunk only, as SGLang fills its speculative metrics `if state.finished`
+            # (tokenizer_manager.py)
+            meta["spec_verify_ct"] = req.verify_ct
         if spec and req.verify_ct > 0:
             # tokenizer_manager.py: proposed drafts = verify calls * (the launch's
             # speculative_num_draft_tokens - 1), also under adaptive speculation.

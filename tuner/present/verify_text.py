@@ -55,6 +55,11 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
             else f"first window {_f(dr.get('first'), '.2f')}, last {_f(dr.get('last'), '.2f')}"
         )
         + f", noise {_f(dr.get('noise'), '.2f')})"
+        + (
+            "; drift not judged: the server sent neither per-chunk verify counts nor acceptance histograms"
+            if dr.get("judged") is False and dr.get("drop") is not None
+            else ""
+        )
     )
     if acc.get("floor_judged") is False:
         out.append(f"  - not judged by the acceptance floor: {v.get('acceptance_vs_sweep') or 'it pins 0 steps there'}")

@@ -3,8 +3,10 @@
 What a server is (`identity`: version, model, speculation, deterministic inference, from
 /server_info through the one parser of it), and its greedy outputs (`outputs`): the short prompts
 as plain `/generate` requests (the body carries `output_ids` and `meta_info`), the long ones
-streamed, so each chunk's cumulative `completion_tokens` and `spec_verify_ct` give the acceptance
-of the run window by window (SGLang sends both on every chunk of a speculative server).
+streamed (their acceptance from the finished chunk: `completion_tokens` / `spec_verify_ct` and the
+acceptance histogram, which SGLang sends on that chunk only). A request answered 5xx is sent again
+(twice at most): a server that sheds one request under load is not a wrong one, and the sweep's
+levels only mark such requests; three 5xx in a row are a failed gate.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,6 +29,14 @@ CONCURRENCY = 8  # short requests in flight at once
 
 class ProbeError(RuntimeError):
     """The server did not answer the gate's requests as SGLang does."""
+
+
+class BusyError(ProbeError):
+    """A 5xx answer: the request may be sent again."""
+
+
+RETRIES_5XX = 2  # extra sends of a request answered 5xx
+RETRY_WAIT_S = 0.5
 
 
 # What the gate's requests can raise when the server does not answer as SGLang does, or goes away
@@ -66,31 +76,53 @@ async def _generate(
         timeout=aiohttp.ClientTimeout(total=client.opts.request_timeout),
     ) as r:
         if r.status != 200:
-            raise ProbeError(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
+            error = BusyError if 500 <= r.status < 600 else ProbeError
+            raise error(f"/generate for {prompt['id']}: HTTP {r.status}: {(await r.text())[:160]}")
         yield r
 
 
-async def _short(
-    client: BenchClient, prompt: dict[str, str], max_new: int
-) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
-    async with _generate(client, prompt, max_new, False) as r:
-        body = await r.json(content_type=None)
-    return rules.response_row(prompt["id"], body, time.perf_counter())
+Row = tuple[dict[str, Any], list[tuple[float, int, int]]]
 
 
-async def _long(
-    client: BenchClient, prompt: dict[str, str], max_new: int
-) -> tuple[dict[str, Any], list[tuple[float, int, int]]]:
+async def _retrying(send: Callable[[], Awaitable[Row]]) -> Row:
+    for attempt in range(RETRIES_5XX + 1):
+        try:
+            return await send()
+        except BusyError:
+            if attempt == RETRIES_5XX:
+                raise
+            await asyncio.sleep(RETRY_WAIT_S)
+    raise AssertionError("unreachable")
+
+
+async def _short(client: BenchClient, prompt: dict[str, str], max_new: int) -> Row:
+    async def send() -> Row:
+        async with _generate(client, prompt, max_new, False) as r:
+            body = await r.json(content_type=None)
+        return rules.response_row(prompt["id"], body, time.perf_counter())
+
+    return await _retrying(send)
+
+
+async def _long(client: BenchClient, prompt: dict[str, str], max_new: int) -> Row:
     """One streamed request: its output and (arrival time, new tokens, new verify passes) per chunk."""
-    fold = rules.StreamRow(prompt["id"])
-    async with _generate(client, prompt, max_new, True) as r:
-        async for now, chunk in _sse_chunks(r):
-            if chunk is None:
-                break
-            error = fold.add(chunk, now)
-            if error is not None:
-                raise ProbeError(f"/generate for {prompt['id']}: {error}")
-    return fold.row()
+
+    async def send() -> Row:
+        fold = rules.StreamRow(prompt["id"])
+        ended = False
+        async with _generate(client, prompt, max_new, True) as r:
+            async for now, chunk in _sse_chunks(r):
+                if chunk is None:
+                    ended = True
+                    break
+                error = fold.add(chunk, now)
+                if error is not None:
+                    raise ProbeError(f"/generate for {prompt['id']}: {error}")
+        if not ended:
+            raise ProbeError(f"/generate for {prompt['id']}: the stream ended before [DONE]")
+        return fold.row()
+
+    return await _retrying(send)
 
 
 async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dict[str, Any]:
@@ -124,11 +156,16 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dic
     def increments(kind: str) -> list[list[list[int]]]:
         return [[[t, v] for _now, t, v in results[(kind, i)][1]] for i in range(len(ps.long))]
 
+    def hists(kind: str) -> list[list[int] | None]:
+        return [results[(kind, i)][0].get("accept_hist") for i in range(len(ps.long))]
+
     return {
         "short": short,
         "long": long_,
         "long_steps": increments("long"),
         "again_steps": increments("again") if again else [],
+        "long_hists": hists("long"),
+        "again_hists": hists("again") if again else [],
         "accept_length": tok / ver if ver > 0 else None,
         "requests": len(rows),
         "seconds": round(seconds, 3),
