@@ -104,3 +104,26 @@ def test_a_group_restarts_for_a_new_engine_though_its_files_did_not_change():
     assert needs_restart() is False
     assert needs_restart(__sglang_server_engine_install={"changed": True}) is True
     assert needs_restart(__sglang_server_engine_install={"changed": False, "skipped": True}) is False
+
+
+def test_an_ipv6_host_is_bracketed_in_the_gate_and_client_urls():
+    import re
+
+    defaults = yaml.safe_load((ROOT / "roles/sglang_server/defaults/main.yml").read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["regex_replace"] = lambda value, pattern, repl: re.sub(pattern, repl, value)
+
+    def gate(host: str) -> str:
+        return env.from_string(defaults["sglang_server_gate_url"]).render(
+            sglang_server_host=host, sglang_server_port=30000
+        )
+
+    def client(host: str) -> str:
+        return env.from_string(defaults["sglang_server_client_url"]).render(
+            sglang_server_client_host=host, sglang_server_port=30000
+        )
+
+    assert gate("fd00::5") == "http://[fd00::5]:30000" and gate("0.0.0.0") == "http://127.0.0.1:30000"
+    assert gate("10.0.0.2") == "http://10.0.0.2:30000"
+    assert client("fd00::5") == "http://[fd00::5]:30000" and client("emu1") == "http://emu1:30000"
+    assert client("10.213.3.2") == "http://10.213.3.2:30000"

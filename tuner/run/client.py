@@ -527,4 +527,11 @@ async def _sse_chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[tuple[float
         if not raw.startswith(b"data:"):
             continue
         data = raw[5:].strip()
-        yield now, (None if data == b"[DONE]" else json.loads(data))
+        if data == b"[DONE]":
+            yield now, None
+            continue
+        chunk = json.loads(data)
+        if not isinstance(chunk, dict):
+            # valid JSON but no chunk (null, a number): a server error of one request, not the level's
+            raise ValueError(f"a stream chunk that is not a JSON object: {data[:80]!r}")
+        yield now, chunk
