@@ -127,3 +127,15 @@ def test_an_ipv6_host_is_bracketed_in_the_gate_and_client_urls():
     assert gate("10.0.0.2") == "http://10.0.0.2:30000"
     assert client("fd00::5") == "http://[fd00::5]:30000" and client("emu1") == "http://emu1:30000"
     assert client("10.213.3.2") == "http://10.213.3.2:30000"
+
+
+def test_a_group_whose_unit_is_enabled_against_the_setting_is_brought_in_line():
+    enabled = {"ActiveState": "active", "NeedDaemonReload": "no", "UnitFileState": "enabled"}
+    disabled = {**enabled, "UnitFileState": "disabled"}
+
+    def state(unit: dict, want: bool) -> bool:
+        applied = {"changed_files": [], "unit_state": unit}
+        return needs_restart(_sglang_server_applied=applied, sglang_server_service_enabled=want)
+
+    assert state(enabled, True) is False and state(disabled, False) is False
+    assert state(disabled, True) is True and state(enabled, False) is True
