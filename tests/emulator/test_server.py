@@ -351,6 +351,10 @@ def test_metrics_text(srv3):
     assert "# TYPE sglang:generation_tokens_total counter" in text
 
 
+def test_0_5_9_has_no_ready_probe(srv3):
+    assert srv3.get("/ready")[0] == 404  # GET /ready arrived in 0.5.23 (facts: absent in 0.5.9 and 0.5.12)
+
+
 def test_metrics_absent_without_flag(srv1):
     assert srv1.get("/metrics")[0] == 404
 

@@ -295,6 +295,12 @@ def test_0523_metrics_and_meta_info_names(srv23):
     assert ver >= 10 and 1.0 < (gen - 1) / ver <= 4.0
     assert re.search(r"^sglang:spec_num_steps\{[^}]*\} 3\.0$", text, re.M)
     assert re.search(r"^sglang:spec_num_draft_tokens\{[^}]*\} 4\.0$", text, re.M)
+    # the rest of what 0.5.23's metrics collector adds
+    for name in ("context_len", "kv_cache_memory_usage_gb", "startup_time_seconds"):
+        assert re.search(rf"^sglang:{name}\{{[^}}]*\}} [\d.]+$", text, re.M), name
+    assert re.search(r"^sglang:request_time_per_output_token_seconds_count\{[^}]*\} [1-9]", text, re.M)
+    # and its readiness probe, which 0.5.9 and 0.5.12 do not have
+    assert srv23.get("/ready", headers=AUTH)[0] == 200
 
 
 def test_0523_not_enough_memory_wording(emulator):

@@ -170,6 +170,16 @@ def metrics_text(app: EmulatorApp) -> str:
                 g["spec_num_draft_tokens"],
             ),
         ]
+    if facts.metrics_startup:
+        gauges += [
+            (
+                "context_len",
+                "The context length of the model.",
+                float(app.cfg.values.get("context_length") or app.p.context_len),
+            ),
+            ("kv_cache_memory_usage_gb", "The KV cache memory usage in GB.", round(app.memory.get("kv_total", 0.0), 4)),
+            ("startup_time_seconds", "The time from launch to ready in seconds.", round(app.startup_time, 3)),
+        ]
     if app.p.hybrid_mamba:
         gauges.append(("mamba_usage", "The mamba state usage.", g["mamba_usage"]))
     counters: list[tuple[str, str, list[tuple[str, float]]]] = []
@@ -223,4 +233,12 @@ def metrics_text(app: EmulatorApp) -> str:
         ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", app.h_itl),
         ("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", app.h_e2e),
     ]
+    if facts.metrics_startup:
+        hists.append(
+            (
+                "request_time_per_output_token_seconds",
+                "Histogram of each request's time per output token in seconds.",
+                app.h_tpot,
+            )
+        )
     return render(app.labels, gauges, counters, hists)

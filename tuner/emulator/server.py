@@ -117,6 +117,7 @@ class EmulatorApp:
         self.h_ttft = prom.Histogram(prom.TTFT_BUCKETS)
         self.h_itl = prom.Histogram(prom.ITL_BUCKETS)
         self.h_e2e = prom.Histogram(prom.E2E_BUCKETS)
+        self.h_tpot = prom.Histogram(prom.ITL_BUCKETS)  # per request: (e2e - ttft) / (tokens - 1)
         self.health_generation = _env_true("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", default=True)
         # spec-diverge / spec-repeat: only a speculating server's verify path goes wrong
         self.text_fault: tokens.TextFault | None = None
@@ -129,6 +130,8 @@ class EmulatorApp:
         r = app.router
         r.add_get("/health", self.health)
         r.add_get("/health_generate", self.health)
+        if self.cfg.facts.ready_endpoint:
+            r.add_get("/ready", self.ready)
         r.add_get("/v1/models", self.models)
         r.add_get("/server_info", self.server_info)
         r.add_get("/get_server_info", self.server_info)
@@ -174,6 +177,10 @@ class EmulatorApp:
                     f.set_result(None)
 
     # ---- health and information -----------------------------------------------------------------
+    async def ready(self, request: web.Request) -> web.Response:
+        """0.5.23's readiness probe: up or not, without a generation."""
+        return web.Response(status=200 if self.status == "up" else 503)
+
     async def health(self, request: web.Request) -> web.Response:
         if self.status != "up":
             return web.Response(status=503)
@@ -325,7 +332,9 @@ class EmulatorApp:
         self.h_ttft.observe(req.first_token_at - req.arrival)
         self.h_e2e.observe(req.finished_at - req.arrival)
         if req.generated > 1:
-            self.h_itl.observe((req.finished_at - req.first_token_at) / (req.generated - 1), req.generated - 1)
+            tpot = (req.finished_at - req.first_token_at) / (req.generated - 1)
+            self.h_itl.observe(tpot, req.generated - 1)
+            self.h_tpot.observe(tpot)
 
     def _cut_point(self, req: Request) -> int | None:
         share = self.faults.cut_stream_share

@@ -75,6 +75,11 @@ class SGLangVersion:
     # counter and the active-depth gauges.
     metrics_spec_verify_calls: bool = False
     metrics_spec_num_steps: bool = False
+    # 0.5.23 also adds sglang:context_len, kv_cache_memory_usage_gb, startup_time_seconds and the
+    # request_time_per_output_token_seconds histogram (metrics_collector.py), and GET /ready
+    # (http_server.py: 200/503 from tokenizer_manager.is_ready(), no generation)
+    metrics_startup: bool = False
+    ready_endpoint: bool = False
     # /server_info: 0.5.23 adds launch_command, startup_time, kv_events, frontend at the top and
     # world_size, startup_time, memory_usage.startup_available / token_capacity_swa and a
     # per-phase graph memory dict in internal_states (internal_state.py, memory_usage.py).
@@ -219,6 +224,8 @@ VERSIONS: dict[str, SGLangVersion] = {
             accept_rate="drafts-only",
             metrics_spec_verify_calls=True,
             metrics_spec_num_steps=True,
+            metrics_startup=True,
+            ready_endpoint=True,
             server_info_v2=True,
             meta_info_v2=True,
             config_v2=True,
