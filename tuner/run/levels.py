@@ -264,5 +264,7 @@ async def run_levels(
                 res.kind = "server_lost"
                 return res
             progress.line(f"[{config.label}{extra}] the server answers again after {back:.1f} s: measuring C={c} again")
+            # a restarted server is cold again (JIT, graphs, connections): warm it as at the start
+            await client.warmup(w.warmup_requests, min(4, c))
             attempt += 1
     return res
