@@ -155,6 +155,13 @@ def test_noise_summary():
     assert noise_summary(analysis.aggregate(seed_rows()))["max_rel_std_pct"] is None
 
 
+def test_the_precision_reached_leaves_out_the_floor_that_stands_in_for_no_interval():
+    """A cell measured in one window has no interval: its +-1% is assumed, not reached."""
+    n = noise_summary(analysis.aggregate([ci_row(2, 4, 1000.0, 3.0), row(3, 4, 1050.0), row(4, 4, 990.0)]))
+    assert n["median_precision_pct"] == 3.0 and n["max_precision_pct"] == 3.0
+    assert n["cells"] == 3 and n["cells_without_interval"] == 2
+
+
 def ci_row(k, c, tput, hw_pct, *, rep=1, dep=1, status="ok", failed=0, temp=0.0):
     """A level with its own interval (+-hw_pct%), as the precision loop writes it."""
     r = row(k, c, tput, rep=rep, status=status)

@@ -218,3 +218,24 @@ def test_with_two_hosts_the_second_redeploys_a_pick_while_the_first_captures_the
     assert st.verify_exact_baseline is not None and st.verify_exact_baseline.host == "a"
     verdict = st.verify_exact_round.verdict
     assert verdict["deploys"] == 3 and verdict["configs"] == 2 and verdict["unchecked"] == []
+
+
+def test_the_gates_share_is_over_every_deployment_it_judged():
+    """A configuration the confirmation round redeployed was gated on both deployments: its cost is
+    both gates against both deployments' measurement (the rule's terms), not the last gate against
+    the redeploy's one level."""
+    from tuner.data.records import SweepState, TimingRecord
+    from tuner.spec.configs import SpecConfig
+
+    k3 = SpecConfig(3)
+    verdict = {"short": {"exact": 24, "prompts": 24, "exact_share": 1.0}, "long": {}, "accept": {}, "drift": {}}
+    recs = [
+        TimingRecord(config=k3, host="h", total_s=113.5, bench_s=106.9, deployment=1),
+        VerifyRecord(config=k3, host="h", passed=True, requests=32, seconds=4.3, deployment=1, verdict=verdict),
+        TimingRecord(config=k3, host="h", total_s=11.8, bench_s=5.0, deployment=2),
+        VerifyRecord(config=k3, host="h", passed=True, requests=32, seconds=4.2, deployment=2, verdict=verdict),
+    ]
+    st = SweepState.fold(recs)
+    assert st.timings["k3-t1"].total_s == 113.5  # the configuration's row: its first deployment
+    text = "\n".join(report_section(st, True, True))
+    assert "7.6% of its 111.9 s of measurement (gated on each of its 2 deployments: 8.5 s in all)" in text, text

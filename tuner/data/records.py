@@ -341,7 +341,10 @@ class SweepState:
     predictions: dict[str, PredictionRecord] = field(default_factory=dict)
     measured: list[Measured] = field(default_factory=list)  # every level record, in order
     bench_failures: list[BenchFailedRecord] = field(default_factory=list)
-    timings: dict[str, TimingRecord] = field(default_factory=dict)
+    timings: dict[str, TimingRecord] = field(default_factory=dict)  # the first deployment's
+    bench_s_all: dict[str, float] = field(default_factory=dict)  # measurement seconds over every deployment
+    verify_seconds: dict[str, float] = field(default_factory=dict)  # the gate's seconds over its runs
+    verify_runs: dict[str, int] = field(default_factory=dict)
     # --deploy-best: the latest deploy of the recommendation on each host (the sweep deploys it on all)
     deploy_best: dict[str, DeployBestRecord] = field(default_factory=dict)
     verify: dict[str, VerifyRecord] = field(default_factory=dict)  # the gate's latest verdict per configuration
@@ -393,6 +396,8 @@ class SweepState:
                 st.verify_exact_cost["seconds"] += float(rec.deploy_s or 0.0) + float(rec.seconds or 0.0)
             else:
                 st.verify[cid] = rec
+                st.verify_seconds[cid] = st.verify_seconds.get(cid, 0.0) + float(rec.seconds or 0.0)
+                st.verify_runs[cid] = st.verify_runs.get(cid, 0) + 1
             return
         if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
             st.order.append(cid)
@@ -418,7 +423,10 @@ class SweepState:
         elif isinstance(rec, BenchFailedRecord):
             st.bench_failures.append(rec)
         elif isinstance(rec, TimingRecord):
-            st.timings[cid] = rec
+            # a configuration's row shows its first deployment's timing; the measurement time a gate
+            # is weighed against is every deployment's (bench_s_all)
+            st.timings.setdefault(cid, rec)
+            st.bench_s_all[cid] = st.bench_s_all.get(cid, 0.0) + float(rec.bench_s or 0.0)
 
     # -- what the sweep reads -----------------------------------------------------------------
     @property

@@ -160,8 +160,10 @@ def adjust_profile(p: Profile, tp_size: int, nnodes: int) -> Profile:
         nospec = scale_kv_tokens(p, p.kv_tokens_nospec, tp_size)
         changes.update(
             kv_tokens_nospec=nospec,
-            # the per-step cost is a share of the pool's tokens: it scales like the pool
-            kv_tokens_per_step=int(round(p.kv_tokens_per_step * nospec / max(p.kv_tokens_nospec, 1))),
+            # the rule above applied to the line nospec - k * per_step: each step's tokens cost
+            # bytes * share a token, so a step takes per_step / share of them (the memory a GPU frees
+            # goes to the pool once, not to every step); the measured depths scale by the same rule
+            kv_tokens_per_step=int(round(p.kv_tokens_per_step / share)),
             kv_tokens_measured={k: scale_kv_tokens(p, v, tp_size) for k, v in p.kv_tokens_measured.items()},
             weights_gb=p.weights_gb * share,
             kv_bytes_per_token=max(1, int(round(p.kv_bytes_per_token * share))),
@@ -230,6 +232,12 @@ class Head:
             ) from None
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # rank 0 stopping cancels this handler while it waits on its peer: that is the stop, not a
+        # failure (left to asyncio, the cancellation is printed as a traceback SGLang never prints)
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve_peer(reader, writer)
+
+    async def _serve_peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         msg = await _recv(reader)
         rank = msg.get("node_rank") if msg and msg.get("op") == "join" else None
         if (

@@ -56,11 +56,22 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         title=title(s),
         chosen={c: ch.chosen.config_id for c, ch in s.choices.items()},
         recommended_steps=_static_recommendation(s),
+        recommended_label=_marker_label(s),
         failed=[r.config for r in s.state.failed.values() if not r.config.is_schedule],
         skipped=[r.config for r in s.state.skipped.values() if not r.config.is_schedule],
         slo=s.slo,
         predicted=predicted_points(s),
     )
+
+
+def _marker_label(s: Summary) -> str | None:
+    """The steps plot's marker names what it is: the recommendation, or, when an adaptive config is
+    recommended, the best static depth beside it (the adaptive one is on schedule_vs_static.png)."""
+    rec = s.recommendation
+    if not rec.kind.startswith("adaptive"):
+        return None
+    label = rec.chosen.config.label if rec.chosen is not None else rec.kind
+    return f"best static depth: steps {{k}} (recommended: {label}, see schedule_vs_static.png)"
 
 
 def _static_recommendation(s: Summary) -> int | None:

@@ -126,6 +126,7 @@ def plot_throughput(
     title: str,
     chosen: Mapping[int, str] | None = None,
     recommended_steps: int | None = None,
+    recommended_label: str | None = None,
     failed: Sequence[SpecConfig] = (),
     skipped: Sequence[SpecConfig] = (),
     slo: Slo | None = None,
@@ -134,7 +135,8 @@ def plot_throughput(
     """Draw the figure: `capacity` has a point per deployed static configuration, `failed` and
     `skipped` the configurations that did not start or were not deployed (a skipped one that has a
     prediction is drawn from `predicted`, keyed by config_id), `recommended_steps` the depth marked
-    as recommended (None: an adaptive or no recommendation)."""
+    as recommended (None: no static depth to mark), `recommended_label` what its legend says when
+    that depth is not the recommendation itself ("{k}" stands for the depth; None: "recommended")."""
     chosen = dict(chosen or {})
     predicted = dict(predicted or {})
     fig, axes = plt.subplots(2, 2, figsize=(15, 10.5))
@@ -262,7 +264,15 @@ def plot_throughput(
                 color="tab:orange",
                 linestyle="--",
                 linewidth=1.2,
-                label=f"recommended: steps {rec_k}" if ax is ax_agg else None,
+                label=(
+                    (
+                        recommended_label.replace("{k}", str(rec_k))
+                        if recommended_label
+                        else f"recommended: steps {rec_k}"
+                    )
+                    if ax is ax_agg
+                    else None
+                ),
             )
     ax_agg.set_title("Aggregate output throughput")
     ax_agg.set_ylabel("output tok/s (all requests)")

@@ -330,6 +330,11 @@ def noise_note(s: Summary) -> str:
     text = "Every cell carries a 95% interval of its aggregate tok/s covering " + "; ".join(
         cover.get(k, k) for k in kinds
     )
+    if n.get("cells_without_interval"):
+        text += (
+            f" ({n['cells_without_interval']} of {n['cells']} cells measured no interval, one window or one request: "
+            "their +-1% is assumed, and a verdict 'beyond noise' there rests on it)"
+        )
     if n["median_precision_pct"] is not None:
         text += f"; precision reached: median +-{n['median_precision_pct']}%, worst +-{n['max_precision_pct']}%"
     text += (
@@ -560,8 +565,10 @@ def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
     """What the intervals rest on: repeats, which noise they cover, the precision reached
     (half-width / mean, %), and the spread across repeats where repeats exist."""
     rel = {f"{cid}@C{c}": p.std / p.mean for (cid, c), p in stats.items() if p.n > 1 and p.mean > 0}
-    prec = sorted(p.precision_pct for p in stats.values() if p.precision_pct is not None)
+    # the precision a cell reached: not the +-1% floor that stands in where nothing was measured
+    prec = sorted(p.precision_pct for p in stats.values() if p.precision_pct is not None and p.interval.noise != "none")
     kinds = sorted({p.interval.noise for p in stats.values() if p.n})
+    unmeasured = sum(1 for p in stats.values() if p.n and p.interval.noise == "none")
 
     def median(vals: list[float]) -> float | None:
         if not vals:
@@ -576,6 +583,8 @@ def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
         "repeats": max((p.n for p in stats.values()), default=0),
         "deployments": max((p.deployments for p in stats.values()), default=0),
         "intervals_cover": kinds,
+        "cells": sum(1 for p in stats.values() if p.n),
+        "cells_without_interval": unmeasured,
         "median_precision_pct": None if not prec else round(median(prec) or 0.0, 2),
         "max_precision_pct": None if not prec else round(prec[-1], 2),
         "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},

@@ -175,9 +175,15 @@ def report_section(state: Any, verify_on: bool, is_sweep: bool) -> list[str]:
         lines.append("Baseline: reused from an earlier campaign (no no-speculation deploy).")
     lines.append("")
     for cid, v in state.verify.items():
-        t = state.timings.get(cid)
-        bench = getattr(t, "bench_s", None)
-        share = f"; {100 * v.seconds / bench:.1f}% of its {bench:.1f} s of measurement" if v.seconds and bench else ""
+        # the rule's terms (docs/tuner.md "Verify"): the gate's seconds over every deployment it
+        # judged, against the configuration's measurement over every deployment
+        bench, gate_s, runs = state.bench_s_all.get(cid), state.verify_seconds.get(cid), state.verify_runs.get(cid, 1)
+        share = (
+            f"; {100 * gate_s / bench:.1f}% of its {bench:.1f} s of measurement"
+            + (f" (gated on each of its {runs} deployments: {gate_s:.1f} s in all)" if runs > 1 else "")
+            if gate_s and bench
+            else ""
+        )
         verdict = {**v.verdict, "passed": v.passed, "reasons": v.reasons, "requests": v.requests, "seconds": v.seconds}
         block_lines = (
             block(f"{cid} on {v.host}", verdict)
