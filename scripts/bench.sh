@@ -27,7 +27,12 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" PYTHONUNBUFFERED=1
 # Hosts and processes the benchmarks make carry this run id; the trap removes those and nothing else.
 export SGLANG_TUNE_RUN=${SGLANG_TUNE_RUN:-bench-$(date +%Y%m%d%H%M%S)-$$}
-trap './scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true' EXIT INT TERM
+# shellcheck disable=SC2317  # called by the traps
+cleanup() { ./scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true; }
+trap cleanup EXIT
+# Ctrl-C or a TERM ends the whole run (a trap that only cleaned up let bash go on to the next bench)
+trap 'cleanup; trap - EXIT; exit 130' INT
+trap 'cleanup; trap - EXIT; exit 143' TERM
 
 declare -A args=(
   [emulator_calibration]="--http"
@@ -51,6 +56,9 @@ declare -A args=(
 order=(emulator_calibration emulator_speed ready_gate client_accuracy peer_clients sweep_overhead connection_cost lost_level noise
   coverage search_cost search_cost_grid_again search_unseen schedule_vs_static tuner_seed_sweep drift_rule verify_cost)
 [ $# -gt 0 ] && order=("$@")
+for name in "${order[@]}"; do
+  [ -n "${args[$name]+set}" ] || { echo "scripts/bench.sh: no benchmark '$name'; one of: ${!args[*]}" >&2; exit 2; }
+done
 status=0
 for name in "${order[@]}"; do
   printf '\n\033[1m== bench/%s.py %s ==\033[0m\n' "$name" "${args[$name]}"

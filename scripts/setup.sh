@@ -109,9 +109,11 @@ mirror_lines() {
   local base sec
   # $(REPO_URI) is apt-get's own field syntax, not a command substitution.
   # shellcheck disable=SC2016
-  base=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -v security | head -n1)
+  # (`|| true`: a machine without one of the two sources makes grep fail, which under pipefail
+  # would end the function before the fallbacks below)
+  base=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -v security | head -n1 || true)
   # shellcheck disable=SC2016
-  sec=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep security | head -n1)
+  sec=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep security | head -n1 || true)
   base=${base:-http://deb.debian.org/debian/}
   sec=${sec:-http://deb.debian.org/debian-security/}
   printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' "$base" "$base" "$sec"

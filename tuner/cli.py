@@ -396,6 +396,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 1
+    except OSError as exc:
+        # a file or directory the command needs and cannot have (a read-only or missing --out, a
+        # full disk): its path and the reason, not a traceback
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"python -m tuner {args.command}: error:{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

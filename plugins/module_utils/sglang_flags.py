@@ -127,6 +127,38 @@ SECRET_FLAGS_UNSUPPORTED = tuple(flag for flag in _secrets.SECRET_FLAGS if flag 
 _WHOLE_FLAGS_BEGINNING_GUARDED = frozenset(["--ssl-keyfile"])
 
 
+def extra_flag_errors(extra: Any) -> list[str]:
+    """What is wrong with `sglang_server_extra_flags` (the role's preflight and the tuner's -e check
+    both ask): names, a managed flag or a secret one, or an abbreviation of either, values."""
+    errors: list[str] = []
+    if not isinstance(extra, dict):
+        return [f"sglang_server_extra_flags must be a mapping of flag name to value; got {type(extra).__name__}"]
+    for name, value in extra.items():
+        if not isinstance(name, str) or not _FLAG_RE.fullmatch(name.strip()):
+            errors.append(f"sglang_server_extra_flags: {fmt(name)} is not a flag name like 'attention-backend'")
+            continue
+        flag = normalise_flag(name)
+        whole = abbreviates(flag)
+        if whole is not None:
+            errors.append(
+                f"sglang_server_extra_flags must not set {flag}: SGLang reads it as {whole} (a flag may be "
+                "shortened to any unique prefix), "
+                + (f"use {MANAGED_FLAGS[whole]}" if whole in MANAGED_FLAGS else "whose value is a secret")
+            )
+        elif flag in MANAGED_FLAGS:
+            errors.append(f"sglang_server_extra_flags must not set {flag}: use {MANAGED_FLAGS[flag]}")
+        elif flag in SECRET_FLAGS_UNSUPPORTED:
+            errors.append(
+                f"sglang_server_extra_flags must not set {flag}: its value is a secret, and extra flags are "
+                "on the server's command line, which every local user can read in /proc"
+            )
+        if isinstance(value, dict):
+            errors.append(
+                f"sglang_server_extra_flags: the value of {flag} must be a string, number, true/false or a list"
+            )
+    return errors
+
+
 def abbreviates(flag: str) -> str | None:
     """The managed or secret flag that `flag` would be read as by SGLang's parser, if any."""
     if flag in MANAGED_FLAGS or flag in SECRET_FLAGS_UNSUPPORTED or flag in _WHOLE_FLAGS_BEGINNING_GUARDED:
@@ -261,33 +293,7 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
         if err:
             errors.append(err)
 
-    extra = settings.get("extra_flags") or {}
-    if not isinstance(extra, dict):
-        errors.append(f"sglang_server_extra_flags must be a mapping of flag name to value; got {type(extra).__name__}")
-        extra = {}
-    for name, value in extra.items():
-        if not isinstance(name, str) or not _FLAG_RE.fullmatch(name.strip()):
-            errors.append(f"sglang_server_extra_flags: {fmt(name)} is not a flag name like 'attention-backend'")
-            continue
-        flag = normalise_flag(name)
-        whole = abbreviates(flag)
-        if whole is not None:
-            errors.append(
-                f"sglang_server_extra_flags must not set {flag}: SGLang reads it as {whole} (a flag may be "
-                "shortened to any unique prefix), "
-                + (f"use {MANAGED_FLAGS[whole]}" if whole in MANAGED_FLAGS else "whose value is a secret")
-            )
-        elif flag in MANAGED_FLAGS:
-            errors.append(f"sglang_server_extra_flags must not set {flag}: use {MANAGED_FLAGS[flag]}")
-        elif flag in SECRET_FLAGS_UNSUPPORTED:
-            errors.append(
-                f"sglang_server_extra_flags must not set {flag}: its value is a secret, and extra flags are "
-                "on the server's command line, which every local user can read in /proc"
-            )
-        if isinstance(value, dict):
-            errors.append(
-                f"sglang_server_extra_flags: the value of {flag} must be a string, number, true/false or a list"
-            )
+    errors += extra_flag_errors(settings.get("extra_flags") or {})
 
     env = settings.get("environment") or {}
     if not isinstance(env, dict):

@@ -58,6 +58,11 @@ INV = str(FIXTURES / "local_inventory.yml")
         (["--playbook", "/no/such/play.yml"], "--playbook"),
         (["--limit", "nothing-matches-this"], "--limit"),
         (["--deploy-timeout", "0"], "--deploy-timeout"),
+        (["--top-p", "1.5"], "--top-p"),  # a bound with no lower one crashed formatting its message
+        (["--steps", "1-100000000"], "--steps"),  # expanding it hung
+        # the role would refuse it at every deploy, after sweep.json kept the key
+        (["-e", '{"sglang_server_extra_flags": {"api-key": "sk-live-1234"}}'], "-e/--extra-vars"),
+        (["-e", '{"sglang_server_extra_flags": {"api": "sk-live-1234"}}'], "-e/--extra-vars"),
     ],
 )
 def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, no_hosts):
@@ -66,6 +71,21 @@ def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, n
     err = capsys.readouterr().err
     assert flag in err, err
     assert not (tmp_path / "out").exists()  # nothing written either
+
+
+def test_a_corrupt_sweep_json_is_named_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "records.jsonl").write_text("")
+    (tmp_path / "sweep.json").write_text("{not json")
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert "sweep.json is not a sweep.json this tool wrote" in capsys.readouterr().err
+
+
+def test_an_out_that_cannot_be_made_is_an_error_naming_it_not_a_traceback(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc = cli.main(["bench", "--url", "http://127.0.0.1:1", "--out", str(blocker / "out"), "--concurrency", "1"])
+    err = capsys.readouterr().err
+    assert rc in (1, 2) and str(blocker) in err and "Traceback" not in err, err
 
 
 def test_out_is_a_file(tmp_path, capsys, no_hosts):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..spec.flags import BadInput
 from ..spec.sweepspec import SWEEP_JSON_VERSION, SweepSpec
 from .records import Record, SweepState
 from .redact import Redactor
@@ -97,13 +98,23 @@ class Store:
         p = self.out / SWEEP
         if not p.is_file():
             return None
-        data = json.loads(p.read_text())
-        return data if isinstance(data, dict) else None
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise BadInput("DIR", f"{p} is not a sweep.json this tool wrote ({exc})") from None
+        if not isinstance(data, dict):
+            raise BadInput("DIR", f"{p} is not a sweep.json this tool wrote (not a JSON object)")
+        return data
 
     def read_spec(self) -> SweepSpec | None:
         """The stored sweep's spec (None when the directory holds none)."""
         data = self.read_sweep()
-        return None if data is None else SweepSpec.from_json(data.get("params") or {})
+        if data is None:
+            return None
+        try:
+            return SweepSpec.from_json(data.get("params") or {})
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise BadInput("DIR", f"{self.out / SWEEP}: its params are not a sweep's ({exc})") from None
 
     def write_spec(self, spec: SweepSpec, tool: str) -> None:
         self.write_sweep({"version": SWEEP_JSON_VERSION, "tool": tool, "params": spec.to_json()})

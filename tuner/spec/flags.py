@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 from sglang_utils.sglang_checks import parse_whole_number
+from sglang_utils.sglang_flags import extra_flag_errors
 from sglang_utils.sglang_secrets import SECRET_FIELDS, is_secret_field
 
 ENDPOINTS = ("generate", "chat", "completions")
@@ -60,6 +61,9 @@ def whole_number(flag: str, text: Any, *, minimum: int | None = None) -> int:
     return value
 
 
+MAX_RANGE = 4096  # values one range may hold: more is a typo, and expanding it would hang
+
+
 def parse_int_list(flag: str, text: str | None, *, minimum: int = 0, allow_ranges: bool = True) -> tuple[int, ...]:
     """`1-5`, `1,2,4`, `1-3,5` or `3` -> sorted, de-duplicated ints.
 
@@ -79,6 +83,8 @@ def parse_int_list(flag: str, text: str | None, *, minimum: int = 0, allow_range
             hi = whole_number(flag, m.group(2), minimum=minimum)
             if hi < lo:
                 raise BadInput(flag, f"range {part!r} runs downwards; write {hi}-{lo}")
+            if hi - lo >= MAX_RANGE:
+                raise BadInput(flag, f"range {part!r} holds {hi - lo + 1} values; at most {MAX_RANGE}")
             values.update(range(lo, hi + 1))
         else:
             values.add(whole_number(flag, part, minimum=minimum))
@@ -140,8 +146,10 @@ def parse_float(
         raise BadInput(flag, f"{text!r} is not a finite number")
     if above is not None and not value > above:
         raise BadInput(flag, f"{value:g} must be above {above:g}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise BadInput(flag, f"{value:g} is outside {lo:g}..{hi:g}")
+    if lo is not None and value < lo:
+        raise BadInput(flag, f"{value:g} is below {lo:g}" if hi is None else f"{value:g} is outside {lo:g}..{hi:g}")
+    if hi is not None and value > hi:
+        raise BadInput(flag, f"{value:g} is above {hi:g}" if lo is None else f"{value:g} is outside {lo:g}..{hi:g}")
     return value
 
 
@@ -283,6 +291,12 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
             "SGLANG_API_KEY for the API key (the role and the client both read it from the environment); set "
             "the others in the inventory (Ansible Vault), where the play reads them",
         )
+    if "sglang_server_extra_flags" in merged:
+        # the role's own rule, before anything is written (sweep.json keeps -e): a managed or secret
+        # flag there would fail every deployment, and a secret's value would sit in the file
+        errors = extra_flag_errors(merged["sglang_server_extra_flags"])
+        if errors:
+            raise BadInput(flag, errors[0])
     return merged
 
 
