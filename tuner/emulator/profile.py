@@ -352,52 +352,8 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     if graph_bs is not None:
         graph_bs = _increasing_ints(name, "cuda_graph_bs", graph_bs)
 
-    floats = (
-        "t_base_ms",
-        "c_tok_ms",
-        "t_spec_ms",
-        "t_draft_ms",
-        "c_verify_ms",
-        "t_prefill_base_ms",
-        "t_prefill_tok_ms",
-        "t_request_overhead_ms",
-        "state_slots",
-        "state_slots_per_step",
-        "startup_s",
-        "gpu_mem_gb",
-        "weights_gb",
-        "mem_fraction_static",
-        "graph_mem_gb",
-        "prompt_sensitivity",
-        "prompt_score_ref",
-        "top_p_exponent",
-        "alpha_max",
-        "t_draft_quad_ms",
-        "noise_run_cv",
-        "noise_restart_cv",
-        "noise_window_s",
-        "noise_idle_gap_s",
-        "t_cross_node_ms",
-    )
-    for key in floats:
-        values[key] = float(values[key])
-    ints = (
-        "context_len",
-        "kv_tokens_nospec",
-        "kv_tokens_per_step",
-        "clip_max_new_tokens",
-        "chunked_prefill_size",
-        "max_prefill_tokens",
-        "cuda_graph_max_bs",
-        "kv_bytes_per_token",
-        "eos_min_tokens",
-        "eos_max_tokens",
-        "eos_token_id",
-        "prompt_min_tokens",
-        "tp_size",
-    )
-    for key in ints:
-        values[key] = int(values[key])
+    for key, (kind, _low) in _NUMBERS.items():  # checked above: now the types the Profile holds
+        values[key] = float(values[key]) if kind == "float" else int(values[key])
     values["sglang_version"] = str(values["sglang_version"])
     values["draft_model_architecture"] = str(values["draft_model_architecture"] or f"{values['model_architecture']}MTP")
     values["model_type"] = str(values["model_type"] or "unknown")
