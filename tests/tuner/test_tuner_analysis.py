@@ -365,3 +365,24 @@ def test_the_grids_early_stop_leaves_out_a_depth_that_failed_the_gate():
     state_ok = SweepState.fold([r for r in recs if not isinstance(r, VerifyRecord)])
     skip = Planner._skip_reason(planner, k3, state_ok)  # type: ignore[arg-type]
     assert skip is not None and skip[1] == "early_stop", skip
+
+
+def test_the_restart_band_never_narrows_a_cell_below_its_own_repeats():
+    """--repeats 3 with the confirmation round: C=1's repeats scatter by +-8% on one deployment;
+    the redeploys measured only the precise level C=4, and agree closely. The C=1 cells keep their
+    repeats' width (every interval widened, never narrowed: tuner/measure/restarts.py `widen`), and
+    their tie stays a tie."""
+    recs = []
+    for k, base in ((2, 100.0), (3, 106.0)):
+        recs += [ci_row(k, 1, base * f, 1.0, rep=r) for r, f in enumerate((0.92, 1.0, 1.08), 1)]
+    for k, base in ((2, 1000.0), (3, 1010.0)):
+        recs += [ci_row(k, 4, base, 0.5, rep=r) for r in (1, 2, 3)]
+    before = analysis.aggregate(recs, pool=False)
+    for k, base in ((2, 1000.0), (3, 1010.0)):
+        recs += [ci_row(k, 4, base * 1.002, 0.5, rep=r, dep=2) for r in (1, 2, 3)]
+    after = analysis.aggregate(recs)
+    assert after[("k2-t1", 1)].restart is not None
+    for key in (("k2-t1", 1), ("k3-t1", 1)):
+        assert after[key].interval.half_width >= before[key].interval.half_width * 0.999, key
+    choice = analysis.choose_for_level([p for (_c, cc), p in after.items() if cc == 1])
+    assert choice is not None and choice.tied
