@@ -663,13 +663,19 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             trigger = (i, ln)
     if trigger is None:
         return None
-    consequence = exceptions and _exception_line(_root_exception(parsed, exceptions)[1])
+    root = _root_exception(parsed, exceptions) if exceptions else None
+    root_exc = _exception_line(root[1]) if root is not None else None
+    # the launcher's own EOFError after "Rank N scheduler is dead" is the death's consequence, not its cause
+    consequence = (
+        wrapper is not None
+        and wrapper[1] == "scheduler_dead"
+        and root_exc is not None
+        and root_exc["name"] in _CONSEQUENCES
+    )
     if specific is not None:
         idx, kind, reason = specific
-    elif exceptions and not (
-        wrapper is not None and wrapper[1] == "scheduler_dead" and consequence and consequence["name"] in _CONSEQUENCES
-    ):
-        idx, reason = _root_exception(parsed, exceptions)
+    elif root is not None and not consequence:
+        idx, reason = root
         kind = "exception"
     elif wrapper is not None:
         idx, kind, reason = wrapper[:3]
