@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 from sglang_utils.sglang_server_info import SERVER_INFO_PATHS, parse_models, parse_server_info  # the one parser
+from sglang_utils.sglang_verify import accept_histogram  # one reader of the finished chunk's histogram
 
 from ..measure.metrics import RequestTrace, parse_prometheus_counters, parse_prometheus_gauges
 from ..spec.workload import PromptSource
@@ -270,7 +271,7 @@ class BenchClient:
                     return
                 v = meta.get("spec_verify_ct")
                 t.spec_verify_ct = v if isinstance(v, int) and v > 0 else None
-                t.accept_hist = _histogram(meta)
+                t.accept_hist = accept_histogram(meta)
                 e2e = meta.get("e2e_latency")
                 t.server_e2e_s = float(e2e) if isinstance(e2e, (int, float)) else None
         if not (finished and done):
@@ -505,17 +506,6 @@ async def with_ticker(coro: Awaitable[Any], tick: Callable[[], None], every_s: f
     finally:
         if not task.done():
             task.cancel()
-
-
-def _histogram(meta: dict[str, Any]) -> list[int] | None:
-    """A finished request's acceptance histogram (index n: verify steps that accepted exactly n
-    drafts): `spec_accept_histogram` before SGLang 0.5.23, `spec_correct_drafts_histogram` from it
-    (tokenizer_manager.py; docs/reference/sglang.md section 3.3)."""
-    for key in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
-        h = meta.get(key)
-        if isinstance(h, list) and h and all(isinstance(n, int) and n >= 0 for n in h):
-            return [int(n) for n in h]
-    return None
 
 
 async def _sse_chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[tuple[float, dict[str, Any] | None]]:
