@@ -675,8 +675,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     if specific is not None:
         idx, kind, reason = specific
     elif root is not None and not consequence:
-        idx, reason = root
-        kind = "exception"
+        idx, reason, kind = root[0], root[1], "exception"
     elif wrapper is not None:
         idx, kind, reason = wrapper[:3]
         reason += _exit_code(parsed, idx) if kind == "scheduler_dead" else ""
