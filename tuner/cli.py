@@ -155,6 +155,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise BadInput(
                 "--out", f"{out} already holds a sweep; add --resume to continue it, or choose another directory"
             )
+        store.read_spec()  # a sweep.json whose params are not a sweep's is named, not a traceback
         diffs = spec.identity_diff(stored.get("params") or {})
         if diffs:
             raise BadInput("--resume", f"{out} holds a different sweep: " + "; ".join(diffs))
@@ -316,15 +317,25 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if summary is not None:
         _print_summary(summary, out)
         return rc
-    print("concurrency  requests ok/failed  aggregate tok/s  per-request tok/s  TTFT p50 ms  accept")
-    for lv in state.levels(measured_only=False):
+    levels = state.levels(measured_only=False)
+    # a level is (temperature, concurrency, repeat): name the first and last where they vary
+    show_t = len({lv.temperature for lv in levels}) > 1
+    show_r = len({lv.repeat for lv in levels}) > 1
+    print(
+        ("    T  " if show_t else "")
+        + ("repeat  " if show_r else "")
+        + "concurrency  requests ok/failed  aggregate tok/s  per-request tok/s  TTFT p50 ms  accept"
+    )
+    for lv in levels:
         m = lv.metrics
 
         def f(v: float | None, fmt: str) -> str:
             return "-" if v is None else format(float(v), fmt)
 
         print(
-            f"{lv.concurrency:>11}  {m.requests_ok}/{m.requests_failed:<16}  "
+            (f"{lv.temperature:>5g}  " if show_t else "")
+            + (f"{lv.repeat:>6}  " if show_r else "")
+            + f"{lv.concurrency:>11}  {m.requests_ok}/{m.requests_failed:<16}  "
             f"{f(m.output_tok_s, '.1f'):>15}  {f(m.per_request_tok_s, '.1f'):>17}  "
             f"{f(m.ttft_ms_p50, '.0f'):>11}  {f(m.accept_length, '.2f')}"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -78,6 +79,34 @@ def test_a_corrupt_sweep_json_is_named_not_a_traceback(tmp_path, capsys):
     (tmp_path / "sweep.json").write_text("{not json")
     assert cli.main(["report", str(tmp_path)]) == 2
     assert "sweep.json is not a sweep.json this tool wrote" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("concurrency", "abc"),  # crashed the report sorting levels: '>' between str and int
+        ("concurrency", [1, None]),
+        ("steps", [1, "x"]),
+        ("topk", "1"),
+        ("repeats", "2"),
+        ("ignore_eos", 1),
+        ("extra_vars", [1]),
+    ],
+)
+def test_sweep_json_params_of_the_wrong_type_are_named_not_a_traceback(key, value, tmp_path, capsys, no_hosts):
+    from tuner.spec.sweepspec import SweepSpec
+
+    params = SweepSpec().to_json()
+    params[key] = value
+    (tmp_path / "records.jsonl").write_text("")
+    (tmp_path / "sweep.json").write_text(json.dumps({"version": 1, "params": params}))
+    for argv in (["report", str(tmp_path)], ["sweep", "--out", str(tmp_path), "--inventory", INV, "--resume"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "its params are not a sweep's" in err and f"{key} is" in err and "Traceback" not in err, err
+    params[key] = SweepSpec().to_json()[key]  # the same file with the tool's own value reads
+    (tmp_path / "sweep.json").write_text(json.dumps({"version": 1, "params": params}))
+    assert cli.main(["report", str(tmp_path)]) == 0
 
 
 def test_an_out_that_cannot_be_made_is_an_error_naming_it_not_a_traceback(tmp_path, capsys):
