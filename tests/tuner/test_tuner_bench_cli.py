@@ -62,6 +62,25 @@ def test_bench_without_out_prints_a_table(capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "aggregate tok/s" in out and "4/0" in out
+    assert "    T  " not in out  # one temperature: no column for it
+
+
+def test_bench_table_names_the_temperature_and_repeat_of_each_row(capsys):
+    # with two temperatures each concurrency printed two rows that could not be told apart
+    with emulator(steps=0) as url:
+        rc = cli.main(
+            ["bench", "--url", url, "--concurrency", "1", "--temperature", "0,1", "--repeats", "2", "--output-len", "4"]
+            + ["--requests-per-level", "1", "--warmup-requests", "0", "--quiet"]
+        )
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    assert lines[0].split()[:3] == ["T", "repeat", "concurrency"], lines
+    assert sorted(tuple(ln.split()[:3]) for ln in lines[1:]) == [
+        ("0", "1", "1"),
+        ("0", "2", "1"),
+        ("1", "1", "1"),
+        ("1", "2", "1"),
+    ], lines
 
 
 def test_bench_unreachable_server_fails(capsys):
