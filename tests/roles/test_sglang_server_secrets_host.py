@@ -196,8 +196,24 @@ def host(need_podman, frozen_wheelhouse, tmp_path_factory):
 
 @pytest.mark.systemd
 @pytest.mark.slow
+def dry_run(inv, *extra: str) -> str:
+    """`ansible-playbook deploy.yml --check` as a user types it: must pass and change nothing."""
+    # the host's first SSH login writes /run/motd.dynamic (pam_motd), whatever the play does
+    login = ("/run", "/run/motd.dynamic")
+    before = {k: v for k, v in snapshot().items() if k not in login}
+    proc = run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "deploy.yml", "--check", *extra], timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert {k: v for k, v in snapshot().items() if k not in login} == before
+    return proc.stdout
+
+
 def test_the_key_works_and_is_nowhere_else(host):
     tmp, inv = host
+    # --check on the fresh host (this file's first test): the wheelhouse's unarchive needed a
+    # directory check mode had not made, and the gate waited for a server that was never started
+    assert podman("test", "-e", f"/etc/systemd/system/{UNIT}", check=False).returncode == 1
+    out = dry_run(inv)
+    assert f"{HOST}: no server running (check mode); would write /etc/systemd/system/{UNIT}" in out, out[-4000:]
     rc, out, _ = deploy(tmp, inv, "quotes", KEY_QUOTES)
     assert rc == 0, out[-6000:]
     assert status(None) == 401 and status(KEY_QUOTES + "x") == 401
@@ -222,6 +238,12 @@ def test_the_key_works_and_is_nowhere_else(host):
     assert "LoadCredential=" not in unit and "--config" not in unit and "sglang_launcher.py --" in unit
     assert podman("test", "-e", "/etc/sglang/sglang-qwen.secrets.yaml", check=False).returncode == 1
     assert_no_leak(None, [KEY_QUOTES, KEY_4K], out)
+
+    # --check with another depth on the running host: the running server's own settings, labelled so
+    # (it printed the running server's capacity beside the new spec_steps), and what would be written
+    out = dry_run(inv, "-e", "spec_steps=5")
+    assert f"{HOST}: the running server (check mode): max_total_num_tokens=" in out, out[-4000:]
+    assert "(spec_steps=3, emulator," in out and f"would write /etc/systemd/system/{UNIT}" in out, out[-4000:]
 
 
 BAD_KEYS = {
