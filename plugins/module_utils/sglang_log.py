@@ -357,7 +357,7 @@ def parse_capacity(lines: Sequence[Any]) -> dict[str, Any] | None:
 # allocated. dtype: {dtype}, #tokens: ..." or "... VA upper bound. ..." in post-capture sizing.
 _KV_RE = re.compile(
     r"^(?:(?P<label>\S.*?)\s+)?KV Cache (?P<kind>is allocated|VA upper bound)\.\s*"
-    r"(?:dtype:\s*(?P<dtype>[\w.]+),\s*)?#tokens:\s*(?P<tokens>\d+)(?P<rest>.*)$"
+    r"(?:dtype:\s*(?P<dtype>[\w.]+),\s*)?(?:#tokens:\s*(?P<tokens>\d+))?(?P<rest>.*)$"
 )
 _SIZE_RE = re.compile(r"\b(?P<name>K|V|KV)\s+size:\s*(?P<gb>\d+(?:\.\d+)?)\s*GB")
 
@@ -376,6 +376,8 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
         if m is None:
             continue
         sizes = {s.group("name"): float(s.group("gb")) for s in _SIZE_RE.finditer(m.group("rest"))}
+        if m.group("tokens") is None and not sizes:
+            continue  # neither a count nor a size: not SGLang's line
         if "KV" in sizes:
             layout = "mla"
         elif "K" in sizes or "V" in sizes:
@@ -396,7 +398,8 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
                 "label": label,
                 "layout": layout,
                 "dtype": m.group("dtype"),
-                "tokens": int(m.group("tokens")),
+                # 0.4.0-0.4.2 print the sizes only: "KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB."
+                "tokens": int(m.group("tokens")) if m.group("tokens") is not None else None,
                 "k_size_gb": k_gb,
                 "v_size_gb": v_gb,
                 "kv_size_gb": kv_gb,
@@ -590,6 +593,14 @@ _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 # sgl-project/sglang PR #28349 made it one line because it "look[ed] exactly like a fatal startup
 # error"). Its body and exception line, up to SGLang's next line, are not fatal.
 _HANDLED_TRACEBACK_RE = re.compile(r"Can not initialize OpenAIServingResponses, error: Traceback")
+# The same handled import in its older form (http_server.py lifespan before the rename of PR #10802,
+# sgl-project/sglang 0025436e: `traceback.print_exc()` then `logger.warning(f"Can not initialize
+# OpenAIServingResponses, error: {e}")`): the bare traceback comes first, the warning after it.
+_HANDLED_AFTER_RE = re.compile(r"Can not initialize OpenAIServingResponses, error: (?!Traceback)")
+# Inside a traceback, an exception whose class name does not end in Error/Exception, named with its
+# module: "triton.runtime.errors.OutOfResources: out of resource: shared memory, ..." (sgl-project/sglang
+# issues #8513, #2384).
+_QUALIFIED_EXC_RE = re.compile(r"^(?:[a-z_]\w*\.)+(?P<name>[A-Z]\w*):\s*(?P<text>.+)$")
 # "Rank 0 scheduler is dead." is followed by "Exit code: -9" (killed by a signal) and the
 # launcher's own EOFError, the consequence of the death rather than its cause (0.5.9 engine.py
 # `_wait_for_scheduler_ready`)
@@ -598,11 +609,12 @@ _CONSEQUENCES = frozenset(["EOFError", "BrokenPipeError", "ConnectionResetError"
 _CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
 
-def _exception_line(msg: str) -> re.Match[str] | None:
+def _exception_line(msg: str, in_traceback: bool = False) -> re.Match[str] | None:
+    # "Error: ..." style words inside prose do not end a traceback; require the canonical form
+    # (any class name only when qualified by its module, and only inside a traceback).
     m = _EXC_RE.match(msg.strip())
-    if not m:
-        return None
-    # "Error: ..." style words inside prose do not end a traceback; require the canonical form.
+    if m is None and in_traceback:
+        m = _QUALIFIED_EXC_RE.match(msg.strip())
     return m
 
 
@@ -621,6 +633,8 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     exceptions: list[tuple[int, str]] = []
     wrapper: tuple[int, str, str, int] | None = None
     in_traceback = handled = False
+    # what was found before the bare traceback now being read (the older handled form's undo point)
+    before_bare: tuple[Any, Any, Any, int] | None = None
     for i, ln in enumerate(parsed):
         msg = ln.message
         if ln.uvicorn:
@@ -628,6 +642,15 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
                 specific = (i, _PORT_IN_USE[0], msg.strip())
                 trigger = trigger or (i, ln)
             continue
+        if ln.sglang:
+            if before_bare is not None and _HANDLED_AFTER_RE.search(msg):
+                trigger, specific, wrapper = before_bare[0], before_bare[1], before_bare[2]
+                del exceptions[before_bare[3] :]
+                before_bare, in_traceback = None, False
+                continue
+            before_bare = None
+        elif before_bare is None and _TRACEBACK_RE.search(msg):
+            before_bare = (trigger, specific, wrapper, len(exceptions))
         if handled and not ln.sglang:
             continue  # the handled traceback's body
         handled = bool(_HANDLED_TRACEBACK_RE.search(msg))
@@ -646,7 +669,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
                     specific = (i, kind, msg.strip())
                 hit = True
                 break
-        exc = _exception_line(msg)
+        exc = _exception_line(msg, in_traceback and not ln.sglang)
         if exc and (in_traceback or ln.sglang is False):
             is_wrapper = any(wrapper[1].search(msg) for wrapper in _WRAPPERS)
             if not is_wrapper:
@@ -664,7 +687,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     if trigger is None:
         return None
     root = _root_exception(parsed, exceptions) if exceptions else None
-    root_exc = _exception_line(root[1]) if root is not None else None
+    root_exc = _exception_line(root[1], True) if root is not None else None
     # the launcher's own EOFError after "Rank N scheduler is dead" is the death's consequence, not its cause
     consequence = (
         wrapper is not None

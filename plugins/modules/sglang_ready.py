@@ -294,7 +294,9 @@ server:
       description: Lifetime average accept length at the time of the report.
       type: float
 kv_pools:
-  description: One entry per KV cache pool allocated by the primary rank, in log order (the draft model's pool follows the target's).
+  description:
+    - One entry per KV cache pool allocated by the primary rank, in log order (the draft model's pool follows the target's).
+    - C(tokens) is null where the line has sizes only (SGLang 0.4.0 to 0.4.2).
   returned: success
   type: list
   elements: dict

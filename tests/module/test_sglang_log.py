@@ -476,15 +476,21 @@ def test_fatal_kinds(lines, kind, reason_start):
         # the Responses API's optional import, logged as a full traceback at every boot without
         # openai_harmony (SGLang handles it and starts)
         "constructed_0.5.9_responses_api_benign_traceback.log",
+        # its older form: the bare traceback first, the one-line warning after it
+        "constructed_0.5.2_responses_api_print_exc.log",
         "sglang-0.5.2x_tp3_multinode_dspark_dict_server_args.log",
+        "sglang-0.4.1_tp1_kv_sizes_only.log",
     ],
 )
 def test_healthy_starts_have_no_fatal_line(name):
     assert L.find_fatal(load_fixture(name)) is None
 
 
-def test_a_handled_traceback_does_not_hide_a_fatal_one_after_it():
-    lines = load_fixture("constructed_0.5.9_responses_api_benign_traceback.log") + [
+@pytest.mark.parametrize(
+    "name", ["constructed_0.5.9_responses_api_benign_traceback.log", "constructed_0.5.2_responses_api_print_exc.log"]
+)
+def test_a_handled_traceback_does_not_hide_a_fatal_one_after_it(name):
+    lines = load_fixture(name) + [
         "[2026-06-14 21:49:26 TP0] Scheduler hit an exception: Traceback (most recent call last):",
         '  File "/usr/lib/python3/sglang/srt/managers/scheduler.py", line 10, in event_loop',
         "RuntimeError: CUDA error: an illegal memory access was encountered",
@@ -660,3 +666,64 @@ def test_truncated_everything_is_skipped_not_fatal():
     for cut in range(5, 200, 37):
         s = L.summarize([ln[:cut] for ln in lines])
         assert isinstance(s["kv_pools"], list)
+
+
+def test_the_older_handled_traceback_undoes_only_itself():
+    """The bare traceback is forgiven only when the Responses API's warning follows it at once: a
+    crash's bare traceback before it, or another SGLang line between, stays fatal."""
+    handled = load_fixture("constructed_0.5.2_responses_api_print_exc.log")
+    start = next(i for i, ln in enumerate(handled) if ln.startswith("Traceback"))
+    crash = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/sglang/srt/entrypoints/http_server.py", line 9, in lifespan',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "[2025-10-08 10:00:41] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    f = L.find_fatal(handled[:start] + crash + handled[start:])
+    assert f is not None and f["reason"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    end = next(i for i, ln in enumerate(handled) if "Can not initialize OpenAIServingResponses" in ln)
+    between = handled[:end] + ["[2025-10-08 10:00:41] Received sigquit from a child process."] + handled[end:]
+    f = L.find_fatal(between)
+    assert f is not None and f["reason"] == "ModuleNotFoundError: No module named 'openai_harmony'"
+
+
+def test_an_exception_named_by_its_module_is_the_reason_inside_a_traceback():
+    """Triton's shared-memory error (sgl-project/sglang #2384 on MI300, #8513) is no ...Error: its
+    line was not read as the exception, and the gate reported only that the scheduler died."""
+    lines = [
+        "[2024-12-07 02:54:42 TP5] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 631, in init_cuda_graphs',
+        '  File "/opt/conda/envs/py_3.9/lib/python3.9/site-packages/triton/compiler/compiler.py", line 385, in _init_handles',
+        '    raise OutOfResources(self.metadata.shared, max_shared, "shared memory")',
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: 65536. "
+        "Reducing block sizes or `num_stages` may help.",
+        "",
+        "[2024-12-07 02:54:42] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "exception" and not f["generic"]
+    assert f["reason"].startswith("triton.runtime.errors.OutOfResources: out of resource: shared memory")
+    # outside a traceback such a line is prose, not an exception
+    assert L.find_fatal(["torch.distributed.Backend: nccl selected for the process group"]) is None
+
+
+def test_a_kv_pool_line_with_sizes_only_is_read():
+    """0.4.0-0.4.2 print "KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB." without #tokens."""
+    lines = load_fixture("sglang-0.4.1_tp1_kv_sizes_only.log")
+    assert L.parse_kv_pools(lines) == [
+        {
+            "rank": "TP0",
+            "label": None,
+            "layout": "mha",
+            "dtype": None,
+            "tokens": None,
+            "k_size_gb": 27.13,
+            "v_size_gb": 27.13,
+            "kv_size_gb": None,
+            "total_gb": 54.26,
+            "upper_bound": False,
+        }
+    ]
+    cap = L.parse_capacity(lines)
+    assert cap is not None and cap["max_total_num_tokens"] == 444500 and cap["max_running_requests"] == 2049
+    assert L.parse_kv_pools(["[2025-01-23 19:35:20 TP0] KV Cache is allocated."]) == []
