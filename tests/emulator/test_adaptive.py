@@ -446,3 +446,26 @@ def test_0512_reads_the_config_in_the_scheduler_and_dies_there(emulator, tmp_pat
     assert "server_args=ServerArgs(" in log and "Scheduler hit an exception" in log
     assert "ValueError: speculative_adaptive_config must be a JSON object, got list" in log
     assert "Received sigquit from a child process" in log
+
+
+def test_memory_keys_that_do_not_describe_the_gpu_decide_nothing(emulator, tmp_path):
+    """The memory figures are for the log lines: a profile of another GPU that leaves out
+    `weights_gb` (default 30) with a 24 GB `gpu_mem_gb` died at every start with a CUDA-graph
+    out-of-memory that no key of it meant, statically and with adaptive speculation alike."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "tuner/emulator/profiles/seed-qwen35-122b-4x-rtxpro6000.yaml").read_text())
+    raw.pop("weights_gb")
+    raw["gpu_mem_gb"] = 24.0
+    prof = tmp_path / "small-gpu.yaml"
+    prof.write_text(yaml.safe_dump(raw))
+    path = config(tmp_path, {"1": {"candidate_steps": [3, 7]}})
+    common = ("--emulator-profile", str(prof), "--emulator-sglang-version", "0.5.23", "--emulator-startup-s", "0.2")
+    started = [
+        emulator(*common),
+        emulator(*spec_flags(3), *common),
+        emulator(*spec_flags(3), "--speculative-adaptive", "--speculative-adaptive-config", path, *common),
+    ]
+    for e in started:
+        e.wait_ready()
+        assert "Capture cuda graph failed" not in e.log()

@@ -21,6 +21,9 @@ def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int
     candidate while the pools were budgeted for the initial steps (versions.adaptive_widest_buffers),
     and what that costs comes out of the memory left after the pools (`widest_extra`); each extra
     runtime state's CUDA graphs cost `state_graph` more (eagle_worker_v2.py build_adaptive_runtime_state).
+    `baseline` is what is left without those adaptive costs: below zero the profile's memory keys
+    (`gpu_mem_gb`, `weights_gb`, ... all optional, with defaults for another GPU) do not describe
+    the machine, and its memory figures decide nothing (runner.py), as for every other profile.
     """
     k = cfg.num_steps if cfg.spec_on else 0
     f = float(cfg.values["mem_fraction_static"])
@@ -72,5 +75,6 @@ def memory_figures(p: Profile, cfg: ResolvedArgs, kv_tokens: int, state_cap: int
         "inter_widest_ssm": (inter + widest_extra) * 0.97,
         "inter_widest_conv": (inter + widest_extra) * 0.03,
         "final": after_states if cfg.spec_on else after_graph,
+        "baseline": (after_draft if cfg.spec_on else after_graph) + widest_extra,
         "mamba_size": float(state_cap * (1 if cfg.values.get("disable_radix_cache") else 3)),
     }

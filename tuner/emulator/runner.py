@@ -283,7 +283,7 @@ class Runner:
         )
         t0 = time.monotonic()
         await self.sleep(PHASE_GRAPH * S)
-        if mem["after_graph"] < 0:
+        if mem["after_graph"] < 0 <= mem["baseline"]:  # the widest candidate's buffers (memory.py)
             self.die(_graph_oom(facts), "capture")
         self.each_rank(
             f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
@@ -327,7 +327,7 @@ class Runner:
                     t0 = time.monotonic()
                     await self.sleep(PHASE_DRAFT * S * 0.1)
                     avail -= mem["state_graph"]
-                    if avail < 0:
+                    if avail < 0 <= mem["baseline"]:
                         self.die(_graph_oom(facts), "build_adaptive_runtime_state")
                     log.info(adaptive.built_state_line(steps, time.monotonic() - t0, mem["state_graph"]), self.prefix0)
 
