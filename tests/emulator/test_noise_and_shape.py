@@ -141,7 +141,7 @@ def test_a_convex_depth_cost_moves_the_best_depth_down():
 @pytest.mark.parametrize(
     ("over", "message"),
     [
-        ({"t_step_extra_ms": {"x": 1}}, "t_step_extra_ms must map steps -> milliseconds"),
+        ({"t_step_extra_ms": {"x": 1}}, "t_step_extra_ms keys must be steps (whole numbers >= 0), got 'x'"),
         ({"noise_run_cv": -0.1}, "noise_run_cv must be a number >= 0"),
         ({"noise_seed": 1.5}, "noise_seed must be a whole number"),
         ({"noise_rnu_cv": 0.1}, "unknown key(s): noise_rnu_cv"),

@@ -306,33 +306,27 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         _check_number(name, key, values[key], kind, low)
 
     alpha_map = values.pop("alpha")
-    try:
-        alpha = tuple(sorted((float(t), float(a)) for t, a in alpha_map.items()))
-    except (TypeError, ValueError) as e:
-        raise ProfileError(f"emulator profile {name}: alpha must map temperature -> probability") from e
+    if not isinstance(alpha_map, Mapping):
+        raise ProfileError(f"emulator profile {name}: alpha must map temperature -> probability")
+    alpha_by_t: dict[float, float] = {}
+    for t_raw, a in alpha_map.items():
+        t = _temperature(name, "alpha", t_raw)
+        if t in alpha_by_t:
+            raise ProfileError(f"emulator profile {name}: alpha gives temperature {t} twice")
+        if not _is_number(a) or not 0.0 < a < 1.0:
+            raise ProfileError(f"emulator profile {name}: alpha[{t}]={a!r}; an acceptance must be in (0, 1)")
+        alpha_by_t[t] = float(a)
+    alpha = tuple(sorted(alpha_by_t.items()))
     if not alpha:
         raise ProfileError(f"emulator profile {name}: alpha is empty")
-    for t, a in alpha:
-        if not 0.0 < a < 1.0:
-            raise ProfileError(f"emulator profile {name}: alpha[{t}]={a}; an acceptance must be in (0, 1)")
-    measured = values.pop("kv_tokens_measured") or {}
-    try:
-        measured_map = {int(k): int(v) for k, v in dict(measured).items()}
-    except (TypeError, ValueError) as e:
-        raise ProfileError(f"emulator profile {name}: kv_tokens_measured must map steps -> tokens") from e
-    if any(k < 0 or v < 0 for k, v in measured_map.items()):
-        raise ProfileError(f"emulator profile {name}: kv_tokens_measured must map steps >= 0 -> tokens >= 0")
-    faults = tuple(str(f) for f in (values.pop("faults") or []))
-    extra = values.pop("t_step_extra_ms") or {}
-    try:
-        extra_map = {int(k): float(v) for k, v in dict(extra).items()}
-    except (TypeError, ValueError) as e:
-        raise ProfileError(f"emulator profile {name}: t_step_extra_ms must map steps -> milliseconds") from e
-    if any(k < 0 for k in extra_map):
-        raise ProfileError(f"emulator profile {name}: t_step_extra_ms keys must be steps >= 0")
-    for k, ms in extra_map.items():
-        if not math.isfinite(ms) or ms < 0:
-            raise ProfileError(f"emulator profile {name}: t_step_extra_ms[{k}] is {ms!r}; times must be >= 0")
+    measured_map = {
+        k: int(v) for k, v in _by_steps(name, "kv_tokens_measured", values.pop("kv_tokens_measured"), "int").items()
+    }
+    faults_raw = values.pop("faults") or []
+    if not isinstance(faults_raw, list) or not all(isinstance(f, str) for f in faults_raw):
+        raise ProfileError(f"emulator profile {name}: faults must be a list of fault names, got {faults_raw!r}")
+    faults = tuple(faults_raw)
+    extra_map = _by_steps(name, "t_step_extra_ms", values.pop("t_step_extra_ms"), "float")
     seed = values["noise_seed"]
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ProfileError(f"emulator profile {name}: noise_seed must be a whole number or absent")
@@ -348,6 +342,12 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     spread = _number_at_least_0(name, "alpha_spread", values.pop("alpha_spread"))
     values.pop("step_time_ms")
     overhead = _number_at_least_0(name, "spec_overhead_ms", values.pop("spec_overhead_ms"))
+    if "spec_overhead_ms" in raw and step_table is None:
+        # accepted and ignored, it made another machine's speculation look cheaper than written
+        raise ProfileError(
+            f"emulator profile {name}: spec_overhead_ms belongs to a step_time_ms table; without one "
+            "the linear model's t_spec_ms is that cost"
+        )
     graph_bs = values.pop("cuda_graph_bs")
     if graph_bs is not None:
         graph_bs = _increasing_ints(name, "cuda_graph_bs", graph_bs)
@@ -424,6 +424,27 @@ def _check_number(name: str, key: str, v: Any, kind: str, low: float | None) -> 
         raise ProfileError(f"emulator profile {name}: {key} must be {what}, got {v!r}")
     if low is not None and v < low:
         raise ProfileError(f"emulator profile {name}: {key} must be {what} >= {low:g}, got {v!r}")
+
+
+def _by_steps(name: str, key: str, v: Any, kind: str) -> dict[int, float]:
+    """A map depth -> a finite number >= 0 (whole for `kind` int); a depth is a whole number >= 0,
+    written as a number or its text (JSON keys are strings), and named once."""
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise ProfileError(f"emulator profile {name}: {key} must map steps -> values, got {v!r}")
+    out: dict[int, float] = {}
+    for k_raw, value in v.items():
+        k = k_raw
+        if isinstance(k_raw, str) and k_raw.strip().isdigit():
+            k = int(k_raw)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ProfileError(f"emulator profile {name}: {key} keys must be steps (whole numbers >= 0), got {k_raw!r}")
+        if k in out:
+            raise ProfileError(f"emulator profile {name}: {key} names steps {k} twice")
+        _check_number(name, f"{key}[{k}]", value, kind, 0)
+        out[k] = float(value)
+    return out
 
 
 def _is_number(v: Any) -> bool:
