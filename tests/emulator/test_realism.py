@@ -120,6 +120,19 @@ def test_topk_tree_accepts_a_level_when_any_candidate_matches(emulator):
     assert hist_accept_length(traces) == pytest.approx(_expected_tau(table[1.0], 3, topk=2), rel=0.02)
 
 
+def test_a_tree_never_accepts_more_tokens_a_pass_than_it_verifies(emulator):
+    """Five levels of two candidates cut to 3 draft tokens: a pass accepts at most 3 tokens (two
+    drafts and the bonus); it accepted up to six, an accept rate above 1."""
+    table = _yaml(ACCEPT)["alpha_by_position"]
+    flags = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5"]
+    flags += ["--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "3"]
+    e = _start(emulator, ACCEPT, *flags)
+    traces, m = run_level(e.url, 32, 32, input_len=32, output_len=320, temperature=1.0)
+    assert m.requests_ok == 32, m.errors
+    assert all(not any(t.accept_hist[3:]) for t in traces), [t.accept_hist for t in traces][:3]
+    assert hist_accept_length(traces) == pytest.approx(_expected_tau(table[1.0], 2, topk=2), rel=0.02)
+
+
 def test_per_request_spread_grows_with_alpha_spread_and_a_prompt_keeps_its_difficulty(emulator, tmp_path):
     sds, corrs = [], []
     for spread in (0.0, 0.6, 1.2):

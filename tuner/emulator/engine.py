@@ -312,7 +312,9 @@ class Scheduler:
         if self.speculative:
             rnd = self.rng.random
             log = math.log
-            kp1 = k + 1
+            # a tree of N draft tokens (the root among them) accepts at most N tokens a pass,
+            # whatever its depth: a path of N - 1 drafts and the target's bonus token
+            kp1 = min(k + 1, self.draft_tokens_now)
             accepted = 0
             correct: list[int] | None = [] if self.policy is not None else None
             collapsed = self.collapse_after is not None and self.num_requests_total >= self.collapse_after
@@ -333,7 +335,7 @@ class Scheduler:
                         # P(a > j) = surv[j-1]: one uniform, inverse CDF over the positions
                         u = rnd()
                         a = 1
-                        while a <= k and u < surv[a - 1]:
+                        while a < kp1 and u < surv[a - 1]:
                             a += 1
                 else:
                     # a bucket at 0 steps verifies the target's own token only; a collapsed
