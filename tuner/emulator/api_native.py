@@ -107,23 +107,19 @@ async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse
                 if isinstance(rid0, str) and len(prompts) == 1
                 else (rid0[i] if isinstance(rid0, list) and i < len(rid0) else uuid.uuid4().hex)
             )
-            reqs.append(
-                (
-                    app.make_request(
-                        rid,
-                        max(1, n_in),
-                        max_new,
-                        temperature,
-                        ignore_eos,
-                        h_prompt,
-                        seed,
-                        top_p=top_p,
-                        prompt_tokens=prompt_toks,
-                        stream=stream,
-                    ),
-                    n_in,
-                )
+            made = app.make_request(
+                rid,
+                max(1, n_in),
+                max_new,
+                temperature,
+                ignore_eos,
+                h_prompt,
+                seed,
+                top_p=top_p,
+                prompt_tokens=prompt_toks,
+                stream=stream,
             )
+            reqs.append((made, min(n_in, made[0].input_tokens)))  # --allow-auto-truncate may cut it
     except BadRequest as e:
         return error_native(str(e), 400)
     except (TypeError, ValueError) as e:

@@ -92,6 +92,7 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
             prompt_tokens=prompt_toks,
             stream=bool(body.get("stream")),
         )
+        n_in = min(n_in, req.input_tokens)  # --allow-auto-truncate may cut it
     except BadRequest as e:
         return error_openai(str(e))
     except (TypeError, ValueError) as e:

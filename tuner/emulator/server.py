@@ -291,6 +291,16 @@ class EmulatorApp:
             raise BadRequest(
                 f"The input ({input_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
             )
+        # the scheduler's own limit: what the KV pool can hold (managers/utils.py validate_input_length,
+        # max_req_input_len = min(context_len, max_total_num_tokens) - 1, as /server_info reports it)
+        max_in = min(ctx, self.capacity.max_total_num_tokens) - 1
+        if input_tokens >= max_in:
+            if not self.cfg.values.get("allow_auto_truncate"):
+                raise BadRequest(
+                    f"Input length ({input_tokens} tokens) exceeds the maximum allowed length ({max_in} tokens). "
+                    "Use a shorter input or enable --allow-auto-truncate."
+                )
+            input_tokens = max_in
         if max_new is None:
             max_new = ctx - input_tokens
         if max_new < 0:
