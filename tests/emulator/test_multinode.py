@@ -200,6 +200,18 @@ def test_kv_capacity_grows_when_the_tp_group_spans_more_gpus():
     assert all(s > 0 for s in steps) and max(steps) < 1.25 * min(steps), pools
 
 
+def test_a_profile_without_memory_rules_keeps_its_pool_at_another_tp_size():
+    """kv_bytes_per_token 0 switches the memory rules off: at another TP size the pool kept its
+    tokens but each token became 1 byte, so --mem-fraction-static 0.85 made a 5-billion-token pool."""
+    import dataclasses
+
+    p = dataclasses.replace(load_profile(), tp_size=1, kv_bytes_per_token=0)
+    q = multinode.adjust_profile(p, 4, 1)
+    assert q.kv_bytes_per_token == 0
+    assert (q.kv_tokens_nospec, q.kv_tokens_per_step) == (p.kv_tokens_nospec, p.kv_tokens_per_step)
+    assert model.max_total_num_tokens(q, 2, 0.85) == model.max_total_num_tokens(p, 2)
+
+
 def test_multinode_faults_parse_and_describe():
     fs = FaultSet.from_list(parse_faults(["worker-crash-after-ready=2.5", "worker-never-joins"]))
     assert fs.worker_crash_after_ready_s == 2.5 and fs.worker_never_joins

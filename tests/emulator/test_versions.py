@@ -124,6 +124,10 @@ def test_an_unmodelled_release_is_a_start_up_error_naming_the_modelled_ones(tmp_
     prof.write_text(Path(PROFILE.path).read_text().replace('sglang_version: "0.5.9"', 'sglang_version: "0.4.0"'))
     r = run_cli("--model-path", MODEL, "--emulator-profile", str(prof))
     assert r.returncode == 2 and "SGLang 0.4.0 is not emulated" in r.stderr
+    # named as the profile's key, not as a flag nobody passed
+    assert (
+        "error: argument --emulator-profile: emulator profile " in r.stderr and ": sglang_version: SGLang" in r.stderr
+    )
 
 
 def notes(cfg: R.ResolvedArgs) -> list[str]:

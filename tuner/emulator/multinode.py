@@ -157,16 +157,19 @@ def adjust_profile(p: Profile, tp_size: int, nnodes: int) -> Profile:
     # added by model.step_time_ms to every step, whichever form the profile's step cost has
     changes: dict[str, Any] = {"cross_node_step_ms": extra}
     if tp0 != tp_size:
+        # kv_bytes_per_token 0 switches the memory rules off: the pool then keeps the profile's
+        # tokens at any TP size (scale_kv_tokens), and so do its steps and its 0
+        sized = p.kv_bytes_per_token > 0
         nospec = scale_kv_tokens(p, p.kv_tokens_nospec, tp_size)
         changes.update(
             kv_tokens_nospec=nospec,
             # the rule above applied to the line nospec - k * per_step: each step's tokens cost
             # bytes * share a token, so a step takes per_step / share of them (the memory a GPU frees
             # goes to the pool once, not to every step); the measured depths scale by the same rule
-            kv_tokens_per_step=int(round(p.kv_tokens_per_step / share)),
+            kv_tokens_per_step=int(round(p.kv_tokens_per_step / share)) if sized else p.kv_tokens_per_step,
             kv_tokens_measured={k: scale_kv_tokens(p, v, tp_size) for k, v in p.kv_tokens_measured.items()},
             weights_gb=p.weights_gb * share,
-            kv_bytes_per_token=max(1, int(round(p.kv_bytes_per_token * share))),
+            kv_bytes_per_token=max(1, int(round(p.kv_bytes_per_token * share))) if sized else 0,
             tp_size=tp_size,
         )
     return dataclasses.replace(p, **changes)

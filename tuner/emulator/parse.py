@@ -59,7 +59,13 @@ def choose_version(argv: list[str]) -> SGLangVersion:
         profile = load_profile(profile_path)
     except ProfileError:
         return versions.get(DEFAULT_VERSION)  # main() reports the profile's own error
-    return versions.get(profile.sglang_version)
+    try:
+        return versions.get(profile.sglang_version)
+    except versions.UnsupportedVersion as e:
+        # the profile named it, not a flag: say so, as for any other bad key of a profile
+        err = versions.UnsupportedVersion(f"emulator profile {profile.name}: sglang_version: {e}")
+        err.flag = "--emulator-profile"
+        raise err from None
 
 
 # ---- --config FILE.yaml -------------------------------------------------------------------------
@@ -156,7 +162,7 @@ def parse_flags(argv: list[str], version: str | SGLangVersion | None = None) -> 
         try:
             facts = choose_version(argv)
         except versions.UnsupportedVersion as e:
-            build_parser(DEFAULT_VERSION).error(f"argument --emulator-sglang-version: {e}")
+            build_parser(DEFAULT_VERSION).error(f"argument {e.flag}: {e}")
     else:
         facts = version if isinstance(version, SGLangVersion) else versions.get(version)
     parser = build_parser(facts)

@@ -22,6 +22,8 @@ from sglang_utils import sglang_releases as releases
 class UnsupportedVersion(ValueError):
     """The emulator has no row for this SGLang release."""
 
+    flag = "--emulator-sglang-version"  # what named it (a profile's sglang_version says so)
+
 
 @dataclass(frozen=True)
 class SGLangVersion:
