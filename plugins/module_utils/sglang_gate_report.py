@@ -41,6 +41,9 @@ class Capacity:
     context_len: int | None = None
     available_gpu_mem_gb: float | None = None
     available_cpu_mem_gb: float | None = None  # only where the log printed it
+    # data-parallel ranks (DP attention, --dp-size): max_running_requests is each rank's, so the
+    # server admits dp_size times as many (SGLang's bench_one_batch_server multiplies the same way)
+    dp_size: int | None = None
 
     @classmethod
     def merge(
@@ -60,7 +63,12 @@ class Capacity:
             "available_gpu_mem_gb": None,
         }
         values = {k: log.get(k) if log.get(k) is not None else v for k, v in fallback.items()}
-        return cls(**values, available_cpu_mem_gb=log.get("available_cpu_mem_gb"))
+        dp = info.get("dp_size")
+        return cls(
+            **values,
+            available_cpu_mem_gb=log.get("available_cpu_mem_gb"),
+            dp_size=dp if isinstance(dp, int) and dp > 1 else None,  # said only where there are ranks
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Capacity:
@@ -68,9 +76,17 @@ class Capacity:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        if out["available_cpu_mem_gb"] is None:
-            del out["available_cpu_mem_gb"]  # the log did not print it: the key stays out, as before
+        for key in ("available_cpu_mem_gb", "dp_size"):
+            if out[key] is None:
+                del out[key]  # nothing said it: the key stays out, as before
         return out
+
+    @property
+    def admits(self) -> int | None:
+        """How many requests the whole server runs at once: each DP rank's limit times the ranks."""
+        if self.max_running_requests is None:
+            return None
+        return self.max_running_requests * max(1, self.dp_size or 1)
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,22 @@ def redact_server_info(info: dict[str, Any]) -> dict[str, Any]:
     return redacted
 
 
+def _behind_a_pd_router(info: dict[str, Any]) -> dict[str, Any]:
+    """A prefill/decode router answers /get_server_info with its servers' bodies nested: SGLang's
+    mini_lb ``{"internal_states", "prefill": [...], "decode": [...]}``, sgl-router's PD router
+    ``{"internal_states", "decode_servers": [...]}`` (sgl-project/sglang PR #7731: "nested with
+    multiple instances' server info"). The decode server is the one that speculates: its body is read,
+    with the router's internal states."""
+    if info.get("version") is not None:
+        return info
+    for key in ("decode", "decode_servers"):
+        servers = info.get(key)
+        if isinstance(servers, list) and servers and isinstance(servers[0], dict):
+            states = info.get("internal_states")
+            return {**servers[0], **({"internal_states": states} if isinstance(states, list) and states else {})}
+    return info
+
+
 def parse_server_info(info: Any) -> dict[str, Any]:
     """The fields the readiness report needs, from a decoded server-info body.
 
@@ -117,6 +133,7 @@ def parse_server_info(info: Any) -> dict[str, Any]:
     """
     if not isinstance(info, dict):
         info = {}
+    info = _behind_a_pd_router(info)
     info = redact_server_info(info)
     state = _first_state(info)
     raw_memory = state.get("memory_usage")

@@ -205,9 +205,14 @@ capacity:
       type: int
       sample: 1763904
     max_running_requests:
-      description: Effective limit of concurrently running requests (can be lower than the flag).
+      description: Effective limit of concurrently running requests (can be lower than the flag); each DP rank's where C(dp_size) is above 1.
       type: int
       sample: 48
+    dp_size:
+      description: Data-parallel ranks from C(/server_info) (DP attention, C(--dp-size)); absent for one rank or when it does not say.
+      type: int
+      returned: when /server_info has more than one
+      sample: 8
     max_prefill_tokens:
       description: Prefill token budget per batch.
       type: int

@@ -144,3 +144,63 @@ def test_0_4_bodies_keep_the_acceptance_at_the_top_level():
         "avg_spec_accept_length": 2.7,
     }
     assert S.parse_server_info(body)["avg_spec_accept_length"] == 2.7
+
+
+# The relevant keys, verbatim, of the /get_server_info body in SGLang's docs notebook "SGLang Native
+# APIs" (sgl-project.github.io, CI run 2026-03-20, a source build), speculation added as a decode
+# server of a prefill/decode pair would run it.
+_NB_ARGS = {
+    "model_path": "qwen/qwen2.5-0.5b-instruct",
+    "context_length": None,
+    "mem_fraction_static": 0.907,
+    "max_running_requests": 128,
+    "chunked_prefill_size": 8192,
+    "max_prefill_tokens": 16384,
+    "tp_size": 1,
+    "dp_size": 1,
+    "served_model_name": "qwen/qwen2.5-0.5b-instruct",
+    "speculative_algorithm": "EAGLE",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "disaggregation_mode": "decode",
+}
+_NB_STATE = {**_NB_ARGS, "memory_usage": {"token_capacity": 20480}, "effective_max_running_requests_per_dp": 128}
+NB_DECODE = {
+    **_NB_ARGS,
+    "status": "ready",
+    "max_total_num_tokens": 20480,
+    "max_req_input_len": 20474,
+    "internal_states": [_NB_STATE],
+    "version": "0.0.0.dev1+gf97c09dac",
+}
+
+
+def test_behind_a_prefill_decode_router_the_decode_servers_body_is_read():
+    """SGLang's mini_lb nests its servers' bodies under prefill/decode, sgl-router's PD router under
+    decode_servers (sgl-project/sglang PR #7731): version, capacity and speculation were all null."""
+    direct = S.parse_server_info(NB_DECODE)
+    assert direct["version"] == "0.0.0.dev1+gf97c09dac" and direct["max_total_num_tokens"] == 20480
+    prefill = {**NB_DECODE, "disaggregation_mode": "prefill", "speculative_algorithm": None}
+    for body in (
+        {"internal_states": [_NB_STATE], "prefill": [prefill], "decode": [NB_DECODE]},
+        {"internal_states": [_NB_STATE], "decode_servers": [NB_DECODE]},
+    ):
+        assert S.parse_server_info(body) == direct
+    # a release whose internal states carry no speculative keys: the decode body still says them
+    old = S.parse_server_info({"internal_states": [{"chunked_prefill_size": 8192}], "decode": [NB_DECODE]})
+    assert old["speculative"]["num_steps"] == 3 and old["max_total_num_tokens"] == 20480
+
+
+def test_data_parallel_ranks_multiply_the_admission_limit():
+    """DP attention: effective_max_running_requests_per_dp is one rank's limit; the server admits
+    dp_size times as many (SGLang's bench_one_batch_server multiplies the same way)."""
+    from sglang_utils.sglang_gate_report import Capacity
+
+    states = [{**_NB_STATE, "effective_max_running_requests_per_dp": 6} for _ in range(8)]
+    info = S.parse_server_info({**NB_DECODE, "dp_size": 8, "max_running_requests": 48, "internal_states": states})
+    cap = Capacity.merge({}, info)
+    assert (cap.max_running_requests, cap.dp_size, cap.admits) == (6, 8, 48)
+    assert cap.to_json()["dp_size"] == 8
+    one = Capacity.merge({}, S.parse_server_info(NB_DECODE))
+    assert one.admits == 128 and "dp_size" not in one.to_json()  # one rank: the report as before

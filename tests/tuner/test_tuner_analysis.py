@@ -386,3 +386,15 @@ def test_the_restart_band_never_narrows_a_cell_below_its_own_repeats():
         assert after[key].interval.half_width >= before[key].interval.half_width * 0.999, key
     choice = analysis.choose_for_level([p for (_c, cc), p in after.items() if cc == 1])
     assert choice is not None and choice.tied
+
+
+def test_a_rank_s_batch_under_data_parallelism_is_the_concurrency_spread_over_the_ranks():
+    """Without /metrics a cell's batch was min(C, max_running_requests): with 8 DP ranks of 6 each,
+    C=32 read as 6 a rank (queueing) where each rank runs 4 (SGLang admits 6 x 8 = 48)."""
+    from tuner.decide.schedule_phase import level_batch
+
+    p = analysis.aggregate([row(2, 32, 1000.0)])[("k2-t1", 32)]
+    assert level_batch(p, 6, 8)[0] == 4.0
+    assert level_batch(p, 6)[0] == 6.0  # one rank: capped by its limit, as before
+    big = analysis.aggregate([row(2, 64, 1000.0)])[("k2-t1", 64)]
+    assert level_batch(big, 6, 8)[0] == 6.0

@@ -117,7 +117,12 @@ class DeployRecord(Record):
 
     @property
     def max_running_requests(self) -> int | None:
+        """Each DP rank's limit (the whole server's without data parallelism)."""
         return self.gate_capacity.max_running_requests
+
+    @property
+    def dp_size(self) -> int:
+        return max(1, self.gate_capacity.dp_size or 1)
 
     @property
     def resolved_draft_tokens(self) -> int | None:

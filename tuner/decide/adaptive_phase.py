@@ -83,6 +83,7 @@ def evidence(
     choices = analysis.by_concurrency(dict(static_stats), levels)
     caps = [d.max_running_requests for d in state.deploys.values() if d.ok and d.max_running_requests]
     max_running = min(caps) if caps else None
+    dp_size = max((d.dp_size for d in state.deploys.values() if d.ok), default=1)
     drafts = envelope.drafts_curve(static_stats, 16)
     default = {c: p for (cid, c), p in every.items() if p.config.adaptive}
     out: list[search.LevelEvidence] = []
@@ -100,7 +101,7 @@ def evidence(
             if not chains:
                 continue
             best = max(chains, key=lambda p: p.mean)
-        batch, _ = level_batch(best, max_running)
+        batch, _ = level_batch(best, max_running, dp_size)
         tied = tuple(
             sorted(
                 {

@@ -70,14 +70,16 @@ def is_chain(c: SpecConfig, algorithm: str) -> bool:
     )
 
 
-def level_batch(p: PointStats, max_running: int | None) -> tuple[float, str]:
+def level_batch(p: PointStats, max_running: int | None, dp_size: int = 1) -> tuple[float, str]:
     """The batch size the server ran a cell at: the median of its levels' sampled running-request
-    gauge; without /metrics, the client's concurrency capped by the server's admission limit."""
+    gauge; without /metrics, the client's concurrency spread over the DP ranks (a rank's batch is
+    what an adaptive bucket keys on) and capped by a rank's admission limit."""
     seen = sorted(lv.metrics.running_reqs_p90 for lv in p.used if lv.metrics.running_reqs_p90 is not None)
     if seen:
         # at least one: requests were in flight (a gauge last set by a prefill can read 0 at C=1)
         return max(1.0, seen[len(seen) // 2]), "server /metrics num_running_reqs (90th percentile over the level)"
-    cap = p.concurrency if not max_running else min(p.concurrency, max_running)
+    per_rank = -(-p.concurrency // max(1, dp_size))
+    cap = per_rank if not max_running else min(per_rank, max_running)
     return float(cap), "concurrency capped by max_running_requests (/metrics gave no running-request gauge)"
 
 
