@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
-import types
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Any
 
 from sglang_utils.sglang_spec import SPEC_ALGORITHMS
 
+from .declared import conforms, declared_types, type_name
 from .flags import (
     BadInput,
     check_endpoint,
@@ -138,51 +136,14 @@ def _from_json_value(f: dataclasses.Field[Any], value: Any) -> Any:
     return value
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _conforms(value: Any, hint: Any) -> bool:
-    """Whether a value read from sweep.json has its field's declared type (a hand-edited or foreign
-    file must fail as "not a sweep's", not deep in the report with a TypeError)."""
-    if hint is Any:
-        return True
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_conforms(value, a) for a in args)
-    if origin is tuple:
-        return isinstance(value, tuple) and all(_conforms(v, args[0]) for v in value)
-    if origin is Mapping:
-        return isinstance(value, Mapping) and all(
-            _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items()
-        )
-    return isinstance(value, hint)
-
-
-def _type_name(hint: Any) -> str:
-    if isinstance(hint, type):
-        return hint.__name__
-    return str(hint).replace("typing.", "").replace("collections.abc.", "")
-
-
 def _from_json(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
     out = {
         f.name: _from_json_value(f, d[f.name]) for f in dataclasses.fields(cls) if f.name in d and "opt" in f.metadata
     }
-    hints = _hints(cls)
+    hints = declared_types(cls)
     for name, value in out.items():
-        if not _conforms(value, hints[name]):
-            raise TypeError(f"{name} is {d[name]!r}, not {_type_name(hints[name])}")
+        if not conforms(value, hints[name]):
+            raise TypeError(f"{name} is {d[name]!r}, not {type_name(hints[name])}")
     return out
 
 
