@@ -229,6 +229,21 @@ def test_workload_tie_break_takes_the_cheapest_of_the_tied_scores():
     assert "best mean relative throughput" not in mix.reason
 
 
+def test_the_workload_tie_break_never_takes_a_configuration_beaten_somewhere_and_better_nowhere():
+    """The scores' intervals meet through a noisy C=1 (+-13%) while k6 beats k5 beyond noise at C=8
+    and C=32 (a profile of another GPU, grid sweep): the tie-break took k5 for 490,000 KV tokens
+    against 488,000, giving 8% away at the level capacity is meant to serve."""
+    cap = {"k5-t1": 490000, "k6-t1": 488000}
+    rows = [ci_row(5, 1, 199.6, 13.0), ci_row(5, 8, 1271.6, 1.0), ci_row(5, 32, 3655.8, 1.0)]
+    rows += [ci_row(6, 1, 207.0, 13.0), ci_row(6, 8, 1316.8, 1.0), ci_row(6, 32, 3979.1, 1.0)]
+    mix = analysis.recommend(analysis.aggregate(rows, capacity=cap), [1, 8, 32], None)
+    assert mix.chosen.config_id == "k6-t1", mix.reason
+    # tied everywhere (no level tells them apart): the cheaper one, as before
+    rows = [ci_row(5, c, v, 13.0) for c, v in ((1, 199.6), (8, 1271.6), (32, 3655.8))]
+    rows += [ci_row(6, c, v, 13.0) for c, v in ((1, 207.0), (8, 1316.8), (32, 3700.0))]
+    assert analysis.recommend(analysis.aggregate(rows, capacity=cap), [1, 8, 32], None).chosen.config_id == "k5-t1"
+
+
 def test_tie_break_prefers_kv_capacity_then_fewer_steps():
     rows = [ci_row(2, 16, 1000.0, 3.0, temp=0.0), ci_row(3, 16, 1010.0, 3.0)]
     # topk 4 at steps 2 costs more KV than a chain at 3: capacity decides, not the step count

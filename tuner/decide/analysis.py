@@ -588,10 +588,27 @@ def recommend(
     }
     top = max(scores, key=lambda k: scores[k])
     first = {cid: configs[cid][scored_levels[0]] for cid in scores}
-    equivalent = sorted((cid for cid in scores if not st.beats(ivs[top], ivs[cid])), key=lambda cid: first[cid].tie_key)
+    tied_top = [cid for cid in scores if not st.beats(ivs[top], ivs[cid])]
+
+    def dominated(cid: str) -> bool:
+        # another tied configuration beats it beyond noise at a target level and loses to it at
+        # none: the cheaper one would give throughput away for nothing (a k5 was taken over a k6
+        # that beat it at C=8 and 32 because their scores' intervals met at a noisy C=1)
+        return any(
+            o != cid
+            and any(st.beats(configs[o][c].interval, configs[cid][c].interval) for c in scored_levels)
+            and not any(st.beats(configs[cid][c].interval, configs[o][c].interval) for c in scored_levels)
+            for o in tied_top
+        )
+
+    # (intervals do not order transitively: should every tied one be dominated, all stay)
+    equivalent = sorted(
+        [cid for cid in tied_top if not dominated(cid)] or tied_top, key=lambda cid: first[cid].tie_key
+    )
     # One configuration for every level: where the scores cannot be told apart, the workload is
     # indifferent within noise and the cheaper (more KV capacity for the high-load levels' bursts,
-    # then fewer steps) is taken, however far apart the means (docs/tuner.md "Choosing").
+    # then fewer steps) is taken, however far apart the means (docs/tuner.md "Choosing"), but never
+    # one that a tied configuration beats beyond noise at some level without losing anywhere.
     chosen = equivalent[0]
     ranked = sorted(scores, key=lambda k: -scores[k])
     others = [k for k in ranked if k != chosen]
