@@ -602,9 +602,7 @@ def recommend(
         )
 
     # (intervals do not order transitively: should every tied one be dominated, all stay)
-    equivalent = sorted(
-        [cid for cid in tied_top if not dominated(cid)] or tied_top, key=lambda cid: first[cid].tie_key
-    )
+    equivalent = sorted([cid for cid in tied_top if not dominated(cid)] or tied_top, key=lambda cid: first[cid].tie_key)
     # One configuration for every level: where the scores cannot be told apart, the workload is
     # indifferent within noise and the cheaper (more KV capacity for the high-load levels' bursts,
     # then fewer steps) is taken, however far apart the means (docs/tuner.md "Choosing"), but never
