@@ -195,6 +195,22 @@ def test_the_round_measures_the_most_precise_target_level() -> None:
     assert restarts.precise_level(even, [16, 4]) == 4  # a tie goes to the lower level
 
 
+def test_levels_measured_in_one_window_are_not_left_out_as_imprecise() -> None:
+    """--requests-per-level 2x: C=1's 4 requests carry an interval (+-12-24%), C=8's 16 and C=32's 64
+    one window each and none. The round took C=1, whose own noise then read as a +-29.5% restart
+    band on a machine with 1.5%, and every depth tied; the level with the most requests is taken."""
+    cells, requests = {}, {}
+    for i, cid in enumerate(("k4-t1", "k5-t1", "k6-t1")):
+        cells[(cid, 1)] = [(200.0 + i, own(200.0 + i, 0.12 + 0.04 * i), 1)]
+        cells[(cid, 8)] = [(1300.0 + i, None, 1)]
+        cells[(cid, 32)] = [(3900.0 + i, None, 1)]
+        requests.update({(cid, 1): 4, (cid, 8): 16, (cid, 32): 64})
+    assert restarts.precise_level(cells, [1, 8, 32], requests) == 32
+    assert restarts.precise_level(cells, [1, 8], requests) == 8
+    # every target level with its own interval: by the intervals, as before
+    assert restarts.precise_level({k: v for k, v in cells.items() if k[1] == 1}, [1], requests) == 1
+
+
 def test_contenders_count_a_configurations_deployments_over_all_its_levels() -> None:
     # k3 was redeployed at C=4 only (the round measures one level); it is in doubt at C=32, where its
     # cell still has one deployment: k2 goes next all the same (the two take turns)

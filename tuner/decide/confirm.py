@@ -63,7 +63,8 @@ def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tup
     # level of a deployment alike, so the precise level measures it best (the contested one may be
     # the noisiest), and the verdicts everywhere read the spread it measures.
     rows = {k: p.interval_rows("output_tok_s") for k, p in stats.items() if not p.partial}
-    level = restarts.precise_level(rows, targets)
+    requests = {k: sum(lv.metrics.requests_ok for lv in p.used) for k, p in stats.items() if not p.partial}
+    level = restarts.precise_level(rows, targets, requests)
     if level is None:
         return [], "no target level was measured"
     plans = []

@@ -184,22 +184,43 @@ def widen(rows: Sequence[Row], noise: RestartNoise) -> Interval | None:
 
 
 # -- the confirmation round ----------------------------------------------------------------------
-def precise_level(cells: Mapping[tuple[str, int], Sequence[Row]], levels: Sequence[int]) -> int | None:
+def precise_level(
+    cells: Mapping[tuple[str, int], Sequence[Row]],
+    levels: Sequence[int],
+    requests: Mapping[tuple[str, int], int] | None = None,
+) -> int | None:
     """The target level the sweep measured most precisely: the smallest median relative half-width
     of the levels' own intervals over its cells (the lower level on a tie); None when no target level
     has one.
+
+    Where a target level has cells measured in one window (no interval of their own: a fixed
+    `--requests-per-level` at high concurrency), their precision is unknown, not poor, and the
+    levels with an interval may be the noisiest (a 4-request concurrency 1): then the level with the
+    most requests per cell (`requests`, (config, level) -> requests measured) is taken instead, the
+    higher on a tie. (Taking the 4-request level made two extra starts of a machine with 1.5%
+    restart noise read +-29.5% and tie every depth.)
 
     A restart is one draw shared by every level of a deployment, so one level measures it; the most
     precise one mixes the least of the requests' own noise into the deployments' spread, which every
     interval's band is then built on. A confirmation start measures that level only: the extra start
     costs its deployment and one level, not every level again."""
     per_level: dict[int, list[float]] = {}
+    blind: set[int] = set()  # levels with a cell measured without an interval
     for (_cid, level), rows in cells.items():
         if level not in levels:
             continue
         for value, iv, _dep in rows:
             if iv is not None and value and value > 0:
                 per_level.setdefault(int(level), []).append(iv.half_width / float(value))
+            elif value and value > 0:
+                blind.add(int(level))
+    if blind and requests:
+        counts: dict[int, list[int]] = {}
+        for (cid, level), n in requests.items():
+            if level in levels and (cid, level) in cells and n > 0:
+                counts.setdefault(int(level), []).append(int(n))
+        if counts:
+            return max(counts, key=lambda lv: (statistics.median(counts[lv]), lv))
     if not per_level:
         return None
     return min(per_level, key=lambda lv: (statistics.median(per_level[lv]), lv))
