@@ -44,6 +44,7 @@ def level(cfg: SpecConfig, c: int, tput: float, batch: float, acc: float, half: 
             per_request_tok_s=tput / c,
             status="ok",
             running_reqs_p90=batch,
+            running_reqs_samples=0 if batch is None else 20,
             accept_length=acc,
         ),
     )

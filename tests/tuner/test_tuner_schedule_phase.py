@@ -43,6 +43,7 @@ def level(cfg: SpecConfig, c: int, tput: float, batch: float | None, half: float
             per_request_tok_s=tput / c,
             status="ok",
             running_reqs_p90=batch,
+            running_reqs_samples=0 if batch is None else 20,
         ),
     )
 
@@ -97,6 +98,19 @@ def test_the_search_places_winners_at_the_batch_the_server_ran():
 def test_without_the_gauge_admission_caps_the_concurrency():
     ev = evidence_of(static_state(gauge=False))
     assert {lv.concurrency: lv.batch for lv in ev.levels}[64] == 48  # max_running_requests
+
+
+def test_a_gauge_read_once_or_twice_is_not_taken_for_the_batch():
+    """A short level's gauge sampled twice read 6 at C=32 on a server with room for 48 (SGLang sets it
+    at every prefill to the batch before the new requests join): too few samples, admission decides."""
+    cfg = SpecConfig(3)
+    few = level(cfg, 32, 1600.0, 6.0)
+    few.metrics.running_reqs_samples = 2
+    p = analysis.aggregate([few])[(cfg.config_id, 32)]
+    batch, why = schedule_sweep.level_batch(p, 48)
+    assert batch == 32.0 and "fewer than 5 samples" in why
+    p = analysis.aggregate([level(cfg, 32, 1600.0, 6.0)])[(cfg.config_id, 32)]  # 20 samples: the gauge
+    assert schedule_sweep.level_batch(p, 48)[0] == 6.0
 
 
 @pytest.mark.parametrize(

@@ -70,17 +70,30 @@ def is_chain(c: SpecConfig, algorithm: str) -> bool:
     )
 
 
+# A level's gauge read fewer times than this says little: SGLang sets it at every prefill to the
+# batch before the new requests join, so one or two samples of a short level can read a fraction
+# of the decode batch (a C=32 level with room for 48 read "batch 6" from 2 samples).
+MIN_GAUGE_SAMPLES = 5
+
+
 def level_batch(p: PointStats, max_running: int | None, dp_size: int = 1) -> tuple[float, str]:
     """The batch size the server ran a cell at: the median of its levels' sampled running-request
     gauge; without /metrics, the client's concurrency spread over the DP ranks (a rank's batch is
     what an adaptive bucket keys on) and capped by a rank's admission limit."""
-    seen = sorted(lv.metrics.running_reqs_p90 for lv in p.used if lv.metrics.running_reqs_p90 is not None)
+    seen = sorted(
+        lv.metrics.running_reqs_p90
+        for lv in p.used
+        if lv.metrics.running_reqs_p90 is not None and lv.metrics.running_reqs_samples >= MIN_GAUGE_SAMPLES
+    )
     if seen:
         # at least one: requests were in flight (a gauge last set by a prefill can read 0 at C=1)
         return max(1.0, seen[len(seen) // 2]), "server /metrics num_running_reqs (90th percentile over the level)"
     per_rank = -(-p.concurrency // max(1, dp_size))
     cap = per_rank if not max_running else min(per_rank, max_running)
-    return float(cap), "concurrency capped by max_running_requests (/metrics gave no running-request gauge)"
+    return float(cap), (
+        f"concurrency capped by max_running_requests (/metrics gave no running-request gauge, or fewer "
+        f"than {MIN_GAUGE_SAMPLES} samples in a level)"
+    )
 
 
 @dataclass
