@@ -8,7 +8,7 @@ Per level: among those whose mean is within `MIN_REL_TOL` (1%) of the best mean,
 steps, a narrower tree, fewer draft tokens); vLLM `tune_speculative_k` prefers the smaller K within
 1% of the best (docs/reference/peer-tools.md §1.2); a tied configuration further below the best
 mean is not taken for being cheaper ("tied" says the data cannot separate them). A tie of the
-workload's scores (`recommend`) takes the cheapest of all the tied.
+workload's scores (`recommend`) is broken by tuner/decide/workload_tiebreak.py on the same reading.
 
 Cells with a failed request are not compared as if complete, with an SLO only cells that meet it
 compete (tuner/spec/slo.py), and a configuration that lost its server twice or failed the
@@ -28,6 +28,7 @@ from ..measure import stats as st
 from ..measure.stats import Interval
 from ..spec.configs import SpecConfig
 from ..spec.slo import Slo, SloResult, evaluate
+from .workload_tiebreak import workload_choice
 
 MIN_REL_TOL = st.FLOOR_REL  # the interval of a number whose noise nothing measured (+-1%)
 
@@ -588,26 +589,8 @@ def recommend(
     }
     top = max(scores, key=lambda k: scores[k])
     first = {cid: configs[cid][scored_levels[0]] for cid in scores}
-    tied_top = [cid for cid in scores if not st.beats(ivs[top], ivs[cid])]
-
-    def dominated(cid: str) -> bool:
-        # another tied configuration beats it beyond noise at a target level and loses to it at
-        # none: the cheaper one would give throughput away for nothing (a k5 was taken over a k6
-        # that beat it at C=8 and 32 because their scores' intervals met at a noisy C=1)
-        return any(
-            o != cid
-            and any(st.beats(configs[o][c].interval, configs[cid][c].interval) for c in scored_levels)
-            and not any(st.beats(configs[cid][c].interval, configs[o][c].interval) for c in scored_levels)
-            for o in tied_top
-        )
-
-    # (intervals do not order transitively: should every tied one be dominated, all stay)
-    equivalent = sorted([cid for cid in tied_top if not dominated(cid)] or tied_top, key=lambda cid: first[cid].tie_key)
-    # One configuration for every level: where the scores cannot be told apart, the workload is
-    # indifferent within noise and the cheaper (more KV capacity for the high-load levels' bursts,
-    # then fewer steps) is taken, however far apart the means (docs/tuner.md "Choosing"), but never
-    # one that a tied configuration beats beyond noise at some level without losing anywhere.
-    chosen = equivalent[0]
+    # where the scores cannot be told apart (docs/tuner.md "Choosing"; tuner/decide/workload_tiebreak.py)
+    chosen, equivalent, cheaper = workload_choice(scores, ivs, configs, scored_levels, min_rel)
     ranked = sorted(scores, key=lambda k: -scores[k])
     others = [k for k in ranked if k != chosen]
     levels_txt = ", ".join(str(c) for c in scored_levels)
@@ -621,9 +604,10 @@ def recommend(
     elif others:
         reason += f", next {others[0]} {scores[others[0]]:.3f}"
     if len(equivalent) > 1:
-        reason += (
-            f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, "
+        reason += f"; tied within noise with {', '.join(c for c in equivalent if c != chosen)}, " + (
             "so the tie-break (more KV capacity, then fewer steps) chose it"
+            if cheaper
+            else "the highest score taken (no cheaper one within 1% of it or winning a level)"
         )
     elif others:
         reason += ", beyond noise"
