@@ -194,8 +194,6 @@ def host(need_podman, frozen_wheelhouse, tmp_path_factory):
         yield tmp, inv
 
 
-@pytest.mark.systemd
-@pytest.mark.slow
 def dry_run(inv, *extra: str) -> str:
     """`ansible-playbook deploy.yml --check` as a user types it: must pass and change nothing."""
     # the host's first SSH login writes /run/motd.dynamic (pam_motd), whatever the play does
@@ -207,6 +205,8 @@ def dry_run(inv, *extra: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.systemd
+@pytest.mark.slow
 def test_the_key_works_and_is_nowhere_else(host):
     tmp, inv = host
     # --check on the fresh host (this file's first test): the wheelhouse's unarchive needed a
