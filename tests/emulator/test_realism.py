@@ -433,18 +433,19 @@ def test_the_tables_context_keys_may_sit_at_the_top_level():
 
 
 def test_an_input_the_kv_pool_cannot_hold_is_refused_as_sglangs_scheduler_refuses_it(emulator, tmp_path):
-    """A 3,000-token pool: /server_info says max_req_input_len 2999, and a 5,000-token input was
+    """A 3,000-token pool: /server_info says max_req_input_len 2994, and a 5,000-token input was
     served anyway (prefilled into the pool). SGLang's scheduler answers 400 (managers/utils.py
     validate_input_length) unless --allow-auto-truncate cuts the input to that length."""
     path = _variant(tmp_path, ACCEPT, kv_tokens_nospec=3000, kv_tokens_per_step=100)
     e = _start(emulator, path)
-    assert e.get_json("/server_info")["max_req_input_len"] == 2999
+    # SGLang's tp_worker.py: min(context_len - 1, max_total_num_tokens - 1) - 5
+    assert e.get_json("/server_info")["max_req_input_len"] == 2994
     status, out = e.post_json("/generate", {"input_ids": [7] * 5000, "sampling_params": {"max_new_tokens": 4}})
     assert status == 400, out
-    assert "Input length (5000 tokens) exceeds the maximum allowed length (2999 tokens)" in json.dumps(out)
+    assert "Input length (5000 tokens) exceeds the maximum allowed length (2994 tokens)" in json.dumps(out)
     status, out = e.post_json("/generate", {"input_ids": [7] * 100, "sampling_params": {"max_new_tokens": 4}})
     assert status == 200 and out["meta_info"]["prompt_tokens"] == 100, out
     e.terminate()
     e = _start(emulator, path, "--allow-auto-truncate")
     status, out = e.post_json("/generate", {"input_ids": [7] * 5000, "sampling_params": {"max_new_tokens": 4}})
-    assert status == 200 and out["meta_info"]["prompt_tokens"] == 2999, out
+    assert status == 200 and out["meta_info"]["prompt_tokens"] == 2994, out

@@ -271,6 +271,14 @@ class EmulatorApp:
         return web.Response(text=prom.metrics_text(self), content_type="text/plain", charset="utf-8")
 
     # ---- generation -------------------------------------------------------------------------------
+    @property
+    def max_req_input_len(self) -> int:
+        """SGLang's limit on one input (tp_worker.py: max_req_len = min(context_len - 1,
+        max_total_num_tokens - 1), max_req_input_len = max_req_len - 5): what /server_info reports
+        and what the scheduler refuses at."""
+        ctx = int(self.cfg.values.get("context_length") or self.p.context_len)
+        return min(ctx - 1, self.capacity.max_total_num_tokens - 1) - 5
+
     def make_request(
         self,
         rid: str,
@@ -291,9 +299,8 @@ class EmulatorApp:
             raise BadRequest(
                 f"The input ({input_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
             )
-        # the scheduler's own limit: what the KV pool can hold (managers/utils.py validate_input_length,
-        # max_req_input_len = min(context_len, max_total_num_tokens) - 1, as /server_info reports it)
-        max_in = min(ctx, self.capacity.max_total_num_tokens) - 1
+        # the scheduler's own limit: what the KV pool can hold (managers/utils.py validate_input_length)
+        max_in = self.max_req_input_len
         if input_tokens >= max_in:
             if not self.cfg.values.get("allow_auto_truncate"):
                 raise BadRequest(

@@ -71,7 +71,7 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
         {
             "status": "ready" if app.status == "up" else app.status,
             "max_total_num_tokens": app.capacity.max_total_num_tokens,
-            "max_req_input_len": min(app.p.context_len, app.capacity.max_total_num_tokens) - 1,
+            "max_req_input_len": app.max_req_input_len,
         }
     )
     if facts.server_info_v2:
