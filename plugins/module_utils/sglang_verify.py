@@ -400,7 +400,11 @@ def acceptance_drift(
             return {**empty, "drop": drop}
         noise = math.sqrt(hf[0] / hf[1] + ha[0] / ha[1])
         n_first, n_again, method = hf[2], ha[2], "histogram"
-    drifted = bool(drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * head and n_first >= 2 and n_again >= 2)
+    if n_first < 2 or n_again < 2:
+        # one output a send (--long-prompts 1 on a real server): too few to judge a drift by; said
+        # so, as with no noise at all, instead of a pass that nothing could have failed
+        return {**empty, "drop": drop, "noise": noise, "method": method}
+    drifted = bool(drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * head)
     return {**empty, "drop": drop, "noise": noise, "drifted": drifted, "judged": True, "method": method}
 
 

@@ -239,3 +239,38 @@ def test_the_gates_share_is_over_every_deployment_it_judged():
     assert st.timings["k3-t1"].total_s == 113.5  # the configuration's row: its first deployment
     text = "\n".join(report_section(st, True, True))
     assert "7.6% of its 111.9 s of measurement (gated on each of its 2 deployments: 8.5 s in all)" in text, text
+
+
+def test_the_exact_round_holds_a_config_pinning_0_steps_at_the_gates_batch_to_no_floor(tmp_path, monkeypatch):
+    """A tuned ladder that runs no speculative step from batch 2 on, measured before a --resume (no
+    per-deployment verdict): the exact round judged its acceptance with the 1.05 floor, which the
+    per-deployment check and docs/tuner.md exempt it from, and excluded a correct pick."""
+    import asyncio
+    import contextlib
+    from types import SimpleNamespace
+
+    from sglang_utils.sglang_gate_report import GateReport
+
+    from tuner.verify import gate
+    from tuner.verify import probe as probe_mod
+
+    seen: dict[str, Any] = {}
+
+    async def fake_check(*_a: Any, **kw: Any) -> dict[str, Any]:
+        seen.update(kw)
+        return {"passed": True, "reasons": [], "rule": {"mode": "exact"}}
+
+    monkeypatch.setattr(gate, "check", fake_check)
+    phase, _log, _progress = _new_phase(tmp_path)
+    monkeypatch.setattr(phase, "_client", lambda *_a: contextlib.nullcontext(SimpleNamespace()))
+
+    def deploy(*_a: Any, **_k: Any) -> Any:
+        return SimpleNamespace(ok=True, client_url="http://h:1", reason=None, gate=GateReport(), elapsed_s=0.1)
+
+    phase.exact_baseline = {"deterministic": True}
+    pinned = SpecConfig(spec_steps=3, schedule=((1, 3), (2, 0)))
+    assert rules.floor_exemption(pinned.adaptive_document(), probe_mod.CONCURRENCY) is not None
+    asyncio.run(phase._exact_one(deploy, "h", pinned, threshold_checked=False))
+    assert seen["acceptance"] is True and seen["floor"] is False
+    asyncio.run(phase._exact_one(deploy, "h", SpecConfig(spec_steps=3), threshold_checked=False))
+    assert seen["floor"] is True  # a static depth: the floor applies

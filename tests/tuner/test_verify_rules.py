@@ -457,6 +457,10 @@ def test_drift_is_judged_from_the_histograms_when_the_server_counts_passes_only_
     # neither per-chunk counts nor histograms: the rule says it was not judged, it does not pass it silently
     blind = rules.acceptance_drift([s for s, _h in first], [s for s, _h in drifted])
     assert blind["judged"] is False and blind["drifted"] is False and blind["drop"] > 2
+    # one long prompt (--long-prompts 1): a 2.8-token drop could never fail (two outputs a send were
+    # required) yet read "judged"; now it is said not judged
+    one = drift(first[:1], drifted[:1])
+    assert one["judged"] is False and one["drifted"] is False and one["drop"] > 2, one
 
 
 def test_the_finished_chunk_carries_the_histogram_into_the_row():
@@ -488,3 +492,41 @@ def test_an_unstreamed_answer_without_speculation_counts_has_no_step():
         "sampling_params": {"temperature": 0, "max_new_tokens": 48},
         "stream": True,
     }
+
+
+def test_the_gates_greedy_acceptance_is_held_to_the_sweeps_greedy_levels_only():
+    """The gate sends at temperature 0; a sweep at --temperature 1 measures a lower, sampled
+    acceptance, and as the reference it let a 28% acceptance loss pass the 95% rule."""
+    from types import SimpleNamespace
+
+    from tuner.verify.phase import measured_accept
+
+    def level(acc: float, temp: float, tokens: int = 100) -> SimpleNamespace:
+        return SimpleNamespace(
+            config_id="k3-t1", temperature=temp, metrics=SimpleNamespace(accept_length=acc, output_tokens=tokens)
+        )
+
+    assert measured_accept([level(3.4, 0.0), level(2.7, 1.0, 500)], "k3-t1") == pytest.approx(3.4)
+    assert measured_accept([level(2.7, 1.0)], "k3-t1") is None  # no greedy level: no reference
+
+
+def test_an_exempt_adaptive_configs_note_does_not_also_say_the_floor_applies(tmp_path):
+    """The adaptive note ends 'the floor and the drift rules apply'; for a ladder pinning 0 steps at
+    the gate's batch the exemption says the floor does not: the record said both."""
+    import asyncio
+
+    from tuner_testlib import verify_phase
+
+    from tuner.spec.configs import SpecConfig
+
+    phase, log, _progress = verify_phase(tmp_path / "verify_baseline.json")
+    phase.baseline = {"deterministic": False}
+
+    async def passed(*_a, **_k):
+        return {"passed": True, "reasons": []}
+
+    phase._gate = passed  # the verdict's words are what is checked, not a server
+    pinned = SpecConfig(spec_steps=3, schedule=((1, 3), (2, 0)))
+    rec = asyncio.run(phase.check(pinned, "h", "http://127.0.0.1:1", None, []))
+    note = rec.verdict["acceptance_vs_sweep"]
+    assert "the floor and the collapse rule do not apply" in note and "the floor and the drift rules apply" not in note
