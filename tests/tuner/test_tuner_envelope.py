@@ -301,3 +301,19 @@ def test_the_best_chain_a_schedule_would_pin_is_one_that_competes():
     ev = adaptive_phase.evidence(every, static, state, LEVELS, "NEXTN", 512, 16)
     at1 = next(lv for lv in ev.levels if lv.concurrency == 1)
     assert at1.winner != before[1].spec_steps and before[1].spec_steps not in at1.tied, at1
+
+
+def test_wins_beyond_noise_holds_against_every_static_depth_not_only_the_columns():
+    """No speculation the only column at C=64 (the level's pick, the best single depth and no
+    speculation all k0), with k1 (no column) tied with it: the envelope said "no speculation wins
+    beyond noise" where the level's verdict in the same report said "tied within noise with k1-t1"."""
+    k1 = SpecConfig(1)
+    cells = analysis.aggregate([level(K0, 64, 3730, 64, 1.0, half=0.05), level(k1, 64, 3650, 64, 1.7, half=0.05)])
+    p0, p1 = cells[("k0", 64)], cells[("k1-t1", 64)]
+    row = {"recommended": p0, "level_best_static": p0, "best_static": p0, "no_speculation": p0}
+    assert envelope.who_wins(row, {}).startswith("no speculation wins beyond noise")  # the columns alone
+    words = envelope.who_wins(row, {}, [p0, p1])
+    assert words.startswith("no speculation is fastest, tied within noise with k=1"), words
+    env = envelope.Envelope(rows={64: row}, rivals={64: [p0, p1]})
+    assert not any("wins beyond noise" in line for line in envelope.summary_lines(env))
+    assert envelope.summary_lines(envelope.Envelope(rows={64: row}))  # without the rival: said to win

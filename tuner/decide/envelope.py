@@ -189,6 +189,9 @@ class Envelope:
     drafts: dict[int, float] = field(default_factory=dict)
     # the objective the recommendation was chosen on, scored over its candidates together (`choose`)
     objective: dict[str, Any] = field(default_factory=dict)
+    # every static depth measured at a level: "wins beyond noise" must hold against them all, not
+    # only against the columns (a column's winner tied with a depth no column shows is tied)
+    rivals: dict[int, list[PointStats]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def cell(p: PointStats) -> dict[str, Any]:
@@ -237,7 +240,8 @@ def build(
             row["no_speculation"] = every[("k0", c)]
         if row:
             env.rows[c] = row
-            env.words[c] = who_wins(row, env.drafts)
+            env.rivals[c] = [p for (_cid, cc), p in static_stats.items() if cc == c]
+            env.words[c] = who_wins(row, env.drafts, env.rivals[c])
     env.summary = summary_lines(env)
     return env
 
@@ -253,11 +257,13 @@ def _name(key: str, p: PointStats) -> str:
     return f"the recommendation ({name})" if key == "recommended" and kind == "adaptive_tuned" else name
 
 
-def who_wins(row: Mapping[str, PointStats], drafts: Mapping[int, float]) -> str:
-    """Who is fastest at this level, beyond noise or tied, and what the measurements say it did."""
+def who_wins(row: Mapping[str, PointStats], drafts: Mapping[int, float], rivals: Sequence[PointStats] = ()) -> str:
+    """Who is fastest at this level, beyond noise or tied (against the columns and every static
+    depth measured there, `rivals`), and what the measurements say it did."""
     distinct: dict[str, tuple[str, PointStats]] = {}
-    for key in ("recommended", "level_best_static", "best_static", "default_adaptive", "no_speculation"):
-        p = row.get(key)
+    keyed = [(key, row.get(key)) for key in ("recommended", "level_best_static", "best_static", "default_adaptive")]
+    keyed += [("no_speculation", row.get("no_speculation"))] + [("static", p) for p in rivals]
+    for key, p in keyed:
         if p is not None and analysis.competes(p) and p.config_id not in distinct:
             distinct[p.config_id] = (key, p)
     if not distinct:
@@ -284,7 +290,9 @@ def summary_lines(env: Envelope) -> list[str]:
 
     def best_key(c: int) -> str | None:
         row = env.rows[c]
-        cells = [(k, p) for k, p in row.items() if analysis.competes(p)]
+        cells = [
+            (k, p) for k, p in [*row.items(), *(("static", q) for q in env.rivals.get(c, []))] if analysis.competes(p)
+        ]
         if not cells:
             return None
         _, p = max(cells, key=lambda kp: kp[1].mean)
