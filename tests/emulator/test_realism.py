@@ -110,13 +110,19 @@ def test_acceptance_by_position_alone_in_a_json_profile_with_text_temperatures(e
         assert hist_accept_length(traces) == pytest.approx(_expected_tau(flat, 3), rel=0.02), temp
 
 
-def test_topk_tree_accepts_a_level_when_any_candidate_matches(emulator):
-    table = _yaml(ACCEPT)["alpha_by_position"]
-    flags = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"]
-    flags += ["--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "6"]
+def _tree_level(emulator, steps: int, draft_tokens: int) -> list[Any]:
+    """A sampled level (32 requests at 32 in flight) on a tree of topk 2 of the acceptance profile."""
+    flags = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", str(steps)]
+    flags += ["--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", str(draft_tokens)]
     e = _start(emulator, ACCEPT, *flags)
     traces, m = run_level(e.url, 32, 32, input_len=32, output_len=320, temperature=1.0)
     assert m.requests_ok == 32, m.errors
+    return traces
+
+
+def test_topk_tree_accepts_a_level_when_any_candidate_matches(emulator):
+    table = _yaml(ACCEPT)["alpha_by_position"]
+    traces = _tree_level(emulator, 3, 6)
     assert hist_accept_length(traces) == pytest.approx(_expected_tau(table[1.0], 3, topk=2), rel=0.02)
 
 
@@ -124,11 +130,7 @@ def test_a_tree_never_accepts_more_tokens_a_pass_than_it_verifies(emulator):
     """Five levels of two candidates cut to 3 draft tokens: a pass accepts at most 3 tokens (two
     drafts and the bonus); it accepted up to six, an accept rate above 1."""
     table = _yaml(ACCEPT)["alpha_by_position"]
-    flags = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5"]
-    flags += ["--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "3"]
-    e = _start(emulator, ACCEPT, *flags)
-    traces, m = run_level(e.url, 32, 32, input_len=32, output_len=320, temperature=1.0)
-    assert m.requests_ok == 32, m.errors
+    traces = _tree_level(emulator, 5, 3)
     assert all(not any(t.accept_hist[3:]) for t in traces), [t.accept_hist for t in traces][:3]
     assert hist_accept_length(traces) == pytest.approx(_expected_tau(table[1.0], 2, topk=2), rel=0.02)
 

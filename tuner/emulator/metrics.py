@@ -175,7 +175,7 @@ def metrics_text(app: EmulatorApp) -> str:
             (
                 "context_len",
                 "The context length of the model.",
-                float(app.cfg.values.get("context_length") or app.p.context_len),
+                float(app.context_len),
             ),
             ("kv_cache_memory_usage_gb", "The KV cache memory usage in GB.", round(app.memory.get("kv_total", 0.0), 4)),
             ("startup_time_seconds", "The time from launch to ready in seconds.", round(app.startup_time, 3)),

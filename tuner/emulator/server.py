@@ -215,7 +215,7 @@ class EmulatorApp:
             "created": self.created,
             "owned_by": "sglang",
             "root": self.served_name,
-            "max_model_len": self.cfg.values.get("context_length") or self.p.context_len,
+            "max_model_len": self.context_len,
         }
         return web.json_response({"object": "list", "data": [card]}, dumps=dumps)
 
@@ -272,12 +272,16 @@ class EmulatorApp:
 
     # ---- generation -------------------------------------------------------------------------------
     @property
+    def context_len(self) -> int:
+        """The context length the server runs with: --context-length, else the profile's."""
+        return int(self.cfg.values.get("context_length") or self.p.context_len)
+
+    @property
     def max_req_input_len(self) -> int:
         """SGLang's limit on one input (tp_worker.py: max_req_len = min(context_len - 1,
         max_total_num_tokens - 1), max_req_input_len = max_req_len - 5): what /server_info reports
         and what the scheduler refuses at."""
-        ctx = int(self.cfg.values.get("context_length") or self.p.context_len)
-        return min(ctx - 1, self.capacity.max_total_num_tokens - 1) - 5
+        return min(self.context_len - 1, self.capacity.max_total_num_tokens - 1) - 5
 
     def make_request(
         self,
@@ -294,7 +298,7 @@ class EmulatorApp:
     ) -> tuple[Request, int]:
         """A scheduler request for one prompt, checked against the context length as SGLang checks
         it (BadRequest otherwise), and the seed of its output text (tokens.py)."""
-        ctx = int(self.cfg.values.get("context_length") or self.p.context_len)
+        ctx = self.context_len
         if input_tokens >= ctx:
             raise BadRequest(
                 f"The input ({input_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
