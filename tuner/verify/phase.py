@@ -83,11 +83,18 @@ def measured_accept(levels: list[Any], config_id: str) -> float | None:
     return num / den if den else None
 
 
-ADAPTIVE_ACCEPT_NOTE = (
+_ADAPTIVE_WHY = (
     "not compared with the sweep's: an adaptive server's depth, and so its acceptance length, follows "
     "the batch size and the run (the gate's short requests start at the launch depth, the sweep's "
-    "levels ran where the server settled); the floor and the drift rules apply"
+    "levels ran where the server settled)"
 )
+ADAPTIVE_ACCEPT_NOTE = _ADAPTIVE_WHY + "; the floor and the drift rules apply"
+
+
+def floor_exemption(cfg: SpecConfig) -> str | None:
+    """Why the floor does not apply to `cfg` (an adaptive config pinning 0 steps where the gate's
+    requests run), else None: the rule shared with the role's sglang_verify module."""
+    return rules.floor_exemption(cfg.adaptive_document(), probe.CONCURRENCY)
 
 
 def reference_accept(cfg: SpecConfig, levels: list[Any]) -> tuple[float | None, str | None]:
@@ -195,11 +202,11 @@ class VerifyPhase:
         measured, accept_note = reference_accept(cfg, levels)
         # an adaptive config that pins 0 steps where the gate's requests run: no floor (the rule and
         # its words are shared with the role's sglang_verify module)
-        exempt = rules.floor_exemption(cfg.adaptive_document(), probe.CONCURRENCY)
+        exempt = floor_exemption(cfg)
         if exempt is not None:
-            # the exemption says which rules apply; the adaptive note's own closing words would
-            # contradict it ("the floor and the drift rules apply")
-            note = (accept_note or "").replace("; the floor and the drift rules apply", "")
+            # the exemption says which rules apply: the adaptive note without its own "the floor
+            # and the drift rules apply", which would contradict it
+            note = _ADAPTIVE_WHY if accept_note == ADAPTIVE_ACCEPT_NOTE else accept_note
             accept_note = (note + "; " if note else "") + exempt
         if self.baseline is None:
             why = self.unusable or "no baseline"
@@ -399,9 +406,6 @@ class VerifyPhase:
             assert self.exact_baseline is not None
             try:
                 async with self._client(res.client_url, served) as c:
-                    # an adaptive config that pins 0 steps where the gate's requests run is held to
-                    # no floor here either, as in the per-deployment check
-                    exempt = rules.floor_exemption(cfg.adaptive_document(), probe.CONCURRENCY)
                     v = await gate.check(
                         c,
                         self.prompts,
@@ -409,7 +413,8 @@ class VerifyPhase:
                         None,
                         f"the deterministic baseline {exact_baseline_path(self.path)}",
                         acceptance=not threshold_checked,
-                        floor=exempt is None,
+                        # no floor for a config pinning 0 steps at the gate's batch, as in `check`
+                        floor=floor_exemption(cfg) is None,
                     )
             except baseline_mod.BaselineError as exc:
                 v = {"passed": False, "unchecked": True, "reasons": [f"not checked: {exc}"]}
