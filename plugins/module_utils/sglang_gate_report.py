@@ -82,11 +82,16 @@ class Capacity:
         return out
 
     @property
+    def ranks(self) -> int:
+        """Data-parallel ranks (1 where nothing said more)."""
+        return max(1, self.dp_size or 1)
+
+    @property
     def admits(self) -> int | None:
         """How many requests the whole server runs at once: each DP rank's limit times the ranks."""
         if self.max_running_requests is None:
             return None
-        return self.max_running_requests * max(1, self.dp_size or 1)
+        return self.max_running_requests * self.ranks
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ class DeployRecord(Record):
 
     @property
     def dp_size(self) -> int:
-        return max(1, self.gate_capacity.dp_size or 1)
+        return self.gate_capacity.ranks
 
     @property
     def resolved_draft_tokens(self) -> int | None:

@@ -261,9 +261,8 @@ def who_wins(row: Mapping[str, PointStats], drafts: Mapping[int, float], rivals:
     """Who is fastest at this level, beyond noise or tied (against the columns and every static
     depth measured there, `rivals`), and what the measurements say it did."""
     distinct: dict[str, tuple[str, PointStats]] = {}
-    keyed = [(key, row.get(key)) for key in ("recommended", "level_best_static", "best_static", "default_adaptive")]
-    keyed += [("no_speculation", row.get("no_speculation"))] + [("static", p) for p in rivals]
-    for key, p in keyed:
+    columns = ("recommended", "level_best_static", "best_static", "default_adaptive", "no_speculation")
+    for key, p in [*((k, row.get(k)) for k in columns), *(("static", q) for q in rivals)]:
         if p is not None and analysis.competes(p) and p.config_id not in distinct:
             distinct[p.config_id] = (key, p)
     if not distinct:

@@ -299,10 +299,11 @@ def notes_for(s: Summary) -> list[str]:
         )
     queued = []
     for cid, d in s.state.deploys.items():
-        mrr = d.gate_capacity.admits
+        cap = d.gate_capacity
+        mrr = cap.admits
         over = [c for c in s.levels if mrr and c > mrr]
         if over:
-            ranks = f", {d.max_running_requests} on each of {d.dp_size} DP ranks" if d.dp_size > 1 else ""
+            ranks = f", {cap.max_running_requests} on each of {cap.ranks} DP ranks" if cap.ranks > 1 else ""
             queued.append(f"{cid} runs {mrr} at once{ranks} (C={', '.join(map(str, over))})")
     if queued:
         notes.append(
