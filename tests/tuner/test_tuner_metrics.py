@@ -84,8 +84,24 @@ def test_accept_length_fallbacks():
     acc, src = accept_length(ok, {"generation_tokens": 100.0, "spec_verify_calls": 40.0})
     assert (acc, src) == (2.5, "metrics")
     acc, src = accept_length(ok, {})
-    assert src == "chunks" and acc == pytest.approx(20 / 8)
+    # 4 token-bearing chunks a request: the prefill's token, then 3 verify steps (10 tokens / 3)
+    assert src == "chunks" and acc == pytest.approx(20 / 6)
     assert accept_length([], None) == (None, "none")
+
+
+def test_a_one_token_answer_adds_its_token_and_no_verify_step():
+    """SGLang omits spec_verify_ct for an answer the prefill finished (older releases send 0): it
+    must not turn its level's acceptance into the chunk estimate nor drop its histogram."""
+    long = [trace(i, verify=3) for i in range(3)]
+    for t in long:
+        t.accept_hist = [0, 1, 1, 1]
+    one = trace(3, chunks=((0.1, 1),), verify=None)
+    assert accept_length(long + [one], None) == (pytest.approx(31 / 9), "meta_info")
+    m = level_metrics(4, long + [one])
+    assert m.accept_length_source == "meta_info" and m.accept_length == pytest.approx(31 / 9)
+    assert m.spec_verify_ct == 9 and m.accept_hist == [0, 3, 3, 3]
+    # a level of one-token answers only has no verify step to count
+    assert accept_length([one], None) == (None, "none")
 
 
 def test_all_failed_level():

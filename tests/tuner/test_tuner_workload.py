@@ -10,6 +10,7 @@ from tuner_testlib import FIXTURES
 
 from tuner import cli
 from tuner.measure.metrics import LevelSamples
+from tuner.measure.stats import percentile
 from tuner.spec.flags import BadInput
 from tuner.spec.slo import evaluate, parse_slo
 from tuner.spec.workload import SHIPPED, PromptSource, estimate_tokens, load_dataset
@@ -158,6 +159,25 @@ def test_goodput_counts_the_requests_within_every_limit():
     assert res.meets is False and res.observed["ttft_p99_ms"] > 500
     ok = evaluate(parse_slo("ttft_p50_ms=500"), [(s, 301.0)])
     assert ok.meets is True and ok.observed["ttft_p50_ms"] == pytest.approx(175.0)
+
+
+def test_a_tpot_limit_is_judged_on_the_percentile_the_cell_publishes():
+    """One-token answers have no TPOT: left out of tpot_ms_pNN (as SGLang's bench_serving leaves
+    them out of its TPOT percentiles), so they must not pull the checked percentile below it."""
+    tpots = [None] + [10.0 * k for k in range(1, 10)]
+    s = LevelSamples(
+        ttft_ms=[50.0] * 10,
+        tpot_ms=tpots,
+        e2e_ms=[50.0] + [1000.0] * 9,
+        output_tokens=[1] + [100] * 9,
+    )
+    published = percentile([v for v in tpots if v is not None], 50)
+    res = evaluate(parse_slo("tpot_p50_ms=47"), [(s, 901.0)])
+    assert res.observed["tpot_p50_ms"] == pytest.approx(published) == pytest.approx(50.0)
+    assert res.meets is False
+    # every answer one token long: no inter-token time at all, the limit is met
+    ones = LevelSamples(ttft_ms=[50.0] * 3, tpot_ms=[None] * 3, e2e_ms=[50.0] * 3, output_tokens=[1] * 3)
+    assert evaluate(parse_slo("tpot_p50_ms=47"), [(ones, 60.0)]).meets is True
 
 
 def _sweep(tmp_path, *args):

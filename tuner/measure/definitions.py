@@ -101,10 +101,10 @@ PER_LEVEL: tuple[MetricDef, ...] = (
         "accept_length",
         "tokens per verify step for this level alone: sum of `completion_tokens` / sum of "
         "`spec_verify_ct` over the level's requests (`/generate`'s final `meta_info`; SGLang PR "
-        "#3152's formula); on the OpenAI endpoints, the level's delta of the Prometheus counters "
+        "#3152's formula; a one-token answer adds its token and no verify step); on the OpenAI endpoints, the level's delta of the Prometheus counters "
         "`sglang:generation_tokens_total` / `sglang:spec_verify_calls_total` (needs "
-        "`--enable-metrics`); else tokens per chunk (one chunk per verify step at SGLang's default "
-        "`--stream-interval 1`). `accept_length_source` says which. SGLang's `avg_spec_accept_length` "
+        "`--enable-metrics`); else tokens per verify step counted from the chunks (one chunk per verify step after the "
+        "first, the prefill's token, at SGLang's default `--stream-interval 1`). `accept_length_source` says which. SGLang's `avg_spec_accept_length` "
         "is cumulative since start-up (it mixes levels and warm-up) and is not used.",
     ),
 )

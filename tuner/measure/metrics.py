@@ -190,19 +190,33 @@ def accept_length(
 ) -> tuple[float | None, str]:
     """The level's own acceptance length and where it came from (module docstring)."""
     ok = [t for t in traces if t.ok and t.output_tokens]
-    if ok and all(t.spec_verify_ct for t in ok):
+    drafted = verified(ok)
+    if drafted and all(t.spec_verify_ct for t in drafted):
+        # SGLang's formula over the level: every request's tokens, one-token answers included
+        # (their token came from the prefill, with no verify step)
         tokens = sum(t.output_tokens or 0 for t in ok)
-        verify = sum(t.spec_verify_ct or 0 for t in ok)
+        verify = sum(t.spec_verify_ct or 0 for t in drafted)
         return tokens / verify, "meta_info"
     if counter_delta:
         gen = counter_delta.get("generation_tokens")
         ver = counter_delta.get("spec_verify_calls")
         if gen and ver and ver > 0:
             return gen / ver, "metrics"
-    chunks = sum(sum(1 for c in chunk_token_counts(t) if c > 0) for t in ok)
-    if chunks:
-        return sum(t.output_tokens or 0 for t in ok) / chunks, "chunks"
+    # the first token-bearing chunk is the prefill's token, not a verify step: N tokens over V
+    # verify steps stream as V + 1 chunks
+    steps = sum(max(0, sum(1 for c in chunk_token_counts(t) if c > 0) - 1) for t in ok)
+    if steps:
+        return sum(t.output_tokens or 0 for t in ok) / steps, "chunks"
     return None, "none"
+
+
+def verified(ok: Sequence[RequestTrace]) -> list[RequestTrace]:
+    """The requests that had verify steps to report: all but one-token answers, whose only token
+    comes from the prefill (SGLang omits `spec_verify_ct` when nothing was drafted,
+    tokenizer_manager `_calculate_spec_decoding_metrics`; older releases send 0). Without this a
+    single one-token answer (an EOS first, a one-word reply) would leave its level's acceptance
+    and histogram unknown."""
+    return [t for t in ok if (t.output_tokens or 0) > 1]
 
 
 def _error_key(message: str) -> str:
@@ -347,9 +361,10 @@ def level_metrics(
     ttft_iv = stats.quantile_interval([v * 1000.0 for v in ttfts])
     tpot_iv = stats.quantile_interval([v * 1000.0 for v in tpots])
     stream = [t.stream_tokens for t in ok]
-    verify = [t.spec_verify_ct for t in ok]
+    drafted = verified(ok)
+    verify = [t.spec_verify_ct for t in drafted]
     delta = counter_delta or {}
-    hist = sum_histograms([t.accept_hist for t in ok]) if ok else None
+    hist = sum_histograms([t.accept_hist for t in drafted]) if drafted else None
     return LevelMetrics(
         concurrency=concurrency,
         requests=len(traces),
@@ -385,7 +400,7 @@ def level_metrics(
         tpot_ms_p50_ci_high=None if tpot_iv is None else tpot_iv.high,
         stream_tokens=sum(v for v in stream if v is not None) if ok and all(v is not None for v in stream) else None,
         metrics_tokens=delta.get("generation_tokens"),
-        spec_verify_ct=sum(v for v in verify if v) if ok and all(verify) else None,
+        spec_verify_ct=sum(v for v in verify if v) if drafted and all(verify) else None,
         metrics_verify_calls=delta.get("spec_verify_calls"),
         accept_hist=hist,
     )

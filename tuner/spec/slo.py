@@ -131,7 +131,12 @@ def evaluate(slo: Slo, levels: Sequence[tuple[LevelSamples | None, float | None]
     observed: dict[str, float | None] = {}
     meets = True
     for lim in slo.limits:
-        pooled = [0.0 if v is None else v for s, _ in kept for v in _values(s, lim.metric)]
+        # the percentile the cell publishes (tpot_ms_pNN: one-token answers have no TPOT and are
+        # left out, as SGLang's bench_serving leaves them out of its TPOT percentiles); their TPOT
+        # counts as 0 only in the per-request goodput test above, as SGLang's `all_tpots` does
+        pooled = [v for s, _ in kept for v in _values(s, lim.metric) if v is not None]
+        if not pooled and any(_values(s, lim.metric) for s, _ in kept):
+            pooled = [0.0]  # every answer one token long: no inter-token time at all
         val = percentile(pooled, lim.percentile)
         observed[lim.key] = val
         if val is None or val > lim.limit_ms:
