@@ -6,6 +6,8 @@ measurements into the seed's conclusions; nothing in the tuner knows them.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tuner.data.records import LevelRecord
@@ -426,3 +428,17 @@ def test_a_rank_s_batch_under_data_parallelism_is_the_concurrency_spread_over_th
     assert level_batch(p, 6)[0] == 6.0  # one rank: capped by its limit, as before
     big = analysis.aggregate([row(2, 64, 1000.0)])[("k2-t1", 64)]
     assert level_batch(big, 6, 8)[0] == 6.0
+
+
+def test_the_recommendation_names_the_spec_schedule_that_deploys_it_again():
+    """SGLang's default table given to the role as a file would launch at another depth (and KV
+    pool) than `spec_schedule: default` did: the recommendation says which value deploys it."""
+    from tuner.decide.analysis import PointStats, Recommendation
+
+    def rec(cfg):
+        return Recommendation(PointStats(cfg, 1), 1.0, "r", {}).to_dict()
+
+    assert rec(SpecConfig(3, adaptive=True))["spec_schedule"] == "default"
+    tuned = SpecConfig(3, schedule=((1, 4), (16, 2)))
+    assert json.loads(rec(tuned)["spec_schedule"]) == {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [2]}}
+    assert rec(SpecConfig(3))["spec_schedule"] is None

@@ -87,3 +87,41 @@ def test_bench_unreachable_server_fails(capsys):
     from tuner_testlib import free_port
 
     assert cli.main(["bench", "--url", f"http://127.0.0.1:{free_port()}", "--concurrency", "1"]) == 1
+
+
+def test_bench_names_an_adaptive_server_by_the_schedule_it_runs(tmp_path):
+    """/server_info's speculative_num_steps is only an adaptive server's launch depth: `bench --url`
+    labels it by its schedule (SGLang's default, or the config file it names), never as that
+    static depth, and refuses a config file it cannot read rather than mislabel the results."""
+    import urllib.request
+
+    from sglang_utils.sglang_server_info import parse_server_info
+
+    from tuner.run.sweep import server_record
+    from tuner.spec.flags import BadInput
+
+    doc = {"1": {"candidate_steps": [4]}, "8": {"candidate_steps": [2]}}
+    path = tmp_path / "adaptive.json"
+    path.write_text(json.dumps(doc))
+    v23 = ("--emulator-sglang-version", "0.5.23", "--speculative-adaptive")
+
+    def info(url):
+        with urllib.request.urlopen(url + "/server_info", timeout=10) as r:
+            return parse_server_info(json.loads(r.read()))
+
+    with emulator(*v23, "--speculative-adaptive-config", str(path), steps=2) as url:
+        body = info(url)
+    cfg = server_record(url, body, "m").config
+    assert cfg.is_schedule and cfg.adaptive_document() == doc and cfg.spec_steps == 2
+    assert cfg.config_id != "k2-t1" and "B>=1: k=4" in cfg.label
+    path.unlink()
+    try:
+        server_record(url, body, "m")
+        raise AssertionError("an unreadable adaptive config was labelled")
+    except BadInput as exc:
+        assert str(path) in str(exc) and exc.flag == "--url"
+
+    # SGLang's default config: no file, no --speculative-num-steps (SGLang starts at 3)
+    with emulator(*v23, "--speculative-algorithm", "NEXTN", steps=0) as url:
+        cfg = server_record(url, info(url), "m").config
+    assert cfg.adaptive and cfg.config_id == "adaptive-default" and cfg.spec_steps == 3

@@ -508,6 +508,9 @@ class Recommendation:
             "spec_topk": None if c is None else c.spec_topk,
             "spec_draft_tokens": None if c is None else c.spec_draft_tokens,
             "spec_algorithm": None if c is None else c.spec_algorithm,
+            # the role's spec_schedule for it (`default` for SGLang's default: the built-in table
+            # given as a file would launch at another depth, sglang_adaptive.launch_steps)
+            "spec_schedule": None if c is None else c.config.schedule_value,
             "temperature": None if c is None else c.temperature,
             "score": None if self.score is None else round(self.score, 4),
             "reason": self.reason,

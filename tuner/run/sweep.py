@@ -18,15 +18,20 @@ as `skip` records of kind `predicted` with their predictions, so `--resume` and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from sglang_utils.sglang_adaptive import launch_steps as schedule_launch_steps
+from sglang_utils.sglang_adaptive import resolved_schedule
 from sglang_utils.sglang_checks import parse_whole_number
 from sglang_utils.sglang_gate_report import GateReport
+from sglang_utils.sglang_releases import adaptive_config_form
 
 from ..data.records import (
     BenchFailedRecord,
@@ -44,6 +49,7 @@ from ..measure import restarts
 from ..present import outputs
 from ..present.summary import Summary, summarize
 from ..spec.configs import ConfigPlan, SpecConfig
+from ..spec.flags import BadInput
 from ..spec.sweepspec import SweepSpec, WorkloadSpec
 from .client import BenchClient
 from .deploy import Deployer, DeployResult
@@ -466,13 +472,17 @@ class Sweep:
 
 def server_record(url: str, info: dict[str, Any], served: str | None) -> DeployRecord:
     """`bench --url`: what the running server says it is, as a deploy record (`source`
-    "server_info"), from the same /server_info parser and gate report the sglang_ready module uses."""
+    "server_info"), from the same /server_info parser and gate report the sglang_ready module uses
+    (`info`: parse_server_info's)."""
     gate = GateReport.from_server_info(info, served)
     spec = gate.speculative
     steps = spec.num_steps if spec.enabled else 0
     topk = spec.eagle_topk or 1
     draft = spec.num_draft_tokens if (steps and topk > 1) else None
     cfg = SpecConfig(int(steps or 0), int(topk), draft, str(spec.algorithm or "NEXTN"))
+    if spec.enabled and spec.adaptive:
+        # its num_steps is only the launch depth: the depth it runs is chosen per batch
+        cfg = adaptive_server_config(cfg, info, gate.server.version)
     return DeployRecord(
         config=cfg,
         host=url,
@@ -483,6 +493,32 @@ def server_record(url: str, info: dict[str, Any], served: str | None) -> DeployR
         speculative=spec.to_json(),
         server=gate.server.to_json(),
     )
+
+
+def adaptive_server_config(launched: SpecConfig, info: Mapping[str, Any], version: str | None) -> SpecConfig:
+    """`bench --url` on a server that runs adaptive speculation (/server_info `speculative_adaptive`,
+    resolved: false when SGLang fell back to static): SGLang's default config when it names no
+    `speculative_adaptive_config` file, else that file's schedule read here (bench --url usually runs
+    on the server's host). A file this machine cannot read is refused: labelled as a static depth or
+    as SGLang's default, the results would name a server that was not measured."""
+    base = dataclasses.replace(launched, spec_topk=1, spec_draft_tokens=None)
+    path = (info.get("speculative") or {}).get("adaptive_config")
+    if not path:
+        return dataclasses.replace(base, adaptive=True)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        resolved = resolved_schedule(doc, adaptive_config_form(version) or "per-bs")
+    except (OSError, ValueError) as exc:
+        raise BadInput(
+            "--url",
+            f"the server runs adaptive speculation with its own config {path}, which cannot be read here "
+            f"({exc}): run bench --url on the server's host, where the tuner can read the schedule it ran",
+        ) from None
+    if resolved is None:
+        raise BadInput("--url", f"the server's adaptive config {path} is not one its SGLang release reads")
+    if "candidate_steps" in resolved:  # 0.5.11/0.5.12: one flat config for every batch size
+        resolved = {"1": resolved}
+    return dataclasses.replace(base, ladder=json.dumps(resolved))
 
 
 async def bench_url(
