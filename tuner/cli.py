@@ -161,6 +161,15 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise BadInput("--resume", f"{out} holds a different sweep: " + "; ".join(diffs))
     elif out.is_dir() and (out / "records.jsonl").exists():
         raise BadInput("--out", f"{out} holds records but no sweep.json; choose another directory")
+    if spec.verify and spec.verify_baseline and Path(spec.verify_baseline).exists():
+        # before anything is written: a bad file must leave nothing behind (a retry would be refused)
+        from .verify.baseline import BaselineError
+        from .verify.baseline import read as read_baseline
+
+        try:
+            read_baseline(Path(spec.verify_baseline))
+        except BaselineError as exc:
+            raise BadInput("--verify-baseline", str(exc)) from None
     assert spec.inventory is not None and spec.playbook is not None
     try:
         inv = read_inventory(Path(spec.inventory), spec.limit, project)
@@ -235,7 +244,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         else:
             print("verify: off (--no-verify): the outputs will not be checked")
         return 0
-    store.ensure()
+    store.lock()  # held while the store lives: a second tuner on this --out is refused
+    if stored is None and store.read_sweep() is not None:
+        raise BadInput("--out", f"{out}: another tuner started a sweep there just now; choose another directory")
     store.write_spec(spec, TOOL)
     if stored is not None:
         progress.line(f"resuming the sweep in {out}")
@@ -249,14 +260,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         timeout_s=spec.deploy_timeout,
         slots=slots,
     )
-    if spec.verify and spec.verify_baseline and Path(spec.verify_baseline).exists():
-        from .verify.baseline import BaselineError
-        from .verify.baseline import read as read_baseline
-
-        try:
-            read_baseline(Path(spec.verify_baseline))
-        except BaselineError as exc:
-            raise BadInput("--verify-baseline", str(exc)) from None
     verify = None
     if spec.verify:
         from .verify.phase import VerifyPhase
@@ -311,6 +314,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
         if (out / "records.jsonl").exists():
             raise BadInput("--out", f"{out} already holds results; choose another directory")
         store = Store(out, redactor)
+        store.lock()
+        if (out / "records.jsonl").exists():
+            raise BadInput("--out", f"{out}: another tuner wrote results there just now; choose another directory")
         store.write_spec(spec, TOOL)
     progress = Progress(redactor=redactor, quiet=a.quiet)
     rc, summary, state = asyncio.run(bench_url(spec, store, progress, api_key))
@@ -381,7 +387,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         target = list(wanted or levels)
     s = write_all(Store(d, Redactor([api_key_from_env()])), spec, target=target)
     _print_summary(s, d)
-    return 0
+    return 0 if s.recommendation.chosen is not None else 1  # as `sweep` and `bench` say it
 
 
 def cmd_verify(a: argparse.Namespace) -> int:

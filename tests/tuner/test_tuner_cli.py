@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -106,7 +107,8 @@ def test_sweep_json_params_of_the_wrong_type_are_named_not_a_traceback(key, valu
         assert "its params are not a sweep's" in err and f"{key} is" in err and "Traceback" not in err, err
     params[key] = SweepSpec().to_json()[key]  # the same file with the tool's own value reads
     (tmp_path / "sweep.json").write_text(json.dumps({"version": 1, "params": params}))
-    assert cli.main(["report", str(tmp_path)]) == 0
+    assert cli.main(["report", str(tmp_path)]) == 1  # it reads: nothing measured, no recommendation
+    assert "its params are not a sweep's" not in capsys.readouterr().err
 
 
 def test_an_out_that_cannot_be_made_is_an_error_naming_it_not_a_traceback(tmp_path, capsys):
@@ -178,3 +180,48 @@ def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):
     assert "C=64 x 128..1024 requests" in out and "until +-2%" in out
     assert "confirm: after the static depths, at most 2 extra start(s)" in out  # on by default
     assert not (tmp_path / "o").exists()
+
+
+def test_a_bad_verify_baseline_leaves_nothing_behind(tmp_path, capsys, no_hosts):
+    """Checked before sweep.json is written: the corrected retry must not be refused as a resume."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    out = tmp_path / "out"
+    assert cli.main(["sweep", "--out", str(out), "--inventory", INV, "--verify-baseline", str(bad)]) == 2
+    assert "--verify-baseline" in capsys.readouterr().err and not out.exists()
+    assert cli.main(["sweep", "--out", str(out), "--inventory", INV, "--verify-baseline", str(bad), "--dry-run"]) == 2
+
+
+def test_a_second_tuner_on_the_same_out_is_refused(tmp_path, capsys, no_hosts):
+    """Two sweeps on one --out wrote their records among each other's (each labelled the other's
+    server): the directory is held by the run that has it, with or without --resume."""
+    from tuner.data.store import Store
+
+    out = tmp_path / "out"
+    first = Store(out)
+    first.lock()
+    for extra in ([], ["--resume"]):
+        assert cli.main(["sweep", "--out", str(out), "--inventory", INV, "--steps", "1", *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"{out} is in use by another tuner (pid {os.getpid()})" in err, err
+    assert cli.main(["bench", "--url", "http://127.0.0.1:1", "--out", str(out), "--concurrency", "1"]) == 2
+    assert not (out / "sweep.json").exists()
+    del first  # the lock goes with its holder
+    import gc
+
+    gc.collect()
+    assert Store(out).lock() is None
+
+
+def test_report_without_a_recommendation_exits_1(tmp_path, capsys):
+    """As `sweep` and `bench` do (docs/tuner.md: 1 when nothing was measured or none meets --slo)."""
+    from tuner.data.records import DeployRecord
+    from tuner.data.store import Store
+    from tuner.spec.configs import SpecConfig
+    from tuner.spec.sweepspec import SweepSpec
+
+    st = Store(tmp_path)
+    st.write_spec(SweepSpec(), "test")
+    st.append(DeployRecord(config=SpecConfig(2), host="h", status="failed", reason="it did not start"))
+    assert cli.main(["report", str(tmp_path)]) == 1
+    assert "no recommendation" in capsys.readouterr().out

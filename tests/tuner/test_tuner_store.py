@@ -10,6 +10,7 @@ from tuner.data.redact import Redactor
 from tuner.data.results import RESULT_COLUMNS, result_rows
 from tuner.data.store import Store, read_records
 from tuner.present import outputs
+from tuner.spec.configs import SpecConfig
 from tuner.spec.sweepspec import SweepSpec, WorkloadSpec
 
 WORKLOAD = WorkloadSpec(concurrency=(1, 4), temperature=0.0, input_len=8, output_len=16, repeats=1)
@@ -228,7 +229,7 @@ def test_the_state_is_live_records_jsonl_is_read_once(tmp_path, monkeypatch):
     s.append(DeployRecord(config=SpecConfig(1), host="h", status="ok"))
     reads = []
     real = store_mod.read_records
-    monkeypatch.setattr(store_mod, "read_records", lambda p: reads.append(p) or real(p))
+    monkeypatch.setattr(store_mod, "read_records", lambda p, *a: reads.append(p) or real(p, *a))
     first = s.state()
     assert len(reads) == 1 and set(first.deploys) == {"k1-t1"}
     s.append(SkipRecord(config=SpecConfig(3), kind="early_stop", reason="past the peak"))
@@ -280,3 +281,20 @@ def test_deploy_best_reports_every_host(tmp_path):
     # a later run that recommends another configuration replaces the earlier deploys
     st.append({**deploy(3, host="h1"), "type": "deploy_best", "verified": True})
     assert list(SweepState.fold(read_records(tmp_path / "records.jsonl")).deploy_best) == ["h1"]
+
+
+def test_a_broken_record_is_named_not_lost_unseen_and_never_a_traceback(tmp_path, capsys):
+    """A line cut short anywhere in records.jsonl, or valid JSON that is not a readable record (a
+    hand edit: `config` not an object), is skipped with its line named on stderr; the rest folds."""
+    st = Store(tmp_path)
+    st.append(DeployRecord(config=SpecConfig(2), host="h1", status="ok"))
+    st.append(DeployRecord(config=SpecConfig(3), host="h1", status="ok"))
+    lines = st.records_path.read_text().splitlines()
+    lines[0] = lines[0][: len(lines[0]) // 2]
+    lines.append(json.dumps({"type": "deploy", "config": "k3"}))
+    st.records_path.write_text("\n".join(lines) + "\n")
+    state = Store(tmp_path).state()
+    assert list(state.deploys) == ["k3-t1"]
+    err = capsys.readouterr().err
+    assert "skipped 2 unreadable record(s)" in err and "line 1 is not a whole JSON record" in err
+    assert "'deploy' record it cannot read" in err

@@ -338,6 +338,7 @@ class SweepState:
     """Everything a sweep's records say, folded once, in record order."""
 
     order: list[str] = field(default_factory=list)  # configuration ids, first seen first
+    unreadable: list[str] = field(default_factory=list)  # records skipped: valid JSON, not a readable record
     configs: dict[str, SpecConfig] = field(default_factory=dict)
     deploys: dict[str, DeployRecord] = field(default_factory=dict)  # last successful deploy
     failed: dict[str, DeployRecord] = field(default_factory=dict)  # last deploy failed
@@ -376,7 +377,13 @@ class SweepState:
         whole file)."""
         st = self
         current = st._current
-        rec = parse_record(raw)
+        try:
+            rec = parse_record(raw)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # valid JSON this version cannot read as its kind (a hand edit, another tool's line)
+            kind = raw.get("type") if isinstance(raw, Mapping) else None
+            st.unreadable.append(f"a {kind!r} record it cannot read: {exc}"[:200])
+            return
         if rec is None:
             return
         st.records.append(rec)

@@ -10,14 +10,16 @@ module only reads and writes; what the records mean is tuner/data/records.py.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..spec.flags import BadInput
 from ..spec.sweepspec import SWEEP_JSON_VERSION, SweepSpec
@@ -32,6 +34,7 @@ RECOMMENDATION = "recommendation.json"
 PLOT = "throughput_vs_steps.png"
 SCHEDULE_PLOT = "schedule_vs_static.png"  # the schedule phase (tuner/decide/schedule_phase.py)
 REPORT = "report.md"
+LOCK = ".tuner.lock"  # Store.lock(): the run that holds the directory
 
 
 def now_iso() -> str:
@@ -54,24 +57,27 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
     """All complete records.
 
     A torn line (the process died mid-write; the next append closed it off) is skipped: it is
-    the one point that was in flight, and `--resume` measures it again.
+    the one point that was in flight, and `--resume` measures it again. Each line skipped is named
+    in `problems` (its line number), so a line broken some other way is not lost unseen.
     """
     if not path.is_file():
         return []
     out = []
-    for line in path.read_text(errors="replace").splitlines():
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            rec = None
         if isinstance(rec, dict):
             out.append(rec)
+        elif problems is not None:
+            problems.append(f"line {n} is not a whole JSON record")
     return out
 
 
@@ -85,6 +91,33 @@ class Store:
         # --resume), then each appended record is folded in as it is written.
         self._state: SweepState | None = None
         self._folded_bytes = 0  # how much of records.jsonl the live state has seen
+        self._warned: set[str] = set()  # unreadable records already named on stderr
+        self._lock: IO[str] | None = None  # lock(): this run's hold on the directory
+
+    def lock(self) -> None:
+        """Take the output directory for this run: an exclusive lock on LOCK, held while this Store
+        lives (the process's run), so a second tuner started on the same directory, with or
+        without --resume, is refused instead of writing its records among this one's. The lock
+        is the kernel's (flock): a run that dies, however, leaves no stale lock behind."""
+        self.ensure()
+        f = open(self.out / LOCK, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the run
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip()
+            f.close()
+            raise BadInput(
+                "--out",
+                f"{self.out} is in use by another tuner"
+                + (f" (pid {holder})" if holder.isdigit() else "")
+                + ": wait for it to end, or choose another directory",
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._lock = f
 
     @property
     def records_path(self) -> Path:
@@ -133,9 +166,24 @@ class Store:
         path = self.records_path
         size = path.stat().st_size if path.is_file() else 0
         if self._state is None or size != self._folded_bytes:
-            self._state = SweepState.fold(self.records())
+            problems: list[str] = []
+            self._state = SweepState.fold(read_records(path, problems))
             self._folded_bytes = size
+            self._warn(problems + self._state.unreadable)
         return self._state
+
+    def _warn(self, problems: list[str]) -> None:
+        """Name the records a read skipped, once per Store (a torn line from a killed run is one;
+        anything else in the file was not written by this tool)."""
+        new = [p for p in problems if p not in self._warned]
+        if new:
+            self._warned.update(new)
+            sys.stderr.write(
+                f"warning: {self.records_path}: skipped {len(new)} unreadable record(s) ("
+                + "; ".join(new[:5])
+                + ("; ..." if len(new) > 5 else "")
+                + "): a line cut short when a run was killed is measured again by --resume\n"
+            )
 
     def append(self, record: Record | dict[str, Any]) -> dict[str, Any]:
         """Append one record durably (flush + fsync): a finished point is never lost."""
