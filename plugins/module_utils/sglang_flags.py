@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import emulator_faults as _faults
+from . import sglang_releases as _releases
 from . import sglang_secrets as _secrets
 from .sglang_checks import (
     api_key_error,
@@ -81,6 +82,9 @@ NUMERIC_LIMITS: dict[str, tuple[str, float | None, float | None, bool]] = {
     "watchdog_timeout": ("float", 0.0, None, True),
     "emulator_startup_s": ("float", 0.0, None, False),
     "dist_init_port": ("int", 1, 65535, False),
+    # seconds the ranks wait for each other (SGLang's --dist-timeout, type=int); 0 or less can
+    # never form a group
+    "dist_timeout": ("int", 0, None, True),
 }
 
 # The API keys reach the server in SGLang's own `--config FILE.yaml` (its keys become flags,
@@ -107,6 +111,9 @@ MANAGED_FLAGS.update(
         "--nnodes": "sglang_server_multinode_group",
         "--node-rank": "sglang_server_multinode_group",
         "--dist-init-addr": "sglang_server_multinode_group",
+        # the same argparse destination as --dist-init-addr (0.5.9-0.5.12 declare both spellings on
+        # one add_argument, 0.5.23 as an alias): the later one on the line would win
+        "--nccl-init-addr": "sglang_server_multinode_group",
         "--emulator-profile": "sglang_server_emulator_profile",
         "--emulator-startup-s": "sglang_server_emulator_startup_s",
         "--emulator-fault": "sglang_server_emulator_faults",
@@ -156,6 +163,11 @@ def extra_flag_errors(extra: Any) -> list[str]:
             errors.append(
                 f"sglang_server_extra_flags: the value of {flag} must be a string, number, true/false or a list"
             )
+        elif any(
+            isinstance(v, str) and ("\r" in v or "\0" in v) for v in (value if isinstance(value, list) else [value])
+        ):
+            # systemd reads a carriage return as the end of the line (the unit would not load)
+            errors.append(f"sglang_server_extra_flags: the value of {flag} must not hold a carriage return or NUL")
     return errors
 
 
@@ -254,6 +266,25 @@ def secret_config(settings: dict[str, Any]) -> list[str]:
     return lines
 
 
+def algorithm_release_errors(spec: Any, version: Any) -> list[str]:
+    """An algorithm the release's --speculative-algorithm does not have (0.5.9/0.5.10 argparse
+    choices; later releases look the name up at start): refused before any host changes, as
+    SGLang would refuse it at start. Releases older than the table are not judged."""
+    algo = spec.get("algorithm") if isinstance(spec, dict) and spec.get("enabled") else None
+    key = _releases.release_key(version)
+    if not algo or not key or key < _releases.release_key(_releases.SPEC_ALGORITHMS_SINCE[0][1]):
+        return []
+    known = _releases.spec_algorithms(version)
+    if str(algo).upper() in known:
+        return []
+    since = dict(_releases.SPEC_ALGORITHMS_SINCE).get(str(algo).upper())
+    return [
+        f"spec_algorithm={algo} is not an algorithm of SGLang {str(version).strip()} (sglang_server_sglang_version)"
+        + (f": it arrived in {since}" if since else "")
+        + f"; that release has {', '.join(known)}"
+    ]
+
+
 def server_errors(settings: dict[str, Any]) -> list[str]:
     """Check the role's settings (keys are the variable names without `sglang_server_`).
 
@@ -294,6 +325,15 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
             errors.append(err)
 
     errors += extra_flag_errors(settings.get("extra_flags") or {})
+    errors += algorithm_release_errors(settings.get("spec") or {}, settings.get("sglang_version"))
+    node = settings.get("node") or {}
+    if isinstance(node, dict) and int(node.get("nnodes") or 1) > 1:
+        for name in settings.get("extra_flags") or {}:
+            flag = normalise_flag(name) if isinstance(name, str) else ""
+            if flag.startswith("--dist-t") and "--dist-timeout".startswith(flag):
+                # the role passes the group's own --dist-timeout; a later one would win on the line
+                # while the group's agreement check looked at the variable
+                errors.append(f"sglang_server_extra_flags must not set {flag}: use sglang_server_dist_timeout")
 
     env = settings.get("environment") or {}
     if not isinstance(env, dict):

@@ -10,15 +10,17 @@ this file holds what must hold across the hosts of the group, so a group that ca
 server fails on the controller, before any host changes, with a message naming the variable.
 
 Rank order (docs/architecture.md "Multi-node"): ``sglang_server_multinode_head`` when set, else
-the group's first host, is node rank 0; the other hosts follow in the group's inventory order
-(Ansible's ``groups[G]``, which keeps the order the inventory lists them in). The same
-inventory therefore always gives the same ranks.
+the group's first host by name, is node rank 0; the other hosts follow by name (natural order:
+gpu-2 before gpu-10), not in Ansible's ``groups[G]`` order, which is not stable for hosts that
+come from child groups (``rank_order``). The same inventory therefore always gives the same ranks.
 
 Standard library only and Python 3.8 syntax: a filter plugin imports it on the controller.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Sequence
 
 __all__ = ["SAME_ON_EVERY_NODE", "rank_order", "member_settings", "group_errors", "group_verdict"]
@@ -35,6 +37,14 @@ SAME_ON_EVERY_NODE = (
     ("sglang_server_engine", "the nodes run one server"),
     ("sglang_server_sglang_version", "the nodes run one server"),
     ("sglang_server_model_path", "every node loads its shard of the same model"),
+    # every rank runs its own scheduler on the requests rank 0 broadcasts: with another pool size,
+    # request limit or batch rule it would build other batches and the collectives stop matching
+    ("sglang_server_mem_fraction_static", "every rank sizes the same KV pool"),
+    ("sglang_server_max_running_requests", "every rank's scheduler builds the same batches"),
+    ("sglang_server_context_length", "every rank's scheduler builds the same batches"),
+    ("sglang_server_chunked_prefill_size", "every rank's scheduler builds the same batches"),
+    ("sglang_server_trust_remote_code", "every node loads the same model code"),
+    ("sglang_server_extra_flags", "every rank runs the same server (only --node-rank differs)"),
 )
 
 
@@ -42,9 +52,18 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def _name_key(name: str) -> list[Any]:
+    """Natural order of host names: gpu-2 before gpu-10."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", str(name)) if p]
+
+
 def rank_order(members: Sequence[str], head: Any = "") -> list[str]:
-    """The group's hosts in node-rank order: the head (or the first host) first, then the rest in order."""
-    hosts = list(members or [])
+    """The group's hosts in node-rank order: the head first, then the rest by name (natural order),
+    the first by name being rank 0 when no head is named. Not Ansible's order of ``groups[G]``: for
+    hosts that come from child groups of G it follows the child groups' memory addresses and
+    changes from run to run (ansible-core 2.19 walks them out of a set), which would move the
+    ranks, and with them every node's flags, between two runs of an unchanged inventory."""
+    hosts = sorted(dict.fromkeys(members or []), key=_name_key)
     h = str(head).strip() if head is not None else ""
     if h and h in hosts:
         return [h] + [m for m in hosts if m != h]
@@ -80,12 +99,14 @@ def group_verdict(group: Any, members: Sequence[str], hostvars: Any) -> dict[str
     ``__sglang_server_mn_rank_tail``; an empty ``failure`` means every rank passed.
     """
     for rank, m in enumerate(members):
+        missing = f"{m} did not report its gate (unreachable or failed earlier)"
         try:
             hv = hostvars[m]
-            failure = str(hv["__sglang_server_mn_rank_failure"]) if "__sglang_server_mn_rank_failure" in hv else ""
+            # a rank that never ran the gate has not passed it (hostvars has every inventory host)
+            failure = str(hv["__sglang_server_mn_rank_failure"]) if "__sglang_server_mn_rank_failure" in hv else missing
             tail = list(hv["__sglang_server_mn_rank_tail"]) if "__sglang_server_mn_rank_tail" in hv else []
         except (KeyError, TypeError):
-            failure, tail = f"{m} did not report its gate (unreachable or failed earlier)", []
+            failure, tail = missing, []
         if failure.strip():
             return {
                 "failure": f"{failure.strip()} (on {m}, node rank {rank} of sglang_server_multinode_group={_fmt(group)})",
@@ -93,6 +114,25 @@ def group_verdict(group: Any, members: Sequence[str], hostvars: Any) -> dict[str
                 "host": m,
             }
     return {"failure": "", "tail": [], "host": ""}
+
+
+_SERVER_ARGS = (
+    "sglang_server_mem_fraction_static",
+    "sglang_server_max_running_requests",
+    "sglang_server_context_length",
+    "sglang_server_chunked_prefill_size",
+    "sglang_server_trust_remote_code",
+    "sglang_server_extra_flags",
+)
+
+
+def _same_form(value: Any) -> Any:
+    """A server argument as the flag line would carry it (64 and "64" are one value; unset is one)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value).strip().lower() if isinstance(value, (bool, str)) else str(value)
 
 
 def _int(value: Any) -> Any:
@@ -126,6 +166,8 @@ def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[s
             values = {m: (_int(v) if _int(v) is not None else v) for m, v in values.items()}
         elif var == "sglang_server_multinode_head":
             values = {m: (str(v).strip() if v else "") for m, v in values.items()}
+        elif var in _SERVER_ARGS:
+            values = {m: _same_form(v) for m, v in values.items()}
         if len({_fmt(v) for v in values.values()}) > 1:
             shown = ", ".join(f"{m}={_fmt(v)}" for m, v in values.items())
             errors.append(

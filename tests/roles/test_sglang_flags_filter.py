@@ -471,3 +471,40 @@ def test_filter_module_exposes_the_filters():
         "systemd_exec_quote",
         "systemd_env_assign",
     } <= names
+
+
+def test_extra_flags_cannot_move_the_groups_rendezvous_or_break_the_unit():
+    """--nccl-init-addr is --dist-init-addr's other spelling (one argparse destination): a later one
+    on the line wins, past the group's port and agreement checks; so would a second --dist-timeout
+    on a multi-node server. A carriage return or NUL in a value ends the unit's line for systemd."""
+    group = sglang_flags.node_settings("a", "g", ["a", "b"], "10.0.0.21", 29500)
+    for flags, needle in (
+        ({"nccl-init-addr": "10.9.9.9:1234"}, "--nccl-init-addr: use sglang_server_multinode_group"),
+        ({"dist-timeout": 30}, "--dist-timeout: use sglang_server_dist_timeout"),
+        ({"chat-template": "/x/t.jinja\rExecStartPre=/bin/true"}, "must not hold a carriage return or NUL"),
+        ({"cuda-graph-bs": [1, "2\x00"]}, "must not hold a carriage return or NUL"),
+    ):
+        errors = sglang_flags.server_errors(base(extra_flags=flags, node=group))
+        assert any(needle in e for e in errors), (flags, errors)
+    # a single-node server has no --dist-timeout of the role's: the flag is the user's to give
+    assert sglang_flags.server_errors(base(extra_flags={"dist-timeout": 30})) == []
+
+
+@pytest.mark.parametrize("value", [0, -5, "0"])
+def test_a_dist_timeout_that_can_never_form_a_group_is_refused(value):
+    errors = sglang_flags.server_errors(base(dist_timeout=value))
+    assert any(e.startswith("sglang_server_dist_timeout must be") for e in errors), errors
+    assert sglang_flags.server_errors(base(dist_timeout=600)) == []
+
+
+def test_an_algorithm_the_release_does_not_have_is_refused_before_any_host_changes():
+    """0.5.9's argparse has five choices (sglang_releases.SPEC_ALGORITHMS_SINCE): DFLASH on it
+    passed preflight, then the server exited with 'invalid choice' and the host rolled back."""
+    for algo, version in (("DFLASH", "0.5.9"), ("UNO", "0.5.12")):
+        errors = sglang_flags.server_errors(
+            base(spec=sglang_spec.spec_settings(3, algorithm=algo), sglang_version=version, engine="sglang")
+        )
+        assert any(e.startswith(f"spec_algorithm={algo} is not an algorithm of SGLang {version}") for e in errors)
+    for algo, version in (("DFLASH", "0.5.11"), ("UNO", "0.5.23"), ("EAGLE3", "0.5.9"), ("NEXTN", "0.4.3")):
+        ok = base(spec=sglang_spec.spec_settings(3, algorithm=algo), sglang_version=version, engine="sglang")
+        assert sglang_flags.server_errors(ok) == [], (algo, version)

@@ -36,14 +36,27 @@ def _settings(**over):
     return base
 
 
-def test_rank_order_is_the_head_then_the_group_order():
+def test_rank_order_is_the_head_then_the_hosts_by_name():
+    """Not Ansible's groups[G] order, which changes between runs for hosts from child groups."""
     assert mn.rank_order(["a", "b", "c"]) == ["a", "b", "c"]
-    assert mn.rank_order(["a", "b", "c"], "c") == ["c", "a", "b"]
+    assert mn.rank_order(["c", "a", "b"]) == ["a", "b", "c"]
+    assert mn.rank_order(["b", "a", "c"], "c") == ["c", "a", "b"]
     assert mn.rank_order(["a", "b", "c"], "zz") == ["a", "b", "c"]  # reported by group_errors
+    assert mn.rank_order(["gpu-10", "gpu-2", "gpu-1"]) == ["gpu-1", "gpu-2", "gpu-10"]
+
+
+def test_a_rank_that_never_ran_the_gate_has_not_passed_it():
+    """Every inventory host is in hostvars: one that failed before the gate set no verdict."""
+    hv = {A: {"__sglang_server_mn_rank_failure": "", "__sglang_server_mn_rank_tail": []}, B: {}}
+    v = mn.group_verdict(GROUP, [A, B], hv)
+    assert v["host"] == B and v["failure"].startswith(f"{B} did not report its gate")
 
 
 def test_a_consistent_group_has_no_errors():
     assert mn.group_errors(GROUP, [A, B], "", {A: _settings(), B: _settings()}) == []
+    # one value in two spellings is one value
+    same = {A: _settings(sglang_server_max_running_requests=64), B: _settings(sglang_server_max_running_requests="64")}
+    assert mn.group_errors(GROUP, [A, B], "", same) == []
     assert mn.group_errors("", [A], "", {}) == []
 
 
@@ -54,6 +67,15 @@ def test_a_consistent_group_has_no_errors():
         ({"sglang_server_tp_size": 15}, {"sglang_server_tp_size": 15}, "", "sglang_server_tp_size=15 is not divisible"),
         ({}, {}, "mn21-elsewhere", "sglang_server_multinode_head='mn21-elsewhere' is not a host of"),
         ({}, {"sglang_server_dist_init_port": 50001}, "", "sglang_server_dist_init_port differs"),
+        # every rank's scheduler runs on rank 0's requests: other limits build other batches
+        ({}, {"sglang_server_mem_fraction_static": 0.7}, "", "sglang_server_mem_fraction_static differs"),
+        ({}, {"sglang_server_max_running_requests": 64}, "", "sglang_server_max_running_requests differs"),
+        (
+            {"sglang_server_extra_flags": {"attention-backend": "fa3"}},
+            {"sglang_server_extra_flags": {"attention-backend": "fa3", "kv-cache-dtype": "fp8_e4m3"}},
+            "",
+            "sglang_server_extra_flags differs",
+        ),
         (
             {"sglang_server_gpus_per_node": 4},
             {"sglang_server_gpus_per_node": 4},

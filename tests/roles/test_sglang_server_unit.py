@@ -88,7 +88,13 @@ def _render(tmp: Path) -> None:
                     "sglang_server_device_policy": "",
                     "sglang_server_read_write_paths": ["/home/sglang/cache"],
                 },
-                "vaulted": {"sglang_server_engine": "emulator", "spec_steps": 2},
+                # null limits: no directive at all (systemd warned at an empty LimitNOFILE=)
+                "vaulted": {
+                    "sglang_server_engine": "emulator",
+                    "spec_steps": 2,
+                    "sglang_server_limit_nofile": None,
+                    "sglang_server_limit_memlock": None,
+                },
                 "topk": {
                     "sglang_server_engine": "emulator",
                     "spec_steps": 3,

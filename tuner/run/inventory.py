@@ -43,8 +43,8 @@ class Inventory:
         """Where one configuration runs: a host, or a multi-node tensor-parallel group as a whole.
 
         A host with `sglang_server_multinode_group: G` serves one model together with the other
-        hosts of G (the role's contract: `sglang_server_multinode_head`, else G's first host, is the
-        head, rank 0, which serves HTTP; the rest follow in inventory order, the role's own rule in
+        hosts of G (the role's contract: `sglang_server_multinode_head`, else G's first host by name, is the
+        head, rank 0, which serves HTTP; the rest follow by name, the role's own rule in
         plugins/module_utils/sglang_multinode.py), so a configuration is deployed to all of G at
         once and benchmarked at its head. Other hosts are a slot each. Slot name: the host, or G.
         """
