@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 DEMO_OUT ?= demo-out
 
-.PHONY: setup setup-runtime demo test lint unit integration e2e bench hosts hosts-absent clean collection sanity
+.PHONY: setup setup-runtime demo test lint bench hosts hosts-absent clean collection sanity
 
 setup:
 	./scripts/setup.sh

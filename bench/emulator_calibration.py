@@ -569,7 +569,9 @@ def main() -> int:
     ap.add_argument("--fit", action="store_true", help="fit the timing constants and write them into the profile")
     ap.add_argument("--http", action="store_true", help="also measure a subset of cells through the real server")
     ap.add_argument("--out", default=str(ROOT / "bench" / "emulator_calibration.md"))
-    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/<name>/run.json")
+    ap.add_argument(
+        "--render", action="store_true", help="measure nothing: rebuild from bench/emulator_calibration/run.json"
+    )
     a = ap.parse_args()
     kept = ROOT / "bench" / "emulator_calibration" / "run.json"
     path = Path(a.profile)
@@ -612,7 +614,7 @@ def main() -> int:
         )
     text, ok = render(p, grid, http, elapsed)
     text = text.rstrip("\n") + (
-        "\n\nRaw data: `bench/<name>/run.json` (the simulated grid and the HTTP cells as measured); "
+        "\n\nRaw data: `bench/emulator_calibration/run.json` (the simulated grid and the HTTP cells as measured); "
         "`.venv/bin/python bench/emulator_calibration.py --render` rebuilds this file from it.\n"
     )
     print(text)

@@ -56,7 +56,7 @@ from tuner_testlib import (  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from benchlib import machine_kept, note_kept  # noqa: E402
-from search_replay import replay  # noqa: E402
+from search_replay import replay, share_text  # noqa: E402
 
 from tuner.data.store import Store  # noqa: E402
 from tuner.decide import analysis  # noqa: E402
@@ -449,7 +449,7 @@ def main() -> int:
         ]
         for c, best, g_pick, m_pick, share, passed in rows:
             details.append(
-                f"| {c} | {best} ({grid.means[(best, c)]:.0f}) | {g_pick} | {m_pick} | {share:.1%} of best | "
+                f"| {c} | {best} ({grid.means[(best, c)]:.0f}) | {g_pick} | {m_pick} | {share_text(share)} of best | "
                 f"{'yes' if passed else 'NO'} |"
             )
         details += [
@@ -462,7 +462,7 @@ def main() -> int:
                 else ""
             )
             + "; picks "
-            + ", ".join(f"C={c} {pick} ({share:.1%})" for c, _best, pick, share in r_rows)
+            + ", ".join(f"C={c} {pick} ({share_text(share)})" for c, _best, pick, share in r_rows)
             + ".",
         ]
     lines += details

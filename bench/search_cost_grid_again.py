@@ -43,6 +43,7 @@ from search_cost import (  # noqa: E402
     stop_local_emulators,
     sweep,
 )
+from search_replay import share_text  # noqa: E402
 
 REFERENCE = ROOT / "bench" / "search_cost"
 
@@ -108,7 +109,9 @@ def main() -> int:
         gr, mr = sum(1 for r in g_rows if r[5]), sum(1 for r in m_rows if r[5])
         g_right, m_right, total = g_right + gr, m_right + mr, total + len(g_rows)
         g_dep, m_dep = g_dep + again.deployments, m_dep + model.deployments
-        misses = ", ".join(f"C={c} {pick} ({share:.1%})" for c, _b, _g, pick, share, ok in g_rows if not ok) or "-"
+        misses = (
+            ", ".join(f"C={c} {pick} ({share_text(share)})" for c, _b, _g, pick, share, ok in g_rows if not ok) or "-"
+        )
         lines.append(
             f"| {name} | {again.deployments} | {gr}/{len(g_rows)} | {model.deployments} | {mr}/{len(m_rows)} | "
             f"{misses} | {clock_text(again)} |"

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import search_cost as sc  # noqa: E402
 from benchlib import machine_kept  # noqa: E402
-from search_replay import PASS_SHARE, replay  # noqa: E402
+from search_replay import PASS_SHARE, replay, share_text  # noqa: E402
 
 STEPS = "0-8"
 
@@ -152,7 +152,7 @@ def main() -> int:
         ok = passing == len(rp.rows) and not grid.clock_lost
         every &= ok
         shares.append(len(rp.deployed) / rp.planned)
-        picks = ", ".join(f"C={c} {pick} ({share:.1%} of {best})" for c, best, pick, share in rp.rows)
+        picks = ", ".join(f"C={c} {pick} ({share_text(share)} of {best})" for c, best, pick, share in rp.rows)
         rows.append(
             f"| {name} | {draw(seed)[1]} | {grid.deployments} | {len(rp.deployed)} ({', '.join(rp.deployed)}) | "
             f"{len(rp.deployed) / rp.planned:.0%} | {len(rp.misfits)} | {passing}/{len(rp.rows)} | {picks} | "

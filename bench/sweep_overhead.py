@@ -11,7 +11,7 @@ side by side in one run:
 Target: overhead of a configuration after the host's first (full) run <= 2 x the one-task run.
 The first configuration is the host's full run (it installs the engine) and is shown, not judged.
 
-Writes bench/sweep_overhead.md (or --out) from the run it keeps in bench/<name>/run.json
+Writes bench/sweep_overhead.md (or --out) from the run it keeps in bench/sweep_overhead/run.json
 (`--render` rebuilds the file from it); exits 1 when the target is missed.
 Usage: .venv/bin/python bench/sweep_overhead.py [--index 201] [--steps 1-3] [--render]
 """
@@ -183,7 +183,7 @@ def render(data: dict | None) -> tuple[str, bool]:
             head + "No kept data: the runs this file once showed (2026-11-30, and a side-by-side table typed in by "
             "hand) kept no raw records, so their figures are not repeated here. Regenerate: "
             "`scripts/bench.sh sweep_overhead` (an emulator host; it keeps the run in "
-            "`bench/<name>/run.json`, and `--render` rebuilds this file from it).\n",
+            "`bench/sweep_overhead/run.json`, and `--render` rebuilds this file from it).\n",
             False,
         )
     floor = statistics.median(data["one_task_s"])
@@ -218,7 +218,7 @@ def render(data: dict | None) -> tuple[str, bool]:
         head.rstrip("\n"),
         "",
         f"- run: {data['run']} (code revision {data['revision']}), {data['machine']}, load average "
-        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end; kept in `bench/<name>/run.json` "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end; kept in `bench/sweep_overhead/run.json` "
         "(`--render` rebuilds this file from it)",
         f"- host: one emulator host (podman + systemd, {data.get('connection', 'podman')} connection), "
         "emulated start-up 1 s; "
@@ -254,7 +254,7 @@ def main() -> int:
     ap.add_argument("--index", type=int, default=201, help="emulator host index (200-254: ad hoc)")
     ap.add_argument("--steps", default="1-3")
     ap.add_argument("--runs", type=int, default=3, help="one-task runs before and after the sweep")
-    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/<name>/")
+    ap.add_argument("--render", action="store_true", help="measure nothing: rebuild from bench/sweep_overhead/")
     ap.add_argument("--out", default=str(ROOT / "bench" / "sweep_overhead.md"))
     ap.add_argument("-e", "--extra-vars", action="append", default=[], help="passed to the sweep")
     args = ap.parse_args()
