@@ -178,3 +178,19 @@ def test_real_runner_deploys_a_multinode_group_at_once(tmp_path):
     )
     res = bad.deploy(SpecConfig(2), "tp2")
     assert not res.ok and res.reason.startswith("node-b: KV cache pool cannot be allocated")
+
+
+def test_a_play_stopped_from_outside_says_its_host_was_not_rolled_back(tmp_path):
+    """ansible-runner kills a play past --deploy-timeout: the role's rescue (its rollback) never
+    runs, so the reason must not read like the role's own failure, which always rolled back."""
+    d = Deployer(
+        inventory=FIXTURES / "local_inventory.yml",
+        out_dir=tmp_path / "out",
+        extravars={"hang_s": 60},
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+        timeout_s=4,
+    )
+    res = d.deploy(SpecConfig(3), "local-a")
+    assert not res.ok
+    assert res.reason.startswith("the deploy play ran past 4 s, stopped before its gate or rollback could finish")
+    assert "local-a may be left on this configuration" in res.reason

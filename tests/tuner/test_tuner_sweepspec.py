@@ -31,7 +31,7 @@ def test_defaults_are_the_documented_ones():
     assert w.concurrency == (1, 4, 16, 32, 64) and (w.input_len, w.output_len) == (256, 256)
     assert w.requests_per_level is None and w.requests_for(64) == 128 and w.requests_for(1) == 4
     assert w.ignore_eos is True and w.endpoint == "generate" and w.target_concurrency is None
-    assert s.early_stop is True and s.deploy_best is False and s.deploy_timeout == 1800.0
+    assert s.early_stop is True and s.deploy_best is False and s.deploy_timeout == 4000.0
     assert s.search == "grid"
     assert s.inventory == str((FIXTURES / "local_inventory.yml").resolve())
     assert s.playbook == str((ROOT / "playbooks" / "deploy.yml").resolve())
@@ -93,7 +93,7 @@ def test_old_sweep_json_still_reads():
     # a version-1 sweep.json: lists, no deploy_timeout, an unknown key
     old = {"command": "sweep", "steps": [1, 2], "concurrency": [1, 4], "temperature": 0.0, "future": 1}
     s = SweepSpec.from_json(old)
-    assert s.steps == (1, 2) and s.workload.concurrency == (1, 4) and s.deploy_timeout == 1800.0
+    assert s.steps == (1, 2) and s.workload.concurrency == (1, 4) and s.deploy_timeout == 4000.0
 
 
 def test_identity_names_what_differs_and_ignores_the_rest():

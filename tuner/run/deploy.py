@@ -320,10 +320,12 @@ class Deployer:
                 reason = outcome.failure.strip().splitlines()[0] if outcome.failure.strip() else outcome.failure
             elif status == "successful":
                 reason = "the play succeeded but published no sglang_ready result"
-            elif status == "timeout":
-                reason = f"the deploy play ran past {self.timeout_s:g} s"
-            elif status == "canceled":
-                reason = "canceled"
+            elif status in ("timeout", "canceled"):
+                # ansible-runner kills the play: the role's rescue (its rollback) never runs
+                reason = (
+                    f"the deploy play ran past {self.timeout_s:g} s" if status == "timeout" else "canceled"
+                ) + f", stopped before its gate or rollback could finish: {host} may be left on this configuration"
+                reason += " until the next deploy there"
             else:
                 reason = f"the deploy play {status} (rc {rc}): {stdout_tail(stdout, 6)}"
             reason = self.redactor.scrub(reason)

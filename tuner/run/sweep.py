@@ -443,7 +443,10 @@ class Sweep:
         except asyncio.CancelledError:
             if not interrupted.is_set():
                 raise
-            self.progress.line("interrupted: finished points are kept; continue with --resume")
+            self.progress.line(
+                "interrupted: finished points are kept; continue with --resume (a deploy stopped mid-play "
+                "did not roll its host back: the next deploy there replaces what it left)"
+            )
             outputs.write_all(self.store, self.spec, plot=False, report=False)
             return 1
         finally:

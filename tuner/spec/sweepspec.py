@@ -539,12 +539,15 @@ class SweepSpec:
             identity=False,
         ),
     )
+    # Above the role's own limits (sglang_server_gate_timeout 1800 s, then a rollback's restart and
+    # gate): a play stopped from outside can neither finish its gate nor roll its host back.
     deploy_timeout: float = field(
-        default=1800.0,
+        default=4000.0,
         metadata=_opt(
             "--deploy-timeout",
-            "1800",
-            "seconds per deploy run (default %(default)s)",
+            "4000",
+            "seconds per deploy run; longer than the role's gate and rollback, which a play stopped from "
+            "outside cannot finish (default %(default)s)",
             _positive("--deploy-timeout"),
             identity=False,
         ),
