@@ -100,8 +100,11 @@ def test_a_one_token_answer_adds_its_token_and_no_verify_step():
     m = level_metrics(4, long + [one])
     assert m.accept_length_source == "meta_info" and m.accept_length == pytest.approx(31 / 9)
     assert m.spec_verify_ct == 9 and m.accept_hist == [0, 3, 3, 3]
-    # a level of one-token answers only has no verify step to count
-    assert accept_length([one], None) == (None, "none")
+    # a level of one-token answers only: one token per chunk, no speculation seen
+    assert accept_length([one], None) == (1.0, "chunks")
+    # a server without speculation streams a token per chunk: 1.0, not N / (N - 1)
+    plain = [trace(i, chunks=tuple((0.1 * j, 1) for j in range(1, 9))) for i in range(2)]
+    assert accept_length(plain, None) == (1.0, "chunks")
 
 
 def test_all_failed_level():

@@ -298,3 +298,17 @@ def test_a_broken_record_is_named_not_lost_unseen_and_never_a_traceback(tmp_path
     err = capsys.readouterr().err
     assert "skipped 2 unreadable record(s)" in err and "line 1 is not a whole JSON record" in err
     assert "'deploy' record it cannot read" in err
+
+
+def test_a_report_of_an_unfinished_sweep_names_what_it_did_not_measure(tmp_path):
+    """An interrupted sweep's report recommends among what was measured: it must say which planned
+    configurations are missing, and say nothing once every one is measured or decided."""
+    from tuner.present.summary import summarize
+
+    spec = SweepSpec(steps=(1, 2))
+    st = Store(tmp_path)
+    st.append(DeployRecord(config=SpecConfig(1), host="h1", status="ok"))
+    notes = summarize(st.state(), spec).notes
+    assert any(n.startswith("The sweep is not finished: 1 planned configuration(s)") and "(k2-t1)" in n for n in notes)
+    st.append(SkipRecord(config=SpecConfig(2), kind="early_stop", reason="past the peak"))
+    assert not any("not finished" in n for n in summarize(st.state(), spec).notes)

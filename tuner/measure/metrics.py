@@ -203,10 +203,16 @@ def accept_length(
         if gen and ver and ver > 0:
             return gen / ver, "metrics"
     # the first token-bearing chunk is the prefill's token, not a verify step: N tokens over V
-    # verify steps stream as V + 1 chunks
-    steps = sum(max(0, sum(1 for c in chunk_token_counts(t) if c > 0) - 1) for t in ok)
+    # verify steps stream as V + 1 chunks. A stream of one token per chunk shows no speculation:
+    # 1.0, as a server without it is defined to accept (not N / (N - 1)).
+    counts = [[c for c in chunk_token_counts(t) if c > 0] for t in ok]
+    tokens = sum(t.output_tokens or 0 for t in ok)
+    if all(c <= 1 for cs in counts for c in cs):
+        chunks = sum(len(cs) for cs in counts)
+        return (tokens / chunks, "chunks") if chunks else (None, "none")
+    steps = sum(max(0, len(cs) - 1) for cs in counts)
     if steps:
-        return sum(t.output_tokens or 0 for t in ok) / steps, "chunks"
+        return tokens / steps, "chunks"
     return None, "none"
 
 

@@ -189,6 +189,13 @@ def _cfg_txt(rec: Any) -> str:
 def notes_for(s: Summary) -> list[str]:
     """Plain statements of what the numbers rest on; never silent about a gap."""
     notes: list[str] = []
+    pending = unfinished(s)
+    if pending:
+        notes.append(
+            f"The sweep is not finished: {len(pending)} planned configuration(s) were neither measured nor "
+            f"decided ({', '.join(pending)}); the recommendation is among the ones measured. "
+            "`sweep --resume` on this directory measures the rest."
+        )
     predicted = [r for r in s.state.skipped.values() if r.kind == "predicted"]
     if predicted:
         notes.append(
@@ -542,6 +549,16 @@ def schedule_phase_text(s: Summary) -> str:
             # SGLang turns adaptive off (with a warning) where it cannot run it, and serves the launch depth
             parts.append(f"the server ran {cid} without adaptive speculation (SGLang turned it off: see its warnings)")
     return "; ".join(parts)
+
+
+def unfinished(s: Summary) -> list[str]:
+    """The sweep's planned configurations (its static plan) that nothing measured, skipped or
+    failed: an interrupted sweep's gap, which a report read later must name."""
+    if s.spec.command != "sweep":
+        return []
+    st = s.state
+    done = set(st.deploys) | set(st.failed) | set(st.skipped) | {m.level.config_id for m in st.measured}
+    return [c.config_id for c in plan_configs_of(s) if c.config_id not in done]
 
 
 def plan_configs_of(s: Summary) -> list[Any]:
