@@ -179,18 +179,29 @@ def test_a_child_that_keeps_the_pipe_open_does_not_hold_the_launcher(installed, 
 
 
 @pytest.mark.parametrize(
-    "content", ["api-key: plain-unquoted\n", "api-key: 'single'\n", None], ids=["unquoted", "single", "missing"]
+    "content,why",
+    [
+        ("api-key: plain-unquoted\n", b'line 1 is not `name: "value"` as the sglang_server role writes it'),
+        ("api-key: 'single'\n", b'line 1 is not `name: "value"`'),
+        (b'api-key: "\xffhunter2"\n', b"not UTF-8 text (at byte 10)"),
+        (None, b"No such file or directory"),
+    ],
+    ids=["unquoted", "single", "not-utf8", "missing"],
 )
-def test_an_unusable_secrets_file_stops_before_the_server_starts(installed, tmp_path, content):
+def test_an_unusable_secrets_file_stops_before_the_server_starts(installed, tmp_path, content, why):
+    """The journal says what is wrong with the file (its line, the form it must take: the message
+    was cut at its first colon), never a byte of its content."""
     path = tmp_path / "server-secrets.yaml"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     marker = tmp_path / "started"
     proc = launch(installed, path, [sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 78
-    assert f"cannot read the secrets in {path}".encode() in err
-    assert b"plain-unquoted" not in err and b"single" not in err
+    assert f"cannot read the secrets in {path}".encode() in err and why in err, err
+    assert b"plain-unquoted" not in err and b"single" not in err and b"hunter2" not in err
     assert not marker.exists()
 
 

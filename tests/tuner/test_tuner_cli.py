@@ -65,6 +65,8 @@ INV = str(FIXTURES / "local_inventory.yml")
         # the role would refuse it at every deploy, after sweep.json kept the key
         (["-e", '{"sglang_server_extra_flags": {"api-key": "sk-live-1234"}}'], "-e/--extra-vars"),
         (["-e", '{"sglang_server_extra_flags": {"api": "sk-live-1234"}}'], "-e/--extra-vars"),
+        # a secret in the environment the role keeps in a root-only file on the host
+        (["-e", '{"sglang_server_environment": {"HF_TOKEN": "hf_live_1234"}}'], "-e/--extra-vars"),
     ],
 )
 def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, no_hosts):

@@ -4,7 +4,9 @@ the inventory (tuner/run/inventory.py)."""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
+from pathlib import Path
 
 import pytest
 from tuner_testlib import FIXTURES, grep_tree
@@ -194,3 +196,32 @@ def test_a_play_stopped_from_outside_says_its_host_was_not_rolled_back(tmp_path)
     assert not res.ok
     assert res.reason.startswith("the deploy play ran past 4 s, stopped before its gate or rollback could finish")
     assert "local-a may be left on this configuration" in res.reason
+
+
+def test_extra_vars_never_reach_the_plays_command_line(tmp_path, monkeypatch):
+    """ansible-runner's `extravars=` becomes `-e '{json}'` on ansible-playbook's command line,
+    which every local user reads in /proc: the tuner hands them over in a 0600 file instead."""
+    import ansible_runner
+
+    seen: dict = {}
+    real = ansible_runner.run
+
+    def spy(**kw):
+        path = kw["cmdline"].split("@", 1)[1]
+        seen.update(kw, mode=os.stat(path).st_mode & 0o777, vars=json.loads(Path(path).read_text()))
+        r = real(**kw)
+        seen["command"] = " ".join(r.config.command)
+        return r
+
+    monkeypatch.setattr(ansible_runner, "run", spy)
+    d = Deployer(
+        inventory=FIXTURES / "local_inventory.yml",
+        out_dir=tmp_path / "out",
+        extravars={"sglang_server_environment": {"SGLANG_X": "hf_not_on_argv"}},
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+    )
+    assert d.deploy(SpecConfig(3), "local-a").ok
+    assert "extravars" not in seen and seen["mode"] == 0o600
+    assert seen["vars"]["sglang_server_environment"] == {"SGLANG_X": "hf_not_on_argv"}
+    assert seen["vars"]["spec_steps"] == 3
+    assert "hf_not_on_argv" not in seen["command"] and "spec_steps" not in seen["command"]

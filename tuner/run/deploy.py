@@ -15,6 +15,8 @@ How (docs/architecture.md "Roles", docs/reference/ansible.md §3):
   because its arguments carry the API key, so there the publication is the source). A failed configuration is a `runner_on_failed` event
   whose `msg` starts with the reason; the role has already rolled the host back.
 - The event handler returns True, or ansible-runner drops the events (gotcha 2).
+- Extra vars reach the play as `-e @FILE` (0600, in the private data dir), not through
+  ansible-runner's `extravars`, which it passes on ansible-playbook's command line.
 - The private data dir holds `env/` and `artifacts/<id>/command`, which carry the whole
   environment, API key included (gotcha 5): only the stdout and the job events are kept, under
   OUT/deploy/<config>/, after every occurrence of the key is scrubbed; the dir is deleted.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -274,17 +277,24 @@ class Deployer:
             return True  # keep the event (docs/reference/ansible.md §3, gotcha 2)
 
         extravars = {**self.extravars, **(extravars or {}), **config.extravars()}
-        pdd = Path(tempfile.mkdtemp(prefix="sgt-runner-"))
+        pdd = Path(tempfile.mkdtemp(prefix="sgt-runner-"))  # 0700, deleted below
         started = time.monotonic()
         status, rc, stdout = "failed", None, ""
         try:
+            # Extra vars as `-e @FILE` (0600 in the private dir), not ansible-runner's `extravars=`,
+            # which it puts on ansible-playbook's command line as JSON: every local user reads that
+            # in /proc/PID/cmdline for the whole play (an inventory variable's value never is there)
+            vars_file = pdd / "extravars.json"
+            fd = os.open(vars_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(extravars, f, default=str)
             kwargs: dict[str, Any] = dict(
                 private_data_dir=str(pdd),
                 project_dir=str(self.project_dir),
                 playbook=self.playbook,
                 inventory=str(self.inventory),
                 limit=",".join(self.members(host)),
-                extravars=extravars,
+                cmdline=f"-e @{shlex.quote(str(vars_file))}",
                 event_handler=handler,
                 quiet=True,
                 suppress_env_files=True,

@@ -291,6 +291,16 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
             "SGLANG_API_KEY for the API key (the role and the client both read it from the environment); set "
             "the others in the inventory (Ansible Vault), where the play reads them",
         )
+    env = merged.get("sglang_server_environment")
+    if isinstance(env, dict):
+        # the role keeps these in a root-only file on the host; as -e they would sit in sweep.json
+        hidden = sorted(str(k) for k in env if is_secret_field(str(k)) or str(k).upper().endswith("TOKEN"))
+        if hidden:
+            raise BadInput(
+                flag,
+                f"sglang_server_environment holds {', '.join(hidden)}, which looks like a secret: given with -e "
+                "it would be written to sweep.json; set it in the inventory (Ansible Vault), where the play reads it",
+            )
     if "sglang_server_extra_flags" in merged:
         # the role's own rule, before anything is written (sweep.json keeps -e): a managed or secret
         # flag there would fail every deployment, and a secret's value would sit in the file

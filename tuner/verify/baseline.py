@@ -16,6 +16,7 @@ from typing import Any
 
 from sglang_utils import sglang_verify as rules
 
+from ..data.redact import Redactor, api_key_from_env
 from .prompts import PromptSet
 
 
@@ -53,9 +54,11 @@ def make(ident: dict[str, Any], ps: PromptSet, got: dict[str, Any], tool: str) -
 
 
 def write(path: Path, doc: dict[str, Any]) -> None:
+    """The baseline file, scrubbed of the API key as every file the tuner writes is."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(Redactor([api_key_from_env()]).scrub_obj(doc), indent=1, ensure_ascii=False)
+    tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from sglang_utils import sglang_verify as rules
 
-from ..data.redact import api_key_from_env
+from ..data.redact import Redactor, api_key_from_env
 from ..present import verify_text as text
 from ..run.client import BenchClient, ClientOptions
 from ..spec.flags import BadInput, check_out_dir, whole_number
@@ -215,6 +215,7 @@ def cmd_verify(a: argparse.Namespace, tool: str) -> int:
         print("\n".join(lines))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "verify.json").write_text(json.dumps(verdicts, indent=1) + "\n", encoding="utf-8")
-        (out / "verify.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        scrub = Redactor([api_key_from_env()]).scrub  # as every file the tuner writes
+        (out / "verify.json").write_text(scrub(json.dumps(verdicts, indent=1)) + "\n", encoding="utf-8")
+        (out / "verify.md").write_text(scrub("\n".join(lines)) + "\n", encoding="utf-8")
     return 0 if all(v["passed"] for v in verdicts) else 1

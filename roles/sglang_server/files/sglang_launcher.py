@@ -102,8 +102,14 @@ def read_secrets(paths):
             with open(path, encoding="utf-8") as fh:
                 values = parse_secret_config(fh.read())
         except (OSError, ValueError, UnicodeDecodeError) as err:
-            # The message names the file and the line, never its content.
-            reason = err.strerror if isinstance(err, OSError) else str(err).split(":", maxsplit=1)[0]
+            # The message names the file and the line, never its content: parse_secret_config's
+            # words carry the line number only; a decode error's text would show a byte of it.
+            if isinstance(err, OSError):
+                reason = err.strerror
+            elif isinstance(err, UnicodeDecodeError):
+                reason = f"not UTF-8 text (at byte {err.start})"
+            else:
+                reason = str(err)
             hint = ""
             if isinstance(err, (PermissionError, FileNotFoundError)) and path.startswith("/run/credentials/"):
                 hint = (
