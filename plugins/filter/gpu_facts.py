@@ -32,7 +32,9 @@ QUERY_GPU_ARGS: tuple[str, ...] = (
 _NOT_AVAILABLE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", ""}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CC = re.compile(r"^\d+\.\d+$")
-_DRIVER_CUDA = re.compile(r"CUDA Version\s*:?\s*(\d+\.\d+)")
+# The banner's `CUDA Version: 13.0`; from driver R610 `CUDA UMD Version: 13.3` (beside `KMD
+# Version`, which replaced `Driver Version`); `N/A` where the user-mode CUDA driver is missing.
+_DRIVER_CUDA = re.compile(r"CUDA (?:UMD )?Version\s*:?\s*(\d+\.\d+|N/A)")
 
 # Oldest CUDA toolkit that compiles for a compute capability (CUDA Toolkit release notes:
 # 11.0 added sm_80, 11.1 sm_86, 11.8 sm_89/sm_90, 12.8 sm_100/sm_120 (Blackwell, e.g. RTX PRO 6000
@@ -128,7 +130,8 @@ def parse_query_gpu(text: str) -> list[dict[str, Any]]:
 
 
 def parse_driver_cuda_version(text: str) -> str | None:
-    """The highest CUDA version the installed driver supports, as `nvidia-smi` / `nvidia-smi -q` print it."""
+    """The highest CUDA version the installed driver supports, as `nvidia-smi` / `nvidia-smi -q` print it
+    (`N/A` when the driver says so: no user-mode CUDA driver, nothing CUDA can run on)."""
     m = _DRIVER_CUDA.search(_ANSI.sub("", str(text)))
     return m.group(1) if m else None
 
@@ -360,7 +363,13 @@ def gpu_problems(
                 f"cuda_env_cuda_version {cuda_version} no longer supports {', '.join(names)} (compute capability {cc}); "
                 f"allowed: cuda_env_cuda_version 12.x for GPUs below compute capability {CUDA13_MIN_COMPUTE_CAPABILITY}"
             )
-    if check_driver and driver_cuda_version and version_tuple(driver_cuda_version) < cuda[:2]:
+    if check_driver and str(driver_cuda_version).strip() == "N/A":
+        problems.append(
+            "the NVIDIA driver reports no CUDA version (nvidia-smi: CUDA Version: N/A): its user-mode part "
+            "(libcuda) is missing or does not match the kernel module, so no CUDA program can run; allowed: "
+            "a complete driver install (out of this role's scope), or cuda_env_check_driver: false"
+        )
+    elif check_driver and driver_cuda_version and version_tuple(driver_cuda_version) < cuda[:2]:
         drivers = sorted({str(g.get("driver")) for g in visible if g.get("driver")})
         problems.append(
             f"the NVIDIA driver {', '.join(drivers) or '(unknown)'} supports CUDA up to {driver_cuda_version}, "
@@ -504,11 +513,11 @@ def input_problems(v: Mapping[str, Any]) -> list[str]:
     if (
         not isinstance(sizes, (list, tuple))
         or not sizes
-        or not all(_SIZE.match(str(s)) and _size_bytes(str(s)) % 4 == 0 for s in sizes)
+        or not all(_SIZE.match(str(s)) and _size_bytes(str(s)) > 0 and _size_bytes(str(s)) % 4 == 0 for s in sizes)
     ):
         bad(
             "cuda_env_nccl_check_sizes",
-            "a non-empty list of byte sizes, multiples of 4, with an optional K/M/G suffix, e.g. [1M, 32M, 256M]",
+            "a non-empty list of byte sizes, positive multiples of 4, with an optional K/M/G suffix, e.g. [1M, 32M, 256M]",
         )
     if not _is_int(v.get("cuda_env_nccl_check_iters"), 1):
         bad("cuda_env_nccl_check_iters", "an integer >= 1")

@@ -69,6 +69,14 @@ def test_driver_cuda_version_from_banner_and_q() -> None:
     assert gf.parse_driver_cuda_version(fixture_text("smi_banner_rtxpro6000_570.txt")) == "12.8"
     assert gf.parse_driver_cuda_version(fixture_text("smi_q_h200.txt")) == "13.0"
     assert gf.parse_driver_cuda_version("no banner") is None
+    # driver R610 on: `KMD Version` and `CUDA UMD Version` (sgl-project/sglang#27487, 8x B200)
+    r610 = "| NVIDIA-SMI 610.43.02              KMD Version: 610.43.02      CUDA UMD Version: 13.3     |"
+    assert gf.parse_driver_cuda_version(r610) == "13.3"
+    # no user-mode CUDA driver (pytorch/pytorch#25117): nothing CUDA can run
+    assert (
+        gf.parse_driver_cuda_version("| NVIDIA-SMI 535.54.03   Driver Version: 535.54.03   CUDA Version: N/A |")
+        == "N/A"
+    )
 
 
 def test_topology_nvlink_h200x8_ignores_nics_and_ansi() -> None:
@@ -184,6 +192,9 @@ def test_compute_capability_cuda_and_driver_checks() -> None:
     assert "cuda_env_check_driver: false" in driver
     assert gf.gpu_problems(rtx, 1, "8.0", "12.9", "12.8", check_driver=False) == []
     assert gf.gpu_problems(rtx, 1, "8.0", "12.9", None) == []  # unknown driver CUDA: not checked
+    [none] = gf.gpu_problems(rtx, 1, "8.0", "12.9", "N/A")
+    assert none.startswith("the NVIDIA driver reports no CUDA version") and "cuda_env_check_driver: false" in none
+    assert gf.gpu_problems(rtx, 1, "8.0", "12.9", "13.3") == []  # an R610 banner's UMD version
     volta = [dict(rtx[0], name="Tesla V100-SXM2-32GB", compute_capability="7.0")]
     [cuda13] = gf.gpu_problems(volta, 1, "7.0", "13.0", "13.0")
     assert "no longer supports Tesla V100-SXM2-32GB (compute capability 7.0)" in cuda13
@@ -254,6 +265,8 @@ def test_defaults_pass_input_validation() -> None:
         ({"cuda_env_env_file": "cuda_env.env"}, "cuda_env_env_file is 'cuda_env.env'; allowed: an absolute file path"),
         ({"cuda_env_extra_env": {"1X": "y"}}, "cuda_env_extra_env: environment variable name '1X'"),
         ({"cuda_env_nccl_check_sizes": ["1M", "3"]}, "cuda_env_nccl_check_sizes is ['1M', '3']"),
+        # the script refuses 0 bytes: caught here, before the toolkit and NCCL are installed
+        ({"cuda_env_nccl_check_sizes": ["0"]}, "cuda_env_nccl_check_sizes is ['0']; allowed: a non-empty list"),
         ({"cuda_env_nccl_check_timeout": 5}, "cuda_env_nccl_check_timeout is 5; allowed: seconds >= 10"),
         ({"cuda_env_nccl_check_min_busbw_gbps": -1}, "cuda_env_nccl_check_min_busbw_gbps is -1"),
         ({"cuda_env_nccl_check_python": "venv/bin/python"}, "cuda_env_nccl_check_python is 'venv/bin/python'"),

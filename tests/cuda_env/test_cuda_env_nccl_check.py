@@ -203,6 +203,13 @@ def test_bandwidth_floor() -> None:
     )
     assert status == 1 and report["reason"] == "low-bandwidth"
     assert "is below --min-busbw 500 GB/s" in report["message"] and report["sizes"]
+    # the floor is the largest size's, in whatever order the sizes come (the last one was taken)
+    for order in ("1M,256M", "256M,1M"):
+        report, status = nc.run_check(
+            args("--sizes", order, "--min-busbw", "100"), environ={}, detect=fake_detect(2), target=fake.good
+        )
+        assert status == 0, (order, report["message"])
+        assert "largest 268435456 bytes" in report["message"]
     # one GPU has no bus traffic, so the floor does not apply
     report, status = nc.run_check(
         args("--sizes", "1M", "--min-busbw", "500"), environ={}, detect=fake_detect(1), target=fake.good

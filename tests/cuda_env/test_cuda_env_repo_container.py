@@ -141,3 +141,22 @@ def test_repository_is_added_idempotently_offline(container, tmp_path) -> None:
     out = update.stdout + update.stderr
     assert "developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64" in out, out
     assert "Malformed" not in out and "not parse" not in out
+
+
+def test_a_source_cuda_keyring_wrote_is_used_not_duplicated(container, tmp_path) -> None:
+    """NVIDIA's cuda-keyring package writes its own source for the repository: a second entry with
+    another Signed-By makes apt refuse every source, so the role uses that one and removes its own."""
+    own = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+    line = (
+        "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+        "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n"
+    )
+    podman("exec", container, "sh", "-c", f"printf '%s' '{line}' > {own}")
+    try:
+        assert changed(run_play(tmp_path, container)) >= 1  # this role's own source removed
+        assert podman("exec", container, "test", "-e", SOURCES, check=False).returncode == 1
+        assert changed(run_play(tmp_path, container)) == 0
+        update = podman("exec", container, "apt-get", "update", check=False)
+        assert "Conflicting values" not in update.stdout + update.stderr
+    finally:
+        podman("exec", container, "rm", "-f", own, check=False)

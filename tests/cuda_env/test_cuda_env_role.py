@@ -39,9 +39,12 @@ def fake_smi(
     topo: str = "smi_topo_h200x8.txt",
     lines: int | None = None,
     fail: bool = False,
+    old_driver: bool = False,
 ) -> str:
     """A stand-in nvidia-smi: answers the three commands the role runs with fixture text."""
-    if fail:
+    if old_driver:  # the 470 series: no compute_cap query field (huggingface/candle#733)
+        body = "echo 'Field \"compute_cap\" is not a valid field to query.'; echo; exit 2"
+    elif fail:
         body = (
             "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
             'Make sure that the latest NVIDIA driver is installed and running."; exit 9'
@@ -66,6 +69,7 @@ def cases(tmp: Path) -> dict[str, dict]:
     smi1 = fake_smi(tmp / "smi-h200x1", "smi_query_h200x1.txt", topo="smi_topo_h200x1.txt")
     smi2 = fake_smi(tmp / "smi-h200x2", "smi_query_h200x8.txt", lines=2)
     smi_bad = fake_smi(tmp / "smi-failing", "", fail=True)
+    smi_old = fake_smi(tmp / "smi-old-driver", "", old_driver=True)
     gpu_host = {"cuda_env_gpu_source": "auto", "cuda_env_declared_gpus": []}
     return {
         "ok_declared_tp4": {},
@@ -96,6 +100,7 @@ def cases(tmp: Path) -> dict[str, dict]:
             "cuda_env_nvidia_smi": "/nonexistent/nvidia-smi",
         },
         "smi_failing": {**gpu_host, "cuda_env_nvidia_smi": smi_bad},
+        "smi_old_driver": {**gpu_host, "cuda_env_nvidia_smi": smi_old},
         "smi_h200x8_tp8": {**gpu_host, "cuda_env_nvidia_smi": smi8, "sglang_server_tp_size": 8},
         "smi_h200x8_tp16": {**gpu_host, "cuda_env_nvidia_smi": smi8, "sglang_server_tp_size": 16},
         "main_bad_input": {"case_entry": "main", "sglang_server_tp_size": 8},
@@ -263,6 +268,7 @@ def test_cuda_visible_devices_limits_the_count(outcome) -> None:
         ),
         ("smi_missing_required", ["nvidia-smi (/nonexistent/nvidia-smi) is not on smi_missing_required"]),
         ("smi_failing", ["nvidia-smi failed on smi_failing (rc 9)", "couldn't communicate with the NVIDIA driver"]),
+        ("smi_old_driver", ["nvidia-smi failed on smi_old_driver (rc 2)", "the driver is older than the query fields"]),
         (
             "smi_h200x8_tp16",
             [

@@ -224,7 +224,8 @@ def build_report(
         "message": (
             f"NCCL all-reduce check passed on {world_size} GPU(s): {len(sizes)} sizes, exact sums"
             + (
-                f"; largest {sizes[-1]['bytes']} bytes at {sizes[-1]['busbw_gbps']} GB/s bus bandwidth"
+                f"; largest {max(sizes, key=lambda r: r['bytes'])['bytes']} bytes at "
+                f"{max(sizes, key=lambda r: r['bytes'])['busbw_gbps']} GB/s bus bandwidth"
                 if sizes and world_size > 1
                 else ""
             )
@@ -514,10 +515,11 @@ def run_check(
     if run["error"]:
         reason, detail = run["error"]
         return fail(reason, detail.strip(), world, run["devices"], sizes)
-    if args.min_busbw and world > 1 and sizes and sizes[-1]["busbw_gbps"] < args.min_busbw:
+    largest = max(sizes, key=lambda r: r["bytes"]) if sizes else None  # the list may come in any order
+    if args.min_busbw and world > 1 and largest and largest["busbw_gbps"] < args.min_busbw:
         return fail(
             "low-bandwidth",
-            f"bus bandwidth {sizes[-1]['busbw_gbps']} GB/s at {sizes[-1]['bytes']} bytes "
+            f"bus bandwidth {largest['busbw_gbps']} GB/s at {largest['bytes']} bytes "
             f"is below --min-busbw {args.min_busbw:g} GB/s",
             world,
             run["devices"],
