@@ -242,6 +242,8 @@ def test_workload_tie_break_takes_the_cheaper_only_within_1pct_or_where_it_wins_
     ]
     mix = analysis.recommend(analysis.aggregate(rows, capacity=cap0), [1, 64], None)
     assert mix.chosen.config_id == "k0" and "the tie-break (more KV capacity" in mix.reason
+    # the words say why a cheaper one more than 1% below was taken: the level it wins
+    assert "it wins C=64 beyond noise against k3-t1" in mix.reason, mix.reason
 
 
 def test_the_workload_tie_break_never_takes_a_configuration_beaten_somewhere_and_better_nowhere():
@@ -253,6 +255,8 @@ def test_the_workload_tie_break_never_takes_a_configuration_beaten_somewhere_and
     rows += [ci_row(6, 1, 207.0, 13.0), ci_row(6, 8, 1316.8, 1.0), ci_row(6, 32, 3979.1, 1.0)]
     mix = analysis.recommend(analysis.aggregate(rows, capacity=cap), [1, 8, 32], None)
     assert mix.chosen.config_id == "k6-t1", mix.reason
+    # the words name every configuration recommendation.json lists as tied, and why one was left out
+    assert mix.tied_with == ["k5-t1"] and "tied within noise with k5-t1 (k5-t1 left out: beaten" in mix.reason
     # tied at every level (+-13%: no level tells them apart), k5 2.7% below: still the higher score
     rows = [ci_row(5, c, v, 13.0) for c, v in ((1, 199.6), (8, 1271.6), (32, 3655.8))]
     rows += [ci_row(6, c, v, 13.0) for c, v in ((1, 207.0), (8, 1316.8), (32, 3700.0))]

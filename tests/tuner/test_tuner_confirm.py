@@ -97,3 +97,20 @@ def test_the_round_spends_no_start_on_a_configuration_that_misses_the_slo():
     w = WorkloadSpec(concurrency=(4,), input_len=256, output_len=256, slo=parse_slo("ttft_p99_ms=500"))
     plans, _ = confirm.next_confirmations(state, w, 2)
     assert sorted(p.config.config_id for p in plans) == ["k2-t1", "k3-t1"]
+
+
+def test_the_rounds_cost_leaves_out_the_sweeps_own_repeat_deploys():
+    """With --repeat-deploys 3 the round does not run: deployments 2 and 3 are the sweep's own,
+    and the notes credited the round with them (4 starts against a --confirm 2 budget)."""
+    from tuner.data.records import SweepState, TimingRecord
+    from tuner.decide import confirm
+    from tuner.spec.configs import SpecConfig
+
+    st = SweepState()
+    for cfg in (SpecConfig(3), SpecConfig(4)):
+        for dep in (1, 2, 3):
+            st.add(TimingRecord(config=cfg, host="h", total_s=10.0, deployment=dep))
+    assert confirm.cost(st, repeat_deploys=3)["starts"] == 0
+    assert confirm.cost(st)["starts"] == 4  # without repeats, deployments 2 and 3 are the round's
+    st.add(TimingRecord(config=SpecConfig(3), host="h", total_s=10.0, deployment=4))
+    assert confirm.cost(st, repeat_deploys=3) == {"starts": 1, "seconds": 10.0, "share_pct": round(100 / 6, 1)}

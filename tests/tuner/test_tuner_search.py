@@ -647,7 +647,10 @@ def test_misfit_widening_is_the_miss_in_units_of_the_interval():
     mf = search_model.Misfit(SpecConfig(5), "C=1 aggregate tok/s", 1, Band(100.0, 90.0, 110.0), 130.0)
     assert mf.miss_ratio == pytest.approx(3.0)
     assert mf.rel_error == pytest.approx(0.3)
-    assert "outside its predicted interval 90-110" in text.misfit_text(mf)
+    assert "outside its predicted interval 90.0-110.0" in text.misfit_text(mf)
+    # whole numbers read a measured 8 as outside an interval printed 8-10 (it was 8.5-9.5)
+    small = search_model.Misfit(SpecConfig(5), "max_running_requests", 1, Band(9.0, 8.5, 9.5), 8.0)
+    assert "measured 8.00, outside its predicted interval 8.50-9.50 (predicted 9.00" in text.misfit_text(small)
 
 
 def test_a_measurement_off_by_one_starts_draw_is_not_a_misfit():

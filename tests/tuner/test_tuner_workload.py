@@ -173,6 +173,9 @@ def test_a_tpot_limit_is_judged_on_the_percentile_the_cell_publishes():
     )
     published = percentile([v for v in tpots if v is not None], 50)
     res = evaluate(parse_slo("tpot_p50_ms=47"), [(s, 901.0)])
+    from tuner.measure.stats import readable
+
+    assert readable(9.5691) == "9.57" and readable(1657.9) == "1,658"  # a 9.57 ms is not shown as 10
     assert res.observed["tpot_p50_ms"] == pytest.approx(published) == pytest.approx(50.0)
     assert res.meets is False
     # every answer one token long: no inter-token time at all, the limit is met

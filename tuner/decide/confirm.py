@@ -83,10 +83,11 @@ def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tup
     return plans, ""
 
 
-def cost(state: SweepState) -> dict[str, float | int]:
-    """The round's starts and seconds, and its share of the sweep's deployments' time."""
+def cost(state: SweepState, repeat_deploys: int = 1) -> dict[str, float | int]:
+    """The round's starts and seconds, and its share of the sweep's deployments' time. Starts up to
+    `--repeat-deploys` are the sweep's own (the round does not run then), not the round's."""
     timings = [r for r in state.records if isinstance(r, TimingRecord)]
-    conf = [r for r in timings if int(r.deployment or 1) > 1]
+    conf = [r for r in timings if int(r.deployment or 1) > max(1, int(repeat_deploys))]
     total = sum(float(r.total_s or 0.0) for r in timings)
     conf_s = sum(float(r.total_s or 0.0) for r in conf)
     base = total - conf_s

@@ -34,19 +34,69 @@ def workload_choice(
 ) -> tuple[str, list[str], bool]:
     """(the chosen configuration, the tied ones it was chosen among, whether the cheaper-setting
     tie-break decided); `cells`: configuration -> level -> PointStats (interval, tie_key)."""
-    top = max(scores, key=lambda k: scores[k])
-    tied = [cid for cid in scores if not st.beats(ivs[top], ivs[cid])]
-
-    def wins_at(a: str, b: str) -> bool:
-        return any(st.beats(cells[a][c].interval, cells[b][c].interval) for c in levels)
-
-    def dominated(cid: str) -> bool:
-        return any(o != cid and wins_at(o, cid) and not wins_at(cid, o) for o in tied)
-
-    # (intervals do not order transitively: should every tied one be dominated, all stay)
-    kept = [cid for cid in tied if not dominated(cid)] or tied
-    best = max(kept, key=lambda k: scores[k])
-    eligible = [cid for cid in kept if scores[cid] >= scores[best] * (1.0 - min_rel) or wins_at(cid, best)]
+    kept, best = _kept(scores, ivs, cells, levels)
+    eligible = [
+        cid for cid in kept if scores[cid] >= scores[best] * (1.0 - min_rel) or _wins_at(cells, levels, cid, best)
+    ]
     first = levels[0]
     chosen = min(eligible, key=lambda cid: cells[cid][first].tie_key)
     return chosen, sorted(kept, key=lambda cid: cells[cid][first].tie_key), len(eligible) > 1
+
+
+def _wins_at(cells: Mapping[str, Mapping[int, Any]], levels: Sequence[int], a: str, b: str) -> bool:
+    return any(st.beats(cells[a][c].interval, cells[b][c].interval) for c in levels)
+
+
+def _kept(
+    scores: Mapping[str, float],
+    ivs: Mapping[str, Interval],
+    cells: Mapping[str, Mapping[int, Any]],
+    levels: Sequence[int],
+) -> tuple[list[str], str]:
+    """The tied configurations that are not dominated, and the highest score among them."""
+    top = max(scores, key=lambda k: scores[k])
+    tied = [cid for cid in scores if not st.beats(ivs[top], ivs[cid])]
+
+    def dominated(cid: str) -> bool:
+        return any(o != cid and _wins_at(cells, levels, o, cid) and not _wins_at(cells, levels, cid, o) for o in tied)
+
+    # (intervals do not order transitively: should every tied one be dominated, all stay)
+    kept = [cid for cid in tied if not dominated(cid)] or tied
+    return kept, max(kept, key=lambda k: scores[k])
+
+
+def tie_words(
+    chosen: str,
+    scores: Mapping[str, float],
+    ivs: Mapping[str, Interval],
+    cells: Mapping[str, Mapping[int, Any]],
+    levels: Sequence[int],
+    min_rel: float,
+) -> str:
+    """The recommendation's clause on the tie: the configurations whose intervals overlap the
+    chosen one's (recommendation.json `tied_with`), the ones left out as dominated, and why the
+    chosen one was taken (the highest score, within 1% of it, or a level it wins)."""
+    tied = [cid for cid in scores if cid != chosen and ivs[cid].overlaps(ivs[chosen])]
+    if not tied:
+        return ", beyond noise" if len(scores) > 1 else ""
+    kept, best = _kept(scores, ivs, cells, levels)
+    text = f"; tied within noise with {', '.join(tied)}"
+    out = [cid for cid in tied if cid not in kept]
+    if out:
+        text += f" ({', '.join(out)} left out: beaten beyond noise at a level by another tied one, winning none)"
+    if chosen == best:
+        first = levels[0]
+        cheaper = [cid for cid in kept if cells[cid][first].tie_key < cells[chosen][first].tie_key]
+        return (
+            text
+            + ", the highest score taken"
+            + (" (no cheaper one within 1% of it or winning a level)" if cheaper else " (also the cheaper setting)")
+        )
+    text += ", so the tie-break (more KV capacity, then fewer steps) chose it"
+    if scores[chosen] >= scores[best] * (1.0 - min_rel):
+        return text + f", within {min_rel:.0%} of the highest"
+    wins = [str(c) for c in levels if st.beats(cells[chosen][c].interval, cells[best][c].interval)]
+    return (
+        text
+        + f": {scores[chosen] / scores[best] - 1:+.1%} on the score but it wins C={', '.join(wins)} beyond noise against {best}"
+    )

@@ -125,6 +125,15 @@ def binom_cdfs(n: int, p: float) -> list[float]:
 
 
 # -- the interval ------------------------------------------------------------------------------
+def readable(value: float, *alongside: float) -> str:
+    """A measured number in words, with as many decimals as it needs to keep three figures (1,658;
+    95.7; 9.57), or as the smallest of the numbers printed `alongside` it needs (one interval's
+    ends alike): rounded to whole numbers, 9.57 ms read as a 10 beside a 9.6 ms limit it meets,
+    and a measured 8 as outside an interval printed 8-10 that was 8.5-9.5."""
+    a = min(abs(v) for v in (value, *alongside))
+    return f"{value:,.0f}" if a >= 100 else f"{value:,.1f}" if a >= 10 else f"{value:,.2f}"
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The point estimate of a quantile (metrics and intervals alike): linear interpolation between closest ranks (numpy's default method); None when empty."""
     if not values:

@@ -9,6 +9,7 @@ from ..data.store import PLOT, SCHEDULE_PLOT
 from ..decide.schedule_phase import level_batch
 from ..decide.search.text import misfit_text
 from ..measure import definitions
+from ..measure.stats import readable
 from ..spec import workload as workload_mod
 from .summary import Summary, schedule_json, schedule_phase_text
 
@@ -34,7 +35,11 @@ How the results are judged:
   `tune_speculative_k` prefers the smaller K within 1% of the best); with none that close, the
   highest mean. Cells with a failed request, and with
   `--slo` cells that miss it, do not compete. The workload choice averages each configuration's
-  throughput relative to the best at each target level, with the same rule on its interval.
+  throughput relative to the best of the configurations scored at each target level, with the same
+  rule on that score's interval, and two differences: a tied configuration beaten beyond noise at
+  some level by another tied one and winning none is left out, and a cheaper one more than 1% below
+  the highest score is still taken where it wins a level beyond noise (a genuine trade-off: the
+  reason names the level).
 - **Goodput** (`--slo`): output tok/s of the requests that succeeded and met every limit (SGLang
   `bench_serving --goodput`, DistServe); a cell meets the SLO when each limited percentile over
   its requests is within its limit.
@@ -508,7 +513,7 @@ def _slo_section(s: Summary) -> list[str]:
             r = pt.slo
             if r is None:
                 continue
-            obs = ", ".join(f"{k} {_f(val, 0)}" for k, val in r.observed.items())
+            obs = ", ".join(f"{k} {'-' if val is None else readable(val)}" for k, val in r.observed.items())
             first: list[Any] = [f"{v.temperature:g}"] if many else []
             rows.append(
                 first

@@ -62,7 +62,7 @@ class Summary:
     @property
     def noise(self) -> dict[str, Any]:
         out = noise_summary(self.stats)
-        out["confirm"] = dict(confirm.cost(self.state))
+        out["confirm"] = dict(confirm.cost(self.state, self.spec.repeat_deploys))
         return out
 
     @property

@@ -285,7 +285,7 @@ class Sweep:
         state = self.store.state()
         temp = float(self.workload.temperature[0]) if self.workload.temperature else None
         noise = restarts.pool_stats(analysis.aggregate(state.levels(), temperature=temp))
-        spend = confirm.cost(state)
+        spend = confirm.cost(state, self.spec.repeat_deploys)
         self.progress.line(
             f"[confirm] done ({why}): {spend['starts']} extra start(s), {spend['seconds']:.0f} s "
             f"(+{spend['share_pct']:.0f}% on the sweep's deployments); "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...data.prediction import Prediction
+from ...measure.stats import readable as n
 from .model import Misfit
 
 # -- in words --------------------------------------------------------------------------------------
@@ -19,7 +20,8 @@ def prediction_text(pred: Prediction | None) -> str:
 
 def misfit_text(m: Misfit) -> str:
     b = m.predicted
+    nums = (m.measured, b.lo, b.hi, b.mean)
     return (
-        f"{m.what} measured {m.measured:,.0f}, outside its predicted interval {b.lo:,.0f}-{b.hi:,.0f} "
-        f"(predicted {b.mean:,.0f}, {m.rel_error:+.1%})"
+        f"{m.what} measured {n(m.measured, *nums)}, outside its predicted interval {n(b.lo, *nums)}-"
+        f"{n(b.hi, *nums)} (predicted {n(b.mean, *nums)}, {m.rel_error:+.1%})"
     )
