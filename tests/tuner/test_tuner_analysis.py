@@ -446,3 +446,24 @@ def test_the_recommendation_names_the_spec_schedule_that_deploys_it_again():
     tuned = SpecConfig(3, schedule=((1, 4), (16, 2)))
     assert json.loads(rec(tuned)["spec_schedule"]) == {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [2]}}
     assert rec(SpecConfig(3))["spec_schedule"] is None
+
+
+def test_the_plot_marks_a_cell_the_report_does_not_compare(tmp_path, monkeypatch):
+    """A cell with failed requests is drawn where it measured, which may be above the starred
+    choice: it carries a mark, as the report says "(partial)", not an ordinary point."""
+    import matplotlib.pyplot as plt
+
+    from tuner.present import plots
+
+    rows = [row(2, 1, 180.0), row(3, 1, 200.0)]
+    rows.append(row(4, 1, 260.0, status="partial"))
+    rows[-1].metrics.requests_ok, rows[-1].metrics.requests_failed = 3, 1
+    stats = analysis.aggregate(rows)
+    assert not analysis.competes(stats[("k4-t1", 1)])
+    figs = []
+    monkeypatch.setattr(plt, "close", lambda fig: figs.append(fig))
+    plots.plot_throughput(tmp_path / "p.png", stats, [1], [], title="t", chosen={1: "k3-t1"})
+    ax = figs[0].axes[0]
+    marked = [ln for ln in ax.get_lines() if ln.get_marker() == "x"]
+    assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in marked] == [([4], [260.0])]
+    assert "not compared" in " ".join(t.get_text() for t in ax.get_legend().get_texts())

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ..data.prediction import Band  # noqa: E402
-from ..decide.analysis import PointStats  # noqa: E402
+from ..decide.analysis import PointStats, competes  # noqa: E402
 from ..spec.configs import SpecConfig  # noqa: E402
 from ..spec.slo import Slo  # noqa: E402
 
@@ -145,6 +145,7 @@ def plot_throughput(
     styles = ["-", "--", ":", "-."]
     series_keys = sorted({_series_key(p) for p in stats.values()}, key=lambda k: (k[0], k[1] or 0, k[2]))
     labelled_prediction = False
+    labelled_out = {ax_agg: False, ax_req: False}
     for li, c in enumerate(levels):
         color = cmap(li / max(1, len(levels) - 1) * 0.9)
         for si, skey in enumerate(series_keys):
@@ -193,6 +194,20 @@ def plot_throughput(
                     markersize=5,
                     label=None if labelled else "predicted, not deployed (interval)",
                 )
+            for p in pts:
+                if not competes(p):  # drawn, but marked: the report does not compare it
+                    for ax, y in ((ax_agg, p.mean), (ax_req, p.per_request_mean)):
+                        if y is not None:
+                            ax.plot(
+                                [p.spec_steps],
+                                [y],
+                                marker="x",
+                                markersize=11,
+                                color="tab:red",
+                                zorder=6,
+                                label=None if labelled_out[ax] else "not compared (failed requests, --slo, the gate)",
+                            )
+                            labelled_out[ax] = True
             best = chosen.get(c)
             for p in pts:
                 if p.config_id == best:
