@@ -52,6 +52,7 @@ def test_rank0_waits_for_the_worker_and_the_pair_serves_as_one(emulator):
         addr,
         "--emulator-startup-s",
         "0.3",
+        "--enable-metrics",
     )
     head.wait_ready(60)
     worker.wait_for_line(JOINED)
@@ -65,16 +66,28 @@ def test_rank0_waits_for_the_worker_and_the_pair_serves_as_one(emulator):
     assert worker.post_json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}})[0] == 404
     status, body = head.post_json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4}})
     assert status == 200 and body["meta_info"]["completion_tokens"] >= 1
-    # SIGTERM on the worker does not end the group; rank 0's shutdown does, and the worker follows
-    worker.proc.send_signal(15)
-    worker.wait_for_line("waiting for it")
-    time.sleep(0.5)
-    assert worker.proc.poll() is None
+    # SGLang's worker-node lines: its dummy health server's, none of uvicorn's (log_level warning)
+    wlog = worker.log()
+    assert f"Starting dummy health check server at 127.0.0.1:{worker.port}" in wlog and "Uvicorn running" not in wlog
+    assert worker.get("/metrics")[0] == 200  # the Prometheus middleware with --enable-metrics
+    # rank 0's shutdown ends the group in order (the role stops rank 0 first), and the worker follows
     assert head.terminate() == 0
     assert worker.wait_exit(10) == 0
     assert "Rank 0 shut the group down; node_rank=1 exiting." in worker.log()
     # a graceful stop leaves no traceback behind (the gate reads one as a failure)
     assert "Traceback" not in head.log() and "Traceback" not in worker.log()
+
+
+def test_sigterm_ends_a_worker_at_once_and_rank0_fails_its_next_collective(emulator):
+    """SGLang has no SIGTERM handler on a worker node: it ends by the signal (the emulator waited
+    for rank 0 before), and rank 0, still up, loses the group."""
+    head, worker, _ = _pair(emulator)
+    head.wait_ready(60)
+    worker.wait_for_line(JOINED)
+    worker.proc.send_signal(15)
+    assert worker.wait_exit(10) == -15
+    assert head.wait_exit(15) != 0
+    assert "Connection closed by peer" in head.log() and "Scheduler hit an exception" in head.log()
 
 
 def test_a_worker_that_never_joins_fails_rank0_at_the_dist_timeout(emulator):

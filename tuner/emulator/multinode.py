@@ -17,10 +17,13 @@ What a real multi-node SGLang does, and what the emulator plays here:
   the requests from rank 0, sgl-project/sglang `managers/scheduler.py` `recv_requests` /
   `broadcast_pyobj`), so one rank leaving makes the others fail on their next collective; they
   log the scheduler exception and kill their process tree, as any scheduler crash does.
-* Shutdown: a worker node's main process only waits for its schedulers, so SIGTERM on it does
-  not end the group; rank 0's shutdown does. The emulator has rank 0 tell each worker on the
-  link (the broadcast) and the worker then exits 0; SIGTERM on a worker whose rank 0 is still
-  up is logged and otherwise waited out, as the stop timeout of its unit must allow.
+* Shutdown: SIGTERM ends a worker node's process at once (SGLang installs no handler there: the
+  dummy health server's uvicorn re-raises the signal after its own shutdown, and the schedulers
+  follow their parent), and a rank 0 still up then fails its next collective, as for any lost
+  rank: the sglang_server role stops rank 0 first. When rank 0 shuts down, a real worker's
+  schedulers fail their next collective and the process exits with an error; the emulator has
+  rank 0 tell each worker on the link and the worker exits 0 (its own line), a simplification
+  that keeps a group's ordered stop free of failed units (docs/emulator.md "Multi-node").
 
 The link is one TCP connection per worker node to rank 0's dist-init address carrying
 newline-separated JSON (`join`, `joined`, `ready`, `shutdown`); EOF on it is the collective
@@ -379,7 +382,4 @@ class Worker:
             self.writer.close()
 
 
-SIGTERM_WAIT_LINE = (
-    "SIGTERM received on node_rank={rank}: a worker node leaves when rank 0 shuts the group down; waiting for it."
-)
 SHUTDOWN_LINE = "Rank 0 shut the group down; node_rank={rank} exiting."

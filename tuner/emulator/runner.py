@@ -479,14 +479,23 @@ class Runner:
         async def ok(_request: web.Request) -> web.Response:
             return web.Response(status=200)
 
+        async def no_metrics(_request: web.Request) -> web.Response:
+            # SGLang adds its Prometheus middleware here with --enable-metrics; a worker node's
+            # schedulers (TP ranks other than 0) report nothing of their own
+            return web.Response(status=200, text="", content_type="text/plain")
+
         app = web.Application()
         for path in ("/health", "/health_generate", "/ping"):
             app.router.add_get(path, ok)
+        if self.cfg.values.get("enable_metrics"):
+            app.router.add_get("/metrics", no_metrics)
         self.runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self.runner.setup()
         host, port = self.cfg.values["host"], self.cfg.values["port"]
         await web.TCPSite(self.runner, host, port, reuse_address=True).start()
-        self.log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+        # launch_dummy_health_check_server (python/sglang/srt/utils/common.py): SGLang's own line;
+        # its uvicorn runs at log_level="warning", so none of uvicorn's INFO lines follow
+        self.log.info(f"Starting dummy health check server at {host}:{port}")
 
     async def _warmup(self, t_start: float) -> None:
         """SGLang's warm-up: poll /model_info, send one short /generate (docs/reference/sglang.md §5.1)."""
@@ -531,9 +540,14 @@ class Runner:
     # ---- shutdown --------------------------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
         """SIGTERM/SIGINT: drain in-flight requests, then exit 0; a second signal exits at once."""
-        if self.worker is not None and self.worker.head_alive:
-            # a worker node leaves when rank 0 shuts the group down (multinode.py)
-            self.log.info(multinode.SIGTERM_WAIT_LINE.format(rank=self.cfg.values["node_rank"]))
+        if self.worker is not None:
+            # a worker node has no SIGTERM handler of SGLang's: its dummy health server's uvicorn
+            # re-raises the signal once it has shut down (uvicorn >= 0.29 capture_signals; in a
+            # background thread the default handler acts at once), and its schedulers follow their
+            # parent (PR_SET_PDEATHSIG): the process ends by the signal, and a rank 0 still up
+            # fails its next collective (multinode.py)
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
             return
         self._sigterm_count += 1
         if self._sigterm_count == 1:
@@ -577,14 +591,17 @@ class Runner:
                 await asyncio.sleep(0.05 if s.num_running or s.num_waiting else 0.01)
             self.log.info("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
         if self.runner is not None:
-            self.log.uvicorn("Shutting down")
+            quiet = self.worker is not None  # a worker node's uvicorn runs at log_level="warning"
+            if not quiet:
+                self.log.uvicorn("Shutting down")
             try:
                 await asyncio.wait_for(self.runner.cleanup(), 5.0)
             except (TimeoutError, Exception):
                 pass
-            self.log.uvicorn("Waiting for application shutdown.")
-            self.log.uvicorn("Application shutdown complete.")
-            self.log.uvicorn(f"Finished server process [{os.getpid()}]")
+            if not quiet:
+                self.log.uvicorn("Waiting for application shutdown.")
+                self.log.uvicorn("Application shutdown complete.")
+                self.log.uvicorn(f"Finished server process [{os.getpid()}]")
         if app is not None:
             await app.driver.stop()
         if self.head is not None:
