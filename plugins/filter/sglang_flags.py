@@ -26,7 +26,10 @@ def multinode_errors(group: Any, members: Any, head: Any, hostvars: Any, own: An
     """The group-wide rules of a multi-node server (plugins/module_utils/sglang_multinode.py)."""
     hosts = list(members or [])
     settings = sglang_multinode.member_settings(hosts, hostvars, dict(own or {}))
-    return list(sglang_multinode.group_errors(group, hosts, head, settings))
+    errors = list(sglang_multinode.group_errors(group, hosts, head, settings))
+    if len(hosts) > 1:
+        errors += sglang_multinode.address_errors(group, sglang_multinode.member_addresses(hosts, hostvars))
+    return errors
 
 
 def multinode_verdict(members: Any, group: Any, hostvars: Any) -> dict[str, Any]:

@@ -23,7 +23,15 @@ import json
 import re
 from typing import Any, Sequence
 
-__all__ = ["SAME_ON_EVERY_NODE", "rank_order", "member_settings", "group_errors", "group_verdict"]
+__all__ = [
+    "SAME_ON_EVERY_NODE",
+    "rank_order",
+    "member_settings",
+    "member_addresses",
+    "address_errors",
+    "group_errors",
+    "group_verdict",
+]
 
 # Settings every host of the group must agree on: the role variable, and why.
 SAME_ON_EVERY_NODE = (
@@ -133,6 +141,33 @@ def _same_form(value: Any) -> Any:
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True, default=str)
     return str(value).strip().lower() if isinstance(value, (bool, str)) else str(value)
+
+
+def member_addresses(members: Sequence[str], hostvars: Any) -> dict[str, str]:
+    """Each member's address as Ansible reaches it: ``ansible_host``, else its inventory name."""
+    out: dict[str, str] = {}
+    for m in members:
+        try:
+            hv = hostvars[m]
+            addr = hv["ansible_host"] if "ansible_host" in hv else m
+        except Exception:  # noqa: BLE001 - a value that does not template is that host's to report
+            addr = m
+        out[m] = str(addr).strip() or m
+    return out
+
+
+def address_errors(group: Any, addresses: dict[str, str]) -> list[str]:
+    """Two hosts of the group that are one machine: both would write the same unit there, and the
+    group would be a node short."""
+    seen: dict[str, list[str]] = {}
+    for m, addr in addresses.items():
+        seen.setdefault(addr, []).append(m)
+    return [
+        f"hosts {', '.join(ms)} of sglang_server_multinode_group={_fmt(group)} are one machine (ansible_host "
+        f"{addr}): each node of the group must be a machine of its own"
+        for addr, ms in seen.items()
+        if len(ms) > 1
+    ]
 
 
 def _int(value: Any) -> Any:

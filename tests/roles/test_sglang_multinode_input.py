@@ -152,3 +152,10 @@ def test_a_bad_group_fails_on_the_controller_naming_the_variable(group_inventory
     assert proc.returncode != 0, out[-3000:]
     assert message in out, out[-3000:]
     assert "UNREACHABLE" not in out and "unreachable=0" in out and "changed=0" in out, out[-3000:]
+
+
+def test_two_hosts_that_are_one_machine_are_not_a_group():
+    hv = {A: {"ansible_host": "192.0.2.31"}, B: {"ansible_host": "192.0.2.31"}}
+    [err] = mn.address_errors(GROUP, mn.member_addresses([A, B], hv))
+    assert err.startswith(f"hosts {A}, {B} of sglang_server_multinode_group='{GROUP}' are one machine")
+    assert mn.address_errors(GROUP, mn.member_addresses([A, B], {A: {"ansible_host": "192.0.2.31"}, B: {}})) == []
