@@ -16,12 +16,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .data.redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_env
 from .present.summary import Summary, schedule_json
 from .spec.flags import BadInput, check_out_dir, check_results_dir, parse_target_concurrency, requests_for_level
 from .spec.sweepspec import SweepSpec, WorkloadSpec
+
+if TYPE_CHECKING:
+    from .run.inventory import Inventory
 
 TOOL = f"sglang-tune {__version__}"
 
@@ -176,6 +180,18 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     except InventoryError as exc:
         raise BadInput("--inventory", f"{spec.inventory}: {exc}") from None
     slots = inv.slots()
+    machines = host_digests(inv)
+    if stored is not None:
+        before = stored.get("hosts") if isinstance(stored.get("hosts"), dict) else {}
+        changed = sorted(h for h, d in machines.items() if h in before and before[h] != d)
+        if changed:
+            raise BadInput(
+                "--resume",
+                f"{out} was swept on other machines: the inventory variables of {', '.join(changed)} changed since "
+                "(another profile, address, model or setting); a resumed sweep measures the same servers: "
+                "restore the inventory, or start a new --out",
+            )
+        machines = {**before, **machines}
     hosts = list(slots)  # a host, or a multi-node group deployed as one
     if not hosts:
         raise BadInput(
@@ -247,7 +263,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     store.lock()  # held while the store lives: a second tuner on this --out is refused
     if stored is None and store.read_sweep() is not None:
         raise BadInput("--out", f"{out}: another tuner started a sweep there just now; choose another directory")
-    store.write_spec(spec, TOOL)
+    store.write_spec(spec, TOOL, machines)
     if stored is not None:
         progress.line(f"resuming the sweep in {out}")
     deployer = Deployer(
@@ -394,6 +410,18 @@ def cmd_verify(a: argparse.Namespace) -> int:
     from .verify.command import cmd_verify as run
 
     return run(a, TOOL)
+
+
+def host_digests(inv: Inventory) -> dict[str, str]:
+    """Per host of the sweep, a digest of its inventory variables as ansible-inventory gives them
+    (untemplated): `--resume` refuses a host whose variables changed (the path of an inventory
+    file says nothing of what it holds)."""
+    import hashlib
+
+    return {
+        h: hashlib.sha256(json.dumps(inv.hostvars.get(h) or {}, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        for h in inv.hosts
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

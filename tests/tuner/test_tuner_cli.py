@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import ansible_runner
 import pytest
@@ -13,6 +14,7 @@ from tuner_testlib import FIXTURES, ROOT
 
 from tuner import cli
 from tuner.run import deploy
+from tuner.spec.sweepspec import SweepSpec
 
 
 @pytest.fixture
@@ -227,3 +229,21 @@ def test_report_without_a_recommendation_exits_1(tmp_path, capsys):
     st.append(DeployRecord(config=SpecConfig(2), host="h", status="failed", reason="it did not start"))
     assert cli.main(["report", str(tmp_path)]) == 1
     assert "no recommendation" in capsys.readouterr().out
+
+
+def test_resume_refuses_machines_whose_inventory_changed(tmp_path, capsys, no_hosts):
+    """The inventory's path was the sweep's identity, not what it holds: a resumed sweep measured
+    another emulated machine under the same host and mixed it with the first one's levels."""
+    from tuner.data.store import Store
+    from tuner.run.deploy import project_root
+    from tuner.run.inventory import read_inventory
+
+    out = tmp_path / "out"
+    argv = ["sweep", "--out", str(out), "--inventory", INV, "--steps", "1"]
+    spec = SweepSpec.from_cli_args(cli.build_parser().parse_args(argv), project_root())
+    now = cli.host_digests(read_inventory(Path(INV), None, project_root()))
+    host = sorted(now)[0]
+    Store(out).write_spec(spec, "test", {**now, host: "0" * 16})
+    assert cli.main([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"was swept on other machines: the inventory variables of {host} changed" in err, err

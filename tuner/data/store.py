@@ -149,8 +149,13 @@ class Store:
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             raise BadInput("DIR", f"{self.out / SWEEP}: its params are not a sweep's ({exc})") from None
 
-    def write_spec(self, spec: SweepSpec, tool: str) -> None:
-        self.write_sweep({"version": SWEEP_JSON_VERSION, "tool": tool, "params": spec.to_json()})
+    def write_spec(self, spec: SweepSpec, tool: str, hosts: dict[str, str] | None = None) -> None:
+        """sweep.json: the parameters, and (`hosts`) a digest of each host's inventory variables,
+        which `--resume` holds the machines to (tuner/cli.py)."""
+        doc: dict[str, Any] = {"version": SWEEP_JSON_VERSION, "tool": tool, "params": spec.to_json()}
+        if hosts:
+            doc["hosts"] = dict(sorted(hosts.items()))
+        self.write_sweep(doc)
 
     def write_sweep(self, sweep: dict[str, Any]) -> None:
         self.ensure()
