@@ -182,7 +182,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     slots = inv.slots()
     machines = host_digests(inv)
     if stored is not None:
-        before = stored.get("hosts") if isinstance(stored.get("hosts"), dict) else {}
+        kept = stored.get("hosts")
+        before: dict[str, str] = {str(k): str(v) for k, v in kept.items()} if isinstance(kept, dict) else {}
         changed = sorted(h for h, d in machines.items() if h in before and before[h] != d)
         if changed:
             raise BadInput(
