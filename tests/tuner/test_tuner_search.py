@@ -637,10 +637,46 @@ def test_a_misfit_is_caught_said_and_not_trusted():
     p7 = refit.predict(SpecConfig(7))
     truth7 = {c: bent.level(7, c)[0] for c in LEVELS}
     assert all(lp.output_tok_s.contains(truth7[lp.concurrency]) for lp in p7.levels)
+    # a contradicted model skips nothing on its predictions: every configuration left is measured
+    d = policy.decide(st, configs, W)
+    assert d.skips == () and d.deploy is not None
     # and the whole search on that machine still ends at its best depths
     m = Machine(**{k: v for k, v in bent.__dict__.items() if k != "measured"})
-    st, _ = run_search(m, range(1, 9))
+    st, decisions = run_search(m, range(1, 9))
     assert within(m, st, configs, 3.0) == {}
+    after = [i for i, dd in enumerate(decisions) if dd.misfits]
+    assert all(dd.skips == () for dd in decisions[after[0] :]) if after else True
+
+
+def test_a_predicted_start_that_fails_for_lack_of_kv_memory_is_a_misfit():
+    """A pool the capacity fit said would hold the depth, and the start failed for lack of memory:
+    the fit missed, as a measured pool outside its band would be (nothing said so before)."""
+    m = Machine(accept=[0.97], kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+    records: list = []
+    for k in (3, 6):
+        records += m.measure(SpecConfig(k))
+    pred = search_model.fit_model(SweepState.fold(records), W).predict(SpecConfig(7))
+    assert pred is not None and pred.can_run
+    records += [
+        PredictionRecord(config=SpecConfig(7), prediction=pred),
+        DeployRecord(
+            config=SpecConfig(7),
+            host="h",
+            status="failed",
+            reason="RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        ),
+    ]
+    [mf] = search_model.find_misfits(SweepState.fold(records))
+    assert mf.config == SpecConfig(7) and "failed to start for lack of KV memory" in mf.what
+
+
+def test_a_capacity_band_is_never_reversed():
+    """Pools that barely change with depth jitter up and down: bounded by neighbours that rise with
+    depth, the band came out reversed, and any measurement read as a misfit."""
+    from tuner.decide.search.fits import CapacityFit
+
+    b = CapacityFit(((1, 400_000), (2, 390_000), (4, 391_000), (6, 380_000)), ()).kv(3)
+    assert b is not None and b.lo <= b.mean <= b.hi
 
 
 def test_misfit_widening_is_the_miss_in_units_of_the_interval():

@@ -55,7 +55,9 @@ def test_model_search_end_to_end(tmp_path, monkeypatch, capsys):
         predicted = {r["config"]["config_id"]: r for r in recs if r["type"] == "prediction"}
         # the anchors first, measured without a prediction; then only what the model asked for
         assert deployed[:2] == ["k3-t1", "k6-t1"]
-        assert len(deployed) <= 4
+        # (a level outside its predicted interval, which a loaded machine's noise can make, is a
+        # misfit: from there the search measures every configuration left instead of skipping)
+        assert len(deployed) <= 4 or "MISFIT" in err
         assert set(deployed) | set(skipped) == {f"k{k}-t1" for k in range(1, 9)}
         assert not set(predicted) & {"k3-t1", "k6-t1"} and set(predicted) == set(deployed[2:])
         # depths 7 and 8 were predicted not to start, and never deployed

@@ -34,9 +34,12 @@ def test_report_shows_predicted_vs_measured_every_skip_and_the_misfits():
     for cid in st.predictions:
         for c in LEVELS:
             assert f"| {cid} | {c} |" in section
-    assert "### Not deployed, on the model's prediction" in section
-    assert st.skipped and all(f"| {cid} |" in section for cid in st.skipped)
+    # every skip is listed (a misfit model skips nothing: none come after the first misfit)
+    if st.skipped:
+        assert "### Not deployed, on the model's prediction" in section
+        assert all(f"| {cid} |" in section for cid in st.skipped)
     assert "### Misfits" in section and "outside its predicted interval" in section
+    assert "from the first of them on nothing was skipped on a prediction" in section
     assert "**NO: misfit**" in section
     assert f"deployed {len(s.search.deployed)} of 8 planned" in section
     rec = recommendation_json(s)["search"]
@@ -46,7 +49,8 @@ def test_report_shows_predicted_vs_measured_every_skip_and_the_misfits():
     assert all(x["prediction"]["levels"] for x in rec["skipped"])
     assert any(not x["inside"] for x in rec["predicted_vs_measured"])
     assert any("Misfit" in n for n in s.notes)
-    assert any("did not deploy" in n and "--resume --search grid" in n for n in s.notes)
+    if st.skipped:
+        assert any("did not deploy" in n and "--resume --search grid" in n for n in s.notes)
 
 
 def test_a_grid_sweep_has_no_search_section():
@@ -56,3 +60,19 @@ def test_a_grid_sweep_has_no_search_section():
     assert s.search is None
     assert "Model-guided search" not in report.render(s)
     assert recommendation_json(s)["search"] is None
+
+
+def test_report_lists_every_skip_with_its_prediction():
+    """A machine of the model's own family: no misfit, so the search skips on its predictions, and
+    the report and recommendation.json list each skip with what was predicted for it."""
+    st, _ = run_search(Machine(accept=[0.97], kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0), range(1, 9))
+    st = SweepState.fold([r.to_json() for r in st.records])
+    s = summarize(st, SPEC)
+    assert s.search is not None and st.skipped and not s.search.misfits
+    section = report.render(s).split("## Model-guided search", 1)[1].split("\n## ", 1)[0]
+    assert "### Not deployed, on the model's prediction" in section
+    assert all(f"| {cid} |" in section for cid in st.skipped)
+    rec = recommendation_json(s)["search"]
+    assert {x["config_id"] for x in rec["skipped"]} == set(st.skipped)
+    assert all(x["prediction"]["levels"] for x in rec["skipped"])
+    assert any("did not deploy" in n and "--resume --search grid" in n for n in s.notes)

@@ -471,8 +471,9 @@ def _search(s: Summary) -> list[str]:
     if ss.misfits:
         lines += ["", "### Misfits", ""]
         lines.append(
-            "Measurements outside the interval predicted for them: the model was refitted with them and "
-            "its later intervals widened accordingly."
+            "Measurements outside the interval predicted for them: the model was refitted with them, its "
+            "later intervals widened accordingly, and from the first of them on nothing was skipped on a "
+            "prediction (every configuration left was measured)."
         )
         lines.append("")
         lines += [f"- {m.config.config_id}: {misfit_text(m)}" for m in ss.misfits]

@@ -207,7 +207,7 @@ def notes_for(s: Summary) -> list[str]:
     if s.search is not None:
         for miss in s.search.misfits:
             notes.append(
-                f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted and widened its intervals."
+                f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted, widened its intervals and skipped nothing after it."
             )
     for skip in s.state.skipped.values():
         if skip.kind == "predicted":

@@ -123,7 +123,9 @@ class Sweep:
         if not misses:
             self.progress.line(f"[{cfg.label}] measured within its predicted intervals")
         for m in misses:
-            self.progress.line(f"[{cfg.label}] MISFIT: {misfit_text(m)}; the model refits and widens its intervals")
+            self.progress.line(
+                f"[{cfg.label}] MISFIT: {misfit_text(m)}; the model refits and widens its intervals, and the search skips nothing from now on"
+            )
 
     # -- one configuration -------------------------------------------------------------------
     def _rebuild(self) -> None:

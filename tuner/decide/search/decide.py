@@ -176,6 +176,9 @@ def decide(
     open_ = [c for c in configs if c.config_id not in done and c.config_id not in excluded]
     in_flight = [c for c in configs if c.config_id in excluded and c.config_id not in done]
     misfits = tuple(find_misfits(state))
+    # A model the measurements contradicted measures instead of predicting: from the first misfit
+    # on, nothing is skipped on its predictions (they still order what is deployed next).
+    measure_all = measure_all or bool(misfits)
     if not open_:
         return Decision(wait=bool(in_flight), why="every configuration is measured or decided", misfits=misfits)
 
@@ -268,10 +271,13 @@ def decide(
     contenders = [s for s in scored if s[0] >= MIN_CHANCE or measure_all]
     if contenders:
         chance, cfg, pred, _ = max(contenders, key=lambda s: (s[0], [-x for x in s[1].order_key[:3]]))
+        why = f"the best chance to win a level beyond the noise ({chance:.0%})"
+        if misfits and chance < MIN_CHANCE:
+            why = f"measured, not predicted: the model missed {len(misfits)} measurement(s) (misfits), so it skips nothing"
         return Decision(
             deploy=cfg,
             prediction=pred,
-            why=f"the best chance to win a level beyond the noise ({chance:.0%})",
+            why=why,
             skips=tuple(skips),
             misfits=misfits,
             model=model.describe(),

@@ -270,6 +270,8 @@ class CapacityFit:
         deeper = [v for kk, v in points if kk > k]
         upper = float(min(shallower)) if shallower else math.inf
         lower = float(max(deeper)) if deeper else -math.inf
+        if lower > upper:  # measured pools that rise with depth (a flat pool's jitter): no order to lean on
+            lower, upper = upper, lower
         line = _line(points)
         if line is None:
             mean = upper if math.isfinite(upper) else lower
@@ -277,6 +279,7 @@ class CapacityFit:
         b0, b1, rms = line
         mean = b0 + b1 * k
         slack = Z * rms + rel_slack * abs(mean) + abs_slack
+        mean = min(max(mean, lower), upper)
         return Band(mean, max(mean - slack, lower), min(mean + slack, upper))
 
     def kv(self, k: int) -> Band | None:

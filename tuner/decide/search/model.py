@@ -17,6 +17,7 @@ from ...spec.configs import SpecConfig
 from ...spec.sweepspec import WorkloadSpec
 from .. import analysis
 from ..analysis import PointStats
+from ..capacity import is_capacity_failure
 from .fits import (
     AcceptanceFit,
     CapacityFit,
@@ -155,6 +156,13 @@ def find_misfits(state: SweepState) -> list[Misfit]:
             if p is not None and p.n and not where.contains(p.mean):
                 out.append(Misfit(rec.config, f"C={lp.concurrency} aggregate tok/s", lp.concurrency, where, p.mean))
         dep = state.deploys.get(cid)
+        failed = state.failed.get(cid)
+        if dep is None and failed is not None and pred.can_run and is_capacity_failure(failed.reason or ""):
+            # predicted to fit its KV pool, it did not start for lack of memory: the capacity fit missed
+            pool = pred.max_total_num_tokens or Band(1.0, 1.0, 1.0)
+            out.append(
+                Misfit(rec.config, "max_total_num_tokens (it failed to start for lack of KV memory)", None, pool, 0.0)
+            )
         if dep is None:
             continue
         for name, band, got in (
