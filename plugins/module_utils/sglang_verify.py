@@ -507,6 +507,21 @@ def _compare(base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping
     }
 
 
+def gate_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The gate's acceptance over its answers: `accept_length`, SGLang's completion tokens over
+    verify passes (what the sweep measured, which the 95%-of-measured rule compares with), and
+    `decode_accept`, the same without each answer's first token, which the prefill produced with no
+    verify pass (what the floor and the collapse rule read: a server that accepts no draft scores
+    exactly 1.0 there, where SGLang's formula gives n/(n-1) and short answers lift it past the floor)."""
+    tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
+    ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
+    firsts = sum(1 for r in rows if int(r.get("spec_verify_ct") or 0) > 0)
+    return {
+        "accept_length": tok / ver if ver > 0 else None,
+        "decode_accept": (tok - firsts) / ver if ver > 0 else None,
+    }
+
+
 def acceptance_se(candidate: Mapping[str, Any]) -> float | None:
     """Standard error of the gate's acceptance length from its prompts' own differences: the gate
     reads a few dozen prompts, and on a server whose prompts accept differently (code more than
@@ -538,6 +553,7 @@ def _acceptance_reasons(
     drift: Mapping[str, Any],
     se: float | None = None,
     floor: bool = True,
+    floor_acc: float | None = None,
 ) -> list[str]:
     """The acceptance rules: above the floor, not below 95% of the measured value beyond the
     gate's prompt-to-prompt spread (`acceptance_se`: the sweep's workload and the gate read
@@ -545,13 +561,15 @@ def _acceptance_reasons(
     that runs no speculative step at the batch sizes of the gate's run accepts nothing there by
     design)."""
     reasons = []
+    low = acc if floor_acc is None else floor_acc  # the floor reads verify passes only (gate_acceptance)
     if acc is None:
         if floor:
             reasons.append("no acceptance length: the server reported no verify passes (spec_verify_ct)")
     else:
-        if floor and acc <= ACCEPT_FLOOR:
+        if floor and low is not None and low <= ACCEPT_FLOOR:
             reasons.append(
-                f"acceptance length {acc:.2f} is not above {ACCEPT_FLOOR:.2f}: speculation accepts (almost) nothing"
+                f"acceptance length {low:.2f} over the verify passes (the prefill's first tokens left out) is not "
+                f"above {ACCEPT_FLOOR:.2f}: speculation accepts (almost) nothing"
             )
         if (
             measured_accept
@@ -685,6 +703,7 @@ def judge(
     se = acceptance_se(candidate)
     accept = {
         "gate": acc,
+        "gate_decode": candidate.get("decode_accept"),
         "measured": measured_accept,
         "floor": ACCEPT_FLOOR,
         "share_of_measured_min": ACCEPT_OF_MEASURED,
@@ -699,7 +718,7 @@ def judge(
         again_hists=candidate.get("again_hists"),
     )
     if acceptance:
-        reasons += _acceptance_reasons(acc, measured_accept, drift, se, floor)
+        reasons += _acceptance_reasons(acc, measured_accept, drift, se, floor, candidate.get("decode_accept"))
     return {
         "passed": not reasons,
         "reasons": reasons,

@@ -120,6 +120,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify 
     baseline_mismatch,
     baseline_problems,
     floor_exemption,
+    gate_acceptance,
     generate_body,
     judge,
     prompt_set_hash,
@@ -224,8 +225,6 @@ def run(module):
     short_rows = [done[("short", i)][0] for i in range(len(base["short"]))]
     long_rows = [done[("long", i)][0] for i in range(len(base["long"]))]
     rows = [r for r, _s in done.values()]
-    tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
-    ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
 
     def increments(kind):
         return [[[t, v] for _n, t, v in done[(kind, i)][1]] for i in range(len(base["long"]))]
@@ -242,12 +241,15 @@ def run(module):
         "again_steps": increments("again"),
         "long_hists": hists("long"),
         "again_hists": hists("again"),
-        "accept_length": tok / ver if ver > 0 else None,
+        **gate_acceptance(rows),
         "requests": len(rows),
         "seconds": round(seconds, 3),
     }
     # a config that pins 0 steps where the requests run: no floor (sglang_verify.floor_exemption, as the tuner's gate)
-    verdict = judge(base, candidate, p["measured_accept"], floor=exempt is None)
+    # a server without speculation (spec_steps 0) has no verify pass to judge: its outputs only,
+    # as the tuner gates no such configuration (it is the reference the baseline is taken from)
+    speculates = spec.get("enabled") is not False
+    verdict = judge(base, candidate, p["measured_accept"], acceptance=speculates, floor=exempt is None)
     if exempt is not None:
         verdict["acceptance_vs_sweep"] = exempt
     verdict["server"] = {

@@ -185,3 +185,12 @@ def test_the_commands_adaptive_config_is_checked_before_any_request(baseline, tm
     for words, args in cases.items():
         r = verify_cli(*args, "--baseline", str(baseline))
         assert r.returncode == 2 and "--adaptive-config" in r.stderr and words in r.stderr, (words, r.stderr)
+
+
+def test_a_server_without_speculation_is_held_to_its_outputs_only(baseline, tmp_path):
+    """spec_steps 0 with verify_outputs: no verify pass to judge, and it is the reference itself; the
+    acceptance rules failed it ("no acceptance length") and the role rolled back a correct server."""
+    with emulator("--emulator-sglang-version", VERSION, steps=0) as url:
+        res = run_module(tmp_path, url, baseline)
+    assert not res.get("failed"), res.get("msg")
+    assert res["verdict"]["passed"] and res["verdict"]["accept"]["judged"] is False

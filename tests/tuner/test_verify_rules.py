@@ -530,3 +530,19 @@ def test_an_exempt_adaptive_configs_note_does_not_also_say_the_floor_applies(tmp
     rec = asyncio.run(phase.check(pinned, "h", "http://127.0.0.1:1", None, []))
     note = rec.verdict["acceptance_vs_sweep"]
     assert "the floor and the collapse rule do not apply" in note and "the floor and the drift rules apply" not in note
+
+
+def test_a_server_that_accepts_no_draft_fails_the_floor_however_short_its_answers():
+    """SGLang's formula counts each answer's first token, which the prefill made without a verify
+    pass: a server that accepts nothing scores n/(n-1), above the 1.05 floor for answers under about
+    21 tokens (answers that end at EOS). The floor reads the verify passes alone."""
+    rows = [{"completion_tokens": 12, "spec_verify_ct": 11} for _ in range(32)]  # nothing accepted
+    acc = rules.gate_acceptance(rows)
+    assert acc["accept_length"] == pytest.approx(12 / 11) and acc["decode_accept"] == pytest.approx(1.0)
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    cand = {**_candidate(s, lg, accept=acc["accept_length"]), **acc}
+    v = rules.judge(_baseline(s, lg), cand, measured_accept=None)
+    assert not v["passed"] and "over the verify passes" in v["reasons"][0] and "not above 1.05" in v["reasons"][0]
+    # a healthy server's short answers stay well above it
+    healthy = rules.gate_acceptance([{"completion_tokens": 12, "spec_verify_ct": 3} for _ in range(32)])
+    assert rules.judge(_baseline(s, lg), {**_candidate(s, lg, accept=4.0), **healthy}, measured_accept=None)["passed"]

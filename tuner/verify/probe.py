@@ -148,8 +148,6 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dic
     short = [results[("short", i)][0] for i in range(len(ps.short))]
     long_ = [results[("long", i)][0] for i in range(len(ps.long))]
     rows = [row for row, _steps in results.values()]
-    tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
-    ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
 
     def increments(kind: str) -> list[list[list[int]]]:
         return [[[t, v] for _now, t, v in results[(kind, i)][1]] for i in range(len(ps.long))]
@@ -164,7 +162,7 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dic
         "again_steps": increments("again") if again else [],
         "long_hists": hists("long"),
         "again_hists": hists("again") if again else [],
-        "accept_length": tok / ver if ver > 0 else None,
+        **rules.gate_acceptance(rows),
         "requests": len(rows),
         "seconds": round(seconds, 3),
     }
