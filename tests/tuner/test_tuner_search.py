@@ -764,6 +764,21 @@ def test_with_every_anchor_failing_the_search_still_measures_what_can_run():
     assert within(m, st, configs, 3.0) == {}
 
 
+def test_no_early_stop_skips_nothing_when_no_depth_starts():
+    """Every anchor failed for lack of KV memory, so there is no fit to predict from: with
+    --no-early-stop (measure_all) the search said "waiting for a first measured depth" and ended with
+    the deeper depths neither measured nor decided; the grid with the same flags deploys them all."""
+    m = Machine(accept=[0.95], kv0=50_000, kv_per_step=100_000)  # no depth starts
+    configs = plan_configs(tuple(range(1, 5)), (1,), (None,)).configs
+    records: list = []
+    for _ in range(len(configs) + 1):
+        d = policy.decide(SweepState.fold(records), configs, W, measure_all=True)
+        if d.deploy is None:
+            break
+        records += m.measure(d.deploy)
+    assert sorted(m.measured) == [1, 2, 3, 4] and set(SweepState.fold(records).failed) == {c.config_id for c in configs}
+
+
 def test_topk_and_draft_token_series_are_anchored_and_predicted_each_with_its_own_acceptance():
     """A chain series (topk 1) and a tree series (topk 2, 8 draft tokens verified per request at
     every depth): each series gets its own anchors and its own acceptance; the step-time fit is

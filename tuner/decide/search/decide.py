@@ -216,6 +216,15 @@ def decide(
 
     model = fit_model(state, workload)
     if model.step is None:
+        if measure_all and not in_flight:
+            # no depth started (its anchors failed for lack of KV memory): nothing to predict from,
+            # and --no-early-stop skips nothing, as the grid with the same flags deploys every depth
+            rest = sorted(open_, key=lambda c: c.order_key)
+            return Decision(
+                deploy=rest[0],
+                why="measured, not predicted: no depth has started to predict from (--no-early-stop skips nothing)",
+                misfits=misfits,
+            )
         return Decision(wait=bool(in_flight), why="waiting for a first measured depth", misfits=misfits)
     stats = analysis.aggregate(state.levels())
     # A configuration that failed the correctness gate or lost its server twice is never the bar to
