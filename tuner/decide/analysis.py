@@ -28,7 +28,7 @@ from ..measure import stats as st
 from ..measure.stats import Interval
 from ..spec.configs import SpecConfig
 from ..spec.slo import Slo, SloResult, evaluate
-from .workload_tiebreak import tie_words, workload_choice
+from .workload_tiebreak import workload_choice
 
 MIN_REL_TOL = st.FLOOR_REL  # the interval of a number whose noise nothing measured (+-1%)
 
@@ -593,7 +593,7 @@ def recommend(
     top = max(scores, key=lambda k: scores[k])
     first = {cid: configs[cid][scored_levels[0]] for cid in scores}
     # where the scores cannot be told apart (docs/tuner.md "Choosing"; tuner/decide/workload_tiebreak.py)
-    chosen, _equivalent, _cheaper = workload_choice(scores, ivs, configs, scored_levels, min_rel)
+    chosen, tie = workload_choice(scores, ivs, configs, scored_levels, min_rel)
     ranked = sorted(scores, key=lambda k: -scores[k])
     others = [k for k in ranked if k != chosen]
     levels_txt = ", ".join(str(c) for c in scored_levels)
@@ -606,7 +606,7 @@ def recommend(
         reason += f", the highest {top} {scores[top]:.3f}"
     elif others:
         reason += f", next {others[0]} {scores[others[0]]:.3f}"
-    reason += tie_words(chosen, scores, ivs, configs, scored_levels, min_rel)
+    reason += tie
     if missing:
         reason += "; left out: " + "; ".join(f"C={c} ({w})" for c, w in missing.items())
     return Recommendation(

@@ -31,20 +31,20 @@ def workload_choice(
     cells: Mapping[str, Mapping[int, Any]],
     levels: Sequence[int],
     min_rel: float,
-) -> tuple[str, list[str], bool]:
-    """(the chosen configuration, the tied ones it was chosen among, whether the cheaper-setting
-    tie-break decided); `cells`: configuration -> level -> PointStats (interval, tie_key)."""
+) -> tuple[str, str]:
+    """(the chosen configuration, the recommendation's clause on the tie, `tie_words`); `cells`:
+    configuration -> level -> PointStats (interval, tie_key)."""
     kept, best = _kept(scores, ivs, cells, levels)
     eligible = [
-        cid for cid in kept if scores[cid] >= scores[best] * (1.0 - min_rel) or _wins_at(cells, levels, cid, best)
+        cid for cid in kept if scores[cid] >= scores[best] * (1.0 - min_rel) or _levels_won(cells, levels, cid, best)
     ]
-    first = levels[0]
-    chosen = min(eligible, key=lambda cid: cells[cid][first].tie_key)
-    return chosen, sorted(kept, key=lambda cid: cells[cid][first].tie_key), len(eligible) > 1
+    chosen = min(eligible, key=lambda cid: cells[cid][levels[0]].tie_key)
+    return chosen, tie_words(chosen, kept, best, scores, ivs, cells, levels, min_rel)
 
 
-def _wins_at(cells: Mapping[str, Mapping[int, Any]], levels: Sequence[int], a: str, b: str) -> bool:
-    return any(st.beats(cells[a][c].interval, cells[b][c].interval) for c in levels)
+def _levels_won(cells: Mapping[str, Mapping[int, Any]], levels: Sequence[int], a: str, b: str) -> list[int]:
+    """The levels where `a` beats `b` beyond noise."""
+    return [c for c in levels if st.beats(cells[a][c].interval, cells[b][c].interval)]
 
 
 def _kept(
@@ -58,7 +58,9 @@ def _kept(
     tied = [cid for cid in scores if not st.beats(ivs[top], ivs[cid])]
 
     def dominated(cid: str) -> bool:
-        return any(o != cid and _wins_at(cells, levels, o, cid) and not _wins_at(cells, levels, cid, o) for o in tied)
+        return any(
+            o != cid and _levels_won(cells, levels, o, cid) and not _levels_won(cells, levels, cid, o) for o in tied
+        )
 
     # (intervals do not order transitively: should every tied one be dominated, all stay)
     kept = [cid for cid in tied if not dominated(cid)] or tied
@@ -67,6 +69,8 @@ def _kept(
 
 def tie_words(
     chosen: str,
+    kept: Sequence[str],
+    best: str,
     scores: Mapping[str, float],
     ivs: Mapping[str, Interval],
     cells: Mapping[str, Mapping[int, Any]],
@@ -75,11 +79,11 @@ def tie_words(
 ) -> str:
     """The recommendation's clause on the tie: the configurations whose intervals overlap the
     chosen one's (recommendation.json `tied_with`), the ones left out as dominated, and why the
-    chosen one was taken (the highest score, within 1% of it, or a level it wins)."""
+    chosen one was taken (the highest score, within 1% of it, or a level it wins); `kept` and
+    `best` as `_kept` gives them."""
     tied = [cid for cid in scores if cid != chosen and ivs[cid].overlaps(ivs[chosen])]
     if not tied:
         return ", beyond noise" if len(scores) > 1 else ""
-    kept, best = _kept(scores, ivs, cells, levels)
     text = f"; tied within noise with {', '.join(tied)}"
     out = [cid for cid in tied if cid not in kept]
     if out:
@@ -95,7 +99,7 @@ def tie_words(
     text += ", so the tie-break (more KV capacity, then fewer steps) chose it"
     if scores[chosen] >= scores[best] * (1.0 - min_rel):
         return text + f", within {min_rel:.0%} of the highest"
-    wins = [str(c) for c in levels if st.beats(cells[chosen][c].interval, cells[best][c].interval)]
+    wins = [str(c) for c in _levels_won(cells, levels, chosen, best)]
     return (
         text
         + f": {scores[chosen] / scores[best] - 1:+.1%} on the score but it wins C={', '.join(wins)} beyond noise against {best}"

@@ -198,6 +198,11 @@ def summarize_sizes(per_rank: Mapping[int, Sequence[Mapping[str, Any]]], world_s
     return rows
 
 
+def largest(sizes: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The largest size's row (the sizes may come in any order): what --min-busbw and the summary read."""
+    return max(sizes, key=lambda r: r["bytes"]) if sizes else None
+
+
 def build_report(
     *,
     ok: bool,
@@ -213,6 +218,7 @@ def build_report(
 ) -> dict[str, Any]:
     """The one JSON object the check prints (and the role parses)."""
     note = ""
+    top = largest(sizes)
     if world_size == 1:
         note = (
             "single GPU: a real one-rank NCCL communicator; the sum check is trivial (expected 1) and the bus "
@@ -224,9 +230,8 @@ def build_report(
         "message": (
             f"NCCL all-reduce check passed on {world_size} GPU(s): {len(sizes)} sizes, exact sums"
             + (
-                f"; largest {max(sizes, key=lambda r: r['bytes'])['bytes']} bytes at "
-                f"{max(sizes, key=lambda r: r['bytes'])['busbw_gbps']} GB/s bus bandwidth"
-                if sizes and world_size > 1
+                f"; largest {top['bytes']} bytes at {top['busbw_gbps']} GB/s bus bandwidth"
+                if top and world_size > 1
                 else ""
             )
             + (f" ({note})" if note else "")
@@ -515,11 +520,11 @@ def run_check(
     if run["error"]:
         reason, detail = run["error"]
         return fail(reason, detail.strip(), world, run["devices"], sizes)
-    largest = max(sizes, key=lambda r: r["bytes"]) if sizes else None  # the list may come in any order
-    if args.min_busbw and world > 1 and largest and largest["busbw_gbps"] < args.min_busbw:
+    top = largest(sizes)
+    if args.min_busbw and world > 1 and top and top["busbw_gbps"] < args.min_busbw:
         return fail(
             "low-bandwidth",
-            f"bus bandwidth {largest['busbw_gbps']} GB/s at {largest['bytes']} bytes "
+            f"bus bandwidth {top['busbw_gbps']} GB/s at {top['bytes']} bytes "
             f"is below --min-busbw {args.min_busbw:g} GB/s",
             world,
             run["devices"],
