@@ -716,6 +716,36 @@ def test_a_measurement_off_by_one_starts_draw_is_not_a_misfit():
         assert 1.0 < mf.miss_ratio < 1.5  # widening counts the miss beyond the draw, not beyond +-2%
 
 
+def test_a_deployments_levels_are_held_to_one_band_together():
+    """Five levels each checked at 95% flag a right model about one deployment in four by chance,
+    and from a misfit on the search skips nothing: the levels of one deployment are held to a band
+    that holds all five at once (Bonferroni, z 2.576 for five). One level just outside its own
+    95% band with the start's draw is no misfit; a level beyond the five-level band is."""
+    m = Machine(accept=[0.9])
+    recs = m.measure(SpecConfig(5))
+    stats = analysis.aggregate(SweepState.fold(recs).levels())
+
+    def misfits(off_at_16: float) -> list[search_model.Misfit]:
+        levels = []
+        for c in LEVELS:
+            measured = stats[("k5-t1", c)].mean
+            mean = measured / (1 + (off_at_16 if c == 16 else 0.0))
+            band = Band(mean, mean * 0.98, mean * 1.02)
+            levels.append(LevelPrediction(c, band, band, Band(c, c, c), 0.5))
+        pred = Prediction(levels=tuple(levels))
+        st = SweepState.fold([PredictionRecord(config=SpecConfig(5), prediction=pred), *recs])
+        return [mf for mf in search_model.find_misfits(st) if mf.throughput]
+
+    # one level: +-sqrt(2^2 + (1.96 x 1.5)^2) = 3.56%; five: x 2.576/1.96 = 4.67%
+    one = search_model.measured_band(Band(100.0, 98.0, 102.0))
+    five = search_model.measured_band(Band(100.0, 98.0, 102.0), 5)
+    assert one.hi == pytest.approx(103.556, abs=1e-2) and five.hi == pytest.approx(104.674, abs=1e-2)
+    assert search_model.family_z(5) == pytest.approx(2.5758, abs=1e-3)
+    assert misfits(0.04) == [] and misfits(-0.04) == []  # outside 3.56%, inside 4.67%
+    (high,) = misfits(0.055)
+    assert high.concurrency == 16 and high.predicted.hi / high.predicted.mean == pytest.approx(1.04674, abs=1e-4)
+
+
 # -- the records keep it --------------------------------------------------------------------------
 
 

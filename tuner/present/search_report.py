@@ -14,7 +14,7 @@ from typing import Any
 from ..data.prediction import Band, Prediction
 from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
-from ..decide.search.model import Misfit, find_misfits, fit_model, measured_band
+from ..decide.search.model import Misfit, find_misfits, fit_model, measured_band, measured_levels
 from ..spec.sweepspec import SweepSpec
 
 
@@ -105,10 +105,11 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
     stats = analysis.aggregate(state.levels())
     checked = []
     for cid, rec in state.predictions.items():
+        family = measured_levels(rec.prediction, stats, cid)
         for lp in rec.prediction.levels:
             p = stats.get((cid, lp.concurrency))
             if p is not None and p.n:
-                checked.append(Checked(cid, lp.concurrency, measured_band(lp.output_tok_s), p.mean, lp.chance))
+                checked.append(Checked(cid, lp.concurrency, measured_band(lp.output_tok_s, family), p.mean, lp.chance))
     skipped = [Skipped(r.config_id, r.config.spec_steps, r.reason or "", r.prediction) for r in predicted_skips]
     deployed = [cid for cid in state.order if cid in state.deploys or cid in state.failed]
     model = ""

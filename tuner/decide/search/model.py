@@ -8,11 +8,13 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
 from ...data.prediction import Band, LevelPrediction, Prediction
 from ...data.records import SweepState
+from ...measure.stats import LEVEL
 from ...spec.configs import SpecConfig
 from ...spec.sweepspec import WorkloadSpec
 from .. import analysis
@@ -128,31 +130,51 @@ class Misfit:
         return self.concurrency is not None
 
 
-def measured_band(band: Band) -> Band:
+def family_z(levels: int) -> float:
+    """The z of a 95% band that holds all `levels` measured levels of one deployment at once
+    (Bonferroni: each level at 1 - 5%/levels). One deployment's levels are checked together, and
+    five levels each at 95% flag a right model one deployment in four or five by chance alone: a
+    misfit must mean the model is contradicted, since from it on the search skips nothing."""
+    if levels <= 1:
+        return Z
+    return NormalDist().inv_cdf(1.0 - (1.0 - LEVEL) / (2.0 * levels))
+
+
+def measured_band(band: Band, levels: int = 1) -> Band:
     """Where one deployment's measurement of a predicted level is expected to land: the
     prediction's interval with that deployment's own draw (DEPLOY_REL_SD, which moves all its
-    levels together) added in quadrature on each side. A measurement outside the prediction but
-    inside this is the restart's luck, not the model's error: it must not widen every later
+    levels together) added in quadrature on each side, both at the z that holds the deployment's
+    `levels` measured levels together (`family_z`; Z for one level). A measurement outside the
+    prediction but inside this is the restart's luck, not the model's error: it must not widen every later
     interval as a misfit (on the bench machines, whose restarts vary as real servers' do, one
     fresh deployment's level in seven fell outside the prediction alone: bench/search_cost.md)."""
-    extra = Z * DEPLOY_REL_SD * abs(band.mean)
+    z = family_z(levels)
+    scale = z / Z
+    extra = z * DEPLOY_REL_SD * abs(band.mean)
 
     def side(half: float) -> float:
-        return math.sqrt(half * half + extra * extra) if math.isfinite(half) else half
+        return math.sqrt((half * scale) ** 2 + extra * extra) if math.isfinite(half) else half
 
     return Band(band.mean, band.mean - side(band.mean - band.lo), band.mean + side(band.hi - band.mean))
 
 
+def measured_levels(pred: Prediction, stats: Mapping[tuple[str, int], PointStats], cid: str) -> int:
+    """How many of a prediction's levels the deployment measured: the family `measured_band` holds."""
+    return sum(1 for lp in pred.levels if (p := stats.get((cid, lp.concurrency))) is not None and p.n)
+
+
 def find_misfits(state: SweepState) -> list[Misfit]:
     """Every prediction the measurements that followed it contradict: a level measured outside
-    `measured_band` of its prediction, a capacity outside its predicted interval."""
+    `measured_band` of its prediction (the deployment's measured levels held together), a capacity
+    outside its predicted interval."""
     stats = analysis.aggregate(state.levels())
     out: list[Misfit] = []
     for cid, rec in state.predictions.items():
         pred = rec.prediction
+        family = measured_levels(pred, stats, cid)
         for lp in pred.levels:
             p = stats.get((cid, lp.concurrency))
-            where = measured_band(lp.output_tok_s)
+            where = measured_band(lp.output_tok_s, family)
             if p is not None and p.n and not where.contains(p.mean):
                 out.append(Misfit(rec.config, f"C={lp.concurrency} aggregate tok/s", lp.concurrency, where, p.mean))
         dep = state.deploys.get(cid)
