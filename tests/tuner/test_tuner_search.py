@@ -746,6 +746,45 @@ def test_a_deployments_levels_are_held_to_one_band_together():
     assert high.concurrency == 16 and high.predicted.hi / high.predicted.mean == pytest.approx(1.04674, abs=1e-4)
 
 
+def test_a_level_of_a_deployment_in_flight_is_held_to_the_whole_family():
+    """With several hosts the search decides while another deployment's levels are still coming in:
+    its first level is held to the band of all the levels it will measure, not checked alone at
+    95% (a misfit its later levels would clear, after the search had stopped skipping)."""
+    m = Machine(accept=[0.9])
+    recs = m.measure(SpecConfig(5))
+    first = next(r for r in recs if isinstance(r, LevelRecord) and r.concurrency == 1)
+    deploy = [r for r in recs if not isinstance(r, LevelRecord)]
+    mean = analysis.aggregate(SweepState.fold(recs).levels())[("k5-t1", 1)].mean / 1.04  # measured 4% high
+    levels = tuple(
+        LevelPrediction(c, Band(mean, mean * 0.98, mean * 1.02), Band(1, 1, 1), Band(c, c, c)) for c in LEVELS
+    )
+    st = SweepState.fold([PredictionRecord(config=SpecConfig(5), prediction=Prediction(levels=levels)), *deploy, first])
+    assert [mf for mf in search_model.find_misfits(st) if mf.throughput] == []
+
+
+@pytest.mark.parametrize("steps", [(0, 1, 2, 3), (1, 2, 4)])
+def test_a_series_of_three_depths_or_fewer_runs_to_the_end(steps):
+    """One anchor leaves the capacity band open on one side (one depth measured there): the misfit
+    check's rounding of the request limit took floor(-inf) and stopped the sweep and its report."""
+    m = Machine(accept=[0.9])
+    configs = plan_configs(steps, (1,), (None,)).configs
+    st, decisions = run_search(m, steps)
+    assert decisions[-1].deploy is None
+    assert {c.config_id for c in configs} == set(st.deploys) | set(st.skipped)
+    search_model.find_misfits(st)  # what the report calls
+
+
+def test_a_draft_that_accepts_nothing_leaves_no_configuration_undecided():
+    """Tokens per step of exactly 1 (no draft ever accepted, no histograms) gave no acceptance fit,
+    so the depths not measured were neither deployed nor skipped: each is decided now."""
+    m = Machine(accept=[0.0])
+    configs = plan_configs(tuple(range(9)), (1,), (None,)).configs
+    st, decisions = run_search(m, range(9))
+    assert decisions[-1].deploy is None
+    assert {c.config_id for c in configs} == set(st.deploys) | set(st.skipped)
+    assert picks(st) == {c: "k0" for c in LEVELS}
+
+
 # -- the records keep it --------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from ..data.prediction import Band, Prediction
 from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
-from ..decide.search.model import Misfit, find_misfits, fit_model, measured_band, measured_levels
+from ..decide.search.model import Misfit, family_size, find_misfits, fit_model, measured_band
 from ..spec.sweepspec import SweepSpec
 
 
@@ -105,7 +105,7 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
     stats = analysis.aggregate(state.levels())
     checked = []
     for cid, rec in state.predictions.items():
-        family = measured_levels(rec.prediction, stats, cid)
+        family = family_size(rec.prediction)
         for lp in rec.prediction.levels:
             p = stats.get((cid, lp.concurrency))
             if p is not None and p.n:

@@ -37,7 +37,8 @@ level's prompts that draft better or worse are in its scale). Intervals combine 
 uncertainties relative to those measured configurations (what they share cancels), that
 calibration's spread and the measurement noise. A measurement outside the interval predicted for it,
 with the new deployment's own restart draw added (observe.py DEPLOY_REL_SD: nothing measured before
-it shows that draw), is a misfit: it is reported, later intervals are widened by the miss in units
+it shows that draw) and the deployment's levels held to it together (model.py `family_z`), is a
+misfit: it is reported, later intervals are widened by the miss in units
 of the interval, and the step-time forms are weighed afresh with it.
 
 A configuration is deployed while it has a fair chance to win a level beyond the noise, to top the

@@ -295,6 +295,16 @@ def decide(
         return Decision(
             wait=True, skips=tuple(skips), why="configurations in flight may change the model", misfits=misfits
         )
+    if unknown:
+        # nothing to predict it from (its series' measured depths gave no acceptance fit): measured,
+        # since a configuration the search cannot judge is neither skipped nor left undecided
+        return Decision(
+            deploy=min(unknown, key=lambda c: c.order_key),
+            why="measured, not predicted: its series' measured depths give nothing to predict it from",
+            skips=tuple(skips),
+            misfits=misfits,
+            model=model.describe(),
+        )
     for _, cfg, pred, threats in scored:
         why = f"predicted not to win any level beyond the noise (under {MIN_CHANCE:.0%} chance); "
         skips.append((cfg, pred, why + _closest(pred, threats)))

@@ -158,9 +158,11 @@ def measured_band(band: Band, levels: int = 1) -> Band:
     return Band(band.mean, band.mean - side(band.mean - band.lo), band.mean + side(band.hi - band.mean))
 
 
-def measured_levels(pred: Prediction, stats: Mapping[tuple[str, int], PointStats], cid: str) -> int:
-    """How many of a prediction's levels the deployment measured: the family `measured_band` holds."""
-    return sum(1 for lp in pred.levels if (p := stats.get((cid, lp.concurrency))) is not None and p.n)
+def family_size(pred: Prediction) -> int:
+    """The family `measured_band` holds together: every level the deployment is to measure, not
+    those measured so far (a deployment still in flight, its first level checked alone at 95%, was
+    called a misfit its finished levels then cleared, after the search had stopped skipping)."""
+    return len(pred.levels)
 
 
 def find_misfits(state: SweepState) -> list[Misfit]:
@@ -171,7 +173,7 @@ def find_misfits(state: SweepState) -> list[Misfit]:
     out: list[Misfit] = []
     for cid, rec in state.predictions.items():
         pred = rec.prediction
-        family = measured_levels(pred, stats, cid)
+        family = family_size(pred)
         for lp in pred.levels:
             p = stats.get((cid, lp.concurrency))
             where = measured_band(lp.output_tok_s, family)
@@ -194,7 +196,9 @@ def find_misfits(state: SweepState) -> list[Misfit]:
             if band is not None and name == "max_running_requests":
                 # a whole number SGLang gets by floor division from the pool: one off the line is
                 # rounding, not a contradicted model (the demo's k5: 8 where the band was 8.5-9.5)
-                band = Band(band.mean, math.floor(band.lo), math.ceil(band.hi))
+                # (an end the capacity fit leaves open, one depth measured on that side, stays open)
+                lo = math.floor(band.lo) if math.isfinite(band.lo) else band.lo
+                band = Band(band.mean, lo, math.ceil(band.hi) if math.isfinite(band.hi) else band.hi)
             if band is not None and got is not None and not band.contains(float(got)):
                 out.append(Misfit(rec.config, name, None, band, float(got)))
     return out

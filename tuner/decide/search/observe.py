@@ -30,8 +30,8 @@ MIN_CHANCE = 0.1  # a configuration is deployed while it has at least this chanc
 # measurement of it also carries that deployment's draw, which nothing measured before it shows
 # (the confirmation round, which measures the spread, comes after the search:
 # tuner/measure/restarts.py). The misfit check sets a measurement against the prediction with
-# this added (model.py `measured_band`). Its size: a percent or two between two starts of one
-# configuration is common on real servers (vllm-project/vllm#53436 measured SGLang's run-to-run CV
+# this added, the deployment's levels held together (model.py `measured_band`). Its size: a
+# percent or two between two starts of one configuration is common on real servers (vllm-project/vllm#53436 measured SGLang's run-to-run CV
 # at 0.1-2.5% by concurrency with speculation on; vllm-project/vllm#42484 saw one vLLM set-up's
 # throughput move 16% between a long-running server and a fresh start).
 DEPLOY_REL_SD = 0.015
