@@ -16,6 +16,7 @@ one server.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -381,6 +382,12 @@ def test_a_malformed_key_fails_the_start_naming_it(emulator, tmp_path, over, mes
         ("alpha_max", "abc", "alpha_max must be a number, got 'abc'"),
         ("prompt_min_tokens", "abc", "prompt_min_tokens must be a whole number, got 'abc'"),
         ("alpha", {0.0: 0.0, 1.0: 0.5}, "alpha[0.0]=0.0; an acceptance must be in (0, 1)"),
+        # a fault entry was refused by the launcher's fault parser, naming neither the profile nor the key
+        ("faults", ["bogus"], "emulator profile inline: faults: 'bogus' is not one of"),
+        ("faults", ["spec-diverge=-1"], "emulator profile inline: faults: spec-diverge=N needs a whole number"),
+        # past 1e154 cv*cv is inf and every step time NaN
+        ("noise_run_cv", 1e200, "noise_run_cv must be at most 10, got 1e+200"),
+        ("noise_restart_cv", 11, "noise_restart_cv must be at most 10, got 11"),
     ],
 )
 def test_every_number_of_a_profile_is_finite_and_in_its_range(key, value, message):
@@ -392,6 +399,46 @@ def test_every_number_of_a_profile_is_finite_and_in_its_range(key, value, messag
     with pytest.raises(ProfileError, match=re.escape(message)):
         profile_from_mapping(raw)
     assert profile_from_mapping({**_yaml(ACCEPT), "chunked_prefill_size": -1}).chunked_prefill_size == -1
+
+
+def test_numbers_in_exponent_form_are_numbers(tmp_path):
+    """PyYAML reads YAML 1.1, where 1e-3 and 5e-05 (json.dumps' form for small floats) are strings:
+    a valid profile written that way failed as 'must be a number'. YAML 1.2 reads them as numbers."""
+    from tuner.emulator.profile import load_profile
+
+    text = ACCEPT.read_text() + "\nnoise_run_cv: 5e-05\nnoise_restart_cv: 1E-2\nt_request_overhead_ms: 1e0\n"
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    p = load_profile(path)
+    assert (p.noise_run_cv, p.noise_restart_cv, p.t_request_overhead_ms) == (5e-05, 0.01, 1.0)
+    jpath = tmp_path / "exp.json"
+    jpath.write_text(json.dumps({**_yaml(ACCEPT), "noise_run_cv": 0.00005}))
+    assert load_profile(jpath).noise_run_cv == 5e-05
+
+
+def test_graph_sizes_stop_at_the_max_bs_and_a_given_list_sets_it():
+    """SGLang generates its capture list only up to --cuda-graph-max-bs, and a given --cuda-graph-bs
+    list sets the max to its largest size (server_args.py): a batch of 18 under a max of 20 runs
+    without a graph, not padded to 24; a listed 320 is a graph size whatever the profile's max."""
+    from tuner.emulator.__main__ import FaultSet, Runner, parse_flags, resolve
+    from tuner.emulator.profile import load_profile
+
+    profile = load_profile(STEP)
+    listed = (1, 2, 4, 8, 12, 16, 24, 32)
+    profile = dataclasses.replace(profile, cuda_graph_bs=listed, cuda_graph_max_bs=256)
+
+    def runner(*flags: str) -> Runner:
+        return Runner(resolve(parse_flags(["--model-path", "m", *flags]), profile), profile, FaultSet.from_list([]), 0)
+
+    capped = runner("--cuda-graph-max-bs", "20")
+    assert capped.graph_bs == (1, 2, 4, 8, 12, 16) and capped.graph_max_bs == 20
+    from tuner.emulator import model
+
+    assert model.padded_batch(18, capped.graph_bs, capped.graph_max_bs) == 18
+    given = runner("--cuda-graph-bs", "1", "8", "256", "320", "--max-running-requests", "320")
+    assert given.graph_max_bs == 320 and given.graph_bs == (1, 8, 256, 320)
+    assert model.padded_batch(300, given.graph_bs, given.graph_max_bs) == 320
+    assert runner().graph_bs == listed
 
 
 def test_a_machine_that_cannot_hold_one_request_at_its_depth_fails_the_start(emulator, tmp_path):

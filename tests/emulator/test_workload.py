@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -83,6 +84,15 @@ def test_short_prompts_and_a_zero_sensitivity_leave_the_reference_alpha():
     assert workload.request_alpha(p, 0.0, 1.0, ["hello"] * 10) == pytest.approx(p.alpha_at(0.0))
     flat = profile_from_mapping({**_raw(SENSITIVE_PATH), "prompt_sensitivity": 0.0})
     assert workload.request_alpha(flat, 0.0, 1.0, PROSE.split()) == pytest.approx(p.alpha_at(0.0))
+
+
+def test_a_steep_sensitivity_far_from_its_reference_saturates_not_overflows():
+    """exp(-sensitivity x (score - ref)) past exp's range raised OverflowError on every request
+    (a 500 for each), for finite values the profile accepts."""
+    steep = profile_from_mapping({**_raw(SENSITIVE_PATH), "prompt_sensitivity": 1e4, "prompt_score_ref": 0.9})
+    a = workload.request_alpha(steep, 0.0, 1.0, PROSE.split())
+    assert 0.0 <= a < 1.0
+    assert workload.content_factor(steep, 0.0, 100) == pytest.approx(math.exp(700.0))
 
 
 def best_depth(alpha: float, concurrency: int) -> int:

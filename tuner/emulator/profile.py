@@ -11,12 +11,15 @@ from __future__ import annotations
 import bisect
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .faults import FaultError, parse_faults
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_PROFILE_NAME = "seed-qwen35-122b-4x-rtxpro6000.yaml"
@@ -251,11 +254,23 @@ def resolve_profile_path(value: str | None) -> Path:
     return p
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2's numbers: PyYAML follows YAML 1.1, where `1e-3`, `1e3` and `5e-05` (the form
+    json.dumps writes small floats in) are strings, and a valid profile failed as 'not a number'."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
 def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
     """Read and validate a profile file; raises ProfileError naming the bad key."""
     p = resolve_profile_path(str(path) if path is not None else None)
     try:
-        raw = yaml.safe_load(Path(p).read_text(encoding="utf-8"))
+        raw = yaml.load(Path(p).read_text(encoding="utf-8"), Loader=_Loader)
     except OSError as e:
         raise ProfileError(f"cannot read emulator profile {p}: {e.strerror or e}") from e
     except yaml.YAMLError as e:
@@ -325,11 +340,19 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     faults_raw = values.pop("faults") or []
     if not isinstance(faults_raw, list) or not all(isinstance(f, str) for f in faults_raw):
         raise ProfileError(f"emulator profile {name}: faults must be a list of fault names, got {faults_raw!r}")
+    try:
+        parse_faults(faults_raw)  # a bad entry is named here, with the profile and the key
+    except FaultError as e:
+        raise ProfileError(f"emulator profile {name}: faults: {e}") from e
     faults = tuple(faults_raw)
     extra_map = _by_steps(name, "t_step_extra_ms", values.pop("t_step_extra_ms"), "float")
     seed = values["noise_seed"]
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ProfileError(f"emulator profile {name}: noise_seed must be a whole number or absent")
+    for key in ("noise_run_cv", "noise_restart_cv"):
+        if float(values[key]) > 10.0:
+            # a coefficient of variation: past 10 the draws are noise of nothing (and past 1e154 NaN)
+            raise ProfileError(f"emulator profile {name}: {key} must be at most 10, got {values[key]!r}")
     if not 0.0 < float(values["alpha_max"]) < 1.0:
         raise ProfileError(f"emulator profile {name}: alpha_max must be in (0, 1)")
     if not 0.0 < float(values["mem_fraction_static"]) <= 1.0:

@@ -132,7 +132,12 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
         v["chunked_prefill_size"] = profile.chunked_prefill_size
     if v["max_prefill_tokens"] is None:
         v["max_prefill_tokens"] = profile.max_prefill_tokens
-    if v[graph_max_key] is None:
+    graph_list = v.get("cuda_graph_bs") or v.get("cuda_graph_bs_decode")
+    if graph_list:
+        # a given capture list sets the max to its largest size (sgl-project/sglang
+        # python/sglang/srt/server_args.py: `self.cuda_graph_max_bs = max(self.cuda_graph_bs)`)
+        v[graph_max_key] = max(int(b) for b in graph_list)
+    elif v[graph_max_key] is None:
         v[graph_max_key] = profile.cuda_graph_max_bs
     if v["page_size"] is None:
         v["page_size"] = 1

@@ -126,6 +126,8 @@ class Runner:
 
     @property
     def graph_max_bs(self) -> int:
+        """The largest batch a decode graph is captured for (resolve.py settles it, a given list's
+        largest size included)."""
         v = self.cfg.values
         return int(v.get("cuda_graph_max_bs") or v.get("cuda_graph_max_bs_decode") or self.p.cuda_graph_max_bs)
 
@@ -146,7 +148,11 @@ class Runner:
         flag = v.get("cuda_graph_bs") or v.get("cuda_graph_bs_decode")
         if flag:
             return tuple(sorted(set(int(b) for b in flag)))
-        return self.p.cuda_graph_bs
+        if self.p.cuda_graph_bs is None:
+            return None
+        # the profile's list stands for the one SGLang generates, which stops at the max bs
+        # (server_args.py `_generate_cuda_graph_batch_sizes`: `bs <= self.cuda_graph_max_bs`)
+        return tuple(b for b in self.p.cuda_graph_bs if b <= self.graph_max_bs) or None
 
     def graph_exact(self, pool: int) -> tuple[int, ...] | None:
         """With `--disable-cuda-graph-padding` and a list (flag or profile), the sizes captured: only

@@ -65,7 +65,8 @@ def content_factor(p: Profile, score: float | None, n_tokens: int) -> float:
     """The multiplier on the miss probability (1 - alpha) for a prompt with this score."""
     if score is None or n_tokens < p.prompt_min_tokens or p.prompt_sensitivity == 0.0:
         return 1.0
-    return math.exp(-p.prompt_sensitivity * (score - p.prompt_score_ref))
+    # held inside exp's range: a steep sensitivity far from the reference saturates, not overflows
+    return math.exp(max(-700.0, min(700.0, -p.prompt_sensitivity * (score - p.prompt_score_ref))))
 
 
 def request_alpha(
