@@ -70,12 +70,23 @@ _LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<whe
 
 
 # Prefixes that log collectors put in front of a line without SGLang's own prefix (a traceback
-# line, a foreign library): `docker logs -t` (RFC 3339), journalctl short/short-iso/short-precise.
+# line, a foreign library): `docker logs -t` (RFC 3339), journalctl short/short-iso/short-precise,
+# short-full ("Sun 2026-06-28 15:16:45 CEST host python3[1234]: "), short-monotonic
+# ("[  123.456789] host python3[1234]: ") and short-unix ("1719580605.123456 host python3[1234]: "),
+# docker compose ("sglang-1  | ", sgl-project/sglang issue #4968) and `kubectl logs --prefix`
+# ("[pod/NAME/CONTAINER] ").
 _COLLECTOR_RE = re.compile(
     r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
     r"(?:\S+ \S+?\[\d+\]: )?"
-    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+?\[\d+\]: )"
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+?\[\d+\]: "
+    r"|[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+ \S+?\[\d+\]: "
+    r"|\[\s*\d+\.\d+\] \S+ \S+?\[\d+\]: "
+    r"|\d{9,}\.\d+ \S+ \S+?\[\d+\]: "
+    r"|[\w.-]+\s+\| "
+    r"|\[pod/[^\]]+\] )"
 )
+# Terminal colours (uvicorn colours its level when its output is a terminal)
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
@@ -123,7 +134,7 @@ def parse_line(raw: str) -> LogLine | None:
     """Parse one line; ``None`` for blank lines."""
     if raw is None:
         return None
-    text = raw.rstrip("\n")
+    text = _ANSI_RE.sub("", raw.rstrip("\n"))
     if not text.strip():
         return None
     m = _PREFIX_RE.search(text)
@@ -554,8 +565,12 @@ _PORT_IN_USE = ("port_in_use", re.compile(r"error while attempting to bind on ad
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     ("kv_pool_oom", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")),
-    ("cuda_graph", re.compile(r"Capture cuda graph failed", re.I)),
-    ("out_of_memory", re.compile(r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b")),
+    # "Capture cuda graph failed", "Capture prefill CUDA graph failed" (PrefillCudaGraphRunner)
+    ("cuda_graph", re.compile(r"Capture [\w ]*?cuda graph failed", re.I)),
+    (
+        "out_of_memory",
+        re.compile(r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b|\bCUDA error: out of memory\b"),
+    ),
     ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
     # faulthandler's dump of a native crash (SGLang enables it in every scheduler process): no
     # Python traceback follows, and when the dead rank is not the one the launcher waits on the
@@ -572,15 +587,25 @@ _SPECIFIC = [
 ]
 # The last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...",
 # "AssertionError" (bare assert, docs/reference/sglang.md §2.2), "RuntimeError: NCCL error: ...".
+# Python's bare `Exception` too: SGLang raises it ("Exception: Capture cuda graph failed: ...").
 _EXC_RE = re.compile(
-    r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<text>.*))?$"
+    r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)(?::\s*(?P<text>.*))?$"
 )
 # Generic "something died" lines, most informative first; used when no exception line is there.
 _WRAPPERS = [
     ("scheduler_dead", re.compile(r"Rank \d+ scheduler (?:is dead|died during initialization).*")),
+    # 0.5.10+'s subprocess monitor (sgl-project/sglang PR #18582): "Subprocess scheduler_0 (pid=1225)
+    # crashed with exit code -9. Triggering cleanup..." (a kill -9 prints no traceback)
+    ("subprocess_crashed", re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code -?\d+.*")),
+    # the scheduler's watchdog: "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    # before it "Watchdog timeout (self.watchdog_timeout=300)"
+    ("watchdog_timeout", re.compile(r"(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout=.*")),
     ("scheduler_exception", re.compile(r"Scheduler hit an exception.*")),
     ("init_failed", re.compile(r"Initialization failed.*")),
     ("child_failed", re.compile(r"Received sigquit from a child process.*")),
+    # the tokenizer manager's handler in 0.5.10+: "SIGQUIT received. signum=None, frame=None. It
+    # usually means one child failed."
+    ("child_failed", re.compile(r"SIGQUIT received\..*")),
     ("subprocess_exited", re.compile(r"sglang subprocess exited with code.*")),
     ("subprocess_exited", re.compile(r"Server process exited with code.*")),
 ]
@@ -639,7 +664,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         msg = ln.message
         if ln.uvicorn:
             if _PORT_IN_USE[1].search(msg) and specific is None:
-                specific = (i, _PORT_IN_USE[0], msg.strip())
+                specific = (i, _PORT_IN_USE[0], msg.strip(), _SPECIFIC.index(_PORT_IN_USE))
                 trigger = trigger or (i, ln)
             continue
         if ln.sglang:
@@ -663,10 +688,13 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             # and a wrapper line, so the checks below still run
             in_traceback = True
             hit = True
-        for kind, rx in _SPECIFIC:
+        for rank, (kind, rx) in enumerate(_SPECIFIC):
             if rx.search(msg):
-                if specific is None:
-                    specific = (i, kind, msg.strip())
+                # the most specific wins, not the first: a chained traceback names the CUDA
+                # out-of-memory error before the "Capture cuda graph failed" that explains it,
+                # and the two need opposite --mem-fraction-static changes
+                if specific is None or rank < specific[3]:
+                    specific = (i, kind, msg.strip(), rank)
                 hit = True
                 break
         exc = _exception_line(msg, in_traceback and not ln.sglang)
@@ -696,12 +724,15 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         and root_exc["name"] in _CONSEQUENCES
     )
     if specific is not None:
-        idx, kind, reason = specific
+        idx, kind, reason = specific[:3]
     elif root is not None and not consequence:
         idx, reason, kind = root[0], root[1], "exception"
     elif wrapper is not None:
         idx, kind, reason = wrapper[:3]
         reason += _exit_code(parsed, idx) if kind == "scheduler_dead" else ""
+        if kind == "subprocess_crashed":
+            code = re.search(r"exit code (-?\d+)", reason)
+            reason += _signal_words(int(code.group(1))) if code else ""
     else:
         idx, kind, reason = trigger[0], "traceback", trigger[1].message.strip()
     return {
@@ -720,11 +751,16 @@ def _exit_code(parsed: list[LogLine], idx: int) -> str:
         m = _EXIT_CODE_RE.match(ln.message.strip())
         if m:
             code = int(m.group(1))
-            if code >= 0:
-                return f" Exit code: {code}"
-            names = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL: the kernel's OOM killer, or a kill -9", 11: "SIGSEGV"}
-            return f" Exit code: {code} (killed by signal {-code}, {names.get(-code, 'see `kill -l`')})"
+            return f" Exit code: {code}{_signal_words(code)}"
     return ""
+
+
+def _signal_words(code: int) -> str:
+    """ " (killed by signal 9, SIGKILL: ...)" for a negative exit code (Python's killed-by-signal)."""
+    if code >= 0:
+        return ""
+    names = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL: the kernel's OOM killer, or a kill -9", 11: "SIGSEGV"}
+    return f" (killed by signal {-code}, {names.get(-code, 'see `kill -l`')})"
 
 
 def _root_exception(parsed: list[LogLine], exceptions: list[tuple[int, str]]) -> tuple[int, str]:

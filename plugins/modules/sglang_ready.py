@@ -351,7 +351,8 @@ reason:
 failure_kind:
   description:
     - On failure, its class (C(kv_pool_oom), C(out_of_memory), C(cuda_graph), C(bad_arguments), C(exception),
-      C(native_crash), C(port_in_use), C(scheduler_dead), C(unit_dead), C(restarted), C(process_exited),
+      C(native_crash), C(port_in_use), C(scheduler_dead), C(subprocess_crashed), C(watchdog_timeout), C(unit_dead),
+      C(restarted), C(process_exited),
       C(timeout), ...).
   returned: failed
   type: str

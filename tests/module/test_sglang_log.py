@@ -727,3 +727,87 @@ def test_a_kv_pool_line_with_sizes_only_is_read():
     cap = L.parse_capacity(lines)
     assert cap is not None and cap["max_total_num_tokens"] == 444500 and cap["max_running_requests"] == 2049
     assert L.parse_kv_pools(["[2025-01-23 19:35:20 TP0] KV Cache is allocated."]) == []
+
+
+def test_deaths_that_0_5_10_and_later_announce_without_a_traceback_are_fatal():
+    """0.5.10+'s subprocess monitor (PR #18582) and the tokenizer manager's SIGQUIT handler say a
+    scheduler died (a kill -9 by the OOM killer prints no traceback), and the watchdog says why it
+    was killed; none of them was read as fatal (lines as a real run printed them, sglang issue
+    threads and SGLang's own watchdog test)."""
+    killed = [
+        "[2026-11-02 08:14:26] Subprocess scheduler_0 (pid=1225) crashed with exit code -9. Triggering cleanup...",
+        "[2026-11-02 08:14:26] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+    ]
+    f = L.find_fatal(killed)
+    assert f is not None and f["kind"] == "subprocess_crashed" and f["generic"] is True, f
+    assert "exit code -9" in f["reason"] and "(killed by signal 9, SIGKILL" in f["reason"], f
+    watchdog = [
+        "[2026-11-02 08:14:20 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        killed[1],
+    ]
+    f = L.find_fatal(watchdog)
+    assert f is not None and f["kind"] == "watchdog_timeout", f
+    assert f["reason"].startswith("Scheduler watchdog timeout (self.watchdog_timeout=300")
+    old = ["[2025-06-01 10:00:00 TP0] Watchdog timeout (self.watchdog_timeout=300)"]
+    assert L.find_fatal(old)["kind"] == "watchdog_timeout"
+    assert L.find_fatal([killed[1]])["kind"] == "child_failed"
+
+
+def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_chains():
+    """SGLang raises bare `Exception(...)` ("Capture cuda graph failed: ..."), wrapping the CUDA
+    out-of-memory error that came first in the chained traceback (sglang issues #4205, #6342): the
+    graph capture is the reason, since it needs a lower --mem-fraction-static where a start-up OOM
+    needs a higher one."""
+    chained = [
+        "[2025-03-10 09:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sglang/srt/model_executor/cuda_graph_runner.py", line 250, in __init__',
+        "    self.capture()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 2000, in run_scheduler_process',
+        "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
+    f = L.find_fatal(chained)
+    assert f is not None and f["kind"] == "cuda_graph" and f["reason"].startswith("Exception: Capture cuda graph"), f
+    prefill = [
+        chained[0],
+        "Exception: Capture prefill CUDA graph failed: Triton Error [CUDA]: an illegal memory access",
+    ]
+    assert L.find_fatal(prefill)["kind"] == "cuda_graph"
+    bare = [
+        "Traceback (most recent call last):",
+        "Exception: Setting SGLANG_LOGGING_CONFIG_PATH from env does not exist!",
+    ]
+    f = L.find_fatal(bare)
+    assert f["kind"] == "exception" and f["reason"].startswith("Exception: Setting SGLANG_LOGGING_CONFIG_PATH"), f
+    oom = ["Traceback (most recent call last):", "RuntimeError: CUDA error: out of memory"]
+    assert L.find_fatal(oom)["kind"] == "out_of_memory"
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "deepseek-r1-1  | ",  # docker compose (sglang issue #4968)
+        "Sun 2026-06-28 15:16:45 CEST gpu1 python3[1234]: ",  # journalctl -o short-full
+        "[  123.456789] gpu1 python3[1234]: ",  # journalctl -o short-monotonic
+        "1719580605.123456 gpu1 python3[1234]: ",  # journalctl -o short-unix
+        "[pod/sglang-0/server] ",  # kubectl logs --prefix
+    ],
+)
+def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
+    segv = L.find_fatal([prefix + "Fatal Python error: Segmentation fault"])
+    assert segv is not None and segv["kind"] == "native_crash", segv
+    f = L.find_fatal(
+        [prefix + "Traceback (most recent call last):", prefix + "ValueError: The memory capacity is unbalanced."]
+    )
+    assert (
+        f is not None and f["kind"] == "exception" and f["reason"] == "ValueError: The memory capacity is unbalanced."
+    )
+
+
+def test_terminal_colours_are_not_part_of_a_line():
+    ln = L.parse_line("[2026-06-28 15:16:45] \x1b[33mWARNING\x1b[0m:  Invalid HTTP request received.")
+    assert ln is not None and ln.uvicorn and ln.level == "WARNING" and ln.message == "Invalid HTTP request received."
