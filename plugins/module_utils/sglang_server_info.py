@@ -158,6 +158,15 @@ def parse_server_info(info: Any) -> dict[str, Any]:
     # 0.4.x merges the scheduler's internal state into the top level (http_server.py
     # get_server_info: **internal_states); later releases nest it in internal_states[0]
     accept = state.get("avg_spec_accept_length", info.get("avg_spec_accept_length"))
+    dp_size = _as_int(_lookup(info, "dp_size"))
+    attn_dp = _as_int(_lookup(info, "attn_dp_size"))
+    if attn_dp is not None and attn_dp > 1:
+        # 0.5.23 moved attention DP's width from dp_size to attn_dp_size (`--dp-size N
+        # --enable-dp-attention` resolves to attn_dp_size=N, dp_size=1: sgl-project/sglang
+        # python/sglang/srt/arg_groups/parallel_hook.py); each rank still has its own request limit
+        # (pool_configurator.py: max_running_requests // attn_dp_size), so the ranks are counted
+        # as before. The two are never both above 1 (the same file refuses it).
+        dp_size = (dp_size or 1) * attn_dp
     return {
         "version": _as_str(info.get("version")),
         "status": _as_str(info.get("status")),
@@ -171,7 +180,7 @@ def parse_server_info(info: Any) -> dict[str, Any]:
         "context_length": _as_int(_lookup(info, "context_length")),
         "max_req_input_len": _as_int(_lookup(info, "max_req_input_len")),
         "tp_size": _as_int(_lookup(info, "tp_size")),
-        "dp_size": _as_int(_lookup(info, "dp_size")),
+        "dp_size": dp_size,
         "mem_fraction_static": _as_float(_lookup(info, "mem_fraction_static")),
         "kv_token_capacity": _as_int(memory.get("token_capacity")),
         "speculative": {

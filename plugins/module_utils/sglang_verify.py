@@ -192,6 +192,11 @@ class StreamRow:
         meta = chunk.get("meta_info") or {}
         self.hist = accept_histogram(meta) or self.hist
         t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+        if isinstance(t, int) and v is None and meta.get("finish_reason") is not None:
+            # SGLang leaves the speculative counts out of an answer the prefill finished (its one
+            # token had no verify pass: tokenizer_manager.py `spec_verify_ct[i] > 0`): its finished
+            # chunk still counts the token (earlier chunks never carry the counts)
+            v = self.verifies
         if isinstance(t, int) and isinstance(v, int) and (t > self.tokens or v > self.verifies):
             self.steps.append((now, t - self.tokens, v - self.verifies))
             self.tokens, self.verifies = t, v
@@ -515,7 +520,8 @@ def gate_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None
     exactly 1.0 there, where SGLang's formula gives n/(n-1) and short answers lift it past the floor)."""
     tok = sum(int(r.get("completion_tokens") or 0) for r in rows)
     ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
-    firsts = sum(1 for r in rows if int(r.get("spec_verify_ct") or 0) > 0)
+    # every answer's first token came from the prefill, one-token answers' (no verify pass) included
+    firsts = sum(1 for r in rows if int(r.get("completion_tokens") or 0) > 0)
     return {
         "accept_length": tok / ver if ver > 0 else None,
         "decode_accept": (tok - firsts) / ver if ver > 0 else None,

@@ -204,3 +204,8 @@ def test_data_parallel_ranks_multiply_the_admission_limit():
     assert cap.to_json()["dp_size"] == 8
     one = Capacity.merge({}, S.parse_server_info(NB_DECODE))
     assert one.admits == 128 and "dp_size" not in one.to_json()  # one rank: the report as before
+    # 0.5.23 says the same server as dp_size 1, attn_dp_size 8 (`--dp-size 8 --enable-dp-attention`
+    # resolves so: arg_groups/parallel_hook.py), with its resolved enable_dp_attention kept true
+    new = {**NB_DECODE, "dp_size": 1, "attn_dp_size": 8, "enable_dp_attention": True}
+    cap = Capacity.merge({}, S.parse_server_info({**new, "max_running_requests": 48, "internal_states": states}))
+    assert (cap.max_running_requests, cap.dp_size, cap.admits) == (6, 8, 48)

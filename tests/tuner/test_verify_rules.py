@@ -532,6 +532,22 @@ def test_an_exempt_adaptive_configs_note_does_not_also_say_the_floor_applies(tmp
     assert "the floor and the collapse rule do not apply" in note and "the floor and the drift rules apply" not in note
 
 
+def test_an_answer_the_prefill_finished_counts_its_token_streamed_or_not():
+    """SGLang leaves spec_verify_ct (and the histogram) out of an answer whose one token came from
+    the prefill (tokenizer_manager.py: `spec_verify_ct[i] > 0`): streamed it counted 0 tokens where
+    unstreamed it counts 1, and decode_accept kept that first token as if a verify pass made it."""
+    fold = rules.StreamRow("short:0")
+    assert (
+        fold.add({"text": "A", "meta_info": {"completion_tokens": 1, "finish_reason": {"type": "stop"}}}, 0.1) is None
+    )
+    row, steps = fold.row()
+    assert row["completion_tokens"] == 1 and row["spec_verify_ct"] == 0 and steps == [(0.1, 1, 0)]
+    rows = [{"completion_tokens": 10, "spec_verify_ct": 3}, row]
+    acc = rules.gate_acceptance(rows)
+    assert acc["accept_length"] == pytest.approx(11 / 3)
+    assert acc["decode_accept"] == pytest.approx((11 - 2) / 3)  # both answers' first tokens out
+
+
 def test_a_server_that_accepts_no_draft_fails_the_floor_however_short_its_answers():
     """SGLang's formula counts each answer's first token, which the prefill made without a verify
     pass: a server that accepts nothing scores n/(n-1), above the 1.05 floor for answers under about
