@@ -2,24 +2,22 @@
 # `make demo`: the main job end to end on this machine. Creates the emulator hosts of the default
 # inventory (emu1 and emu2: podman containers with systemd, inventory/emulator.yml; the sweep
 # spreads its deployments over both, as over two GPU servers), then sweeps spec_steps 1..5 at
-# concurrency 1, 4, 16, 32, 64 with the model-guided search (--search model; the tuner's default is
-# the grid, docs/tuner.md "Model-guided search" says why): each configuration it deploys goes
-# through the deploy play (ansible-runner), gated by sglang_ready, benchmarked, stored; those the
-# model says cannot win a level are skipped with their prediction; then plotted and recommended.
-# The demo shows the search; here it skips one of the five depths the grid would deploy (about a
-# minute).
+# concurrency 1, 4, 16, 32, 64 with the model-guided search (the tuner's default, docs/tuner.md
+# "Model-guided search" says why): each configuration it deploys goes through the deploy play
+# (ansible-runner), gated by sglang_ready, benchmarked, stored; those the model says cannot win a
+# level are skipped with their prediction; then plotted and recommended. Here it skips one of the
+# five depths the grid would deploy (about a minute).
 # At the end the recommended configuration is deployed on both hosts and verified (--deploy-best).
 # Re-running continues an interrupted demo (--resume) instead of starting over.
 # The demo's levels stop sending after 10 s (--max-level-s 10; the tuner's default is 120 s): three
 # quarters of a default demo's time was its C=16..64 levels chasing +-2% (2026-12-02: 566 of 755 s),
 # so a level here may end wider than that; the report says how wide each one ended. A user's sweep
 # keeps the default. DEMO_SWEEP_ARGS replaces these arguments (DEMO_SWEEP_ARGS= make demo: none, the
-# tuner's defaults, the grid among them; DEMO_SWEEP_ARGS="--max-level-s 10 --search grid" deploys
-# every depth).
+# tuner's defaults; DEMO_SWEEP_ARGS="--max-level-s 10 --search grid" deploys every depth).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-demo-out}
-read -r -a extra <<<"${DEMO_SWEEP_ARGS---max-level-s 10 --search model}"
+read -r -a extra <<<"${DEMO_SWEEP_ARGS---max-level-s 10}"
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" PYTHONUNBUFFERED=1
 
 echo "== $(date +%T) emulator hosts (inventory/emulator.yml) =="

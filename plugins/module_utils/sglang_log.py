@@ -654,7 +654,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     """
     parsed = _as_parsed(lines)
     trigger: tuple[int, LogLine] | None = None
-    specific: tuple[int, str, str] | None = None
+    specific: tuple[int, str, str, int] | None = None  # (index, kind, reason, rank in _SPECIFIC)
     exceptions: list[tuple[int, str]] = []
     wrapper: tuple[int, str, str, int] | None = None
     in_traceback = handled = False

@@ -32,7 +32,7 @@ def test_defaults_are_the_documented_ones():
     assert w.requests_per_level is None and w.requests_for(64) == 128 and w.requests_for(1) == 4
     assert w.ignore_eos is True and w.endpoint == "generate" and w.target_concurrency is None
     assert s.early_stop is True and s.deploy_best is False and s.deploy_timeout == 4000.0
-    assert s.search == "grid"
+    assert s.search == "model"
     assert s.inventory == str((FIXTURES / "local_inventory.yml").resolve())
     assert s.playbook == str((ROOT / "playbooks" / "deploy.yml").resolve())
 

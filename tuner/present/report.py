@@ -43,9 +43,9 @@ How the results are judged:
 - **Goodput** (`--slo`): output tok/s of the requests that succeeded and met every limit (SGLang
   `bench_serving --goodput`, DistServe); a cell meets the SLO when each limited percentile over
   its requests is within its limit.
-- **What is deployed**: with `--search model` the baseline, two anchor depths, then
+- **What is deployed**: with `--search model` (the default) the baseline, two anchor depths, then
   only configurations a model fitted to these measurements says could still win a level (the
-  search's own section lists the others with their predictions). With `--search grid` (the default), steps go up
+  search's own section lists the others with their predictions). With `--search grid`, steps go up
   one configuration at a time (**early stop**: when every level's throughput at the newest depth
   is below, beyond noise, the best at a shallower depth, deeper steps are skipped).
 """
