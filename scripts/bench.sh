@@ -17,7 +17,7 @@
 #   search_cost_grid_again  the grid swept again, judged as search_cost judges the model (after it)
 #   search_unseen         the search replayed on machines drawn at random from seeds (a seed's grid is
 #                         swept once and kept: the machine it names never changes)
-#   schedule_vs_static    the per-batch-size schedule vs the best static depth on two machines
+#   schedule_vs_static    the per-batch-size schedule vs the best static depth on six machines
 #   tuner_seed_sweep      the tuner on the seed profile (steps 1-4 and 1-5) vs the seed's own answer
 #   drift_rule            the gate's drift rule on simulated gate runs: false alarms and catches
 #   verify_cost           what the correctness gate costs a default sweep, per configuration

@@ -594,17 +594,22 @@ _EXC_RE = re.compile(
 # Generic "something died" lines, most informative first; used when no exception line is there.
 _WRAPPERS = [
     ("scheduler_dead", re.compile(r"Rank \d+ scheduler (?:is dead|died during initialization).*")),
-    # 0.5.10+'s subprocess monitor (sgl-project/sglang PR #18582): "Subprocess scheduler_0 (pid=1225)
+    # SGLang's subprocess liveness monitor (sgl-project/sglang PR #18582, v0.5.10): "Subprocess scheduler_0 (pid=1225)
     # crashed with exit code -9. Triggering cleanup..." (a kill -9 prints no traceback)
     ("subprocess_crashed", re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code -?\d+.*")),
-    # the scheduler's watchdog: "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
-    # before it "Watchdog timeout (self.watchdog_timeout=300)"
-    ("watchdog_timeout", re.compile(r"(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout=.*")),
+    # the scheduler's hard watchdog, which then SIGQUITs the launcher: "Scheduler watchdog timeout
+    # (self.watchdog_timeout=300, self.soft=False)", before it "Watchdog timeout
+    # (self.watchdog_timeout=300)". A soft one (`self.soft=True`: --soft-watchdog-timeout, and every
+    # tokenizer/detokenizer watchdog) only logs, the server goes on (python/sglang/srt/utils/watchdog.py)
+    (
+        "watchdog_timeout",
+        re.compile(r"^(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout=[^,)]*(?:, self\.soft=False)?\).*"),
+    ),
     ("scheduler_exception", re.compile(r"Scheduler hit an exception.*")),
     ("init_failed", re.compile(r"Initialization failed.*")),
     ("child_failed", re.compile(r"Received sigquit from a child process.*")),
-    # the tokenizer manager's handler in 0.5.10+: "SIGQUIT received. signum=None, frame=None. It
-    # usually means one child failed."
+    # the tokenizer manager's handler once it runs (0.5.5 on, tokenizer_manager.py): "SIGQUIT
+    # received. signum=None, frame=None. It usually means one child failed."
     ("child_failed", re.compile(r"SIGQUIT received\..*")),
     ("subprocess_exited", re.compile(r"sglang subprocess exited with code.*")),
     ("subprocess_exited", re.compile(r"Server process exited with code.*")),

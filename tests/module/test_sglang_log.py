@@ -750,6 +750,13 @@ def test_deaths_that_0_5_10_and_later_announce_without_a_traceback_are_fatal():
     assert f["reason"].startswith("Scheduler watchdog timeout (self.watchdog_timeout=300")
     old = ["[2025-06-01 10:00:00 TP0] Watchdog timeout (self.watchdog_timeout=300)"]
     assert L.find_fatal(old)["kind"] == "watchdog_timeout"
+    # a soft watchdog (--soft-watchdog-timeout; every tokenizer/detokenizer watchdog) only logs: the
+    # server goes on, and a slow weight load under it is a healthy start
+    soft = [
+        "[2026-11-02 08:14:20 TP0] Scheduler watchdog timeout (self.watchdog_timeout=60, self.soft=True)",
+        "[2026-11-02 08:14:20] TokenizerManager watchdog timeout (self.watchdog_timeout=60, self.soft=True)",
+    ]
+    assert L.find_fatal(soft) is None
     assert L.find_fatal([killed[1]])["kind"] == "child_failed"
 
 

@@ -783,6 +783,9 @@ def test_a_draft_that_accepts_nothing_leaves_no_configuration_undecided():
     assert decisions[-1].deploy is None
     assert {c.config_id for c in configs} == set(st.deploys) | set(st.skipped)
     assert picks(st) == {c: "k0" for c in LEVELS}
+    assert len(st.deploys) < len(configs)  # predicted to lose, not measured one by one
+    # the estimate of exactly 1 can land an ulp below it: still a fit, not no data
+    assert fits.fit_acceptance([(3, 0.9999999999999999, 0.02)]) is not None
 
 
 # -- the records keep it --------------------------------------------------------------------------

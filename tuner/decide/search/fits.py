@@ -200,8 +200,9 @@ def fit_acceptance(points: Sequence[tuple[int, float, float]]) -> AcceptanceFit 
     The prior (v ~ N(0, TAU_PRIOR_SD^2)) decides only what one measured depth cannot: whether
     acceptance falls or holds further out; with two or more depths the data outweigh it.
     """
-    # tokens per step of exactly 1 is a draft that accepts nothing: a fit (acceptance near 0), not no data
-    pts = [(k, t, s) for k, t, s in points if k > 0 and t >= 1.0]
+    # tokens per step of 1 is a draft that accepts nothing: a fit (acceptance near 0), not no data; the
+    # estimate of it can land an ulp below 1 (observe.py's ratio of ratios), so it is held at 1
+    pts = [(k, max(t, 1.0), s) for k, t, s in points if k > 0 and t >= 1.0 - 1e-9]
     if not pts:
         return None
     # Start from a constant a matching the deepest point: tau = (1 - a^(k+1)) / (1 - a).
