@@ -206,11 +206,21 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             from .decide.search.decide import first_round
 
             first = [c.config_id for c in first_round(plan.configs)]
+            every = not spec.early_stop or len(spec.workload.temperature) > 1
             print(
-                f"search: model: {', '.join(first)} first, then only what the model says could win a level "
-                "(the others are skipped with their predictions)"
+                f"search: model: {', '.join(first)} first, then "
+                + (
+                    "every configuration in the model's order (--no-early-stop, or several temperatures: nothing "
+                    "is skipped)"
+                    if every
+                    else "only what the model says could win a level (the others are skipped with their predictions)"
+                )
             )
-        verb = "may deploy" if spec.search == "model" else "deploy"
+        verb = (
+            "may deploy"
+            if spec.search == "model" and spec.early_stop and len(spec.workload.temperature) == 1
+            else "deploy"
+        )
         for cfg in plan.configs:
             print(f"{verb} {cfg.config_id}: {json.dumps({**spec.extra_vars, **cfg.extravars()})}")
         for cfg, why in plan.infeasible:

@@ -152,6 +152,23 @@ def test_missing_out_is_argparse_exit_2():
     assert p.returncode == 2
 
 
+@pytest.mark.parametrize(
+    ("flags", "words", "verb"),
+    [
+        ([], "only what the model says could win a level", "may deploy"),
+        (["--no-early-stop"], "every configuration in the model's order", "deploy"),
+        (["--temperature", "0,0.7"], "every configuration in the model's order", "deploy"),
+    ],
+)
+def test_dry_run_says_what_the_default_search_will_deploy(tmp_path, capsys, no_hosts, flags, words, verb):
+    """The model-guided search is the default; with --no-early-stop or several temperatures it
+    skips nothing, and the dry run says so instead of promising skips."""
+    rc = cli.main(["sweep", "--out", str(tmp_path / "o"), "--inventory", INV, "--steps", "1-5", "--dry-run", *flags])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"search: model: k2-t1, k4-t1 first, then {words}" in out, out
+    assert f"\n{verb} k1-t1: " in out
+
+
 def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):
     rc = cli.main(
         [

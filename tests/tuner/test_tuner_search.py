@@ -594,6 +594,46 @@ def test_wait_while_only_configurations_in_flight_can_tell():
     assert d.deploy == SpecConfig(6)
 
 
+def test_a_configuration_whose_server_is_up_but_still_measuring_is_in_flight():
+    """The deploy record comes before the levels: with several hosts, an anchor whose levels were
+    still running read as one that could not be measured (a replacement depth deployed), and a
+    contender being measured let the other host write permanent skips it might have changed."""
+    m = Machine(accept=[0.9])
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    records = m.measure(SpecConfig(3))
+    up = [r for r in m.measure(SpecConfig(6)) if not isinstance(r, LevelRecord)]  # k6 up, no level yet
+    st = SweepState.fold(records + up)
+    d = policy.decide(st, configs, W, exclude={"k3-t1", "k6-t1"}, running={"k6-t1"})
+    assert d.wait and d.deploy is None and d.skips == (), d
+    # without being told it runs, the same state reads k6 as an anchor that failed to measure
+    d = policy.decide(st, configs, W, exclude={"k3-t1", "k6-t1"})
+    assert d.deploy is not None and "could not be measured" in d.why
+    # a contender being measured: no permanent skip until its levels are in
+    acc = [0.6, 0.5, 0.4, 0.3]
+    mm = Machine(accept=acc)
+    recs = [r for k in (3, 6, 1) for r in mm.measure(SpecConfig(k))]
+    first = [r for r in Machine(accept=acc).measure(SpecConfig(2))][:2]  # deploy record and one level
+    d = policy.decide(
+        SweepState.fold(recs + first), configs, W, exclude={"k1-t1", "k2-t1", "k3-t1", "k6-t1"}, running={"k2-t1"}
+    )
+    # a depth whose KV pool is predicted empty is skipped whatever runs; none for its chance to win
+    assert d.wait and all("KV pool predicted empty" in why for _, _, why in d.skips), d
+
+
+def test_several_temperatures_skip_nothing():
+    """The model is fitted at the first temperature measured; a depth that loses there may win at
+    another (the recommendation is per temperature), so a sweep of several measures everything."""
+    m = Machine(accept=[0.9])
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    w2 = WorkloadSpec(concurrency=LEVELS, input_len=256, output_len=256, temperature=(0.0, 0.7))
+    st, decisions = run_search(m, range(1, 9), workload=w2)
+    # only the depths whose KV pool is predicted empty are skipped (capacity has no temperature)
+    skipped = {c.config_id for d in decisions for c, _, why in d.skips}
+    assert all("KV pool predicted empty" in why for d in decisions for _, _, why in d.skips)
+    assert sorted(set(st.deploys) | skipped) == sorted(c.config_id for c in configs)
+    assert any("several" in d.why for d in decisions if d.deploy is not None)
+
+
 def test_measure_all_orders_every_configuration_without_skipping():
     m = Machine(accept=[0.98])
     configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs

@@ -119,6 +119,10 @@ class Planner:
                 if cid in state.failed and (dep == 1 or not state.has_levels(cid)):
                     self.finished.add(unit)
                     continue
+                if dep > 1 and (cid, 1) not in self.finished and (cid, 1) not in self.in_progress:
+                    # a model sweep never runs round 1 here, and an earlier process measured it
+                    if state.has_levels(cid) and self._all_levels_done(cid, 1):
+                        self.finished.add((cid, 1))
                 if dep > 1 and ((cid, 1) not in self.finished or not state.has_levels(cid)):
                     if (cid, 1) in self.finished:  # round 1 measured nothing: nothing to repeat
                         self.finished.add(unit)
@@ -149,7 +153,12 @@ class Planner:
             cid = cfg.config_id
             if (cid, 1) in self.in_progress or (cid, 1) in self.finished or cid in state.failed:
                 continue
-            if state.has_levels(cid) and not self._all_levels_done(cid) and cid not in state.skipped:
+            if (
+                state.has_levels(cid)
+                and not self._all_levels_done(cid)
+                and cid not in state.skipped
+                and cid not in state.unstable  # its server went away twice: failed, as the grid reads it
+            ):
                 self.in_progress.add((cid, 1))
                 return cfg
             if cid not in state.deploys and cid not in state.skipped and self.spec.early_stop and cfg.spec_steps > 0:
@@ -165,6 +174,7 @@ class Planner:
             self.plan.configs,
             self.workload,
             exclude={cid for cid, dep in self.in_progress | self.finished if dep == 1},
+            running={cid for cid, dep in self.in_progress if dep == 1},
             target=list(target) if target else None,
             measure_all=not self.spec.early_stop,
             schedule_algorithm=self.spec.algorithm if self.spec.schedule else None,

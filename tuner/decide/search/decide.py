@@ -160,10 +160,13 @@ def decide(
     target: Sequence[int] | None = None,
     measure_all: bool = False,
     schedule_algorithm: str | None = None,
+    running: Iterable[str] = (),
 ) -> Decision:
     """The next step of a model-guided sweep over `configs` (the plan's feasible configurations).
 
-    `exclude`: configurations in flight or already handled in this run. `target`: the levels of
+    `exclude`: configurations in flight or already handled in this run; `running`: those of them
+    still deploying or being measured (a deploy record is written before the levels: with several
+    hosts a configuration whose server is up is still in flight until its levels are in). `target`: the levels of
     the workload recommendation. With `measure_all` (--no-early-stop) nothing is skipped; the
     model only orders the deployments. `schedule_algorithm`: the sweep builds a per-batch-size
     schedule afterwards (tuner/decide/schedule_phase.py) for this algorithm; the schedule is made of the
@@ -174,11 +177,17 @@ def decide(
     done = set(state.deploys) | set(state.failed) | set(state.skipped)
     done |= {m.level.config_id for m in state.measured}
     open_ = [c for c in configs if c.config_id not in done and c.config_id not in excluded]
-    in_flight = [c for c in configs if c.config_id in excluded and c.config_id not in done]
+    busy = set(running)
+    in_flight = [c for c in configs if (c.config_id in excluded and c.config_id not in done) or c.config_id in busy]
     misfits = tuple(find_misfits(state))
     # A model the measurements contradicted measures instead of predicting: from the first misfit
-    # on, nothing is skipped on its predictions (they still order what is deployed next).
+    # on, nothing is skipped on its predictions (they still order what is deployed next). The model
+    # is fitted at one temperature (the first measured: analysis.aggregate), so a sweep of several
+    # skips nothing either: a configuration that loses at one may win at another.
+    several_temperatures = len(workload.temperature) > 1
     measure_all = measure_all or bool(misfits)
+    # (capacity does not depend on temperature: a pool predicted empty is still not deployed)
+    measure_every = measure_all or several_temperatures
     if not open_:
         return Decision(wait=bool(in_flight), why="every configuration is measured or decided", misfits=misfits)
 
@@ -277,12 +286,14 @@ def decide(
 
     if unknown and in_flight and not any(s[0] >= MIN_CHANCE for s in scored):
         return Decision(wait=True, skips=tuple(skips), why="the anchors of a series are in flight", misfits=misfits)
-    contenders = [s for s in scored if s[0] >= MIN_CHANCE or measure_all]
+    contenders = [s for s in scored if s[0] >= MIN_CHANCE or measure_every]
     if contenders:
         chance, cfg, pred, _ = max(contenders, key=lambda s: (s[0], [-x for x in s[1].order_key[:3]]))
         why = f"the best chance to win a level beyond the noise ({chance:.0%})"
         if misfits and chance < MIN_CHANCE:
             why = f"measured, not predicted: the model missed {len(misfits)} measurement(s) (misfits), so it skips nothing"
+        elif several_temperatures and chance < MIN_CHANCE:
+            why = "measured, not predicted: the model is fitted at one temperature and the sweep has several"
         return Decision(
             deploy=cfg,
             prediction=pred,
