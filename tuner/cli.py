@@ -206,21 +206,17 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             from .decide.search.decide import first_round
 
             first = [c.config_id for c in first_round(plan.configs)]
-            every = not spec.early_stop or len(spec.workload.temperature) > 1
-            print(
-                f"search: model: {', '.join(first)} first, then "
-                + (
-                    "every configuration in the model's order (--no-early-stop, or several temperatures: nothing "
-                    "is skipped)"
-                    if every
-                    else "only what the model says could win a level (the others are skipped with their predictions)"
+            if not spec.early_stop:
+                then = "every configuration in the model's order (--no-early-stop: nothing is skipped)"
+            elif len(spec.workload.temperature) > 1:
+                then = (
+                    "every configuration in the model's order but a depth whose KV pool is predicted empty "
+                    "(several temperatures: the model is fitted at one, so nothing is skipped for its chance to win)"
                 )
-            )
-        verb = (
-            "may deploy"
-            if spec.search == "model" and spec.early_stop and len(spec.workload.temperature) == 1
-            else "deploy"
-        )
+            else:
+                then = "only what the model says could win a level (the others are skipped with their predictions)"
+            print(f"search: model: {', '.join(first)} first, then {then}")
+        verb = "may deploy" if spec.search == "model" and spec.early_stop else "deploy"
         for cfg in plan.configs:
             print(f"{verb} {cfg.config_id}: {json.dumps({**spec.extra_vars, **cfg.extravars()})}")
         for cfg, why in plan.infeasible:

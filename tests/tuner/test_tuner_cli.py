@@ -157,7 +157,11 @@ def test_missing_out_is_argparse_exit_2():
     [
         ([], "only what the model says could win a level", "may deploy"),
         (["--no-early-stop"], "every configuration in the model's order", "deploy"),
-        (["--temperature", "0,0.7"], "every configuration in the model's order", "deploy"),
+        (
+            ["--temperature", "0,0.7"],
+            "every configuration in the model's order but a depth whose KV pool",
+            "may deploy",
+        ),
     ],
 )
 def test_dry_run_says_what_the_default_search_will_deploy(tmp_path, capsys, no_hosts, flags, words, verb):
