@@ -14,7 +14,7 @@ from typing import Any
 from ..data.prediction import Band, Prediction
 from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
-from ..decide.search.model import Misfit, family_size, find_misfits, fit_model, measured_band
+from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model
 from ..spec.sweepspec import SweepSpec
 
 
@@ -103,13 +103,11 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
     if spec.search != "model" and not state.predictions and not predicted_skips:
         return None
     stats = analysis.aggregate(state.levels())
-    checked = []
-    for cid, rec in state.predictions.items():
-        family = family_size(rec.prediction)
-        for lp in rec.prediction.levels:
-            p = stats.get((cid, lp.concurrency))
-            if p is not None and p.n:
-                checked.append(Checked(cid, lp.concurrency, measured_band(lp.output_tok_s, family), p.mean, lp.chance))
+    checked = [
+        Checked(cid, lp.concurrency, band, got, lp.chance)
+        for cid, rec in state.predictions.items()
+        for lp, band, got in checked_levels(cid, rec.prediction, stats)
+    ]
     skipped = [Skipped(r.config_id, r.config.spec_steps, r.reason or "", r.prediction) for r in predicted_skips]
     deployed = [cid for cid in state.order if cid in state.deploys or cid in state.failed]
     model = ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
@@ -158,11 +158,18 @@ def measured_band(band: Band, levels: int = 1) -> Band:
     return Band(band.mean, band.mean - side(band.mean - band.lo), band.mean + side(band.hi - band.mean))
 
 
-def family_size(pred: Prediction) -> int:
-    """The family `measured_band` holds together: every level the deployment is to measure, not
-    those measured so far (a deployment still in flight, its first level checked alone at 95%, was
-    called a misfit its finished levels then cleared, after the search had stopped skipping)."""
-    return len(pred.levels)
+def checked_levels(
+    cid: str, pred: Prediction, stats: Mapping[tuple[str, int], PointStats]
+) -> Iterator[tuple[LevelPrediction, Band, float]]:
+    """Each level of a prediction measured since, with the band its measurement is held to and the
+    measurement: what the misfit check and the report's "Predicted vs measured" table read. The band
+    holds every level the deployment is to measure together, not those measured so far (a
+    deployment still in flight, its first level checked alone at 95%, was called a misfit its
+    finished levels then cleared, after the search had stopped skipping)."""
+    for lp in pred.levels:
+        p = stats.get((cid, lp.concurrency))
+        if p is not None and p.n:
+            yield lp, measured_band(lp.output_tok_s, len(pred.levels)), p.mean
 
 
 def find_misfits(state: SweepState) -> list[Misfit]:
@@ -173,12 +180,9 @@ def find_misfits(state: SweepState) -> list[Misfit]:
     out: list[Misfit] = []
     for cid, rec in state.predictions.items():
         pred = rec.prediction
-        family = family_size(pred)
-        for lp in pred.levels:
-            p = stats.get((cid, lp.concurrency))
-            where = measured_band(lp.output_tok_s, family)
-            if p is not None and p.n and not where.contains(p.mean):
-                out.append(Misfit(rec.config, f"C={lp.concurrency} aggregate tok/s", lp.concurrency, where, p.mean))
+        for lp, where, measured in checked_levels(cid, pred, stats):
+            if not where.contains(measured):
+                out.append(Misfit(rec.config, f"C={lp.concurrency} aggregate tok/s", lp.concurrency, where, measured))
         dep = state.deploys.get(cid)
         failed = state.failed.get(cid)
         if dep is None and failed is not None and pred.can_run and is_capacity_failure(failed.reason or ""):
