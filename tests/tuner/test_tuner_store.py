@@ -312,3 +312,39 @@ def test_a_report_of_an_unfinished_sweep_names_what_it_did_not_measure(tmp_path)
     assert any(n.startswith("The sweep is not finished: 1 planned configuration(s)") and "(k2-t1)" in n for n in notes)
     st.append(SkipRecord(config=SpecConfig(2), kind="early_stop", reason="past the peak"))
     assert not any("not finished" in n for n in summarize(st.state(), spec).notes)
+
+
+def test_an_open_capacity_band_is_strict_json_and_said_in_words(tmp_path):
+    """A capacity band the fit leaves open on one side (one depth measured there) is written as
+    null, not `Infinity` (which jq and most JSON readers refuse), read back open, and said as
+    "at most" in the report and a misfit's words, not as `-inf`."""
+    import math
+
+    from tuner.data.prediction import Band, Prediction
+    from tuner.decide.search.model import Misfit
+    from tuner.decide.search.text import misfit_text
+    from tuner.present import report
+    from tuner.present.summary import summarize
+
+    pool = Band(0.0, -math.inf, 1200.0)
+    pred = Prediction(can_run=False, reason="KV pool predicted empty", max_total_num_tokens=pool)
+    st = Store(tmp_path)
+    st.append(DeployRecord.from_json(deploy(1)))
+    st.append(SkipRecord(config=SpecConfig(5), kind="predicted", reason="not deployed: KV pool empty", prediction=pred))
+
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    docs = [json.loads(line, parse_constant=refuse) for line in lines]
+    assert docs[-1]["prediction"]["max_total_num_tokens"] == {"mean": 0.0, "lo": None, "hi": 1200.0}
+    state = SweepState.fold(read_records(tmp_path / "records.jsonl"))
+    back = state.skipped["k5-t1"].prediction
+    assert back is not None and back.max_total_num_tokens == pool
+    # an older record without an end still reads as the value itself
+    assert Band.from_json({"mean": 3.0}) == Band(3.0, 3.0, 3.0)
+
+    text = report.render(summarize(state, SweepSpec(workload=WORKLOAD, steps=(1, 5), search="model")))
+    assert "max_total_num_tokens 0 (at most 1,200)" in text and "inf" not in text.lower().replace("info", "")
+    words = misfit_text(Misfit(SpecConfig(5), "max_total_num_tokens", None, pool, 1500.0))
+    assert "outside its predicted interval at most 1,200" in words and "inf" not in words

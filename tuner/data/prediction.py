@@ -9,7 +9,8 @@ and `report DIR` keep the numbers the decision rested on). Both carry this one s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +32,25 @@ class Band:
     def contains(self, value: float) -> bool:
         return self.lo <= value <= self.hi
 
-    def to_json(self) -> dict[str, float]:
-        return {"mean": round(self.mean, 4), "lo": round(self.lo, 4), "hi": round(self.hi, 4)}
+    def interval_text(self, fmt: Callable[[float], str]) -> str:
+        """The interval in words, its ends written by `fmt`; an end the capacity fit leaves open
+        (one depth measured on that side only) is said as such, not printed as `-inf`/`inf`."""
+        lo, hi = math.isfinite(self.lo), math.isfinite(self.hi)
+        if lo and hi:
+            return f"{fmt(self.lo)}-{fmt(self.hi)}"
+        if hi:
+            return f"at most {fmt(self.hi)}"
+        return f"at least {fmt(self.lo)}" if lo else "unbounded"
+
+    def to_json(self) -> dict[str, float | None]:
+        """An end left open (a capacity band with one depth measured on that side is unbounded there)
+        is written as null: records.jsonl stays strict JSON (json.dumps would write `Infinity`,
+        which jq and most JSON parsers other than Python's refuse)."""
+
+        def end(x: float) -> float | None:
+            return round(x, 4) if math.isfinite(x) else None
+
+        return {"mean": round(self.mean, 4), "lo": end(self.lo), "hi": end(self.hi)}
 
     @classmethod
     def from_json(cls, d: Any) -> Band | None:
@@ -41,7 +59,10 @@ class Band:
         mean, lo, hi = _num(d.get("mean")), _num(d.get("lo")), _num(d.get("hi"))
         if mean is None:
             return None
-        return cls(mean, mean if lo is None else lo, mean if hi is None else hi)
+        # a null end is an open one (to_json); an absent one the value itself
+        lo = lo if lo is not None else (-math.inf if "lo" in d else mean)
+        hi = hi if hi is not None else (math.inf if "hi" in d else mean)
+        return cls(mean, lo, hi)
 
 
 def _band(d: Mapping[str, Any], key: str) -> Band | None:

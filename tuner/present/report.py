@@ -462,7 +462,7 @@ def _search(s: Summary) -> list[str]:
             if pred is not None and not pred.can_run:
                 kv, mrr = pred.max_total_num_tokens, pred.max_running_requests
                 levels = "; ".join(
-                    f"{name} {_f(b.mean, 0)} ({_f(b.lo, 0)}-{_f(b.hi, 0)})"
+                    f"{name} {_f(b.mean, 0)} ({b.interval_text(lambda x: _f(x, 0))})"
                     for name, b in (("max_total_num_tokens", kv), ("max_running_requests", mrr))
                     if b is not None
                 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ...data.prediction import Prediction
 from ...measure.stats import readable as n
 from .model import Misfit
@@ -20,8 +22,8 @@ def prediction_text(pred: Prediction | None) -> str:
 
 def misfit_text(m: Misfit) -> str:
     b = m.predicted
-    nums = (m.measured, b.lo, b.hi, b.mean)
+    nums = tuple(x for x in (m.measured, b.lo, b.hi, b.mean) if math.isfinite(x))
     return (
-        f"{m.what} measured {n(m.measured, *nums)}, outside its predicted interval {n(b.lo, *nums)}-"
-        f"{n(b.hi, *nums)} (predicted {n(b.mean, *nums)}, {m.rel_error:+.1%})"
+        f"{m.what} measured {n(m.measured, *nums)}, outside its predicted interval "
+        f"{b.interval_text(lambda x: n(x, *nums))} (predicted {n(b.mean, *nums)}, {m.rel_error:+.1%})"
     )
