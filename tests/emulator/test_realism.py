@@ -441,6 +441,33 @@ def test_graph_sizes_stop_at_the_max_bs_and_a_given_list_sets_it():
     assert runner().graph_bs == listed
 
 
+def test_a_profile_list_past_256_without_a_max_keeps_its_sizes(tmp_path):
+    """A profile's `cuda_graph_bs` describes the machine's captured sizes: listing sizes to 512
+    (SGLang's max for H100/H200 at tp >= 4) without a `cuda_graph_max_bs` of its own pads a batch of
+    300 to 384, not to nothing past the 256 default; a max the profile gives still cuts the list."""
+    from tuner.emulator import model
+    from tuner.emulator.__main__ import FaultSet, Runner, parse_flags, resolve
+    from tuner.emulator.profile import load_profile
+
+    base = _yaml(STEP)
+    base.pop("cuda_graph_max_bs", None)
+    long_list = [1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512]
+
+    def runner_for(extra: dict, name: str) -> Runner:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({**base, "cuda_graph_bs": long_list, **extra}), encoding="utf-8")
+        p = load_profile(path)
+        ns = parse_flags(["--model-path", "m", "--max-running-requests", "512"])
+        return Runner(resolve(ns, p), p, FaultSet.from_list([]), 0)
+
+    whole = runner_for({}, "whole")
+    assert whole.graph_max_bs == 512 and whole.graph_bs == tuple(long_list)
+    assert model.padded_batch(300, whole.graph_bs, whole.graph_max_bs) == 384
+    cut = runner_for({"cuda_graph_max_bs": 256}, "cut")
+    assert cut.graph_max_bs == 256 and max(cut.graph_bs) == 256
+    assert model.padded_batch(300, cut.graph_bs, cut.graph_max_bs) == 300
+
+
 def test_a_machine_that_cannot_hold_one_request_at_its_depth_fails_the_start(emulator, tmp_path):
     """A hybrid model whose state pool holds no request at depth 3 (12 - 3 x 4.4 < 1): SGLang's
     scheduler asserts a request pool of at least one; the start ends with that line and the gate

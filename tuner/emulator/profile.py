@@ -374,6 +374,11 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     graph_bs = values.pop("cuda_graph_bs")
     if graph_bs is not None:
         graph_bs = _increasing_ints(name, "cuda_graph_bs", graph_bs)
+        if "cuda_graph_max_bs" not in raw:
+            # the list describes the machine's captured sizes: without a max of its own it is the
+            # list's largest (as SGLang's `cuda_graph_max_bs = max(cuda_graph_bs)` for a given list),
+            # not the 256 default that would drop a 512-long H100/H200 list's upper sizes
+            values["cuda_graph_max_bs"] = max(graph_bs)
 
     for key, (kind, _low) in _NUMBERS.items():  # checked above: now the types the Profile holds
         values[key] = float(values[key]) if kind == "float" else int(values[key])
