@@ -367,7 +367,6 @@ def test_a_malformed_key_fails_the_start_naming_it(emulator, tmp_path, over, mes
         ("alpha", {0.0: 0.93, "0": 0.5}, "alpha gives temperature 0.0 twice"),
         ("alpha", {0.0: "0.9"}, "alpha[0.0]='0.9'; an acceptance must be in (0, 1)"),
         ("faults", "kv-oom", "faults must be a list of fault names, got 'kv-oom'"),
-        ("spec_overhead_ms", 50.0, "spec_overhead_ms belongs to a step_time_ms table"),
         ("t_cross_node_ms", float("nan"), "t_cross_node_ms must be a number, got nan"),
         ("t_spec_ms", float("nan"), "t_spec_ms must be a number, got nan"),
         ("t_base_ms", float("inf"), "t_base_ms must be a number, got inf"),
@@ -491,6 +490,21 @@ def test_profiles_without_the_keys_keep_the_linear_model():
     assert p.alpha_by_position is None and p.step_table is None and p.cuda_graph_bs is None
     assert p.alpha_spread == 0.0 and p.spec_overhead_ms == 0.0
     assert math.isclose(p.alphas_at(0.0, 3)[2], p.alpha_at(0.0))
+
+
+def test_spec_overhead_without_a_table_adds_to_the_linear_speculative_step():
+    """A profile may use any subset of the realism keys: `spec_overhead_ms` on the linear form is
+    paid by every speculative step (an adaptive bucket at 0 steps included), not by a step without
+    speculation (it was refused, and a profile of another machine written so could not start)."""
+    from tuner.emulator import model
+    from tuner.emulator.profile import load_profile, profile_from_mapping
+
+    raw = {k: v for k, v in _yaml(Path(load_profile().path)).items() if k != "spec_overhead_ms"}
+    plain, with_ovh = profile_from_mapping(raw), profile_from_mapping({**raw, "spec_overhead_ms": 1.5})
+    for k in (1, 3):
+        assert math.isclose(model.step_time_ms(with_ovh, 8, k), model.step_time_ms(plain, 8, k) + 1.5)
+    assert math.isclose(model.step_time_ms(with_ovh, 8, 0, spec=True), model.step_time_ms(plain, 8, 0, spec=True) + 1.5)
+    assert model.step_time_ms(with_ovh, 8, 0) == model.step_time_ms(plain, 8, 0)
 
 
 def test_the_tables_context_keys_may_sit_at_the_top_level():

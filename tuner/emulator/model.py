@@ -150,7 +150,8 @@ def step_time_ms(
 
     t(B,0) = t_base + c_tok*B without speculation; with it,
     t(B,k) = t_spec + k*t_draft + c_verify*B*n (docs/reference/performance-model.md, "Time of one decode step"), n the
-    verify width (num_draft_tokens, k+1 for a chain), plus the profile's optional non-linear terms
+    verify width (num_draft_tokens, k+1 for a chain), plus the profile's optional spec_overhead_ms
+    and non-linear terms
     t_draft_quad*k^2 + t_step_extra[k] (0 unless the profile sets them). `spec` says whether the
     server speculates (default: k > 0): under adaptive speculation a bucket at 0 steps still runs
     the verify and draft-extend passes with one token per request (0.5.23 eagle_worker_v2.py
@@ -189,7 +190,7 @@ def step_time_ms(
         return p.t_base_ms + p.c_tok_ms * batch + p.cross_node_step_ms
     k = max(k, 0)
     n = verify_tokens if verify_tokens is not None else k + 1
-    t = p.t_spec_ms + k * p.t_draft_ms + p.c_verify_ms * batch * n + p.cross_node_step_ms
+    t = p.t_spec_ms + p.spec_overhead_ms + k * p.t_draft_ms + p.c_verify_ms * batch * n + p.cross_node_step_ms
     if p.t_draft_quad_ms:
         t += p.t_draft_quad_ms * k * k
     if p.t_step_extra_ms:

@@ -364,13 +364,9 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     by_position = _alpha_by_position(name, values.pop("alpha_by_position"), alpha)
     spread = _number_at_least_0(name, "alpha_spread", values.pop("alpha_spread"))
     values.pop("step_time_ms")
+    # with a table or without one (the linear form adds it to t_spec_ms): a profile may use any
+    # subset of the realism keys
     overhead = _number_at_least_0(name, "spec_overhead_ms", values.pop("spec_overhead_ms"))
-    if "spec_overhead_ms" in raw and step_table is None:
-        # accepted and ignored, it made another machine's speculation look cheaper than written
-        raise ProfileError(
-            f"emulator profile {name}: spec_overhead_ms belongs to a step_time_ms table; without one "
-            "the linear model's t_spec_ms is that cost"
-        )
     graph_bs = values.pop("cuda_graph_bs")
     if graph_bs is not None:
         graph_bs = _increasing_ints(name, "cuda_graph_bs", graph_bs)
