@@ -126,8 +126,12 @@ class _ChatFake:
     """A streaming /v1/chat/completions in-process, counting requests in flight; `abort` cuts each
     answer halfway with finish_reason "abort" (SGLang's serving_chat sends a graceful abort that way)."""
 
-    def __init__(self, abort: bool = False) -> None:
+    def __init__(self, abort: bool = False, reasoning: bool = False) -> None:
         self.abort = abort
+        # with a reasoning parser, the step where `</think>` falls sends the reasoning's end and
+        # the answer's start as two chunks with one usage count (serving_chat.py
+        # `_generate_stream_content`)
+        self.reasoning = reasoning
         self.inflight = self.max_inflight = 0
 
     async def chat(self, request):
@@ -152,6 +156,11 @@ class _ChatFake:
             while ct < stop:
                 await asyncio.sleep(0.003)
                 ct = min(stop, ct + 2)
+                if self.reasoning and ct <= n // 2:
+                    await frame({"index": 0, "delta": {"reasoning_content": "ab"}, "finish_reason": None}, ct)
+                    if ct + 2 > n // 2:
+                        await frame({"index": 0, "delta": {"content": "c"}, "finish_reason": None}, ct)
+                    continue
                 await frame({"index": 0, "delta": {"content": "ab"}, "finish_reason": None}, ct)
             await frame({"index": 0, "delta": {}, "finish_reason": "abort" if self.abort else "length"}, ct)
             await frame(None, ct)
@@ -176,6 +185,20 @@ async def _with_fake(fake: _ChatFake, body):
             return await body(client)
     finally:
         await runner.cleanup()
+
+
+def test_a_step_split_into_reasoning_and_answer_keeps_the_stream_token_count():
+    """The second of two chunks one decode step sends (the reasoning's end, then the answer's
+    start, one usage count) carries no new token: counted as 0, the stream's tokens still add up
+    to the server's count and the level keeps the client-vs-server cross-check (an unknown count
+    there dropped it for the whole level)."""
+    fake = _ChatFake(reasoning=True)
+    t = run(_with_fake(fake, lambda client: client.request(0)))
+    assert t.ok and t.output_tokens == 16
+    assert 0 in t.chunk_tokens and None not in t.chunk_tokens
+    assert t.stream_tokens == 16
+    m = level_metrics(1, [t])
+    assert m.stream_tokens == 16
 
 
 def test_an_answer_the_server_aborted_is_a_failed_request_not_a_short_one():

@@ -319,8 +319,11 @@ class BenchClient:
                 t.prompt_tokens = usage["prompt_tokens"]
             if has_text:
                 if isinstance(ct, int) and ct >= seen and choices:
+                    # the same count as the chunk before: the second chunk of one decode step (a
+                    # reasoning parser sends the reasoning's end and the answer's start apart,
+                    # serving_chat.py `_generate_stream_content`), 0 new tokens, not an unknown
                     t.chunk_times.append(now)
-                    t.chunk_tokens.append(ct - seen if ct > seen else None)
+                    t.chunk_tokens.append(ct - seen)
                     seen = ct
                 else:
                     t.chunk_times.append(now)
