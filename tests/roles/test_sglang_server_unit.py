@@ -283,6 +283,10 @@ def test_multinode_ranks_from_the_group(rendered):
 def test_switches(rendered):
     home = unit(rendered, "nospec-home")
     assert "\nProtectHome=read-only\n" in home and "\nDevicePolicy=" not in home and "\nDeviceAllow=" not in home
+    # no device policy, no ProtectClock= (its implied DeviceAllow=char-rtc closes the GPUs under
+    # DevicePolicy=auto before systemd 252): the clock's calls are filtered instead
+    assert "\nProtectClock=" not in home and "\nSystemCallFilter=~@clock\n" in home
+    assert "\nProtectClock=yes\n" in unit(rendered, "sglang-key")
     assert "ReadWritePaths=/var/lib/sglang /home/sglang/cache" in home
     topk = unit(rendered, "topk")
     assert "\nCPUAffinity=0-15\n" in topk and "\nEnvironment=A=1\nEnvironment=B=2\n" in topk
