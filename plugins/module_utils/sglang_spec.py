@@ -23,7 +23,18 @@ from .sglang_checks import check_number, fmt, is_unset, parse_number, parse_whol
 SPEC_ALGORITHMS = _releases.SPEC_ALGORITHMS
 # EAGLE3 and STANDALONE drafts are separate models; NEXTN/EAGLE on MTP checkpoints reuse the
 # target's own MTP layers (docs/reference/sglang.md §2.5).
-SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
+SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE", "DFLASH")
+
+
+def max_tree_draft_tokens(steps: int, topk: int) -> int:
+    """The most draft tokens a tree of `steps` levels and `topk` branches can verify: SGLang picks
+    num_draft_tokens - 1 of the draft's candidates, topk at the first step and topk x topk at each
+    later one (speculative/eagle_utils.py `organize_draft_results`: `torch.topk(score_list,
+    num_draft_token - 1)` over `topk + (num_steps - 1) * topk` rows of topk), plus the verified
+    token; asking for more fails inside the kernels (`selected index k out of range`, sglang#5160).
+    SGLang's own docs launch steps 3, topk 4, draft 16 (above steps x topk + 1 = 13)."""
+    return topk + (steps - 1) * topk * topk + 1
+
 
 # --------------------------------------------------------------------------------------------
 # Speculative decoding
@@ -44,7 +55,8 @@ def spec_settings(
     Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
     "num_draft_tokens", "draft_model_path"}; the numbers are ints when there are no errors.
     SGLang would silently rewrite draft tokens to steps + 1 when topk is 1 (docs/reference/sglang.md
-    §2.3) and crashes later on draft > steps*topk + 1 (issue #5160), so both are rejected here.
+    §2.3) and crashes later on more draft tokens than the tree holds (`max_tree_draft_tokens`,
+    issue #5160), so both are rejected here.
     """
     errors: list[str] = []
     max_steps_i = parse_whole_number(max_steps)
@@ -131,15 +143,15 @@ def spec_settings(
             )
         n_draft = int(n_steps) + 1
     else:
-        upper = n_steps * n_topk + 1
+        upper = max_tree_draft_tokens(n_steps, n_topk)
+        bound = "spec_topk + (spec_steps - 1) * spec_topk^2 + 1"
         if not draft_given:
             errors.append(
-                f"spec_draft_tokens is required when spec_topk={n_topk} > 1: "
-                f"a whole number from 2 to spec_steps * spec_topk + 1 = {upper}"
+                f"spec_draft_tokens is required when spec_topk={n_topk} > 1: a whole number from 2 to {bound} = {upper}"
             )
         elif n_draft is None or not 2 <= n_draft <= upper:
             errors.append(
-                f"spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = {upper} "
+                f"spec_draft_tokens must be a whole number from 2 to {bound} = {upper} "
                 f"with spec_steps={n_steps} and spec_topk={n_topk}; got {n_draft}"
             )
 

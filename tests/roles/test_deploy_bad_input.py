@@ -29,8 +29,8 @@ CASES = {
         "spec_draft_tokens=6 contradicts spec_steps=3 with spec_topk=1",
     ),
     "draft-out-of-tree": (
-        ["-e", "spec_steps=3 spec_topk=2 spec_draft_tokens=9"],
-        "spec_draft_tokens must be a whole number from 2 to spec_steps * spec_topk + 1 = 7",
+        ["-e", "spec_steps=3 spec_topk=2 spec_draft_tokens=12"],
+        "spec_draft_tokens must be a whole number from 2 to spec_topk + (spec_steps - 1) * spec_topk^2 + 1 = 11",
     ),
     "unknown-algorithm": (["-e", "spec_steps=3 spec_algorithm=MEDUSA"], "spec_algorithm must be one of EAGLE"),
     "port-range": (

@@ -103,7 +103,13 @@ def test_topk_out_of_range(topk):
 def test_topk_above_one_bounds_draft_tokens():
     assert sglang_spec.spec_settings(3, 2, 7)["errors"] == []
     assert sglang_spec.spec_settings(3, 2, 2)["errors"] == []
-    assert "from 2 to spec_steps * spec_topk + 1 = 7" in sglang_spec.spec_settings(3, 2, 8)["errors"][0]
+    # the tree holds topk + (steps - 1) x topk^2 candidates (eagle_utils.py organize_draft_results):
+    # SGLang's own docs launch steps 3, topk 4, draft 16, and 5/8/64
+    assert sglang_spec.spec_settings(3, 2, 11)["errors"] == []
+    assert sglang_spec.spec_settings(3, 4, 16, "EAGLE")["errors"] == []
+    assert sglang_spec.spec_settings(5, 8, 64, "EAGLE")["errors"] == []
+    bound = "from 2 to spec_topk + (spec_steps - 1) * spec_topk^2 + 1 = 11"
+    assert bound in sglang_spec.spec_settings(3, 2, 12)["errors"][0]
     assert "from 2 to" in sglang_spec.spec_settings(3, 2, 1)["errors"][0]
     assert sglang_spec.spec_settings(3, 2)["errors"][0].startswith("spec_draft_tokens is required when spec_topk=2")
     assert sglang_spec.spec_settings(3, 2, "abc")["errors"][0].startswith("spec_draft_tokens must be a whole number")
@@ -117,7 +123,8 @@ def test_steps_zero_with_other_spec_settings_is_a_contradiction():
 
 @pytest.mark.parametrize("algo", ["NEXTN", "nextn", "EAGLE", "NGRAM", " dflash "])
 def test_builtin_algorithms(algo):
-    out = sglang_spec.spec_settings(2, algorithm=algo)
+    draft = "/m/draft" if algo.strip().upper() == "DFLASH" else ""
+    out = sglang_spec.spec_settings(2, algorithm=algo, draft_model_path=draft)
     assert out["errors"] == []
     assert out["algorithm"] == algo.strip().upper()
 
@@ -508,3 +515,11 @@ def test_an_algorithm_the_release_does_not_have_is_refused_before_any_host_chang
     for algo, version in (("DFLASH", "0.5.11"), ("UNO", "0.5.23"), ("EAGLE3", "0.5.9"), ("NEXTN", "0.4.3")):
         ok = base(spec=sglang_spec.spec_settings(3, algorithm=algo), sglang_version=version, engine="sglang")
         assert sglang_flags.server_errors(ok) == [], (algo, version)
+
+
+def test_dflash_needs_a_draft_model_before_any_host_changes():
+    """SGLang refuses DFLASH without --speculative-draft-model-path at start (0.5.12 server_args.py,
+    0.5.23 speculative_hook.py): the role says so before any host changes."""
+    errors = sglang_spec.spec_settings(3, None, None, "DFLASH")["errors"]
+    assert errors == ["spec_algorithm=DFLASH needs a draft model: set sglang_server_spec_draft_model_path"]
+    assert sglang_spec.spec_settings(3, None, None, "DFLASH", draft_model_path="/m/d")["errors"] == []

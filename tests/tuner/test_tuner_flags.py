@@ -138,7 +138,7 @@ def test_plan_configs_order_and_feasibility():
     assert all("spec_draft_tokens is required" in w for w in why.values())
     plan = plan_configs((1, 3), (1, 4), (4, 8))
     ids = {c.config_id for c in plan.configs}
-    # topk 1 forces draft = steps + 1; a tree verifies at most steps x topk + 1
+    # topk 1 forces draft = steps + 1; a tree verifies at most topk + (steps - 1) x topk^2 + 1
     assert ids == {"k1-t4-d4", "k3-t1", "k3-t4-d4", "k3-t4-d8"}  # k3 with draft 4 is the chain k3-t1
     assert {c.config_id for c, _ in plan.infeasible} == {"k1-t1-d4", "k1-t1-d8", "k3-t1-d8", "k1-t4-d8"}
 

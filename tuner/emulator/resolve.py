@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_utils import sglang_adaptive as adaptive_schema
+from sglang_utils.sglang_spec import max_tree_draft_tokens
 
 from . import faults as faults_mod
 from . import multinode, versions
@@ -83,7 +84,7 @@ class ResolvedArgs:
     topk: int = 1
     num_draft_tokens: int = 1
     draft_tokens_adjusted: bool = False
-    draft_tokens_inconsistent: bool = False  # topk > 1 and draft tokens > steps*topk + 1 (sglang issue #5160)
+    draft_tokens_inconsistent: bool = False  # topk > 1, more draft tokens than the tree holds (sglang issue #5160)
     adaptive: AdaptiveSetup | None = None
     launch_argv: list[str] = field(default_factory=list)
     noise_seed: int | None = None
@@ -249,7 +250,7 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
         _note(facts, notes, "WARNING", "topk", MSG_TOPK_ADJUST)
     if v["speculative_num_draft_tokens"] is None:
         v["speculative_num_draft_tokens"] = steps * topk + 1
-    if topk > 1 and v["speculative_num_draft_tokens"] > steps * topk + 1:
+    if topk > 1 and v["speculative_num_draft_tokens"] > max_tree_draft_tokens(steps, topk):
         # No server-side check exists; the run fails later (sglang issue #5160).
         res.draft_tokens_inconsistent = True
 

@@ -259,8 +259,8 @@ def plan_configs(
 
     Combinations the deploy play would refuse are set aside with the play's own reason instead of
     deployed: the rule is plugins/module_utils/sglang_spec.py's `spec_settings`, the one the play
-    validates spec_* with (a chain verifies steps + 1 tokens; a tree at most steps x topk + 1 and
-    needs explicit draft tokens). `play_vars` are the user's -e values, for the limits and draft
+    validates spec_* with (a chain verifies steps + 1 tokens; a tree at most
+    topk + (steps - 1) x topk^2 + 1 and needs explicit draft tokens). `play_vars` are the user's -e values, for the limits and draft
     model path the play would see.
     """
     pv = play_vars or {}
