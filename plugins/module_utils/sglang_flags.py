@@ -228,8 +228,11 @@ def node_settings(
         elif port is not None:
             host = str(head_address).strip()
             addr = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-    elif not re.match(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$", addr):
-        errors.append(f"sglang_server_dist_init_addr must be HOST:PORT; got {fmt(dist_init_addr)}")
+    else:
+        m = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$", addr)
+        if not m or not 1 <= int(m.group(2)) <= 65535:
+            # a port past 65535 got as far as the rendezvous, after every host had changed
+            errors.append(f"sglang_server_dist_init_addr must be HOST:PORT, a port 1-65535; got {fmt(dist_init_addr)}")
     rank = members.index(hostname)
     out.update(nnodes=len(members), node_rank=rank, dist_init_addr=addr, is_head=rank == 0)
     return out

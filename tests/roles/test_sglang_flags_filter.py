@@ -185,6 +185,11 @@ def test_node_settings_ipv6_head_and_explicit_address():
         == "head.example:6000"
     )
     assert "HOST:PORT" in sglang_flags.node_settings("b", "g", ["a", "b"], "", 5000, "head")["errors"][0]
+    # a port past 65535 reached the rendezvous (tcp://head:99999) after every host had changed
+    for bad in ("head:99999", "head:0", "[fd00::1]:70000"):
+        errors = sglang_flags.node_settings("b", "g", ["a", "b"], "", 5000, bad)["errors"]
+        assert errors and "a port 1-65535" in errors[0], bad
+    assert sglang_flags.node_settings("b", "g", ["a", "b"], "", 5000, "head:65535")["errors"] == []
 
 
 def test_node_settings_errors_name_the_variable():
