@@ -467,3 +467,38 @@ def test_the_plot_marks_a_cell_the_report_does_not_compare(tmp_path, monkeypatch
     marked = [ln for ln in ax.get_lines() if ln.get_marker() == "x"]
     assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in marked] == [([4], [260.0])]
     assert "not compared" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_a_level_with_one_configuration_that_competes_claims_no_win_beyond_noise():
+    """k2 faster but wrong (the correctness gate failed it), k1 the only one left: the level's
+    verdict names what was left out instead of 'only configuration measured', and a one-level
+    recommendation says k1 is the highest among those that compete, not the highest measured."""
+    from tuner.data.records import DeployRecord, SweepState, VerifyRecord
+
+    k1, k2 = SpecConfig(1), SpecConfig(2)
+    recs: list = [DeployRecord(config=k, host="h", capacity={"max_total_num_tokens": 1000}) for k in (k1, k2)]
+    for k, tput in ((k1, 100.0), (k2, 120.0)):
+        m = LevelMetrics(
+            concurrency=1,
+            requests=8,
+            requests_ok=8,
+            output_tok_s=tput,
+            output_tok_s_ci_low=tput * 0.99,
+            output_tok_s_ci_high=tput * 1.01,
+            samples=8,
+            status="ok",
+        )
+        recs.append(LevelRecord(config=k, concurrency=1, repeat=1, metrics=m))
+    recs += [VerifyRecord(config=k2, host="h", passed=False, reasons=["outputs differ"])]
+    state = SweepState.fold(recs)
+    stats = analysis.aggregate(state.levels())
+    analysis.mark_outcomes(stats, state)
+    choice = analysis.by_concurrency(stats, [1])[1]
+    assert choice.chosen.config_id == "k1-t1" and choice.runner_up is None
+    assert (
+        choice.verdict
+        == "the only configuration that competes (k2-t1: failed the correctness gate (the notes say why))"
+    )
+    rec = analysis.recommend(stats, [1], [1])
+    assert rec.reason.startswith("highest aggregate throughput among those that compete at concurrency 1: 100.0 tok/s")
+    assert "k2-t1: failed the correctness gate" in rec.reason and "beyond noise" not in rec.reason

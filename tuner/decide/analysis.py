@@ -319,6 +319,10 @@ class LevelChoice:
     @property
     def verdict(self) -> str:
         if self.runner_up is None:
+            # nothing to be beyond the noise of: say so, and what was measured but left out
+            if self.excluded:
+                left = "; ".join(f"{cid}: {why}" for cid, why in sorted(self.excluded.items()))
+                return f"the only configuration that competes ({left})"
             return "only configuration measured"
         if not self.tied:
             return f"beats {self.runner_up.config_id} beyond noise"
@@ -552,8 +556,9 @@ def recommend(
             why = missing.get(tlevels[0], "nothing was measured")
             return Recommendation(None, None, f"at concurrency {tlevels[0]}: {why}", workload)
         c, highest = choice.chosen, choice.best
+        among = " among those that compete" if choice.excluded else ""
         reason = (
-            f"highest aggregate throughput at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
+            f"highest aggregate throughput{among} at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
             if c is highest
             else f"at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}, "
             f"{(highest.mean - c.mean) / highest.mean * 100:.1f}% below the highest ({highest.config_id}, {highest.mean:.1f} tok/s)"
@@ -562,6 +567,8 @@ def recommend(
             reason += f" ({choice.verdict})"
         elif choice.runner_up is not None and choice.margin_pct is not None:
             reason += f", {choice.margin_pct:.1f}% above {choice.runner_up.config_id}, beyond noise"
+        elif choice.excluded:
+            reason += f" ({choice.verdict})"
         return Recommendation(c, 1.0, reason, workload, {c.config_id: 1.0}, tied_with=choice.tied_with)
     scored_levels = [c for c in tlevels if c in per_level]
     if not scored_levels:

@@ -270,11 +270,12 @@ def who_wins(row: Mapping[str, PointStats], drafts: Mapping[int, float], rivals:
     ranked = sorted(distinct.values(), key=lambda kp: -kp[1].mean)
     key, best = ranked[0]
     tied = [kp for kp in ranked[1:] if not best.beats(kp[1])]
-    head = (
-        f"{_name(key, best)} wins beyond noise"
-        if not tied
-        else f"{_name(key, best)} is fastest, tied within noise with " + ", ".join(_name(k, p) for k, p in tied)
-    )
+    if len(ranked) == 1:  # nothing to win against: not "beyond noise" (a `bench --out` of one server)
+        head = f"{_name(key, best)} is the only configuration here that competes"
+    elif not tied:
+        head = f"{_name(key, best)} wins beyond noise"
+    else:
+        head = f"{_name(key, best)} is fastest, tied within noise with " + ", ".join(_name(k, p) for k, p in tied)
     out = f"{head} ({best.mean:.0f} tok/s): it {describe_cell(best, drafts)}"
     if len(ranked) > 1:
         k2, second = (tied or ranked[1:])[0]
@@ -296,7 +297,8 @@ def summary_lines(env: Envelope) -> list[str]:
             return None
         _, p = max(cells, key=lambda kp: kp[1].mean)
         others = [q for _, q in cells if q.config_id != p.config_id]
-        return kind_of(p.config) if all(p.beats(q) for q in others) else None
+        # alone at a level it wins nothing beyond the noise (only the baseline measured, say)
+        return kind_of(p.config) if others and all(p.beats(q) for q in others) else None
 
     nospec = [c for c in levels if best_key(c) == "no_speculation"]
     if nospec:
