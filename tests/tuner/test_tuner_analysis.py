@@ -502,3 +502,13 @@ def test_a_level_with_one_configuration_that_competes_claims_no_win_beyond_noise
     rec = analysis.recommend(stats, [1], [1])
     assert rec.reason.startswith("highest aggregate throughput among those that compete at concurrency 1: 100.0 tok/s")
     assert "k2-t1: failed the correctness gate" in rec.reason and "beyond noise" not in rec.reason
+
+
+def test_the_highest_score_is_not_called_the_cheaper_when_a_cheaper_tied_one_was_left_out():
+    """k2 wins C=1 beyond noise and ties k1 at C=4: k1 (more KV capacity, fewer steps) is left out as
+    dominated, and k2 is taken for the highest score; the reason said '(also the cheaper setting)'."""
+    cap = {"k1-t1": 300000, "k2-t1": 290000}
+    rows = [ci_row(1, 1, 100.0, 1.0), ci_row(1, 4, 300.0, 16.0), ci_row(2, 1, 103.0, 1.0), ci_row(2, 4, 300.0, 16.0)]
+    mix = analysis.recommend(analysis.aggregate(rows, capacity=cap), [1, 4], None)
+    assert mix.chosen.config_id == "k2-t1" and "k1-t1 left out" in mix.reason, mix.reason
+    assert "also the cheaper setting" not in mix.reason and "(the cheaper k1-t1 left out)" in mix.reason

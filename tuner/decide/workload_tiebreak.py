@@ -90,12 +90,17 @@ def tie_words(
         text += f" ({', '.join(out)} left out: beaten beyond noise at a level by another tied one, winning none)"
     if chosen == best:
         first = levels[0]
-        cheaper = [cid for cid in kept if cells[cid][first].tie_key < cells[chosen][first].tie_key]
-        return (
-            text
-            + ", the highest score taken"
-            + (" (no cheaper one within 1% of it or winning a level)" if cheaper else " (also the cheaper setting)")
-        )
+
+        def cheaper(among: Sequence[str]) -> list[str]:
+            return [cid for cid in among if cells[cid][first].tie_key < cells[chosen][first].tie_key]
+
+        if cheaper(kept):
+            why = " (no cheaper one within 1% of it or winning a level)"
+        elif cheaper(out):  # a cheaper tied one left out as dominated: the chosen one is not the cheaper
+            why = f" (the cheaper {', '.join(cheaper(out))} left out)"
+        else:
+            why = " (also the cheaper setting)"
+        return text + ", the highest score taken" + why
     text += ", so the tie-break (more KV capacity, then fewer steps) chose it"
     if scores[chosen] >= scores[best] * (1.0 - min_rel):
         return text + f", within {min_rel:.0%} of the highest"
