@@ -348,3 +348,25 @@ def test_an_open_capacity_band_is_strict_json_and_said_in_words(tmp_path):
     assert "max_total_num_tokens 0 (at most 1,200)" in text and "inf" not in text.lower().replace("info", "")
     words = misfit_text(Misfit(SpecConfig(5), "max_total_num_tokens", None, pool, 1500.0))
     assert "outside its predicted interval at most 1,200" in words and "inf" not in words
+
+
+def test_deploy_best_names_what_it_deployed_when_the_report_recommends_another(tmp_path):
+    """`report DIR --target-concurrency 1` may recommend k2 where the sweep deployed its own pick,
+    k1, with --deploy-best: the report said 'Deployed the recommendation', naming k2 by implication."""
+    from tuner.present import report
+    from tuner.present.summary import summarize
+
+    st = Store(tmp_path)
+    for k, vals in ((1, ((1, 150.0), (4, 700.0))), (2, ((1, 200.0), (4, 500.0)))):
+        st.append(deploy(k))
+        for c, v in vals:
+            st.append(level(k, c, v))
+    st.append({**deploy(1), "type": "deploy_best", "verified": True})
+    state = SweepState.fold(read_records(tmp_path / "records.jsonl"))
+    spec = SweepSpec(workload=WORKLOAD, steps=(1, 2))
+    at1 = summarize(state, spec, [1])
+    assert at1.recommendation.chosen is not None and at1.recommendation.chosen.config_id == "k2-t1"
+    text = report.render(at1)
+    assert "Deployed the sweep's recommendation at the time (k1-t1) at the end (`--deploy-best`) on h1: ok." in text
+    both = report.render(summarize(state, spec, [4]))
+    assert "Deployed the recommendation at the end (`--deploy-best`) on h1: ok." in both

@@ -188,7 +188,16 @@ def _recommendation(s: Summary) -> list[str]:
         outcomes = [
             f"on {host}: {r.status}" + (f", {r.reason}" if r.reason else "") for host, r in sorted(best.items())
         ]
-        lines.append("Deployed the recommendation at the end (`--deploy-best`) " + "; ".join(outcomes) + ".")
+        deployed = sorted({r.config.config_id for r in best.values()})
+        chosen = s.recommendation.chosen.config_id if s.recommendation and s.recommendation.chosen else None
+        # `report DIR --target-concurrency/--slo` may recommend another configuration than the
+        # sweep's run did: name what was deployed
+        what = (
+            "the recommendation"
+            if deployed == [chosen]
+            else f"the sweep's recommendation at the time ({', '.join(deployed)})"
+        )
+        lines.append(f"Deployed {what} at the end (`--deploy-best`) " + "; ".join(outcomes) + ".")
         lines.append("")
     return lines
 
