@@ -370,3 +370,37 @@ def test_deploy_best_names_what_it_deployed_when_the_report_recommends_another(t
     assert "Deployed the sweep's recommendation at the time (k1-t1) at the end (`--deploy-best`) on h1: ok." in text
     both = report.render(summarize(state, spec, [4]))
     assert "Deployed the recommendation at the end (`--deploy-best`) on h1: ok." in both
+
+
+def test_a_sweep_where_every_deploy_failed_links_no_plot_and_says_nothing_was_measured(tmp_path):
+    st = Store(tmp_path)
+    for k in (1, 2, 3):
+        st.append(deploy(k, status="failed", reason="KV cache pool is empty"))
+    written = outputs.write_all(st, SweepSpec(workload=WORKLOAD, steps=(1, 2, 3)))
+    assert not (tmp_path / "throughput_vs_steps.png").exists(), written
+    text = (tmp_path / "report.md").read_text()
+    assert "![throughput vs steps]" not in text and "No plot: no configuration started." in text
+    assert "covering ." not in text and "Nothing was measured: no cell has an interval" in text
+
+
+def test_several_temperatures_the_notes_speak_for_each(tmp_path):
+    """Temperatures 0 and 0.7: the precision note took the first temperature's cells only (its
+    'worst' beside a wider cell at 0.7 in the same report), and the 'deepest swept' note read
+    temperature 0's picks for both."""
+    st = Store(tmp_path)
+    wl = WorkloadSpec(concurrency=(1, 4), temperature=(0.0, 0.7), input_len=8, output_len=16, repeats=1)
+    for k in (1, 2):
+        st.append(deploy(k))
+    cells = {(1, 0.0): (100, 200), (2, 0.0): (120, 260), (1, 0.7): (110, 240), (2, 0.7): (90, 180)}
+    for (k, t), vals in cells.items():
+        for c, v in zip((1, 4), vals, strict=True):
+            rec = level(k, c, float(v))
+            rec["temperature"] = t
+            half = 0.01 if t == 0.0 else 0.05
+            rec["metrics"].update(output_tok_s_ci_low=v * (1 - half), output_tok_s_ci_high=v * (1 + half), samples=40)
+            st.append(rec)
+    outputs.write_all(st, SweepSpec(workload=wl, steps=(1, 2)))
+    text = (tmp_path / "report.md").read_text()
+    assert "worst +-5.0%" in text, text
+    assert "At concurrency 1, 4 (temperature 0) the best setting is the deepest swept (spec_steps 2)" in text
+    assert "(temperature 0.7) the best setting is the deepest" not in text

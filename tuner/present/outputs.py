@@ -42,7 +42,7 @@ def write_all(
 def write_plot(out: Path, s: Summary) -> Path | None:
     from .plots import CapacityPoint, plot_throughput  # matplotlib: imported only when a plot is drawn
 
-    if not s.stats and not s.state.deploys:
+    if not report_mod.draws_plot(s):
         return None
     return plot_throughput(
         Path(out) / PLOT,

@@ -250,8 +250,15 @@ def _envelope(v: Any) -> list[str]:
     return out
 
 
+def draws_plot(s: Summary) -> bool:
+    """Whether the sweep has anything for throughput_vs_steps.png (outputs.write_plot draws it
+    only then, and the report links it only then: every deploy failed, no picture)."""
+    return bool(s.stats or s.state.deploys)
+
+
 def _results(s: Summary) -> list[str]:
-    lines = ["## Throughput against steps", "", f"![throughput vs steps]({PLOT})", ""]
+    picture = f"![throughput vs steps]({PLOT})" if draws_plot(s) else "No plot: no configuration started."
+    lines = ["## Throughput against steps", "", picture, ""]
     lines += ["## Results (every cell, with its 95% interval)", ""]
     rows = []
     many = len(s.views) > 1

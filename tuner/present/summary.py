@@ -61,7 +61,13 @@ class Summary:
 
     @property
     def noise(self) -> dict[str, Any]:
-        out = noise_summary(self.stats)
+        # every temperature's cells: the first temperature's alone spoke for a sweep of several
+        stats = (
+            self.stats
+            if len(self.views) <= 1
+            else {(f"{cid}@T{t:g}", c): p for t, v in self.views.items() for (cid, c), p in v.stats.items()}
+        )
+        out = noise_summary(stats)
         out["confirm"] = dict(confirm.cost(self.state, self.spec.repeat_deploys))
         return out
 
@@ -272,26 +278,11 @@ def notes_for(s: Summary) -> list[str]:
             f"Cross-checks: {len(s.checks.warnings)} disagreement(s) above 1% between the client's, the "
             "server's and /metrics' counts (see \"Cross-checks\")."
         )
-    swept = sorted({p.spec_steps for p in s.stats.values()})
-    if len(swept) > 1:
-        deepest = swept[-1]
-        planned = list(s.spec.steps) if s.spec.command == "sweep" else []
-        at_edge = [c for c, ch in s.choices.items() if ch.chosen.spec_steps == deepest]
-        early = any(r.kind == "early_stop" for r in s.state.skipped.values())
-        if at_edge and not early:
-            levels_txt = ", ".join(map(str, at_edge))
-            if planned and deepest < max(planned):
-                notes.append(
-                    f"At concurrency {levels_txt} the best setting is the deepest one measured "
-                    f"(spec_steps {deepest}); the deeper ones planned did not come up or were "
-                    "skipped (see above)."
-                )
-            else:
-                notes.append(
-                    f"At concurrency {levels_txt} the best setting is the deepest swept "
-                    f"(spec_steps {deepest}); deeper settings were not measured and may be "
-                    "faster still (widen --steps to find out)."
-                )
+    if s.views:
+        for t, view in s.views.items():
+            notes += _deepest_note(s, view.stats, view.choices, t if len(s.views) > 1 else None)
+    else:
+        notes += _deepest_note(s, s.stats, s.choices, None)
     w = s.spec.workload
     if s.temperatures and max(s.temperatures) == 0:
         notes.append(
@@ -326,6 +317,37 @@ def _remeasured(s: Summary, lost: Any) -> bool:
     )
 
 
+def _deepest_note(
+    s: Summary,
+    stats: Mapping[tuple[str, int], PointStats],
+    choices: Mapping[int, LevelChoice],
+    temperature: float | None,
+) -> list[str]:
+    """The note that the best setting sits at the deepest depth measured at some levels (of one
+    temperature's choices, named where the sweep has several)."""
+    swept = sorted({p.spec_steps for p in stats.values()})
+    if len(swept) < 2:
+        return []
+    deepest = swept[-1]
+    planned = list(s.spec.steps) if s.spec.command == "sweep" else []
+    at_edge = [c for c, ch in choices.items() if ch.chosen.spec_steps == deepest]
+    early = any(r.kind == "early_stop" for r in s.state.skipped.values())
+    if not at_edge or early:
+        return []
+    levels_txt = ", ".join(map(str, at_edge)) + ("" if temperature is None else f" (temperature {temperature:g})")
+    if planned and deepest < max(planned):
+        return [
+            f"At concurrency {levels_txt} the best setting is the deepest one measured "
+            f"(spec_steps {deepest}); the deeper ones planned did not come up or were "
+            "skipped (see above)."
+        ]
+    return [
+        f"At concurrency {levels_txt} the best setting is the deepest swept "
+        f"(spec_steps {deepest}); deeper settings were not measured and may be "
+        "faster still (widen --steps to find out)."
+    ]
+
+
 def noise_note(s: Summary) -> str:
     """What the intervals cover, in words (docs/tuner.md "Statistics")."""
     n = s.noise
@@ -336,6 +358,8 @@ def noise_note(s: Summary) -> str:
         "deployments": "restart-to-restart noise, measured by redeploys and pooled over configurations",
         "none": "nothing: no interval was measured, a +-1% floor stands in",
     }
+    if not n["cells"]:
+        return "Nothing was measured: no cell has an interval, and no verdict is made."
     text = "Every cell carries a 95% interval of its aggregate tok/s covering " + "; ".join(
         cover.get(k, k) for k in kinds
     )
