@@ -76,3 +76,14 @@ def test_report_lists_every_skip_with_its_prediction():
     assert {x["config_id"] for x in rec["skipped"]} == set(st.skipped)
     assert all(x["prediction"]["levels"] for x in rec["skipped"])
     assert any("did not deploy" in n and "--resume --search grid" in n for n in s.notes)
+
+
+def test_an_interrupted_search_counts_the_plan_not_what_the_records_reached():
+    """Steps 1-8 with only the first deployments recorded: 'deployed 2 of 8 planned', not '2 of 2'."""
+    st, _ = run_search(bent_machine(), range(1, 9))
+    first_two = [cid for cid in st.order if cid in st.deploys][:2]
+    recs = [r for r in st.records if getattr(r, "config_id", None) in first_two and r.TYPE in ("deploy", "level")]
+    part = SweepState.fold([r.to_json() for r in recs])
+    s = summarize(part, SPEC)
+    assert s.search is not None and s.search.planned == 8
+    assert "deployed 2 of 8 planned" in report.render(s)

@@ -15,6 +15,7 @@ from ..data.prediction import Band, Prediction
 from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
 from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model
+from ..spec.configs import plan_configs
 from ..spec.sweepspec import SweepSpec
 
 
@@ -115,7 +116,14 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
         model = fit_model(state, spec.workload).describe()
     return SearchSummary(
         mode=spec.search,
-        planned=sum(1 for cid in state.order if not (cid in state.skipped and state.skipped[cid].kind == "infeasible")),
+        # the plan's, not only those the records reached: an interrupted sweep said "2 of 2 planned"
+        planned=len(
+            {
+                c.config_id
+                for c in plan_configs(spec.steps, spec.topk, spec.draft_tokens, spec.algorithm, spec.extra_vars).configs
+            }
+            | {cid for cid in state.order if not (cid in state.skipped and state.skipped[cid].kind == "infeasible")}
+        ),
         deployed=deployed,
         checked=checked,
         skipped=skipped,
