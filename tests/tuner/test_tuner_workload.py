@@ -153,12 +153,25 @@ def test_goodput_counts_the_requests_within_every_limit():
         e2e_ms=[1000.0, 1500.0, 2000.0, 200.0],
         output_tokens=[100, 100, 100, 1],
     )
-    res = evaluate(parse_slo("ttft_p99_ms=500,tpot_p99_ms=50"), [(s, 301.0)])
+    res = evaluate(parse_slo("ttft_p99_ms=500,tpot_p99_ms=50"), [(s, 301.0, 0)])
     # requests 1 and 4 meet both limits: 101 of 301 tokens
     assert res.goodput_tok_s == pytest.approx(101.0) and res.attainment == 0.5 and res.requests == 4
     assert res.meets is False and res.observed["ttft_p99_ms"] > 500
-    ok = evaluate(parse_slo("ttft_p50_ms=500"), [(s, 301.0)])
+    ok = evaluate(parse_slo("ttft_p50_ms=500"), [(s, 301.0, 0)])
     assert ok.meets is True and ok.observed["ttft_p50_ms"] == pytest.approx(175.0)
+
+
+def test_failed_requests_meet_no_limit():
+    """A partial level: 1 request answered within the limit, 3 failed (HTTP 500). Attainment is
+    over the requests sent (it read 100% of 1), and a p50 the failed share reaches is not met."""
+    s = LevelSamples(ttft_ms=[100.0], tpot_ms=[10.0], e2e_ms=[1000.0], output_tokens=[100])
+    res = evaluate(parse_slo("ttft_p50_ms=500"), [(s, 100.0, 3)])
+    assert res.attainment == 0.25 and res.requests == 4 and res.meets is False
+    # one failure in 100 requests still meets a p50, not a p99
+    many = LevelSamples(ttft_ms=[100.0] * 99, tpot_ms=[10.0] * 99, e2e_ms=[1000.0] * 99, output_tokens=[100] * 99)
+    assert evaluate(parse_slo("ttft_p50_ms=500"), [(many, 100.0, 1)]).meets is True
+    worst = evaluate(parse_slo("ttft_p99_ms=500"), [(many, 100.0, 2)])
+    assert worst.meets is False and worst.attainment == pytest.approx(99 / 101)
 
 
 def test_a_tpot_limit_is_judged_on_the_percentile_the_cell_publishes():
@@ -172,7 +185,7 @@ def test_a_tpot_limit_is_judged_on_the_percentile_the_cell_publishes():
         output_tokens=[1] + [100] * 9,
     )
     published = percentile([v for v in tpots if v is not None], 50)
-    res = evaluate(parse_slo("tpot_p50_ms=47"), [(s, 901.0)])
+    res = evaluate(parse_slo("tpot_p50_ms=47"), [(s, 901.0, 0)])
     from tuner.measure.stats import readable
 
     assert readable(9.5691) == "9.57" and readable(1657.9) == "1,658"  # a 9.57 ms is not shown as 10
@@ -180,7 +193,7 @@ def test_a_tpot_limit_is_judged_on_the_percentile_the_cell_publishes():
     assert res.meets is False
     # every answer one token long: no inter-token time at all, the limit is met
     ones = LevelSamples(ttft_ms=[50.0] * 3, tpot_ms=[None] * 3, e2e_ms=[50.0] * 3, output_tokens=[1] * 3)
-    assert evaluate(parse_slo("tpot_p50_ms=47"), [(ones, 60.0)]).meets is True
+    assert evaluate(parse_slo("tpot_p50_ms=47"), [(ones, 60.0, 0)]).meets is True
 
 
 def _sweep(tmp_path, *args):

@@ -121,7 +121,7 @@ def level_row(m: Measured, slo: Slo | None = None) -> dict[str, Any]:
         "error": "; ".join(f"{n}x {k}" for k, n in errors.items()) or None,
     }
     if slo is not None and lv.samples is not None:
-        res = evaluate(slo, [(lv.samples, lv.metrics.output_tok_s)])
+        res = evaluate(slo, [(lv.samples, lv.metrics.output_tok_s, lv.metrics.requests_failed)])
         if res is not None:
             row.update(goodput_tok_s=res.goodput_tok_s, slo_attainment=res.attainment, meets_slo=res.meets)
     return row

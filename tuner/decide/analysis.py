@@ -282,7 +282,14 @@ def apply_slo(stats: Mapping[tuple[str, int], PointStats], slo: Slo | None) -> N
         if slo is None:
             p.slo = None
             continue
-        p.slo = evaluate(slo, [(lv.samples, lv.metrics.output_tok_s) for lv in p.used if lv.samples is not None])
+        p.slo = evaluate(
+            slo,
+            [
+                (lv.samples, lv.metrics.output_tok_s, lv.metrics.requests_failed)
+                for lv in p.used
+                if lv.samples is not None
+            ],
+        )
 
 
 def tolerance(a: PointStats, b: PointStats, min_rel: float = MIN_REL_TOL) -> float:

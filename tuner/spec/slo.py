@@ -103,20 +103,24 @@ def _values(s: LevelSamples, metric: str) -> list[float | None]:
 class SloResult:
     meets: bool
     goodput_tok_s: float
-    attainment: float  # share of successful requests that met every limit
+    attainment: float  # share of the requests sent that met every limit (a failed one met none)
     observed: dict[str, float | None]  # key -> the cell's percentile
     requests: int
 
 
-def evaluate(slo: Slo, levels: Sequence[tuple[LevelSamples | None, float | None]]) -> SloResult | None:
-    """One cell: its levels' samples with their aggregate output tok/s. None when no samples were
-    kept."""
-    kept = [(s, w) for s, w in levels if s is not None and s.ttft_ms]
+def evaluate(slo: Slo, levels: Sequence[tuple[LevelSamples | None, float | None, int]]) -> SloResult | None:
+    """One cell: its levels' samples with their aggregate output tok/s and how many of their
+    requests failed (the samples hold the successful ones only). A failed request meets no limit:
+    it counts against the attainment (DistServe's, over every request; SGLang's bench_serving
+    `calculate_goodput` counts a request only if it succeeded), and a percentile the failed share
+    reaches is not met. None when no samples were kept."""
+    kept = [(s, w, f) for s, w, f in levels if s is not None and s.ttft_ms]
     if not kept:
         return None
     goodputs: list[float] = []
     good = total = 0
-    for s, tput in kept:
+    lost = sum(max(0, f) for _, _, f in kept)
+    for s, tput, _failed in kept:
         tokens = 0
         # no inter-token interval (a one-token answer): TPOT 0, as SGLang counts it
         series = [(lim.limit_ms, [0.0 if v is None else v for v in _values(s, lim.metric)]) for lim in slo.limits]
@@ -134,13 +138,16 @@ def evaluate(slo: Slo, levels: Sequence[tuple[LevelSamples | None, float | None]
         # the percentile the cell publishes (tpot_ms_pNN: one-token answers have no TPOT and are
         # left out, as SGLang's bench_serving leaves them out of its TPOT percentiles); their TPOT
         # counts as 0 only in the per-request goodput test above, as SGLang's `all_tpots` does
-        pooled = [v for s, _ in kept for v in _values(s, lim.metric) if v is not None]
-        if not pooled and any(_values(s, lim.metric) for s, _ in kept):
+        pooled = [v for s, _, _ in kept for v in _values(s, lim.metric) if v is not None]
+        if not pooled and any(_values(s, lim.metric) for s, _, _ in kept):
             pooled = [0.0]  # every answer one token long: no inter-token time at all
         val = percentile(pooled, lim.percentile)
         observed[lim.key] = val
         if val is None or val > lim.limit_ms:
             meets = False
+        if lost and lost / (total + lost) > (100.0 - lim.percentile) / 100.0:
+            meets = False  # the percentile falls on a failed request: past every limit
+    total += lost
     return SloResult(
         meets=meets,
         goodput_tok_s=sum(goodputs) / len(goodputs),
