@@ -559,7 +559,15 @@ def render(p: Profile, grid, http: dict[tuple[int, int], dict[str, float]], elap
             + " | ".join(cells)
             + " |"
         )
-    lines += ["", f"Result: **{'ALL PASS' if ok_all else 'SOME FAIL'}** (table computed in {elapsed:.0f} s).", ""]
+    rule = (
+        f"every seed cell within {TOLERANCE:.0%} (simulated and over HTTP), the capacity lines equal, and the best "
+        "of steps 1-4 at each concurrency the seed's"
+    )
+    lines += [
+        "",
+        f"Result, by the rule ({rule}): **{'ALL PASS' if ok_all else 'SOME FAIL'}** (table computed in {elapsed:.0f} s).",
+        "",
+    ]
     return "\n".join(lines), ok_all
 
 

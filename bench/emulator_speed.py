@@ -275,7 +275,8 @@ def main() -> int:
         f"Tokens: every run emitted {REQUESTS} x {OUTPUT_LEN} = {REQUESTS * OUTPUT_LEN} tokens "
         "(server counter: " + ", ".join(f"{int(r['emitted'])}" for r in rows) + ").",
         "",
-        f"Result: **{'PASS' if ok else 'FAIL'}**.",
+        f"Result, by the rule (every run's emitted tokens per second within {TOLERANCE:.0%} of the profile's "
+        f"prediction and all {REQUESTS} requests done): **{'PASS' if ok else 'FAIL'}**.",
         "",
     ]
     text = "\n".join(lines)

@@ -60,6 +60,7 @@ from search_replay import replay, share_text  # noqa: E402
 
 from tuner.data.store import Store  # noqa: E402
 from tuner.decide import analysis  # noqa: E402
+from tuner.present.summary import summarize  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}
@@ -224,9 +225,19 @@ def machine_names(ap: argparse.ArgumentParser, text: str) -> list[str]:
 def read_run(out: Path, search: str, wall: float | None = None) -> Run:
     """A sweep's outcome from its output directory (a fresh one, or one kept by an earlier run:
     then its wall time is its records' first to last time stamp)."""
-    state = Store(out).state()
+    store = Store(out)
+    state = store.state()
     stats = analysis.aggregate(state.levels())
     rec = json.loads((out / "recommendation.json").read_text())
+    # each level's pick as today's tuner makes it from the kept records (`python -m tuner report`):
+    # a sweep kept from before a change of the choice's rule (the tie-break of 2026-12-02 17:51)
+    # is judged by the rule the tool applies now, not by the words its run wrote then
+    spec = store.read_spec()
+    by_level = (
+        {c: ch.chosen.config_id for c, ch in summarize(state, spec).choices.items()}
+        if spec is not None
+        else {int(c): v["config_id"] for c, v in rec["by_concurrency"].items()}
+    )
     search_block = rec.get("search") or {}
     checked = search_block.get("predicted_vs_measured") or []
     if wall is None:
@@ -236,17 +247,22 @@ def read_run(out: Path, search: str, wall: float | None = None) -> Run:
         wall_s=wall,
         deployments=sum(1 for r in state.records if r.TYPE == "deploy"),
         skipped=sum(1 for r in state.skipped.values() if r.kind != "infeasible"),
-        by_level={int(c): v["config_id"] for c, v in rec["by_concurrency"].items()},
+        by_level=by_level,
         means={key: p.mean for key, p in stats.items()},
         inside=(sum(1 for c in checked if c["inside"]), len(checked)) if search == "model" else None,
         misfits=[
             f"{m['config_id']} {m['what']}: measured {m['measured']:,.0f}, predicted {m['predicted']['mean']:,.0f} "
-            f"({m['predicted']['lo']:,.0f}-{m['predicted']['hi']:,.0f})"
+            f"({_end(m['predicted']['lo'])}-{_end(m['predicted']['hi'])})"
             for m in search_block.get("misfits") or []
         ],
         out=out,
         clock=json.loads((out / CLOCK).read_text()) if (out / CLOCK).exists() else None,
     )
+
+
+def _end(x: float | None) -> str:
+    """An interval's end as kept: null where the capacity fit left it open."""
+    return "open" if x is None else f"{x:,.0f}"
 
 
 def _rel(p: Path) -> str:
