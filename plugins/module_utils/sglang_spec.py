@@ -24,6 +24,10 @@ SPEC_ALGORITHMS = _releases.SPEC_ALGORITHMS
 # EAGLE3 and STANDALONE drafts are separate models; NEXTN/EAGLE on MTP checkpoints reuse the
 # target's own MTP layers (docs/reference/sglang.md §2.5).
 SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE", "DFLASH")
+# The algorithms whose draft tokens SGLang rewrites to steps + 1 when topk is 1: the rule sits in
+# server_args.py's `if self.speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE")` block (0.5.9
+# server_args.py:2443-2450, 0.5.23 speculative_hook.py:1253-1265; NEXTN is EAGLE by then)
+TOPK1_RULE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 
 def max_tree_draft_tokens(steps: int, topk: int) -> int:
@@ -134,7 +138,13 @@ def spec_settings(
             )
         return out
 
-    if n_topk == 1:
+    if n_topk == 1 and algo not in TOPK1_RULE_ALGORITHMS:
+        # NGRAM keeps the draft tokens it is given (its match window), DFLASH takes them as its
+        # block size, UNO as its linear width: SGLang's steps + 1 rewrite is the EAGLE block's only
+        if draft_given and (n_draft is None or n_draft < 2):
+            errors.append(f"spec_draft_tokens must be a whole number of at least 2; got {fmt(draft_tokens)}")
+        n_draft = n_draft if draft_given else int(n_steps) + 1
+    elif n_topk == 1:
         if draft_given and n_draft != n_steps + 1:
             errors.append(
                 f"spec_draft_tokens={n_draft} contradicts spec_steps={n_steps} with spec_topk=1: SGLang forces "

@@ -528,3 +528,16 @@ def test_dflash_needs_a_draft_model_before_any_host_changes():
     errors = sglang_spec.spec_settings(3, None, None, "DFLASH")["errors"]
     assert errors == ["spec_algorithm=DFLASH needs a draft model: set sglang_server_spec_draft_model_path"]
     assert sglang_spec.spec_settings(3, None, None, "DFLASH", draft_model_path="/m/d")["errors"] == []
+
+
+def test_the_topk_1_rewrite_is_the_eagle_familys_only():
+    """SGLang rewrites draft tokens to steps + 1 at topk 1 inside its EAGLE/EAGLE3/STANDALONE block
+    only: NGRAM keeps the draft tokens it is given (its default is its match window), so the role
+    must not call 8 a contradiction there; EAGLE3 still is."""
+    ngram = sglang_spec.spec_settings(3, None, 8, "NGRAM")
+    assert ngram["errors"] == [] and ngram["num_draft_tokens"] == 8
+    assert sglang_spec.spec_settings(3, None, None, "NGRAM")["num_draft_tokens"] == 4
+    assert "at least 2" in sglang_spec.spec_settings(3, None, 1, "NGRAM")["errors"][0]
+    eagle3 = sglang_spec.spec_settings(3, None, 8, "EAGLE3", draft_model_path="/m/d")["errors"]
+    assert eagle3 and "contradicts spec_steps=3 with spec_topk=1" in eagle3[0]
+    assert "contradicts" in sglang_spec.spec_settings(3, None, 8, "NEXTN")["errors"][0]
