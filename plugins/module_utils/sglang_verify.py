@@ -171,7 +171,8 @@ class StreamRow:
     `spec_verify_ct` of a chunk's `meta_info` grew. SGLang sends `spec_verify_ct` (and the
     acceptance histogram) on the finished chunk only (tokenizer_manager.py fills the speculative
     metrics `if state.finished`), so a real server's answer is one step; a server that sends the
-    counts on every chunk gives more. The text is cumulative, SGLang's default streaming."""
+    counts on every chunk gives more. The text and ids are cumulative in SGLang's default streaming;
+    under `--incremental-streaming-output` each chunk carries only its own, and they are joined."""
 
     def __init__(self, pid: str) -> None:
         self.pid = pid
@@ -186,10 +187,22 @@ class StreamRow:
         """Fold one chunk in; the server's error, when the chunk carries one (the caller raises)."""
         if "error" in chunk:
             return str(chunk["error"])[:160]
-        self.text = str(chunk.get("text") or self.text)
-        if isinstance(chunk.get("output_ids"), list):
-            self.ids = chunk["output_ids"]
         meta = chunk.get("meta_info") or {}
+        ct = meta.get("completion_tokens")
+        new_ids = chunk.get("output_ids")
+        incremental = False
+        if isinstance(new_ids, list):
+            # `--incremental-streaming-output` (0.5.10+; `--stream-output` in 0.5.9) sends each
+            # chunk's new ids only while completion_tokens stays cumulative (tokenizer_manager.py):
+            # the ids so far plus the chunk's add up to it; a cumulative chunk's alone do
+            have = len(self.ids or [])
+            incremental = bool(have) and isinstance(ct, int) and have + len(new_ids) == ct and len(new_ids) != ct
+            self.ids = [*(self.ids or []), *new_ids] if incremental else list(new_ids)
+        text = chunk.get("text")
+        if isinstance(text, str) and text:
+            # 0.5.12+ sends the new text with the new ids; 0.5.9 keeps the text cumulative
+            cumulative = not incremental or (text.startswith(self.text) and len(text) > len(self.text))
+            self.text = text if cumulative else self.text + text
         self.hist = accept_histogram(meta) or self.hist
         t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
         if isinstance(t, int) and v is None and meta.get("finish_reason") is not None:

@@ -562,3 +562,29 @@ def test_a_server_that_accepts_no_draft_fails_the_floor_however_short_its_answer
     # a healthy server's short answers stay well above it
     healthy = rules.gate_acceptance([{"completion_tokens": 12, "spec_verify_ct": 3} for _ in range(32)])
     assert rules.judge(_baseline(s, lg), {**_candidate(s, lg, accept=4.0), **healthy}, measured_accept=None)["passed"]
+
+
+def test_an_incremental_stream_is_joined_not_replaced():
+    """`--incremental-streaming-output` (0.5.12+: new text and ids per chunk) and 0.5.9's
+    `--stream-output` (new ids, cumulative text): completion_tokens stays cumulative. The gate kept
+    only the last chunk, so identical answers chunked differently (one token a chunk without
+    speculation, several with it) diverged at token 0."""
+    cum = [(["w1"], [1], 1), (["w1 w2 w3"], [1, 2, 3], 3), (["w1 w2 w3 w4"], [1, 2, 3, 4], 4)]
+    inc = [(["w1"], [1], 1), ([" w2 w3"], [2, 3], 3), ([" w4"], [4], 4)]
+    v059 = [(["w1"], [1], 1), (["w1 w2 w3"], [2, 3], 3), (["w1 w2 w3 w4"], [4], 4)]
+    rows = []
+    for chunks in (cum, inc, v059):
+        fold = rules.StreamRow("long:0")
+        for i, (text, ids, ct) in enumerate(chunks):
+            meta = {"completion_tokens": ct} | (
+                {"spec_verify_ct": 2, "finish_reason": {"type": "length"}} if i == 2 else {}
+            )
+            assert fold.add({"text": text[0], "output_ids": ids, "meta_info": meta}, float(i)) is None
+        rows.append(fold.row()[0])
+    for row in rows:
+        assert row["output_ids"] == [1, 2, 3, 4] and row["text"] == "w1 w2 w3 w4", row
+    # one token a chunk, incremental: the ids and text still add up
+    one = rules.StreamRow("long:1")
+    for i, w in enumerate(["a", " b", " c"], start=1):
+        one.add({"text": w, "output_ids": [i], "meta_info": {"completion_tokens": i}}, float(i))
+    assert one.row()[0]["output_ids"] == [1, 2, 3] and one.row()[0]["text"] == "a b c"
