@@ -131,6 +131,12 @@ def test_slo_parsing():
     ]
     assert slo.to_json() == {"ttft_p99_ms": 500.0, "tpot_p90_ms": 50.0, "e2e_p99_ms": 20000.0}
     assert parse_slo("") is None
+    # a percentile survives its round trip through sweep.json: `:g` wrote p99.99999 as p100 and
+    # p0.00001 as p1e-05, which the next read (`report`, `--resume`) refused
+    for text in ("ttft_p99.99999_ms=500", "tpot_p0.00001_ms=9", "e2e_p99.9_ms=100"):
+        first = parse_slo(text)
+        assert first is not None and parse_slo(",".join(f"{k}={v}" for k, v in first.to_json().items())) == first
+    assert parse_slo("ttft_p99.99999_ms=500").describe() == "TTFT p99.99999 <= 500 ms"
     for bad, what in [
         ("ttft_p99=5", "unknown key"),
         ("latency_p99_ms=5", "unknown key"),
@@ -140,6 +146,9 @@ def test_slo_parsing():
         ("ttft_p99_ms=abc", "not a number"),
         ("ttft_p99_ms", "KEY=MILLISECONDS"),
         ("ttft_p99_ms=1,ttft_p99_ms=2", "twice"),
+        # one limit written two ways: judged at 5 ms, then written back (and re-judged) at 600
+        ("ttft_p99.0_ms=5,ttft_p99_ms=600", "twice"),
+        ("ttft_p99.123456789012_ms=5", "at most 10 decimals"),
     ]:
         with pytest.raises(BadInput) as e:
             parse_slo(bad)

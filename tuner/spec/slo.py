@@ -40,7 +40,13 @@ class Limit:
 
     @property
     def key(self) -> str:
-        return f"{self.metric}_p{self.percentile:g}_ms"
+        return f"{self.metric}_p{pct_text(self.percentile)}_ms"
+
+
+def pct_text(pct: float) -> str:
+    """A percentile as written back (sweep.json, the report): exact, never rounded (`:g` wrote
+    99.99999 as 100, which the next read refused) nor in exponent form (1e-05 is no key)."""
+    return f"{pct:.10f}".rstrip("0").rstrip(".")
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,9 @@ class Slo:
         return parse_slo(",".join(f"{k}={v}" for k, v in d.items()))
 
     def describe(self) -> str:
-        return ", ".join(f"{lim.metric.upper()} p{lim.percentile:g} <= {lim.limit_ms:g} ms" for lim in self.limits)
+        return ", ".join(
+            f"{lim.metric.upper()} p{pct_text(lim.percentile)} <= {lim.limit_ms:g} ms" for lim in self.limits
+        )
 
 
 def parse_slo(text: Any, flag: str = "--slo") -> Slo | None:
@@ -80,14 +88,17 @@ def parse_slo(text: Any, flag: str = "--slo") -> Slo | None:
         pct = float(m.group("pct"))
         if not 0 < pct < 100:
             raise BadInput(flag, f"{key}: the percentile must be between 0 and 100")
+        if float(pct_text(pct)) != pct:
+            raise BadInput(flag, f"{key}: a percentile takes at most 10 decimals")
         limit = parse_float(flag, value.strip(), lo=None)
         if limit < 0:
             raise BadInput(flag, f"{key}={value.strip()}: a limit cannot be negative")
         if limit == 0:
             raise BadInput(flag, f"{key}={value.strip()}: a limit of 0 ms can never be met")
-        if key in limits:
-            raise BadInput(flag, f"{key} is given twice")
-        limits[key] = Limit(m.group("metric"), pct, limit)
+        lim = Limit(m.group("metric"), pct, limit)
+        if lim.key in limits:  # ttft_p99_ms and ttft_p99.0_ms are one limit
+            raise BadInput(flag, f"{key} is given twice ({lim.key})")
+        limits[lim.key] = lim
     return Slo(tuple(limits.values()))
 
 
