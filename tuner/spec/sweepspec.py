@@ -426,7 +426,11 @@ class SweepSpec:
         default=None,
         metadata=_opt("--inventory", None, "Ansible inventory (default: the project's inventory/emulator.yml)", None),
     )
-    limit: str | None = field(default=None, metadata=_opt("--limit", None, "Ansible host pattern to sweep on", None))
+    # not the sweep's identity: hosts may be added or left out on --resume (each host's machine is
+    # held fixed by its inventory digest in sweep.json)
+    limit: str | None = field(
+        default=None, metadata=_opt("--limit", None, "Ansible host pattern to sweep on", None, identity=False)
+    )
     extra_vars: Mapping[str, Any] = field(
         default_factory=dict,
         metadata=_opt(
