@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,22 @@ def test_a_play_stopped_from_outside_says_its_host_was_not_rolled_back(tmp_path)
     assert not res.ok
     assert res.reason.startswith("the deploy play ran past 4 s, stopped before its gate or rollback could finish")
     assert "local-a may be left on this configuration" in res.reason
+
+
+def test_a_deploy_timeout_under_a_second_still_stops_the_play(tmp_path):
+    """--deploy-timeout 0.5 passes the flag's check (above 0); int() made it 0, which ansible-runner
+    reads as no timeout at all (`if self.timeout:`), and the hung play ran on."""
+    d = Deployer(
+        inventory=FIXTURES / "local_inventory.yml",
+        out_dir=tmp_path / "out",
+        extravars={"hang_s": 30},
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+        timeout_s=0.5,
+    )
+    t0 = time.monotonic()
+    res = d.deploy(SpecConfig(3), "local-a")
+    assert not res.ok and "the deploy play ran past 0.5 s" in (res.reason or "")
+    assert time.monotonic() - t0 < 25
 
 
 def test_extra_vars_never_reach_the_plays_command_line(tmp_path, monkeypatch):

@@ -25,6 +25,7 @@ How (docs/architecture.md "Roles", docs/reference/ansible.md §3):
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -298,7 +299,8 @@ class Deployer:
                 event_handler=handler,
                 quiet=True,
                 suppress_env_files=True,
-                timeout=int(self.timeout_s),
+                # whole seconds, never 0: ansible-runner sets no job timeout at 0 (`if self.timeout`)
+                timeout=max(1, math.ceil(self.timeout_s)),
                 cancel_callback=self.cancel.is_set,
                 envvars=self._envvars(),
             )
