@@ -133,6 +133,14 @@ def test_out_is_a_file(tmp_path, capsys, no_hosts):
 def test_bench_bad_url_and_dirs(tmp_path, capsys):
     assert cli.main(["bench", "--url", "localhost:30000"]) == 2
     assert "--url" in capsys.readouterr().err
+    # a port that is no port is bad input naming the flag (it reached the server-info probe and
+    # exited 1 as if the server were down)
+    for url in ("http://127.0.0.1:abc", "http://127.0.0.1:70000"):
+        assert cli.main(["bench", "--url", url, "--concurrency", "1"]) == 2, url
+        assert "--url" in capsys.readouterr().err
+    # an empty --dataset (an unset "$DS") is an error, not the synthetic prompts
+    assert cli.main(["bench", "--url", "http://127.0.0.1:1", "--dataset", "", "--concurrency", "1"]) == 2
+    assert "--dataset" in capsys.readouterr().err
     assert cli.main(["plot", str(tmp_path)]) == 2
     assert "DIR" in capsys.readouterr().err
     assert cli.main(["report", str(tmp_path / "nope")]) == 2

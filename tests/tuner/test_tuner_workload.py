@@ -111,6 +111,8 @@ def test_prompt_source_is_the_same_for_every_configuration(tmp_path):
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n{"text": "no prompt key"}\n', ":2", "no prompt"),
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n[1, 2]\n', ":2", "must be a JSON object"),
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n{oops}\n', ":2", "not valid JSON"),
+        # two arrays one after the other: the second's rows were dropped without a word
+        (b'[{"prompt": "a"}]\n[{"prompt": "b"}]\n', ":2", "text after the array's closing ]"),
     ],
 )
 def test_bad_datasets_name_the_file_and_line(tmp_path, content, where, what):

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shlex
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -347,4 +348,12 @@ def check_existing(path_text: str, flag: str) -> Path:
 def check_url(text: str, flag: str = "--url") -> str:
     if not re.fullmatch(r"https?://[^\s/]+(/.*)?", text or ""):
         raise BadInput(flag, f"{text!r} is not an http(s) URL")
+    parts = urllib.parse.urlsplit(text)
+    try:
+        port = parts.port  # ValueError past 65535 or not a number
+    except ValueError:
+        port = -1
+    if not parts.hostname or port == -1 or port == 0:
+        # it reached the server-info probe, which exited 1 as if the server were down
+        raise BadInput(flag, f"{text!r} has no valid host and port (a port is 1-65535)")
     return text.rstrip("/")

@@ -53,6 +53,16 @@ SWEEP_JSON_VERSION = 2
 DEFAULT_LEN = 256  # synthetic prompts' input and output tokens unless given
 
 
+def _dataset_flag(v: Any) -> Dataset | None:
+    """--dataset PATH; given empty (`--dataset "$DS"` with DS unset) it is an error, not the
+    synthetic prompts (they were benchmarked instead, and the run exited 0)."""
+    if v is None:
+        return None
+    if not str(v).strip():
+        raise BadInput("--dataset", "an empty path (leave the flag out for synthetic prompts)")
+    return load_dataset(str(v))
+
+
 @dataclass(frozen=True)
 class Opt:
     """A field's command-line face."""
@@ -268,7 +278,7 @@ class WorkloadSpec:
             None,
             'prompts from a local file: ShareGPT-style JSON or OpenAI-chat JSONL (docs/tuner.md "Datasets"); '
             "default: synthetic prompts",
-            lambda v: None if v in (None, "") else load_dataset(str(v)),
+            _dataset_flag,
             load=lambda v: Dataset.from_json(v) if isinstance(v, dict) else None,
         ),
     )

@@ -209,6 +209,12 @@ def _array_rows(path: Path, text: str) -> list[tuple[Any, int]]:
         if i >= n:
             raise BadInput("--dataset", f"{_where(path, text.count(chr(10), 0, n) + 1)}: truncated JSON (no closing ])")
         if text[i] == "]":
+            rest = text[i + 1 :]
+            if rest.strip():  # two arrays one after the other, or text after it: json.load refuses it too
+                j = i + 1 + (len(rest) - len(rest.lstrip()))
+                raise BadInput(
+                    "--dataset", f"{_where(path, text.count(chr(10), 0, j) + 1)}: text after the array's closing ]"
+                )
             return out
         line = text.count("\n", 0, i) + 1
         try:
