@@ -512,3 +512,26 @@ def test_the_highest_score_is_not_called_the_cheaper_when_a_cheaper_tied_one_was
     mix = analysis.recommend(analysis.aggregate(rows, capacity=cap), [1, 4], None)
     assert mix.chosen.config_id == "k2-t1" and "k1-t1 left out" in mix.reason, mix.reason
     assert "also the cheaper setting" not in mix.reason and "(the cheaper k1-t1 left out)" in mix.reason
+
+
+def test_only_a_memory_failure_skips_the_deeper_depths():
+    """The detail of a failed start carries its log tail, SGLang's launch line with
+    `mem_fraction_static=` among it: a gate timeout or an NCCL error is no lack of KV memory."""
+    from tuner.data.records import DeployRecord, SweepState
+    from tuner.decide.capacity import capacity_skip
+
+    tail = (
+        "Log tail of the failed start:\n[2026-01-01 00:00:00] server_args=ServerArgs(model_path='m', "
+        "mem_fraction_static=0.871, tp_size=4, ...)"
+    )
+
+    def state(reason: str) -> SweepState:
+        return SweepState.fold(
+            [DeployRecord(config=SpecConfig(1), host="h", status="failed", reason=reason, detail=f"{reason}\n{tail}")]
+        )
+
+    timeout = "timed out after 1800 s waiting for http://gpu1:30000/health to answer 200"
+    assert capacity_skip(SpecConfig(3), state(timeout)) is None
+    assert capacity_skip(SpecConfig(3), state("torch.distributed.DistBackendError: NCCL error")) is None
+    oom = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    assert capacity_skip(SpecConfig(3), state(oom)).startswith("spec_steps 1 could not start for lack of KV memory")

@@ -38,7 +38,10 @@ def capacity_skip(cfg: SpecConfig, state: SweepState) -> str | None:
         other = state.configs.get(cid)
         if other is None or other.series != cfg.series or not 0 < other.spec_steps < cfg.spec_steps:
             continue
-        if is_capacity_failure(f"{dep.reason}\n{dep.detail or ''}"):
+        # the reason (the gate's fatal line), not the detail: its log tail holds SGLang's launch
+        # line (`server_args=ServerArgs(... mem_fraction_static=0.87 ...)`) for any start that failed
+        # early, so a gate timeout or an NCCL error read as lack of KV memory and skipped the depths above
+        if is_capacity_failure(dep.reason):
             below.append((other.spec_steps, dep.reason or ""))
     if not below:
         return None
