@@ -574,8 +574,10 @@ _SPECIFIC = [
     ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
     # faulthandler's dump of a native crash (SGLang enables it in every scheduler process): no
     # Python traceback follows, and when the dead rank is not the one the launcher waits on the
-    # launcher hangs (sgl-project/sglang issue #3451, PR #20287)
-    ("native_crash", re.compile(r"^Fatal Python error: .+")),
+    # launcher hangs (sgl-project/sglang issue #3451, PR #20287); rank 0's CUDA-graph capture bar
+    # (tqdm, no newline) may come first on the same line (issue #7847:
+    # "Capturing batches (bs=448 ...):   8%|...| 4/51 [00:20<03:35,  4.59s/it]Fatal Python error: ...")
+    ("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
     _PORT_IN_USE,
     (
         "bad_arguments",
@@ -694,12 +696,14 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             in_traceback = True
             hit = True
         for rank, (kind, rx) in enumerate(_SPECIFIC):
-            if rx.search(msg):
+            m = rx.search(msg)
+            if m:
                 # the most specific wins, not the first: a chained traceback names the CUDA
                 # out-of-memory error before the "Capture cuda graph failed" that explains it,
                 # and the two need opposite --mem-fraction-static changes
                 if specific is None or rank < specific[3]:
-                    specific = (i, kind, msg.strip(), rank)
+                    # a native crash glued to a progress bar: the crash's words, not the bar's
+                    specific = (i, kind, (m.group(0) if kind == "native_crash" else msg).strip(), rank)
                 hit = True
                 break
         exc = _exception_line(msg, in_traceback and not ln.sglang)

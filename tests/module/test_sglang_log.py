@@ -506,6 +506,22 @@ def test_a_native_crash_is_fatal_with_faulthandlers_line():
     assert f is not None and f["kind"] == "native_crash" and f["reason"] == "Fatal Python error: Segmentation fault"
 
 
+def test_a_native_crash_glued_to_the_capture_bar_is_fatal():
+    """Rank 0's CUDA-graph capture bar (tqdm, no newline) and faulthandler's line on one physical
+    line, as in sgl-project/sglang issue #7847: nothing else in a native crash says so, and the
+    launcher may wait on a rank that is gone, so the gate must fail here, naming the crash."""
+    lines = [
+        "[2025-07-08 03:21:12 TP1] Capture cuda graph begin. This can take up to several minutes. avail mem=87.41 GB",
+        "Capturing batches (bs=448 avail_mem=87.41 GB):   8%|\u2588\u258a         | 4/51 [00:20<03:35,  4.59s/it]"
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Thread 0x00007f2b4effd640 (most recent call first):",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "native_crash", f
+    assert f["reason"] == "Fatal Python error: Segmentation fault"
+
+
 def test_a_scheduler_killed_by_a_signal_is_reported_as_that_not_as_the_launchers_eoferror():
     lines = [
         "[2026-01-26 23:15:21] Rank 0 scheduler is dead. Please check if there are relevant logs.",
