@@ -153,7 +153,7 @@ def spec_settings(
             )
         n_draft = int(n_steps) + 1
     else:
-        upper = max_tree_draft_tokens(n_steps, n_topk)
+        upper = max_tree_draft_tokens(int(n_steps), int(n_topk))
         bound = "spec_topk + (spec_steps - 1) * spec_topk^2 + 1"
         if not draft_given:
             errors.append(
