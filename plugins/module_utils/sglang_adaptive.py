@@ -30,8 +30,12 @@ import copy
 import json
 from typing import Any
 
+from . import sglang_releases as _releases
+
 __all__ = [
     "DEFAULT_ADAPTIVE_CONFIG",
+    "default_adaptive_config",
+    "zero_steps_allowed",
     "FLAT_DEFAULT_CANDIDATE_STEPS",
     "read_config_file",
     "load_per_bs",
@@ -47,13 +51,44 @@ __all__ = [
     "schedule_label",
 ]
 
-# 0.5.23 adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG (used when no file is given).
+# adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG (used when no file is given), 0.5.20 to 0.5.23.
 DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
     "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
     "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
     "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
     "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
 }
+# The earlier releases' tables (their wheels' adaptive_spec_params.py): 0.5.13 drafts in every bucket
+# (it refuses 0 steps), 0.5.14 to 0.5.19 start the first bucket from [1, 3, 7].
+_DEFAULTS_BEFORE = (
+    (
+        "0.5.14",
+        {
+            "1": {"candidate_steps": [1, 3, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
+            "8": {"candidate_steps": [1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+            "32": {"candidate_steps": [1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+        },
+    ),
+    (
+        "0.5.20",
+        {
+            "1": {"candidate_steps": [1, 3, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
+            **{k: v for k, v in DEFAULT_ADAPTIVE_CONFIG.items() if k != "1"},
+        },
+    ),
+)
+
+
+def default_adaptive_config(version: object = None) -> dict[str, dict[str, Any]]:
+    """SGLang's built-in per-batch-size table of one release (a copy; the newest for an unknown or
+    unparseable version): what `--speculative-adaptive` without a config file runs."""
+    key = _releases.release_key(version) if version is not None else ()
+    for before, table in _DEFAULTS_BEFORE:
+        if key and key < _releases.release_key(before):
+            return copy.deepcopy(table)
+    return copy.deepcopy(DEFAULT_ADAPTIVE_CONFIG)
+
+
 # 0.5.11/0.5.12 AdaptiveSpeculativeParams: cfg.get("candidate_steps", [1, 3, 7]).
 FLAT_DEFAULT_CANDIDATE_STEPS = [1, 3, 7]
 
@@ -64,8 +99,9 @@ def read_config_file(path: str) -> Any:
         return json.load(f)
 
 
-def load_per_bs(cfg: Any) -> tuple[Any, dict[int, dict[str, Any]]]:
-    """0.5.23 ``_load_adaptive_config`` after the file is read (``cfg`` None -> the default).
+def load_per_bs(cfg: Any, version: object = None) -> tuple[Any, dict[int, dict[str, Any]]]:
+    """0.5.23 ``_load_adaptive_config`` after the file is read (``cfg`` None -> the release's default;
+    before 0.5.14 a 0-step candidate is refused with 0.5.13's words).
 
     Returns (the whole config, {bucket lower bound: its entry}). Raises what SGLang raises:
     ValueError with SGLang's words for bad candidate lists and for a file without bucket keys,
@@ -73,14 +109,17 @@ def load_per_bs(cfg: Any) -> tuple[Any, dict[int, dict[str, Any]]]:
     one (``entry.get``).
     """
     if cfg is None:
-        cfg = copy.deepcopy(DEFAULT_ADAPTIVE_CONFIG)
+        cfg = default_adaptive_config(version)
+    zero = zero_steps_allowed(version)
+    low = 0 if zero else 1
     bs_entries: dict[int, dict[str, Any]] = {}
     for key, entry in cfg.items():
         if not key.isdigit():
             continue
         steps = entry.get("candidate_steps")
-        if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
-            raise ValueError(f"BS {key}: candidate_steps must be a list of non-negative ints, got {steps!r}")
+        if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= low for s in steps):
+            words = "non-negative" if zero else "positive"
+            raise ValueError(f"BS {key}: candidate_steps must be a list of {words} ints, got {steps!r}")
         bs_entries[int(key)] = entry
     if not bs_entries:
         raise ValueError(
@@ -89,6 +128,13 @@ def load_per_bs(cfg: Any) -> tuple[Any, dict[int, dict[str, Any]]]:
             f"Got keys: {list(cfg.keys())}"
         )
     return cfg, bs_entries
+
+
+def zero_steps_allowed(version: object = None) -> bool:
+    """Whether a release loads a bucket that does not draft (0 steps): from 0.5.14 (an unknown or
+    unparseable version: the newest behaviour)."""
+    key = _releases.release_key(version) if version is not None else ()
+    return not key or key >= _releases.release_key(_releases.ADAPTIVE_ZERO_STEPS_SINCE)
 
 
 def load_flat(cfg: Any) -> dict[str, Any]:
@@ -119,7 +165,7 @@ def schedule_config(schedule: dict[Any, Any]) -> dict[str, dict[str, list[int]]]
     return out
 
 
-def resolved_schedule(cfg: Any, form: str | None) -> dict[str, Any] | None:
+def resolved_schedule(cfg: Any, form: str | None, version: object = None) -> dict[str, Any] | None:
     """The schedule a server runs, as SGLang's JSON, from its config document (``None``: no file).
 
     ``form`` is the release's (``sglang_releases.adaptive_config_form``). Per-bs (0.5.13+): each
@@ -138,7 +184,7 @@ def resolved_schedule(cfg: Any, form: str | None) -> dict[str, Any] | None:
     if form != "per-bs":
         return None
     try:
-        whole, entries = load_per_bs(cfg)
+        whole, entries = load_per_bs(cfg, version)
     except (ValueError, AttributeError, TypeError):
         return None
     defaults = {k: v for k, v in whole.items() if not str(k).isdigit()}

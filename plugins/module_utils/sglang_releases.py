@@ -24,6 +24,7 @@ __all__ = [
     "spec_algorithms",
     "ADAPTIVE_SINCE",
     "ADAPTIVE_PER_BS_SINCE",
+    "ADAPTIVE_ZERO_STEPS_SINCE",
     "DETERMINISTIC_SINCE",
     "release_key",
     "adaptive_config_form",
@@ -32,6 +33,10 @@ __all__ = [
 EMULATED_RELEASES = ("0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.23")
 ADAPTIVE_SINCE = "0.5.11"
 ADAPTIVE_PER_BS_SINCE = "0.5.13"
+# A bucket that does not draft (candidate step 0) first loads in 0.5.14: 0.5.13's
+# adaptive_spec_params.py refuses it ("candidate_steps must be a list of positive ints"), 0.5.14's
+# accepts `s >= 0` and its default table gains 0-step buckets.
+ADAPTIVE_ZERO_STEPS_SINCE = "0.5.14"
 # --enable-deterministic-inference (batch-invariant kernels) first ships in 0.5.3 (sgl-project/sglang
 # PR #10645, merged 2025-09-20, after 0.5.2 of 2025-09-11); every release the emulator models has it
 # in its parser (tests/emulator/data/sglang_flags/*.txt).

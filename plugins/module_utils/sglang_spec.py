@@ -367,6 +367,15 @@ def schedule_settings(
             f"sglang_server_sglang_version is {fmt(sglang_version)}"
         )
 
+    if config is not None and form == "per-bs" and not _adaptive.zero_steps_allowed(sglang_version):
+        zero = sorted((k for k, e in config.items() if 0 in e["candidate_steps"]), key=int)
+        if zero:
+            errors.append(
+                f"spec_schedule: bucket(s) {', '.join(zero)} with 0 steps need SGLang "
+                f"{_releases.ADAPTIVE_ZERO_STEPS_SINCE} or later ({fmt(sglang_version)} refuses them: "
+                "'candidate_steps must be a list of positive ints'); use 1 or upgrade"
+            )
+
     algo = "NEXTN" if is_unset(algorithm) else str(algorithm).strip().upper()
     if algo not in ADAPTIVE_ALGORITHMS:
         errors.append(
@@ -388,7 +397,9 @@ def schedule_settings(
         candidates = (
             sorted({s for e in config.values() for s in e["candidate_steps"]})
             if config is not None
-            else sorted({s for e in _adaptive.DEFAULT_ADAPTIVE_CONFIG.values() for s in e["candidate_steps"]})
+            else sorted(
+                {s for e in _adaptive.default_adaptive_config(sglang_version).values() for s in e["candidate_steps"]}
+            )
             if form == "per-bs"
             else None
         )

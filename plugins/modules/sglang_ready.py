@@ -1046,7 +1046,7 @@ def read_schedule(adaptive, config_path, version):
             cfg = json.loads(data.decode("utf-8"))
         except (OSError, ValueError):
             return None
-    return resolved_schedule(cfg, form)
+    return resolved_schedule(cfg, form, version)
 
 
 def build_report(summary, info, models, info_path=None, schedule=None):

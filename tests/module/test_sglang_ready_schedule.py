@@ -102,3 +102,15 @@ def test_resolved_schedule_merges_top_level_defaults_like_sglangs_slots():
     assert A.resolved_schedule(None, "flat") == {"candidate_steps": [1, 3, 7]}
     assert A.resolved_schedule({"candidate_steps": [2, 4]}, "flat") == {"candidate_steps": [2, 4]}
     assert A.resolved_schedule(PINNED, None) is None
+    # no file: the release's own default table (0.5.14-0.5.19 start the first bucket at [1, 3, 7],
+    # 0.5.13 drafts in every bucket and refuses a 0-step one)
+    assert A.resolved_schedule(None, "per-bs", "0.5.17")["1"]["candidate_steps"] == [1, 3, 7]
+    assert A.resolved_schedule(None, "per-bs", "0.5.23")["1"]["candidate_steps"] == [1, 3, 5, 7]
+    assert A.resolved_schedule(None, "per-bs", "0.5.13") == {
+        "1": {"candidate_steps": [1, 3, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
+        "8": {"candidate_steps": [1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+        "32": {"candidate_steps": [1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    }
+    assert (
+        A.resolved_schedule({"1": {"candidate_steps": [3]}, "32": {"candidate_steps": [0]}}, "per-bs", "0.5.13") is None
+    )

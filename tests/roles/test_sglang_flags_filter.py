@@ -541,3 +541,23 @@ def test_the_topk_1_rewrite_is_the_eagle_familys_only():
     eagle3 = sglang_spec.spec_settings(3, None, 8, "EAGLE3", draft_model_path="/m/d")["errors"]
     assert eagle3 and "contradicts spec_steps=3 with spec_topk=1" in eagle3[0]
     assert "contradicts" in sglang_spec.spec_settings(3, None, 8, "NEXTN")["errors"][0]
+
+
+def test_a_0_step_bucket_needs_sglang_0_5_14():
+    """0.5.13 reads per-batch-size configs but refuses a bucket that does not draft
+    (adaptive_spec_params.py: 'candidate_steps must be a list of positive ints'); 0.5.14 loads it."""
+    old = sglang_spec.schedule_settings({"1": 3, "32": 0}, sglang_version="0.5.13")
+    assert old["errors"] and "bucket(s) 32 with 0 steps need SGLang 0.5.14" in old["errors"][0], old["errors"]
+    assert sglang_spec.schedule_settings({"1": 3, "32": 1}, sglang_version="0.5.13")["errors"] == []
+    assert sglang_spec.schedule_settings({"1": 3, "32": 0}, sglang_version="0.5.14")["errors"] == []
+
+
+def test_the_default_tables_launch_depth_is_checked_against_the_releases_own_table():
+    """spec_schedule=default with spec_steps: 0.5.14-0.5.19's default has no 5 (its first bucket is
+    [1, 3, 7]: SGLang refuses a launch depth outside the candidates), 0.5.20+'s has."""
+    assert (
+        "launch depth must be one of"
+        in sglang_spec.schedule_settings("default", 5, sglang_version="0.5.17")["errors"][0]
+    )
+    assert sglang_spec.schedule_settings("default", 5, sglang_version="0.5.23")["errors"] == []
+    assert sglang_spec.schedule_settings("default", 7, sglang_version="0.5.13")["errors"] == []

@@ -118,6 +118,8 @@ def test_a_gauge_read_once_or_twice_is_not_taken_for_the_batch():
     [
         ("0.5.9", "NEXTN", "arrived in 0.5.13"),
         ("0.5.12", "NEXTN", "arrived in 0.5.13"),
+        # 0.5.13 reads per-batch-size configs but refuses a 0-step bucket, which the schedules use
+        ("0.5.13", "NEXTN", "it loads from 0.5.14"),
         ("0.5.23", "NGRAM", "only with EAGLE, EAGLE3, NEXTN"),
     ],
 )

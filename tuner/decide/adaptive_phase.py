@@ -27,7 +27,7 @@ from . import analysis, envelope
 from .analysis import PointStats
 from .capacity import is_capacity_failure
 from .schedule import sglang_spec_cuda_graph_bs
-from .schedule_phase import is_chain, level_batch, unsupported
+from .schedule_phase import is_chain, level_batch, server_version, unsupported
 
 
 @dataclass
@@ -158,7 +158,11 @@ def evidence(
         drafts=drafts,
         max_depth=search.depth_bound(started, kv_failed, [w for w in widest if w is not None], max_steps),
         sizes=sglang_spec_cuda_graph_bs(max_running or max(levels or [1])),
-        default_widest=max(c for e in search.AdaptiveConfig.from_sglang(default_doc()).buckets for c in e.candidates),
+        default_widest=max(
+            c
+            for e in search.AdaptiveConfig.from_sglang(default_doc(server_version(state))).buckets
+            for c in e.candidates
+        ),
         deepest_static=max(started or [0]),
         pools=pools,
         running_caps=running_caps,
@@ -166,10 +170,11 @@ def evidence(
     )
 
 
-def default_doc() -> dict[str, Any]:
-    from sglang_utils.sglang_adaptive import DEFAULT_ADAPTIVE_CONFIG
+def default_doc(version: str | None = None) -> dict[str, Any]:
+    """SGLang's built-in adaptive table of the server's release (the newest where unknown)."""
+    from sglang_utils.sglang_adaptive import default_adaptive_config
 
-    return DEFAULT_ADAPTIVE_CONFIG
+    return default_adaptive_config(version)
 
 
 def adaptive_widest(cfg: SpecConfig) -> int | None:

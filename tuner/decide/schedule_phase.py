@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_utils.sglang_releases import ADAPTIVE_PER_BS_SINCE, release_key
+from sglang_utils.sglang_releases import ADAPTIVE_PER_BS_SINCE, ADAPTIVE_ZERO_STEPS_SINCE, release_key
 
 from ..data.records import SweepState
 from ..measure import stats as st
@@ -46,6 +46,13 @@ def unsupported(state: SweepState, algorithm: str) -> str | None:
         return (
             f"SGLang {version} has no per-batch-size adaptive config (--speculative-adaptive-config with "
             f"batch-size buckets arrived in {ADAPTIVE_PER_BS_SINCE})"
+        )
+    if release_key(version) < release_key(ADAPTIVE_ZERO_STEPS_SINCE):
+        # the schedules built here pin 0 steps where no speculation wins, and SGLang's own default
+        # of this release is not the one the comparison is made against
+        return (
+            f"SGLang {version} refuses a bucket that does not draft (0 steps: 'candidate_steps must be a list of "
+            f"positive ints'), which the schedules use where no speculation wins; it loads from {ADAPTIVE_ZERO_STEPS_SINCE}"
         )
     if algorithm.upper() not in ADAPTIVE_ALGORITHMS:
         return f"SGLang runs adaptive speculation only with {', '.join(ADAPTIVE_ALGORITHMS)}, not {algorithm}"

@@ -5,14 +5,13 @@ the plot, recommendation.json and the CLI's summary table all read the same `Sum
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_utils.sglang_adaptive import DEFAULT_ADAPTIVE_CONFIG
+from sglang_utils.sglang_adaptive import default_adaptive_config
 
 from ..data.records import DeployBestRecord, DeployRecord, SkipRecord, SweepState
 from ..data.results import result_rows
@@ -530,7 +529,7 @@ def schedule_json(s: Summary, view: TempView | None) -> dict[str, Any]:
         dep = s.state.deploys.get(cfg.config_id)
         top = int((dep.max_running_requests if dep else None) or max(s.levels or [1]))
         if cfg.adaptive:  # SGLang's default adaptive config: no file; what the server ran is its built-in table
-            deployed = copy.deepcopy(DEFAULT_ADAPTIVE_CONFIG)
+            deployed = default_adaptive_config(schedule_phase.server_version(s.state))
         else:
             deployed = json.loads(cfg.schedule_value or "null")
         if cfg.schedule is not None:
