@@ -288,6 +288,28 @@ def algorithm_release_errors(spec: Any, version: Any) -> list[str]:
     ]
 
 
+def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> list[str]:
+    """Adaptive speculation on a release that falls back to static while the overlap scheduler is
+    on (0.5.11, `sglang_releases.adaptive_needs_overlap_off`): refused unless the flags turn it off,
+    as the role refuses every other fallback before any host changes."""
+    if not (isinstance(schedule, dict) and schedule.get("enabled")) or not _releases.adaptive_needs_overlap_off(
+        version
+    ):
+        return []
+    flags = extra_flags if isinstance(extra_flags, dict) else {}
+    off = any(
+        isinstance(k, str) and normalise_flag(k) == "--disable-overlap-schedule" and parse_bool(v) is not False
+        for k, v in flags.items()
+    )
+    if off:
+        return []
+    return [
+        f"spec_schedule on SGLang {str(version).strip()} needs the overlap scheduler off: that release runs "
+        "adaptive speculation only on the v1 worker and otherwise falls back to static ('the overlap scheduler "
+        "(spec v2) is enabled'); set sglang_server_extra_flags {disable-overlap-schedule: true} or use 0.5.12+"
+    ]
+
+
 def server_errors(settings: dict[str, Any]) -> list[str]:
     """Check the role's settings (keys are the variable names without `sglang_server_`).
 
@@ -329,6 +351,9 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
 
     errors += extra_flag_errors(settings.get("extra_flags") or {})
     errors += algorithm_release_errors(settings.get("spec") or {}, settings.get("sglang_version"))
+    errors += adaptive_overlap_errors(
+        settings.get("schedule"), settings.get("extra_flags"), settings.get("sglang_version")
+    )
     node = settings.get("node") or {}
     if isinstance(node, dict) and int(node.get("nnodes") or 1) > 1:
         for name in settings.get("extra_flags") or {}:

@@ -25,6 +25,7 @@ __all__ = [
     "ADAPTIVE_SINCE",
     "ADAPTIVE_PER_BS_SINCE",
     "ADAPTIVE_ZERO_STEPS_SINCE",
+    "adaptive_needs_overlap_off",
     "DETERMINISTIC_SINCE",
     "release_key",
     "adaptive_config_form",
@@ -91,6 +92,16 @@ def spec_algorithms(version: object) -> tuple[str, ...]:
     if not key:
         return SPEC_ALGORITHMS
     return tuple(name for name, since in SPEC_ALGORITHMS_SINCE if key >= release_key(since))
+
+
+def adaptive_needs_overlap_off(version: object) -> bool:
+    """0.5.11 keeps --speculative-adaptive only with the overlap scheduler off: its
+    adaptive_spec_params.py `adaptive_unsupported_reason` returns "the overlap scheduler (spec v2)
+    is enabled (adaptive is only implemented for EAGLEWorker v1)" unless
+    `server_args.disable_overlap_schedule`, and with SGLANG_ENABLE_SPEC_V2 on by default
+    (environ.py) the overlap scheduler stays on for topk 1; 0.5.12 implements it for v2."""
+    key = release_key(version)
+    return bool(key) and release_key(ADAPTIVE_SINCE) <= key < release_key("0.5.12")
 
 
 def adaptive_config_form(version: object) -> str | None:

@@ -561,3 +561,18 @@ def test_the_default_tables_launch_depth_is_checked_against_the_releases_own_tab
     )
     assert sglang_spec.schedule_settings("default", 5, sglang_version="0.5.23")["errors"] == []
     assert sglang_spec.schedule_settings("default", 7, sglang_version="0.5.13")["errors"] == []
+
+
+def test_adaptive_on_0_5_11_needs_the_overlap_scheduler_off():
+    """0.5.11 falls back to static unless the overlap scheduler is off (adaptive_unsupported_reason:
+    'the overlap scheduler (spec v2) is enabled'): refused before any host changes, as the role
+    refuses every other fallback; 0.5.12 runs it on the v2 worker."""
+    sched = sglang_spec.schedule_settings("default", sglang_version="0.5.11")
+    assert sched["errors"] == [] and sched["enabled"]
+    errors = sglang_flags.server_errors(base(schedule=sched, sglang_version="0.5.11", engine="sglang"))
+    assert any("needs the overlap scheduler off" in e for e in errors), errors
+    off = base(schedule=sched, sglang_version="0.5.11", engine="sglang", extra_flags={"disable-overlap-schedule": True})
+    assert not any("overlap scheduler" in e for e in sglang_flags.server_errors(off))
+    s12 = sglang_spec.schedule_settings("default", sglang_version="0.5.12")
+    twelve = sglang_flags.server_errors(base(schedule=s12, sglang_version="0.5.12", engine="sglang"))
+    assert not any("overlap scheduler" in e for e in twelve)

@@ -181,7 +181,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             prelaunch_log="plain",
             accept_rate="drafts-only",
             adaptive="flat",
-            adaptive_needs_v1=True,
+            adaptive_needs_v1=releases.adaptive_needs_overlap_off("0.5.11"),
             adaptive_initial="nearest",
         ),
         SGLangVersion(
