@@ -390,8 +390,14 @@ def schedule_settings(
     num_steps: int | None = None
     if config is not None:
         num_steps = _adaptive.launch_steps(config)
+    elif mode == "default" and form is not None and _adaptive.zero_steps_allowed(sglang_version):
+        num_steps = None  # SGLang picks it (0.5.14+: topk 1, the middle of the default's candidates)
     elif mode == "default" and form is not None:
-        num_steps = None  # SGLang picks it (0.5.23: the middle of the default's candidates)
+        # before 0.5.14 SGLang auto-picks steps, topk and draft tokens by architecture before its
+        # adaptive check (0.5.12 server_args.py, 0.5.13 speculative_hook.py): (5, 4, 8) for Llama and
+        # Grok targets, whose topk 4 then turns adaptive off ('only topk=1 is supported'); launched
+        # at 3, a candidate of every such default table, with topk 1
+        num_steps = 3
     if not is_unset(steps):
         given = parse_whole_number(steps)
         candidates = (

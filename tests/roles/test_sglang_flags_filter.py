@@ -576,3 +576,15 @@ def test_adaptive_on_0_5_11_needs_the_overlap_scheduler_off():
     s12 = sglang_spec.schedule_settings("default", sglang_version="0.5.12")
     twelve = sglang_flags.server_errors(base(schedule=s12, sglang_version="0.5.12", engine="sglang"))
     assert not any("overlap scheduler" in e for e in twelve)
+
+
+def test_default_adaptive_before_0_5_14_launches_a_chain():
+    """Before 0.5.14 SGLang auto-picks (steps, topk, draft) by architecture ahead of its adaptive
+    check, (5, 4, 8) for Llama: topk 4 turned adaptive off. The role launches the default at 3 steps
+    with topk 1 there; from 0.5.14 SGLang itself starts adaptive at topk 1."""
+    for version in ("0.5.11", "0.5.12", "0.5.13"):
+        s = sglang_spec.schedule_settings("default", sglang_version=version)
+        assert s["errors"] == [] and s["num_steps"] == 3, version
+        flags = flat(sglang_flags.server_flags(base(schedule=s, sglang_version=version, engine="sglang")))
+        assert flags[flags.index("--speculative-eagle-topk") + 1] == "1" and "--speculative-adaptive" in flags
+    assert sglang_spec.schedule_settings("default", sglang_version="0.5.23")["num_steps"] is None
