@@ -440,6 +440,12 @@ def test_api_key_is_enforced(emulator):
     assert e.get_json("/server_info", headers=good)["api_key"] == "k3y"
 
 
+def test_0_5_23_ready_probe_is_open_without_the_key(emulator):
+    """0.5.23's /ready answers without the API key, as /health does (utils/auth.py)."""
+    e = emulator("--api-key", "k3y", "--emulator-sglang-version", "0.5.23", "--emulator-startup-s", "0.1").wait_ready()
+    assert e.get("/ready")[0] == 200 and e.get("/v1/models")[0] == 401
+
+
 def test_sigterm_drains_in_flight_requests_and_exits_zero(emulator):
     e = emulator(*spec_flags(2), "--emulator-startup-s", "0.1").wait_ready()
     result: dict = {}

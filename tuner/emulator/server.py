@@ -55,7 +55,8 @@ _REASONS = {
 }
 
 GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions")
-OPEN_PATHS = ("/health", "/health_generate", "/metrics")  # allowed without the key (docs/reference/sglang.md §3)
+# allowed without the key (docs/reference/sglang.md §3; 0.5.23 utils/auth.py lets /ready through too)
+OPEN_PATHS = ("/health", "/health_generate", "/metrics", "/ready")
 
 
 class UvicornAccessLogger(AbstractAccessLogger):
