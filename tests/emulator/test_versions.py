@@ -324,3 +324,40 @@ def test_0511_prelaunch_warnings_are_plain_lines(emulator):
     log = e.log()
     assert re.search(r"^\[[\d\- :]+\] Spec v2 is enabled by default for eagle/eagle3/standalone", log, re.M)
     assert "WARNING server_args.py" not in log
+
+
+@pytest.mark.parametrize(
+    ("version", "present", "absent"),
+    [
+        (
+            "0.5.11",
+            {"spec_accepted_drafts", "spec_proposed_drafts", "spec_accept_histogram"},
+            {"spec_accept_token_num"},
+        ),
+        (
+            "0.5.12",
+            {
+                "spec_num_correct_drafts",
+                "spec_num_proposed_drafts",
+                "spec_correct_drafts_histogram",
+                "spec_accepted_drafts",
+                "spec_proposed_drafts",
+                "spec_accept_histogram",
+            },
+            {"spec_accept_token_num", "spec_draft_token_num"},
+        ),
+    ],
+)
+def test_meta_info_speculative_names_per_release(emulator, version, present, absent):
+    """The speculative counts' names of /generate's meta_info as each release's
+    tokenizer_manager.py writes them: 0.5.11 renamed 0.5.9's, 0.5.12 renamed them again and kept
+    0.5.11's as aliases (the emulator sent 0.5.9's names for both)."""
+    e = emulator(
+        "--emulator-sglang-version", version, *spec_flags(3), "--disable-radix-cache", "--emulator-startup-s", "0.1"
+    ).wait_ready()
+    status, out = e.post_json(
+        "/generate", {"text": "count these words " * 8, "sampling_params": {"max_new_tokens": 24, "ignore_eos": True}}
+    )
+    assert status == 200
+    meta = set(out["meta_info"])
+    assert present <= meta and not (absent & meta), sorted(meta)

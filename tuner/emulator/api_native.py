@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def meta_info(app: EmulatorApp, req: Request, prompt_tokens: int, completion: int, final: bool) -> dict[str, Any]:
     """A /generate result's `meta_info`: counts on every frame, finish reason, speculative
-    acceptance (names per release: facts.meta_info_v2) and e2e latency on the final one."""
+    acceptance (names per release: facts.spec_meta) and e2e latency on the final one."""
     finish: dict[str, Any] | None = None
     if final:
         if req.finish_reason == "stop":
@@ -50,14 +50,20 @@ def meta_info(app: EmulatorApp, req: Request, prompt_tokens: int, completion: in
             if drafts > 0:
                 meta["spec_accept_rate"] = req.accepted_drafts / drafts
                 meta["spec_accept_length"] = completion / req.verify_ct
-                if app.cfg.facts.meta_info_v2:
+                names = app.cfg.facts.spec_meta
+                if names.startswith("correct"):
                     meta["spec_num_correct_drafts"] = req.accepted_drafts
                     meta["spec_num_proposed_drafts"] = drafts
-                else:
+                if names in ("drafts", "correct+aliases"):
+                    meta["spec_accepted_drafts"] = req.accepted_drafts
+                    meta["spec_proposed_drafts"] = drafts
+                if names == "token_num":
                     meta["spec_accept_token_num"] = req.accepted_drafts
                     meta["spec_draft_token_num"] = drafts
-            hist_key = "spec_correct_drafts_histogram" if app.cfg.facts.meta_info_v2 else "spec_accept_histogram"
-            meta[hist_key] = list(req.hist)
+            if app.cfg.facts.spec_meta.startswith("correct"):
+                meta["spec_correct_drafts_histogram"] = list(req.hist)
+            if app.cfg.facts.spec_meta != "correct":
+                meta["spec_accept_histogram"] = list(req.hist)
         end = req.finished_at if req.finished_at >= 0 else asyncio.get_running_loop().time()
         meta["e2e_latency"] = max(0.0, end - req.arrival)
     return meta

@@ -86,10 +86,12 @@ class SGLangVersion:
     # world_size, startup_time, memory_usage.startup_available / token_capacity_swa and a
     # per-phase graph memory dict in internal_states (internal_state.py, memory_usage.py).
     server_info_v2: bool = False
-    # meta_info of /generate: 0.5.23 renames spec_accept_token_num / spec_draft_token_num /
-    # spec_accept_histogram to spec_num_correct_drafts / spec_num_proposed_drafts /
-    # spec_correct_drafts_histogram (tokenizer_manager.py).
-    meta_info_v2: bool = False
+    # meta_info of /generate, the speculative counts' names (tokenizer_manager.py of each wheel):
+    # "token_num" (0.5.9/0.5.10: spec_accept_token_num / spec_draft_token_num / spec_accept_histogram),
+    # "drafts" (0.5.11: spec_accepted_drafts / spec_proposed_drafts / spec_accept_histogram),
+    # "correct+aliases" (0.5.12: spec_num_correct_drafts / spec_num_proposed_drafts /
+    # spec_correct_drafts_histogram and 0.5.11's names as "backward-compat aliases"), "correct" (0.5.23).
+    spec_meta: str = "token_num"
     # --config merging (server_args_config_parser.py): 0.5.23's utils/server_args_config_parser.py
     # accepts every long spelling of a flag as a key and passes dict values as JSON.
     config_v2: bool = False
@@ -182,6 +184,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             accept_rate="drafts-only",
             adaptive="flat",
             adaptive_needs_v1=releases.adaptive_needs_overlap_off("0.5.11"),
+            spec_meta="drafts",
             adaptive_initial="nearest",
         ),
         SGLangVersion(
@@ -196,6 +199,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             spec_v2="env-on",
             prelaunch_log="plain",
             accept_rate="drafts-only",
+            spec_meta="correct+aliases",
             adaptive="flat",
             adaptive_initial="add",
         ),
@@ -229,7 +233,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             metrics_startup=True,
             ready_endpoint=True,
             server_info_v2=True,
-            meta_info_v2=True,
+            spec_meta="correct",
             config_v2=True,
             adaptive="per-bs",
             adaptive_config_read="resolution",
