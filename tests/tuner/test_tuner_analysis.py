@@ -535,3 +535,44 @@ def test_only_a_memory_failure_skips_the_deeper_depths():
     assert capacity_skip(SpecConfig(3), state("torch.distributed.DistBackendError: NCCL error")) is None
     oom = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     assert capacity_skip(SpecConfig(3), state(oom)).startswith("spec_steps 1 could not start for lack of KV memory")
+
+
+def test_a_tied_pick_is_never_one_another_tied_configuration_beats():
+    """Ties do not chain: k4 (1000 +-5%) ties k2 (991 +-0.1%) and k3 (999 +-0.1%), but k3 beats k2
+    beyond noise; the tie-break (more KV capacity) took k2 and called it tied with k3."""
+    cap = {"k2-t1": 340000, "k3-t1": 300000, "k4-t1": 250000}
+    rows = [ci_row(4, 32, 1000.0, 5.0), ci_row(2, 32, 991.0, 0.1), ci_row(3, 32, 999.0, 0.1)]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows, capacity=cap).values()))
+    assert ch.chosen.config_id == "k3-t1" and "k2-t1" not in ch.equivalent, ch.verdict
+    assert "k2-t1" not in ch.verdict
+
+
+def test_the_workload_yardstick_is_the_best_of_the_scored():
+    """k4 measured at C=1 only is not scored, so it is not the yardstick there either: it rescaled
+    the others' C=1 terms and flipped the pick (docs/tuner.md "Choosing")."""
+    rows = [ci_row(2, 1, 100.0, 1.0), ci_row(2, 64, 1000.0, 1.0), ci_row(3, 1, 120.0, 1.0), ci_row(3, 64, 900.0, 1.0)]
+    two = analysis.recommend(analysis.aggregate(rows), [1, 64], None)
+    three = analysis.recommend(analysis.aggregate([*rows, ci_row(4, 1, 300.0, 1.0)]), [1, 64], None)
+    assert set(two.scores) == set(three.scores) == {"k2-t1", "k3-t1"}
+    assert two.chosen.config_id == three.chosen.config_id == "k3-t1"
+    assert three.scores == two.scores
+
+
+def test_restart_noise_adds_up_across_a_deployments_levels_in_the_score():
+    """A restart moves every level of a deployment together (tuner/measure/restarts.py): the score's
+    interval sums the levels' widths; in quadrature it was narrower by sqrt(levels) and identical
+    configurations read 'beyond noise'."""
+    levels = [1, 4, 16, 32, 64]
+    rows = []
+    for k, drift in ((3, 1.0), (4, 1.02)):
+        for c in levels:
+            for dep, f in ((1, 0.985), (2, 1.015)):
+                rows.append(ci_row(k, c, 100.0 * c * drift * f, 0.5, dep=dep))
+    stats = analysis.aggregate(rows)
+    assert all(p.interval.noise == "deployments" for p in stats.values())
+    rec = analysis.recommend(stats, levels, None)
+    lo, hi = rec.score_ci["k3-t1"]
+    best = {c: max(p.mean for (cid, cc), p in stats.items() if cc == c) for c in levels}
+    rel = [stats[("k3-t1", c)].interval.half_width / best[c] for c in levels]
+    assert (hi - lo) / 2 == pytest.approx(sum(rel) / len(rel), rel=0.02)
+    assert rec.chosen.config_id == "k4-t1" and "beyond noise" not in rec.reason and rec.tied_with == ["k3-t1"]

@@ -447,7 +447,10 @@ def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL)
     if not pts:
         return None
     best = max(pts, key=lambda p: (p.mean, [-x for x in p.order_key[:3]]))
-    equivalent = sorted((p for p in pts if not best.beats(p)), key=lambda p: p.tie_key)
+    tied = [p for p in pts if not best.beats(p)]
+    # ties do not chain: one the best does not beat may still be beaten beyond noise by another of
+    # them, and then it is not the tie-break's to take (as the workload tie-break drops such ones)
+    equivalent = sorted((p for p in tied if not any(q.beats(p) for q in tied)), key=lambda p: p.tie_key)
     chosen = next(p for p in equivalent if near_best(p.mean, best.mean, min_rel))
     others = [p for p in pts if p is not chosen]
     runner_up = max(others, key=lambda p: p.mean) if others else None
@@ -587,17 +590,28 @@ def recommend(
     for (cid, level), p in stats.items():
         if level in scored_levels:
             configs.setdefault(cid, {})[level] = p
+    # the scored: those that compete at every target level; the yardstick is the best of them (a
+    # cell measured at some levels only, or missing the SLO at one, rescaled the others' scores)
+    scored = {
+        cid: pts
+        for cid, pts in configs.items()
+        if not any(c not in pts or pts[c].config_id in per_level[c].excluded for c in scored_levels)
+    }
+    yard = {c: max((pts[c].mean for pts in scored.values()), default=0.0) for c in scored_levels}
     scores: dict[str, float] = {}
     half: dict[str, float] = {}
-    for cid, pts in configs.items():
-        if any(c not in pts or pts[c].config_id in per_level[c].excluded for c in scored_levels):
-            continue
-        rel = [pts[c].mean / per_level[c].best.mean for c in scored_levels if per_level[c].best.mean > 0]
+    for cid, pts in scored.items():
+        rel = [pts[c].mean / yard[c] for c in scored_levels if yard[c] > 0]
         if len(rel) != len(scored_levels):
             continue
         scores[cid] = sum(rel) / len(rel)
-        rel_hw = [(pts[c].interval.rel_half_width or 0.0) * pts[c].mean / per_level[c].best.mean for c in scored_levels]
-        half[cid] = math.sqrt(sum(h * h for h in rel_hw)) / len(rel_hw)
+        rel_hw = [(pts[c].interval.rel_half_width or 0.0) * pts[c].mean / yard[c] for c in scored_levels]
+        if any(pts[c].interval.noise == "deployments" for c in scored_levels):
+            # restart noise moves a deployment's levels together (tuner/measure/restarts.py): their
+            # errors add up, not in quadrature (which read identical configurations as apart)
+            half[cid] = sum(rel_hw) / len(rel_hw)
+        else:
+            half[cid] = math.sqrt(sum(h * h for h in rel_hw)) / len(rel_hw)
     if not scores:
         return Recommendation(None, None, "no configuration competes at every target level", workload)
     ivs = {
