@@ -451,7 +451,9 @@ def rule_for(server_version: object, baseline_deterministic: bool, candidate_det
     }
 
 
-def exact_round(server_version: object, baseline_deterministic: bool) -> dict[str, Any]:
+def exact_round(
+    server_version: object, baseline_deterministic: bool, measuring_deterministic: bool | None = None
+) -> dict[str, Any]:
     """Whether a sweep redeploys its picks with --enable-deterministic-inference to hold them to
     exact parity (docs/tuner.md "Verify"): only where the release has the flag, and only when the
     measurement deployments ran without it (with it, the per-deployment check is exact already).
@@ -462,7 +464,11 @@ def exact_round(server_version: object, baseline_deterministic: bool) -> dict[st
             "why": f"SGLang {server_version} has no --{DETERMINISTIC_FLAG} (since {DETERMINISTIC_SINCE}): "
             f"every configuration is judged by the threshold rule ({round(EXACT_SHARE_MIN * 100)}% exact)",
         }
-    if baseline_deterministic:
+    # held to exact parity already only when both sides were deterministic: the measurement
+    # deployments (the sweep's own extra flags) and the baseline they were compared with (a
+    # deterministic baseline reused by a sweep without the flag judged every one by the threshold)
+    measuring = baseline_deterministic if measuring_deterministic is None else measuring_deterministic
+    if baseline_deterministic and measuring:
         return {
             "applies": False,
             "why": f"the measurement deployments already run with --{DETERMINISTIC_FLAG}: "

@@ -29,7 +29,9 @@ def _new_phase(tmp_path: Path, **options: Any) -> tuple[VerifyPhase, PhaseLog, P
 def _phase(
     tmp_path: Path, version: str, deterministic: bool, exact: bool = True
 ) -> tuple[VerifyPhase, PhaseLog, PhaseProgress]:
-    phase, log, progress = _new_phase(tmp_path, exact=exact)
+    # a deterministic sweep: its deployments run with the flag, and so did its baseline's
+    flags = {rules.DETERMINISTIC_FLAG: True} if deterministic else {}
+    phase, log, progress = _new_phase(tmp_path, exact=exact, extra_flags=flags)
     phase.baseline = {"server_version": version, "deterministic": deterministic, "model": "m"}
     k2 = SpecConfig(spec_steps=2)
     # k2 passed its per-deployment check by the threshold rule

@@ -336,6 +336,11 @@ def test_exact_round_applies_where_the_release_has_the_flag_and_the_sweep_ran_wi
     assert not rules.exact_round("junk", False)["applies"]
     already = rules.exact_round("0.5.23", baseline_deterministic=True)
     assert not already["applies"] and "already run with" in already["why"]
+    # a deterministic baseline reused by a sweep whose deployments run without the flag: each was
+    # judged by the threshold rule, so the round still applies (it said exact parity was held)
+    assert rules.exact_round("0.5.23", baseline_deterministic=True, measuring_deterministic=False)["applies"]
+    assert rules.exact_round("0.5.23", baseline_deterministic=False, measuring_deterministic=True)["applies"]
+    assert not rules.exact_round("0.5.23", True, True)["applies"]
 
 
 def test_judge_without_acceptance_holds_parity_only():

@@ -477,7 +477,13 @@ class VerifyPhase:
                 previous,
             )
             return
-        plan = rules.exact_round(self.baseline.get("server_version"), bool(self.baseline.get("deterministic")))
+        measuring = any(
+            str(k).strip().lstrip("-") == rules.DETERMINISTIC_FLAG and v not in (False, None, "false", "False")
+            for k, v in self.extra_flags.items()
+        )
+        plan = rules.exact_round(
+            self.baseline.get("server_version"), bool(self.baseline.get("deterministic")), measuring
+        )
         if not plan["applies"]:
             self._note(f"not run: {plan['why']}", dict(plan), previous)
             return
