@@ -652,6 +652,14 @@ def floor_exemption(
     )
 
 
+ADAPTIVE_WHY = (
+    "not compared with the sweep's: an adaptive server's depth, and so its acceptance length, follows "
+    "the batch size and the run (the gate's short requests start at the launch depth, the sweep's "
+    "levels ran where the server settled)"
+)
+ADAPTIVE_ACCEPT_NOTE = ADAPTIVE_WHY + "; the floor and the drift rules apply"
+
+
 def judge(
     baseline: Mapping[str, Any],
     candidate: Mapping[str, Any],
@@ -676,6 +684,12 @@ def judge(
     rule = rule_for(
         candidate.get("server_version"), bool(baseline.get("deterministic")), bool(candidate.get("deterministic"))
     )
+    # an adaptive server (its /server_info says so): its gate acceptance is not the one its levels
+    # measured, so it is never held to it, in the role's module, `tuner verify` and the sweep alike
+    adaptive_server = bool(candidate.get("adaptive"))
+    dropped = measured_accept if adaptive_server else None
+    if adaptive_server:
+        measured_accept = None
     short = _compare(baseline.get("short") or [], candidate.get("short") or [])
     long_ = _compare(baseline.get("long") or [], candidate.get("long") or [])
     reasons = []
@@ -730,6 +744,7 @@ def judge(
         "gate": acc,
         "gate_decode": candidate.get("decode_accept"),
         "measured": measured_accept,
+        **({"measured_not_compared": ADAPTIVE_ACCEPT_NOTE, "measured_given": dropped} if dropped is not None else {}),
         "floor": ACCEPT_FLOOR,
         "share_of_measured_min": ACCEPT_OF_MEASURED,
         "prompt_se": None if se is None else round(se, 4),

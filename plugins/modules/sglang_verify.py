@@ -235,6 +235,8 @@ def run(module):
     candidate = {
         "server_version": info.get("version"),
         "deterministic": bool(info.get("deterministic")),
+        # adaptive: the sweep's measured acceptance is not its gate's (sglang_verify.judge)
+        "adaptive": bool(spec.get("adaptive")) or p["adaptive_config"] is not None,
         "short": short_rows,
         "long": long_rows,
         "long_steps": increments("long"),

@@ -139,6 +139,14 @@ def test_acceptance_floor_and_share_of_measured():
     v = rules.judge(_baseline(s, lg), _candidate(s, lg, accept=2.8), measured_accept=3.0)
     assert not v["passed"] and "below 95% of the 3.00" in v["reasons"][0]
     assert rules.judge(_baseline(s, lg), _candidate(s, lg, accept=2.9), measured_accept=3.0)["passed"]
+    # an adaptive server is never held to the sweep's measured acceptance, whoever calls the rule
+    # (the role's module and `tuner verify` passed it through: a correct default adaptive server at
+    # 6.3 in the gate against 7.4 in the levels was failed and rolled back); the floor still applies
+    adaptive = {**_candidate(s, lg, accept=2.8), "adaptive": True}
+    v = rules.judge(_baseline(s, lg), adaptive, measured_accept=3.0)
+    assert v["passed"] and v["accept"]["measured"] is None and v["accept"]["measured_given"] == 3.0
+    assert "not compared with the sweep's" in v["accept"]["measured_not_compared"]
+    assert not rules.judge(_baseline(s, lg), {**_candidate(s, lg, accept=1.02), "adaptive": True}, 3.0)["passed"]
 
 
 def _with_accepts(rows: list[dict], accepts: list[float]) -> list[dict]:

@@ -83,12 +83,8 @@ def measured_accept(levels: list[Any], config_id: str) -> float | None:
     return num / den if den else None
 
 
-_ADAPTIVE_WHY = (
-    "not compared with the sweep's: an adaptive server's depth, and so its acceptance length, follows "
-    "the batch size and the run (the gate's short requests start at the launch depth, the sweep's "
-    "levels ran where the server settled)"
-)
-ADAPTIVE_ACCEPT_NOTE = _ADAPTIVE_WHY + "; the floor and the drift rules apply"
+_ADAPTIVE_WHY = rules.ADAPTIVE_WHY
+ADAPTIVE_ACCEPT_NOTE = rules.ADAPTIVE_ACCEPT_NOTE  # the one sentence, with the rule (sglang_verify.judge)
 
 
 def floor_exemption(cfg: SpecConfig) -> str | None:

@@ -61,6 +61,7 @@ async def identity(client: BenchClient) -> dict[str, Any]:
         if spec.get("enabled")
         else None,
         "deterministic": bool(info.get("deterministic")),
+        "adaptive": bool(spec.get("enabled") and spec.get("adaptive")),
     }
 
 
