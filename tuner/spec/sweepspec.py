@@ -47,20 +47,10 @@ from .flags import (
     whole_number,
 )
 from .slo import Slo, parse_slo
-from .workload import Dataset, check_sample, load_dataset
+from .workload import Dataset, check_sample, dataset_flag
 
 SWEEP_JSON_VERSION = 2
 DEFAULT_LEN = 256  # synthetic prompts' input and output tokens unless given
-
-
-def _dataset_flag(v: Any) -> Dataset | None:
-    """--dataset PATH; given empty (`--dataset "$DS"` with DS unset) it is an error, not the
-    synthetic prompts (they were benchmarked instead, and the run exited 0)."""
-    if v is None:
-        return None
-    if not str(v).strip():
-        raise BadInput("--dataset", "an empty path (leave the flag out for synthetic prompts)")
-    return load_dataset(str(v))
 
 
 @dataclass(frozen=True)
@@ -278,7 +268,7 @@ class WorkloadSpec:
             None,
             'prompts from a local file: ShareGPT-style JSON or OpenAI-chat JSONL (docs/tuner.md "Datasets"); '
             "default: synthetic prompts",
-            _dataset_flag,
+            dataset_flag,
             load=lambda v: Dataset.from_json(v) if isinstance(v, dict) else None,
         ),
     )
@@ -436,8 +426,7 @@ class SweepSpec:
         default=None,
         metadata=_opt("--inventory", None, "Ansible inventory (default: the project's inventory/emulator.yml)", None),
     )
-    # not the sweep's identity: hosts may be added or left out on --resume (each host's machine is
-    # held fixed by its inventory digest in sweep.json)
+    # hosts may be added or left out on --resume (each host's machine is held by its digest in sweep.json)
     limit: str | None = field(
         default=None, metadata=_opt("--limit", None, "Ansible host pattern to sweep on", None, identity=False)
     )
@@ -553,8 +542,7 @@ class SweepSpec:
             identity=False,
         ),
     )
-    # Above the role's own limits (sglang_server_gate_timeout 1800 s, then a rollback's restart and
-    # gate): a play stopped from outside can neither finish its gate nor roll its host back.
+    # Above the role's gate (1800 s) and rollback: a play stopped from outside finishes neither.
     deploy_timeout: float = field(
         default=4000.0,
         metadata=_opt(
@@ -600,8 +588,7 @@ class SweepSpec:
 
     @classmethod
     def from_cli_args(cls, ns: argparse.Namespace, project: Path) -> SweepSpec:
-        """The sweep the command line asks for; BadInput naming the flag otherwise. Paths are made
-        absolute, so the identity does not depend on the directory the user ran from."""
+        """The command line's sweep (else BadInput naming the flag); paths absolute, for the identity."""
         workload = WorkloadSpec.from_cli_args(ns)
         values = _parse_args(cls, ns)
         inventory = ns.inventory or str(project / "inventory" / "emulator.yml")

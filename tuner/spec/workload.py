@@ -231,6 +231,16 @@ def _array_rows(path: Path, text: str) -> list[tuple[Any, int]]:
             raise BadInput("--dataset", f"{_where(path, text.count(chr(10), 0, i) + 1)}: expected , or ] in the array")
 
 
+def dataset_flag(v: Any) -> Dataset | None:
+    """--dataset PATH; given empty (`--dataset "$DS"` with DS unset) it is an error, not the
+    synthetic prompts (they were benchmarked instead, and the run exited 0)."""
+    if v is None:
+        return None
+    if not str(v).strip():
+        raise BadInput("--dataset", "an empty path (leave the flag out for synthetic prompts)")
+    return load_dataset(str(v))
+
+
 def load_dataset(path_text: str) -> Dataset:
     """Read and check a dataset file; BadInput naming the file (and line) when it cannot be used."""
     path = Path(path_text)
