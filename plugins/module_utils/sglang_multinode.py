@@ -53,6 +53,14 @@ SAME_ON_EVERY_NODE = (
     ("sglang_server_chunked_prefill_size", "every rank's scheduler builds the same batches"),
     ("sglang_server_trust_remote_code", "every node loads the same model code"),
     ("sglang_server_extra_flags", "every rank runs the same server (only --node-rank differs)"),
+    # every rank runs the draft passes rank 0 schedules: another depth, tree or draft model puts
+    # other collectives in its step (a hang, then a gate timeout after every host changed)
+    ("spec_steps", "every rank drafts the same depth"),
+    ("spec_topk", "every rank drafts the same tree"),
+    ("spec_draft_tokens", "every rank verifies the same draft tokens"),
+    ("spec_algorithm", "every rank runs the same speculative algorithm"),
+    ("spec_schedule", "every rank switches depth on the same schedule"),
+    ("sglang_server_spec_draft_model_path", "every rank loads the same draft model"),
 )
 
 
@@ -125,6 +133,12 @@ def group_verdict(group: Any, members: Sequence[str], hostvars: Any) -> dict[str
 
 
 _SERVER_ARGS = (
+    "spec_steps",
+    "spec_topk",
+    "spec_draft_tokens",
+    "spec_algorithm",
+    "spec_schedule",
+    "sglang_server_spec_draft_model_path",
     "sglang_server_mem_fraction_static",
     "sglang_server_max_running_requests",
     "sglang_server_context_length",
@@ -144,15 +158,19 @@ def _same_form(value: Any) -> Any:
 
 
 def member_addresses(members: Sequence[str], hostvars: Any) -> dict[str, str]:
-    """Each member's address as Ansible reaches it: ``ansible_host``, else its inventory name."""
+    """Each member's address as Ansible reaches it: ``ansible_host``, else its inventory name, with
+    its ``ansible_port`` where it sets one (machines behind one SSH proxy, or Vagrant's, share an
+    ``ansible_host`` and differ by port)."""
     out: dict[str, str] = {}
     for m in members:
         try:
             hv = hostvars[m]
             addr = hv["ansible_host"] if "ansible_host" in hv else m
+            port = hv["ansible_port"] if "ansible_port" in hv else None
         except Exception:  # noqa: BLE001 - a value that does not template is that host's to report
-            addr = m
-        out[m] = str(addr).strip() or m
+            addr, port = m, None
+        addr = str(addr).strip() or m
+        out[m] = addr if port in (None, "") else f"{addr} port {str(port).strip()}"
     return out
 
 

@@ -57,6 +57,8 @@ def test_a_consistent_group_has_no_errors():
     # one value in two spellings is one value
     same = {A: _settings(sglang_server_max_running_requests=64), B: _settings(sglang_server_max_running_requests="64")}
     assert mn.group_errors(GROUP, [A, B], "", same) == []
+    steps = {A: _settings(spec_steps=3), B: _settings(spec_steps="3")}  # -e gives a string
+    assert mn.group_errors(GROUP, [A, B], "", steps) == []
     assert mn.group_errors("", [A], "", {}) == []
 
 
@@ -81,6 +83,15 @@ def test_a_consistent_group_has_no_errors():
             {"sglang_server_gpus_per_node": 4},
             "",
             "sglang_server_gpus_per_node=4 x 2 nodes",
+        ),
+        # the ranks draft what rank 0 schedules: another depth or draft model hangs the group
+        ({"spec_steps": 3}, {"spec_steps": 2}, "", "spec_steps differs across the hosts"),
+        ({"spec_algorithm": "EAGLE3"}, {"spec_algorithm": "NEXTN"}, "", "spec_algorithm differs"),
+        (
+            {"sglang_server_spec_draft_model_path": "/m/a"},
+            {"sglang_server_spec_draft_model_path": "/m/b"},
+            "",
+            "sglang_server_spec_draft_model_path differs",
         ),
     ],
 )
@@ -121,6 +132,21 @@ CASES = {
         {"sglang_server_tp_size": 4, "sglang_server_multinode_head": "emu-other"},
         "sglang_server_multinode_head='emu-other' is not a host of sglang_server_multinode_group",
     ),
+    # the output check is not wired into the group's gate: it was skipped and the group kept
+    "verify-on-a-group": (
+        {},
+        {"sglang_server_tp_size": 4, "sglang_server_verify_outputs": True},
+        "sglang_server_verify_outputs=true on sglang_server_multinode_group",
+    ),
+    # the ranks draft what rank 0 schedules
+    "draft-disagree": (
+        {
+            A: {"sglang_server_spec_draft_model_path": "/models/draft"},
+            B: {"sglang_server_spec_draft_model_path": "/models/other"},
+        },
+        {"sglang_server_tp_size": 4},
+        "sglang_server_spec_draft_model_path differs across the hosts of sglang_server_multinode_group",
+    ),
 }
 
 
@@ -159,3 +185,14 @@ def test_two_hosts_that_are_one_machine_are_not_a_group():
     [err] = mn.address_errors(GROUP, mn.member_addresses([A, B], hv))
     assert err.startswith(f"hosts {A}, {B} of sglang_server_multinode_group='{GROUP}' are one machine")
     assert mn.address_errors(GROUP, mn.member_addresses([A, B], {A: {"ansible_host": "192.0.2.31"}, B: {}})) == []
+    # one SSH proxy (or Vagrant) address, a port per machine: two machines, not one
+    ports = {
+        A: {"ansible_host": "127.0.0.1", "ansible_port": 2222},
+        B: {"ansible_host": "127.0.0.1", "ansible_port": 2200},
+    }
+    assert mn.address_errors(GROUP, mn.member_addresses([A, B], ports)) == []
+    same = {
+        A: {"ansible_host": "127.0.0.1", "ansible_port": 2222},
+        B: {"ansible_host": "127.0.0.1", "ansible_port": "2222"},
+    }
+    assert len(mn.address_errors(GROUP, mn.member_addresses([A, B], same))) == 1
