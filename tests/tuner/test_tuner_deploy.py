@@ -83,6 +83,21 @@ def test_outcome_failure_reason_is_the_roles_final_message():
     assert only_censored.failure and "no_log" in only_censored.failure
 
 
+def test_a_groups_final_failure_is_told_in_the_heads_words_whatever_the_event_order():
+    """Every node of a multi-node group ends on the same group failure: whichever host's event came
+    last spoke for the group ("gpu-b: timed out ... (on gpu-a, node rank 0 ...)" in one order, the
+    plain reason in the other)."""
+    why = "timed out after 60 s waiting for /health (on gpu-a, node rank 0 of sglang_server_multinode_group='g')"
+    a = ev("runner_on_failed", host="gpu-a", task="Fail with the group's reason", res={"msg": why})
+    b = ev("runner_on_failed", host="gpu-b", task="Fail with the group's reason", res={"msg": why})
+    for order in ([a, b], [b, a]):
+        out = outcome_from_events(order, "gpu-a", ("gpu-b",))
+        assert out.failure == why, out.failure
+    # a worker's own failure still names it
+    own = ev("runner_on_failed", host="gpu-b", task="Install", res={"msg": "apt failed"})
+    assert outcome_from_events([own], "gpu-a", ("gpu-b",)).failure == "gpu-b: apt failed"
+
+
 def test_inventory_hosts_group_and_limit():
     inv = FIXTURES / "local_inventory.yml"
     hosts, hostvars = inventory_hosts(inv, None, project_root())
