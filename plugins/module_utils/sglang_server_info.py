@@ -198,7 +198,19 @@ def parse_server_info(info: Any) -> dict[str, Any]:
         # --enable-deterministic-inference (batch-invariant kernels): the correctness gate's exact rule
         "deterministic": _as_bool(_lookup(info, "enable_deterministic_inference")),
         "launch_command": parse_launch_command(info.get("launch_command")),
+        # what changes greedy numerics whatever the speculation: the correctness gate's baseline is
+        # comparable only with a server that has the same (sglang_verify.baseline_mismatch)
+        "numerics": {key: _num_arg(_lookup(info, key)) for key in NUMERICS_ARGS},
     }
+
+
+# Server arguments the greedy outputs depend on and speculation does not change (the attention
+# backend is left out: SGLang may pick another one for a speculative server by itself).
+NUMERICS_ARGS = ("tp_size", "dtype", "quantization", "kv_cache_dtype")
+
+
+def _num_arg(value: Any) -> Any:
+    return value if value is None or isinstance(value, (int, float)) else _as_str(value)
 
 
 def parse_models(body: Any) -> dict[str, Any]:

@@ -259,11 +259,25 @@ def baseline_problems(baseline: Any) -> list[str]:
 
 
 def baseline_mismatch(
-    baseline: Mapping[str, Any], model: Any, server_version: Any, prompt_sha256: str, settings: Mapping[str, Any]
+    baseline: Mapping[str, Any],
+    model: Any,
+    server_version: Any,
+    prompt_sha256: str,
+    settings: Mapping[str, Any],
+    numerics: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """What differs between a baseline and the server/prompts it would be compared with: one
-    sentence per difference (empty when it may be used). Never compare across these."""
+    sentence per difference (empty when it may be used). Never compare across these. `numerics`:
+    the server's arguments its greedy outputs depend on (tp size, dtype, quantization, KV cache
+    dtype: sglang_server_info's `numerics`), held to the baseline's where both say."""
     diffs = []
+    kept = baseline.get("numerics") if isinstance(baseline.get("numerics"), Mapping) else {}
+    for key, now in sorted((numerics or {}).items()):
+        # a baseline file from before these were kept says nothing of them; a null is a value
+        # (no quantization), and both sides run the same release, so they read alike
+        then = kept.get(key)
+        if key in kept and then != now and str(then) != str(now):
+            diffs.append(f"server argument {key}: the baseline's server ran {then!r}, this one runs {now!r}")
     if str(baseline.get("model")) != str(model):
         diffs.append("model: the baseline is of {!r}, the server serves {!r}".format(baseline.get("model"), model))
     if str(baseline.get("server_version")) != str(server_version):

@@ -206,7 +206,9 @@ def run(module):
     spec = info.get("speculative") or {}
     model = info.get("model_path") or info.get("served_model_name")
     prompts = [{"id": r["id"], "text": r["prompt"]} for r in base["short"] + base["long"]]
-    diffs = baseline_mismatch(base, model, info.get("version"), prompt_set_hash(prompts), base.get("settings") or {})
+    diffs = baseline_mismatch(
+        base, model, info.get("version"), prompt_set_hash(prompts), base.get("settings") or {}, info.get("numerics")
+    )
     if diffs:
         module.fail_json(msg="the baseline does not fit this server: " + "; ".join(diffs), passed=False, reasons=diffs)
     settings = base["settings"]

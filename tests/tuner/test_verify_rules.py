@@ -333,6 +333,16 @@ def test_baseline_of_another_model_version_or_prompt_set_is_refused():
         rules.baseline_problems(dict(b, speculative={"algorithm": "EAGLE"}))
     )
     assert rules.baseline_problems([]) == ["not a JSON object"]
+    # a baseline taken at another TP size, dtype, quantization or KV cache dtype: its greedy outputs
+    # differ from this server's whatever the speculation (a deterministic check failed 100%)
+    kept = dict(b, numerics={"tp_size": 8, "dtype": "bfloat16", "quantization": None, "kv_cache_dtype": "auto"})
+    now = {"tp_size": 4, "dtype": "bfloat16", "quantization": "fp8", "kv_cache_dtype": "auto"}
+    assert rules.baseline_mismatch(kept, "m", "0.5.9", "x" * 64, dict(rules.DEFAULT_SETTINGS), now) == [
+        "server argument quantization: the baseline's server ran None, this one runs 'fp8'",
+        "server argument tp_size: the baseline's server ran 8, this one runs 4",
+    ]
+    # an older baseline file without them is compared as before
+    assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, dict(rules.DEFAULT_SETTINGS), now) == []
 
 
 def test_exact_round_applies_where_the_release_has_the_flag_and_the_sweep_ran_without_it():

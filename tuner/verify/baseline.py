@@ -41,6 +41,7 @@ def make(ident: dict[str, Any], ps: PromptSet, got: dict[str, Any], tool: str) -
         "model": ident.get("model"),
         "served_model_name": ident.get("served_model_name"),
         "deterministic": bool(ident.get("deterministic")),
+        "numerics": dict(ident.get("numerics") or {}),
         "speculative": None,
         "prompt_set": ps.name,
         "prompt_set_sha256": ps.sha256,
@@ -77,7 +78,10 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def check(doc: dict[str, Any], ident: dict[str, Any], ps: PromptSet, where: str) -> None:
-    """Refuse a baseline of another model, server version, prompt set or settings."""
-    diffs = rules.baseline_mismatch(doc, ident.get("model"), ident.get("server_version"), ps.sha256, ps.settings)
+    """Refuse a baseline of another model, server version, prompt set, settings or numerics (tp
+    size, dtype, quantization, KV cache dtype)."""
+    diffs = rules.baseline_mismatch(
+        doc, ident.get("model"), ident.get("server_version"), ps.sha256, ps.settings, ident.get("numerics")
+    )
     if diffs:
         raise BaselineError(f"{where} does not fit this server: " + "; ".join(diffs))

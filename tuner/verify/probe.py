@@ -62,6 +62,7 @@ async def identity(client: BenchClient) -> dict[str, Any]:
         else None,
         "deterministic": bool(info.get("deterministic")),
         "adaptive": bool(spec.get("enabled") and spec.get("adaptive")),
+        "numerics": dict(info.get("numerics") or {}),
     }
 
 
