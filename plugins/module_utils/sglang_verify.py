@@ -271,7 +271,8 @@ def baseline_mismatch(
     the server's arguments its greedy outputs depend on (tp size, dtype, quantization, KV cache
     dtype: sglang_server_info's `numerics`), held to the baseline's where both say."""
     diffs = []
-    kept = baseline.get("numerics") if isinstance(baseline.get("numerics"), Mapping) else {}
+    raw = baseline.get("numerics")
+    kept: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     for key, now in sorted((numerics or {}).items()):
         # a baseline file from before these were kept says nothing of them; a null is a value
         # (no quantization), and both sides run the same release, so they read alike
