@@ -170,7 +170,9 @@ def member_addresses(members: Sequence[str], hostvars: Any) -> dict[str, str]:
         except Exception:  # noqa: BLE001 - a value that does not template is that host's to report
             addr, port = m, None
         addr = str(addr).strip() or m
-        out[m] = addr if port in (None, "") else f"{addr} port {str(port).strip()}"
+        # SSH's default port unset or written out is one port (22, Ansible's default)
+        port = "" if port is None else str(port).strip()
+        out[m] = addr if port in ("", "22") else f"{addr} port {port}"
     return out
 
 

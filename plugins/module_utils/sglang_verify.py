@@ -201,7 +201,8 @@ class StreamRow:
         text = chunk.get("text")
         if isinstance(text, str) and text:
             # 0.5.12+ sends the new text with the new ids; 0.5.9 keeps the text cumulative
-            cumulative = not incremental or (text.startswith(self.text) and len(text) > len(self.text))
+            # (0.5.9: a chunk of ids with no new text, an EOS or a held-back byte, repeats the text)
+            cumulative = not incremental or (bool(self.text) and text.startswith(self.text))
             self.text = text if cumulative else self.text + text
         self.hist = accept_histogram(meta) or self.hist
         t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")

@@ -196,3 +196,5 @@ def test_two_hosts_that_are_one_machine_are_not_a_group():
         B: {"ansible_host": "127.0.0.1", "ansible_port": "2222"},
     }
     assert len(mn.address_errors(GROUP, mn.member_addresses([A, B], same))) == 1
+    default = {A: {"ansible_host": "10.0.0.5"}, B: {"ansible_host": "10.0.0.5", "ansible_port": 22}}  # 22: SSH's
+    assert len(mn.address_errors(GROUP, mn.member_addresses([A, B], default))) == 1

@@ -95,6 +95,14 @@ def _render(tmp: Path) -> None:
                     "sglang_server_limit_nofile": None,
                     "sglang_server_limit_memlock": None,
                 },
+                # DevicePolicy=auto with no DeviceAllow=: nothing closes the devices but ProtectClock's
+                # implied char-rtc entry would, before systemd 252
+                "auto-open": {
+                    "sglang_server_engine": "emulator",
+                    "spec_steps": 2,
+                    "sglang_server_device_policy": "auto",
+                    "sglang_server_device_allow": [],
+                },
                 "topk": {
                     "sglang_server_engine": "emulator",
                     "spec_steps": 3,
@@ -163,7 +171,7 @@ def exec_start(text: str) -> str:
     return re.sub(r"\s*\\\n\s*", " ", m.group(1))
 
 
-HOSTS = ["emulator-nokey", "sglang-key", "nospec-home", "topk", "vaulted", "node-a", "node-b"]
+HOSTS = ["emulator-nokey", "sglang-key", "nospec-home", "auto-open", "topk", "vaulted", "node-a", "node-b"]
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -287,6 +295,9 @@ def test_switches(rendered):
     # DevicePolicy=auto before systemd 252): the clock's calls are filtered instead
     assert "\nProtectClock=" not in home and "\nSystemCallFilter=~@clock\n" in home
     assert "\nProtectClock=yes\n" in unit(rendered, "sglang-key")
+    auto = unit(rendered, "auto-open")
+    assert "\nDevicePolicy=auto\n" in auto and "\nDeviceAllow=" not in auto
+    assert "\nProtectClock=" not in auto and "\nSystemCallFilter=~@clock\n" in auto
     assert "ReadWritePaths=/var/lib/sglang /home/sglang/cache" in home
     topk = unit(rendered, "topk")
     assert "\nCPUAffinity=0-15\n" in topk and "\nEnvironment=A=1\nEnvironment=B=2\n" in topk

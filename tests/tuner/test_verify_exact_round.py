@@ -276,3 +276,30 @@ def test_the_exact_round_holds_a_config_pinning_0_steps_at_the_gates_batch_to_no
     assert seen["acceptance"] is True and seen["floor"] is False
     asyncio.run(phase._exact_one(deploy, "h", SpecConfig(spec_steps=3), threshold_checked=False))
     assert seen["floor"] is True  # a static depth: the floor applies
+
+
+def test_a_deterministic_baseline_of_other_server_arguments_is_not_reused(tmp_path):
+    """The deterministic baseline beside the threshold one is reused only for a server of the same
+    tp size, dtype, quantization and KV cache dtype: one kept from a sweep at another TP size made
+    every exact check of the round 'not checked' (its identity check missed the numerics)."""
+    import asyncio
+    import json
+
+    from test_verify_rules import _baseline, _rows
+
+    phase, _log, progress = _new_phase(tmp_path)
+    ident = {"prompt_set_sha256": phase.prompts.sha256, "settings": dict(phase.prompts.settings)}
+    phase.baseline = {**_baseline(_rows(2, 4), _rows(1, 8)), **ident, "numerics": {"tp_size": 1}}
+    old = {**phase.baseline, "deterministic": True, "numerics": {"tp_size": 2}}
+    exact_baseline_path(phase.path).write_text(json.dumps(old))
+    calls: list[str] = []
+
+    def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
+        from types import SimpleNamespace
+
+        calls.append(label)
+        return SimpleNamespace(ok=False, client_url=None, reason="no server here", report={}, elapsed_s=0.1)
+
+    usable, _made = asyncio.run(phase._exact_capture(deploy, "h"))
+    assert calls == ["verify-exact-baseline"] and not usable
+    assert not any("reusing the deterministic baseline" in ln for ln in progress.lines)

@@ -606,6 +606,11 @@ def test_an_incremental_stream_is_joined_not_replaced():
         rows.append(fold.row()[0])
     for row in rows:
         assert row["output_ids"] == [1, 2, 3, 4] and row["text"] == "w1 w2 w3 w4", row
+    # 0.5.9: a chunk of ids that adds no text (an EOS, a held-back byte) repeats the cumulative text
+    eos = rules.StreamRow("long:2")
+    for i, (text, ids) in enumerate([("Hello", [11]), ("Hello world", [12]), ("Hello world", [2])], start=1):
+        eos.add({"text": text, "output_ids": ids, "meta_info": {"completion_tokens": i}}, float(i))
+    assert eos.row()[0]["text"] == "Hello world" and eos.row()[0]["output_ids"] == [11, 12, 2]
     # one token a chunk, incremental: the ids and text still add up
     one = rules.StreamRow("long:1")
     for i, w in enumerate(["a", " b", " c"], start=1):

@@ -309,6 +309,7 @@ class VerifyPhase:
                     self.baseline.get("server_version"),
                     self.prompts.sha256,
                     self.prompts.settings,
+                    self.baseline.get("numerics"),
                 )
                 if not same:
                     self.exact_baseline = doc
