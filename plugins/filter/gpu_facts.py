@@ -28,6 +28,10 @@ QUERY_GPU_ARGS: tuple[str, ...] = (
     "--format=csv,noheader,nounits",
 )
 
+# A second query, apart from the one above so that a driver without the field fails only this one
+# (answered "[N/A]" by GPUs without MIG): whether each GPU is split into MIG instances.
+MIG_QUERY_ARGS: tuple[str, ...] = ("--query-gpu=index,mig.mode.current", "--format=csv,noheader,nounits")
+
 # nvidia-smi prints these for values a GPU or driver does not report.
 _NOT_AVAILABLE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", ""}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -127,6 +131,32 @@ def parse_query_gpu(text: str) -> list[dict[str, Any]]:
             }
         )
     return gpus
+
+
+def parse_mig_modes(text: Any) -> dict[int, str]:
+    """`nvidia-smi --query-gpu=index,mig.mode.current` -> {index: "Enabled" | "Disabled"}; a GPU
+    without MIG ("[N/A]") or a line that does not read is left out (nothing is known of it)."""
+    out: dict[int, str] = {}
+    for raw in str(text or "").splitlines():
+        parts = [p.strip() for p in _ANSI.sub("", raw).split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and _value(parts[1]) is not None:
+            out[int(parts[0])] = parts[1]
+    return out
+
+
+def mig_problems(gpus: Sequence[Mapping[str, Any]], modes: Mapping[Any, Any]) -> list[str]:
+    """A visible GPU split into MIG instances: CUDA sees its instances, not the GPU (one per process,
+    no peer-to-peer between them: NVIDIA's MIG User Guide, "CUDA Device Enumeration"), so the
+    whole-GPU facts the deploy is checked against do not hold for it."""
+    enabled = [g for g in gpus if str(modes.get(g.get("index"), modes.get(str(g.get("index")), ""))) == "Enabled"]
+    if not enabled:
+        return []
+    return [
+        f"MIG is enabled on GPU(s) {', '.join(str(g.get('index')) for g in enabled)} "
+        f"({describe_gpus(enabled)}): CUDA sees MIG instances there, not whole GPUs, and SGLang's tensor "
+        "parallelism needs whole GPUs; disable MIG (nvidia-smi -i N -mig 0, then reset the GPU) or leave "
+        "those GPUs out with CUDA_VISIBLE_DEVICES in cuda_env_cuda_env"
+    ]
 
 
 def parse_driver_cuda_version(text: str) -> str | None:
@@ -282,6 +312,14 @@ def select_visible_gpus(gpus: Sequence[Mapping[str, Any]], cuda_visible_devices:
             match = [g for g in gpus if g.get("index") == int(entry)]
         elif entry.startswith("GPU-"):
             match = [g for g in gpus if str(g.get("uuid") or "").startswith(entry)]
+        elif entry.startswith("MIG-"):
+            # a MIG instance (MIG-<uuid>, or MIG-GPU-<uuid>/<gi>/<ci> before R470): one slice of a GPU
+            problems.append(
+                f"CUDA_VISIBLE_DEVICES (cuda_env_cuda_env) entry {entry!r} of {spec!r} names a MIG instance: "
+                "the role checks whole GPUs, which SGLang's tensor parallelism needs; disable MIG on the GPUs "
+                "the server uses and name them by index or GPU UUID"
+            )
+            break
         if len(match) != 1 or match[0] in chosen:
             problems.append(
                 f"CUDA_VISIBLE_DEVICES (cuda_env_cuda_env) entry {entry!r} of {spec!r} "
@@ -550,6 +588,8 @@ class FilterModule:
             "cuda_env_declared_gpus": expand_declared_gpus,
             "cuda_env_visible_gpus": select_visible_gpus,
             "cuda_env_gpu_problems": gpu_problems,
+            "cuda_env_parse_mig": parse_mig_modes,
+            "cuda_env_mig_problems": mig_problems,
             "cuda_env_version_tuple": lambda v: list(version_tuple(v)),
             "cuda_env_merge_env": merge_environment,
             "cuda_env_env_problems": environment_problems,

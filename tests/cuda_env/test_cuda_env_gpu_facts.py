@@ -298,3 +298,18 @@ def test_real_h200_output_from_the_lent_machine() -> None:
         }
     ]
     assert gf.parse_driver_cuda_version(fixture_text("smi_banner_h200_real.txt")) == "13.0"
+
+
+def test_mig_modes_and_the_problem_they_make() -> None:
+    """A GPU split into MIG instances is listed whole by --query-gpu (full memory): CUDA sees its
+    instances instead (NVIDIA's MIG User Guide), so the role says so rather than count it whole;
+    a MIG instance named in CUDA_VISIBLE_DEVICES is told apart from a missing GPU."""
+    modes = gf.parse_mig_modes("0, Enabled\n1, Disabled\n2, [N/A]\nsomething else\n")
+    assert modes == {0: "Enabled", 1: "Disabled"}
+    gpus = gf.parse_query_gpu(fixture_text("smi_query_h200x8.txt"))[:3]
+    [problem] = gf.mig_problems(gpus, modes)
+    assert problem.startswith("MIG is enabled on GPU(s) 0 (") and "needs whole GPUs" in problem
+    assert gf.mig_problems(gpus, {0: "Disabled"}) == [] and gf.mig_problems(gpus, {}) == []
+    for entry in ("MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f", "MIG-GPU-aaaa0000-1111-2222-3333-444455556666/1/0"):
+        [why] = gf.select_visible_gpus(gpus, entry)["problems"]
+        assert "names a MIG instance" in why and "names no single GPU" not in why

@@ -40,6 +40,7 @@ def fake_smi(
     lines: int | None = None,
     fail: bool = False,
     old_driver: bool = False,
+    mig: str | None = None,
 ) -> str:
     """A stand-in nvidia-smi: answers the three commands the role runs with fixture text."""
     if old_driver:  # the 470 series: no compute_cap query field (huggingface/candle#733)
@@ -54,7 +55,8 @@ def fake_smi(
         body = (
             'case "$1" in\n'
             f'  --query-gpu=index,name,memory.total,driver_version,compute_cap,pci.bus_id,uuid) cat "{FIXTURES / query}" {head};;\n'
-            f'  topo) cat "{FIXTURES / topo}";;\n'
+            + (f'  --query-gpu=index,mig.mode.current) printf "{mig}";;\n' if mig is not None else "")
+            + f'  topo) cat "{FIXTURES / topo}";;\n'
             f'  "") cat "{FIXTURES / banner}";;\n'
             '  *) echo "fake nvidia-smi: unexpected arguments: $*" >&2; exit 2;;\n'
             "esac\n"
@@ -70,6 +72,8 @@ def cases(tmp: Path) -> dict[str, dict]:
     smi2 = fake_smi(tmp / "smi-h200x2", "smi_query_h200x8.txt", lines=2)
     smi_bad = fake_smi(tmp / "smi-failing", "", fail=True)
     smi_old = fake_smi(tmp / "smi-old-driver", "", old_driver=True)
+    # GPU 0 split into MIG instances: --query-gpu still lists it whole, at its full memory
+    smi_mig = fake_smi(tmp / "smi-mig", "smi_query_h200x8.txt", lines=2, mig="0, Enabled\\n1, Disabled\\n")
     gpu_host = {"cuda_env_gpu_source": "auto", "cuda_env_declared_gpus": []}
     return {
         "ok_declared_tp4": {},
@@ -103,6 +107,7 @@ def cases(tmp: Path) -> dict[str, dict]:
         "smi_old_driver": {**gpu_host, "cuda_env_nvidia_smi": smi_old},
         "smi_h200x8_tp8": {**gpu_host, "cuda_env_nvidia_smi": smi8, "sglang_server_tp_size": 8},
         "smi_h200x8_tp16": {**gpu_host, "cuda_env_nvidia_smi": smi8, "sglang_server_tp_size": 16},
+        "smi_mig_enabled": {**gpu_host, "cuda_env_nvidia_smi": smi_mig, "sglang_server_tp_size": 2},
         "main_bad_input": {"case_entry": "main", "sglang_server_tp_size": 8},
         "main_emulator": {
             "case_entry": "main",
@@ -269,6 +274,7 @@ def test_cuda_visible_devices_limits_the_count(outcome) -> None:
         ("smi_missing_required", ["nvidia-smi (/nonexistent/nvidia-smi) is not on smi_missing_required"]),
         ("smi_failing", ["nvidia-smi failed on smi_failing (rc 9)", "couldn't communicate with the NVIDIA driver"]),
         ("smi_old_driver", ["nvidia-smi failed on smi_old_driver (rc 2)", "the driver is older than the query fields"]),
+        ("smi_mig_enabled", ["MIG is enabled on GPU(s) 0 (", "SGLang's tensor parallelism needs whole GPUs"]),
         (
             "smi_h200x8_tp16",
             [

@@ -37,6 +37,11 @@ def test_facts_task_runs_the_query_the_parser_reads() -> None:
     assert tuple(query["ansible.builtin.command"]["argv"][1:]) == gf.QUERY_GPU_ARGS
 
 
+def test_the_mig_query_is_the_one_the_parser_reads() -> None:
+    [query] = [t for t in load("tasks/facts_nvidia_smi.yml") if t["name"].startswith("Read whether the GPUs are split")]
+    assert tuple(query["ansible.builtin.command"]["argv"][1:]) == gf.MIG_QUERY_ARGS
+
+
 def test_every_task_is_tagged_cuda_env() -> None:
     for path in (ROLE / "tasks").glob("*.yml"):
         stack = [(task, []) for task in yaml.safe_load(path.read_text())]
