@@ -30,7 +30,7 @@ from tuner.decide import analysis  # noqa: E402
 from tuner.decide.search import decide as policy  # noqa: E402
 from tuner.decide.search import text  # noqa: E402
 from tuner.decide.search.model import Misfit, find_misfits  # noqa: E402
-from tuner.spec.configs import plan_configs  # noqa: E402
+from tuner.spec.configs import spec_plan  # noqa: E402
 
 PASS_SHARE = 0.97
 
@@ -63,7 +63,7 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
     if spec is None:
         raise SystemExit(f"{grid_dir}: no sweep.json")
     full = store.state()
-    plan = plan_configs(spec.steps, spec.topk, spec.draft_tokens, spec.algorithm, play_vars=spec.extra_vars)
+    plan = spec_plan(spec)
     workload = spec.workload
     target = list(workload.target_concurrency) if workload.target_concurrency else None
     deployed: list[str] = []

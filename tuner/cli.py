@@ -139,12 +139,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .run.inventory import InventoryError, read_inventory
     from .run.levels import Progress
     from .run.sweep import Sweep
-    from .spec.configs import plan_configs
+    from .spec.configs import spec_plan
 
     project = project_root()
     spec = SweepSpec.from_cli_args(a, project)
     out = check_out_dir(a.out)
-    plan = plan_configs(spec.steps, spec.topk, spec.draft_tokens, spec.algorithm, play_vars=spec.extra_vars)
+    plan = spec_plan(spec)
     if not plan.configs:
         raise BadInput(
             "--steps",

@@ -15,7 +15,7 @@ from ..data.prediction import Band, Prediction
 from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
 from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model
-from ..spec.configs import plan_configs
+from ..spec.configs import spec_plan
 from ..spec.sweepspec import SweepSpec
 
 
@@ -118,10 +118,7 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
         mode=spec.search,
         # the plan's, not only those the records reached: an interrupted sweep said "2 of 2 planned"
         planned=len(
-            {
-                c.config_id
-                for c in plan_configs(spec.steps, spec.topk, spec.draft_tokens, spec.algorithm, spec.extra_vars).configs
-            }
+            {c.config_id for c in spec_plan(spec).configs}
             | {cid for cid in state.order if not (cid in state.skipped and state.skipped[cid].kind == "infeasible")}
         ),
         deployed=deployed,

@@ -22,7 +22,7 @@ from ..decide.crosscheck import CrossCheck, check_levels
 from ..decide.schedule import Schedule
 from ..decide.search.text import misfit_text
 from ..spec import workload
-from ..spec.configs import plan_configs
+from ..spec.configs import spec_plan
 from ..spec.slo import Slo
 from ..spec.sweepspec import SweepSpec
 from .search_report import SearchSummary, search_summary
@@ -586,7 +586,7 @@ def unfinished(s: Summary) -> list[str]:
 
 def plan_configs_of(s: Summary) -> list[Any]:
     """The static sweep's configurations (--steps x --topk x --draft-tokens)."""
-    return plan_configs(s.spec.steps, s.spec.topk, s.spec.draft_tokens, s.spec.algorithm, s.spec.extra_vars).configs
+    return spec_plan(s.spec).configs
 
 
 def title(s: Summary) -> str:

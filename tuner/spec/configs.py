@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang_utils.sglang_adaptive import (
     launch_steps,
@@ -23,6 +23,9 @@ from sglang_utils.sglang_adaptive import (
     union_candidate_steps,
 )
 from sglang_utils.sglang_spec import spec_settings
+
+if TYPE_CHECKING:
+    from .sweepspec import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -293,3 +296,9 @@ def plan_configs(
     # Steps 0 (the baseline) first, then each series ascending in steps.
     plan.configs.sort(key=lambda c: (c.spec_steps != 0, c.series[0], c.series[1] or 0, c.spec_steps))
     return plan
+
+
+def spec_plan(spec: SweepSpec) -> ConfigPlan:
+    """The plan of a sweep's own flags (--steps, --topk, --draft-tokens, --algorithm, -e): what the
+    CLI sweeps, the report counts as planned and the replay walks."""
+    return plan_configs(spec.steps, spec.topk, spec.draft_tokens, spec.algorithm, play_vars=spec.extra_vars)
