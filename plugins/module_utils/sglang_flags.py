@@ -248,6 +248,16 @@ def normalise_flag(name: str) -> str:
     return name if name.startswith("--") else f"--{name}"
 
 
+def extra_switch_on(extra: Any, name: str) -> bool:
+    """Whether sglang_server_extra_flags turns on the switch `name` (any spelling): `server_flags`
+    writes a bare switch for the value true only (false or unset leave it out, any other value
+    follows it as an argument, which a switch does not take)."""
+    flag = normalise_flag(name)
+    return isinstance(extra, dict) and any(
+        isinstance(k, str) and normalise_flag(k) == flag and v is True for k, v in extra.items()
+    )
+
+
 def engine_module(engine: Any) -> str:
     """The Python module ExecStart runs for `engine` ('' for an unknown engine, which server_errors reports)."""
     return ENGINE_MODULES.get(str(engine), "")
@@ -296,12 +306,7 @@ def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> li
         version
     ):
         return []
-    flags = extra_flags if isinstance(extra_flags, dict) else {}
-    off = any(
-        isinstance(k, str) and normalise_flag(k) == "--disable-overlap-schedule" and parse_bool(v) is not False
-        for k, v in flags.items()
-    )
-    if off:
+    if extra_switch_on(extra_flags, "disable-overlap-schedule"):
         return []
     return [
         f"spec_schedule on SGLang {str(version).strip()} needs the overlap scheduler off: that release runs "

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sglang_utils import sglang_verify as rules
+from sglang_utils.sglang_flags import extra_switch_on
 
 from ..data.records import VerifyRecord
 from ..run.client import BenchClient, ClientOptions
@@ -474,10 +475,7 @@ class VerifyPhase:
                 previous,
             )
             return
-        measuring = any(
-            str(k).strip().lstrip("-") == rules.DETERMINISTIC_FLAG and v not in (False, None, "false", "False")
-            for k, v in self.extra_flags.items()
-        )
+        measuring = extra_switch_on(self.extra_flags, rules.DETERMINISTIC_FLAG)
         plan = rules.exact_round(
             self.baseline.get("server_version"), bool(self.baseline.get("deterministic")), measuring
         )
