@@ -80,8 +80,7 @@ def outcome_from_events(events: list[dict[str, Any]], host: str, members: tuple[
     """
     out = PlayOutcome()
     mine = {host, *members}
-    failures: list[tuple[str, str]] = []
-    reporters: list[Any] = []  # the host of each failure
+    failures: list[tuple[str, str, Any]] = []  # (task, message, the host that failed)
     for ev in events:
         kind = ev.get("event")
         data = ev.get("event_data") or {}
@@ -104,28 +103,25 @@ def outcome_from_events(events: list[dict[str, Any]], host: str, members: tuple[
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             res = data.get("res") or {}
             if res.get("censored"):  # a no_log task (the gate): the role's final failure says why
-                failures.append((str(data.get("task") or ""), ""))
-                reporters.append(data.get("host"))
+                failures.append((str(data.get("task") or ""), "", data.get("host")))
                 continue
             msg = str(res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed")
             if members and data.get("host") != host:
                 msg = f"{data.get('host')}: {msg}"
-            failures.append((str(data.get("task") or ""), msg))
-            reporters.append(data.get("host"))
+            failures.append((str(data.get("task") or ""), msg, data.get("host")))
         elif kind == "runner_on_unreachable":
             res = data.get("res") or {}
             prefix = f"{data.get('host')} unreachable: " if members else "unreachable: "
-            failures.append((str(data.get("task") or ""), prefix + str(res.get("msg") or "")))
-            reporters.append(data.get("host"))
+            failures.append((str(data.get("task") or ""), prefix + str(res.get("msg") or ""), data.get("host")))
     told = [f for f in failures if f[1]]
     if failures:
         # The role's final failure (after its rollback) starts with the reason; earlier ones
         # (the gate itself, inside a block the role rescued) are detail, or censored (no_log). A
         # group's final failure is every node's: the head's words, whatever order the events came in
         final = told[-1][0] if told else None
-        heads = [f for f, who in zip(failures, reporters, strict=True) if f[1] and f[0] == final and who == host]
+        heads = [f for f in told if f[0] == final and f[2] == host]
         out.failed_task, out.failure = (
-            heads[-1] if heads else told[-1] if told else (failures[-1][0], "failed (output hidden by no_log)")
+            heads[-1][:2] if heads else told[-1][:2] if told else (failures[-1][0], "failed (output hidden by no_log)")
         )
         if len(told) > 1 and told[0][0] != out.failed_task and told[0][1] not in out.failure:
             out.failure = f"{out.failure} (first failure: {told[0][0]}: {told[0][1]})"
