@@ -477,18 +477,7 @@ def test_a_level_with_one_configuration_that_competes_claims_no_win_beyond_noise
 
     k1, k2 = SpecConfig(1), SpecConfig(2)
     recs: list = [DeployRecord(config=k, host="h", capacity={"max_total_num_tokens": 1000}) for k in (k1, k2)]
-    for k, tput in ((k1, 100.0), (k2, 120.0)):
-        m = LevelMetrics(
-            concurrency=1,
-            requests=8,
-            requests_ok=8,
-            output_tok_s=tput,
-            output_tok_s_ci_low=tput * 0.99,
-            output_tok_s_ci_high=tput * 1.01,
-            samples=8,
-            status="ok",
-        )
-        recs.append(LevelRecord(config=k, concurrency=1, repeat=1, metrics=m))
+    recs += [ci_row(1, 1, 100.0, 1.0), ci_row(2, 1, 120.0, 1.0)]
     recs += [VerifyRecord(config=k2, host="h", passed=False, reasons=["outputs differ"])]
     state = SweepState.fold(recs)
     stats = analysis.aggregate(state.levels())

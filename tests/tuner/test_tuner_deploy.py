@@ -198,17 +198,21 @@ def test_real_runner_deploys_a_multinode_group_at_once(tmp_path):
     assert not res.ok and res.reason.startswith("node-b: KV cache pool cannot be allocated")
 
 
+def _hung_play(tmp_path: Path, hang_s: float, timeout_s: float) -> Deployer:
+    """A deployer whose play hangs `hang_s` seconds under a `timeout_s` deploy timeout."""
+    return Deployer(
+        inventory=FIXTURES / "local_inventory.yml",
+        out_dir=tmp_path / "out",
+        extravars={"hang_s": hang_s},
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+        timeout_s=timeout_s,
+    )
+
+
 def test_a_play_stopped_from_outside_says_its_host_was_not_rolled_back(tmp_path):
     """ansible-runner kills a play past --deploy-timeout: the role's rescue (its rollback) never
     runs, so the reason must not read like the role's own failure, which always rolled back."""
-    d = Deployer(
-        inventory=FIXTURES / "local_inventory.yml",
-        out_dir=tmp_path / "out",
-        extravars={"hang_s": 60},
-        playbook=str(FIXTURES / "fake_deploy.yml"),
-        timeout_s=4,
-    )
-    res = d.deploy(SpecConfig(3), "local-a")
+    res = _hung_play(tmp_path, 60, 4).deploy(SpecConfig(3), "local-a")
     assert not res.ok
     assert res.reason.startswith("the deploy play ran past 4 s, stopped before its gate or rollback could finish")
     assert "local-a may be left on this configuration" in res.reason
@@ -217,15 +221,8 @@ def test_a_play_stopped_from_outside_says_its_host_was_not_rolled_back(tmp_path)
 def test_a_deploy_timeout_under_a_second_still_stops_the_play(tmp_path):
     """--deploy-timeout 0.5 passes the flag's check (above 0); int() made it 0, which ansible-runner
     reads as no timeout at all (`if self.timeout:`), and the hung play ran on."""
-    d = Deployer(
-        inventory=FIXTURES / "local_inventory.yml",
-        out_dir=tmp_path / "out",
-        extravars={"hang_s": 30},
-        playbook=str(FIXTURES / "fake_deploy.yml"),
-        timeout_s=0.5,
-    )
     t0 = time.monotonic()
-    res = d.deploy(SpecConfig(3), "local-a")
+    res = _hung_play(tmp_path, 30, 0.5).deploy(SpecConfig(3), "local-a")
     assert not res.ok and "the deploy play ran past 0.5 s" in (res.reason or "")
     assert time.monotonic() - t0 < 25
 
