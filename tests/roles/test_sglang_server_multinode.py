@@ -10,7 +10,8 @@ Checked through the deploy play run by ansible-runner: the flags of each rank, r
 /health and the worker on its journal, the worker's dummy health, idempotence across the nodes, a
 change of spec_steps restarting both ranks once, a worker that never joins rolling both back, the
 worker killed (the gate sees the server down, with the reason), and a host of the group that
-cannot be reached failing before either host changes.
+cannot be reached failing before either host changes; `--check` on the fresh group and on the
+running one with another depth (nothing restarts, the running server is reported as it is).
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ def deploy(tmp_path, inv, name, **extravars):
     """One ansible-runner run of the deploy play: (rc, stdout, stats event data)."""
     d = deploy_play(tmp_path, inv, name, **extravars)
     return d.rc, d.out, d.stats
+
+
+def dry_run(inv, *extra: str) -> str:
+    """`ansible-playbook deploy.yml --check` as a user types it: it must pass. Its output with every
+    run of blanks one space (the callback wraps a long message anywhere)."""
+    proc = run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "deploy.yml", "--check", *extra], timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    return " ".join(proc.stdout.split())
 
 
 def exec_start(host: str) -> str:
@@ -114,6 +123,15 @@ def group(need_podman, frozen_wheelhouse, tmp_path_factory):
 def test_two_hosts_form_one_server_change_together_and_roll_back_together(group):
     tmp, inv = group
 
+    # --check on the fresh group, as a user types it: it passes, writes and starts nothing, and says
+    # what it would write (it failed stopping rank 0's unit, which did not exist yet)
+    out = dry_run(inv)
+    for h in (HEAD, WORKER):
+        assert podman(h, "test", "-e", f"/etc/systemd/system/{UNIT}", check=False).returncode == 1
+    assert f"{HEAD}: no server running (check mode); would write /etc/systemd/system/{UNIT}" in out, out[-6000:]
+    worker = f"{WORKER}: worker node 1 of 2 (sglang_server_multinode_group={GROUP})"
+    assert f"{worker} of a group not running (check mode); would write /etc/systemd/system/{UNIT}" in out, out[-6000:]
+
     # Deploy: one server, rank 0 on mn21-a, the worker on mn21-b.
     rc, out, stats = deploy(tmp, inv, "first", spec_steps=3)
     assert rc == 0, out[-8000:]
@@ -151,6 +169,16 @@ def test_two_hosts_form_one_server_change_together_and_roll_back_together(group)
     assert all(invocation(h) != first[h] for h in (HEAD, WORKER))
     assert "--speculative-num-steps 2" in exec_start(HEAD) and "--speculative-num-steps 2" in exec_start(WORKER)
     good = {h: argv(h) for h in (HEAD, WORKER)}
+
+    # --check with another depth on the running group: no rank restarts; rank 0's running server is
+    # gated and reported as it is (spec_steps 2), beside what would be written
+    running = {h: invocation(h) for h in (HEAD, WORKER)}
+    out = dry_run(inv, "-e", "spec_steps=3")
+    assert {h: invocation(h) for h in (HEAD, WORKER)} == running
+    assert "--speculative-num-steps 2" in exec_start(HEAD)
+    assert f"{HEAD}: the running server (check mode): max_total_num_tokens=" in out, out[-6000:]
+    assert "(spec_steps=2, emulator," in out and f"would write /etc/systemd/system/{UNIT}" in out, out[-6000:]
+    assert f"{worker} joined rank 0" in out, out[-6000:]
 
     # A worker that never joins: rank 0 fails at the dist timeout, both nodes go back together.
     rc, out, stats = deploy(
