@@ -9,12 +9,13 @@ import time
 import urllib.error
 
 import pytest
+import yaml
 from emu_testlib import Emulator, spec_flags
 from emulator_proc import free_port
 
 from tuner.emulator import model
 from tuner.emulator.logs import parse_clock_lines
-from tuner.emulator.profile import load_profile
+from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, load_profile
 
 P = load_profile()
 CAPACITY_RE = re.compile(
@@ -114,6 +115,36 @@ def test_startup_lines_order_and_health_gate(emulator):
     assert len(CAPACITY_RE.findall(log)) == 1  # only rank 0 prints the capacity line
     assert not re.search(r"TP[123]\] max_total_num_tokens", log)
     assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "GET /model_info HTTP/1\.1" 200 OK', e.access())  # warm-up
+
+
+def test_a_failed_health_check_is_checked_again_and_recovers(emulator, tmp_path):
+    """SGLang's /health waits SGLANG_HEALTH_CHECK_TIMEOUT seconds for a scheduler output; one that
+    times out (here: a long prefill, one step of about 5 s, under a 1 s limit) logs `Health check
+    failed`, answers 503 and marks the server unhealthy (/ready 503), and the next check that gets
+    its output sets it up again (srt/entrypoints/http_server.py `health_generate`): the emulator
+    had answered 503 to every later check without checking."""
+    raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
+    raw.update(t_prefill_tok_ms=1.0, startup_s=0.1)  # 5,000 prompt tokens: one prefill of about 5 s
+    prof = tmp_path / "slow-prefill.yaml"
+    prof.write_text(yaml.safe_dump(raw))
+    # 0.5.23: its /ready answers from the same status
+    args = ("--emulator-profile", str(prof), "--emulator-sglang-version", "0.5.23")
+    e = emulator(*args, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"}).wait_ready()
+    assert e.get("/health")[0] == 200
+    body = {"input_ids": [7] * 5000, "sampling_params": {"max_new_tokens": 2}}
+    done: list[int] = []
+    long = threading.Thread(target=lambda: done.append(e.post_json("/generate", body, timeout=60)[0]))
+    long.start()
+    try:
+        e.wait_for_line("#new-token: 5000")  # the prefill step has begun
+        assert e.get("/health", timeout=10)[0] == 503  # no scheduler output within 1 s: the prefill
+        assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in e.log()
+        assert e.get("/ready")[0] == 503
+    finally:
+        long.join(30)
+    assert done == [200]
+    assert e.get("/health")[0] == 200
+    assert e.get("/ready")[0] == 200
 
 
 def test_topk_adjust_warning_in_the_journal(emulator):

@@ -120,6 +120,8 @@ class EmulatorApp:
         self.h_e2e = prom.Histogram(prom.E2E_BUCKETS)
         self.h_tpot = prom.Histogram(prom.ITL_BUCKETS)  # per request: (e2e - ttft) / (tokens - 1)
         self.health_generation = _env_true("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", default=True)
+        # as SGLang reads it once at import (srt/entrypoints/http_server.py `HEALTH_CHECK_TIMEOUT`)
+        self.health_timeout = _env_seconds("SGLANG_HEALTH_CHECK_TIMEOUT", HEALTH_CHECK_TIMEOUT_S)
         # spec-diverge / spec-repeat: only a speculating server's verify path goes wrong
         self.text_fault: tokens.TextFault | None = None
         if cfg.spec_on and (faults.spec_diverge_at is not None or faults.spec_repeat_at is not None):
@@ -183,7 +185,10 @@ class EmulatorApp:
         return web.Response(status=200 if self.status == "up" else 503)
 
     async def health(self, request: web.Request) -> web.Response:
-        if self.status != "up":
+        # SGLang answers 503 at once only while starting or shutting down; an unhealthy server (a
+        # check that timed out) is checked again, and the next check that passes sets it up again
+        # (sgl-project/sglang srt/entrypoints/http_server.py `health_generate`, 0.5.9-0.5.23)
+        if self.status in ("starting", "draining"):
             return web.Response(status=503)
         if not self.health_generation:
             return web.Response(status=200)
@@ -196,17 +201,20 @@ class EmulatorApp:
         self._progress.append(fut)
         self.driver.submit(req)
         try:
-            await asyncio.wait_for(fut, HEALTH_CHECK_TIMEOUT_S)
+            await asyncio.wait_for(fut, self.health_timeout)
         except TimeoutError:
             self.driver.abort(req)
             self.log.error(
                 f"Health check failed. Server couldn't get a response from detokenizer for last "
-                f"{HEALTH_CHECK_TIMEOUT_S:g} seconds. tic start time: {tic:.2f}. "
+                f"{self.health_timeout:g} seconds. tic start time: {tic:.2f}. "
                 f"last_heartbeat time: {self.sched.last_output_time:.2f}"
             )
-            self.status = "unhealthy"
+            if self.status == "up":
+                self.status = "unhealthy"
             return web.Response(status=503)
         self.driver.abort(req)
+        if self.status == "unhealthy":
+            self.status = "up"
         return web.Response(status=200)
 
     async def models(self, request: web.Request) -> web.Response:
@@ -442,3 +450,13 @@ def _env_true(name: str, default: bool) -> bool:
     if v is None:
         return default
     return v.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _env_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment (SGLang reads it with int()); the default
+    when unset or not a positive number."""
+    try:
+        v = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return v if v > 0 else default
