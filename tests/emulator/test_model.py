@@ -281,3 +281,27 @@ def test_engine_spec_applies_the_48_default_and_fails_when_the_pool_is_gone():
     assert engine_spec(wide, SpecSetting(1, mrr_flag=100)).max_running_requests == 100
     with pytest.raises(ValueError):
         engine_spec(P, SpecSetting(12))
+
+
+def test_engine_spec_captures_graphs_as_the_server_does():
+    """The virtual-time simulator cuts the profile's CUDA-graph list at its max batch size as the
+    server does (runner.py): with a max of 32, a batch of 13 pads to 40 nowhere; and a depth whose
+    state pool holds no request fails as the server's start does, where the simulation stalled."""
+    p = replace(P, cuda_graph_bs=(4, 12, 40), cuda_graph_max_bs=32, state_slots=200.0, state_slots_per_step=0.0)
+    spec = engine_spec(p, SpecSetting(0, mrr_flag=100))
+    assert spec.cuda_graph_bs == (4, 12) and spec.cuda_graph_max_bs == 32
+    assert model.step_time_ms(p, 13, 0, graph_bs=spec.cuda_graph_bs, graph_max_bs=32) == model.step_time_ms(p, 13, 0)
+    given = engine_spec(p, SpecSetting(0, mrr_flag=100, graph_bs=(8, 64)))
+    assert given.cuda_graph_bs == (8, 64) and given.cuda_graph_max_bs == 64
+    tight = replace(
+        P,
+        hybrid_mamba=True,
+        state_slots=40.5,
+        state_slots_per_step=5.0,
+        kv_tokens_measured={},
+        kv_tokens_nospec=120000,
+        kv_tokens_per_step=14000,
+    )
+    assert model.capacity(tight, 8, 48, None).max_running_requests == 0
+    with pytest.raises(ValueError, match="max_running_request is zero"):
+        engine_spec(tight, SpecSetting(8))

@@ -90,6 +90,17 @@ def padded_batch(batch: int, graph_bs: tuple[int, ...] | list[int] | None, graph
     return graph_bs[i] if i < len(graph_bs) else batch
 
 
+def listed_up_to(listed: tuple[int, ...] | None, max_bs: int) -> tuple[int, ...] | None:
+    """A profile's CUDA-graph list as the server captures it: SGLang's generated list, which the
+    profile's stands for, stops at the max batch size (server_args.py
+    `_generate_cuda_graph_batch_sizes`: `bs <= self.cuda_graph_max_bs`), so a batch past it runs
+    without a graph, not padded to a larger listed size. The server (runner.py) and the
+    virtual-time simulator (simulate.py) both cut it here."""
+    if not listed:
+        return None
+    return tuple(b for b in listed if b <= max_bs) or None
+
+
 def capture_sizes(listed: tuple[int, ...] | None, pool: int) -> tuple[int, ...] | None:
     """The decode batch sizes SGLang captures from a list, given a request pool of `pool`.
 

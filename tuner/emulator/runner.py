@@ -150,9 +150,7 @@ class Runner:
             return tuple(sorted(set(int(b) for b in flag)))
         if self.p.cuda_graph_bs is None:
             return None
-        # the profile's list stands for the one SGLang generates, which stops at the max bs
-        # (server_args.py `_generate_cuda_graph_batch_sizes`: `bs <= self.cuda_graph_max_bs`)
-        return tuple(b for b in self.p.cuda_graph_bs if b <= self.graph_max_bs) or None
+        return model.listed_up_to(self.p.cuda_graph_bs, self.graph_max_bs)
 
     def graph_exact(self, pool: int) -> tuple[int, ...] | None:
         """With `--disable-cuda-graph-padding` and a list (flag or profile), the sizes captured: only

@@ -61,6 +61,17 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
     cap = model.capacity(profile, k, mrr_flag, s.mem_fraction_static)
     if cap.max_total_num_tokens <= 0:
         raise ValueError(f"k={k}: KV pool is {cap.max_total_num_tokens} tokens; the server cannot start")
+    if cap.max_running_requests < 1:
+        # the server dies here (runner.py: SGLang's scheduler asserts a pool of at least one)
+        raise ValueError(f"k={k}: max_running_request is zero; the server cannot start")
+    # the decode graphs as the server captures them (runner.py): a given list as it is, its largest
+    # size the max; else the profile's list cut at the profile's max batch size
+    if s.graph_bs:
+        listed: tuple[int, ...] | None = tuple(sorted(s.graph_bs))
+        graph_max = max(s.graph_bs)
+    else:
+        listed = model.listed_up_to(profile.cuda_graph_bs, profile.cuda_graph_max_bs)
+        graph_max = profile.cuda_graph_max_bs
     return EngineSpec(
         k=k,
         topk=s.topk,
@@ -72,13 +83,11 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
         context_len=profile.context_len,
         state_slot_cap=cap.state_slot_cap,
         hybrid=profile.hybrid_mamba,
-        cuda_graph_bs=model.capture_sizes(
-            (tuple(sorted(s.graph_bs)) if s.graph_bs else None) or profile.cuda_graph_bs, cap.max_running_requests
-        ),
+        cuda_graph_bs=model.capture_sizes(listed, cap.max_running_requests),
         spec=spec_on,
         policy=policy,
         k_max=k_max,
-        cuda_graph_max_bs=cap.max_running_requests,
+        cuda_graph_max_bs=min(graph_max, cap.max_running_requests),
     )
 
 
