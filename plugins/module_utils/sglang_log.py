@@ -624,11 +624,27 @@ _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 # error: {traceback}"), at every boot of an environment without openai_harmony, up to 0.5.1x;
 # sgl-project/sglang PR #28349 made it one line because it "look[ed] exactly like a fatal startup
 # error"). Its body and exception line, up to SGLang's next line, are not fatal.
-_HANDLED_TRACEBACK_RE = re.compile(r"Can not initialize OpenAIServingResponses, error: Traceback")
+_HANDLED_TRACEBACK_RE = re.compile(
+    r"Can not initialize OpenAIServingResponses, error: Traceback"
+    # logger.exception in the custom all-reduce's topology check, which then returns False and
+    # goes on without it: "NVLink detection failed. This is normal if your machine has no NVLink
+    # equipped." and, on ROCm, logger.error(..., exc_info=error) "AMD 1 hop XGMI detection failed."
+    # (srt/distributed/device_communicators/custom_all_reduce_utils.py `is_full_nvlink`, 0.5.9-0.5.23)
+    r"|NVLink detection failed\. This is normal|AMD 1 hop XGMI detection failed\."
+)
 # The same handled import in its older form (http_server.py lifespan before the rename of PR #10802,
 # sgl-project/sglang 0025436e: `traceback.print_exc()` then `logger.warning(f"Can not initialize
 # OpenAIServingResponses, error: {e}")`): the bare traceback comes first, the warning after it.
 _HANDLED_AFTER_RE = re.compile(r"Can not initialize OpenAIServingResponses, error: (?!Traceback)")
+# The same shape from SGLang's `retry()` (srt/utils/common.py, 0.5.5-0.5.23: `traceback.print_exc()`
+# on every failed try, then "retry() failed once (Nth try, maximum M retries). Will delay ...": a
+# try follows) and from its caller at start-up, the Hugging Face check for a quantization file of
+# a model given by repo id (srt/configs/model_config.py: the last try's exception caught, "Failed to
+# load hf_quant_config.json for model X: ...", and the start goes on). A Hugging Face hiccup (a 503,
+# a read timeout) logs these on a server that then starts; SGLang's docs CI logs show both. The
+# message may come without SGLang's prefix (a process whose logger has no format), so it is matched
+# at the start of the line's message either way.
+_RETRIED_AFTER_RE = re.compile(r"^(?:retry\(\) failed once \(|Failed to load hf_quant_config\.json for model )")
 # Inside a traceback, an exception whose class name does not end in Error/Exception, named with its
 # module: "triton.runtime.errors.OutOfResources: out of resource: shared memory, ..." (sgl-project/sglang
 # issues #8513, #2384).
@@ -674,12 +690,14 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
                 specific = (i, _PORT_IN_USE[0], msg.strip(), _SPECIFIC.index(_PORT_IN_USE))
                 trigger = trigger or (i, ln)
             continue
+        if before_bare is not None and (
+            (ln.sglang and _HANDLED_AFTER_RE.search(msg)) or _RETRIED_AFTER_RE.match(msg.strip())
+        ):
+            trigger, specific, wrapper = before_bare[0], before_bare[1], before_bare[2]
+            del exceptions[before_bare[3] :]
+            before_bare, in_traceback = None, False
+            continue
         if ln.sglang:
-            if before_bare is not None and _HANDLED_AFTER_RE.search(msg):
-                trigger, specific, wrapper = before_bare[0], before_bare[1], before_bare[2]
-                del exceptions[before_bare[3] :]
-                before_bare, in_traceback = None, False
-                continue
             before_bare = None
         elif before_bare is None and _TRACEBACK_RE.search(msg):
             before_bare = (trigger, specific, wrapper, len(exceptions))
@@ -907,12 +925,16 @@ def is_ready_line(line: Any) -> bool:
 # Logged by every rank once torch.distributed's group is formed (docs/reference/sglang.md §5.1
 # step 2). The rendezvous blocks until all ranks of all nodes connected to the dist-init address,
 # so on a worker node of a multi-node server this line is the proof that it joined rank 0.
+# "Init torch distributed ends. elapsed=..., mem usage=..." up to 0.5.20; from 0.5.21 "Init
+# parallel ends. elapsed=... s", logged at the same point after the same rendezvous
+# (srt/distributed/bootstrap.py `_init_parallel_groups` of each wheel).
 JOINED_TEXT = "Init torch distributed ends."
+JOINED_TEXT_0521 = "Init parallel ends."
 
 
 def is_joined_line(line: Any) -> bool:
     msg = line.message if isinstance(line, LogLine) else str(line)
-    return JOINED_TEXT in msg
+    return JOINED_TEXT in msg or JOINED_TEXT_0521 in msg
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

@@ -92,9 +92,9 @@ options:
         worker nodes answer C(/health), C(/health_generate) and C(/ping) with a dummy 200 whatever
         the server's state (C(launch_dummy_health_check_server), sgl-project/sglang
         C(entrypoints/engine.py)), so no HTTP endpoint is probed. The gate instead waits until this
-        start's log shows that the node joined the group (C(Init torch distributed ends.), logged
-        only once every rank reached the dist-init address), watching the unit and the log for a
-        death or a fatal line as usual. The report then carries RV(joined) and no capacity.
+        start's log shows that the node joined the group (C(Init torch distributed ends.), from
+        SGLang 0.5.21 C(Init parallel ends.), logged only once every rank reached the dist-init
+        address), watching the unit and the log for a death or a fatal line as usual. The report then carries RV(joined) and no capacity.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -171,7 +171,8 @@ waited_seconds:
 joined:
   description:
     - With O(worker=true) (a worker node of a multi-node server), whether this start's log shows
-      the node joined the group (C(Init torch distributed ends.)).
+      the node joined the group (C(Init torch distributed ends.), from SGLang 0.5.21
+      C(Init parallel ends.)).
   returned: success, with O(worker=true)
   type: bool
   sample: true
@@ -860,7 +861,11 @@ class Gate:
     def joined(self):
         """A worker node: this start's log shows the rank joined the group (sglang_log.JOINED_TEXT)."""
         ok = any(is_joined_line(ln) for ln in self.lines())
-        self.health_detail = "joined the group" if ok else "not joined yet (no 'Init torch distributed ends.' line)"
+        self.health_detail = (
+            "joined the group"
+            if ok
+            else "not joined yet (no 'Init torch distributed ends.' or 'Init parallel ends.' line)"
+        )
         if self.first_probe_ok is None:
             self.first_probe_ok = ok
         return ok

@@ -262,6 +262,11 @@ def test_0523_startup_lines(srv23):
         re.M,
     )
     assert "Max running requests is reset to 48" in log and "WARNING server_args.py" not in log
+    # the distributed init's lines from 0.5.21 (srt/distributed/bootstrap.py): what a worker node's
+    # gate reads as joined (plugins/module_utils/sglang_log.py is_joined_line)
+    assert re.search(r"^\[[\d\- :]+ TP0\] Init parallel begin\.$", log, re.M)
+    assert re.search(r"^\[[\d\- :]+ TP0\] Init parallel ends\. elapsed=[\d.]+ s$", log, re.M)
+    assert "Init torch distributed" not in log
 
 
 def test_0523_server_info_keys_and_launch_command(srv23):

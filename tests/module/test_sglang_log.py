@@ -834,3 +834,67 @@ def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
 def test_terminal_colours_are_not_part_of_a_line():
     ln = L.parse_line("[2026-06-28 15:16:45] \x1b[33mWARNING\x1b[0m:  Invalid HTTP request received.")
     assert ln is not None and ln.uvicorn and ln.level == "WARNING" and ln.message == "Invalid HTTP request received."
+
+
+def test_a_hugging_face_retry_is_not_fatal_and_a_crash_after_it_is():
+    """SGLang's `retry()` prints each failed try's traceback and then "retry() failed once"; its
+    caller at start-up catches the last ("Failed to load hf_quant_config.json for model ..."): a
+    Hugging Face 503 on a model given by repo id (real docs-CI output) failed a server that started.
+    A crash after it is still fatal, and a traceback whose next line is anything else still counts."""
+    lines = load_fixture("sglang-0.5.1x_docs-ci_hf_retry_503.log")
+    assert L.find_fatal(lines) is None
+    crash = [
+        "[2026-04-14 15:03:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2755, in run_scheduler_process',
+        "RuntimeError: CUDA error: out of memory",
+        "[2026-04-14 15:03:20] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    f = L.find_fatal(lines + crash)
+    assert f is not None and f["kind"] == "out_of_memory", f
+    # the same retry's line without SGLang's prefix (a process whose logger has no format), as in
+    # the docs CI's vision page: a read timeout, then the next try
+    timeout = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/httpx/_transports/default.py", line 77, in map_httpcore_exceptions',
+        "    raise mapped_exc(message) from exc",
+        "httpx.ReadTimeout: The read operation timed out",
+        "retry() failed once (0th try, maximum 2 retries). Will delay 0.77s and retry. Error: The read operation timed out",
+    ]
+    assert L.find_fatal(timeout) is None
+    # a bare traceback followed by another line is not forgiven
+    f = L.find_fatal(timeout[:4] + ["[2026-04-14 15:03:20] Load weight begin. avail mem=78.50 GB", timeout[4]])
+    assert f is not None and f["reason"] == "httpx.ReadTimeout: The read operation timed out", f
+
+
+def test_nvlink_detection_failure_is_handled():
+    """`is_full_nvlink` logs "NVLink detection failed. This is normal if your machine has no NVLink
+    equipped." with logger.exception (its traceback after it) and goes on without the custom
+    all-reduce; ROCm's "AMD 1 hop XGMI detection failed." likewise (custom_all_reduce_utils.py,
+    0.5.9-0.5.23). Constructed from those format strings: no real log of it was found."""
+    for first in (
+        "[2026-04-14 15:03:30 TP0] NVLink detection failed. This is normal if your machine has no NVLink equipped.",
+        "[2026-04-14 15:03:30 TP1] AMD 1 hop XGMI detection failed.",
+    ):
+        lines = [
+            first,
+            "Traceback (most recent call last):",
+            '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py", '
+            "line 381, in is_full_nvlink",
+            "pynvml.NVMLError_NotSupported: Not Supported",
+            "[2026-04-14 15:03:31 TP0] Load weight begin. avail mem=78.50 GB",
+        ]
+        assert L.find_fatal(lines) is None, first
+        f = L.find_fatal([*lines, "[2026-04-14 15:03:40 TP0] Scheduler hit an exception: RuntimeError: boom"])
+        assert f is not None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-10-30 10:00:00 TP8] Init torch distributed ends. elapsed=0.54 s, mem usage=0.50 GB",  # <= 0.5.20
+        "[2026-10-30 10:00:01 TP8] Init parallel ends. elapsed=3.21 s",  # 0.5.21+: bootstrap.py
+    ],
+)
+def test_a_worker_joined_line_of_each_release(line):
+    assert L.is_joined_line(L.parse_line(line))
+    assert not L.is_joined_line(L.parse_line("[2026-10-30 10:00:00 TP8] Init parallel begin."))

@@ -224,11 +224,16 @@ class Runner:
             os._exit(1)
 
         # distributed init
-        self.each_rank("Init torch distributed begin.")
+        parallel = self.cfg.facts.parallel_init_log
+        self.each_rank("Init parallel begin." if parallel else "Init torch distributed begin.")
         t0 = time.monotonic()
         await self.sleep(PHASE_INIT * S)
         await self._join_group()
-        self.each_rank(f"Init torch distributed ends. elapsed={time.monotonic() - t0:.2f} s, mem usage=0.09 GB")
+        elapsed = time.monotonic() - t0
+        if parallel:
+            self.each_rank(f"Init parallel ends. elapsed={elapsed:.2f} s")
+        else:
+            self.each_rank(f"Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage=0.09 GB")
 
         # weights
         kv = model.max_total_num_tokens(p, self.k, v["mem_fraction_static"])

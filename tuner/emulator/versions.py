@@ -112,6 +112,10 @@ class SGLangVersion:
     # (kv_cache_configurator.py _build_hybrid_req_pool), the decode logits rows
     # (model_runner.py max_decode_logits_rows) and the per-step KV allocation.
     adaptive_widest_buffers: bool = False
+    # The distributed init's two lines: "Init torch distributed begin." / "Init torch distributed
+    # ends. elapsed=..., mem usage=..." up to 0.5.20, "Init parallel begin." / "Init parallel ends.
+    # elapsed=... s" from 0.5.21 (srt/distributed/bootstrap.py of each wheel).
+    parallel_init_log: bool = False
     released: str = ""
 
     @property
@@ -238,6 +242,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             adaptive="per-bs",
             adaptive_config_read="resolution",
             adaptive_widest_buffers=True,
+            parallel_init_log=True,
         ),
     )
 }
