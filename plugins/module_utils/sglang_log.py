@@ -511,7 +511,9 @@ _KNOWN_WARNING_RES = [
     re.compile(re.escape(DRAFT_ADJUSTED_TEXT)),
     MRR_RESET_RE,
     re.compile(r"max_total_tokens=\d+ is larger than the profiled value"),
-    re.compile(r"Custom allreduce is disabled"),
+    # 0.5.9 "Custom allreduce is disabled because ..."; 0.5.10+ f"{cls_name} is disabled because ..."
+    # with CustomAllreduce or CustomAllReduceV2 (custom_all_reduce_utils.py)
+    re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled"),
     re.compile(r"Setup Custom allreduce failed"),
     re.compile(r"Disabling radix cache"),
     re.compile(r"Overlap scheduler is disabled"),
@@ -526,6 +528,11 @@ _KNOWN_WARNING_RES = [
     re.compile(r"is deprecated"),
 ]
 _PY_WARNING_RE = re.compile(r"\b(?:User|Future|Deprecation|Runtime|Resource)?Warning: ")
+# An SGLang logger's warning in Python's default format, where logging was set up before SGLang's
+# own format (by another library, or a launch that imports SGLang from a script):
+# "WARNING:sglang.srt.server_args:Disabling overlap schedule since mamba no_buffer is not compatible
+# with overlap schedule, ..." (sgl-project/sglang PR #13023 shows the form before `server_args=`).
+_DEFAULT_FORMAT_WARNING_RE = re.compile(r"^(?:WARNING|ERROR|CRITICAL):sglang(?:\.\w+)*:(?P<msg>.+)$")
 MAX_WARNINGS = 100
 
 
@@ -538,14 +545,18 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
         if ln.uvicorn:
             if ln.level not in ("WARNING", "ERROR", "CRITICAL"):
                 continue
+        msg = ln.message.strip()
         is_warning = ln.level in ("WARNING", "ERROR", "CRITICAL")
+        if not is_warning and not ln.sglang:
+            default_form = _DEFAULT_FORMAT_WARNING_RE.match(msg)
+            if default_form:
+                is_warning, msg = True, default_form.group("msg").strip()
         if not is_warning:
             is_warning = any(r.search(ln.message) for r in _KNOWN_WARNING_RES)
         if not is_warning and not ln.sglang:
             is_warning = _PY_WARNING_RE.search(ln.message) is not None
         if not is_warning:
             continue
-        msg = ln.message.strip()
         if msg in seen:
             continue
         seen.add(msg)
@@ -565,8 +576,11 @@ _PORT_IN_USE = ("port_in_use", re.compile(r"error while attempting to bind on ad
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     ("kv_pool_oom", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")),
-    # "Capture cuda graph failed", "Capture prefill CUDA graph failed" (PrefillCudaGraphRunner)
-    ("cuda_graph", re.compile(r"Capture [\w ]*?cuda graph failed", re.I)),
+    # "Capture cuda graph failed", "Capture prefill CUDA graph failed" (PrefillCudaGraphRunner), and
+    # the draft's runners: "Capture frozen-KV MTP cuda graph failed" (0.5.12+,
+    # frozen_kv_mtp_cuda_graph_runner.py), "Capture single-CG draft extend failed" (0.5.17+, on by
+    # default: multi_layer_eagle_draft_extend_cuda_graph_runner.py)
+    ("cuda_graph", re.compile(r"Capture [\w \-]*?(?:cuda graph|draft extend) failed", re.I)),
     (
         "out_of_memory",
         re.compile(r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b|\bCUDA error: out of memory\b"),

@@ -45,7 +45,8 @@ DETERMINISTIC_SINCE = "0.5.3"
 
 # SGLang's builtin --speculative-algorithm values and the release that added each: 0.5.9/0.5.10
 # argparse choices EAGLE EAGLE3 NEXTN STANDALONE NGRAM (srt/server_args.py), 0.5.11 adds DFLASH,
-# 0.5.23's help names DSPARK and UNO too (srt/arg_groups/fields/spec.py).
+# 0.5.16 DSPARK and 0.5.20 UNO (srt/speculative/spec_info.py `SpeculativeAlgorithm` of each wheel; the
+# flag's help lists them from then on).
 SPEC_ALGORITHMS_SINCE = (
     ("EAGLE", "0.5.9"),
     ("EAGLE3", "0.5.9"),
@@ -53,8 +54,8 @@ SPEC_ALGORITHMS_SINCE = (
     ("STANDALONE", "0.5.9"),
     ("NGRAM", "0.5.9"),
     ("DFLASH", "0.5.11"),
-    ("DSPARK", "0.5.23"),
-    ("UNO", "0.5.23"),
+    ("DSPARK", "0.5.16"),
+    ("UNO", "0.5.20"),
 )
 SPEC_ALGORITHMS = tuple(entry[0] for entry in SPEC_ALGORITHMS_SINCE)
 

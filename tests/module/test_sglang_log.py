@@ -355,6 +355,27 @@ def test_warnings_prelaunch_form_and_python_warnings():
     assert any("`torch_dtype` is deprecated" in x for x in w2)
 
 
+def test_warnings_in_pythons_default_format():
+    """Where logging was set up before SGLang's format, an SGLang logger's warning reads
+    "WARNING:sglang.srt.server_args:..." (real lines: a LiquidAI/LFM2-700M run of 2025-12-29 and a
+    GPT-OSS one of 2025-09-28 pasted in public threads; sgl-project/sglang PR #13023 shows the form
+    before `server_args=`): it was dropped from the gate's warnings. Another logger's is not SGLang's."""
+    lines = [
+        "WARNING:sglang.srt.server_args:Disabling overlap schedule since mamba no_buffer is not compatible with "
+        "overlap schedule, try to use --disable-radix-cache if overlap schedule is necessary",
+        "[2025-12-29 18:33:02 TP0] Init torch distributed begin.",
+        "All deep_gemm operations loaded successfully!",
+        "WARNING:sglang.srt.server_args:Detected GPT-OSS model, enabling triton_kernels MOE kernel.",
+        "WARNING:urllib3.connectionpool:Retrying (Retry(total=4)) after connection broken",
+    ]
+    assert L.find_warnings(lines) == [
+        "Disabling overlap schedule since mamba no_buffer is not compatible with overlap schedule, try to use "
+        "--disable-radix-cache if overlap schedule is necessary",
+        "Detected GPT-OSS model, enabling triton_kernels MOE kernel.",
+    ]
+    assert L.find_fatal(lines) is None
+
+
 # ------------------------------------------------------------------------------------------
 # Fatal errors: the most specific reason
 # ------------------------------------------------------------------------------------------
@@ -898,3 +919,43 @@ def test_nvlink_detection_failure_is_handled():
 def test_a_worker_joined_line_of_each_release(line):
     assert L.is_joined_line(L.parse_line(line))
     assert not L.is_joined_line(L.parse_line("[2026-10-30 10:00:00 TP8] Init parallel begin."))
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "Capture cuda graph failed",  # 0.5.9-0.5.23 target
+        "Capture frozen-KV MTP cuda graph failed",  # 0.5.12+ frozen_kv_mtp_cuda_graph_runner.py
+        "Capture single-CG draft extend failed",  # 0.5.17+ multi_layer_eagle_draft_extend_cuda_graph_runner.py
+    ],
+)
+def test_a_draft_runners_graph_capture_failure_is_a_graph_failure(head):
+    """Constructed from the wheels' format strings (`raise Exception(f"{head}: {e}\\n{hint}")` over a
+    torch OOM): the draft runners' wording was read as a plain out-of-memory error, which asks for
+    the opposite --mem-fraction-static change."""
+    lines = [
+        "[2026-10-30 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 2180, in init_device_graphs',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.80 GiB",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        f"Exception: {head}: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.80 GiB",
+        "Possible solutions:",
+        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+        "[2026-10-30 10:00:05] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "cuda_graph", f
+
+
+def test_the_custom_allreduce_warning_of_each_release():
+    """0.5.9 "Custom allreduce is disabled ..."; 0.5.10+ f"{cls_name} is disabled ..." with
+    CustomAllreduce or CustomAllReduceV2 (custom_all_reduce_utils.py): the new wording was dropped."""
+    text = (
+        "is disabled because it's not supported on more than two PCIe-only GPUs. To silence this warning, "
+        "specify disable_custom_all_reduce=True explicitly."
+    )
+    for name in ("Custom allreduce", "CustomAllreduce", "CustomAllReduceV2"):
+        assert L.find_warnings([f"[2026-10-30 10:00:02 TP0] {name} {text}"]) == [f"{name} {text}"]

@@ -512,12 +512,19 @@ def test_a_dist_timeout_that_can_never_form_a_group_is_refused(value):
 def test_an_algorithm_the_release_does_not_have_is_refused_before_any_host_changes():
     """0.5.9's argparse has five choices (sglang_releases.SPEC_ALGORITHMS_SINCE): DFLASH on it
     passed preflight, then the server exited with 'invalid choice' and the host rolled back."""
-    for algo, version in (("DFLASH", "0.5.9"), ("UNO", "0.5.12")):
+    for algo, version in (("DFLASH", "0.5.9"), ("UNO", "0.5.19"), ("DSPARK", "0.5.15")):
         errors = sglang_flags.server_errors(
             base(spec=sglang_spec.spec_settings(3, algorithm=algo), sglang_version=version, engine="sglang")
         )
         assert any(e.startswith(f"spec_algorithm={algo} is not an algorithm of SGLang {version}") for e in errors)
-    for algo, version in (("DFLASH", "0.5.11"), ("UNO", "0.5.23"), ("EAGLE3", "0.5.9"), ("NEXTN", "0.4.3")):
+    # DSPARK from 0.5.16 and UNO from 0.5.20 (spec_info.py of each wheel): both were dated 0.5.23
+    for algo, version in (
+        ("DFLASH", "0.5.11"),
+        ("UNO", "0.5.20"),
+        ("DSPARK", "0.5.16"),
+        ("EAGLE3", "0.5.9"),
+        ("NEXTN", "0.4.3"),
+    ):
         ok = base(spec=sglang_spec.spec_settings(3, algorithm=algo), sglang_version=version, engine="sglang")
         assert sglang_flags.server_errors(ok) == [], (algo, version)
 
