@@ -37,8 +37,10 @@ _NOT_AVAILABLE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", ""}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CC = re.compile(r"^\d+\.\d+$")
 # The banner's `CUDA Version: 13.0`; from driver R610 `CUDA UMD Version: 13.3` (beside `KMD
-# Version`, which replaced `Driver Version`); `N/A` where the user-mode CUDA driver is missing.
-_DRIVER_CUDA = re.compile(r"CUDA (?:UMD )?Version\s*:?\s*(\d+\.\d+|N/A)")
+# Version`, which replaced `Driver Version`); `N/A` where the user-mode CUDA driver is missing,
+# `ERR!` where nvidia-smi could not ask it (a broken install, or a stub libcuda found first:
+# microsoft/WSL#11589, nanoporetech/bonito#111).
+_DRIVER_CUDA = re.compile(r"CUDA (?:UMD )?Version\s*:?\s*(\d+\.\d+|N/A|ERR!)")
 
 # Oldest CUDA toolkit that compiles for a compute capability (CUDA Toolkit release notes:
 # 11.0 added sm_80, 11.1 sm_86, 11.8 sm_89/sm_90, 12.8 sm_100/sm_120 (Blackwell, e.g. RTX PRO 6000
@@ -401,9 +403,10 @@ def gpu_problems(
                 f"cuda_env_cuda_version {cuda_version} no longer supports {', '.join(names)} (compute capability {cc}); "
                 f"allowed: cuda_env_cuda_version 12.x for GPUs below compute capability {CUDA13_MIN_COMPUTE_CAPABILITY}"
             )
-    if check_driver and str(driver_cuda_version).strip() == "N/A":
+    if check_driver and driver_cuda_version and not _CC.match(str(driver_cuda_version).strip()):
         problems.append(
-            "the NVIDIA driver reports no CUDA version (nvidia-smi: CUDA Version: N/A): its user-mode part "
+            f"the NVIDIA driver reports no CUDA version (nvidia-smi: CUDA Version: {str(driver_cuda_version).strip()}): "
+            "its user-mode part "
             "(libcuda) is missing or does not match the kernel module, so no CUDA program can run; allowed: "
             "a complete driver install (out of this role's scope), or cuda_env_check_driver: false"
         )

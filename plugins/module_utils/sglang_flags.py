@@ -21,6 +21,7 @@ imported.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -203,7 +204,16 @@ def node_settings(
     reach the head at (the play passes the head's sglang_server_dist_init_host or ansible_host).
     """
     errors: list[str] = []
-    out: dict[str, Any] = {"errors": errors, "nnodes": 1, "node_rank": 0, "dist_init_addr": None, "is_head": True}
+    out: dict[str, Any] = {
+        "errors": errors,
+        "nnodes": 1,
+        "node_rank": 0,
+        "dist_init_addr": None,
+        "is_head": True,
+        # rank 0's dist-init address when it is an IP: what its cross-node message queue binds
+        # (the unit's SGLANG_HOST_IP, templates/sglang.env.j2)
+        "host_ip": None,
+    }
     if is_unset(group):
         return out
     members = list(members or [])
@@ -235,7 +245,20 @@ def node_settings(
             errors.append(f"sglang_server_dist_init_addr must be HOST:PORT, a port 1-65535; got {fmt(dist_init_addr)}")
     rank = members.index(hostname)
     out.update(nnodes=len(members), node_rank=rank, dist_init_addr=addr, is_head=rank == 0)
+    if rank == 0 and addr:
+        out["host_ip"] = _ip_literal(addr.rsplit(":", 1)[0])
     return out
+
+
+def _ip_literal(host: str) -> str | None:
+    """`host` as an IP address (IPv6 without its brackets), or None for a host name."""
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
 
 
 # --------------------------------------------------------------------------------------------

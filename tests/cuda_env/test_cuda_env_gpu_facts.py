@@ -77,6 +77,10 @@ def test_driver_cuda_version_from_banner_and_q() -> None:
         gf.parse_driver_cuda_version("| NVIDIA-SMI 535.54.03   Driver Version: 535.54.03   CUDA Version: N/A |")
         == "N/A"
     )
+    # nvidia-smi could not ask libcuda (microsoft/WSL#11589's banner, verbatim): it read as no banner,
+    # and the host passed the driver check
+    wsl = "| NVIDIA-SMI 545.46                 Driver Version: 546.80       CUDA Version: ERR!     |"
+    assert gf.parse_driver_cuda_version(wsl) == "ERR!"
 
 
 def test_topology_nvlink_h200x8_ignores_nics_and_ansi() -> None:
@@ -195,6 +199,8 @@ def test_compute_capability_cuda_and_driver_checks() -> None:
     [none] = gf.gpu_problems(rtx, 1, "8.0", "12.9", "N/A")
     assert none.startswith("the NVIDIA driver reports no CUDA version") and "cuda_env_check_driver: false" in none
     assert gf.gpu_problems(rtx, 1, "8.0", "12.9", "13.3") == []  # an R610 banner's UMD version
+    [err] = gf.gpu_problems(rtx, 1, "8.0", "12.9", "ERR!")
+    assert err.startswith("the NVIDIA driver reports no CUDA version (nvidia-smi: CUDA Version: ERR!)")
     volta = [dict(rtx[0], name="Tesla V100-SXM2-32GB", compute_capability="7.0")]
     [cuda13] = gf.gpu_problems(volta, 1, "7.0", "13.0", "13.0")
     assert "no longer supports Tesla V100-SXM2-32GB (compute capability 7.0)" in cuda13

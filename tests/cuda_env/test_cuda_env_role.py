@@ -273,7 +273,10 @@ def test_cuda_visible_devices_limits_the_count(outcome) -> None:
         ),
         ("smi_missing_required", ["nvidia-smi (/nonexistent/nvidia-smi) is not on smi_missing_required"]),
         ("smi_failing", ["nvidia-smi failed on smi_failing (rc 9)", "couldn't communicate with the NVIDIA driver"]),
-        ("smi_old_driver", ["nvidia-smi failed on smi_old_driver (rc 2)", "the driver is older than the query fields"]),
+        (
+            "smi_old_driver",
+            ["nvidia-smi failed on smi_old_driver (rc 2)", "this nvidia-smi is older than the query fields"],
+        ),
         ("smi_mig_enabled", ["MIG is enabled on GPU(s) 0 (", "SGLang's tensor parallelism needs whole GPUs"]),
         (
             "smi_h200x8_tp16",

@@ -153,6 +153,7 @@ def test_single_node_without_group():
         "node_rank": 0,
         "dist_init_addr": None,
         "is_head": True,
+        "host_ip": None,
     }
 
 
@@ -595,3 +596,17 @@ def test_default_adaptive_before_0_5_14_launches_a_chain():
         flags = flat(sglang_flags.server_flags(base(schedule=s, sglang_version=version, engine="sglang")))
         assert flags[flags.index("--speculative-eagle-topk") + 1] == "1" and "--speculative-adaptive" in flags
     assert sglang_spec.schedule_settings("default", sglang_version="0.5.23")["num_steps"] is None
+
+
+def test_rank_0_binds_its_message_queue_on_the_dist_init_address():
+    """SGLang's cross-node message queue binds rank 0's `get_local_ip_auto()` (SGLANG_HOST_IP, else
+    the default route's address: srt/distributed/device_communicators/shm_broadcast.py): on hosts
+    with a management network and a cluster network the worker nodes could not reach it and the
+    group hung. Rank 0 gets its dist-init IP; a host name (zmq binds numeric addresses only) none."""
+    members = ["a", "b"]
+    assert sglang_flags.node_settings("a", "g", members, "10.0.0.21", 29500)["host_ip"] == "10.0.0.21"
+    assert sglang_flags.node_settings("b", "g", members, "10.0.0.21", 29500)["host_ip"] is None
+    assert sglang_flags.node_settings("a", "g", members, "fd00::21", 29500)["host_ip"] == "fd00::21"
+    assert sglang_flags.node_settings("a", "g", members, "gpu-a.cluster", 29500)["host_ip"] is None
+    assert sglang_flags.node_settings("a", "g", members, "", 29500, "[fd00::5]:29500")["host_ip"] == "fd00::5"
+    assert sglang_flags.node_settings("a", "", None, "", 29500)["host_ip"] is None

@@ -286,6 +286,11 @@ def test_multinode_ranks_from_the_group(rendered):
     a, b = exec_start(unit(rendered, "node-a")), exec_start(unit(rendered, "node-b"))
     assert "--tp-size 8" in a and "--nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.21:29500" in a
     assert "--nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.21:29500" in b
+    # rank 0's cross-node message queue binds the dist-init network, not the default route's
+    # (SGLang's get_local_ip_auto reads SGLANG_HOST_IP first); the worker node needs none
+    assert "\nSGLANG_HOST_IP=10.0.0.21\n" in (rendered / "node-a" / "env").read_text()
+    assert "SGLANG_HOST_IP" not in (rendered / "node-b" / "env").read_text()
+    assert "SGLANG_HOST_IP" not in (rendered / "nospec-home" / "env").read_text()
 
 
 def test_switches(rendered):
