@@ -37,6 +37,11 @@ def multinode_verdict(members: Any, group: Any, hostvars: Any) -> dict[str, Any]
     return dict(sglang_multinode.group_verdict(group, list(members or []), hostvars))
 
 
+def pp_size(extra: Any) -> int:
+    """The pipeline-parallel size sglang_server_extra_flags gives, 1 without (plugins/module_utils/sglang_multinode.py)."""
+    return sglang_multinode.pp_size(extra)
+
+
 def multinode_order(members: Any, head: Any = "") -> list[str]:
     """The group's hosts in node-rank order (plugins/module_utils/sglang_multinode.py)."""
     return list(sglang_multinode.rank_order(list(members or []), head))
@@ -53,6 +58,7 @@ class FilterModule:
             "sglang_multinode_errors": multinode_errors,
             "sglang_multinode_order": multinode_order,
             "sglang_multinode_verdict": multinode_verdict,
+            "sglang_pp_size": pp_size,
             "sglang_server_errors": server_errors,
             "sglang_server_host_errors": host_errors,
             "sglang_flags": server_flags,

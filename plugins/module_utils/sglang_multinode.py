@@ -199,6 +199,24 @@ def _int(value: Any) -> Any:
         return None
 
 
+_PP_FLAGS = ("--pp-size", "--pipeline-parallel-size")  # one argument (srt/server_args.py, 0.5.9-0.5.23)
+
+
+def pp_size(extra: Any) -> int:
+    """The pipeline-parallel size `sglang_server_extra_flags` gives (1 when it gives none, or none
+    that reads as a whole number >= 1): a server runs tp_size x pp_size ranks, one per GPU, spread
+    evenly over its nodes (engine.py `_calculate_rank_ranges`: pp_size // nnodes PP ranks of
+    tp_size // max(nnodes // pp_size, 1) TP ranks on each)."""
+    if not isinstance(extra, dict):
+        return 1
+    for key, value in extra.items():
+        name = str(key).strip()
+        if (name if name.startswith("--") else f"--{name}") in _PP_FLAGS:
+            pp = _int(value)
+            return pp if pp is not None and pp >= 1 else 1
+    return 1
+
+
 def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[str, dict[str, Any]]) -> list[str]:
     """What keeps the hosts of ``group`` from forming one server; empty when nothing does.
 
@@ -231,15 +249,20 @@ def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[s
     first = settings.get(hosts[0]) or {}
     tp = _int(first.get("sglang_server_tp_size"))
     gpus = _int(first.get("sglang_server_gpus_per_node"))
+    pp = pp_size(first.get("sglang_server_extra_flags"))
     n = len(hosts)
-    if tp is not None and tp % n != 0:
+    # SGLang checks (tp_size x pp_size) % nnodes == 0 (server_args.py); without pipeline stages that
+    # is the TP ranks split evenly over the nodes
+    with_pp = f" x pp-size {pp}" if pp > 1 else ""
+    if tp is not None and (tp * pp) % n != 0:
         errors.append(
-            f"sglang_server_tp_size={tp} is not divisible by the {n} nodes of sglang_server_multinode_group="
-            f"{_fmt(group)}: SGLang splits the TP ranks evenly over the nodes"
+            f"sglang_server_tp_size={tp}{with_pp} is not divisible by the {n} nodes of sglang_server_multinode_group="
+            f"{_fmt(group)}: SGLang splits the {'ranks' if pp > 1 else 'TP ranks'} evenly over the nodes"
         )
-    elif tp is not None and gpus is not None and gpus * n != tp:
+    elif tp is not None and gpus is not None and gpus * n != tp * pp:
         errors.append(
             f"sglang_server_gpus_per_node={gpus} x {n} nodes of sglang_server_multinode_group={_fmt(group)} "
-            f"is not sglang_server_tp_size={tp}: each node runs tp_size / nnodes ranks, one per GPU"
+            f"is not sglang_server_tp_size={tp}{with_pp}: each node runs "
+            f"{'tp_size x pp_size' if pp > 1 else 'tp_size'} / nnodes ranks, one per GPU"
         )
     return errors

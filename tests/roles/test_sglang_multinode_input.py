@@ -127,6 +127,12 @@ CASES = {
         "sglang_server_gpus_per_node differs across the hosts of sglang_server_multinode_group",
     ),
     "tp-not-divisible": ({}, {"sglang_server_tp_size": 3}, "sglang_server_tp_size=3 is not divisible by the 2 nodes"),
+    # pipeline stages over the nodes: the role's default gpus_per_node reads the pp-size too
+    "pp-not-divisible": (
+        {},
+        {"sglang_server_tp_size": 1, "sglang_server_extra_flags": {"pp-size": 3}},
+        "sglang_server_tp_size=1 x pp-size 3 is not divisible by the 2 nodes",
+    ),
     "head-not-in-group": (
         {},
         {"sglang_server_tp_size": 4, "sglang_server_multinode_head": "emu-other"},
@@ -198,3 +204,22 @@ def test_two_hosts_that_are_one_machine_are_not_a_group():
     assert len(mn.address_errors(GROUP, mn.member_addresses([A, B], same))) == 1
     default = {A: {"ansible_host": "10.0.0.5"}, B: {"ansible_host": "10.0.0.5", "ansible_port": 22}}  # 22: SSH's
     assert len(mn.address_errors(GROUP, mn.member_addresses([A, B], default))) == 1
+
+
+def test_pipeline_stages_over_the_nodes():
+    """SGLang needs (tp_size x pp_size) % nnodes == 0 and runs tp x pp ranks, one per GPU
+    (server_args.py; engine.py `_calculate_rank_ranges`): TP 8 x PP 3 over 3 nodes of 8 GPUs and
+    TP 8 x PP 2 over 2 nodes of 8 were refused (the TP size alone had to divide and fill the nodes)."""
+    assert mn.pp_size({"pp-size": 3}) == 3 and mn.pp_size({"--pipeline-parallel-size": "2"}) == 2
+    assert mn.pp_size({}) == 1 and mn.pp_size(None) == 1 and mn.pp_size({"pp-size": "x"}) == 1
+    three = {"sglang_server_extra_flags": {"pp-size": 3}, "sglang_server_tp_size": 8, "sglang_server_gpus_per_node": 8}
+    hosts = [A, B, "mn21-c"]
+    assert mn.group_errors(GROUP, hosts, "", {h: _settings(**three) for h in hosts}) == []
+    two = {"sglang_server_extra_flags": {"pp-size": 2}, "sglang_server_tp_size": 8, "sglang_server_gpus_per_node": 8}
+    assert mn.group_errors(GROUP, [A, B], "", {A: _settings(**two), B: _settings(**two)}) == []
+    short = {"sglang_server_extra_flags": {"pp-size": 2}, "sglang_server_tp_size": 8, "sglang_server_gpus_per_node": 4}
+    [error] = mn.group_errors(GROUP, [A, B], "", {A: _settings(**short), B: _settings(**short)})
+    assert "sglang_server_gpus_per_node=4 x 2 nodes" in error and "sglang_server_tp_size=8 x pp-size 2" in error
+    odd = {"sglang_server_extra_flags": {"pp-size": 3}, "sglang_server_tp_size": 1, "sglang_server_gpus_per_node": 1}
+    [error] = mn.group_errors(GROUP, [A, B], "", {A: _settings(**odd), B: _settings(**odd)})
+    assert "sglang_server_tp_size=1 x pp-size 3 is not divisible by the 2 nodes" in error
