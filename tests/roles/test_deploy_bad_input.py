@@ -9,6 +9,7 @@ nothing was created there.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -179,5 +180,52 @@ def test_missing_model_path_on_a_real_engine_host(tmp_path):
     assert proc.returncode != 0
     assert f"sglang_server_model_path={tmp_path / 'no-such-model'} is not a directory on gpu-local" in out, out[-3000:]
     assert "changed=0" in out
+    for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
+        assert not made.exists()
+
+
+def test_a_key_on_a_host_whose_systemd_predates_loadcredential(tmp_path):
+    """The key reaches the server through LoadCredential= (systemd 247, NEWS "CHANGES WITH 247"): on
+    RHEL 8's 239 or Ubuntu 20.04's 245 the setting is ignored and the server could not read it. The
+    host is refused before it changes, naming its systemd (a stand-in `systemctl` answers as 245's)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && printf 'systemd 245 (245.4-4ubuntu3.24)\\n+PAM +AUDIT +SELINUX\\n'\n"
+    )
+    (fake / "systemctl").chmod(0o755)
+    model = tmp_path / "model"
+    model.mkdir()
+    install_dir = tmp_path / "opt-sglang"
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "sglang_server_engine": "sglang",
+        "sglang_server_model_path": str(model),
+        "sglang_server_api_key": "an-api-key-1234",
+        "sglang_server_install_dir": str(install_dir),
+        "sglang_server_state_dir": str(tmp_path / "state"),
+        "sglang_server_config_dir": str(tmp_path / "etc"),
+        "cuda_env_install": False,
+        "cuda_env_gpu_source": "declared",
+        "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
+        "cuda_env_declared_gpus": [
+            {
+                "name": "NVIDIA H200",
+                "memory_mib": 143771,
+                "compute_capability": "9.0",
+                "driver": "580.95.05",
+                "count": 1,
+            }
+        ],
+    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu-old": host}}}}}))
+    cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"]
+    proc = run(cmd, timeout=180, PATH=f"{fake}:{os.environ['PATH']}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "gpu-old runs systemd 245: the API key is handed to the server with LoadCredential=" in " ".join(out.split()), out[-3000:]
+    assert "an-api-key-1234" not in out and "changed=0" in out, out[-3000:]
     for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
         assert not made.exists()

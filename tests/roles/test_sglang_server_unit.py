@@ -246,9 +246,12 @@ def test_api_key_only_in_the_secrets_file_handed_over_as_a_credential(rendered):
     cmd = exec_start(text)
     assert "k3y" not in text and "--api-key" not in cmd
     assert "\nLoadCredential=server-secrets.yaml:/etc/sglang/sglang-qwen.secrets.yaml\n" in text
-    launcher = "/opt/sglang/launcher/sglang_launcher.py --secrets %d/server-secrets.yaml -- "
+    # the credentials directory by its path, not %d: systemd 247-250 have LoadCredential= but refuse a
+    # unit with %d (251 added it: Ubuntu 22.04's 249 failed every start with a key)
+    launcher = "/opt/sglang/launcher/sglang_launcher.py --secrets /run/credentials/%n/server-secrets.yaml -- "
     assert cmd.split(" ", 1)[1].startswith(launcher), cmd
-    assert " -m sglang.launch_server --config %d/server-secrets.yaml --model-path " in cmd
+    assert " -m sglang.launch_server --config /run/credentials/%n/server-secrets.yaml --model-path " in cmd
+    assert "%d" not in text
     secrets = (rendered / "sglang-key" / "secrets.yaml").read_text()
     assert _yaml.safe_load(secrets) == {"api-key": "k3y-$ecret%n"}
     env = (rendered / "sglang-key" / "env").read_text()
@@ -256,7 +259,7 @@ def test_api_key_only_in_the_secrets_file_handed_over_as_a_credential(rendered):
     assert 'HF_TOKEN="hf_\\$x"' in env and 'SGLANG_ENABLE_SPEC_V2="1"' in env
     # No key: the launcher still runs the server (it masks nothing), no credential, no --config.
     nokey = unit(rendered, "emulator-nokey")
-    assert "LoadCredential=" not in nokey and "%d/" not in exec_start(nokey)
+    assert "LoadCredential=" not in nokey and "/run/credentials/" not in exec_start(nokey)
     assert exec_start(nokey).split(" ")[1:3] == ["/opt/sglang/launcher/sglang_launcher.py", "--"]
     assert _yaml.safe_load((rendered / "emulator-nokey" / "secrets.yaml").read_text()) is None
 
