@@ -414,6 +414,11 @@ UNIT_PROPERTIES = (
 # "Scheduler hit an exception"; a specific reason that stays quiet for FATAL_QUIET_S ends it early.
 FATAL_SETTLE_S = 0.6
 FATAL_QUIET_S = 0.2
+# A unit found dead before its log showed why: how long to keep reading for the line that does. The
+# journal takes the process's last lines a moment after systemd saw it exit, longer on a loaded
+# host (a make test of 2026-12-05 read none 0.2 s after an argparse error, and reported only
+# "unit_dead" where the reason was `unrecognized arguments`).
+DEAD_LOG_GRACE_S = 2.0
 
 
 # ------------------------------------------------------------------------------------------
@@ -934,10 +939,13 @@ class Gate:
         """For a dead unit without a fatal line yet: read the rest of its log for the cause."""
         if self.log is None or err.kind not in ("unit_dead", "restarted", "process_exited"):
             return err
-        self.log.read()
-        time.sleep(0.1)
-        self.log.read()
-        fatal = find_fatal(self.lines())
+        deadline = time.monotonic() + DEAD_LOG_GRACE_S
+        while True:
+            self.log.read()
+            fatal = find_fatal(self.lines())
+            if fatal is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
         if fatal is not None:
             # the unit's state is added to the message anyway; keep what else happened
             context = "" if err.kind == "unit_dead" else err.reason

@@ -267,6 +267,24 @@ def test_process_exit_reason_comes_from_its_log(fake_sglang, run_module, tmp_pat
     assert "invalid int value" in res["reason"]
 
 
+def test_a_reason_the_log_gets_after_the_death_is_waited_for(fake_sglang, run_module, tmp_path):
+    """The journal takes a process's last lines a moment after systemd saw it exit, longer on a
+    loaded host: a make test read none 0.2 s after an argparse error and reported only that the unit
+    died. Here the log gets its line 0.8 s after the process is gone."""
+    log = tmp_path / "server.log"
+    log.write_text("")
+    fake_sglang.health = lambda t: 503
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    late = ["launch_server.py: error: unrecognized arguments: --speculative-num-stepz 3"]
+    try:
+        with appending_writer(log, late, start_after_s=1.3):
+            res, failed = run_module(base_args(fake_sglang, log, pid=proc.pid, timeout=60))
+    finally:
+        proc.wait(timeout=10)
+    assert failed and res["failure_kind"] == "bad_arguments", res["msg"]
+    assert "unrecognized arguments: --speculative-num-stepz" in res["reason"]
+
+
 def _stamp(offset_s=0.0):
     return time.strftime("[%Y-%m-%d %H:%M:%S]", time.localtime(time.time() + offset_s))
 
