@@ -225,7 +225,9 @@ def test_a_key_on_a_host_whose_systemd_predates_loadcredential(tmp_path):
     proc = run(cmd, timeout=180, PATH=f"{fake}:{os.environ['PATH']}")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "gpu-old runs systemd 245: the API key is handed to the server with LoadCredential=" in " ".join(out.split()), out[-3000:]
+    assert "gpu-old runs systemd 245: the API key is handed to the server with LoadCredential=" in " ".join(
+        out.split()
+    ), out[-3000:]
     assert "an-api-key-1234" not in out and "changed=0" in out, out[-3000:]
     for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
         assert not made.exists()
