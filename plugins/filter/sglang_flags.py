@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.sglang_tune.serving.plugins.module_utils import sglang_multinode
+from ansible_collections.sglang_tune.serving.plugins.module_utils import sglang_multinode, sglang_releases
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_checks import host_errors
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags import (
     engine_module,
@@ -42,6 +42,11 @@ def pp_size(extra: Any) -> int:
     return sglang_multinode.pp_size(extra)
 
 
+def install_errors(version: Any, python_version: Any = None, driver_cuda: Any = None) -> list[str]:
+    """What keeps an SGLang release from installing or running on this host (plugins/module_utils/sglang_releases.py)."""
+    return sglang_releases.install_errors(version, python_version, driver_cuda)
+
+
 def multinode_order(members: Any, head: Any = "") -> list[str]:
     """The group's hosts in node-rank order (plugins/module_utils/sglang_multinode.py)."""
     return list(sglang_multinode.rank_order(list(members or []), head))
@@ -59,6 +64,7 @@ class FilterModule:
             "sglang_multinode_order": multinode_order,
             "sglang_multinode_verdict": multinode_verdict,
             "sglang_pp_size": pp_size,
+            "sglang_install_errors": install_errors,
             "sglang_server_errors": server_errors,
             "sglang_server_host_errors": host_errors,
             "sglang_flags": server_flags,

@@ -113,3 +113,51 @@ def adaptive_config_form(version: object) -> str | None:
     if key < release_key(ADAPTIVE_PER_BS_SINCE):
         return "flat"
     return "per-bs"
+
+
+# What a release's wheels need on the host, from their METADATA: `Requires-Python: >=3.10`, and
+# `>=3.11` from 0.5.22; from 0.5.11 they pin CUDA 13 builds (`cuda-python>=13.0`, torch 2.11.0 and
+# later, which PyPI ships built for CUDA 13.0: pytorch/pytorch#177975), so the driver must run CUDA
+# 13.0 (the 580 series); 0.5.9 and 0.5.10 pin torch 2.9.1, PyPI's CUDA 12.8 build.
+REQUIRES_PYTHON_SINCE = (("0.5.9", (3, 10)), ("0.5.22", (3, 11)))
+DRIVER_CUDA_SINCE = (("0.5.9", (12, 8)), ("0.5.11", (13, 0)))
+
+
+def _since(table: tuple[tuple[str, tuple[int, int]], ...], version: object) -> tuple[int, int] | None:
+    key = release_key(version)
+    if not key or key == SOURCE_BUILD_KEY:
+        return None
+    found = None
+    for since, value in table:
+        if key >= release_key(since):
+            found = value
+    return found
+
+
+def install_errors(version: object, python_version: object = None, driver_cuda: object = None) -> list[str]:
+    """What keeps SGLang `version` from installing or running on a host whose Python is
+    `python_version` ("3.10") and whose driver runs CUDA `driver_cuda` ("12.8", from nvidia-smi):
+    pip finds no wheel for too old a Python (its message only says no matching distribution), and
+    a CUDA 13 torch cannot use a GPU under an older driver (the server then fails its start). An
+    unknown value (None, "", "N/A") is not checked; nor is a source build of main."""
+    errors: list[str] = []
+    need_py = _since(REQUIRES_PYTHON_SINCE, version)
+    have_py = release_key(python_version) if python_version not in (None, "") else ()
+    if need_py and len(have_py) >= 2 and have_py[:2] < need_py:
+        errors.append(
+            f"SGLang {str(version).strip()} needs Python {need_py[0]}.{need_py[1]} or later (its wheels' "
+            f"Requires-Python) and sglang_server_python is {python_version}; allowed: a newer Python for "
+            f"sglang_server_python (on Ubuntu 22.04: /usr/bin/python3.{need_py[1]} with "
+            f"sglang_server_system_packages: [python3.{need_py[1]}-venv]), or an older sglang_server_sglang_version"
+        )
+    need_cuda = _since(DRIVER_CUDA_SINCE, version)
+    have_cuda = release_key(driver_cuda) if driver_cuda not in (None, "") else ()
+    if need_cuda and len(have_cuda) >= 2 and have_cuda[:2] < need_cuda:
+        errors.append(
+            f"SGLang {str(version).strip()} installs a PyTorch built for CUDA {need_cuda[0]}.{need_cuda[1]}, and the "
+            f"NVIDIA driver runs CUDA {driver_cuda} at most (nvidia-smi): no GPU would be usable; allowed: a driver "
+            f"that runs CUDA {need_cuda[0]}.{need_cuda[1]} (out of this role's scope), or an older "
+            "sglang_server_sglang_version"
+            + (" (0.5.10 or earlier for a CUDA 12 driver)" if need_cuda >= (13, 0) else "")
+        )
+    return errors

@@ -231,3 +231,48 @@ def test_a_key_on_a_host_whose_systemd_predates_loadcredential(tmp_path):
     assert "an-api-key-1234" not in out and "changed=0" in out, out[-3000:]
     for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
         assert not made.exists()
+
+
+def test_a_release_the_hosts_python_has_no_wheels_for(tmp_path):
+    """SGLang 0.5.22's wheels need Python 3.11 (Requires-Python): with Ubuntu 22.04's 3.10 pip said
+    only "no matching distribution", after the user, directories and venv were made. The host is
+    refused before it changes (a stand-in python3 answers as 3.10)."""
+    python = tmp_path / "python3"
+    python.write_text("#!/bin/sh\necho 3.10\n")
+    python.chmod(0o755)
+    model = tmp_path / "model"
+    model.mkdir()
+    install_dir = tmp_path / "opt-sglang"
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "sglang_server_engine": "sglang",
+        "sglang_server_sglang_version": "0.5.22",
+        "sglang_server_python": str(python),
+        "sglang_server_model_path": str(model),
+        "sglang_server_install_dir": str(install_dir),
+        "sglang_server_state_dir": str(tmp_path / "state"),
+        "sglang_server_config_dir": str(tmp_path / "etc"),
+        "cuda_env_install": False,
+        "cuda_env_gpu_source": "declared",
+        "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
+        "cuda_env_declared_gpus": [
+            {
+                "name": "NVIDIA H200",
+                "memory_mib": 143771,
+                "compute_capability": "9.0",
+                "driver": "580.95.05",
+                "count": 1,
+            }
+        ],
+    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu-jammy": host}}}}}))
+    cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"]
+    proc = run(cmd, timeout=180)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0
+    assert "gpu-jammy: SGLang 0.5.22 needs Python 3.11 or later" in out, out[-3000:]
+    assert "changed=0" in out
+    for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
+        assert not made.exists()

@@ -610,3 +610,24 @@ def test_rank_0_binds_its_message_queue_on_the_dist_init_address():
     assert sglang_flags.node_settings("a", "g", members, "gpu-a.cluster", 29500)["host_ip"] is None
     assert sglang_flags.node_settings("a", "g", members, "", 29500, "[fd00::5]:29500")["host_ip"] == "fd00::5"
     assert sglang_flags.node_settings("a", "", None, "", 29500)["host_ip"] is None
+
+
+def test_what_a_release_needs_on_the_host():
+    """The wheels' METADATA: Requires-Python >=3.11 from 0.5.22 (>=3.10 before), and from 0.5.11 CUDA
+    13 builds (cuda-python>=13.0, torch 2.11+, PyPI's CUDA 13.0 build). Ubuntu 22.04's Python 3.10
+    got pip's "no matching distribution" after the venv was made; a CUDA 12.8 driver passed."""
+    from sglang_utils import sglang_releases as R
+
+    [py] = R.install_errors("0.5.22", "3.10", "13.0")
+    assert py.startswith("SGLang 0.5.22 needs Python 3.11 or later") and "/usr/bin/python3.11" in py
+    assert R.install_errors("0.5.21", "3.10", "13.0") == []
+    assert R.install_errors("0.5.23.post1", "3.12", "13.0") == []
+    [cuda] = R.install_errors("0.5.11", "3.12", "12.8")
+    assert "PyTorch built for CUDA 13.0" in cuda and "0.5.10 or earlier" in cuda
+    assert R.install_errors("0.5.10", "3.10", "12.8") == []
+    assert R.install_errors("0.5.9", "3.10", "12.4")[0].startswith(
+        "SGLang 0.5.9 installs a PyTorch built for CUDA 12.8"
+    )
+    # unknown values and a source build of main are not checked
+    assert R.install_errors("0.5.23", None, "N/A") == [] and R.install_errors("0.5.23", "", "ERR!") == []
+    assert R.install_errors("0.0.0.dev1+gabc", "3.9", "11.0") == []
