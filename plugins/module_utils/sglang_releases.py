@@ -118,9 +118,11 @@ def adaptive_config_form(version: object) -> str | None:
 # What a release's wheels need on the host, from their METADATA: `Requires-Python: >=3.10`, and
 # `>=3.11` from 0.5.22; from 0.5.11 they pin CUDA 13 builds (`cuda-python>=13.0`, torch 2.11.0 and
 # later, which PyPI ships built for CUDA 13.0: pytorch/pytorch#177975), so the driver must run CUDA
-# 13.0 (the 580 series); 0.5.9 and 0.5.10 pin torch 2.9.1, PyPI's CUDA 12.8 build.
+# 13 (the 580 series); 0.5.9 and 0.5.10 pin torch 2.9.1, PyPI's CUDA 12.8 build. Only the major
+# version is held: within one, CUDA's minor-version compatibility runs a 12.8 build on any 12.x
+# driver (525 on), as cuda_env's `cuda_env_check_driver: false` allows for the toolkit.
 REQUIRES_PYTHON_SINCE = (("0.5.9", (3, 10)), ("0.5.22", (3, 11)))
-DRIVER_CUDA_SINCE = (("0.5.9", (12, 8)), ("0.5.11", (13, 0)))
+DRIVER_CUDA_SINCE = (("0.5.9", (12, 0)), ("0.5.11", (13, 0)))
 
 
 def _since(table: tuple[tuple[str, tuple[int, int]], ...], version: object) -> tuple[int, int] | None:
@@ -152,12 +154,12 @@ def install_errors(version: object, python_version: object = None, driver_cuda: 
         )
     need_cuda = _since(DRIVER_CUDA_SINCE, version)
     have_cuda = release_key(driver_cuda) if driver_cuda not in (None, "") else ()
-    if need_cuda and len(have_cuda) >= 2 and have_cuda[:2] < need_cuda:
+    if need_cuda and len(have_cuda) >= 2 and have_cuda[:1] < need_cuda[:1]:
         errors.append(
-            f"SGLang {str(version).strip()} installs a PyTorch built for CUDA {need_cuda[0]}.{need_cuda[1]}, and the "
-            f"NVIDIA driver runs CUDA {driver_cuda} at most (nvidia-smi): no GPU would be usable; allowed: a driver "
-            f"that runs CUDA {need_cuda[0]}.{need_cuda[1]} (out of this role's scope), or an older "
-            "sglang_server_sglang_version"
+            f"SGLang {str(version).strip()} installs a PyTorch built for CUDA {need_cuda[0]}, and the NVIDIA driver "
+            f"runs CUDA {driver_cuda} at most (nvidia-smi): no GPU would be usable; allowed: a driver that runs CUDA "
+            f"{need_cuda[0]} (out of this role's scope), an older sglang_server_sglang_version"
             + (" (0.5.10 or earlier for a CUDA 12 driver)" if need_cuda >= (13, 0) else "")
+            + ", or cuda_env_check_driver: false"
         )
     return errors
