@@ -233,12 +233,26 @@ def test_a_key_on_a_host_whose_systemd_predates_loadcredential(tmp_path):
         assert not made.exists()
 
 
-def test_a_release_the_hosts_python_has_no_wheels_for(tmp_path):
+@pytest.mark.parametrize(
+    ("version", "python_version", "driver_cuda", "message"),
+    [
+        ("0.5.22", "3.10", "13.0", "gpu-host: SGLang 0.5.22 needs Python 3.11 or later"),
+        (
+            "0.5.11",
+            "3.12",
+            "12.8",
+            "gpu-host: SGLang 0.5.11 installs a PyTorch built for CUDA 13, and the NVIDIA driver",
+        ),
+    ],
+    ids=["python", "driver"],
+)
+def test_a_release_the_host_cannot_install_or_run(tmp_path, version, python_version, driver_cuda, message):
     """SGLang 0.5.22's wheels need Python 3.11 (Requires-Python): with Ubuntu 22.04's 3.10 pip said
-    only "no matching distribution", after the user, directories and venv were made. The host is
-    refused before it changes (a stand-in python3 answers as 3.10)."""
+    only "no matching distribution", after the user, directories and venv were made; 0.5.11's torch
+    is PyPI's CUDA 13 build, which a CUDA 12 driver cannot run. The host is refused before it changes
+    (a stand-in python3, and the driver's CUDA as cuda_env's facts give it)."""
     python = tmp_path / "python3"
-    python.write_text("#!/bin/sh\necho 3.10\n")
+    python.write_text(f"#!/bin/sh\necho {python_version}\n")
     python.chmod(0o755)
     model = tmp_path / "model"
     model.mkdir()
@@ -247,7 +261,7 @@ def test_a_release_the_hosts_python_has_no_wheels_for(tmp_path):
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "sglang_server_engine": "sglang",
-        "sglang_server_sglang_version": "0.5.22",
+        "sglang_server_sglang_version": version,
         "sglang_server_python": str(python),
         "sglang_server_model_path": str(model),
         "sglang_server_install_dir": str(install_dir),
@@ -263,16 +277,17 @@ def test_a_release_the_hosts_python_has_no_wheels_for(tmp_path):
                 "compute_capability": "9.0",
                 "driver": "580.95.05",
                 "count": 1,
+                "driver_cuda_version": driver_cuda,
             }
         ],
     }
     path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu-jammy": host}}}}}))
+    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu-host": host}}}}}))
     cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"]
     proc = run(cmd, timeout=180)
     out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0
-    assert "gpu-jammy: SGLang 0.5.22 needs Python 3.11 or later" in out, out[-3000:]
+    assert message in out, out[-3000:]
     assert "changed=0" in out
     for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
         assert not made.exists()
