@@ -201,12 +201,16 @@ def parse_server_info(info: Any) -> dict[str, Any]:
         # what changes greedy numerics whatever the speculation: the correctness gate's baseline is
         # comparable only with a server that has the same (sglang_verify.baseline_mismatch)
         "numerics": {key: _num_arg(_lookup(info, key)) for key in NUMERICS_ARGS},
+        # the attention kernels the server resolved (not a numerics key: SGLang picks them per
+        # configuration); the gate's exact rule holds only between the same kernels (sglang_verify.rule_for)
+        "attention_backends": {key: _as_str(_lookup(info, key)) for key in ATTENTION_BACKEND_ARGS},
     }
 
 
 # Server arguments the greedy outputs depend on and speculation does not change (the attention
 # backend is left out: SGLang may pick another one for a speculative server by itself).
 NUMERICS_ARGS = ("tp_size", "dtype", "quantization", "kv_cache_dtype")
+ATTENTION_BACKEND_ARGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
 def _num_arg(value: Any) -> Any:

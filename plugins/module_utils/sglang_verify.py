@@ -182,12 +182,22 @@ class StreamRow:
         self.verifies = 0
         self.hist: list[int] | None = None
         self.steps: list[tuple[float, int, int]] = []
+        self.abort_status: int | None = None  # the status of an abort the server ended the stream with
 
     def add(self, chunk: Mapping[str, Any], now: float) -> str | None:
         """Fold one chunk in; the server's error, when the chunk carries one (the caller raises)."""
         if "error" in chunk:
             return str(chunk["error"])[:160]
         meta = chunk.get("meta_info") or {}
+        finish = meta.get("finish_reason")
+        if isinstance(finish, Mapping) and finish.get("type") == "abort":
+            # a streamed request SGLang aborts (queue full, a waiting or running timeout, a retraction
+            # without a KV backup) ends in a normal-looking chunk and [DONE], not an error
+            # (tokenizer_manager.py `_handle_abort_finish_reason` raises for unstreamed ones only):
+            # a cut answer, never an output to compare
+            status = finish.get("status_code")
+            self.abort_status = status if isinstance(status, int) else None
+            return f"aborted by the server (status {status}): {str(finish.get('message'))[:140]}"
         ct = meta.get("completion_tokens")
         new_ids = chunk.get("output_ids")
         incremental = False
@@ -442,9 +452,43 @@ def acceptance_drift(
     return {**empty, "drop": drop, "noise": noise, "drifted": drifted, "judged": True, "method": method}
 
 
-def rule_for(server_version: object, baseline_deterministic: bool, candidate_deterministic: bool) -> dict[str, Any]:
+def _backend_difference(baseline: object, candidate: object) -> str | None:
+    """How the two sides' resolved attention kernels differ ("fa3 / flashinfer"), None when they do
+    not or either side does not say (a baseline made before it was recorded)."""
+    if not isinstance(baseline, Mapping) or not isinstance(candidate, Mapping):
+        return None
+    diffs = [
+        f"{key} {baseline.get(key)} / {candidate.get(key)}"
+        for key in sorted(set(baseline) | set(candidate))
+        if baseline.get(key) and candidate.get(key) and baseline.get(key) != candidate.get(key)
+    ]
+    return ", ".join(diffs) or None
+
+
+def rule_for(
+    server_version: object,
+    baseline_deterministic: bool,
+    candidate_deterministic: bool,
+    baseline_backends: object = None,
+    candidate_backends: object = None,
+) -> dict[str, Any]:
     """Which parity rule applies: exact (100%) when the release has deterministic inference and
-    both sides ran with it, else the threshold; with a sentence that says why."""
+    both sides ran with it on the same attention kernels, else the threshold; with a sentence that
+    says why. Batch-invariant kernels make one kernel's results reproducible, not two kernels'
+    equal, and SGLang picks the kernel per configuration: 0.5.9 and 0.5.10 resolve the attention
+    backend before the deterministic flag and give a topk > 1 (or page size > 1) configuration
+    flashinfer where the no-speculation baseline gets fa3 on Hopper (server_args.py
+    `__post_init__`; 0.5.12 reversed the order); SGLang's own parity test pins the reference to
+    the speculative server's backend (test/kits/spec_server_kits.py `SpecParityKit`)."""
+    kernels = _backend_difference(baseline_backends, candidate_backends)
+    if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic and kernels:
+        return {
+            "mode": "threshold",
+            "exact_share_min": EXACT_SHARE_MIN,
+            "why": f"both sides ran with --{DETERMINISTIC_FLAG} but on other attention kernels (baseline / this "
+            f"configuration: {kernels}), which are not bitwise equal: at least {round(EXACT_SHARE_MIN * 100)}% "
+            "exact on the short continuations and no degeneration",
+        }
     if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic:
         return {
             "mode": "deterministic",
@@ -698,7 +742,11 @@ def judge(
     sizes the gate's run reaches: its acceptance there is 1.0 by design). Returns a JSON-able dict with
     "passed" and "reasons" (one sentence each, the first one is the headline)."""
     rule = rule_for(
-        candidate.get("server_version"), bool(baseline.get("deterministic")), bool(candidate.get("deterministic"))
+        candidate.get("server_version"),
+        bool(baseline.get("deterministic")),
+        bool(candidate.get("deterministic")),
+        baseline.get("attention_backends"),
+        candidate.get("attention_backends"),
     )
     # an adaptive server (its /server_info says so): its gate acceptance is not the one its levels
     # measured, so it is never held to it, in the role's module, `tuner verify` and the sweep alike

@@ -237,6 +237,7 @@ def run(module):
     candidate = {
         "server_version": info.get("version"),
         "deterministic": bool(info.get("deterministic")),
+        "attention_backends": dict(info.get("attention_backends") or {}),
         # adaptive: the sweep's measured acceptance is not its gate's (sglang_verify.judge)
         "adaptive": bool(spec.get("adaptive")) or p["adaptive_config"] is not None,
         "short": short_rows,

@@ -616,3 +616,43 @@ def test_an_incremental_stream_is_joined_not_replaced():
     for i, w in enumerate(["a", " b", " c"], start=1):
         one.add({"text": w, "output_ids": [i], "meta_info": {"completion_tokens": i}}, float(i))
     assert one.row()[0]["output_ids"] == [1, 2, 3] and one.row()[0]["text"] == "a b c"
+
+
+def test_exact_parity_only_between_the_same_attention_kernels():
+    """Batch-invariant kernels make one kernel reproducible, not two equal: SGLang 0.5.9/0.5.10 give a
+    topk > 1 configuration flashinfer where the deterministic baseline got fa3 on Hopper (the backend
+    is resolved before --enable-deterministic-inference: server_args.py `__post_init__`), and every
+    correct pick failed the exact rule. Other kernels fall back to the threshold rule, saying why; a
+    baseline that did not record its kernels keeps the exact rule."""
+    fa3 = {"attention_backend": "fa3", "prefill_attention_backend": None, "decode_attention_backend": None}
+    fi = dict(fa3, attention_backend="flashinfer")
+    rule = rules.rule_for("0.5.9", True, True, fa3, fi)
+    assert rule["mode"] == "threshold" and "attention_backend fa3 / flashinfer" in rule["why"]
+    assert rules.rule_for("0.5.9", True, True, fa3, dict(fa3))["mode"] == "deterministic"
+    assert rules.rule_for("0.5.9", True, True, None, fi)["mode"] == "deterministic"
+    assert rules.rule_for("0.5.9", True, True, {"attention_backend": None}, fi)["mode"] == "deterministic"
+    # through the verdict: a candidate whose short continuations match 19 of 24 passes the threshold
+    base = {"deterministic": True, "attention_backends": fa3, "short": [], "long": []}
+    verdict = rules.judge(base, {"server_version": "0.5.9", "deterministic": True, "attention_backends": fi})
+    assert verdict["rule"]["mode"] == "threshold"
+
+
+def test_a_stream_the_server_aborts_is_no_output():
+    """SGLang ends a streamed request it aborts (queue full, a waiting or running timeout) with a
+    chunk whose finish_reason is {"type": "abort", ...} and then [DONE], not an error
+    (tokenizer_manager.py `_handle_abort_finish_reason`, 0.5.9-0.5.23): the cut answer was compared
+    with the baseline and counted as a divergence."""
+    meta = {"id": "r", "prompt_tokens": 5, "cached_tokens": 0}
+    fold = rules.StreamRow("L0")
+    assert (
+        fold.add({"text": "The cat", "output_ids": [1, 2], "meta_info": {**meta, "completion_tokens": 2}}, 1.0) is None
+    )
+    abort = {"type": "abort", "message": "Request running timeout reached.", "status_code": 503, "err_type": None}
+    chunk = {
+        "text": "The cat sat",
+        "output_ids": [1, 2, 3],
+        "meta_info": {**meta, "completion_tokens": 3, "finish_reason": abort},
+    }
+    error = fold.add(chunk, 1.1)
+    assert error is not None and "aborted by the server (status 503): Request running timeout reached." in error
+    assert fold.abort_status == 503

@@ -42,6 +42,7 @@ def make(ident: dict[str, Any], ps: PromptSet, got: dict[str, Any], tool: str) -
         "served_model_name": ident.get("served_model_name"),
         "deterministic": bool(ident.get("deterministic")),
         "numerics": dict(ident.get("numerics") or {}),
+        "attention_backends": dict(ident.get("attention_backends") or {}),
         "speculative": None,
         "prompt_set": ps.name,
         "prompt_set_sha256": ps.sha256,

@@ -63,6 +63,7 @@ async def identity(client: BenchClient) -> dict[str, Any]:
         "deterministic": bool(info.get("deterministic")),
         "adaptive": bool(spec.get("enabled") and spec.get("adaptive")),
         "numerics": dict(info.get("numerics") or {}),
+        "attention_backends": dict(info.get("attention_backends") or {}),
     }
 
 
@@ -117,7 +118,9 @@ async def _long(client: BenchClient, prompt: dict[str, str], max_new: int) -> Ro
                     break
                 error = fold.add(chunk, now)
                 if error is not None:
-                    raise ProbeError(f"/generate for {prompt['id']}: {error}")
+                    # an abort with a 5xx (the queue full, a timeout) is the server busy: sent again
+                    busy = fold.abort_status is not None and 500 <= fold.abort_status < 600
+                    raise (BusyError if busy else ProbeError)(f"/generate for {prompt['id']}: {error}")
         if not ended:
             raise ProbeError(f"/generate for {prompt['id']}: the stream ended before [DONE]")
         return fold.row()
