@@ -138,50 +138,46 @@ def test_bad_input_fails_on_the_controller_naming_the_variable(absent_inventory,
     assert "UNREACHABLE" not in out
 
 
-def test_missing_model_path_on_a_real_engine_host(tmp_path):
-    install_dir = tmp_path / "opt-sglang"
-    inv = {
-        "all": {
-            "children": {
-                "sglang_servers": {
-                    "hosts": {
-                        "gpu-local": {
-                            "ansible_connection": "local",
-                            "ansible_python_interpreter": sys.executable,
-                            "sglang_server_engine": "sglang",
-                            "sglang_server_model_path": str(tmp_path / "no-such-model"),
-                            "sglang_server_install_dir": str(install_dir),
-                            "sglang_server_state_dir": str(tmp_path / "state"),
-                            "sglang_server_config_dir": str(tmp_path / "etc"),
-                            "cuda_env_install": False,
-                            "cuda_env_gpu_source": "declared",
-                            "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
-                            "cuda_env_declared_gpus": [
-                                {
-                                    "name": "NVIDIA H200",
-                                    "memory_mib": 143771,
-                                    "compute_capability": "9.0",
-                                    "driver": "580.95.05",
-                                    "count": 1,
-                                }
-                            ],
-                        }
-                    }
-                }
+def _refused_on_the_controller(tmp_path, name: str, gpu=None, env=None, **host_vars) -> str:
+    """A real-engine host on the controller itself (local connection, declared GPUs, every path under
+    `tmp_path`): the deploy play must fail before it changes anything. Its output."""
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "sglang_server_engine": "sglang",
+        "sglang_server_install_dir": str(tmp_path / "opt-sglang"),
+        "sglang_server_state_dir": str(tmp_path / "state"),
+        "sglang_server_config_dir": str(tmp_path / "etc"),
+        "cuda_env_install": False,
+        "cuda_env_gpu_source": "declared",
+        "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
+        "cuda_env_declared_gpus": [
+            {
+                "name": "NVIDIA H200",
+                "memory_mib": 143771,
+                "compute_capability": "9.0",
+                "driver": "580.95.05",
+                "count": 1,
+                **(gpu or {}),
             }
-        }
+        ],
+        **host_vars,
     }
     path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(inv))
-    proc = run(
-        [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"], timeout=180
-    )
+    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {name: host}}}}}))
+    cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"]
+    proc = run(cmd, timeout=180, **(env or {}))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert f"sglang_server_model_path={tmp_path / 'no-such-model'} is not a directory on gpu-local" in out, out[-3000:]
-    assert "changed=0" in out
-    for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
+    assert "changed=0" in out, out[-3000:]
+    for made in (tmp_path / "opt-sglang", tmp_path / "state", tmp_path / "etc"):
         assert not made.exists()
+    return out
+
+
+def test_missing_model_path_on_a_real_engine_host(tmp_path):
+    out = _refused_on_the_controller(tmp_path, "gpu-local", sglang_server_model_path=str(tmp_path / "no-such-model"))
+    assert f"sglang_server_model_path={tmp_path / 'no-such-model'} is not a directory on gpu-local" in out, out[-3000:]
 
 
 def test_a_key_on_a_host_whose_systemd_predates_loadcredential(tmp_path):
@@ -196,41 +192,17 @@ def test_a_key_on_a_host_whose_systemd_predates_loadcredential(tmp_path):
     (fake / "systemctl").chmod(0o755)
     model = tmp_path / "model"
     model.mkdir()
-    install_dir = tmp_path / "opt-sglang"
-    host = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "sglang_server_engine": "sglang",
-        "sglang_server_model_path": str(model),
-        "sglang_server_api_key": "an-api-key-1234",
-        "sglang_server_install_dir": str(install_dir),
-        "sglang_server_state_dir": str(tmp_path / "state"),
-        "sglang_server_config_dir": str(tmp_path / "etc"),
-        "cuda_env_install": False,
-        "cuda_env_gpu_source": "declared",
-        "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
-        "cuda_env_declared_gpus": [
-            {
-                "name": "NVIDIA H200",
-                "memory_mib": 143771,
-                "compute_capability": "9.0",
-                "driver": "580.95.05",
-                "count": 1,
-            }
-        ],
-    }
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu-old": host}}}}}))
-    cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"]
-    proc = run(cmd, timeout=180, PATH=f"{fake}:{os.environ['PATH']}")
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0
+    out = _refused_on_the_controller(
+        tmp_path,
+        "gpu-old",
+        env={"PATH": f"{fake}:{os.environ['PATH']}"},
+        sglang_server_model_path=str(model),
+        sglang_server_api_key="an-api-key-1234",
+    )
     assert "gpu-old runs systemd 245: the API key is handed to the server with LoadCredential=" in " ".join(
         out.split()
     ), out[-3000:]
-    assert "an-api-key-1234" not in out and "changed=0" in out, out[-3000:]
-    for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
-        assert not made.exists()
+    assert "an-api-key-1234" not in out, out[-3000:]
 
 
 @pytest.mark.parametrize(
@@ -256,38 +228,12 @@ def test_a_release_the_host_cannot_install_or_run(tmp_path, version, python_vers
     python.chmod(0o755)
     model = tmp_path / "model"
     model.mkdir()
-    install_dir = tmp_path / "opt-sglang"
-    host = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "sglang_server_engine": "sglang",
-        "sglang_server_sglang_version": version,
-        "sglang_server_python": str(python),
-        "sglang_server_model_path": str(model),
-        "sglang_server_install_dir": str(install_dir),
-        "sglang_server_state_dir": str(tmp_path / "state"),
-        "sglang_server_config_dir": str(tmp_path / "etc"),
-        "cuda_env_install": False,
-        "cuda_env_gpu_source": "declared",
-        "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
-        "cuda_env_declared_gpus": [
-            {
-                "name": "NVIDIA H200",
-                "memory_mib": 143771,
-                "compute_capability": "9.0",
-                "driver": "580.95.05",
-                "count": 1,
-                "driver_cuda_version": driver_cuda,
-            }
-        ],
-    }
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu-host": host}}}}}))
-    cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"]
-    proc = run(cmd, timeout=180)
-    out = " ".join((proc.stdout + proc.stderr).split())
-    assert proc.returncode != 0
-    assert message in out, out[-3000:]
-    assert "changed=0" in out
-    for made in (install_dir, tmp_path / "state", tmp_path / "etc"):
-        assert not made.exists()
+    out = _refused_on_the_controller(
+        tmp_path,
+        "gpu-host",
+        gpu={"driver_cuda_version": driver_cuda},
+        sglang_server_sglang_version=version,
+        sglang_server_python=str(python),
+        sglang_server_model_path=str(model),
+    )
+    assert message in " ".join(out.split()), out[-3000:]
