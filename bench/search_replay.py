@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.data.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState  # noqa: E402
+from tuner.data.records import DeployRecord, LevelRecord, PredictionRecord, Record, SkipRecord, SweepState  # noqa: E402
 from tuner.data.store import Store  # noqa: E402
 from tuner.decide import analysis  # noqa: E402
 from tuner.decide.search import decide as policy  # noqa: E402
@@ -67,16 +67,16 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
     workload = spec.workload
     target = list(workload.target_concurrency) if workload.target_concurrency else None
     deployed: list[str] = []
-    skips: list[SkipRecord] = []
-    # what the search predicted for each configuration before deploying it, as the live sweep
-    # records it (tuner/run/planner.py): the misfit check sets the measurement against it
-    predictions: list[PredictionRecord] = []
+    # the replayed sweep's records in the order the live sweep writes them: each decision's skips,
+    # then the deployed configuration's prediction (tuner/run/planner.py records it before the
+    # deploy: the misfit check sets the measurement against it, and a refit proves itself only on a
+    # prediction made after the last misfit) and the grid's records of it
+    timeline: list[Record] = []
     while True:
-        recs = [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id in deployed]
-        state = SweepState.fold([*predictions, *recs, *skips])
+        state = SweepState.fold(timeline)
         d = policy.decide(state, plan.configs, workload, exclude=set(deployed), target=target)
         for cfg, pred, why in d.skips:
-            skips.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
+            timeline.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
             if verbose:
                 print(f"  skip {cfg.label}: {why}")
         if d.model and verbose:
@@ -85,9 +85,11 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
             if verbose:
                 print(f"  done: {d.why}")
             break
-        deployed.append(d.deploy.config_id)
+        cid = d.deploy.config_id
+        deployed.append(cid)
         if d.prediction is not None:
-            predictions.append(PredictionRecord(config=d.deploy, prediction=d.prediction))
+            timeline.append(PredictionRecord(config=d.deploy, prediction=d.prediction))
+        timeline += [r for r in full.records if isinstance(r, (DeployRecord, LevelRecord)) and r.config_id == cid]
         if verbose:
             for m in d.misfits:
                 print(f"  misfit: {m.config.label} {text.misfit_text(m)}")

@@ -9,6 +9,7 @@ a closed-loop benchmark. The search sees only those records.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -684,8 +685,89 @@ def test_a_misfit_is_caught_said_and_not_trusted():
     m = Machine(**{k: v for k, v in bent.__dict__.items() if k != "measured"})
     st, decisions = run_search(m, range(1, 9))
     assert within(m, st, configs, 3.0) == {}
+    # from the first misfit on, nothing is skipped until a deployment predicted after it proved
+    # the refit (test_a_refit_skips_again_only_after_it_predicted_a_fresh_deployment)
     after = [i for i, dd in enumerate(decisions) if dd.misfits]
-    assert all(dd.skips == () for dd in decisions[after[0] :]) if after else True
+    assert all(dd.skips == () for dd in decisions[after[0] :] if dd.vouched is None) if after else True
+
+
+def _bent_after_a_misfit() -> tuple[Machine, list[SpecConfig], list]:
+    """The bent machine of the test above, measured at depths 3 and 6, then at 8 where the linear
+    fit misses (a misfit), as the live sweep records it: each prediction before its measurement."""
+    bent = Machine(accept=[0.97], tk_ms=0.0, tkk_ms=0.45, kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
+    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
+    records: list = []
+    for k in (3, 6):
+        records += bent.measure(SpecConfig(k))
+    pred = search_model.fit_model(SweepState.fold(records), W).predict(SpecConfig(8))
+    assert pred is not None
+    records += [PredictionRecord(config=SpecConfig(8), prediction=pred)] + bent.measure(SpecConfig(8))
+    assert search_model.find_misfits(SweepState.fold(records))
+    return bent, configs, records
+
+
+def test_a_refit_skips_again_only_after_it_predicted_a_fresh_deployment():
+    """After a misfit the search skips nothing on the model that missed; the refit is a new model
+    that earns the right to skip out of sample: its prediction of the next deployment, made after
+    the misfit was recorded, lands inside its band at every level. Until then, and after any later
+    misfit until a later proof, every configuration left is measured."""
+    bent, configs, records = _bent_after_a_misfit()
+    st = SweepState.fold(records)
+    d = policy.decide(st, configs, W)
+    assert d.misfits and d.vouched is None and d.skips == () and d.deploy is not None
+    refit = search_model.fit_model(st, W).predict(d.deploy)
+    assert refit is not None
+    proof = [PredictionRecord(config=d.deploy, prediction=refit)] + bent.measure(d.deploy)
+    st2 = SweepState.fold(records + proof)
+    assert search_model.vouched_by(st2, search_model.find_misfits(st2)) == d.deploy.config_id
+    d2 = policy.decide(st2, configs, W)
+    assert d2.vouched == d.deploy.config_id and d2.misfits  # the misfit is still reported
+    assert "measured, not predicted" not in d2.why
+    # the search goes on from there: the proven refit skips what cannot win, each skip with its
+    # prediction, and every level's pick is still within 3% of the machine's best
+    recs = records + proof
+    skipped: list = []
+    for _ in configs:
+        dd = policy.decide(SweepState.fold(recs), configs, W)
+        skipped += [cfg for cfg, _pred, _why in dd.skips]
+        recs += [SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pr) for cfg, pr, why in dd.skips]
+        if dd.deploy is None:
+            break
+        assert dd.prediction is not None
+        recs += [PredictionRecord(config=dd.deploy, prediction=dd.prediction)] + bent.measure(dd.deploy)
+    assert skipped
+    assert within(bent, SweepState.fold(recs), configs, 3.0) == {}
+    # a prediction made before the misfit was known (another host's, in flight) proves nothing:
+    # the same records with the proof's prediction moved ahead of the misfit's measurement
+    early = records[:-len(bent.measure(SpecConfig(8)))]
+    late = records[len(early) :]
+    reordered = early + [proof[0]] + late + proof[1:]
+    st3 = SweepState.fold(reordered)
+    assert search_model.vouched_by(st3, search_model.find_misfits(st3)) is None
+    assert policy.decide(st3, configs, W).skips == ()
+
+
+def test_a_deployment_that_misses_too_proves_nothing():
+    """The deployment after a misfit measured outside its band as well: a second misfit, no proof,
+    and the search still skips nothing."""
+    bent, configs, records = _bent_after_a_misfit()
+    st = SweepState.fold(records)
+    d = policy.decide(st, configs, W)
+    assert d.deploy is not None
+    pred = search_model.fit_model(st, W).predict(d.deploy)
+    assert pred is not None
+    # the server measured 20% under the refit's prediction at every level
+    slow = [
+        dataclasses.replace(r, metrics=dataclasses.replace(r.metrics, output_tok_s=r.metrics.output_tok_s * 0.8))
+        if isinstance(r, LevelRecord)
+        else r
+        for r in bent.measure(d.deploy)
+    ]
+    st2 = SweepState.fold([*records, PredictionRecord(config=d.deploy, prediction=pred), *slow])
+    misfits = search_model.find_misfits(st2)
+    assert {mf.config for mf in misfits} == {SpecConfig(8), d.deploy}
+    assert search_model.vouched_by(st2, misfits) is None
+    assert policy.decide(st2, configs, W).skips == ()
 
 
 def test_a_predicted_start_that_fails_for_lack_of_kv_memory_is_a_misfit():

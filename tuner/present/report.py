@@ -489,7 +489,12 @@ def _search(s: Summary) -> list[str]:
         lines.append(
             "Measurements outside the interval predicted for them: the model was refitted with them, its "
             "later intervals widened accordingly, and from the first of them on nothing was skipped on a "
-            "prediction (every configuration left was measured)."
+            + (
+                f"prediction until the refit predicted a fresh deployment, {ss.vouched}, inside its band at every "
+                "level (a refit earns the right to skip out of sample)."
+                if ss.vouched
+                else "prediction (every configuration left was measured)."
+            )
         )
         lines.append("")
         lines += [f"- {m.config.config_id}: {misfit_text(m)}" for m in ss.misfits]

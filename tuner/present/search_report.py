@@ -14,7 +14,7 @@ from typing import Any
 from ..data.prediction import Band, Prediction
 from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
-from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model
+from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model, vouched_by
 from ..spec.configs import spec_plan
 from ..spec.sweepspec import SweepSpec
 
@@ -72,6 +72,7 @@ class SearchSummary:
     checked: list[Checked] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     misfits: list[Misfit] = field(default_factory=list)
+    vouched: str | None = None  # the deployment that proved the refit after the misfits (model.vouched_by)
     model: str = ""  # the final fit, in a line
 
     @property
@@ -94,6 +95,7 @@ class SearchSummary:
                 }
                 for m in self.misfits
             ],
+            "refit_proven_by": self.vouched,
             "model": self.model,
         }
 
@@ -114,6 +116,7 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
     model = ""
     if state.levels():
         model = fit_model(state, spec.workload).describe()
+    misfits = find_misfits(state)
     return SearchSummary(
         mode=spec.search,
         # the plan's, not only those the records reached: an interrupted sweep said "2 of 2 planned"
@@ -124,6 +127,7 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
         deployed=deployed,
         checked=checked,
         skipped=skipped,
-        misfits=find_misfits(state),
+        misfits=misfits,
+        vouched=vouched_by(state, misfits),
         model=model,
     )

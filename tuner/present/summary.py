@@ -212,7 +212,12 @@ def notes_for(s: Summary) -> list[str]:
     if s.search is not None:
         for miss in s.search.misfits:
             notes.append(
-                f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted, widened its intervals and skipped nothing after it."
+                f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted, widened its intervals and "
+                + (
+                    f"skipped nothing until the refit predicted {s.search.vouched} inside its band."
+                    if s.search.vouched
+                    else "skipped nothing after it."
+                )
             )
     for skip in s.state.skipped.values():
         if skip.kind == "predicted":

@@ -43,7 +43,7 @@ from ..data.records import (
 )
 from ..data.store import MemoryStore, Store
 from ..decide import adaptive_phase, analysis, confirm
-from ..decide.search.model import find_misfits
+from ..decide.search.model import find_misfits, vouched_by
 from ..decide.search.text import misfit_text
 from ..measure import restarts
 from ..present import outputs
@@ -119,12 +119,22 @@ class Sweep:
         state = self.store.state()
         if cfg.config_id not in state.predictions:
             return
-        misses = [m for m in find_misfits(state) if m.config.config_id == cfg.config_id]
+        misfits = find_misfits(state)
+        misses = [m for m in misfits if m.config.config_id == cfg.config_id]
         if not misses:
-            self.progress.line(f"[{cfg.label}] measured within its predicted intervals")
+            proved = misfits and vouched_by(state, misfits) == cfg.config_id
+            self.progress.line(
+                f"[{cfg.label}] measured within its predicted intervals"
+                + (
+                    "; the refit after the misfits is proven: the search skips on its predictions again"
+                    if proved
+                    else ""
+                )
+            )
         for m in misses:
             self.progress.line(
-                f"[{cfg.label}] MISFIT: {misfit_text(m)}; the model refits and widens its intervals, and the search skips nothing from now on"
+                f"[{cfg.label}] MISFIT: {misfit_text(m)}; the model refits and widens its intervals, and the search "
+                "skips nothing until the refit predicts a fresh deployment inside its band"
             )
 
     # -- one configuration -------------------------------------------------------------------

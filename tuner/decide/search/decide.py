@@ -14,7 +14,7 @@ from ...spec.sweepspec import WorkloadSpec
 from .. import analysis, schedule_phase
 from ..analysis import LevelChoice, PointStats
 from ..capacity import capacity_skip
-from .model import Misfit, find_misfits, fit_model
+from .model import Misfit, find_misfits, fit_model, vouched_by
 from .observe import MIN_CHANCE, Z, point_sd, win_margin
 
 # -- deciding ------------------------------------------------------------------------------------
@@ -103,6 +103,7 @@ class Decision:
     skips: tuple[tuple[SpecConfig, Prediction, str], ...] = ()
     wait: bool = False
     misfits: tuple[Misfit, ...] = ()
+    vouched: str | None = None  # the deployment that proved the refit after the misfits (`vouched_by`)
     model: str = ""  # the fit in a line, for the log
 
     @property
@@ -180,23 +181,31 @@ def decide(
     busy = set(running)
     in_flight = [c for c in configs if (c.config_id in excluded and c.config_id not in done) or c.config_id in busy]
     misfits = tuple(find_misfits(state))
-    # A model the measurements contradicted measures instead of predicting: from the first misfit
-    # on, nothing is skipped on its predictions (they still order what is deployed next). The model
+    # A model the measurements contradicted measures instead of predicting: from a misfit on,
+    # nothing is skipped on its predictions (they still order what is deployed next) until the
+    # refitted model has predicted a fresh deployment inside its band (`vouched_by`). The model
     # is fitted at one temperature (the first measured: analysis.aggregate), so a sweep of several
     # skips nothing either: a configuration that loses at one may win at another.
     several_temperatures = len(workload.temperature) > 1
-    measure_all = measure_all or bool(misfits)
+    vouched = vouched_by(state, misfits)
+    distrusted = bool(misfits) and vouched is None
+    measure_all = measure_all or distrusted
     # (capacity does not depend on temperature: a pool predicted empty is still not deployed)
     measure_every = measure_all or several_temperatures
     if not open_:
-        return Decision(wait=bool(in_flight), why="every configuration is measured or decided", misfits=misfits)
+        return Decision(
+            wait=bool(in_flight), why="every configuration is measured or decided", misfits=misfits, vouched=vouched
+        )
 
     # Measured, not predicted: the first round (the baseline, then the anchor depths of every series).
     round1 = first_round(configs)
     for cfg in round1:
         if cfg.spec_steps == 0 and cfg in open_:
             return Decision(
-                deploy=cfg, why="the baseline without speculation is measured, not predicted", misfits=misfits
+                deploy=cfg,
+                why="the baseline without speculation is measured, not predicted",
+                misfits=misfits,
+                vouched=vouched,
             )
     flying = {c.config_id for c in in_flight}
     measured = {m.level.config_id for m in state.measured if m.level.measured}
@@ -221,7 +230,7 @@ def decide(
             if pick in wanted
             else "the depth nearest to an anchor that could not be measured, measured before predicting"
         )
-        return Decision(deploy=pick, why=why, misfits=misfits)
+        return Decision(deploy=pick, why=why, misfits=misfits, vouched=vouched)
 
     model = fit_model(state, workload)
     if model.step is None:
@@ -233,8 +242,11 @@ def decide(
                 deploy=rest[0],
                 why="measured, not predicted: no depth has started to predict from (--no-early-stop skips nothing)",
                 misfits=misfits,
+                vouched=vouched,
             )
-        return Decision(wait=bool(in_flight), why="waiting for a first measured depth", misfits=misfits)
+        return Decision(
+            wait=bool(in_flight), why="waiting for a first measured depth", misfits=misfits, vouched=vouched
+        )
     stats = analysis.aggregate(state.levels())
     # A configuration that failed the correctness gate or lost its server twice is never the bar to
     # beat: a wrong answer fast enough to make the others look hopeless must not get them skipped.
@@ -285,13 +297,18 @@ def decide(
         scored.append((chance, cfg, _with_chances(pred, threats, chance), threats))
 
     if unknown and in_flight and not any(s[0] >= MIN_CHANCE for s in scored):
-        return Decision(wait=True, skips=tuple(skips), why="the anchors of a series are in flight", misfits=misfits)
+        return Decision(
+            wait=True, skips=tuple(skips), why="the anchors of a series are in flight", misfits=misfits, vouched=vouched
+        )
     contenders = [s for s in scored if s[0] >= MIN_CHANCE or measure_every]
     if contenders:
         chance, cfg, pred, _ = max(contenders, key=lambda s: (s[0], [-x for x in s[1].order_key[:3]]))
         why = f"the best chance to win a level beyond the noise ({chance:.0%})"
-        if misfits and chance < MIN_CHANCE:
-            why = f"measured, not predicted: the model missed {len(misfits)} measurement(s) (misfits), so it skips nothing"
+        if distrusted and chance < MIN_CHANCE:
+            why = (
+                f"measured, not predicted: the model missed {len(misfits)} measurement(s) (misfits), so it skips "
+                "nothing until its refit predicts a fresh deployment inside its band"
+            )
         elif several_temperatures and chance < MIN_CHANCE:
             why = "measured, not predicted: the model is fitted at one temperature and the sweep has several"
         return Decision(
@@ -300,11 +317,16 @@ def decide(
             why=why,
             skips=tuple(skips),
             misfits=misfits,
+            vouched=vouched,
             model=model.describe(),
         )
     if in_flight:
         return Decision(
-            wait=True, skips=tuple(skips), why="configurations in flight may change the model", misfits=misfits
+            wait=True,
+            skips=tuple(skips),
+            why="configurations in flight may change the model",
+            misfits=misfits,
+            vouched=vouched,
         )
     if unknown:
         # nothing to predict it from (its series' measured depths gave no acceptance fit): measured,
@@ -314,6 +336,7 @@ def decide(
             why="measured, not predicted: its series' measured depths give nothing to predict it from",
             skips=tuple(skips),
             misfits=misfits,
+            vouched=vouched,
             model=model.describe(),
         )
     for _, cfg, pred, threats in scored:
@@ -323,6 +346,7 @@ def decide(
         skips=tuple(skips),
         why="no configuration left has a chance to win a level",
         misfits=misfits,
+        vouched=vouched,
         model=model.describe(),
     )
 

@@ -13,7 +13,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ...data.prediction import Band, LevelPrediction, Prediction
-from ...data.records import SweepState
+from ...data.records import DeployRecord, LevelRecord, SweepState
 from ...measure.stats import LEVEL
 from ...spec.configs import SpecConfig
 from ...spec.sweepspec import WorkloadSpec
@@ -206,6 +206,44 @@ def find_misfits(state: SweepState) -> list[Misfit]:
             if band is not None and got is not None and not band.contains(float(got)):
                 out.append(Misfit(rec.config, name, None, band, float(got)))
     return out
+
+
+def vouched_by(state: SweepState, misfits: Sequence[Misfit]) -> str | None:
+    """The deployment that proved the refitted model after its last misfit, or None.
+
+    A misfit says the model that predicted it was wrong, so from it on the search skips nothing on
+    that model. The model is refitted with the miss (its intervals widened by it, its step-time forms
+    weighed afresh: `fit_model`), and the refit is a new model, unproven: it earns the right to skip
+    again only out of sample, by a prediction made after the last misfit was recorded (its record
+    follows the misfit's last measurement) of a deployment then measured at every predicted level,
+    each inside the band that holds the deployment's levels together, its capacity inside its
+    interval too. Until one does, every configuration left is measured, the refit only ordering
+    them; a later misfit needs a later proof. Replayed on the bench machines' kept grids, a misfit
+    that skipped nothing for the rest of the sweep measured everything on the bent-step machine,
+    whose refit then predicted each of its four further depths inside its band
+    (bench/search_cost.md)."""
+    if not misfits:
+        return None
+    missed = {m.config.config_id for m in misfits}
+    at = {id(r): i for i, r in enumerate(state.records)}
+    # when the last misfit was known: its configuration's last level, or its failed start
+    known = max(
+        (
+            i
+            for i, r in enumerate(state.records)
+            if r.config_id in missed and isinstance(r, (LevelRecord, DeployRecord))
+        ),
+        default=-1,
+    )
+    stats = analysis.aggregate(state.levels())
+    for cid, rec in state.predictions.items():
+        if cid in missed or at.get(id(rec), -1) <= known or cid not in state.deploys:
+            continue
+        pred = rec.prediction
+        checked = list(checked_levels(cid, pred, stats))
+        if pred.can_run and pred.levels and len(checked) == len(pred.levels):
+            return cid
+    return None
 
 
 # -- the model -----------------------------------------------------------------------------------
