@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 import pytest
 
 from tuner.data.prediction import Band, LevelPrediction, Prediction
-from tuner.data.records import DeployRecord, LevelRecord, PredictionRecord, SkipRecord, SweepState, VerifyRecord
+from tuner.data.records import (
+    BenchFailedRecord,
+    DeployRecord,
+    LevelRecord,
+    PredictionRecord,
+    SkipRecord,
+    SweepState,
+    VerifyRecord,
+)
 from tuner.decide import analysis
 from tuner.decide.search import decide as policy
 from tuner.decide.search import fits, observe, step, text
@@ -739,12 +747,60 @@ def test_a_refit_skips_again_only_after_it_predicted_a_fresh_deployment():
     assert within(bent, SweepState.fold(recs), configs, 3.0) == {}
     # a prediction made before the misfit was known (another host's, in flight) proves nothing:
     # the same records with the proof's prediction moved ahead of the misfit's measurement
-    early = records[:-len(bent.measure(SpecConfig(8)))]
+    early = records[: -len(bent.measure(SpecConfig(8)))]
     late = records[len(early) :]
     reordered = early + [proof[0]] + late + proof[1:]
     st3 = SweepState.fold(reordered)
     assert search_model.vouched_by(st3, search_model.find_misfits(st3)) is None
     assert policy.decide(st3, configs, W).skips == ()
+
+
+def test_only_a_whole_fresh_search_deployment_proves_the_refit():
+    """What counts as the proof: the first search deployment to finish whole after the misfit, its
+    prediction the one made just before it (a `--resume` re-decision replaces a stale one); a
+    benchmark that stopped, a level that did not complete or a deployment still running proves
+    nothing; a later round that deploys the missed configuration again does not undo the proof."""
+    bent, configs, records = _bent_after_a_misfit()
+    st = SweepState.fold(records)
+    refit = search_model.fit_model(st, W)
+    k5, k4 = SpecConfig(5), SpecConfig(4)
+    p5, p4 = refit.predict(k5), refit.predict(k4)
+    assert p5 is not None and p4 is not None
+
+    def vouched(recs: list) -> str | None:
+        s2 = SweepState.fold(recs)
+        return search_model.vouched_by(s2, search_model.find_misfits(s2))
+
+    m5, m4 = bent.measure(k5), bent.measure(k4)
+    # two hosts: both predicted after the misfit, k4 finished first: k4 is the proof the search used
+    both = records + [PredictionRecord(config=k5, prediction=p5), PredictionRecord(config=k4, prediction=p4)]
+    assert vouched(both + m4 + m5) == "k4-t1"
+    assert vouched(both + m5 + m4) == "k5-t1"
+    # still measuring: not yet a proof
+    s_run = SweepState.fold(both + m5)
+    assert search_model.vouched_by(s_run, search_model.find_misfits(s_run), running=["k5-t1"]) is None
+    # its benchmark stopped, or a level failed a request: no proof
+    stopped = BenchFailedRecord(config=k5, host="h", reason="the server stopped answering", kind="stopped")
+    assert vouched(records + [PredictionRecord(config=k5, prediction=p5), *m5, stopped]) is None
+    partial = [
+        dataclasses.replace(r, metrics=dataclasses.replace(r.metrics, status="partial"))
+        if isinstance(r, LevelRecord) and r.concurrency == LEVELS[-1]
+        else r
+        for r in m5
+    ]
+    assert vouched(records + [PredictionRecord(config=k5, prediction=p5), *partial]) is None
+    # a later round deploys the missed k8 again (--confirm, --repeat-deploys): the proof stands
+    proven = records + [PredictionRecord(config=k5, prediction=p5), *m5]
+    again = [dataclasses.replace(r, deployment=2) for r in bent.measure(SpecConfig(8))]
+    assert vouched(proven + again) == "k5-t1"
+    # --resume: k5 was predicted by the model that missed (before k8's levels), the run stopped before
+    # its deploy, and the resumed search predicted it again after the misfit: the new prediction holds
+    early = records[: -len(bent.measure(SpecConfig(8)))]
+    stale_pred = search_model.fit_model(SweepState.fold(early), W).predict(k5)
+    assert stale_pred is not None
+    stale = early + [PredictionRecord(config=k5, prediction=stale_pred)] + records[len(early) :]
+    assert vouched(stale + m5) is None  # the stale prediction was made before the misfit
+    assert vouched(stale + [PredictionRecord(config=k5, prediction=p5), *m5]) == "k5-t1"
 
 
 def test_a_deployment_that_misses_too_proves_nothing():

@@ -430,7 +430,10 @@ class SweepState:
         elif isinstance(rec, SkipRecord):
             st.skipped[cid] = rec
         elif isinstance(rec, PredictionRecord):
-            if cid not in st.predictions and not st.has_levels(cid):
+            # the prediction made just before the configuration's first deploy: one made again on
+            # `--resume` (the run stopped between the decision and the deploy) replaces the older,
+            # made by a model that knew less (and, after a misfit, by the model that missed)
+            if not st.has_levels(cid) and cid not in st.deploys and cid not in st.failed:
                 st.predictions[cid] = rec
         elif isinstance(rec, BenchFailedRecord):
             st.bench_failures.append(rec)

@@ -187,7 +187,7 @@ def decide(
     # is fitted at one temperature (the first measured: analysis.aggregate), so a sweep of several
     # skips nothing either: a configuration that loses at one may win at another.
     several_temperatures = len(workload.temperature) > 1
-    vouched = vouched_by(state, misfits)
+    vouched = vouched_by(state, misfits, running=[c.config_id for c in in_flight])
     distrusted = bool(misfits) and vouched is None
     measure_all = measure_all or distrusted
     # (capacity does not depend on temperature: a pool predicted empty is still not deployed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
@@ -208,42 +208,49 @@ def find_misfits(state: SweepState) -> list[Misfit]:
     return out
 
 
-def vouched_by(state: SweepState, misfits: Sequence[Misfit]) -> str | None:
+def vouched_by(state: SweepState, misfits: Sequence[Misfit], running: Iterable[str] = ()) -> str | None:
     """The deployment that proved the refitted model after its last misfit, or None.
 
     A misfit says the model that predicted it was wrong, so from it on the search skips nothing on
     that model. The model is refitted with the miss (its intervals widened by it, its step-time forms
     weighed afresh: `fit_model`), and the refit is a new model, unproven: it earns the right to skip
     again only out of sample, by a prediction made after the last misfit was recorded (its record
-    follows the misfit's last measurement) of a deployment then measured at every predicted level,
-    each inside the band that holds the deployment's levels together, its capacity inside its
-    interval too. Until one does, every configuration left is measured, the refit only ordering
-    them; a later misfit needs a later proof. Replayed on the bench machines' kept grids, a misfit
-    that skipped nothing for the rest of the sweep measured everything on the bent-step machine,
-    whose refit then predicted each of its four further depths inside its band
-    (bench/search_cost.md)."""
+    follows the misfit's last measurement) of a deployment then measured whole (every predicted
+    level complete, its benchmark not stopped, not still `running`), each level inside the band that
+    holds the deployment's levels together, its capacity inside its interval too. Until one does,
+    every configuration left is measured, the refit only ordering them; a later misfit needs a later
+    proof. Only the search's own deployments count (`deployment` 1): a later round that deploys a
+    configuration again (`--confirm`, `--repeat-deploys`) neither moves the misfit nor proves the
+    refit. Of several proofs the first finished is the one the search acted on. Replayed on the
+    bench machines' kept grids, a misfit that skipped nothing for the rest of the sweep measured
+    everything on the bent-step machine, whose refit then predicted each of the five depths it
+    measured inside its band (bench/search_cost.md)."""
     if not misfits:
         return None
     missed = {m.config.config_id for m in misfits}
-    at = {id(r): i for i, r in enumerate(state.records)}
+    busy = set(running)
+    search_round = [
+        (i, r)
+        for i, r in enumerate(state.records)
+        if isinstance(r, (LevelRecord, DeployRecord)) and (r.deployment or 1) == 1
+    ]
     # when the last misfit was known: its configuration's last level, or its failed start
-    known = max(
-        (
-            i
-            for i, r in enumerate(state.records)
-            if r.config_id in missed and isinstance(r, (LevelRecord, DeployRecord))
-        ),
-        default=-1,
-    )
+    known = max((i for i, r in search_round if r.config_id in missed), default=-1)
+    at = {id(r): i for i, r in enumerate(state.records)}
+    stopped = {b.config_id for b in state.bench_failures if (b.deployment or 1) == 1}
     stats = analysis.aggregate(state.levels())
+    proofs: list[tuple[int, str]] = []
     for cid, rec in state.predictions.items():
-        if cid in missed or at.get(id(rec), -1) <= known or cid not in state.deploys:
+        if cid in missed or cid in busy or cid in stopped or cid not in state.deploys or at.get(id(rec), -1) <= known:
             continue
         pred = rec.prediction
-        checked = list(checked_levels(cid, pred, stats))
-        if pred.can_run and pred.levels and len(checked) == len(pred.levels):
-            return cid
-    return None
+        mine = [(i, r) for i, r in search_round if r.config_id == cid and isinstance(r, LevelRecord)]
+        whole = {r.concurrency for _, r in mine if r.complete}
+        if not (pred.can_run and pred.levels) or any(lp.concurrency not in whole for lp in pred.levels):
+            continue
+        if len(list(checked_levels(cid, pred, stats))) == len(pred.levels):
+            proofs.append((max(i for i, _ in mine), cid))
+    return min(proofs)[1] if proofs else None
 
 
 # -- the model -----------------------------------------------------------------------------------
