@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING
 from . import __version__
 from .data.redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_env
 from .present.summary import Summary, schedule_json
-from .spec.flags import BadInput, check_out_dir, check_results_dir, parse_target_concurrency, requests_for_level
+from .spec.flags import (
+    BadInput,
+    check_file_path,
+    check_out_dir,
+    check_results_dir,
+    parse_target_concurrency,
+    requests_for_level,
+)
 from .spec.sweepspec import SweepSpec, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -153,13 +160,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     api_key = api_key_from_env()
     redactor = Redactor([api_key])
     store = Store(out, redactor)
-    stored = store.read_sweep() if out.is_dir() else None
+    stored = store.read_sweep("--out") if out.is_dir() else None
     if stored is not None:
         if not a.resume:
             raise BadInput(
                 "--out", f"{out} already holds a sweep; add --resume to continue it, or choose another directory"
             )
-        store.read_spec()  # a sweep.json whose params are not a sweep's is named, not a traceback
+        store.read_spec("--out")  # a sweep.json whose params are not a sweep's is named, not a traceback
         diffs = spec.identity_diff(stored.get("params") or {})
         if diffs:
             raise BadInput("--resume", f"{out} holds a different sweep: " + "; ".join(diffs))
@@ -174,6 +181,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             read_baseline(Path(spec.verify_baseline))
         except BaselineError as exc:
             raise BadInput("--verify-baseline", str(exc)) from None
+    elif spec.verify and spec.verify_baseline:
+        # written after the baseline's deploy and capture: a path that cannot be written is
+        # refused now, before anything is deployed or sent
+        check_file_path(spec.verify_baseline, "--verify-baseline")
     assert spec.inventory is not None and spec.playbook is not None
     try:
         inv = read_inventory(Path(spec.inventory), spec.limit, project)
@@ -268,7 +279,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             print("verify: off (--no-verify): the outputs will not be checked")
         return 0
     store.lock()  # held while the store lives: a second tuner on this --out is refused
-    if stored is None and store.read_sweep() is not None:
+    if stored is None and store.read_sweep("--out") is not None:
         raise BadInput("--out", f"{out}: another tuner started a sweep there just now; choose another directory")
     store.write_spec(spec, TOOL, machines)
     if stored is not None:
@@ -336,6 +347,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if out is not None:
         if (out / "records.jsonl").exists():
             raise BadInput("--out", f"{out} already holds results; choose another directory")
+        if (out / "sweep.json").exists():
+            # a sweep stopped before its first record: its sweep.json is what `--resume` reads
+            raise BadInput("--out", f"{out} already holds a sweep (its sweep.json); choose another directory")
         store = Store(out, redactor)
         store.lock()
         if (out / "records.jsonl").exists():

@@ -69,6 +69,10 @@ INV = str(FIXTURES / "local_inventory.yml")
         (["-e", '{"sglang_server_extra_flags": {"api": "sk-live-1234"}}'], "-e/--extra-vars"),
         # a secret in the environment the role keeps in a root-only file on the host
         (["-e", '{"sglang_server_environment": {"HF_TOKEN": "hf_live_1234"}}'], "-e/--extra-vars"),
+        # YAML's unquoted date is no JSON value: sweep.json could not be written, after the lock
+        (["-e", '{"built": 2024-06-01}'], "-e/--extra-vars"),
+        # the baseline is written after its deploy and capture: a path under a file is refused first
+        (["--verify-baseline", "/proc/version/base.json"], "--verify-baseline"),
     ],
 )
 def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, no_hosts):
@@ -77,6 +81,31 @@ def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, n
     err = capsys.readouterr().err
     assert flag in err, err
     assert not (tmp_path / "out").exists()  # nothing written either
+
+
+def test_a_sweep_json_bench_would_overwrite_or_sweep_cannot_read_is_named(tmp_path, capsys, no_hosts):
+    """A sweep stopped before its first record has a sweep.json and no records: bench must not
+    replace it (the sweep could no longer be resumed); a broken one under sweep --out is named by
+    that flag."""
+    out = tmp_path / "stopped"
+    out.mkdir()
+    kept = '{"version": 2, "tool": "x", "params": {}}'
+    (out / "sweep.json").write_text(kept)
+    assert cli.main(["bench", "--url", "http://127.0.0.1:1", "--out", str(out), "--concurrency", "1"]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert (out / "sweep.json").read_text() == kept
+    (out / "sweep.json").write_text('{"version": 2, "params":')
+    assert cli.main(["sweep", "--out", str(out), "--inventory", INV, "--resume"]) == 2
+    assert "--out: " in capsys.readouterr().err
+
+
+def test_verify_capture_refuses_a_baseline_path_it_could_not_write_before_sending(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    # nothing listens on the URL: the path is refused before any request (else a connection error)
+    rc = cli.main(["verify", "--url", "http://127.0.0.1:1", "--baseline", str(blocker / "b.json"), "--capture"])
+    assert rc == 2
+    assert "--baseline" in capsys.readouterr().err
 
 
 def test_a_corrupt_sweep_json_is_named_not_a_traceback(tmp_path, capsys):

@@ -127,27 +127,29 @@ class Store:
         self.out.mkdir(parents=True, exist_ok=True)
 
     # -- the sweep's identity --------------------------------------------------------------
-    def read_sweep(self) -> dict[str, Any] | None:
+    def read_sweep(self, flag: str = "DIR") -> dict[str, Any] | None:
+        """sweep.json as stored (None when there is none); a bad one is named against `flag`, the
+        argument that gave the directory (`--out` for sweep and bench, DIR for plot and report)."""
         p = self.out / SWEEP
         if not p.is_file():
             return None
         try:
             data = json.loads(p.read_text())
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise BadInput("DIR", f"{p} is not a sweep.json this tool wrote ({exc})") from None
+            raise BadInput(flag, f"{p} is not a sweep.json this tool wrote ({exc})") from None
         if not isinstance(data, dict):
-            raise BadInput("DIR", f"{p} is not a sweep.json this tool wrote (not a JSON object)")
+            raise BadInput(flag, f"{p} is not a sweep.json this tool wrote (not a JSON object)")
         return data
 
-    def read_spec(self) -> SweepSpec | None:
+    def read_spec(self, flag: str = "DIR") -> SweepSpec | None:
         """The stored sweep's spec (None when the directory holds none)."""
-        data = self.read_sweep()
+        data = self.read_sweep(flag)
         if data is None:
             return None
         try:
             return SweepSpec.from_json(data.get("params") or {})
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
-            raise BadInput("DIR", f"{self.out / SWEEP}: its params are not a sweep's ({exc})") from None
+            raise BadInput(flag, f"{self.out / SWEEP}: its params are not a sweep's ({exc})") from None
 
     def write_spec(self, spec: SweepSpec, tool: str, hosts: dict[str, str] | None = None) -> None:
         """sweep.json: the parameters, and (`hosts`) a digest of each host's inventory variables,

@@ -8,6 +8,7 @@ parsed by the play's own strict parser (plugins/module_utils/sglang_checks.py `p
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -279,6 +280,15 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
     for key in merged:
         if not isinstance(key, str) or not _VAR_NAME.fullmatch(key):
             raise BadInput(flag, f"{key!r} is not a valid variable name")
+    for key, value in merged.items():
+        # sweep.json and the play's vars file hold them as JSON: YAML's unquoted dates and times
+        # (`built: 2024-06-01`) and binary or set values are not JSON, and failed after the lock
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise BadInput(
+                flag, f"{key}: a {type(value).__name__} value is not JSON (quote it in the YAML: '...')"
+            ) from None
     owned = [k for k in SWEEP_OWNED_VARS if k in merged]
     if owned:
         raise BadInput(
@@ -325,6 +335,16 @@ def check_out_dir(path_text: str | None, flag: str = "--out") -> Path:
         raise BadInput(flag, f"{parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise BadInput(flag, f"{parent} is not writable")
+    return path
+
+
+def check_file_path(path_text: str, flag: str) -> Path:
+    """A file the run writes later (a baseline captured after a deploy): its directory must exist
+    or be creatable, and be writable, and the path itself must not be a directory."""
+    path = Path(path_text)
+    if path.is_dir():
+        raise BadInput(flag, f"{path_text} is a directory")
+    check_out_dir(str(path.parent), flag)
     return path
 
 

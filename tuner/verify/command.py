@@ -25,7 +25,7 @@ from sglang_utils import sglang_verify as rules
 from ..data.redact import Redactor, api_key_from_env
 from ..present import verify_text as text
 from ..run.client import BenchClient, ClientOptions
-from ..spec.flags import BadInput, check_out_dir, whole_number
+from ..spec.flags import BadInput, check_file_path, check_out_dir, whole_number
 from ..spec.workload import load_dataset
 from . import baseline as baseline_mod
 from . import gate, probe
@@ -191,6 +191,8 @@ def cmd_verify(a: argparse.Namespace, tool: str) -> int:
         if a.capture:
             if len(urls) != 1:
                 raise BadInput("--url", "--capture takes exactly one --url: the no-speculation deployment")
+            if not path.exists():
+                check_file_path(a.baseline, "--baseline")  # written after the capture's requests
             return asyncio.run(_capture(urls[0], ps, path, tool))
         base = baseline_mod.read(path)
         verdicts = asyncio.run(_check(urls, accepts, exempt, ps, base, f"--baseline {path}"))
