@@ -437,7 +437,9 @@ def _num_text(value: Any, kind: str) -> str:
     parsed_f = parse_number(value)
     if parsed_f is None:
         raise ValueError(f"not a number: {value!r}")
-    return f"{parsed_f:g}" if parsed_f != int(parsed_f) else str(int(parsed_f))
+    # repr: the shortest text that reads back as the same number (`:g` kept six significant
+    # digits: 0.8765432 reached the server as 0.876543, 1234567.5 as 1.23457e+06)
+    return repr(parsed_f) if parsed_f != int(parsed_f) else str(int(parsed_f))
 
 
 def server_flags(settings: dict[str, Any]) -> list[list[str]]:
@@ -477,7 +479,8 @@ def server_flags(settings: dict[str, Any]) -> list[list[str]]:
             lines.append(["--speculative-draft-model-path", spec["draft_model_path"]])
         lines.append(["--speculative-num-steps", str(spec["num_steps"])])
         lines.append(["--speculative-eagle-topk", str(spec["eagle_topk"])])
-        lines.append(["--speculative-num-draft-tokens", str(spec["num_draft_tokens"])])
+        if spec.get("num_draft_tokens") is not None:  # DFLASH unset: the draft model's block size
+            lines.append(["--speculative-num-draft-tokens", str(spec["num_draft_tokens"])])
 
     node = settings.get("node") or {}
     if int(node.get("nnodes") or 1) > 1:

@@ -138,9 +138,28 @@ def spec_settings(
             )
         return out
 
-    if n_topk == 1 and algo not in TOPK1_RULE_ALGORITHMS:
-        # NGRAM keeps the draft tokens it is given (its match window), DFLASH takes them as its
-        # block size, UNO as its linear width: SGLang's steps + 1 rewrite is the EAGLE block's only
+    if algo == "DFLASH":
+        # SGLang runs DFLASH at one step with topk 1 and overrides any other value with only a
+        # warning ("DFLASH only supports speculative_num_steps == 1; overriding ...": 0.5.12
+        # srt/server_args.py, 0.5.23 arg_groups/speculative_hook.py); its verify window is the draft
+        # tokens, its block size, which SGLang reads from the draft model's config when not given
+        # (16 when the config has none), so the role passes it only when given
+        if n_steps != 1:
+            errors.append(
+                f"spec_steps={n_steps} with spec_algorithm=DFLASH: SGLang runs DFLASH at one step (it overrides "
+                "speculative_num_steps to 1); set spec_steps 1 and size its verify window with spec_draft_tokens "
+                "(its block size; unset, SGLang reads it from the draft model's config)"
+            )
+        if n_topk != 1:
+            errors.append(
+                f"spec_topk={n_topk} with spec_algorithm=DFLASH: SGLang overrides speculative_eagle_topk to 1; "
+                "leave spec_topk unset or 1"
+            )
+        if draft_given and (n_draft is None or n_draft < 2):
+            errors.append(f"spec_draft_tokens must be a whole number of at least 2; got {fmt(draft_tokens)}")
+    elif n_topk == 1 and algo not in TOPK1_RULE_ALGORITHMS:
+        # NGRAM keeps the draft tokens it is given (its match window), DSPARK and UNO take them as
+        # given (UNO as its linear width): SGLang's steps + 1 rewrite is the EAGLE block's only
         if draft_given and (n_draft is None or n_draft < 2):
             errors.append(f"spec_draft_tokens must be a whole number of at least 2; got {fmt(draft_tokens)}")
         n_draft = n_draft if draft_given else int(n_steps) + 1

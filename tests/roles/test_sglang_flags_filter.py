@@ -123,8 +123,8 @@ def test_steps_zero_with_other_spec_settings_is_a_contradiction():
 
 @pytest.mark.parametrize("algo", ["NEXTN", "nextn", "EAGLE", "NGRAM", " dflash "])
 def test_builtin_algorithms(algo):
-    draft = "/m/draft" if algo.strip().upper() == "DFLASH" else ""
-    out = sglang_spec.spec_settings(2, algorithm=algo, draft_model_path=draft)
+    dflash = algo.strip().upper() == "DFLASH"  # a draft model, and one step (test_dflash_runs_one_step)
+    out = sglang_spec.spec_settings(1 if dflash else 2, algorithm=algo, draft_model_path="/m/draft" if dflash else "")
     assert out["errors"] == []
     assert out["algorithm"] == algo.strip().upper()
 
@@ -290,6 +290,18 @@ def test_good_faults_and_strings_from_extra_vars():
 
 
 # --- server_flags ------------------------------------------------------------------------------
+
+
+def test_decimal_values_reach_the_server_as_given():
+    """`:g` kept six significant digits: 0.8765432 reached the server as 0.876543 and a watchdog of
+    1234567.5 s as 1.23457e+06, with no error; a value is passed as the number it was."""
+    lines = sglang_flags.server_flags(base(mem_fraction_static="0.8765432", watchdog_timeout=1234567.5))
+    flags = {line[0]: line[1:] for line in lines}
+    assert flags["--mem-fraction-static"] == ["0.8765432"]
+    assert flags["--watchdog-timeout"] == ["1234567.5"]
+    assert {line[0]: line[1:] for line in sglang_flags.server_flags(base(mem_fraction_static=0.85))}[
+        "--mem-fraction-static"
+    ] == ["0.85"]
 
 
 def test_flags_for_the_seed_configuration():
@@ -526,16 +538,38 @@ def test_an_algorithm_the_release_does_not_have_is_refused_before_any_host_chang
         ("EAGLE3", "0.5.9"),
         ("NEXTN", "0.4.3"),
     ):
-        ok = base(spec=sglang_spec.spec_settings(3, algorithm=algo), sglang_version=version, engine="sglang")
+        steps = 1 if algo == "DFLASH" else 3  # DFLASH runs one step (test_dflash_runs_one_step_...)
+        ok = base(spec=sglang_spec.spec_settings(steps, algorithm=algo), sglang_version=version, engine="sglang")
         assert sglang_flags.server_errors(ok) == [], (algo, version)
 
 
 def test_dflash_needs_a_draft_model_before_any_host_changes():
     """SGLang refuses DFLASH without --speculative-draft-model-path at start (0.5.12 server_args.py,
     0.5.23 speculative_hook.py): the role says so before any host changes."""
-    errors = sglang_spec.spec_settings(3, None, None, "DFLASH")["errors"]
+    errors = sglang_spec.spec_settings(1, None, None, "DFLASH")["errors"]
     assert errors == ["spec_algorithm=DFLASH needs a draft model: set sglang_server_spec_draft_model_path"]
-    assert sglang_spec.spec_settings(3, None, None, "DFLASH", draft_model_path="/m/d")["errors"] == []
+    assert sglang_spec.spec_settings(1, None, None, "DFLASH", draft_model_path="/m/d")["errors"] == []
+
+
+def test_dflash_runs_one_step_and_its_block_size_is_the_draft_models_unless_given():
+    """SGLang runs DFLASH at one step with topk 1 and overrides anything else with only a warning
+    (0.5.11+ server_args.py, 0.5.23 speculative_hook.py: "DFLASH only supports
+    speculative_num_steps == 1; overriding ..."); the role refused nothing and sent steps + 1 = 4
+    draft tokens, against the draft model's block size (SGLang warns "DFLASH block size mismatch"
+    and runs the 4). Now other steps or topk are refused, and the block size is passed only when
+    given: unset, SGLang reads it from the draft model's config."""
+    errors = sglang_spec.spec_settings(3, None, None, "DFLASH", draft_model_path="/m/d")["errors"]
+    assert errors and errors[0].startswith("spec_steps=3 with spec_algorithm=DFLASH: SGLang runs DFLASH at one step")
+    errors = sglang_spec.spec_settings(1, 4, 16, "DFLASH", draft_model_path="/m/d")["errors"]
+    assert errors and errors[0].startswith("spec_topk=4 with spec_algorithm=DFLASH")
+    assert "at least 2" in sglang_spec.spec_settings(1, None, 1, "DFLASH", draft_model_path="/m/d")["errors"][0]
+    unset = sglang_spec.spec_settings(1, None, None, "DFLASH", draft_model_path="/m/d")
+    flags = [line[0] for line in sglang_flags.server_flags(base(spec=unset, sglang_version="0.5.23", engine="sglang"))]
+    assert "--speculative-num-steps" in flags and "--speculative-num-draft-tokens" not in flags
+    given = sglang_spec.spec_settings(1, None, 16, "DFLASH", draft_model_path="/m/d")
+    assert given["errors"] == [] and given["num_draft_tokens"] == 16
+    lines = sglang_flags.server_flags(base(spec=given, sglang_version="0.5.23", engine="sglang"))
+    assert ["--speculative-num-draft-tokens", "16"] in lines and ["--speculative-num-steps", "1"] in lines
 
 
 def test_the_topk_1_rewrite_is_the_eagle_familys_only():

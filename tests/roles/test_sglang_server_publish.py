@@ -51,3 +51,35 @@ def test_set_stats_from_several_hosts_merge_into_one_dict(tmp_path, monkeypatch)
     # The capacity line the play prints, once per host.
     assert out.count("max_total_num_tokens=") == 3, out[-3000:]
     assert "h2: max_total_num_tokens=295933 max_running_requests=17 draft_tokens=4" in out
+
+
+def test_the_status_line_names_the_depth_a_schedule_started_the_server_at(tmp_path, monkeypatch):
+    """With spec_schedule the server starts at the schedule's depth, not spec_steps' (the line said
+    spec_steps=3, the default, for a server launched at 4)."""
+    for key, value in ansible_env().items():
+        monkeypatch.setenv(key, value)
+    inventory = {
+        "all": {
+            "hosts": {"h1": {"ansible_host": "10.213.201.2", "host_no": 1}},
+            "vars": {"ansible_python_interpreter": sys.executable, "sglang_server_engine": "emulator"},
+        }
+    }
+    private = tmp_path / "runner"
+    private.mkdir()
+    r = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(ROOT),
+        inventory=inventory,
+        playbook=str(ROOT / "tests/roles/fixtures/publish_only.yml"),
+        extravars={
+            "spec_schedule": '{"1": 5, "16": 4}',
+            "spec_topk": 1,
+            "sglang_server_sglang_version": "0.5.23",
+            "gate_num_steps": 4,  # the stand-in gate's report: the server started at the schedule's 4
+        },
+        quiet=True,
+        envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+    )
+    out = r.stdout.read()
+    assert r.rc == 0, out[-3000:]
+    assert "draft_tokens=4 (spec_steps=4, emulator," in " ".join(out.split()), out[-3000:]

@@ -110,6 +110,8 @@ def test_a_schedule_deploys_reports_stays_idempotent_and_rolls_back(host):
     spec = report(stats)["speculative"]
     assert spec["adaptive"] is True and spec["schedule"] == PINNED
     assert (spec["algorithm"], spec["num_steps"], spec["num_draft_tokens"]) == ("EAGLE", 3, 4)
+    # the play's status line names the depth the server started at (the schedule's, not spec_steps')
+    assert "draft_tokens=4 (spec_steps=3, emulator," in " ".join(out.split()), out[-3000:]
     info = server_info()
     assert info["speculative_adaptive"] is True and info["speculative_adaptive_config"] == FILE
     first = invocation()
