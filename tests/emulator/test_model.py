@@ -110,6 +110,28 @@ def test_profile_validation_names_the_key():
         profile_from_mapping({**_raw(), "alpha": {0.0: 1.5}})
 
 
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        # YAML reads a 400-digit literal as an int: float() overflowed, a traceback naming nothing
+        ("spec_overhead_ms", 10**400),
+        ("t_base_ms", 10**400),
+        ("alpha", {10**400: 0.5}),
+        # falsy values of the wrong type loaded as "no faults"
+        ("faults", False),
+        ("faults", ""),
+        ("faults", {}),
+        # served as text: a list or a mapping was served as its repr
+        ("model_type", ["qwen3_5_moe"]),
+        ("draft_model_architecture", {"a": 1}),
+        ("sglang_version", 0.6),
+    ],
+)
+def test_a_malformed_value_is_refused_naming_its_key(key, value):
+    with pytest.raises(ProfileError, match=key):
+        profile_from_mapping({**_raw(), key: value})
+
+
 def _raw() -> dict:
     return {
         "served_model_name": "m",

@@ -337,7 +337,8 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     measured_map = {
         k: int(v) for k, v in _by_steps(name, "kv_tokens_measured", values.pop("kv_tokens_measured"), "int").items()
     }
-    faults_raw = values.pop("faults") or []
+    faults_raw = values.pop("faults")
+    faults_raw = [] if faults_raw is None else faults_raw  # false, "" or {} are no list: named below
     if not isinstance(faults_raw, list) or not all(isinstance(f, str) for f in faults_raw):
         raise ProfileError(f"emulator profile {name}: faults must be a list of fault names, got {faults_raw!r}")
     try:
@@ -378,6 +379,10 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
 
     for key, (kind, _low) in _NUMBERS.items():  # checked above: now the types the Profile holds
         values[key] = float(values[key]) if kind == "float" else int(values[key])
+    for key in ("sglang_version", "draft_model_architecture", "model_type"):
+        # served as text (/server_info, the log's lines): a list or a mapping was served as its repr
+        if values[key] is not None and not isinstance(values[key], str):
+            raise ProfileError(f"emulator profile {name}: {key} must be text, got {values[key]!r}")
     values["sglang_version"] = str(values["sglang_version"])
     values["draft_model_architecture"] = str(values["draft_model_architecture"] or f"{values['model_architecture']}MTP")
     values["model_type"] = str(values["model_type"] or "unknown")
@@ -472,7 +477,14 @@ def _by_steps(name: str, key: str, v: Any, kind: str) -> dict[int, float]:
 
 
 def _is_number(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
+    """A finite int or float that a float holds (YAML reads a 400-digit integer as an int, whose
+    float() overflowed with a traceback instead of a message naming the key)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def _number_at_least_0(name: str, key: str, v: Any) -> float:
@@ -500,7 +512,7 @@ def _temperature(name: str, key: str, t: Any) -> float:
         raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
     try:
         out = float(t)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         out = math.nan
     if not math.isfinite(out) or out < 0:
         raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
