@@ -135,6 +135,17 @@ def test_the_envelope_says_who_wins_each_level_from_the_measurements():
     assert doc["per_level"]["1"]["who_wins"] == env.words[1]
 
 
+def test_a_tuned_schedule_no_column_shows_still_ties_the_levels_winner():
+    """The static recommendation's level (k2 at C=4, 721 tok/s, the only column there) against a
+    tuned schedule measured there too, not recommended, at 722: the words said "wins beyond noise"
+    against the static depths alone; now the schedule measured at the level is a rival as well."""
+    tuned = {1: (150, 1, 2.6), 4: (722, 4, 2.5), 16: (1500, 16, 1.0), 64: (2500, 48, 1.0)}
+    every, static, rec = views(state_with({TUNED: tuned}))
+    env = envelope.build(every, static, rec.chosen, rec.chosen, LEVELS)
+    assert "wins beyond noise" not in env.words[4], env.words[4]
+    assert "tied within noise with" in env.words[4] and TUNED.label in env.words[4], env.words[4]
+
+
 def test_kv_warning_when_the_widest_candidate_costs_more_than_a_tenth_of_the_pool():
     every, static, rec = views(state_with())
     best = next(p for p in static.values() if p.config_id == "k2-t1")

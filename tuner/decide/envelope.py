@@ -189,8 +189,9 @@ class Envelope:
     drafts: dict[int, float] = field(default_factory=dict)
     # the objective the recommendation was chosen on, scored over its candidates together (`choose`)
     objective: dict[str, Any] = field(default_factory=dict)
-    # every static depth measured at a level: "wins beyond noise" must hold against them all, not
-    # only against the columns (a column's winner tied with a depth no column shows is tied)
+    # every configuration measured at a level (static depths and tuned schedules): "wins beyond
+    # noise" must hold against them all, not only against the columns (a column's winner tied with
+    # a configuration no column shows is tied)
     rivals: dict[int, list[PointStats]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,7 +241,9 @@ def build(
             row["no_speculation"] = every[("k0", c)]
         if row:
             env.rows[c] = row
-            env.rivals[c] = [p for (_cid, cc), p in static_stats.items() if cc == c]
+            # every configuration measured at the level, tuned adaptive ones included: a tuned
+            # schedule measured higher than the column's pick was left out of "wins beyond noise"
+            env.rivals[c] = [p for (_cid, cc), p in every.items() if cc == c]
             env.words[c] = who_wins(row, env.drafts, env.rivals[c])
     env.summary = summary_lines(env)
     return env
@@ -258,8 +261,8 @@ def _name(key: str, p: PointStats) -> str:
 
 
 def who_wins(row: Mapping[str, PointStats], drafts: Mapping[int, float], rivals: Sequence[PointStats] = ()) -> str:
-    """Who is fastest at this level, beyond noise or tied (against the columns and every static
-    depth measured there, `rivals`), and what the measurements say it did."""
+    """Who is fastest at this level, beyond noise or tied (against the columns and every
+    configuration measured there, `rivals`), and what the measurements say it did."""
     distinct: dict[str, tuple[str, PointStats]] = {}
     columns = ("recommended", "level_best_static", "best_static", "default_adaptive", "no_speculation")
     for key, p in [*((k, row.get(k)) for k in columns), *(("static", q) for q in rivals)]:

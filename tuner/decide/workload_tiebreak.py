@@ -86,8 +86,15 @@ def tie_words(
         return ", beyond noise" if len(scores) > 1 else ""
     text = f"; tied within noise with {', '.join(tied)}"
     out = [cid for cid in tied if cid not in kept]
-    if out:
-        text += f" ({', '.join(out)} left out: beaten beyond noise at a level by another tied one, winning none)"
+    # two reasons to be left out (`_kept`): a score the highest beats beyond noise (the chosen one's
+    # interval may still meet it), or dominated among those the highest does not beat
+    top = max(scores, key=lambda k: scores[k])
+    below = [cid for cid in out if st.beats(ivs[top], ivs[cid])]
+    dominated = [cid for cid in out if cid not in below]
+    if below:
+        text += f" ({', '.join(below)} left out: its score below {top}'s beyond noise)"
+    if dominated:
+        text += f" ({', '.join(dominated)} left out: beaten beyond noise at a level by another tied one, winning none)"
     if chosen == best:
         first = levels[0]
 
