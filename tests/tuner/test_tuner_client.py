@@ -170,7 +170,44 @@ class _ChatFake:
             self.inflight -= 1
 
 
-async def _with_fake(fake: _ChatFake, body):
+class _EosChatFake:
+    """SGLang's /v1/chat/completions for an answer that ends at the stop token, one token a step:
+    a content chunk (with continuous usage) for each step with text, none for the stop token's
+    step (the detokenizer cuts its text, serving_chat.py sends a content chunk only `if delta:`),
+    then the finish chunk with `delta: {}` and no usage, then the usage chunk that counts the stop
+    token. `think`: a reasoning parser held the first step's text back: the role chunk alone."""
+
+    def __init__(self, tokens: int, think: bool = False) -> None:
+        self.tokens, self.think = tokens, think
+
+    async def chat(self, request):
+        import json
+
+        from aiohttp import web
+
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+
+        async def send(data):
+            await resp.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+        usage = lambda ct: {"prompt_tokens": 4, "completion_tokens": ct}  # noqa: E731
+        for step in range(1, self.tokens + 1):
+            await asyncio.sleep(0.01)
+            if step == 1:
+                await send({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}], "usage": None})
+            if step == self.tokens or (step == 1 and self.think):
+                continue  # the stop token's step, or a held-back first step: no content chunk
+            await send(
+                {"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}], "usage": usage(step)}
+            )
+        await send({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": None})
+        await send({"choices": [], "usage": usage(self.tokens)})
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+
+async def _with_fake(fake: _ChatFake | _EosChatFake, body, **options):
     from aiohttp import web
 
     app = web.Application()
@@ -180,7 +217,7 @@ async def _with_fake(fake: _ChatFake, body):
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        opts = ClientOptions(url=f"http://127.0.0.1:{port}", endpoint="chat", output_len=16, model="m")
+        opts = ClientOptions(url=f"http://127.0.0.1:{port}", endpoint="chat", output_len=16, model="m", **options)
         async with BenchClient(opts) as client:
             return await body(client)
     finally:
@@ -199,6 +236,31 @@ def test_a_step_split_into_reasoning_and_answer_keeps_the_stream_token_count():
     assert t.stream_tokens == 16
     m = level_metrics(1, [t])
     assert m.stream_tokens == 16
+
+
+def test_a_chat_answer_that_ends_at_the_stop_token_times_its_last_step():
+    """The stop token's step sends no content chunk, only the finish chunk: it was never timed
+    (the last text's time took its token: end to end one step short, TPOT low, and a server
+    without speculation read as accepting 1.07 tokens a step); an answer of the stop token alone
+    had no chunk at all and failed as "no token arrived"."""
+    t = run(_with_fake(_EosChatFake(16), lambda client: client.request(0), ignore_eos=False))
+    assert t.ok and t.output_tokens == 16 and t.stream_tokens == 16
+    assert t.chunk_tokens == [1] * 16
+    steps = [b - a for a, b in zip(t.chunk_times, t.chunk_times[1:], strict=False)]
+    assert min(steps) > 0.005, steps  # the last step is a step, not the last text's time again
+    assert level_metrics(1, [t]).accept_length == pytest.approx(1.0)
+    alone = run(_with_fake(_EosChatFake(1), lambda client: client.request(0), ignore_eos=False))
+    assert alone.ok and alone.output_tokens == 1 and alone.chunk_tokens == [1], alone.error
+
+
+def test_a_first_step_without_text_is_timed_at_the_role_chunk():
+    """A reasoning parser holds the first step's text back (a lone `<think>`): SGLang sends the
+    role chunk then, and the next content chunk counts two tokens. The first token is timed at the
+    role chunk (TTFT), not a step late."""
+    t = run(_with_fake(_EosChatFake(8, think=True), lambda client: client.request(0), ignore_eos=False))
+    assert t.ok and t.output_tokens == 8
+    assert t.chunk_tokens == [1] * 8, t.chunk_tokens
+    assert level_metrics(1, [t]).accept_length == pytest.approx(1.0)
 
 
 def test_an_answer_the_server_aborted_is_a_failed_request_not_a_short_one():

@@ -285,6 +285,12 @@ class BenchClient:
         seen = 0  # cumulative completion tokens from continuous usage, when given
         usage_total: int | None = None
         finished = done = False
+        # SGLang sends a content chunk only for a step with text (serving_chat.py `if delta:`): the
+        # stop token's step (its text cut by the detokenizer, its token counted) arrives as the
+        # finish chunk, `delta: {}`, and the first step, when a reasoning parser keeps its text
+        # back, as the role chunk alone; both arrival times are kept to time those steps
+        role_at: float | None = None
+        finish_at: float | None = None
         async for now, chunk in _sse_chunks(resp):
             if chunk is None:
                 done = True
@@ -304,8 +310,11 @@ class BenchClient:
                     or ""
                 )
                 has_text = has_text or bool(text)
+                if role_at is None and not t.chunk_times and not text and (delta or {}).get("role"):
+                    role_at = now
                 if ch.get("finish_reason") is not None:
                     finished = True
+                    finish_at = now
                     t.finish_reason = str(ch["finish_reason"])
                     if t.finish_reason == "abort":
                         # a graceful abort (no status code) goes out as a normal chunk in
@@ -337,12 +346,25 @@ class BenchClient:
             t.error = "stream cut: " + ("no finish_reason" if not finished else "no [DONE]")
             return
         t.output_tokens = usage_total
-        if t.chunk_tokens and all(c is not None for c in t.chunk_tokens):
+        counted = all(c is not None for c in t.chunk_tokens)  # per-chunk counts (continuous usage)
+        if t.chunk_tokens and counted:
             t.stream_tokens = sum(c or 0 for c in t.chunk_tokens)
-        if usage_total is not None and t.chunk_tokens and all(c is not None for c in t.chunk_tokens):
-            missing = usage_total - sum(c for c in t.chunk_tokens if c)  # type: ignore[misc]
-            if missing > 0:  # the final usage-only chunk may carry the last count
+        if usage_total is not None and counted:
+            missing = usage_total - sum(c or 0 for c in t.chunk_tokens)
+            if missing > 0 and finish_at is not None and (not t.chunk_times or finish_at > t.chunk_times[-1]):
+                # the stop token's step: its finish chunk came after the last text (an answer of
+                # the stop token alone has no text at all: one token, not "no token arrived")
+                t.chunk_times.append(finish_at)
+                t.chunk_tokens.append(missing)
+                t.stream_tokens = (t.stream_tokens or 0) + missing  # a step the stream showed
+            elif missing > 0 and t.chunk_tokens:  # the final usage-only chunk carries the last count
                 t.chunk_tokens[-1] = (t.chunk_tokens[-1] or 0) + missing
+        first = t.chunk_tokens[0] if t.chunk_tokens else None
+        if role_at is not None and isinstance(first, int) and first > 1 and role_at < t.chunk_times[0]:
+            # the first token (prefill's, one) arrived with the role chunk, its text held back
+            t.chunk_times.insert(0, role_at)
+            t.chunk_tokens[0] = first - 1
+            t.chunk_tokens.insert(0, 1)
 
     # -- levels ---------------------------------------------------------------------------------
     def take_indices(self, n: int) -> int:
