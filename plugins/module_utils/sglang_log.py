@@ -79,6 +79,7 @@ _COLLECTOR_RE = re.compile(
     r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
     r"(?:\S+ \S+?\[\d+\]: )?"
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+?\[\d+\]: "
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+?\[\d+\]: "  # journalctl --no-hostname
     r"|[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+ \S+?\[\d+\]: "
     r"|\[\s*\d+\.\d+\] \S+ \S+?\[\d+\]: "
     r"|\d{9,}\.\d+ \S+ \S+?\[\d+\]: "
@@ -575,7 +576,15 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 _PORT_IN_USE = ("port_in_use", re.compile(r"error while attempting to bind on address .*"))
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
-    ("kv_pool_oom", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")),
+    # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
+    # PRs #28683 and #28855: draft weights counted against --mem-fraction-static)
+    (
+        "kv_pool_oom",
+        re.compile(
+            r"Not enough memory\. Please try to increase --mem-fraction-static"
+            r"|Loaded weights leave no GPU memory for the KV cache"
+        ),
+    ),
     # "Capture cuda graph failed", "Capture prefill CUDA graph failed" (PrefillCudaGraphRunner), and
     # the draft's runners: "Capture frozen-KV MTP cuda graph failed" (0.5.12+,
     # frozen_kv_mtp_cuda_graph_runner.py), "Capture single-CG draft extend failed" (0.5.17+, on by
@@ -766,6 +775,12 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     )
     if specific is not None:
         idx, kind, reason = specific[:3]
+        if reason.endswith("raised:"):
+            # torch's BackendCompilerFailed puts its cause on the next line ("Capture cuda graph
+            # failed: backend='inductor' raised:" then "OutOfResources: out of resource: shared
+            # memory, ...": sgl-project/sglang#6001): the line without it names no cause
+            nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
+            reason = f"{reason} {nxt}".strip()
     elif root is not None and not consequence:
         idx, reason, kind = root[0], root[1], "exception"
     elif wrapper is not None:

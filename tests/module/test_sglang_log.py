@@ -387,6 +387,41 @@ def test_fatal_kv_pool_oom_real_line():
     assert f["reason"].startswith("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
 
 
+def test_the_weights_first_kv_pool_error_is_kv_pool_oom():
+    """0.5.14+ refuses a start whose loaded weights leave no room for the KV cache with its own
+    words (mem_cache/kv_cache_configurator.py; sgl-project/sglang PRs #28683, #28855: draft weights
+    counted): a larger --mem-fraction-static, as "Not enough memory", not a generic exception."""
+    lines = [
+        "[2026-08-28 01:41:18] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/python/sglang/srt/mem_cache/kv_cache_configurator.py", line 3051, in profile',
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5. "
+        "Raise --mem-fraction-static above 0.612 (minimum viable = 1 - available/pre = 0.6113). If using "
+        "speculative decoding, draft weights are now counted.",
+    ]
+    f = L.find_fatal(lines)
+    assert f["kind"] == "kv_pool_oom" and f["reason"].startswith("ValueError: Loaded weights leave no GPU memory")
+
+
+def test_a_compile_failure_in_graph_capture_keeps_its_cause():
+    """torch's BackendCompilerFailed puts the cause on the line after "... raised:" (MI308 with
+    --enable-torch-compile, sgl-project/sglang#6001): the reason named no cause."""
+    lines = [
+        "[2025-05-05 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 300, in __init__',
+        "Exception: Capture cuda graph failed: backend='inductor' raised:",
+        "OutOfResources: out of resource: shared memory, Required: 196608, Hardware limit: 65536. "
+        "Reducing block sizes or `num_stages` may help.",
+        "",
+        'Set TORCH_LOGS="+dynamo" and TORCHDYNAMO_VERBOSE=1 for more information',
+    ]
+    f = L.find_fatal(lines)
+    assert f["kind"] == "cuda_graph"
+    assert f["reason"].endswith(
+        "raised: OutOfResources: out of resource: shared memory, Required: 196608, "
+        "Hardware limit: 65536. Reducing block sizes or `num_stages` may help."
+    ), f
+
+
 def test_fatal_npu_oom_beats_sigquit_and_resource_warnings():
     f = L.find_fatal(load_fixture("sglang-0.5.9_npu_oom_traceback.log"))
     assert f["kind"] == "out_of_memory"
@@ -839,6 +874,8 @@ def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_
         "[  123.456789] gpu1 python3[1234]: ",  # journalctl -o short-monotonic
         "1719580605.123456 gpu1 python3[1234]: ",  # journalctl -o short-unix
         "[pod/sglang-0/server] ",  # kubectl logs --prefix
+        # journalctl --no-hostname (a unit's log pasted in sgl-project/sglang#4534)
+        "Mar 18 11:23:46 sgl-router-janus-pro-7b[931930]: ",
     ],
 )
 def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
