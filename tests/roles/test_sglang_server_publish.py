@@ -10,19 +10,15 @@ import ansible_runner
 from roles_testlib import ROOT, ansible_env
 
 
-def test_set_stats_from_several_hosts_merge_into_one_dict(tmp_path, monkeypatch):
+def _publish(tmp_path, monkeypatch, hosts: dict, extravars: dict | None = None, **group_vars):
+    """The publish step (tests/roles/fixtures/publish_only.yml) on `hosts` through ansible-runner:
+    the runner, its output, with its return code checked."""
     for key, value in ansible_env().items():
         monkeypatch.setenv(key, value)
-    hosts = {f"h{i}": {"ansible_host": f"10.213.{200 + i}.2", "host_no": i} for i in range(1, 4)}
-    hosts["h3"]["sglang_server_client_host"] = "client.example"
     inventory = {
         "all": {
             "hosts": hosts,
-            "vars": {
-                "ansible_python_interpreter": sys.executable,
-                "sglang_server_engine": "emulator",
-                "sglang_server_port": 30100,
-            },
+            "vars": {"ansible_python_interpreter": sys.executable, "sglang_server_engine": "emulator", **group_vars},
         }
     }
     private = tmp_path / "runner"
@@ -32,11 +28,19 @@ def test_set_stats_from_several_hosts_merge_into_one_dict(tmp_path, monkeypatch)
         project_dir=str(ROOT),
         inventory=inventory,
         playbook=str(ROOT / "tests/roles/fixtures/publish_only.yml"),
+        extravars=extravars or {},
         quiet=True,
         envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
     )
     out = r.stdout.read()
     assert r.rc == 0, out[-3000:]
+    return r, out
+
+
+def test_set_stats_from_several_hosts_merge_into_one_dict(tmp_path, monkeypatch):
+    hosts = {f"h{i}": {"ansible_host": f"10.213.{200 + i}.2", "host_no": i} for i in range(1, 4)}
+    hosts["h3"]["sglang_server_client_host"] = "client.example"
+    r, out = _publish(tmp_path, monkeypatch, hosts, sglang_server_port=30100)
     stats = [e for e in r.events if e["event"] == "playbook_on_stats"]
     assert len(stats) == 1
     published = stats[0]["event_data"]["artifact_data"]["sglang_ready"]
@@ -56,30 +60,15 @@ def test_set_stats_from_several_hosts_merge_into_one_dict(tmp_path, monkeypatch)
 def test_the_status_line_names_the_depth_a_schedule_started_the_server_at(tmp_path, monkeypatch):
     """With spec_schedule the server starts at the schedule's depth, not spec_steps' (the line said
     spec_steps=3, the default, for a server launched at 4)."""
-    for key, value in ansible_env().items():
-        monkeypatch.setenv(key, value)
-    inventory = {
-        "all": {
-            "hosts": {"h1": {"ansible_host": "10.213.201.2", "host_no": 1}},
-            "vars": {"ansible_python_interpreter": sys.executable, "sglang_server_engine": "emulator"},
-        }
-    }
-    private = tmp_path / "runner"
-    private.mkdir()
-    r = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=str(ROOT),
-        inventory=inventory,
-        playbook=str(ROOT / "tests/roles/fixtures/publish_only.yml"),
-        extravars={
+    _, out = _publish(
+        tmp_path,
+        monkeypatch,
+        {"h1": {"ansible_host": "10.213.201.2", "host_no": 1}},
+        {
             "spec_schedule": '{"1": 5, "16": 4}',
             "spec_topk": 1,
             "sglang_server_sglang_version": "0.5.23",
             "gate_num_steps": 4,  # the stand-in gate's report: the server started at the schedule's 4
         },
-        quiet=True,
-        envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
     )
-    out = r.stdout.read()
-    assert r.rc == 0, out[-3000:]
     assert "draft_tokens=4 (spec_steps=4, emulator," in " ".join(out.split()), out[-3000:]

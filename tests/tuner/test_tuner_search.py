@@ -659,21 +659,28 @@ def test_measure_all_orders_every_configuration_without_skipping():
 # -- a model the data contradict -----------------------------------------------------------------
 
 
-def test_a_misfit_is_caught_said_and_not_trusted():
-    """Step time bends upward with depth (k^2): the linear model fitted on depths 3 and 6
-    predicts depth 8 too fast. The measurement lands outside its interval, the search says so,
-    refits, its weight moving to the forms with a k^2 bend, widens, and does not skip on the
-    contradicted model."""
+def _bent_after_a_misfit() -> tuple[Machine, list[SpecConfig], list]:
+    """A machine whose step time bends upward with depth (k^2), measured at depths 3 and 6, then at
+    8 where the linear fit misses (a misfit), as the live sweep records it: each prediction before
+    its measurement."""
     bent = Machine(accept=[0.97], tk_ms=0.0, tkk_ms=0.45, kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
     configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
     records: list = []
     for k in (3, 6):
         records += bent.measure(SpecConfig(k))
-    st = SweepState.fold(records)
-    model = search_model.fit_model(st, W)
-    pred = model.predict(SpecConfig(8))
+    pred = search_model.fit_model(SweepState.fold(records), W).predict(SpecConfig(8))
     assert pred is not None
     records += [PredictionRecord(config=SpecConfig(8), prediction=pred)] + bent.measure(SpecConfig(8))
+    assert search_model.find_misfits(SweepState.fold(records))
+    return bent, configs, records
+
+
+def test_a_misfit_is_caught_said_and_not_trusted():
+    """Step time bends upward with depth (k^2): the linear model fitted on depths 3 and 6
+    predicts depth 8 too fast. The measurement lands outside its interval, the search says so,
+    refits, its weight moving to the forms with a k^2 bend, widens, and does not skip on the
+    contradicted model."""
+    bent, configs, records = _bent_after_a_misfit()
     st = SweepState.fold(records)
     misfits = search_model.find_misfits(st)
     assert misfits and all(mf.config == SpecConfig(8) for mf in misfits)
@@ -697,21 +704,6 @@ def test_a_misfit_is_caught_said_and_not_trusted():
     # the refit (test_a_refit_skips_again_only_after_it_predicted_a_fresh_deployment)
     after = [i for i, dd in enumerate(decisions) if dd.misfits]
     assert all(dd.skips == () for dd in decisions[after[0] :] if dd.vouched is None) if after else True
-
-
-def _bent_after_a_misfit() -> tuple[Machine, list[SpecConfig], list]:
-    """The bent machine of the test above, measured at depths 3 and 6, then at 8 where the linear
-    fit misses (a misfit), as the live sweep records it: each prediction before its measurement."""
-    bent = Machine(accept=[0.97], tk_ms=0.0, tkk_ms=0.45, kv0=900_000, kv_per_step=30_000, mrr0=60, mrr_per_step=0)
-    configs = plan_configs(tuple(range(1, 9)), (1,), (None,)).configs
-    records: list = []
-    for k in (3, 6):
-        records += bent.measure(SpecConfig(k))
-    pred = search_model.fit_model(SweepState.fold(records), W).predict(SpecConfig(8))
-    assert pred is not None
-    records += [PredictionRecord(config=SpecConfig(8), prediction=pred)] + bent.measure(SpecConfig(8))
-    assert search_model.find_misfits(SweepState.fold(records))
-    return bent, configs, records
 
 
 def test_a_refit_skips_again_only_after_it_predicted_a_fresh_deployment():
