@@ -449,8 +449,8 @@ class SweepSpec:
             "--search",
             "model",
             "model (default): fit a model of acceptance, step time and capacity to what was measured and deploy "
-            "only configurations that could still win a level (on the bench 65%% of the grid's deployments, "
-            "right at 33 of 40 levels where the grid swept again was right at 31: docs/tuner.md); grid: deploy "
+            "only configurations that could still win a level (what it costs and how often it is right: "
+            "bench/search_cost.md, docs/tuner.md); grid: deploy "
             "every configuration in order (with the early stop)",
             lambda text: _choice("--search", text, SEARCHES),
             identity=False,
@@ -474,7 +474,7 @@ class SweepSpec:
             True,
             "skip the schedule phase: after the static sweep the tuner builds a per-batch-size schedule from "
             "the per-level winners and measures it and SGLang's default adaptive config, when the server's "
-            "SGLang version has per-batch-size adaptive speculation (0.5.13+; docs/tuner.md)",
+            "SGLang version runs per-batch-size adaptive speculation with 0-step buckets (0.5.14+; docs/tuner.md)",
             None,
             identity=False,
             action="store_false",
