@@ -352,6 +352,17 @@ def find_cycle(
     return None
 
 
+def same_cycle(seq: Sequence[Any], cyc: tuple[int, int], ref: Sequence[Any], ref_cyc: tuple[int, int]) -> bool:
+    """Whether two outputs end in the same loop (`find_cycle`'s (start, period) of each): the same
+    period and the same tokens, entered at any point of the cycle. A baseline that ends in a loop
+    excuses that loop only, not any loop the configuration falls into."""
+    if cyc[1] != ref_cyc[1]:
+        return False
+    a = list(seq[cyc[0] : cyc[0] + cyc[1]])
+    b = list(ref[ref_cyc[0] : ref_cyc[0] + ref_cyc[1]])
+    return any(a == b[i:] + b[:i] for i in range(len(b)))
+
+
 def _window(blocks: Sequence[Sequence[float]]) -> float | None:
     tok = sum(b[0] for b in blocks)
     ver = sum(b[1] for b in blocks)
@@ -438,6 +449,8 @@ def acceptance_drift(
         sd = math.sqrt(sum(d * d for d in diffs) / len(diffs) / 2.0)
         noise = sd * math.sqrt(1.0 / max(1, n_first) + 1.0 / max(1, n_again))
         method = "blocks"
+        # the outputs, not their blocks, are what a send has to judge by (below)
+        n_first, n_again = sum(1 for v in per_first if v), sum(1 for v in per_again if v)
     else:
         hf, ha = _hist_spread(first_hists or []), _hist_spread(again_hists or [])
         if hf is None or ha is None:
@@ -445,7 +458,7 @@ def acceptance_drift(
         noise = math.sqrt(hf[0] / hf[1] + ha[0] / ha[1])
         n_first, n_again, method = hf[2], ha[2], "histogram"
     if n_first < 2 or n_again < 2:
-        # one output a send (--long-prompts 1 on a real server): too few to judge a drift by; said
+        # one output a send (--long-prompts 1): too few to judge a drift by, whichever the method; said
         # so, as with no noise at all, instead of a pass that nothing could have failed
         return {**empty, "drop": drop, "noise": noise, "method": method}
     drifted = bool(drop > DRIFT_Z * noise and drop > DRIFT_MIN_DROP * head)
@@ -730,7 +743,8 @@ def judge(
     """The gate's verdict on one configuration.
 
     `candidate`: {"server_version", "deterministic", "short": [...], "long": [...] (the long
-    prompts' first sends), "long_steps" and "again_steps": per long prompt, the [[tokens, verify
+    prompts' first sends), "again": [...] (their second sends: held to the same rules as the first,
+    compared with the baseline under deterministic inference and checked for loops), "long_steps" and "again_steps": per long prompt, the [[tokens, verify
     passes], ...] increments of its first and of its second send, "long_hists" and "again_hists":
     their acceptance histograms (`acceptance_drift`),
     "accept_length" (the gate's own, all requests), "requests", "seconds"}; rows as in the baseline ({"id", "text",
@@ -756,9 +770,14 @@ def judge(
         measured_accept = None
     short = _compare(baseline.get("short") or [], candidate.get("short") or [])
     long_ = _compare(baseline.get("long") or [], candidate.get("long") or [])
+    # the long prompts' second sends (after every other request: the drift rule's pairs) are outputs
+    # too, held to the same rules; a candidate recorded before they were kept has none
+    again_rows = list(candidate.get("again") or [])
+    again = _compare(baseline.get("long") or [], again_rows) if again_rows else None
     reasons = []
-    if short["missing"] or long_["missing"]:
-        reasons.append("no output for prompt(s) {}".format(", ".join((short["missing"] + long_["missing"])[:5])))
+    missing = short["missing"] + long_["missing"] + (again["missing"] if again else [])
+    if missing:
+        reasons.append("no output for prompt(s) {}".format(", ".join(missing[:5])))
     share = short["exact_share"] or 0.0
     if share < rule["exact_share_min"]:
         ex = short["example"] or {}
@@ -770,26 +789,33 @@ def judge(
             f"e.g. prompt {ex.get('prompt_id')} at token {ex.get('position')}: baseline {ex.get('baseline')!r}, "
             f"this configuration {ex.get('candidate')!r}"
         )
-    if rule["mode"] == "deterministic" and long_["diverged"]:
-        ex = long_["example"] or {}
+    if rule["mode"] == "deterministic" and (long_["diverged"] or (again and again["diverged"])):
+        first_diverged = long_["diverged"]
+        ex = (long_["example"] if first_diverged else (again or {}).get("example")) or {}
+        sends = f"{long_['diverged']} of {long_['prompts']}"
+        if again:
+            sends += f" first sends, {again['diverged']} of {again['prompts']} second sends"
         reasons.append(
-            f"long outputs differ from the baseline under deterministic inference: {long_['diverged']} of "
-            f"{long_['prompts']}; e.g. prompt {ex.get('prompt_id')} at token {ex.get('position')}: baseline "
-            f"{ex.get('baseline')!r}, this configuration {ex.get('candidate')!r}"
+            f"long outputs differ from the baseline under deterministic inference: {sends}; e.g. prompt "
+            f"{ex.get('prompt_id')}{'' if first_diverged else ' (second send)'} at token {ex.get('position')}: "
+            f"baseline {ex.get('baseline')!r}, this configuration {ex.get('candidate')!r}"
         )
     base_long = dict((r["id"], r) for r in baseline.get("long") or [])
     loops = []
-    for row in candidate.get("long") or []:
-        cyc = find_cycle(_tokens(row))
+    outputs = [(row, False) for row in candidate.get("long") or []] + [(row, True) for row in again_rows]
+    for row, second in outputs:
+        toks = _tokens(row)
+        cyc = find_cycle(toks)
         if cyc is None:
             continue
         ref = base_long.get(row["id"])
-        if ref is not None and find_cycle(_tokens(ref)) is not None:
-            continue  # the model loops without speculation too: not the configuration's doing
-        toks = _tokens(row)
+        ref_cyc = None if ref is None else find_cycle(_tokens(ref))
+        if ref_cyc is not None and same_cycle(toks, cyc, _tokens(ref), ref_cyc):
+            continue  # the model ends in this loop without speculation too: not the configuration's doing
         loops.append(
             {
                 "prompt_id": row["id"],
+                "second_send": second,
                 "start": cyc[0],
                 "period": cyc[1],
                 "cycle": " ".join(str(t) for t in toks[cyc[0] : cyc[0] + cyc[1]])[:80],
@@ -798,9 +824,9 @@ def judge(
     if loops:
         lp = loops[0]
         reasons.append(
-            f"degenerate output: {len(loops)} of {len(candidate.get('long') or [])} long outputs end in a repeated "
-            f"cycle; e.g. prompt {lp['prompt_id']} repeats a {lp['period']}-token cycle from token {lp['start']} "
-            f"({lp['cycle']!r})"
+            f"degenerate output: {len(loops)} of {len(outputs)} long outputs end in a repeated "
+            f"cycle; e.g. prompt {lp['prompt_id']}{' (second send)' if lp['second_send'] else ''} repeats a "
+            f"{lp['period']}-token cycle from token {lp['start']} ({lp['cycle']!r})"
         )
     acc = candidate.get("accept_length")
     se = acceptance_se(candidate)
@@ -829,6 +855,7 @@ def judge(
         "rule": rule,
         "short": short,
         "long": long_,
+        "again": again,
         "degenerate": loops,
         "accept": accept,
         "drift": drift,

@@ -226,6 +226,7 @@ def run(module):
     seconds = time.monotonic() - started
     short_rows = [done[("short", i)][0] for i in range(len(base["short"]))]
     long_rows = [done[("long", i)][0] for i in range(len(base["long"]))]
+    again_rows = [done[("again", i)][0] for i in range(len(base["long"]))]
     rows = [r for r, _s in done.values()]
 
     def increments(kind):
@@ -242,6 +243,7 @@ def run(module):
         "adaptive": bool(spec.get("adaptive")) or p["adaptive_config"] is not None,
         "short": short_rows,
         "long": long_rows,
+        "again": again_rows,
         "long_steps": increments("long"),
         "again_steps": increments("again"),
         "long_hists": hists("long"),

@@ -127,6 +127,54 @@ def test_loop_at_the_end_is_degeneration_unless_the_baseline_loops_too():
     assert rules.judge(_baseline(s, base_lg), _candidate(s, cand))["degenerate"] == []
 
 
+def test_a_loop_only_the_second_send_falls_into_fails_the_gate():
+    """The long prompts' second sends (after every other request of the run: where a speculative
+    bug that grows with the cache or the requests served shows) are outputs too: one that ends in a
+    loop fails the gate, said to be the second send; without them (an older candidate) nothing is
+    read into their absence."""
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    again = [dict(r) for r in lg]
+    again[2] = {"id": lg[2]["id"], "output_ids": list(lg[2]["output_ids"][:300]) + [8, 9] * 42, "text": "x"}
+    v = rules.judge(_baseline(s, lg), {**_candidate(s, lg), "again": again}, measured_accept=3.0)
+    assert not v["passed"] and v["degenerate"][0]["second_send"] is True, v["reasons"]
+    assert "of 8 long outputs end in a repeated cycle" in v["reasons"][0]
+    assert f"prompt {lg[2]['id']} (second send) repeats a 2-token cycle from token 300" in v["reasons"][0]
+    assert rules.judge(_baseline(s, lg), {**_candidate(s, lg), "again": lg}, measured_accept=3.0)["passed"]
+
+
+def test_under_deterministic_inference_a_second_send_must_match_the_baseline_too():
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    base = _baseline(s, lg, deterministic=True)
+    again = [dict(r) for r in lg]
+    again[3] = {**again[3], "output_ids": again[3]["output_ids"][:250] + _rows(1, 134, seed=9)[0]["output_ids"]}
+    v = rules.judge(base, {**_candidate(s, lg, deterministic=True), "again": again}, acceptance=False)
+    assert not v["passed"] and "long outputs differ" in v["reasons"][0], v["reasons"]
+    assert "0 of 4 first sends, 1 of 4 second sends" in v["reasons"][0]
+    assert f"prompt {lg[3]['id']} (second send) at token 250" in v["reasons"][0]
+    # a second send missing is no output for that prompt
+    v = rules.judge(base, {**_candidate(s, lg, deterministic=True), "again": lg[:3]}, acceptance=False)
+    assert not v["passed"] and v["reasons"][0] == f"no output for prompt(s) {lg[3]['id']}"
+
+
+def test_a_baseline_that_loops_excuses_that_loop_only():
+    """docs/tuner.md "No degeneration": a cycle the baseline's output for the same prompt does not
+    end in. A baseline stuck in one loop does not excuse another loop the configuration falls into;
+    the same loop entered at another token of it (a rotation) is the model's own."""
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    base_lg = [dict(r) for r in lg]
+    base_lg[1] = {"id": lg[1]["id"], "output_ids": list(lg[1]["output_ids"][:360]) + [4] * 24, "text": "x"}
+    cand = [dict(r) for r in lg]
+    cand[1] = {"id": lg[1]["id"], "output_ids": list(lg[1]["output_ids"][:40]) + [5, 6, 7] * 115, "text": "x"}
+    v = rules.judge(_baseline(s, base_lg), _candidate(s, cand), measured_accept=3.0)
+    assert not v["passed"] and v["degenerate"][0]["period"] == 3, v["reasons"]
+    loop = [5, 6, 7] * 20
+    base_lg[1] = {"id": lg[1]["id"], "output_ids": list(lg[1]["output_ids"][:324]) + loop, "text": "x"}
+    cand[1] = {"id": lg[1]["id"], "output_ids": list(lg[1]["output_ids"][:100]) + [6, 7, 5] * 95, "text": "x"}
+    assert rules.judge(_baseline(s, base_lg), _candidate(s, cand), measured_accept=3.0)["degenerate"] == []
+    toks = cand[1]["output_ids"]
+    assert rules.same_cycle(toks, rules.find_cycle(toks), [4] * 30, rules.find_cycle([4] * 30)) is False
+
+
 def test_no_cycle_in_random_text():
     for seed in range(20):
         assert rules.find_cycle(_rows(1, 384, seed=seed)[0]["output_ids"]) is None
@@ -206,6 +254,17 @@ def test_drift_beyond_noise_fails_and_noise_alone_does_not():
         measured_accept=None,
     )
     assert not v["passed"] and any("drifts" in r for r in v["reasons"]), v["reasons"]
+
+
+def test_one_long_prompt_is_too_few_to_judge_a_drift_by_blocks_too():
+    """docs/tuner.md "No drift beyond noise": a run with one long prompt (`--long-prompts 1`) has
+    one output a send, too few to judge by, whether the noise comes from the outputs' blocks (a
+    server that counts verify passes on every chunk, as the emulator) or their histograms."""
+    rnd = random.Random(5)
+    d = rules.acceptance_drift(_sends([3.0], rnd, 0.05), _sends([1.8], rnd, 0.05))
+    assert d["judged"] is False and d["method"] == "blocks" and d["drop"] > 1.0, d
+    d = rules.acceptance_drift(_sends([3.0, 3.1], rnd, 0.05), _sends([1.8, 1.9], rnd, 0.05))
+    assert d["judged"] is True and d["drifted"] is True, d
 
 
 def test_prompts_that_differ_are_not_drift():

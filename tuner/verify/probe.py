@@ -152,6 +152,7 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dic
     seconds = time.perf_counter() - started
     short = [results[("short", i)][0] for i in range(len(ps.short))]
     long_ = [results[("long", i)][0] for i in range(len(ps.long))]
+    again_ = [results[("again", i)][0] for i in range(len(ps.long))] if again else []
     rows = [row for row, _steps in results.values()]
 
     def increments(kind: str) -> list[list[list[int]]]:
@@ -163,6 +164,7 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dic
     return {
         "short": short,
         "long": long_,
+        "again": again_,
         "long_steps": increments("long"),
         "again_steps": increments("again") if again else [],
         "long_hists": hists("long"),
