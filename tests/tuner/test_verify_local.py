@@ -60,6 +60,8 @@ def test_correct_configuration_passes(baseline, tmp_path):
     v = json.loads((tmp_path / "verify.json").read_text())[0]
     assert v["passed"] and v["rule"]["mode"] == "threshold" and v["accept"]["gate"] > 1.05
     assert v["requests"] == 32 and v["seconds"] > 0  # 24 short, 4 long, the 4 long again (the drift pairs)
+    # the second sends are outputs the rules read too (compared, checked for loops), not only drift pairs
+    assert v["again"]["prompts"] == 4 and v["again"]["missing"] == [] and v["degenerate"] == []
 
 
 @pytest.mark.parametrize(
