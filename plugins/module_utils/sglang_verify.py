@@ -809,8 +809,9 @@ def judge(
         if cyc is None:
             continue
         ref = base_long.get(row["id"])
-        ref_cyc = None if ref is None else find_cycle(_tokens(ref))
-        if ref_cyc is not None and same_cycle(toks, cyc, _tokens(ref), ref_cyc):
+        ref_toks = None if ref is None else _tokens(ref)
+        ref_cyc = None if ref_toks is None else find_cycle(ref_toks)
+        if ref_toks is not None and ref_cyc is not None and same_cycle(toks, cyc, ref_toks, ref_cyc):
             continue  # the model ends in this loop without speculation too: not the configuration's doing
         loops.append(
             {

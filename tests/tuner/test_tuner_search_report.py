@@ -87,3 +87,25 @@ def test_an_interrupted_search_counts_the_plan_not_what_the_records_reached():
     s = summarize(part, SPEC)
     assert s.search is not None and s.search.planned == 8
     assert "deployed 2 of 8 planned" in report.render(s)
+
+
+def test_a_sweep_recorded_before_a_misfit_stopped_the_skips_is_not_said_to_have_skipped_nothing():
+    """A kept sweep of 2026-12-02 (bench/schedule_vs_static/h200-llama3-8b, code 69a2bb2) skipped
+    k1, k5 and k6 on the model's predictions right after k2's five levels had all landed outside
+    their bands; today's rule would have measured them. Rendered today, its report must say what its
+    records show, not today's rule."""
+    from pathlib import Path
+
+    kept = Path(__file__).resolve().parents[2] / "bench" / "schedule_vs_static" / "h200-llama3-8b"
+    lines = (kept / "records.jsonl").read_text().splitlines()
+    st = SweepState.fold([json.loads(x) for x in lines if x.strip()])
+    s = summarize(st, SweepSpec(workload=W, steps=tuple(range(1, 7)), search="model"))
+    assert s.search is not None and {m.config.config_id for m in s.search.misfits} == {"k2-t1"}
+    assert s.search.vouched is None and s.search.skipped_unproven == ["k1-t1", "k5-t1", "k6-t1"]
+    section = report.render(s).split("### Misfits", 1)[1]
+    assert "nothing was skipped" not in section
+    assert "from the first of them on k1-t1, k5-t1, k6-t1 were still skipped on the model's predictions" in section
+    assert not any("skipped nothing" in n for n in s.notes)
+    # a sweep under today's rule has none (test_report_shows_predicted_vs_measured_every_skip_and_the_misfits)
+    st2, _ = run_search(bent_machine(), range(1, 9))
+    assert summarize(SweepState.fold([r.to_json() for r in st2.records]), SPEC).search.skipped_unproven == []

@@ -488,12 +488,20 @@ def _search(s: Summary) -> list[str]:
         lines += ["", "### Misfits", ""]
         lines.append(
             "Measurements outside the interval predicted for them: the model was refitted with them, its "
-            "later intervals widened accordingly, and from the first of them on nothing was skipped on a "
+            "later intervals widened accordingly, and "
             + (
-                f"prediction until the refit predicted a fresh deployment, {ss.vouched}, inside its band at every "
+                f"from the first of them on {', '.join(ss.skipped_unproven)} were still skipped on the model's "
+                "predictions (the sweep was recorded before a misfit stopped the skips), "
+                if ss.skipped_unproven
+                else "from the first of them on nothing was skipped on a prediction "
+            )
+            + (
+                f"until the refit predicted a fresh deployment, {ss.vouched}, inside its band at every "
                 "level (a refit earns the right to skip out of sample)."
                 if ss.vouched
-                else "prediction (every configuration left was measured)."
+                else "(every configuration left was measured)."
+                if not ss.skipped_unproven
+                else "and no refit was proven after it."
             )
         )
         lines.append("")

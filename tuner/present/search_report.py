@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.prediction import Band, Prediction
-from ..data.records import SkipRecord, SweepState
+from ..data.records import LevelRecord, SkipRecord, SweepState
 from ..decide import analysis
 from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model, vouched_by
 from ..spec.configs import spec_plan
@@ -74,6 +74,10 @@ class SearchSummary:
     misfits: list[Misfit] = field(default_factory=list)
     vouched: str | None = None  # the deployment that proved the refit after the misfits (model.vouched_by)
     model: str = ""  # the final fit, in a line
+    # configurations skipped on a prediction after the first misfit was known and before the refit
+    # was proven: none under today's rule (a misfit model skips nothing); a sweep recorded before
+    # that rule may have some, and its report must not say it skipped nothing
+    skipped_unproven: list[str] = field(default_factory=list)
 
     @property
     def inside_share(self) -> float | None:
@@ -128,6 +132,34 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
         checked=checked,
         skipped=skipped,
         misfits=misfits,
-        vouched=vouched_by(state, misfits),
+        vouched=(vouched := vouched_by(state, misfits)),
         model=model,
+        skipped_unproven=skipped_unproven(state, misfits, vouched),
     )
+
+
+def skipped_unproven(state: SweepState, misfits: list[Misfit], vouched: str | None) -> list[str]:
+    """The configurations a sweep skipped on the model's prediction between the first misfit (when
+    its configuration's last level of the search round was recorded) and the refit's proof (the
+    proving deployment's last level; none: to the end), in record order."""
+    if not misfits:
+        return []
+    missed = {m.config.config_id for m in misfits}
+    levels = [(i, r) for i, r in enumerate(state.records) if isinstance(r, LevelRecord) and (r.deployment or 1) == 1]
+    first = min(
+        (
+            max(i for i, r in levels if r.config_id == cid)
+            for cid in missed
+            if any(r.config_id == cid for _, r in levels)
+        ),
+        default=None,
+    )
+    if first is None:
+        return []
+    proof = max((i for i, r in levels if r.config_id == vouched), default=None) if vouched else None
+    end = len(state.records) if proof is None else proof
+    return [
+        r.config_id
+        for i, r in enumerate(state.records)
+        if isinstance(r, SkipRecord) and r.kind == "predicted" and first < i < end
+    ]

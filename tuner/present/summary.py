@@ -211,10 +211,15 @@ def notes_for(s: Summary) -> list[str]:
         )
     if s.search is not None:
         for miss in s.search.misfits:
+            unproven = s.search.skipped_unproven
             notes.append(
                 f"Misfit: {miss.config.config_id} {misfit_text(miss)}; the search refitted, widened its intervals and "
                 + (
-                    f"skipped nothing until the refit predicted {s.search.vouched} inside its band."
+                    f"still skipped {', '.join(unproven)} on its predictions (recorded before a misfit stopped the "
+                    "skips)"
+                    + (f", the refit proven by {s.search.vouched}." if s.search.vouched else ", no refit proven.")
+                    if unproven
+                    else f"skipped nothing until the refit predicted {s.search.vouched} inside its band."
                     if s.search.vouched
                     else "skipped nothing after it."
                 )
