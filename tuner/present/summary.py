@@ -369,16 +369,22 @@ def noise_note(s: Summary) -> str:
     }
     if not n["cells"]:
         return "Nothing was measured: no cell has an interval, and no verdict is made."
-    text = "Every cell carries a 95% interval of its aggregate tok/s covering " + "; ".join(
-        cover.get(k, k) for k in kinds
-    )
-    if n.get("cells_without_interval"):
+    if len(kinds) == 1:
+        text = "Every cell carries a 95% interval of its aggregate tok/s covering " + cover.get(kinds[0], kinds[0])
+    else:  # cells of different kinds: no one description is every cell's
+        text = "Each cell carries a 95% interval of its aggregate tok/s covering, cell by cell, one of: " + "; ".join(
+            cover.get(k, k) for k in kinds
+        )
+    unmeasured = n.get("cells_without_interval") or 0
+    if unmeasured:
         text += (
-            f" ({n['cells_without_interval']} of {n['cells']} cells measured no interval, one window or one request: "
+            f" ({unmeasured} of {n['cells']} cells measured no interval, one window or one request: "
             "their +-1% is assumed, and a verdict 'beyond noise' there rests on it)"
         )
     if n["median_precision_pct"] is not None:
-        text += f"; precision reached: median +-{n['median_precision_pct']}%, worst +-{n['max_precision_pct']}%"
+        measured = n["cells"] - unmeasured
+        over = f" over the {measured} cell{'' if measured == 1 else 's'} that measured one" if unmeasured else ""
+        text += f"; precision reached{over}: median +-{n['median_precision_pct']}%, worst +-{n['max_precision_pct']}%"
     text += (
         ". A configuration wins a level only when its interval lies above every other's; otherwise the level "
         "is tied within noise and the tie-break chooses: among the tied within 1% of the best mean, more KV "
