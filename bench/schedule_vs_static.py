@@ -90,7 +90,8 @@ MACHINES = {
     "h200-8b-1b-draft": (
         ROOT / "bench" / "profiles" / "h200-8b-1b-draft.yaml",
         "1-6",
-        "the H200 8B drafted by a separate 1B model: shallow speculation at 1 client, none from 16 up",
+        "the H200 8B drafted by a separate 1B model, built for shallow speculation at 1 client and none from "
+        "16 up (what it measured is below)",
     ),
 }
 # Any other emulator realism bench machine (issue #18) found in bench/profiles/h200-*.yaml joins

@@ -132,7 +132,8 @@ MACHINES = {
             "h200-8b-1b-draft",
             ROOT / "bench" / "profiles" / "h200-8b-1b-draft.yaml",
             "0-6",
-            "the H200 8B drafted by a separate 1B model: no speculation wins from 16 clients up",
+            "the H200 8B drafted by a separate 1B model, built for no speculation to win from 16 clients up "
+            "(what it measured is below)",
         ),
         Machine(
             "h200-moe-64x1536",
