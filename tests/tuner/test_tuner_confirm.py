@@ -114,3 +114,45 @@ def test_the_rounds_cost_leaves_out_the_sweeps_own_repeat_deploys():
     assert confirm.cost(st)["starts"] == 4  # without repeats, deployments 2 and 3 are the round's
     st.add(TimingRecord(config=SpecConfig(3), host="h", total_s=10.0, deployment=4))
     assert confirm.cost(st, repeat_deploys=3) == {"starts": 1, "seconds": 10.0, "share_pct": round(100 / 6, 1)}
+
+
+def test_a_redeploy_stopped_before_its_level_ended_is_made_again_under_its_number():
+    """A run stopped while the round's redeploy of k3 was up (its deploy record, nothing after it):
+    that start is not spent, and on --resume the round makes it again as deployment 2, not 3."""
+    from tuner.data.records import TimingRecord
+
+    done = [*MEASURED, *(TimingRecord(config=SpecConfig(k), host="h", total_s=10.0) for k in (2, 3, 4))]
+    stopped = [*done, DeployRecord(config=SpecConfig(3), host="h", deployment=2)]
+    state = SweepState.fold(stopped)
+    assert confirm.spent(state) == 0
+    plans, _ = confirm.next_confirmations(state, W, 3)
+    assert {p.config.config_id: p.deployment for p in plans}["k3-t1"] == 2
+    # once it finished (its timing), it is spent and the next start of k3 is its third
+    finished = [*stopped, *cell(3, 1005)[1:], TimingRecord(config=SpecConfig(3), host="h", total_s=10.0, deployment=2)]
+    finished[-2].deployment = 2
+    state = SweepState.fold(finished)
+    assert confirm.spent(state) == 1
+    plans, _ = confirm.next_confirmations(state, W, 3)
+    assert {p.config.config_id: p.deployment for p in plans}.get("k3-t1", 3) == 3
+
+
+def test_a_failed_redeploy_of_a_measured_configuration_does_not_fail_it():
+    """k3 came up and was measured; its redeploy (deployment 2) did not start. Its measurements stand
+    (it may still be recommended, so it must not also be listed as failed); the report says the
+    start failed."""
+    from tuner.present.summary import recommendation_json, summarize
+    from tuner.spec.sweepspec import SweepSpec
+
+    recs = [
+        *MEASURED,
+        DeployRecord(config=SpecConfig(3), host="h", status="failed", reason="gate timed out", deployment=2),
+    ]
+    state = SweepState.fold(recs)
+    assert "k3-t1" not in state.failed and [r.config_id for r in state.redeploy_failures] == ["k3-t1"]
+    s = summarize(state, SweepSpec(workload=W, steps=(2, 3, 4)))
+    rec = recommendation_json(s)
+    assert rec["failed"] == []
+    assert any("failed to start again on h (deployment 2): gate timed out" in n for n in rec["notes"])
+    # a configuration whose first start failed is failed, as before
+    first = SweepState.fold([*cell(2, 1000), DeployRecord(config=SpecConfig(3), host="h", status="failed", reason="x")])
+    assert "k3-t1" in first.failed

@@ -58,8 +58,8 @@ def test_itl_is_per_token_and_chunk_robust():
 def test_itl_unknown_counts_spread_evenly():
     t = trace(chunks=((0.1, None), (0.2, None), (0.4, None)), tokens=9)
     s = itl_samples_s(t)
-    # 9 tokens over 3 chunks: 3 per chunk; gaps 0.1 and 0.2
-    assert sorted(s) == pytest.approx([0.1 / 3] * 3 + [0.2 / 3] * 3)
+    # 9 tokens over 3 chunks: the first is the prefill's one, 4 each after it; gaps 0.1 and 0.2
+    assert sorted(s) == pytest.approx([0.1 / 4] * 4 + [0.2 / 4] * 4)
 
 
 def test_level_metrics_aggregate_and_failures():
@@ -137,3 +137,26 @@ def test_a_levels_acceptance_histogram_sums_its_requests_or_is_absent():
     # a request without one leaves the level without one: a partial sum would bias the positions
     assert sum_histograms([[1, 2], None]) is None
     assert sum_histograms([]) is None
+
+
+def test_itl_without_per_chunk_counts_is_one_sample_per_token_summing_to_the_gaps():
+    """A stream whose chunks carry no token count (an OpenAI endpoint without per-chunk usage): the
+    first chunk is the prefill's one token, the rest is spread over the other chunks, and the ITL
+    samples are one per token, summing to E2E - TTFT (docs/tuner.md "Metrics")."""
+    from tuner.measure.metrics import chunk_token_counts, itl_samples_s
+
+    t = RequestTrace(
+        index=0, sent=0.9, chunk_times=[1.0, 1.1, 1.2, 1.3], chunk_tokens=[None] * 4, ended=1.3, output_tokens=10
+    )
+    assert chunk_token_counts(t) == [1.0, 3.0, 3.0, 3.0]
+    s = itl_samples_s(t)
+    assert len(s) == 9 and sum(s) == pytest.approx(0.3) and all(x == pytest.approx(0.1 / 3) for x in s)
+    # a share that is not whole: whole tokens along the stream, every gap covered
+    t = RequestTrace(
+        index=0, sent=0.9, chunk_times=[1.0, 1.1, 1.2, 1.3, 1.4], chunk_tokens=[None] * 5, ended=1.4, output_tokens=8
+    )
+    s = itl_samples_s(t)
+    assert len(s) == 7 and sum(s) == pytest.approx(0.4)
+    # counts the server sent are used as they are
+    t = RequestTrace(index=0, sent=0.9, chunk_times=[1.0, 1.1, 1.3], chunk_tokens=[1, 2, 4], ended=1.3, output_tokens=7)
+    assert itl_samples_s(t) == pytest.approx([0.05, 0.05, 0.05, 0.05, 0.05, 0.05])

@@ -73,3 +73,29 @@ def test_resume_does_not_redeploy_a_configuration_whose_server_went_away_twice(s
     assert "k3-t1" in store.state().unstable
     got = drive(planner(SweepSpec(workload=W, search=search, schedule=False), store), store)
     assert ("k3-t1", 1) not in got
+
+
+def test_resume_measures_a_configuration_deployed_but_stopped_before_its_first_level_ended():
+    """The deploy record is written once the server is up: a run stopped during the warm-up or the
+    first level leaves a configuration deployed with no level. docs/tuner.md "--resume": it is
+    deployed again and measured, under --search model as under the grid."""
+    spec = SweepSpec(workload=W, search="model", schedule=False)
+    store = MemoryStore()
+    p = planner(spec, store)
+    order = []
+    for _ in range(20):
+        unit = p.next_unit()
+        assert isinstance(unit, tuple)
+        cfg, dep = unit
+        order.append(cfg.config_id)
+        if len(order) == 3:  # the first one the search names past the two anchors: stopped once up
+            store.append(M.measure(cfg)[0])
+            break
+        for rec in M.measure(cfg):
+            store.append(rec)
+        p.in_progress.discard((cfg.config_id, dep))
+        p.finished.add((cfg.config_id, dep))
+    stopped = order[-1]
+    assert store.state().has_levels(stopped) is False and stopped in store.state().deploys
+    resumed = drive(planner(spec, store), store)
+    assert resumed[0] == (stopped, 1), resumed

@@ -303,3 +303,52 @@ def test_a_deterministic_baseline_of_other_server_arguments_is_not_reused(tmp_pa
     usable, _made = asyncio.run(phase._exact_capture(deploy, "h"))
     assert calls == ["verify-exact-baseline"] and not usable
     assert not any("reusing the deterministic baseline" in ln for ln in progress.lines)
+
+
+def test_the_cap_of_the_exact_round_holds_over_a_resume():
+    """docs/tuner.md: at most EXACT_MAX_CONFIGS configurations per sweep. A round that reached the
+    cap with picks left (each one failing, so its successor is next) and is run again on --resume
+    (a Ctrl-C during --deploy-best, a crash) makes no more redeploys."""
+    import asyncio
+
+    from tuner.data.store import MemoryStore
+    from tuner.run.levels import Progress
+    from tuner.verify.phase import EXACT_MAX_CONFIGS
+
+    log = MemoryStore()
+    cfgs = [SpecConfig(k) for k in range(1, 9)]
+
+    def phase() -> VerifyPhase:
+        vp = VerifyPhase(
+            baseline_path=Path("/nonexistent/b.json"),
+            prompts=None,
+            log=log,
+            progress=Progress(quiet=True),
+            api_key=None,
+            tool="t",
+        )
+        vp.baseline = {"server_version": "0.5.23", "deterministic": False}
+        vp.exact_baseline = {"captured": True}
+
+        async def one(_deploy: Any, host: str, cfg: SpecConfig, _threshold: bool, _ready: Any = None) -> VerifyRecord:
+            rec = VerifyRecord(
+                config=cfg, host=host, passed=False, role="exact", reasons=["mismatch"], deploy_s=1.0, verdict={}
+            )
+            log.append(rec)
+            return rec
+
+        vp._exact_one = one  # type: ignore[method-assign]
+        return vp
+
+    def picks() -> list[SpecConfig]:
+        failed = {cid for cid, v in log.state().verify_exact.items() if not v.passed}
+        return [c for c in cfgs if c.config_id not in failed]
+
+    def checked() -> tuple[set[str], set[str]]:
+        return set(log.state().verify_exact), set(log.state().verify)
+
+    asyncio.run(phase().exact_round(None, ["h"], picks, checked))
+    assert len(log.state().verify_exact) == EXACT_MAX_CONFIGS
+    previous = dict(log.state().verify_exact_round.verdict)
+    asyncio.run(phase().exact_round(None, ["h"], picks, checked, previous))
+    assert len(log.state().verify_exact) == EXACT_MAX_CONFIGS

@@ -342,6 +342,8 @@ class SweepState:
     configs: dict[str, SpecConfig] = field(default_factory=dict)
     deploys: dict[str, DeployRecord] = field(default_factory=dict)  # last successful deploy
     failed: dict[str, DeployRecord] = field(default_factory=dict)  # last deploy failed
+    # failed starts past the first of a configuration that came up before (its measurements stand)
+    redeploy_failures: list[DeployRecord] = field(default_factory=list)
     skipped: dict[str, SkipRecord] = field(default_factory=dict)
     # The search's prediction for a configuration, made before any of its levels was measured.
     predictions: dict[str, PredictionRecord] = field(default_factory=dict)
@@ -423,6 +425,10 @@ class SweepState:
                 if rec.host:
                     st.deployed_hosts.add(rec.host)
                 st.server = {k: v for k, v in (rec.server or {}).items() if v} or st.server
+            elif int(rec.deployment or 1) > 1 and cid in st.deploys:
+                # a later start (--repeat-deploys, the confirmation round) of a configuration that
+                # came up and was measured: its measurements stand, the failed start is said
+                st.redeploy_failures.append(rec)
             else:
                 st.failed[cid] = rec
         elif isinstance(rec, LevelRecord):

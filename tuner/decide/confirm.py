@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data.records import SweepState, TimingRecord
+from ..data.records import DeployRecord, SweepState, TimingRecord
 from ..measure import restarts
 from ..spec.configs import SpecConfig
 from ..spec.sweepspec import WorkloadSpec
@@ -34,9 +34,19 @@ class Confirmation:
     why: str
 
 
+def _finished_starts(state: SweepState) -> set[tuple[str, int]]:
+    """(configuration, deployment) of the starts past the first that finished: measured (their
+    timing record is written after their levels) or failed to start. A start a run was stopped in
+    (its deploy record, nothing after it) is not one: `--resume` makes it again, under its number."""
+    done = {(r.config_id, int(r.deployment or 1)) for r in state.records if isinstance(r, TimingRecord)}
+    done |= {(r.config_id, int(r.deployment or 1)) for r in state.records if isinstance(r, DeployRecord) and not r.ok}
+    return {key for key in done if key[1] > 1}
+
+
 def spent(state: SweepState) -> int:
-    """Confirmation starts already made (deployments past the first: a resumed sweep keeps them)."""
-    return sum(1 for r in state.records if r.TYPE == "deploy" and int(getattr(r, "deployment", 1) or 1) > 1)
+    """Confirmation starts already made (deployments past the first that finished: a resumed sweep
+    keeps them; one it was stopped in is made again and counted once)."""
+    return len(_finished_starts(state))
 
 
 def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tuple[list[Confirmation], str]:
@@ -73,10 +83,13 @@ def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tup
         deployments = {
             int(lv.deployment or 1) for lv in state.levels(measured_only=False) if lv.config_id == cfg.config_id
         }
+        finished = _finished_starts(state)
         deployments |= {
-            int(getattr(r, "deployment", 1) or 1)
+            int(r.deployment or 1)
             for r in state.records
-            if r.TYPE == "deploy" and getattr(r, "config_id", None) == cfg.config_id
+            if isinstance(r, DeployRecord)
+            and r.config_id == cfg.config_id
+            and (int(r.deployment or 1) == 1 or (cfg.config_id, int(r.deployment or 1)) in finished)
         }
         why = f"{pick.why}; in doubt at C={','.join(str(c) for c in pick.levels)}"
         plans.append(Confirmation(cfg, max(deployments, default=1) + 1, (level,), why))

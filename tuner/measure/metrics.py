@@ -86,11 +86,15 @@ def decode_rate(t: RequestTrace) -> float | None:
 
 
 def chunk_token_counts(t: RequestTrace) -> list[float]:
-    """Tokens per chunk; unknown counts are filled by spreading what is left evenly."""
+    """Tokens per chunk; unknown counts are filled by spreading what is left evenly, the first
+    chunk's being the prefill's one token (it carries no more on any server: the decode's verify
+    passes come after it)."""
     counts = list(t.chunk_tokens) + [None] * (len(t.chunk_times) - len(t.chunk_tokens))
     counts = counts[: len(t.chunk_times)]
     if all(c is not None for c in counts):
         return [float(c) for c in counts]  # type: ignore[arg-type]
+    if counts and counts[0] is None and (t.output_tokens or 0) >= 1 and len(counts) > 1:
+        counts[0] = 1
     known = sum(c for c in counts if c is not None)
     unknown = sum(1 for c in counts if c is None)
     rest = max(0.0, float((t.output_tokens or 0) - known))
@@ -102,13 +106,22 @@ def itl_samples_s(t: RequestTrace) -> list[float]:
     """Chunk-robust inter-token latencies of one request, one sample per token after chunk 1."""
     counts = chunk_token_counts(t)
     out: list[float] = []
+    # a share of tokens spread over chunks of unknown count may be fractional: the samples go whole
+    # token by whole token along the stream (a gap with less than one token yet joins the next), so
+    # they sum to the gaps they cover, one per token
+    carried, emitted, pending = 0.0, 0, 0.0
     for i in range(1, len(t.chunk_times)):
         tokens = counts[i]
         if tokens <= 0:
             continue
-        gap = t.chunk_times[i] - t.chunk_times[i - 1]
-        whole = max(1, int(round(tokens)))
-        out.extend([gap / tokens] * whole)
+        pending += t.chunk_times[i] - t.chunk_times[i - 1]
+        carried += tokens
+        whole = int(carried + 1e-9) - emitted
+        if whole < 1:
+            continue
+        out.extend([pending / whole] * whole)
+        emitted += whole
+        pending = 0.0
     return out
 
 

@@ -239,6 +239,12 @@ def notes_for(s: Summary) -> list[str]:
     for dep in s.state.failed.values():
         after = dep.rollback or "The role rolls a host whose new configuration fails back to its last good one."
         notes.append(f"{_cfg_txt(dep)} failed to deploy on {dep.host}: {dep.reason}. {after}")
+    for dep in s.state.redeploy_failures:
+        notes.append(
+            f"{_cfg_txt(dep)} failed to start again on {dep.host} (deployment {dep.deployment}): {dep.reason}. "
+            "Its measurements from the start that came up stand; a configuration that fails a start may fail "
+            "the next: check it before relying on it."
+        )
     for bf in s.state.bench_failures:
         if bf.kind != "server_lost":  # said once below, with what it means for the recommendation
             notes.append(f"{_cfg_txt(bf)}: benchmark stopped on {bf.host}: {bf.reason}.")

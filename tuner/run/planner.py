@@ -154,7 +154,9 @@ class Planner:
             if (cid, 1) in self.in_progress or (cid, 1) in self.finished or cid in state.failed:
                 continue
             if (
-                state.has_levels(cid)
+                # deployed (its deploy record is written once the server is up) or measured in part:
+                # a run stopped during its warm-up or first level left it with no level at all
+                (state.has_levels(cid) or cid in state.deploys)
                 and not self._all_levels_done(cid)
                 and cid not in state.skipped
                 and cid not in state.unstable  # its server went away twice: failed, as the grid reads it

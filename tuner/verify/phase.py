@@ -483,7 +483,8 @@ class VerifyPhase:
             self._note(f"not run: {plan['why']}", dict(plan), previous)
             return
         started = time.perf_counter()
-        tally = {"deploys": 0, "made": 0}
+        # the cap is the sweep's, over resumes: configurations an earlier run held to exact parity count
+        tally = {"deploys": 0, "made": len(checked()[0])}
         in_flight: set[str] = set()
         stopped: list[str] = []  # why the round stopped early (a redeploy that could not be checked)
         base: asyncio.Future[tuple[bool, int]] | None = None
