@@ -366,7 +366,7 @@ def _deepest_note(
 def noise_note(s: Summary) -> str:
     """What the intervals cover, in words (docs/tuner.md "Statistics")."""
     n = s.noise
-    kinds = n["intervals_cover"]
+    kinds: list[str] = [str(k) for k in n["intervals_cover"]]
     cover = {
         "requests": "the requests within each level (batch means over the level's windows)",
         "repeats": "run-to-run noise on one deployment (--repeats)",
