@@ -15,7 +15,7 @@ from tuner.decide import analysis
 from tuner.decide.capacity import is_capacity_failure
 from tuner.decide.early_stop import early_stop
 from tuner.measure.metrics import LevelMetrics
-from tuner.present.summary import noise_summary
+from tuner.present.noise_text import noise_note, noise_summary
 from tuner.spec.configs import SpecConfig
 
 
@@ -163,15 +163,11 @@ def test_the_precision_reached_leaves_out_the_floor_that_stands_in_for_no_interv
     assert n["median_precision_pct"] == 3.0 and n["max_precision_pct"] == 3.0
     assert n["cells"] == 3 and n["cells_without_interval"] == 2
     # the report's words: no one description is every cell's, and the precision is the measured ones'
-    from types import SimpleNamespace
-
-    from tuner.present.summary import noise_note
-
-    text = noise_note(SimpleNamespace(noise=n))  # type: ignore[arg-type]
+    text = noise_note(n)
     assert not text.startswith("Every cell") and "cell by cell, one of: nothing" in text, text
     assert "2 of 3 cells measured no interval" in text and "precision reached over the 1 cell that measured one" in text
     one_kind = noise_summary(analysis.aggregate([ci_row(2, 4, 1000.0, 3.0), ci_row(3, 4, 1050.0, 2.0)]))
-    text = noise_note(SimpleNamespace(noise=one_kind))  # type: ignore[arg-type]
+    text = noise_note(one_kind)
     assert text.startswith("Every cell carries a 95% interval of its aggregate tok/s covering the requests")
     assert "precision reached: median" in text
 

@@ -142,7 +142,7 @@ def test_a_levels_acceptance_histogram_sums_its_requests_or_is_absent():
 def test_itl_without_per_chunk_counts_is_one_sample_per_token_summing_to_the_gaps():
     """A stream whose chunks carry no token count (an OpenAI endpoint without per-chunk usage): the
     first chunk is the prefill's one token, the rest is spread over the other chunks, and the ITL
-    samples are one per token, summing to E2E - TTFT (docs/tuner.md "Metrics")."""
+    samples are one per token, summing to E2E - TTFT (docs/tuner.md "How the numbers are measured")."""
     from tuner.measure.metrics import chunk_token_counts, itl_samples_s
 
     t = RequestTrace(

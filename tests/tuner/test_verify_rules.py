@@ -157,7 +157,7 @@ def test_under_deterministic_inference_a_second_send_must_match_the_baseline_too
 
 
 def test_a_baseline_that_loops_excuses_that_loop_only():
-    """docs/tuner.md "No degeneration": a cycle the baseline's output for the same prompt does not
+    """docs/tuner.md "Pass rules", no degeneration: a cycle the baseline's output for the same prompt does not
     end in. A baseline stuck in one loop does not excuse another loop the configuration falls into;
     the same loop entered at another token of it (a rotation) is the model's own."""
     s, lg = _rows(10, 48), _rows(4, 384, seed=2)
@@ -257,7 +257,7 @@ def test_drift_beyond_noise_fails_and_noise_alone_does_not():
 
 
 def test_one_long_prompt_is_too_few_to_judge_a_drift_by_blocks_too():
-    """docs/tuner.md "No drift beyond noise": a run with one long prompt (`--long-prompts 1`) has
+    """docs/tuner.md "Pass rules", no drift beyond noise: a run with one long prompt (`--long-prompts 1`) has
     one output a send, too few to judge by, whether the noise comes from the outputs' blocks (a
     server that counts verify passes on every chunk, as the emulator) or their histograms."""
     rnd = random.Random(5)

@@ -62,7 +62,10 @@ PER_REQUEST: tuple[MetricDef, ...] = (
         "chunk-robust inter-token latency: each gap between chunks is divided evenly over the tokens "
         "that chunk carried (the idea of vLLM PR #42661), so a speculative chunk of 4 tokens gives 4 "
         "samples of a quarter of the gap; percentiles are per token. Tokens in the first chunk come "
-        "with TTFT and get no ITL sample.",
+        "with TTFT and get no ITL sample. A stream whose chunks carry no token count (an OpenAI "
+        "endpoint without per-chunk usage) has its first chunk read as the prefill's one token and "
+        "the rest of the answer spread over the other chunks, the samples still one per token and "
+        "summing to the decode time.",
     ),
     MetricDef(
         "Failed",

@@ -483,8 +483,9 @@ class VerifyPhase:
             self._note(f"not run: {plan['why']}", dict(plan), previous)
             return
         started = time.perf_counter()
+        tally = {"deploys": 0, "made": 0}
         # the cap is the sweep's, over resumes: configurations an earlier run held to exact parity count
-        tally = {"deploys": 0, "made": len(checked()[0])}
+        before = len(checked()[0])
         in_flight: set[str] = set()
         stopped: list[str] = []  # why the round stopped early (a redeploy that could not be checked)
         base: asyncio.Future[tuple[bool, int]] | None = None
@@ -502,7 +503,7 @@ class VerifyPhase:
             nonlocal base
             while not stopped:
                 cfg = next((c for c in todo() if c.config_id not in in_flight), None)
-                if cfg is None or tally["made"] + len(in_flight) >= EXACT_MAX_CONFIGS:
+                if cfg is None or before + tally["made"] + len(in_flight) >= EXACT_MAX_CONFIGS:
                     return
                 # the baseline is captured (on the first host) only once a pick needs checking
                 if self.exact_baseline is None and base is None:

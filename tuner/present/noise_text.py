@@ -1,0 +1,95 @@
+"""What a sweep's intervals rest on (recommendation.json's `noise`) and the report's note on it, in
+words: which noise they cover, the precision reached, the tie-break, the restarts measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..decide.analysis import PointStats
+
+
+def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
+    """What the intervals rest on: repeats, which noise they cover, the precision reached
+    (half-width / mean, %), and the spread across repeats where repeats exist."""
+    rel = {f"{cid}@C{c}": p.std / p.mean for (cid, c), p in stats.items() if p.n > 1 and p.mean > 0}
+    # the precision a cell reached: not the +-1% floor that stands in where nothing was measured
+    prec = sorted(p.precision_pct for p in stats.values() if p.precision_pct is not None and p.interval.noise != "none")
+    kinds = sorted({p.interval.noise for p in stats.values() if p.n})
+    unmeasured = sum(1 for p in stats.values() if p.n and p.interval.noise == "none")
+
+    def median(vals: list[float]) -> float | None:
+        if not vals:
+            return None
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+    vals = sorted(rel.values())
+    restart = next((p.restart for p in stats.values() if p.restart is not None), None)
+    return {
+        "restart": None if restart is None else restart.to_dict(),
+        "repeats": max((p.n for p in stats.values()), default=0),
+        "deployments": max((p.deployments for p in stats.values()), default=0),
+        "intervals_cover": kinds,
+        "cells": sum(1 for p in stats.values() if p.n),
+        "cells_without_interval": unmeasured,
+        "median_precision_pct": None if not prec else round(median(prec) or 0.0, 2),
+        "max_precision_pct": None if not prec else round(prec[-1], 2),
+        "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
+        "max_rel_std_pct": round(vals[-1] * 100, 2) if vals else None,
+        "median_rel_std_pct": round((median(vals) or 0.0) * 100, 2) if vals else None,
+    }
+
+
+def noise_note(n: dict[str, Any]) -> str:
+    """What the intervals cover, in words (docs/tuner.md "Statistics"): report.md's note on noise."""
+    kinds: list[str] = [str(k) for k in n["intervals_cover"]]
+    cover = {
+        "requests": "the requests within each level (batch means over the level's windows)",
+        "repeats": "run-to-run noise on one deployment (--repeats)",
+        "deployments": "restart-to-restart noise, measured by redeploys and pooled over configurations",
+        "none": "nothing: no interval was measured, a +-1% floor stands in",
+    }
+    if not n["cells"]:
+        return "Nothing was measured: no cell has an interval, and no verdict is made."
+    if len(kinds) == 1:
+        text = "Every cell carries a 95% interval of its aggregate tok/s covering " + cover.get(kinds[0], kinds[0])
+    else:  # cells of different kinds: no one description is every cell's
+        text = "Each cell carries a 95% interval of its aggregate tok/s covering, cell by cell, one of: " + "; ".join(
+            cover.get(k, k) for k in kinds
+        )
+    unmeasured = n.get("cells_without_interval") or 0
+    if unmeasured:
+        text += (
+            f" ({unmeasured} of {n['cells']} cells measured no interval, one window or one request: "
+            "their +-1% is assumed, and a verdict 'beyond noise' there rests on it)"
+        )
+    if n["median_precision_pct"] is not None:
+        measured = n["cells"] - unmeasured
+        over = f" over the {measured} cell{'' if measured == 1 else 's'} that measured one" if unmeasured else ""
+        text += f"; precision reached{over}: median +-{n['median_precision_pct']}%, worst +-{n['max_precision_pct']}%"
+    text += (
+        ". A configuration wins a level only when its interval lies above every other's; otherwise the level "
+        "is tied within noise and the tie-break chooses: among the tied within 1% of the best mean, more KV "
+        "capacity, then the cheaper setting; else the highest mean."
+    )
+    restart = n.get("restart")
+    spend = n.get("confirm") or {}
+    if restart:
+        text += (
+            f" Deployment-to-deployment spread: {restart['raw_rel_sd_pct']:.2f}% ({restart['rel_sd_pct']:.2f}% beyond "
+            f"the levels' own noise; one deployment's band +-{restart['band_pct']:.1f}%, t = {restart['t975']:.2f} on {restart['df']} extra start(s), pooled over "
+            f'{restart["cells"]} cell(s) of {restart["configs"]} configuration(s); docs/tuner.md "Verdicts across '
+            'restarts")'
+        )
+        if spend.get("starts"):
+            text += (
+                f"; the confirmation round made {spend['starts']} extra start(s), {spend['seconds']:.0f} s "
+                f"(+{spend['share_pct']:.0f}% on the sweep's deployments)"
+            )
+        text += "."
+    elif "deployments" not in kinds:
+        text += (
+            " Restart-to-restart noise is not covered: no configuration was measured in two deployments "
+            "(`--confirm 2` or `--repeat-deploys 2` measures it)."
+        )
+    return text
