@@ -52,7 +52,9 @@ def position_acceptance(traces: list[RequestTrace]) -> list[float]:
 def _sum_hists(traces: list[RequestTrace]) -> list[int]:
     hists = [t.accept_hist for t in traces if t.ok and t.accept_hist]
     assert hists, "no request carried spec_accept_histogram"
-    return [sum(col) for col in zip(*hists, strict=True)]
+    # each as long as its request's most accepted drafts plus one, as SGLang's: summed padded
+    width = max(len(h) for h in hists)
+    return [sum(h[i] if i < len(h) else 0 for h in hists) for i in range(width)]
 
 
 def _mean_from(h: list[int]) -> float:

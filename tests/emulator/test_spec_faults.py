@@ -118,6 +118,7 @@ def test_accept_collapse_rejects_every_draft_and_keeps_the_text(emulator):
     assert after == 1.0
     for m in metas:
         hist = m["spec_accept_histogram"]
-        assert hist[0] == m["spec_verify_ct"] and sum(hist[1:]) == 0
+        # SGLang's list grows only as far as a step needed: no step accepted a draft, one slot
+        assert hist == [m["spec_verify_ct"]]
         assert m["spec_accept_token_num"] == 0
     assert texts_after == texts_before  # the target's tokens are still the right ones

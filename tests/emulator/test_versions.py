@@ -312,8 +312,11 @@ def test_0523_metrics_and_meta_info_names(srv23):
     assert srv23.get("/ready", headers=AUTH)[0] == 200
 
 
-def test_0523_not_enough_memory_wording(emulator):
-    e = emulator("--emulator-sglang-version", "0.5.23", "--emulator-fault", "kv-oom", "--emulator-startup-s", "0.2")
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
+def test_not_enough_memory_wording_from_0510(emulator, version):
+    """0.5.10's pool check (model_runner_kv_cache_mixin.py; pool_configurator.py in 0.5.11-0.5.12)
+    names the fraction itself, as 0.5.23 does, not 0.5.9's `self.server_args.mem_fraction_static=`."""
+    e = emulator("--emulator-sglang-version", version, "--emulator-fault", "kv-oom", "--emulator-startup-s", "0.2")
     e.wait_exit(START_FAILURE_EXIT_S)
     assert (
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "

@@ -261,6 +261,9 @@ def test_histogram_positions_count_the_steps_that_reached_and_passed_each_draft(
     # reached position 2 and 5 passed it. A longer histogram (a server's deepest chain) is cut at k.
     assert fits.histogram_positions([2, 3, 5, 0], 2) == [(1, 10, 8), (2, 8, 5)]
     assert fits.histogram_positions([10, 0, 0], 2) == [(1, 10, 0)]  # nothing reached position 2
+    # SGLang's histogram ends at the most drafts a step accepted: the positions past it were reached
+    # and not accepted, read as the full-length list says
+    assert fits.histogram_positions([5, 3], 3) == fits.histogram_positions([5, 3, 0, 0], 3) == [(1, 8, 3), (2, 3, 0)]
 
 
 def test_one_depth_with_a_histogram_gives_every_shallower_depth_and_a_trend_beyond():

@@ -60,10 +60,15 @@ def meta_info(app: EmulatorApp, req: Request, prompt_tokens: int, completion: in
                 if names == "token_num":
                     meta["spec_accept_token_num"] = req.accepted_drafts
                     meta["spec_draft_token_num"] = drafts
+            # as long as the most drafts a step accepted plus one, as SGLang grows it on demand
+            # (0.5.9 and 0.5.23 schedule_batch.py: `extend([0] * ...)` only when a step needs the slot)
+            hist = list(req.hist)
+            while len(hist) > 1 and hist[-1] == 0:
+                hist.pop()
             if app.cfg.facts.spec_meta.startswith("correct"):
-                meta["spec_correct_drafts_histogram"] = list(req.hist)
+                meta["spec_correct_drafts_histogram"] = hist
             if app.cfg.facts.spec_meta != "correct":
-                meta["spec_accept_histogram"] = list(req.hist)
+                meta["spec_accept_histogram"] = hist
         end = req.finished_at if req.finished_at >= 0 else asyncio.get_running_loop().time()
         meta["e2e_latency"] = max(0.0, end - req.arrival)
     return meta

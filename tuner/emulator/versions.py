@@ -129,6 +129,14 @@ class SGLangVersion:
 _KV_DTYPES_05 = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 _ALGOS_059 = releases.spec_algorithms("0.5.9")
 
+# From 0.5.10 the empty-pool RuntimeError names the fraction itself (0.5.10
+# model_runner_kv_cache_mixin.py, 0.5.11/0.5.12 pool_configurator.py, 0.5.23:
+# `msg += f" Current value: mem_fraction_static={self.mem_fraction_static}"`); 0.5.9 printed the
+# expression `self.server_args.mem_fraction_static=` (the class default).
+_NOT_ENOUGH_MEMORY_0510 = (
+    "Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static={value}"
+)
+
 VERSIONS: dict[str, SGLangVersion] = {
     v.version: v
     for v in (
@@ -165,6 +173,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             mamba_strategy_dest="mamba_scheduler_strategy",
             spec_v2="env-off",
             prelaunch_log="located",
+            not_enough_memory=_NOT_ENOUGH_MEMORY_0510,
             where={
                 "attention": "server_args.py:2292",
                 "mrr": "server_args.py:2995",
@@ -190,6 +199,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             adaptive_needs_v1=releases.adaptive_needs_overlap_off("0.5.11"),
             spec_meta="drafts",
             adaptive_initial="nearest",
+            not_enough_memory=_NOT_ENOUGH_MEMORY_0510,
         ),
         SGLangVersion(
             version="0.5.12",
@@ -206,6 +216,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             spec_meta="correct+aliases",
             adaptive="flat",
             adaptive_initial="add",
+            not_enough_memory=_NOT_ENOUGH_MEMORY_0510,
         ),
         SGLangVersion(
             version="0.5.23",
@@ -220,9 +231,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             prelaunch_log="plain",
             server_args_log="dict",
             kv_line_dtype=True,
-            not_enough_memory=(
-                "Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static={value}"
-            ),
+            not_enough_memory=_NOT_ENOUGH_MEMORY_0510,
             graph_capture_failed_hint=(
                 "Possible solutions:\n"
                 "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"

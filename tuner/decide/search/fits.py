@@ -140,8 +140,11 @@ class AcceptanceFit:
 def histogram_positions(hist: Sequence[int], k: int) -> list[tuple[int, int, int]]:
     """(position j, verify steps that reached it, steps that accepted it) for j = 1 .. k, from a
     depth-k histogram (index n: steps that accepted exactly n drafts). A step reaches position j
-    when it accepted at least j - 1 drafts."""
-    h = list(hist[: k + 1])
+    when it accepted at least j - 1 drafts. SGLang's histogram is only as long as the most drafts a
+    step accepted plus one (schedule_batch.py `update_spec_acceptance_histogram` extends it on
+    demand): the positions past its end were reached by steps that accepted none of them, so it is
+    read padded with zeros to depth k."""
+    h = list(hist[: k + 1]) + [0] * max(0, k + 1 - len(hist))
     at_least = [sum(h[n:]) for n in range(len(h) + 1)]
     return [(j, at_least[j - 1], at_least[j]) for j in range(1, min(k, len(h) - 1) + 1) if at_least[j - 1] > 0]
 
