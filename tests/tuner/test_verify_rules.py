@@ -715,3 +715,25 @@ def test_a_stream_the_server_aborts_is_no_output():
     error = fold.add(chunk, 1.1)
     assert error is not None and "aborted by the server (status 503): Request running timeout reached." in error
     assert fold.abort_status == 503
+
+
+def test_the_verdicts_words_say_what_forgave_a_shortfall_and_why_drift_was_not_judged():
+    """report.md's gate block (tuner/present/verify_text.py): a pass below 95% of the sweep's
+    acceptance shows the prompt-to-prompt standard error that forgave it; a drift left unjudged
+    says why: one long output a send (`--long-prompts 1`), or a server with neither per-chunk
+    verify counts nor histograms."""
+    from tuner.present.verify_text import block
+
+    rnd = random.Random(5)
+    s, lg = _rows(10, 48), _rows(1, 384, seed=2)
+    cand = _candidate(s, lg, accept=2.1, first=_sends([3.0], rnd, 0.05), again=_sends([2.9], rnd, 0.05))
+    # the short answers' own acceptance, differing from prompt to prompt (the standard error's input)
+    cand["short"] = [{**r, "completion_tokens": 48, "spec_verify_ct": 20 + 4 * (i % 3)} for i, r in enumerate(s)]
+    v = rules.judge(_baseline(s, lg), cand, measured_accept=2.3)
+    text = "\n".join(block("k3-t1", v))
+    assert v["drift"]["judged"] is False and v["drift"]["method"] == "blocks"
+    assert "drift not judged: one long output a send is too few to judge by" in text, text
+    assert v["passed"] and v["accept"]["prompt_se"] > 0, v["reasons"]  # 2.1 < 95% of 2.3, within 3 of them
+    assert f"standard error {v['accept']['prompt_se']:.2f} (a shortfall within 3 of them passes)" in text
+    v["drift"] = {**v["drift"], "method": None}
+    assert "neither per-chunk verify counts nor acceptance histograms" in "\n".join(block("k3-t1", v))

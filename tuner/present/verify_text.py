@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_utils.sglang_verify import ACCEPT_SE_Z
+
 
 def _f(v: Any, fmt: str) -> str:
     return "-" if v is None else format(float(v), fmt)
@@ -44,7 +46,14 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
     out.append(
         f"  - acceptance length {_f(acc.get('gate'), '.2f')} ("
         + (
-            f"sweep measured {_f(acc.get('measured'), '.2f')}; "
+            f"sweep measured {_f(acc.get('measured'), '.2f')}"
+            # the 95%-of-measured rule forgives a shortfall within ACCEPT_SE_Z of these
+            + (
+                f", the gate's prompt-to-prompt standard error {acc['prompt_se']:.2f} (a shortfall within "
+                f"{ACCEPT_SE_Z:g} of them passes); "
+                if acc.get("prompt_se")
+                else "; "
+            )
             if acc.get("judged", True)
             else "not judged on this deployment: on the measurement deployment; "
         )
@@ -56,7 +65,12 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
         )
         + f", noise {_f(dr.get('noise'), '.2f')})"
         + (
-            "; drift not judged: the server sent neither per-chunk verify counts nor acceptance histograms"
+            "; drift not judged: "
+            + (
+                "one long output a send is too few to judge by"
+                if dr.get("method")
+                else "the server sent neither per-chunk verify counts nor acceptance histograms"
+            )
             if dr.get("judged") is False and dr.get("drop") is not None
             else ""
         )
