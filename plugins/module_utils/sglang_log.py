@@ -820,13 +820,26 @@ def _signal_words(code: int) -> str:
 
 
 def _root_exception(parsed: list[LogLine], exceptions: list[tuple[int, str]]) -> tuple[int, str]:
-    """The final exception of the first traceback chain (what Python reports as the error)."""
+    """The final exception of the first traceback chain (what Python reports as the error). An
+    exception is chained when Python's "During handling ..." / "The above exception ..." line comes
+    between it and the next traceback: its message may run several lines first (huggingface_hub's
+    RepositoryNotFoundError prints four before the OSError it causes), so the whole stretch is read,
+    up to _CHAIN_LOOKAHEAD lines."""
     for idx, text in exceptions:
-        following = [ln.message for ln in parsed[idx + 1 : idx + 4]]
-        if any(_CHAINED_RE.search(f) for f in following):
+        chained = False
+        for ln in parsed[idx + 1 : idx + 1 + _CHAIN_LOOKAHEAD]:
+            if _CHAINED_RE.search(ln.message):
+                chained = True
+                break
+            if "Traceback (most recent call last)" in ln.message:
+                break
+        if chained:
             continue
         return idx, text
     return exceptions[-1]
+
+
+_CHAIN_LOOKAHEAD = 40  # lines of an exception's message read for the chain's marker
 
 
 # --------------------------------------------------------------------------------------------

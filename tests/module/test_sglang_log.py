@@ -511,6 +511,28 @@ def test_fatal_argparse():
             "exception",
             "ValueError: The",
         ),
+        # a chained exception whose message runs four lines before the chain's marker: huggingface_hub's
+        # RepositoryNotFoundError (its body as in andri-jpg/PyWaifu#5), then the OSError a wrong
+        # --model-path gets, the one Python reports
+        (
+            [
+                "Traceback (most recent call last):",
+                "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-64aa705b-1)",
+                "",
+                "Repository Not Found for url: https://huggingface.co/Qwen/Qwen3.5-9Bx/resolve/main/config.json.",
+                "Please make sure you specified the correct `repo_id` and `repo_type`.",
+                "If you are trying to access a private or gated repo, make sure you are authenticated.",
+                "Invalid username or password.",
+                "",
+                "The above exception was the direct cause of the following exception:",
+                "",
+                "Traceback (most recent call last):",
+                "OSError: Qwen/Qwen3.5-9Bx is not a local folder and is not a valid model identifier listed on "
+                "'https://huggingface.co/models'",
+            ],
+            "exception",
+            "OSError: Qwen/Qwen3.5-9Bx is not a local folder",
+        ),
     ],
 )
 def test_fatal_kinds(lines, kind, reason_start):
