@@ -8,6 +8,7 @@ ran on the controller.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -223,3 +224,69 @@ def test_pipeline_stages_over_the_nodes():
     odd = {"sglang_server_extra_flags": {"pp-size": 3}, "sglang_server_tp_size": 1, "sglang_server_gpus_per_node": 1}
     [error] = mn.group_errors(GROUP, [A, B], "", {A: _settings(**odd), B: _settings(**odd)})
     assert "sglang_server_tp_size=1 x pp-size 3 is not divisible by the 2 nodes" in error
+
+
+def test_a_rank_whose_gate_module_failed_without_a_reason_has_not_passed(tmp_path):
+    """tasks/multinode_gate.yml runs the gate with failed_when: false and reads each rank's result:
+    a result the module failed without a `failure_kind` (its options refused, a crash) or with one
+    is a failed rank, a result with `ready_seconds` a passed one, a skipped gate (check mode on a
+    stopped group) nothing. The role's own task, run through ansible-playbook on hand-made results."""
+    import subprocess
+
+    import yaml
+    from roles_testlib import ROOT, VENV_BIN
+
+    tasks = yaml.safe_load((ROOT / "roles/sglang_server/tasks/multinode_gate.yml").read_text())
+    say = next(t for t in tasks if t["name"] == "Say how this rank did")
+    skipped = {"skipped": True, "changed": False}
+    cases = {
+        "refused": ({"msg": "interval must be > 0, got 0.0", "changed": False}, skipped),
+        "gate-said": ({"msg": "the unit died", "failure_kind": "unit_dead"}, skipped),
+        "passed": ({"ready_seconds": 1.2, "invocation_id": "a"}, skipped),
+        "worker-recheck-refused": ({"ready_seconds": 1.2, "invocation_id": "a"}, {"msg": "boom"}),
+        "check-mode-skipped": (skipped, skipped),
+    }
+    inv = {
+        "all": {
+            "hosts": {
+                name: {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    "__sglang_server_gate": g,
+                    "__sglang_server_gate_recheck": r,
+                }
+                for name, (g, r) in cases.items()
+            }
+        }
+    }
+    (tmp_path / "inv.yml").write_text(yaml.safe_dump(inv))
+    play = [
+        {
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                say,
+                {
+                    "ansible.builtin.debug": {
+                        "msg": "RANK {{ inventory_hostname }} |{{ __sglang_server_mn_rank_failure }}|"
+                    }
+                },
+            ],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    out = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.yml"), str(tmp_path / "play.yml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    ).stdout
+    got = dict(re.findall(r"RANK (\S+) \|(.*?)\|", out))
+    assert got == {
+        "refused": "interval must be > 0, got 0.0",
+        "gate-said": "the unit died",
+        "passed": "",
+        "worker-recheck-refused": "boom",
+        "check-mode-skipped": "",
+    }, out[-3000:]
