@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.prediction import Band, Prediction
-from ..data.records import LevelRecord, SkipRecord, SweepState
+from ..data.records import SkipRecord, SweepState
 from ..decide import analysis
-from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model, vouched_by
+from ..decide.search.model import Misfit, checked_levels, find_misfits, fit_model, last_search_record, vouched_by
 from ..spec.configs import spec_plan
 from ..spec.sweepspec import SweepSpec
 
@@ -139,25 +139,15 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
 
 
 def skipped_unproven(state: SweepState, misfits: list[Misfit], vouched: str | None) -> list[str]:
-    """The configurations a sweep skipped on the model's prediction between the first misfit (when
-    its configuration's last level of the search round was recorded) and the refit's proof (the
+    """The configurations a sweep skipped on the model's prediction between the first misfit (its
+    configuration's last record of the search round: `last_search_record`) and the refit's proof (the
     proving deployment's last level; none: to the end), in record order."""
-    if not misfits:
+    last = last_search_record(state)
+    known = [last[m.config.config_id] for m in misfits if m.config.config_id in last]
+    if not known:
         return []
-    missed = {m.config.config_id for m in misfits}
-    levels = [(i, r) for i, r in enumerate(state.records) if isinstance(r, LevelRecord) and (r.deployment or 1) == 1]
-    first = min(
-        (
-            max(i for i, r in levels if r.config_id == cid)
-            for cid in missed
-            if any(r.config_id == cid for _, r in levels)
-        ),
-        default=None,
-    )
-    if first is None:
-        return []
-    proof = max((i for i, r in levels if r.config_id == vouched), default=None) if vouched else None
-    end = len(state.records) if proof is None else proof
+    first = min(known)
+    end = last.get(vouched, len(state.records)) if vouched else len(state.records)
     return [
         r.config_id
         for i, r in enumerate(state.records)

@@ -208,6 +208,16 @@ def find_misfits(state: SweepState) -> list[Misfit]:
     return out
 
 
+def last_search_record(state: SweepState) -> dict[str, int]:
+    """Each configuration's last record of the search round (deployment 1) in `state.records`: its
+    last level, or its failed start. When a misfit became known, and when a proof landed."""
+    last: dict[str, int] = {}
+    for i, r in enumerate(state.records):
+        if isinstance(r, (LevelRecord, DeployRecord)) and (r.deployment or 1) == 1:
+            last[r.config_id] = i
+    return last
+
+
 def vouched_by(state: SweepState, misfits: Sequence[Misfit], running: Iterable[str] = ()) -> str | None:
     """The deployment that proved the refitted model after its last misfit, or None.
 
@@ -235,7 +245,8 @@ def vouched_by(state: SweepState, misfits: Sequence[Misfit], running: Iterable[s
         if isinstance(r, (LevelRecord, DeployRecord)) and (r.deployment or 1) == 1
     ]
     # when the last misfit was known: its configuration's last level, or its failed start
-    known = max((i for i, r in search_round if r.config_id in missed), default=-1)
+    last = last_search_record(state)
+    known = max((last[cid] for cid in missed if cid in last), default=-1)
     at = {id(r): i for i, r in enumerate(state.records)}
     stopped = {b.config_id for b in state.bench_failures if (b.deployment or 1) == 1}
     stats = analysis.aggregate(state.levels())
