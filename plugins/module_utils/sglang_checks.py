@@ -152,7 +152,14 @@ _HOST_PATH_RE = re.compile(r"^(/[A-Za-z0-9._@+,:=~-]+)+$")
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
 _DEVICE_RE = re.compile(r"^[A-Za-z0-9/_.:*-]+( [rwm]{1,3})?$")
 _DIRECTIVE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-_LIMIT_RE = re.compile(r"^[A-Za-z0-9:]*$")
+# systemd's resource limits (LimitNOFILE=, LimitMEMLOCK=): a number (a size may carry K, M, G, ...;
+# base 1024) or the word infinity, optionally soft:hard; any other word ("unlimited", "max") is
+# ignored with a log line and the unit runs with the default limit (systemd's rlimit_parse).
+# LimitNOFILE= is a count (no size suffix).
+_LIMIT_RES = {
+    key: re.compile(rf"^({one}(:{one})?)?$")
+    for key, one in (("limit_nofile", r"(infinity|[0-9]+)"), ("limit_memlock", r"(infinity|[0-9]+[KMGTPE]?)"))
+}
 # Directories the role creates and chowns must not be a system directory (state_dir=/var/lib
 # would hand /var/lib to the service user).
 _SYSTEM_DIRS = frozenset(
@@ -332,8 +339,12 @@ def host_errors(settings: dict[str, Any]) -> list[str]:
                 errors.append(f"sglang_server_unit_extra: the value of {name} must be one line (or a list of lines)")
     for key in ("limit_nofile", "limit_memlock"):
         value = settings.get(key)
-        if value is not None and not _LIMIT_RE.fullmatch(str(value)):
-            errors.append(f"sglang_server_{key} must be a number, 'infinity' or empty; got {fmt(value)}")
+        if value is not None and not _LIMIT_RES[key].fullmatch(str(value)):
+            errors.append(
+                f"sglang_server_{key} must be a number"
+                + (" (K, M, G, ... for a size)" if key == "limit_memlock" else "")
+                + f", 'infinity' or empty, optionally soft:hard; got {fmt(value)}"
+            )
     return errors
 
 

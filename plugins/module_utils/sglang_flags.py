@@ -86,6 +86,17 @@ NUMERIC_LIMITS: dict[str, tuple[str, float | None, float | None, bool]] = {
     # seconds the ranks wait for each other (SGLang's --dist-timeout, type=int); 0 or less can
     # never form a group
     "dist_timeout": ("int", 0, None, True),
+    # the gate (sglang_ready), which refuses them itself only once the unit is written
+    "gate_timeout": ("float", 0.0, None, True),
+    "gate_interval": ("float", 0.0, None, True),
+    # the unit's timers and start limits: systemd ignores a negative value with one log line and
+    # keeps its default (0 is its own "off" or "no wait")
+    "restart_sec": ("int", 0, None, False),
+    "start_limit_burst": ("int", 0, None, False),
+    "start_limit_interval_sec": ("int", 0, None, False),
+    "timeout_start_sec": ("int", 0, None, False),
+    "timeout_stop_sec": ("int", 0, None, False),
+    "worker_timeout_stop_sec": ("int", 0, None, False),
 }
 
 # The API keys reach the server in SGLang's own `--config FILE.yaml` (its keys become flags,
@@ -169,7 +180,26 @@ def extra_flag_errors(extra: Any) -> list[str]:
         ):
             # systemd reads a carriage return as the end of the line (the unit would not load)
             errors.append(f"sglang_server_extra_flags: the value of {flag} must not hold a carriage return or NUL")
+        else:
+            # each value is a word of its own on the command line: one that starts with a dash is a
+            # flag to SGLang's parser, which would let a list smuggle in a managed or secret flag
+            # (`cuda-graph-bs: [1, 2, --api-key, KEY]` puts the key on the command line)
+            dashed = [v for v in (value if isinstance(value, list) else [value]) if _looks_like_option(v)]
+            if dashed:
+                errors.append(
+                    f"sglang_server_extra_flags: the value of {flag} must not hold {fmt(str(dashed[0]).split('=', 1)[0])}: SGLang's "
+                    "parser reads a word starting with '-' as a flag of its own (a negative number is fine)"
+                )
     return errors
+
+
+_NUMBER_RE = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _looks_like_option(value: Any) -> bool:
+    """A value word that argparse would take for an option: a string starting with '-' that is not
+    a negative number."""
+    return isinstance(value, str) and value.strip().startswith("-") and not _NUMBER_RE.fullmatch(value.strip())
 
 
 def abbreviates(flag: str) -> str | None:

@@ -577,12 +577,14 @@ _PORT_IN_USE = ("port_in_use", re.compile(r"error while attempting to bind on ad
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
-    # PRs #28683 and #28855: draft weights counted against --mem-fraction-static)
+    # PRs #28683 and #28855: draft weights counted against --mem-fraction-static); 0.5.20+ the
+    # hybrid models' state cache (Mamba / linear attention: Qwen3.5, Qwen3-Next), the same file
     (
         "kv_pool_oom",
         re.compile(
             r"Not enough memory\. Please try to increase --mem-fraction-static"
             r"|Loaded weights leave no GPU memory for the KV cache"
+            r"|Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"
         ),
     ),
     # "Capture cuda graph failed", "Capture prefill CUDA graph failed" (PrefillCudaGraphRunner), and

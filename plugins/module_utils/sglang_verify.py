@@ -156,8 +156,9 @@ def response_row(pid: str, body: Mapping[str, Any], now: float) -> tuple[dict[st
 
 def accept_histogram(meta: Mapping[str, Any]) -> list[int] | None:
     """The request's verify passes by number of drafts accepted (index i: passes that accepted i
-    drafts), from its finished chunk's `meta_info`: `spec_accept_histogram` before SGLang 0.5.23,
-    `spec_correct_drafts_histogram` from it (tokenizer_manager.py); None when absent or malformed."""
+    drafts), from its finished chunk's `meta_info`: `spec_accept_histogram` through SGLang 0.5.20,
+    `spec_correct_drafts_histogram` beside it from 0.5.12 and alone from 0.5.21 (tokenizer_manager.py);
+    None when absent or malformed."""
     for key in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
         h = meta.get(key)
         if isinstance(h, list) and h and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in h):
@@ -617,6 +618,43 @@ def gate_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None
     return {
         "accept_length": tok / ver if ver > 0 else None,
         "decode_accept": (tok - firsts) / ver if ver > 0 else None,
+    }
+
+
+def gate_outputs(
+    results: Mapping[tuple[str, int], tuple[Mapping[str, Any], Sequence[Sequence[Any]]]],
+    n_short: int,
+    n_long: int,
+    seconds: float,
+    again: bool = True,
+) -> dict[str, Any]:
+    """One server's answers to the gate's requests in the shape `judge` reads, from `results`:
+    (kind, index) -> (row, increments), kind "short", "long" or "again" (the long prompt sent a
+    second time), increments the stream's (time, tokens, verify passes) steps. The tuner's probe
+    (tuner/verify/probe.py) and the role's module (plugins/modules/sglang_verify.py) both build it
+    here. `again` False: no second sends (a baseline: no speculation, no drift)."""
+
+    def rows(kind: str, n: int) -> list[Any]:
+        return [results[(kind, i)][0] for i in range(n)]
+
+    def increments(kind: str) -> list[list[list[int]]]:
+        return [[[t, v] for _now, t, v in results[(kind, i)][1]] for i in range(n_long)]
+
+    def hists(kind: str) -> list[Any]:
+        return [results[(kind, i)][0].get("accept_hist") for i in range(n_long)]
+
+    answered = [row for row, _steps in results.values()]
+    return {
+        "short": rows("short", n_short),
+        "long": rows("long", n_long),
+        "again": rows("again", n_long) if again else [],
+        "long_steps": increments("long"),
+        "again_steps": increments("again") if again else [],
+        "long_hists": hists("long"),
+        "again_hists": hists("again") if again else [],
+        **gate_acceptance(answered),
+        "requests": len(answered),
+        "seconds": round(seconds, 3),
     }
 
 

@@ -120,7 +120,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify 
     baseline_mismatch,
     baseline_problems,
     floor_exemption,
-    gate_acceptance,
+    gate_outputs,
     generate_body,
     judge,
     prompt_set_hash,
@@ -224,33 +224,13 @@ def run(module):
         ]
         done = {key: f.result() for key, f in zip(plan, futures)}
     seconds = time.monotonic() - started
-    short_rows = [done[("short", i)][0] for i in range(len(base["short"]))]
-    long_rows = [done[("long", i)][0] for i in range(len(base["long"]))]
-    again_rows = [done[("again", i)][0] for i in range(len(base["long"]))]
-    rows = [r for r, _s in done.values()]
-
-    def increments(kind):
-        return [[[t, v] for _n, t, v in done[(kind, i)][1]] for i in range(len(base["long"]))]
-
-    def hists(kind):
-        return [done[(kind, i)][0].get("accept_hist") for i in range(len(base["long"]))]
-
     candidate = {
         "server_version": info.get("version"),
         "deterministic": bool(info.get("deterministic")),
         "attention_backends": dict(info.get("attention_backends") or {}),
         # adaptive: the sweep's measured acceptance is not its gate's (sglang_verify.judge)
         "adaptive": bool(spec.get("adaptive")) or p["adaptive_config"] is not None,
-        "short": short_rows,
-        "long": long_rows,
-        "again": again_rows,
-        "long_steps": increments("long"),
-        "again_steps": increments("again"),
-        "long_hists": hists("long"),
-        "again_hists": hists("again"),
-        **gate_acceptance(rows),
-        "requests": len(rows),
-        "seconds": round(seconds, 3),
+        **gate_outputs(done, len(base["short"]), len(base["long"]), seconds),
     }
     # a config that pins 0 steps where the requests run: no floor (sglang_verify.floor_exemption, as the tuner's gate)
     # a server without speculation (spec_steps 0) has no verify pass to judge: its outputs only,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tuner.measure.metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics
+from tuner.measure.metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics, sum_histograms
 from tuner.run.client import BenchClient, ClientOptions
 
 
@@ -50,11 +50,11 @@ def position_acceptance(traces: list[RequestTrace]) -> list[float]:
 
 
 def _sum_hists(traces: list[RequestTrace]) -> list[int]:
-    hists = [t.accept_hist for t in traces if t.ok and t.accept_hist]
-    assert hists, "no request carried spec_accept_histogram"
-    # each as long as its request's most accepted drafts plus one, as SGLang's: summed padded
-    width = max(len(h) for h in hists)
-    return [sum(h[i] if i < len(h) else 0 for h in hists) for i in range(width)]
+    """The level's histogram as the tuner sums it (tuner/measure/metrics.py `sum_histograms`), over
+    the requests that carried one."""
+    summed = sum_histograms([t.accept_hist for t in traces if t.ok and t.accept_hist])
+    assert summed, "no request carried spec_accept_histogram"
+    return summed
 
 
 def _mean_from(h: list[int]) -> float:

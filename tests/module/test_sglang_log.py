@@ -402,6 +402,24 @@ def test_the_weights_first_kv_pool_error_is_kv_pool_oom():
     assert f["kind"] == "kv_pool_oom" and f["reason"].startswith("ValueError: Loaded weights leave no GPU memory")
 
 
+def test_the_hybrid_state_cache_error_is_kv_pool_oom():
+    """0.5.20+ refuses a hybrid model (Mamba / linear attention: Qwen3.5, Qwen3-Next) whose state
+    cache does not fit with its own words (`[v0.5.23] mem_cache/kv_cache_configurator.py:3393-3403`,
+    the format string filled in): a memory failure at start-up, not a generic exception."""
+    lines = [
+        "[2026-10-02 09:12:44] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/python/sglang/srt/mem_cache/kv_cache_configurator.py", line 3393, in configure',
+        "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+        "max_mamba_cache_size=0 (total_rest_memory=1.25 GB, mamba_cache_per_req=310.50 MB). Try: (1) reduce "
+        "--max-running-requests, (2) increase --mem-fraction-static, (3) reduce --speculative-num-draft-tokens, "
+        "or (4) use GPUs with more memory.",
+        "[2026-10-02 09:12:44] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    f = L.find_fatal(lines)
+    assert f["kind"] == "kv_pool_oom", f
+    assert f["reason"].startswith("RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache")
+
+
 def test_a_compile_failure_in_graph_capture_keeps_its_cause():
     """torch's BackendCompilerFailed puts the cause on the line after "... raised:" (MI308 with
     --enable-torch-compile, sgl-project/sglang#6001): the reason named no cause."""

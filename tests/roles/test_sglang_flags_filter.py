@@ -666,3 +666,21 @@ def test_what_a_release_needs_on_the_host():
     # unknown values and a source build of main are not checked
     assert R.install_errors("0.5.23", None, "N/A") == [] and R.install_errors("0.5.23", "", "ERR!") == []
     assert R.install_errors("0.0.0.dev1+gabc", "3.9", "11.0") == []
+
+
+def test_an_extra_flags_value_cannot_smuggle_in_a_flag_of_its_own():
+    """Each value is its own word on the command line, and argparse reads a word that starts with a
+    dash as an option: a list item `--api-key` put the key on the command line and a later
+    `--tp-size` overrode the role's, past every check on the flags' names."""
+    for flags in (
+        {"cuda-graph-bs": [1, 2, "--api-key", "s3cretkey-on-cmdline", "--tp-size", "8"]},
+        {"cuda-graph-bs": [1, "-tp"]},
+        {"chat-template": "--dist-timeout"},
+        {"cuda-graph-bs": [1, "--api-key=s3cretkey-on-cmdline"]},  # the message names the flag, not the key
+    ):
+        errors = sglang_flags.server_errors(base(extra_flags=flags))
+        assert any("SGLang's parser reads a word starting with '-' as a flag" in e for e in errors), (flags, errors)
+        assert "s3cretkey-on-cmdline" not in " ".join(errors)
+    # negative numbers are values, not flags (argparse takes them as such)
+    for value in (-1, "-1", "-0.5", ["-1e3", 4], "a-b"):
+        assert sglang_flags.server_errors(base(extra_flags={"cuda-graph-bs": value})) == [], value

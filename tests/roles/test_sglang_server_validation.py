@@ -131,8 +131,9 @@ CASES: dict[str, tuple[list, str]] = {
     "served_model_name": (["two\nlines"], "sglang_server_served_model_name"),
     "device_allow": ([["char-nvidia rw\nExecStartPre=/bin/sh"], ["a b c"]], "sglang_server_device_allow"),
     "unit_extra": ([{"X=Y\nZ": "1"}, {"CPUAffinity": "0\nExecStartPre=/bin/sh"}, ["x"]], "sglang_server_unit_extra"),
-    "limit_nofile": (["1\nExecStart=x", "a b"], "sglang_server_limit_nofile"),
-    "limit_memlock": (["infinity\n"], "sglang_server_limit_memlock"),
+    # systemd takes a number or `infinity` only: any other word is ignored and the default applies
+    "limit_nofile": (["1\nExecStart=x", "a b", "unlimited", "max", "64K", "1:2:3"], "sglang_server_limit_nofile"),
+    "limit_memlock": (["infinity\n", "unlimited", "abc", "-1"], "sglang_server_limit_memlock"),
 }
 
 
@@ -160,6 +161,10 @@ def test_bad_values_fail_naming_the_variable(key, value, needle):
         ("sglang_version", "0.5.23"),
         ("pip_packages", ["sglang[all]==0.5.9", "flashinfer-python==0.2.3"]),
         ("limit_nofile", ""),
+        ("limit_nofile", "65536:1048576"),
+        ("limit_nofile", "infinity"),
+        ("limit_memlock", "64M:infinity"),
+        ("limit_memlock", 0),
         ("unit_extra", {"CPUAffinity": "0-15", "Environment": ["A=1", "B=2"]}),
     ],
 )
@@ -195,3 +200,36 @@ def test_path_inputs_are_never_echoed_into_a_second_line():
     """Messages quote values with repr, so a newline in a value cannot forge a second message line."""
     for err in sglang_checks.host_errors(dict(defaults(), config_dir="/etc/x\nFAKE: injected")):
         assert "\n" not in err
+
+
+def test_every_numeric_limit_is_checked_by_the_role():
+    """A limit in sglang_flags.NUMERIC_LIMITS is only checked for the keys vars/main.yml passes in
+    `_sglang_server_settings`: one missing there would never be read."""
+    text = (ROLE / "vars" / "main.yml").read_text()
+    block = text.split("_sglang_server_settings:\n", 1)[1].split("\n\n", 1)[0]
+    passed = {
+        ln.split(":", 1)[0].strip()
+        for ln in block.splitlines()
+        if ln.startswith("  ") and not ln.strip().startswith("#")
+    }
+    assert set(sglang_flags.NUMERIC_LIMITS) <= passed, set(sglang_flags.NUMERIC_LIMITS) - passed
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("gate_interval", 0, "sglang_server_gate_interval must be a number above 0"),
+        ("gate_timeout", -5, "sglang_server_gate_timeout must be a number above 0"),
+        ("restart_sec", -1, "sglang_server_restart_sec must be a whole number of at least 0"),
+        ("timeout_start_sec", "abc", "sglang_server_timeout_start_sec must be a whole number of at least 0"),
+        ("worker_timeout_stop_sec", -60, "sglang_server_worker_timeout_stop_sec must be a whole number"),
+    ],
+)
+def test_the_gates_and_the_units_timers_are_checked_before_any_host(key, value, message):
+    """The gate refused an interval or timeout of 0 only once the unit was written (sglang_ready's
+    own check); systemd ignores a negative timer with a log line and keeps its default."""
+    settings = {"engine": "emulator", "model_path": "/m", "host": "0.0.0.0", "port": 30000, "tp_size": 1}
+    assert sglang_flags.server_errors(settings) == []
+    errors = sglang_flags.server_errors(dict(settings, **{key: value}))
+    assert any(e.startswith(message) for e in errors), errors
+    assert sglang_flags.server_errors(dict(settings, **{key: 0 if "gate" not in key else 0.5})) == []

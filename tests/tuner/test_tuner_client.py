@@ -51,8 +51,8 @@ def test_acceptance_histogram_is_read_under_either_name_and_a_bad_one_is_ignored
     # the client and the correctness gate read it with the one function (plugins/module_utils/sglang_verify.py)
     from sglang_utils.sglang_verify import accept_histogram as _histogram
 
-    assert _histogram({"spec_accept_histogram": [3, 2, 1]}) == [3, 2, 1]  # before 0.5.23
-    assert _histogram({"spec_correct_drafts_histogram": [1, 4]}) == [1, 4]  # 0.5.23
+    assert _histogram({"spec_accept_histogram": [3, 2, 1]}) == [3, 2, 1]  # through 0.5.20
+    assert _histogram({"spec_correct_drafts_histogram": [1, 4]}) == [1, 4]  # 0.5.12 on (alone from 0.5.21)
     assert _histogram({"spec_accept_histogram": [1, -1]}) is None
     assert _histogram({"spec_accept_histogram": []}) is None and _histogram({}) is None
 

@@ -5,6 +5,7 @@ depths it measured, not deploy them to find out."""
 
 from __future__ import annotations
 
+import csv
 import json
 import tempfile
 
@@ -72,8 +73,19 @@ def test_model_search_end_to_end(tmp_path, monkeypatch, capsys):
         assert "## Model-guided search" in report and "### Not deployed, on the model's prediction" in report
         rec = json.loads((out / "recommendation.json").read_text())
         assert rec["search"]["mode"] == "model" and set(rec["by_concurrency"]) == {"1", "4"}
-        # the deepest depth that starts wins at low load on this machine
-        assert rec["by_concurrency"]["1"]["spec_steps"] == 6
+        # the deepest depth that starts is the fastest at low load on this machine (k6 about 14%
+        # ahead of k5 per request, bench/search_cost/seed/grid/results.csv). Per request, because
+        # a level's aggregate, which the pick is made by, also carries the client's gap between one
+        # 48-token request (about 0.13 s) and the next, which a loaded machine stretches: under the
+        # whole suite's load a run once measured k5 ahead on the aggregate.
+        with (out / "results.csv").open() as fh:
+            c1 = {
+                r["config_id"]: float(r["per_request_tok_s"])
+                for r in csv.DictReader(fh)
+                if r["concurrency"] == "1" and r["per_request_tok_s"]
+            }
+        assert max(c1, key=lambda cid: c1[cid]) == "k6-t1", c1
+        assert rec["by_concurrency"]["1"]["spec_steps"] >= 5
 
         # --resume keeps every decision: nothing is deployed again
         n = len(recs)

@@ -38,7 +38,8 @@ class RequestTrace:
     prompt_tokens: int | None = None
     spec_verify_ct: int | None = None
     # Verify steps that accepted exactly n drafts, n = 0, 1, ... (SGLang's per-request
-    # `spec_accept_histogram`, `spec_correct_drafts_histogram` from 0.5.23): per-position acceptance.
+    # `spec_accept_histogram`; `spec_correct_drafts_histogram` beside it from 0.5.12, alone from
+    # 0.5.21): per-position acceptance.
     accept_hist: list[int] | None = None
     server_e2e_s: float | None = None  # the server's own arrival-to-finish time, if it says
     # Tokens counted chunk by chunk as they arrived (None when a chunk did not say), before the

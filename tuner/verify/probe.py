@@ -149,27 +149,4 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dic
                 results[(kind, i)] = await _long(client, ps.long[i], int(ps.settings["long_tokens"]))
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    seconds = time.perf_counter() - started
-    short = [results[("short", i)][0] for i in range(len(ps.short))]
-    long_ = [results[("long", i)][0] for i in range(len(ps.long))]
-    again_ = [results[("again", i)][0] for i in range(len(ps.long))] if again else []
-    rows = [row for row, _steps in results.values()]
-
-    def increments(kind: str) -> list[list[list[int]]]:
-        return [[[t, v] for _now, t, v in results[(kind, i)][1]] for i in range(len(ps.long))]
-
-    def hists(kind: str) -> list[list[int] | None]:
-        return [results[(kind, i)][0].get("accept_hist") for i in range(len(ps.long))]
-
-    return {
-        "short": short,
-        "long": long_,
-        "again": again_,
-        "long_steps": increments("long"),
-        "again_steps": increments("again") if again else [],
-        "long_hists": hists("long"),
-        "again_hists": hists("again") if again else [],
-        **rules.gate_acceptance(rows),
-        "requests": len(rows),
-        "seconds": round(seconds, 3),
-    }
+    return rules.gate_outputs(results, len(ps.short), len(ps.long), time.perf_counter() - started, again=again)
