@@ -30,6 +30,33 @@ SPEC_NEED_DRAFT_MODEL = ("EAGLE3", "STANDALONE", "DFLASH")
 TOPK1_RULE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 
+def _uno_tree_errors(steps: int, topk: int, q: int | None) -> list[str]:
+    """What SGLang's UNO tree mode (topk > 1) refuses at start-up, in its words' order: the verify
+    width Q (spec_draft_tokens) against the draft width F = steps + 1 and the candidates K = topk
+    (0.5.20-0.5.23 arg_groups/speculative_hook.py `_handle_uno`)."""
+    if q is None:
+        return [f"spec_draft_tokens is required with spec_algorithm=UNO and spec_topk={topk} > 1: its verify width Q"]
+    f = steps + 1
+    capacity, width = 1, 1
+    for _depth in range(steps):
+        width *= topk
+        capacity += width
+        if capacity >= q:
+            break
+    limits = [
+        (q < f, f"at least the draft width spec_steps + 1 = {f}"),
+        (q > 128, "at most 128 verify nodes"),
+        (q * topk > 2048, f"at most 2048 / spec_topk = {2048 // topk} (Q x K <= 2048)"),
+        (q > capacity, f"at most the tree's {capacity} nodes for spec_steps={steps}, spec_topk={topk}"),
+        (q - 1 > topk * (steps - 1) + 1, f"at most spec_topk x (spec_steps - 1) + 2 = {topk * (steps - 1) + 2}"),
+    ]
+    return [
+        f"spec_draft_tokens={q} with spec_algorithm=UNO in tree mode (spec_topk={topk}) must be {why}"
+        for bad, why in limits
+        if bad
+    ][:1]
+
+
 def max_tree_draft_tokens(steps: int, topk: int) -> int:
     """The most draft tokens a tree of `steps` levels and `topk` branches can verify: SGLang picks
     num_draft_tokens - 1 of the draft's candidates, topk at the first step and topk x topk at each
@@ -138,25 +165,46 @@ def spec_settings(
             )
         return out
 
-    if algo == "DFLASH":
-        # SGLang runs DFLASH at one step with topk 1 and overrides any other value with only a
-        # warning ("DFLASH only supports speculative_num_steps == 1; overriding ...": 0.5.12
-        # srt/server_args.py, 0.5.23 arg_groups/speculative_hook.py); its verify window is the draft
-        # tokens, its block size, which SGLang reads from the draft model's config when not given
-        # (16 when the config has none), so the role passes it only when given
+    if algo in ("DFLASH", "DSPARK") or (algo == "UNO" and n_topk == 1):
+        # SGLang runs DFLASH, DSPARK and UNO's linear mode at one step with topk 1 and overrides any
+        # other value with only a warning ("DFLASH only supports speculative_num_steps == 1;
+        # overriding ...": 0.5.12 srt/server_args.py, 0.5.23 arg_groups/speculative_hook.py; "DSpark
+        # only supports ..." 0.5.18+; "UNO uses %s=1; overriding %s." 0.5.20+). Their verify window is
+        # the draft tokens: DFLASH's block size and DSPARK's gamma + 1, which SGLang reads from the
+        # draft model's config when not given (and refuses a value that differs from it: "DSpark
+        # speculative_num_draft_tokens must equal gamma + 1"), so the role passes it only when given;
+        # UNO's linear width, which SGLang requires ("UNO requires --speculative-num-draft-tokens")
+        window = {
+            "DFLASH": "its block size; unset, SGLang reads it from the draft model's config",
+            "DSPARK": "gamma + 1; unset, SGLang reads gamma from the draft model's config",
+            "UNO": "its linear width, which SGLang requires",
+        }[algo]
         if n_steps != 1:
             errors.append(
-                f"spec_steps={n_steps} with spec_algorithm=DFLASH: SGLang runs DFLASH at one step (it overrides "
-                "speculative_num_steps to 1); set spec_steps 1 and size its verify window with spec_draft_tokens "
-                "(its block size; unset, SGLang reads it from the draft model's config)"
+                f"spec_steps={n_steps} with spec_algorithm={algo}: SGLang runs {algo} at one step (it overrides "
+                f"speculative_num_steps to 1); set spec_steps 1 and size its verify window with spec_draft_tokens "
+                f"({window})"
             )
         if n_topk != 1:
             errors.append(
-                f"spec_topk={n_topk} with spec_algorithm=DFLASH: SGLang overrides speculative_eagle_topk to 1; "
+                f"spec_topk={n_topk} with spec_algorithm={algo}: SGLang overrides speculative_eagle_topk to 1; "
                 "leave spec_topk unset or 1"
             )
         if draft_given and (n_draft is None or n_draft < 2):
             errors.append(f"spec_draft_tokens must be a whole number of at least 2; got {fmt(draft_tokens)}")
+        if algo == "UNO" and not draft_given:
+            errors.append(f"spec_draft_tokens is required with spec_algorithm=UNO: {window}")
+    elif algo == "UNO":
+        # tree mode (topk > 1): the verify width Q is the draft tokens, the draft width F steps + 1
+        # (0.5.20-0.5.23 arg_groups/speculative_hook.py _handle_uno's checks, in its order)
+        errors += _uno_tree_errors(int(n_steps), int(n_topk), n_draft if draft_given else None)
+    elif algo == "NGRAM" and n_topk != 1:
+        # SGLang sets NGRAM's topk to --speculative-ngram-max-bfs-breadth whatever it is given (0.5.9
+        # server_args.py:2475, 0.5.23 speculative_hook.py:1312): the topk recorded would not run
+        errors.append(
+            f"spec_topk={n_topk} with spec_algorithm=NGRAM: SGLang sets NGRAM's topk from "
+            "--speculative-ngram-max-bfs-breadth (sglang_server_extra_flags); leave spec_topk unset or 1"
+        )
     elif n_topk == 1 and algo not in TOPK1_RULE_ALGORITHMS:
         # NGRAM keeps the draft tokens it is given (its match window), DSPARK and UNO take them as
         # given (UNO as its linear width): SGLang's steps + 1 rewrite is the EAGLE block's only
@@ -187,6 +235,12 @@ def spec_settings(
     draft_model = "" if is_unset(draft_model_path) else str(draft_model_path)
     if algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
         errors.append(f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path")
+    if algo == "UNO" and draft_model:
+        # "UNO reuses the target model and does not accept --speculative-draft-model-path" (0.5.20+)
+        errors.append(
+            "spec_algorithm=UNO reuses the target model and takes no draft model: leave "
+            "sglang_server_spec_draft_model_path empty"
+        )
 
     out.update(
         enabled=True,

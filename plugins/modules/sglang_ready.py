@@ -160,6 +160,8 @@ ready_seconds:
   description:
     - Seconds from the server process start to C(/health) answering 200 (see the notes for how it
       is measured when the module did not see the server come up).
+    - On a worker node (O(worker)), which serves no API, the seconds this module waited for the node
+      to join its group.
   returned: success
   type: float
   sample: 187.4

@@ -538,8 +538,12 @@ def test_an_algorithm_the_release_does_not_have_is_refused_before_any_host_chang
         ("EAGLE3", "0.5.9"),
         ("NEXTN", "0.4.3"),
     ):
-        steps = 1 if algo == "DFLASH" else 3  # DFLASH runs one step (test_dflash_runs_one_step_...)
-        ok = base(spec=sglang_spec.spec_settings(steps, algorithm=algo), sglang_version=version, engine="sglang")
+        # DFLASH, DSPARK and UNO run one step (test_dflash_runs_one_step_..., test_dspark_uno_and_ngram_...);
+        # UNO needs its linear width
+        steps = 1 if algo in ("DFLASH", "DSPARK", "UNO") else 3
+        draft = 4 if algo == "UNO" else None
+        spec = sglang_spec.spec_settings(steps, draft_tokens=draft, algorithm=algo)
+        ok = base(spec=spec, sglang_version=version, engine="sglang")
         assert sglang_flags.server_errors(ok) == [], (algo, version)
 
 
@@ -570,6 +574,44 @@ def test_dflash_runs_one_step_and_its_block_size_is_the_draft_models_unless_give
     assert given["errors"] == [] and given["num_draft_tokens"] == 16
     lines = sglang_flags.server_flags(base(spec=given, sglang_version="0.5.23", engine="sglang"))
     assert ["--speculative-num-draft-tokens", "16"] in lines and ["--speculative-num-steps", "1"] in lines
+
+
+def test_dspark_uno_and_ngram_take_only_what_sglang_runs():
+    """What SGLang overrides with a warning or refuses at start-up, refused before any host changes
+    (0.5.18-0.5.23 arg_groups/speculative_hook.py): DSPARK and UNO's linear mode run one step at topk
+    1 ("DSpark only supports speculative_num_steps == 1; overriding", "UNO uses %s=1; overriding");
+    DSPARK's verify window must equal the draft's gamma + 1, so steps + 1 = 4 draft tokens, which the
+    role sent, stopped a gamma-7 draft's start ("must equal gamma + 1"): passed only when given; UNO
+    requires its width, takes no draft model, and its tree mode bounds Q by F and K; NGRAM's topk is
+    --speculative-ngram-max-bfs-breadth whatever it is given."""
+
+    def errors(*args, **kw):
+        return sglang_spec.spec_settings(*args, **kw)["errors"]
+
+    assert errors(3, None, None, "DSPARK")[0].startswith("spec_steps=3 with spec_algorithm=DSPARK: SGLang runs DSPARK")
+    assert errors(1, 2, 4, "DSPARK")[0].startswith("spec_topk=2 with spec_algorithm=DSPARK")
+    dspark = sglang_spec.spec_settings(1, None, None, "DSPARK")
+    assert dspark["errors"] == [] and dspark["num_draft_tokens"] is None
+    lines = sglang_flags.server_flags(base(spec=dspark, sglang_version="0.5.23", engine="sglang"))
+    assert "--speculative-num-draft-tokens" not in [line[0] for line in lines]
+    assert sglang_spec.spec_settings(1, None, 8, "DSPARK")["num_draft_tokens"] == 8
+
+    assert any(e.startswith("spec_steps=3 with spec_algorithm=UNO") for e in errors(3, None, 4, "UNO"))
+    assert errors(1, None, None, "UNO") == [
+        "spec_draft_tokens is required with spec_algorithm=UNO: its linear width, which SGLang requires"
+    ]
+    assert any("takes no draft model" in e for e in errors(1, None, 4, "UNO", draft_model_path="/m/d"))
+    assert errors(1, None, 4, "UNO") == []
+    # tree mode: Q - 1 <= K (F - 2) + 1 with F = steps + 1 (Q=9, K=2, F=4: 8 > 5)
+    assert errors(3, 2, 9, "UNO") == [
+        "spec_draft_tokens=9 with spec_algorithm=UNO in tree mode (spec_topk=2) must be at most "
+        "spec_topk x (spec_steps - 1) + 2 = 6"
+    ]
+    assert "at least the draft width spec_steps + 1 = 4" in errors(3, 2, 3, "UNO")[0]
+    assert errors(3, 2, 5, "UNO") == []
+
+    assert errors(3, 4, 16, "NGRAM")[0].startswith("spec_topk=4 with spec_algorithm=NGRAM")
+    assert errors(3, None, 16, "NGRAM") == []
 
 
 def test_the_topk_1_rewrite_is_the_eagle_familys_only():
