@@ -80,8 +80,14 @@ def spec_settings(
     max_steps: Any = 16,
     max_topk: Any = 16,
     draft_model_path: Any = "",
+    steps_name: str = "spec_steps",
+    algorithm_name: str = "spec_algorithm",
 ) -> dict[str, Any]:
     """Validate and normalise spec_steps/spec_topk/spec_draft_tokens/spec_algorithm.
+
+    `steps_name` and `algorithm_name` are the variables the values came from, for the messages:
+    the role passes its defaults' names (sglang_server_spec_steps_default, ...) when the play
+    variables are unset, so a bad default is not reported under a variable the user never set.
 
     Returns {"errors": [...], "enabled": bool, "algorithm", "num_steps", "eagle_topk",
     "num_draft_tokens", "draft_model_path"}; the numbers are ints when there are no errors.
@@ -110,7 +116,7 @@ def spec_settings(
     }
 
     n_steps, err = check_number(
-        "spec_steps",
+        steps_name,
         0 if steps is None else steps,
         "int",
         0,
@@ -139,7 +145,7 @@ def spec_settings(
         algo = algorithm.strip().upper()
     else:
         errors.append(
-            f"spec_algorithm must be one of {', '.join(SPEC_ALGORITHMS)} "
+            f"{algorithm_name} must be one of {', '.join(SPEC_ALGORITHMS)} "
             f"(SGLang's builtin algorithms); got {fmt(algorithm)}"
         )
 

@@ -1,4 +1,6 @@
-"""The role's failure messages start with the reason's first line, not the module's whole message.
+"""The role's own expressions (its task files' and vars/main.yml's Jinja), rendered by real Ansible.
+
+The failure messages start with the reason's first line, not the module's whole message.
 
 The gate (plugins/modules/sglang_ready.py) fails with "reason [unit state]" followed by the
 start's log tail; the rollback and the multi-node gate keep that first line as the reason and print
@@ -81,3 +83,37 @@ def test_the_reason_is_the_first_line_of_the_gates_message(tmp_path):
     )
     assert got["rank"] == "KV cache pool is empty [unit failed]"
     assert got["rank after rank 0"] == "the rank's own reason [unit activating]"
+
+
+def test_a_bad_default_is_named_as_the_default(tmp_path):
+    """spec_steps and spec_algorithm fall back to sglang_server_spec_steps_default and
+    sglang_server_spec_algorithm_default: a bad default was reported as `spec_steps must be ...`,
+    a variable the user never set."""
+    text = (ROOT / "roles" / "sglang_server" / "vars" / "main.yml").read_text()
+    expr = yaml.safe_load(text)["_sglang_server_spec"]
+    limits = {"sglang_server_spec_max_steps": 16, "sglang_server_spec_max_topk": 16}
+    limits["sglang_server_spec_draft_model_path"] = ""
+    got = render(
+        tmp_path,
+        {
+            "default": (
+                expr,
+                {**limits, "sglang_server_spec_steps_default": 20, "sglang_server_spec_algorithm_default": "EAGLE4"},
+            ),
+            "given": (
+                expr,
+                {
+                    **limits,
+                    "sglang_server_spec_steps_default": 3,
+                    "sglang_server_spec_algorithm_default": "NEXTN",
+                    "spec_steps": 20,
+                    "spec_algorithm": "EAGLE4",
+                },
+            ),
+        },
+    )
+    assert [e.split(" must be")[0] for e in got["default"]["errors"]] == [
+        "sglang_server_spec_steps_default",
+        "sglang_server_spec_algorithm_default",
+    ], got["default"]
+    assert [e.split(" must be")[0] for e in got["given"]["errors"]] == ["spec_steps", "spec_algorithm"], got["given"]
