@@ -16,7 +16,8 @@ that drift of the machine hits all alike:
   level-to-level and restart-to-restart noise.
 
 With the statistics a winner is named only beyond noise, else "tied within noise" and the
-tie-break (more KV capacity, then fewer steps). The benchmark reports, per level and kind, how
+tie-break (among the tied within 1% of the best mean, more KV capacity, then fewer steps; else the
+highest mean: docs/tuner.md "Choosing", which a render applies to the kept records). The benchmark reports, per level and kind, how
 often two sweeps chose differently (over the 10 pairs) and whether a winner named beyond noise in
 one sweep was beaten beyond noise in another (for `restarts` it must never be: exit 1 otherwise).
 Then the cost: sweeps with a fixed count large enough for every cell to reach the same interval
@@ -335,7 +336,8 @@ def report(args, levels, runs, fixed_runs, need, noise_keys, meta) -> str:  # no
         '"Verdicts across restarts").',
         "",
         'With the statistics a winner is named only beyond noise, else "tied within noise" and the tie-break '
-        "(more KV capacity, then fewer steps) chooses.",
+        "chooses: among the tied within 1% of the best mean, more KV capacity, then fewer steps; else the "
+        'highest mean (docs/tuner.md "Choosing", which a render applies to the kept records).',
         "",
         "## Named winners, sweep by sweep",
         "",

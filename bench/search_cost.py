@@ -407,7 +407,14 @@ def main() -> int:
         f"`{_rel(keep_dir)}/<machine>/<search>/`.",
         "",
         "Two sweeps of the same machine differ by the noise of their measurements as well as by their "
-        "search: with one repeat of max(4, 2C) requests a level's throughput moves by a few percent between "
+        "search: with "
+        + ("one repeat" if args.repeats == 1 else f"{args.repeats} repeats")
+        + (
+            " of max(4, 2C) requests"
+            if args.requests_per_level == "2x"
+            else f" at `--requests-per-level {args.requests_per_level}`"
+        )
+        + " a level's throughput moves by a few percent between "
         "runs, so a level can fail although both sweeps measured the same configurations. The last two "
         "columns take that noise out: bench/search_replay.py replays the search on **the grid's own "
         "measurements** (each configuration it deploys reads the grid's records of it) and judges its picks "
