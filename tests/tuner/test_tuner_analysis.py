@@ -573,3 +573,41 @@ def test_restart_noise_adds_up_across_a_deployments_levels_in_the_score():
     rel = [stats[("k3-t1", c)].interval.half_width / best[c] for c in levels]
     assert (hi - lo) / 2 == pytest.approx(sum(rel) / len(rel), rel=0.02)
     assert rec.chosen.config_id == "k4-t1" and "beyond noise" not in rec.reason and rec.tied_with == ["k3-t1"]
+
+
+def test_a_level_where_every_request_failed_is_named_not_dropped():
+    """A level whose every request failed on a live server (HTTP 500s, timeouts) has no throughput:
+    the choice dropped it, so the survivor read 'only configuration measured' with no word of the
+    other, and a level where every configuration failed vanished from the recommendation, which
+    scored the others without naming it (docs/tuner.md "Choosing": left out and named)."""
+    from tuner.data.records import DeployRecord, SweepState
+    from tuner.present.summary import recommendation_json, summarize
+    from tuner.spec.sweepspec import SweepSpec, WorkloadSpec
+
+    def ok(k, c, tput):
+        r = ci_row(k, c, tput, 1.0)
+        r.metrics.requests, r.metrics.requests_ok = 8, 8
+        return r
+
+    def failed(k, c):
+        r = row(k, c, None, status="failed")
+        r.metrics.requests, r.metrics.requests_ok, r.metrics.requests_failed = 8, 0, 8
+        return r
+
+    deploys = [DeployRecord(config=SpecConfig(k), host="h", capacity={"max_total_num_tokens": 1000}) for k in (2, 3)]
+    spec = SweepSpec(workload=WorkloadSpec(concurrency=(1, 64), input_len=256, output_len=256), steps=(2, 3))
+    # k3 failed every request at C=64; k2 did not
+    s = summarize(SweepState.fold([*deploys, ok(2, 1, 100), ok(3, 1, 103), ok(2, 64, 3000), failed(3, 64)]), spec)
+    c64 = recommendation_json(s)["by_concurrency"]["64"]
+    assert c64["config_id"] == "k2-t1" and c64["excluded"] == {
+        "k3-t1": "requests failed (8): not compared as if complete"
+    }
+    # both failed every request at C=64: the level is named, with the reason, and left out of the score
+    s = summarize(SweepState.fold([*deploys, ok(2, 1, 100), ok(3, 1, 103), failed(2, 64), failed(3, 64)]), spec)
+    rec = recommendation_json(s)
+    assert rec["by_concurrency"]["64"]["config_id"] is None
+    assert "requests failed" in rec["by_concurrency"]["64"]["reason"]
+    assert "requests failed" in rec["recommended"]["workload"]["left_out"]["64"]
+    assert "left out: C=64" in rec["recommended"]["reason"]
+    # nothing of it is plotted or tabulated as a measurement
+    assert ("k3-t1", 64) not in s.stats and ("k2-t1", 64) not in s.stats

@@ -188,6 +188,13 @@ class LevelRecord(Record):
         return self.metrics.status in MEASURED and self.metrics.output_tok_s is not None
 
     @property
+    def all_failed(self) -> bool:
+        """Every request failed on a server that stayed up (HTTP errors, timeouts): nothing to
+        compare, but the level was run and the configuration did not serve it."""
+        m = self.metrics
+        return m.status == "failed" and m.output_tok_s is None and m.requests_failed > 0 and not self.server_lost
+
+    @property
     def complete(self) -> bool:
         """Every request succeeded: a throughput that compares with others as it is."""
         return self.metrics.status == "ok" and self.metrics.output_tok_s is not None and not self.server_lost

@@ -229,15 +229,17 @@ def aggregate(
     temperature: float | None = None,
     capacity: Mapping[str, int | None] | None = None,
     pool: bool = True,
+    failed: bool = False,
 ) -> dict[tuple[str, int], PointStats]:
     """Group measured level records by (config_id, concurrency), for one temperature (the first
-    one seen when `temperature` is None, so levels of two temperatures never mix). With `pool`, the
-    deployment-to-deployment spread measured by redeploys is pooled over the cells and every cell carries it."""
+    one seen when `temperature` is None, so levels of two temperatures never mix). `pool`: the
+    deployment-to-deployment spread measured by redeploys is pooled over the cells and every cell
+    carries it; `failed`: a level whose every request failed on a live server is a cell, no values."""
     out: dict[tuple[str, int], PointStats] = {}
     cap = capacity or {}
     want = temperature
     for lv in levels:
-        if not lv.measured:
+        if not (lv.measured or (failed and lv.all_failed)):
             continue
         temp = float(lv.temperature or 0.0)
         if want is None:
@@ -415,11 +417,10 @@ def exclusions(points: Sequence[PointStats]) -> dict[str, str]:
             out[p.config_id] = "failed the correctness gate (the notes say why)"
         elif p.failed_reason:
             out[p.config_id] = "failed during its benchmark (the notes say why)"
+        elif p.partial and (p.n or p.failed_requests):  # (every request of a level may have failed)
+            out[p.config_id] = f"requests failed ({p.failed_requests}): not compared as if complete"
         elif p.n == 0:
             out[p.config_id] = "nothing measured"
-        elif p.partial:
-            lost = sum(lv.metrics.requests_failed for lv in p.levels)
-            out[p.config_id] = f"requests failed ({lost}): not compared as if complete"
         elif p.slo is not None and not p.slo.meets:
             out[p.config_id] = "misses the SLO (" + _slo_misses(p) + ")"
     return out

@@ -103,6 +103,17 @@ def _target(spec: SweepSpec, override: list[int] | None) -> list[int] | None:
     return list(t) if t else None
 
 
+def _failed_cells(
+    levels: list[Any], measured: Mapping[tuple[str, int], analysis.PointStats], temperature: float
+) -> dict[tuple[str, int], analysis.PointStats]:
+    """The cells where a configuration ran a level and every request failed, and nothing else was
+    measured there: each choice names them among those that did not compete (`excluded`), and a
+    level where nothing else was measured is reported as chosen from nothing, with the reason,
+    instead of vanishing from the choice and the recommendation."""
+    cells = analysis.aggregate(levels, temperature=temperature, pool=False, failed=True)
+    return {k: p for k, p in cells.items() if k not in measured and p.n == 0}
+
+
 def view_for(
     state: SweepState, spec: SweepSpec, temperature: float, levels: list[int], target: list[int] | None
 ) -> TempView:
@@ -113,7 +124,12 @@ def view_for(
     # The static depths are chosen among themselves; an adaptive configuration (the schedule phase,
     # tuner/decide/schedule_phase.py) then has to beat the best of them beyond noise.
     stats = {k: p for k, p in every.items() if not p.config.is_schedule}
-    static = analysis.recommend(stats, levels, target)
+    # the choices also see the levels where every request failed (nothing to plot or tabulate:
+    # they are named among those that did not compete, `_failed_cells`)
+    failed = _failed_cells(state.levels(measured_only=False), stats, temperature)
+    analysis.mark_outcomes(failed, state)
+    chosen_from = {**stats, **{k: p for k, p in failed.items() if not p.config.is_schedule}}
+    static = analysis.recommend(chosen_from, levels, target)
     # the recommendation among the kinds (tuner/decide/envelope.py): a static depth (no speculation
     # included), SGLang's default adaptive config or a tuned adaptive config, best beyond noise on
     # the objective, ties to the simpler
@@ -153,8 +169,8 @@ def view_for(
     return TempView(
         temperature=temperature,
         stats=stats,
-        choices=analysis.by_concurrency(stats, levels),
-        unchosen=analysis.unchosen(stats, levels),
+        choices=analysis.by_concurrency(chosen_from, levels),
+        unchosen=analysis.unchosen(chosen_from, levels),
         recommendation=rec,
         every=every,
         verdict=verdict,
