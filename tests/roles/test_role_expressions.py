@@ -117,3 +117,80 @@ def test_a_bad_default_is_named_as_the_default(tmp_path):
         "sglang_server_spec_algorithm_default",
     ], got["default"]
     assert [e.split(" must be")[0] for e in got["given"]["errors"]] == ["spec_steps", "spec_algorithm"], got["given"]
+
+
+def test_an_interrupted_runs_files_restart_the_unit(tmp_path):
+    """A run that wrote an env, profile or adaptive file and was interrupted before its restart left
+    them on disk; the next identical run wrote nothing (changed_files []), systemd saw no change
+    (NeedDaemonReload no), so nothing restarted, the gate passed on the old server, and the new
+    files were kept as the last good ones. The last good copy differing from the files says so."""
+    block = yaml.safe_load((TASKS / "run.yml").read_text())[0]
+    start = next(
+        t for t in block["block"] if t["name"] == "Start (or restart) a unit that is not running its current file"
+    )
+    seen = {"ActiveState": "active", "NeedDaemonReload": "no", "UnitFileState": "enabled"}
+
+    def case(last_good_current):
+        return {
+            **block["vars"],
+            "_sglang_server_applied": {
+                "changed_files": [],
+                "unit_state": seen,
+                **({} if last_good_current is None else {"last_good_current": last_good_current}),
+            },
+            "__sglang_server_apply": {},
+            "sglang_server_service_enabled": True,
+        }
+
+    exprs = {
+        "runs": "{{ not (__sglang_server_changed | bool or __sglang_server_unit_ok | bool) }}",
+        "state": start["ansible.builtin.systemd_service"]["state"],
+    }
+    cases = {f"{name} {lg}": (expr, case(lg)) for name, expr in exprs.items() for lg in (True, False, None)}
+    got = render(tmp_path, cases)
+    assert [got[f"runs {lg}"] for lg in (True, False, None)] == [False, True, False], got
+    assert got["state False"] == "restarted", got
+    # the group's path reads the same fact
+    assert "last_good_current | default(true)" in (TASKS / "run_multinode.yml").read_text()
+
+
+def test_a_forced_nccl_check_without_its_python_waits_for_the_engine(tmp_path):
+    """cuda_env_nccl_check_force: true (what the skip message itself suggests on one GPU) ran the
+    check in the role's first pass, before the engine venv existed, with no python: the play failed.
+    An empty python skips it there; deploy.yml's second pass runs it with the venv's."""
+    task = next(
+        t
+        for t in yaml.safe_load((ROOT / "roles" / "cuda_env" / "tasks" / "nccl_check.yml").read_text())
+        if t.get("name") == "Decide whether the NCCL check runs"
+    )
+    expr = task["ansible.builtin.set_fact"]["__cuda_env_nccl_skip"]
+    base = {"cuda_env_nccl_check": True, "cuda_env_gpu_facts_source": "nvidia-smi", "cuda_env_visible_gpu_count": 1}
+    got = render(
+        tmp_path,
+        {
+            "forced, no python": (expr, {**base, "cuda_env_nccl_check_force": True, "cuda_env_nccl_check_python": ""}),
+            "forced": (
+                expr,
+                {**base, "cuda_env_nccl_check_force": True, "cuda_env_nccl_check_python": "/v/bin/python"},
+            ),
+        },
+    )
+    assert got["forced, no python"].startswith("cuda_env_nccl_check_python is empty"), got
+    assert got["forced"] == "", got
+
+
+def test_the_hosts_wheelhouse_is_the_controllers_alone():
+    """unarchive never removes a file: an older project wheel stayed beside a new version's, and the
+    install's pip refused the two ('Cannot install sglang-tune 0.1.0 ... and sglang-tune 0.1.1'), on
+    every later deploy. The copy starts from an empty directory, and pip upgrades to the new one."""
+    tasks = yaml.safe_load((TASKS / "install_emulator_copy.yml").read_text())[0]["block"]
+    names = [t["name"] for t in tasks]
+    removal = names.index("Remove the host's older copy of the wheelhouse")
+    assert tasks[removal]["ansible.builtin.file"]["state"] == "absent"
+    assert (
+        removal
+        < names.index("Create the wheelhouse directory on the host")
+        < names.index("Copy the wheelhouse to the host")
+    )
+    script = (ROOT / "roles" / "sglang_server" / "templates" / "install_emulator.sh.j2").read_text()
+    assert "--upgrade sglang-tune" in script
