@@ -356,7 +356,16 @@ def cmd_bench(a: argparse.Namespace) -> int:
             raise BadInput("--out", f"{out}: another tuner wrote results there just now; choose another directory")
         store.write_spec(spec, TOOL)
     progress = Progress(redactor=redactor, quiet=a.quiet)
-    rc, summary, state = asyncio.run(bench_url(spec, store, progress, api_key))
+    try:
+        rc, summary, state = asyncio.run(bench_url(spec, store, progress, api_key))
+    finally:
+        # nothing measured (the server did not answer, or its config was refused): the directory is
+        # left as it was found, so the same command can be run again once the server is up
+        # (`bench` has no --resume to take a sweep.json without records)
+        if out is not None and not (out / "records.jsonl").exists():
+            (out / "sweep.json").unlink(missing_ok=True)
+        if store is not None:
+            store.unlock()
     if summary is not None:
         _print_summary(summary, out)
         return rc

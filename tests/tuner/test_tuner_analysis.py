@@ -611,3 +611,13 @@ def test_a_level_where_every_request_failed_is_named_not_dropped():
     assert "left out: C=64" in rec["recommended"]["reason"]
     # nothing of it is plotted or tabulated as a measurement
     assert ("k3-t1", 64) not in s.stats and ("k2-t1", 64) not in s.stats
+
+
+def test_a_target_level_nothing_was_measured_at_is_named():
+    """A partial sweep (`report DIR` while it runs, or one stopped early): a target level with no
+    measurement at all was missing from `left_out`, `by_concurrency` and the reason, and the
+    recommendation read as if over every level."""
+    stats = analysis.aggregate([ci_row(2, 4, 700.0, 1.0), ci_row(3, 4, 650.0, 1.0)])
+    assert analysis.unchosen(stats, [4, 32]) == {32: "nothing was measured"}
+    rec = analysis.recommend(stats, [4, 32], None)
+    assert rec.workload["left_out"] == {"32": "nothing was measured"} and "left out: C=32" in rec.reason

@@ -89,6 +89,18 @@ def test_bench_unreachable_server_fails(capsys):
     assert cli.main(["bench", "--url", f"http://127.0.0.1:{free_port()}", "--concurrency", "1"]) == 1
 
 
+def test_a_bench_that_measured_nothing_can_be_run_again_into_its_directory(tmp_path, capsys):
+    """The server not up yet (the moment a user retries): the sweep.json written before its first
+    request made the same command refuse the directory ('already holds a sweep'), and `bench` has
+    no --resume. Nothing measured leaves the directory as it was found."""
+    from tuner_testlib import free_port
+
+    argv = ["bench", "--url", f"http://127.0.0.1:{free_port()}", "--concurrency", "1", "--out", str(tmp_path / "b")]
+    assert cli.main(argv) == 1, capsys.readouterr().err
+    assert not (tmp_path / "b" / "sweep.json").exists()
+    assert cli.main(argv) == 1, capsys.readouterr().err  # refused before: exit 2, --out already holds a sweep
+
+
 def test_bench_names_an_adaptive_server_by_the_schedule_it_runs(tmp_path):
     """/server_info's speculative_num_steps is only an adaptive server's launch depth: `bench --url`
     labels it by its schedule (SGLang's default, or the config file it names), never as that

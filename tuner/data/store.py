@@ -119,6 +119,12 @@ class Store:
         f.flush()
         self._lock = f
 
+    def unlock(self) -> None:
+        """Give the directory back before the process ends (a command run in-process, as tests do)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
     @property
     def records_path(self) -> Path:
         return self.out / RECORDS

@@ -493,11 +493,11 @@ def by_concurrency(
 
 
 def unchosen(stats: dict[tuple[str, int], PointStats], levels: Sequence[int]) -> dict[int, str]:
-    """Measured levels without a choice, and why (none met the SLO, every one lost requests)."""
+    """Levels without a choice, and why (nothing measured, none met the SLO, every one lost requests)."""
     out: dict[int, str] = {}
     for c in levels:
         pts = [p for (cid, cc), p in stats.items() if cc == c]
-        if pts and choose_for_level(pts) is None:
+        if not pts or choose_for_level(pts) is None:
             out[c] = why_none(pts)
     return out
 
