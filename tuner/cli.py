@@ -167,7 +167,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                 "--out", f"{out} already holds a sweep; add --resume to continue it, or choose another directory"
             )
         store.read_spec("--out")  # a sweep.json whose params are not a sweep's is named, not a traceback
-        diffs = spec.identity_diff(stored.get("params") or {})
+        diffs = spec.identity_diff(stored.get("params") or {}, scrub=redactor.scrub_obj)
         if diffs:
             raise BadInput("--resume", f"{out} holds a different sweep: " + "; ".join(diffs))
     elif out.is_dir() and (out / "records.jsonl").exists():

@@ -175,6 +175,15 @@ def test_bench_bad_url_and_dirs(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path / "nope")]) == 2
 
 
+def test_records_without_their_sweep_json_are_refused(tmp_path, capsys):
+    """`report DIR` fell back to the default workload (256 / 256 tokens, C=1..64) for records
+    measured with another, and described that one; `sweep --resume` already refuses the directory."""
+    (tmp_path / "records.jsonl").write_text("")
+    for cmd in ("report", "plot"):
+        assert cli.main([cmd, str(tmp_path)]) == 2
+        assert "holds no sweep.json" in capsys.readouterr().err
+
+
 def test_missing_out_is_argparse_exit_2():
     p = subprocess.run([sys.executable, "-m", "tuner", "sweep"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 2 and "--out" in p.stderr

@@ -297,7 +297,7 @@ def test_a_broken_record_is_named_not_lost_unseen_and_never_a_traceback(tmp_path
     assert list(state.deploys) == ["k3-t1"]
     err = capsys.readouterr().err
     assert "skipped 2 unreadable record(s)" in err and "line 1 is not a whole JSON record" in err
-    assert "'deploy' record it cannot read" in err
+    assert "line 3: a 'deploy' record this version cannot read" in err, err
 
 
 def test_a_report_of_an_unfinished_sweep_names_what_it_did_not_measure(tmp_path):

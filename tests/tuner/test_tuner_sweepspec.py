@@ -89,6 +89,26 @@ def test_json_round_trip_and_flat_params():
     assert SweepSpec.from_json(b.to_json()) == b and "steps" not in b.to_json()
 
 
+def test_a_stored_value_masked_for_the_key_still_matches_on_resume(tmp_path):
+    """sweep.json is written through the redactor, which masks the API key wherever it appears: a
+    path or -e value that held it (a dev key `test` in /home/tests/inv.yml) was stored masked and
+    never matched the command line again, so --resume refused the sweep as a different one."""
+    from tuner.data.redact import Redactor
+    from tuner.data.store import Store
+
+    inv = tmp_path / "tests" / "inv.yml"
+    inv.parent.mkdir()
+    inv.write_text("all: {}\n")
+    s = parse("--steps", "1-4", "--inventory", str(inv))
+    redactor = Redactor(["test"])
+    store = Store(tmp_path / "out", redactor)
+    store.write_spec(s, "sglang-tune")
+    stored = json.loads((tmp_path / "out" / "sweep.json").read_text())["params"]
+    assert "test" not in json.dumps(stored)  # stored masked
+    assert s.identity_diff(stored, scrub=redactor.scrub_obj) == []
+    assert parse("--steps", "1-3", "--inventory", str(inv)).identity_diff(stored, scrub=redactor.scrub_obj)
+
+
 def test_old_sweep_json_still_reads():
     # a version-1 sweep.json: lists, no deploy_timeout, an unknown key
     old = {"command": "sweep", "steps": [1, 2], "concurrency": [1, 4], "temperature": 0.0, "future": 1}

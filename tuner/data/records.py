@@ -375,13 +375,15 @@ class SweepState:
     _current: dict[tuple[str, str | None], DeployRecord] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def fold(cls, records: Iterable[Mapping[str, Any] | Record]) -> SweepState:
+    def fold(cls, records: Iterable[Mapping[str, Any] | Record], lines: Iterable[int] | None = None) -> SweepState:
+        """The state of a whole file's records; `lines`, their line numbers, name an unreadable one."""
         st = cls()
+        numbers = iter(lines) if lines is not None else None
         for raw in records:
-            st.add(raw)
+            st.add(raw, line=None if numbers is None else next(numbers, None))
         return st
 
-    def add(self, raw: Mapping[str, Any] | Record) -> None:
+    def add(self, raw: Mapping[str, Any] | Record, line: int | None = None) -> None:
         """Fold one more record in, as it arrives (the sweep's live state; fold() is this over a
         whole file)."""
         st = self
@@ -391,7 +393,8 @@ class SweepState:
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # valid JSON this version cannot read as its kind (a hand edit, another tool's line)
             kind = raw.get("type") if isinstance(raw, Mapping) else None
-            st.unreadable.append(f"a {kind!r} record it cannot read: {exc}"[:200])
+            where = "" if line is None else f"line {line}: "
+            st.unreadable.append(f"{where}a {kind!r} record this version cannot read: {exc}"[:200])
             return
         if rec is None:
             return

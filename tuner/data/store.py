@@ -57,8 +57,8 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
-def read_records(path: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
-    """All complete records.
+def read_records(path: Path, problems: list[str] | None = None, lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """All complete records (with `lines`, each one's line number is appended there).
 
     A torn line (the process died mid-write; the next append closed it off) is skipped: it is
     the one point that was in flight, and `--resume` measures it again. Each line skipped is named
@@ -76,6 +76,8 @@ def read_records(path: Path, problems: list[str] | None = None) -> list[dict[str
             rec = None
         if isinstance(rec, dict):
             out.append(rec)
+            if lines is not None:
+                lines.append(n)
         elif problems is not None:
             problems.append(f"line {n} is not a whole JSON record")
     return out
@@ -180,7 +182,8 @@ class Store:
         size = path.stat().st_size if path.is_file() else 0
         if self._state is None or size != self._folded_bytes:
             problems: list[str] = []
-            self._state = SweepState.fold(read_records(path, problems))
+            numbers: list[int] = []
+            self._state = SweepState.fold(read_records(path, problems, numbers), numbers)
             self._folded_bytes = size
             self._warn(problems + self._state.unreadable)
         return self._state
@@ -195,7 +198,8 @@ class Store:
                 f"warning: {self.records_path}: skipped {len(new)} unreadable record(s) ("
                 + "; ".join(new[:5])
                 + ("; ..." if len(new) > 5 else "")
-                + "): a line cut short when a run was killed is measured again by --resume\n"
+                + "): a line cut short when a run was killed is measured again by --resume; a record this "
+                "version cannot read is left out\n"
             )
 
     def append(self, record: Record | dict[str, Any]) -> dict[str, Any]:

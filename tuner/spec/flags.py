@@ -355,6 +355,9 @@ def check_results_dir(path_text: str, flag: str) -> Path:
         raise BadInput(flag, f"{path_text} is not a directory")
     if not (path / "records.jsonl").is_file():
         raise BadInput(flag, f"{path_text} holds no records.jsonl")
+    if not (path / "sweep.json").is_file():
+        # without it the report would describe the default workload, not the one measured
+        raise BadInput(flag, f"{path_text} holds no sweep.json: what was measured, with which workload, is unknown")
     return path
 
 
