@@ -639,12 +639,9 @@ class SweepSpec:
         return out
 
     def identity_diff(self, stored: Mapping[str, Any], scrub: Callable[[Any], Any] = lambda v: v) -> list[str]:
-        """How a stored sweep (its sweep.json params) differs from this one, naming the flags.
-        `scrub`: the redactor the stored file was written through (tuner/data/redact.py), applied
-        to this sweep's values too: a path or -e value holding the API key was stored masked, and
-        never matched the command line again."""
-        old = SweepSpec.from_json(stored).identity()
-        new = scrub(self.identity())
+        """How a stored sweep (its sweep.json params) differs from this one, naming the flags; `scrub`
+        masks this one's values as the stored file's were (a path holding the API key matches)."""
+        old, new = SweepSpec.from_json(stored).identity(), scrub(self.identity())
         names = {f.name: o.name for cls in (WorkloadSpec, SweepSpec) for f, o in _opts(cls)}
         diffs = []
         for key, value in new.items():
