@@ -193,7 +193,9 @@ def extra_flag_errors(extra: Any) -> list[str]:
     return errors
 
 
-_NUMBER_RE = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+# argparse's own test of a negative number (Lib/argparse.py `_negative_number_matcher`, 3.8-3.12; 3.13 takes more):
+# anything else starting with '-' is read as an option ('-1e-3' and '-1.' are)
+_NUMBER_RE = re.compile(r"-\d+|-\d*\.\d+")
 
 
 def _looks_like_option(value: Any) -> bool:

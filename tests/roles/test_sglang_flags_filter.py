@@ -723,6 +723,9 @@ def test_an_extra_flags_value_cannot_smuggle_in_a_flag_of_its_own():
         errors = sglang_flags.server_errors(base(extra_flags=flags))
         assert any("SGLang's parser reads a word starting with '-' as a flag" in e for e in errors), (flags, errors)
         assert "s3cretkey-on-cmdline" not in " ".join(errors)
-    # negative numbers are values, not flags (argparse takes them as such)
-    for value in (-1, "-1", "-0.5", ["-1e3", 4], "a-b"):
+    # negative numbers are values, not flags, as argparse tells them (-1, -0.5, -.5; -1e3 and -1. it
+    # reads as options, and SGLang would exit "expected one argument")
+    for value in ("-1e3", ["-1.", 4]):
+        assert sglang_flags.server_errors(base(extra_flags={"cuda-graph-bs": value})), value
+    for value in (-1, "-1", "-0.5", ["-.5", 4], "a-b"):
         assert sglang_flags.server_errors(base(extra_flags={"cuda-graph-bs": value})) == [], value

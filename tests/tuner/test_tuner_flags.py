@@ -170,3 +170,24 @@ def test_a_chains_explicit_draft_tokens_are_the_same_configuration():
     plan = plan_configs((6, 7), (1,), (None, 8))
     assert [c.config_id for c in plan.configs] == ["k6-t1", "k7-t1"]
     assert [c.config_id for c, _ in plan.infeasible] == ["k6-t1-d8"]
+
+
+def test_a_window_given_for_dflash_dspark_or_uno_reaches_the_play():
+    """A chain's draft tokens of steps + 1 are the same configuration as none only where SGLang
+    forces steps + 1 (the EAGLE family) or defaults to it (NGRAM): DFLASH, DSPARK and UNO take the
+    window given. The plan dropped `--draft-tokens 2` at one step, so DFLASH ran the draft model's
+    window and UNO, which needs one, was refused by the play after the plan had accepted it."""
+    from sglang_utils.sglang_spec import spec_settings
+
+    from tuner.spec.configs import plan_configs
+
+    for algo, extra in (("UNO", {}), ("DSPARK", {}), ("DFLASH", {"sglang_server_spec_draft_model_path": "/d"})):
+        plan = plan_configs((1,), (1,), (2,), algo, play_vars=extra)
+        assert [(c.spec_steps, c.spec_draft_tokens) for c in plan.configs] == [(1, 2)], (algo, plan)
+        for c in plan.configs:  # what the plan deploys, the play accepts
+            errors = spec_settings(
+                c.spec_steps, c.spec_topk, c.spec_draft_tokens, algo, draft_model_path="/d" if extra else ""
+            )
+            assert errors["errors"] == [], (algo, errors)
+    # the EAGLE family: steps + 1 given is the configuration without it
+    assert [c.config_id for c in plan_configs((3,), (1,), (4,), "NEXTN").configs] == ["k3-t1"]

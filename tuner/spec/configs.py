@@ -22,10 +22,14 @@ from sglang_utils.sglang_adaptive import (
     schedule_label,
     union_candidate_steps,
 )
-from sglang_utils.sglang_spec import spec_settings
+from sglang_utils.sglang_spec import TOPK1_RULE_ALGORITHMS, spec_settings
 
 if TYPE_CHECKING:
     from .sweepspec import SweepSpec
+
+# The algorithms whose chain verifies steps + 1 tokens whatever is given or unset: a window of
+# steps + 1 is the same configuration as none (sglang_spec: the EAGLE family's rule, NGRAM's default)
+_STEPS_PLUS_ONE = (*TOPK1_RULE_ALGORITHMS, "NGRAM")
 
 
 @dataclass(frozen=True)
@@ -282,13 +286,14 @@ def plan_configs(
         for draft in drafts:
             for k in steps:
                 # a chain's draft tokens are steps + 1 whether given or not: one configuration, not two
-                d = None if topk == 1 and draft == k + 1 else draft
+                # (the EAGLE family's rule, and NGRAM's default; DFLASH, DSPARK and UNO take the window given)
+                d = None if topk == 1 and draft == k + 1 and algorithm.strip().upper() in _STEPS_PLUS_ONE else draft
                 cfg = SpecConfig(0, 1, None, algorithm) if k == 0 else SpecConfig(k, topk, d, algorithm)
                 if cfg.config_id in seen:
                     continue
                 seen.add(cfg.config_id)
                 if k > 0:
-                    errors = spec_settings(k, topk, draft, algorithm, **limits)["errors"]
+                    errors = spec_settings(k, topk, d, algorithm, **limits)["errors"]
                     if errors:
                         plan.infeasible.append((cfg, "; ".join(errors)))
                         continue
