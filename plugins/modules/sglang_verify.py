@@ -130,6 +130,24 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify 
 )
 
 
+class Busy(RuntimeError):
+    """A 5xx answer, or a stream the server aborted with a 5xx (queue full, a timeout): the request
+    may be sent again, as the tuner's gate does (tuner/verify/probe.py; docs/tuner.md "Pass rules")."""
+
+
+RETRIES_5XX = 2  # extra sends of a request answered 5xx (the tuner's gate's number)
+RETRY_WAIT_S = 0.5
+
+
+def retrying(send):
+    for _retry in range(RETRIES_5XX):
+        try:
+            return send()
+        except Busy:
+            time.sleep(RETRY_WAIT_S)
+    return send()  # the last send's 5xx is the gate's answer
+
+
 class Server:
     def __init__(self, url, api_key, timeout):
         self.base = url.rstrip("/")
@@ -144,7 +162,12 @@ class Server:
         req = urllib.request.Request(
             self.base + path, data=data, headers=self.headers, method="GET" if body is None else "POST"
         )
-        return self.opener.open(req, timeout=self.timeout)
+        try:
+            return self.opener.open(req, timeout=self.timeout)
+        except urllib.error.HTTPError as exc:
+            if body is not None and 500 <= exc.code < 600:
+                raise Busy(f"{path}: HTTP {exc.code}") from None
+            raise
 
     def info(self):
         last = None
@@ -157,11 +180,17 @@ class Server:
         raise RuntimeError(f"no /server_info: {last}")
 
     def short(self, row, max_new):
-        with self._open("/generate", generate_body(row["prompt"], max_new, False)) as r:
-            out = json.loads(r.read().decode("utf-8"))
-        return response_row(row["id"], out, time.monotonic())
+        def send():
+            with self._open("/generate", generate_body(row["prompt"], max_new, False)) as r:
+                out = json.loads(r.read().decode("utf-8"))
+            return response_row(row["id"], out, time.monotonic())
+
+        return retrying(send)
 
     def long(self, row, max_new):
+        return retrying(lambda: self._long(row, max_new))
+
+    def _long(self, row, max_new):
         """Streamed: (row, [(arrival, new tokens, new verify passes), ...])."""
         fold = StreamRow(row["id"])
         ended = False
@@ -176,7 +205,8 @@ class Server:
                     break
                 error = fold.add(json.loads(data), now)
                 if error is not None:
-                    raise RuntimeError(f"/generate for {row['id']}: {error}")
+                    busy = fold.abort_status is not None and 500 <= fold.abort_status < 600
+                    raise (Busy if busy else RuntimeError)(f"/generate for {row['id']}: {error}")
         if not ended:
             # a stream cut before SGLang's closing [DONE] is no whole output (the tuner's gate fails it too)
             raise RuntimeError(f"/generate for {row['id']}: the stream ended before [DONE]")

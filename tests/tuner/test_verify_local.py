@@ -208,3 +208,13 @@ def test_a_stream_cut_before_done_is_no_output_to_the_role_s_module_either(basel
         )
     res = json.loads(out.stdout)
     assert res.get("failed") and "the stream ended before [DONE]" in res["msg"], res.get("msg")
+
+
+def test_a_server_without_speculation_is_held_to_its_outputs_only(baseline):
+    """`verify` on a spec_steps 0 server whose outputs are the baseline's: the tuner's gate judged
+    the acceptance of a server that has none ('no acceptance length') and failed it, where the
+    role's module (plugins/modules/sglang_verify.py) holds such a server to its outputs only."""
+    with emulator(steps=0) as url:
+        r = verify("--url", url, "--baseline", str(baseline))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "passed" in r.stdout and "no acceptance length" not in r.stdout

@@ -737,3 +737,27 @@ def test_the_verdicts_words_say_what_forgave_a_shortfall_and_why_drift_was_not_j
     assert f"standard error {v['accept']['prompt_se']:.2f} (a shortfall within 3 of them passes)" in text
     v["drift"] = {**v["drift"], "method": None}
     assert "neither per-chunk verify counts nor acceptance histograms" in "\n".join(block("k3-t1", v))
+
+
+def test_a_dataset_smaller_than_the_gates_set_still_checks_every_answer(tmp_path):
+    """The gate takes 24 short and 4 long prompts, wrapping around a smaller `--dataset`; its rows
+    used again kept their id, and the rule matched answers to the baseline by id, so of two requests
+    with one id only the last answer was checked, against both: a wrong first answer passed."""
+    import json as _json
+
+    from tuner.spec.workload import load_dataset
+    from tuner.verify.prompts import prompt_set, settings
+
+    data = tmp_path / "small.jsonl"
+    data.write_text(
+        "".join(_json.dumps({"messages": [{"role": "user", "content": f"q{i}"}]}) + "\n" for i in range(10))
+    )
+    ps = prompt_set(load_dataset(str(data)), settings())
+    ids = [p["id"] for p in ps.short + ps.long]
+    assert len(ids) == 28 and len(set(ids)) == 28, ids
+    # the same answers but the first of a repeated prompt's: that one is caught
+    base = [{"id": p["id"], "output_ids": [1, 2, 3], "text": "a b c"} for p in ps.short]
+    cand = [dict(r) for r in base]
+    cand[0] = dict(cand[0], output_ids=[9, 9, 9], text="x y z")
+    got = rules._compare(base, cand)
+    assert got["exact"] == len(base) - 1 and got["diverged"] == 1, got

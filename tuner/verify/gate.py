@@ -35,12 +35,13 @@ async def check(
 ) -> dict[str, Any]:
     """The gate's verdict on the server behind `client` (sglang_verify.judge), with what it is.
     A baseline of another model, server version or prompt set raises BaselineError first.
-    `acceptance` False: parity and loops only (the sweep's exact round); `floor` False: no acceptance
-    floor or collapse rule (sglang_verify.judge)."""
+    `acceptance` False: parity and loops only (the sweep's exact round; a server that does not
+    speculate is held to its outputs only, as the role's module holds it); `floor` False: no
+    acceptance floor or collapse rule (sglang_verify.judge)."""
     ident = await probe.identity(client)
     baseline_mod.check(base, ident, ps, where)
     got = await probe.outputs(client, ps)
-    verdict = rules.judge(base, {**got, **ident}, measured_accept, acceptance, floor)
+    verdict = rules.judge(base, {**got, **ident}, measured_accept, acceptance and ident["speculates"], floor)
     verdict["server"] = {k: ident.get(k) for k in ("server_version", "model", "speculative", "deterministic")}
     verdict["baseline"] = {"prompt_set": base.get("prompt_set"), "deterministic": bool(base.get("deterministic"))}
     return dict(verdict)

@@ -60,6 +60,8 @@ async def identity(client: BenchClient) -> dict[str, Any]:
         "speculative": {k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")}
         if spec.get("enabled")
         else None,
+        # held to acceptance unless the server says it does not speculate (the role's module's rule)
+        "speculates": spec.get("enabled") is not False,
         "deterministic": bool(info.get("deterministic")),
         "adaptive": bool(spec.get("enabled") and spec.get("adaptive")),
         "numerics": dict(info.get("numerics") or {}),

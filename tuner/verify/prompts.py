@@ -45,14 +45,21 @@ def settings(
 
 def prompt_set(dataset: Dataset | None, conf: dict[str, Any]) -> PromptSet:
     """The first `short_prompts` rows for the short checks and the next `long_prompts` for the long
-    run (wrapping around a small dataset)."""
+    run (wrapping around a small dataset). Each request has its own id: a row used again (a dataset
+    smaller than the set) is `name:line#2`, ..., since the gate matches answers to the baseline by
+    id, and one id for two requests checked only the last answer against both."""
     ds = dataset if dataset is not None and dataset.loaded else load_dataset(str(SHIPPED))
     rows = list(ds.prompts)
     name = ds.name
+    uses: dict[int, int] = {}
+
+    def ident(line: int) -> str:
+        uses[line] = uses.get(line, 0) + 1
+        return f"{name}:{line}" + (f"#{uses[line]}" if uses[line] > 1 else "")
 
     def pick(start: int, n: int) -> tuple[dict[str, str], ...]:
         return tuple(
-            {"id": f"{name}:{rows[(start + i) % len(rows)].line}", "text": rows[(start + i) % len(rows)].text}
+            {"id": ident(rows[(start + i) % len(rows)].line), "text": rows[(start + i) % len(rows)].text}
             for i in range(n)
         )
 
