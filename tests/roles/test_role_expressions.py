@@ -173,10 +173,23 @@ def test_a_forced_nccl_check_without_its_python_waits_for_the_engine(tmp_path):
                 expr,
                 {**base, "cuda_env_nccl_check_force": True, "cuda_env_nccl_check_python": "/v/bin/python"},
             ),
+            "one GPU": (expr, {**base, "cuda_env_nccl_check_force": False, "cuda_env_nccl_check_python": ""}),
+            "declared": (
+                expr,
+                {
+                    **base,
+                    "cuda_env_gpu_facts_source": "declared",
+                    "cuda_env_nccl_check_force": False,
+                    "cuda_env_nccl_check_python": "",
+                },
+            ),
         },
     )
     assert got["forced, no python"].startswith("cuda_env_nccl_check_python is empty"), got
     assert got["forced"] == "", got
+    # unforced, the host's own reason comes first (an emulator host says so: tests/cuda_env)
+    assert got["one GPU"].startswith("this host has 1 GPU"), got
+    assert got["declared"].startswith("the GPUs are declared"), got
 
 
 def test_the_hosts_wheelhouse_is_the_controllers_alone():
