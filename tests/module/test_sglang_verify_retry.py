@@ -14,9 +14,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ready_testlib import COLLECTIONS  # noqa: F401  (puts the collection on sys.path)
-
 from ansible_collections.sglang_tune.serving.plugins.modules import sglang_verify as module
+from ready_testlib import COLLECTIONS  # noqa: F401  (puts the collection on sys.path)
 
 ANSWER = {"text": "ok", "output_ids": [1, 2], "meta_info": {"completion_tokens": 2, "spec_verify_ct": 1}}
 
