@@ -569,3 +569,32 @@ def test_multi_node_ranks(emulator):
     head.proc.send_signal(15)
     assert head.wait_exit(10) == 0
     assert other.wait_exit(10) == 0
+
+
+def test_the_context_check_counts_the_draft_reserve_and_the_scheduler_cuts_what_does_not_fit(tmp_path):
+    """SGLang's tokenizer counts the EAGLE family's draft slots, max(topk x steps, draft tokens),
+    with the input (0.5.9 tokenizer_manager.py `_validate_one_request`, `>=` there; `>` from 0.5.12),
+    and its scheduler cuts max_new_tokens to max_req_len - input - 1, max_req_len = min(context - 1,
+    KV pool - 1) (scheduler.py `init_req_max_new_tokens`): a request is not rejected for a small pool,
+    it ends early with `length`. The emulator took input + max_new <= context and generated every
+    token asked for whatever the pool, so a sweep near the limits passed here and failed there."""
+    e = Emulator(
+        tmp_path,
+        [*spec_flags(3), "--context-length", "2048", "--max-total-tokens", "600", "--emulator-startup-s", "0.2"],
+    )
+    try:
+        e.wait_ready()
+
+        def ask(n_in: int, n_new: int):
+            body = {"input_ids": [1] * n_in, "sampling_params": {"max_new_tokens": n_new, "ignore_eos": True}}
+            return e.post_json("/generate", body)
+
+        # NEXTN 3 steps, 4 draft tokens: 4 slots reserved; 0.5.9 refuses a total reaching the context
+        status, out = ask(100, 2048 - 100 - 4)
+        assert status == 400 and "maximum context length" in json.dumps(out), (status, out)
+        # a pool of 600 tokens: 500 asked after a 100-token input, 600 - 1 - 100 - 1 = 498 served
+        status, out = ask(100, 500)
+        assert status == 200, out
+        assert out["meta_info"]["completion_tokens"] == 498 and out["meta_info"]["finish_reason"]["type"] == "length"
+    finally:
+        e.kill()

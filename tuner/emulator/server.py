@@ -292,6 +292,20 @@ class EmulatorApp:
         and what the scheduler refuses at."""
         return min(self.context_len - 1, self.capacity.max_total_num_tokens - 1) - 5
 
+    @property
+    def num_reserved_tokens(self) -> int:
+        """Output slots SGLang reserves per request for the draft tokens, counted with the input in
+        the context check (0.5.9 tokenizer_manager.py num_reserved_tokens, 0.5.23 managers/utils.py
+        compute_num_reserved_tokens): max(topk x steps, draft tokens) under the EAGLE family (NEXTN
+        is EAGLE), 0 otherwise; under adaptive speculation the widest candidate's."""
+        cfg = self.cfg
+        algo = str(cfg.values.get("speculative_algorithm") or "").upper()
+        if not cfg.spec_on or algo not in ("EAGLE", "EAGLE3", "NEXTN"):
+            return 0
+        if cfg.adaptive is not None:
+            return max(cfg.topk * cfg.num_steps, cfg.adaptive.max_steps + 1)
+        return max(cfg.topk * cfg.num_steps, cfg.num_draft_tokens)
+
     def make_request(
         self,
         rid: str,
@@ -306,11 +320,13 @@ class EmulatorApp:
         stream: bool = False,
     ) -> tuple[Request, int]:
         """A scheduler request for one prompt, checked against the context length as SGLang checks
-        it (BadRequest otherwise), and the seed of its output text (tokens.py)."""
+        it (BadRequest otherwise), its max_new_tokens cut to what fits as SGLang's scheduler cuts it,
+        and the seed of its output text (tokens.py)."""
         ctx = self.context_len
-        if input_tokens >= ctx:
+        reserved = self.num_reserved_tokens
+        if input_tokens + reserved >= ctx:
             raise BadRequest(
-                f"The input ({input_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
+                f"The input ({input_tokens + reserved} tokens) is longer than the model's context length ({ctx} tokens)."
             )
         # the scheduler's own limit: what the KV pool can hold (managers/utils.py validate_input_length)
         max_in = self.max_req_input_len
@@ -321,17 +337,22 @@ class EmulatorApp:
                     "Use a shorter input or enable --allow-auto-truncate."
                 )
             input_tokens = max_in
-        if max_new is None:
-            max_new = ctx - input_tokens
-        if max_new < 0:
+        if max_new is not None and max_new < 0:
             raise BadRequest("max_new_tokens must be at least 0")
-        if input_tokens + max_new > ctx:
+        total = input_tokens + reserved + (max_new or 0)
+        if max_new is None:
+            max_new = 1 << 30  # unset: no total check, the scheduler's cut below
+        elif total >= ctx if self.cfg.facts.total_tokens_inclusive else total > ctx:
             raise BadRequest(
                 f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested a "
-                f"total of {input_tokens + max_new} tokens: {input_tokens} tokens from the input messages and "
+                f"total of {total} tokens: {input_tokens + reserved} tokens from the input messages and "
                 f"{max_new} tokens for the completion. Please reduce the number of tokens in the input messages or "
                 f"the completion to fit within the limit."
             )
+        # the scheduler's cut (scheduler.py init_req_max_new_tokens, 0.5.9-0.5.23): a request whose
+        # output would not fit the context or the KV pool ends early, finish reason `length`
+        max_req_len = min(ctx - 1, self.capacity.max_total_num_tokens - 1)
+        max_new = min(max_new, max(0, max_req_len - input_tokens - 1))
         h = tokens.output_seed(prompt_h, temperature, seed, self.rng.getrandbits(62))
         stop_at = None if ignore_eos else tokens.eos_position(h, self.p.eos_min_tokens, self.p.eos_max_tokens)
         if not 0.0 < top_p <= 1.0:

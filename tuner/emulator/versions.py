@@ -116,6 +116,10 @@ class SGLangVersion:
     # ends. elapsed=..., mem usage=..." up to 0.5.20, "Init parallel begin." / "Init parallel ends.
     # elapsed=... s" from 0.5.21 (srt/distributed/bootstrap.py of each wheel).
     parallel_init_log: bool = False
+    # The tokenizer's total-token check (input + the draft reserve + max_new_tokens against the
+    # context length): `>=` in 0.5.9/0.5.10 (tokenizer_manager.py _validate_one_request), `>` from
+    # 0.5.12 (0.5.11 not read: taken as 0.5.10, the stricter).
+    total_tokens_inclusive: bool = False
     released: str = ""
 
     @property
@@ -161,6 +165,7 @@ VERSIONS: dict[str, SGLangVersion] = {
                 "topk": "server_args.py:2447",
                 "maxtok": "model_runner_kv_cache_mixin.py:382",
             },
+            total_tokens_inclusive=True,
         ),
         SGLangVersion(
             version="0.5.10",
@@ -182,6 +187,7 @@ VERSIONS: dict[str, SGLangVersion] = {
                 "topk": "server_args.py:3078",
                 "maxtok": "model_runner_kv_cache_mixin.py:382",
             },
+            total_tokens_inclusive=True,
         ),
         SGLangVersion(
             version="0.5.11",
@@ -200,6 +206,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             spec_meta="drafts",
             adaptive_initial="nearest",
             not_enough_memory=_NOT_ENOUGH_MEMORY_0510,
+            total_tokens_inclusive=True,
         ),
         SGLangVersion(
             version="0.5.12",
