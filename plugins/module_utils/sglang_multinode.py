@@ -101,7 +101,11 @@ def member_settings(members: Sequence[str], hostvars: Any, own: dict[str, Any]) 
         values: dict[str, Any] = {}
         for var, _why in SAME_ON_EVERY_NODE:
             try:
-                values[var] = hv[var] if var in hv else own.get(var)
+                # a host that does not set the group is not in it (the role's default is ""): read
+                # as this host's value, a group named on the head only passed, and the other host
+                # deployed a server of its own while the head waited for it as a rank
+                missing = "" if var == "sglang_server_multinode_group" else own.get(var)
+                values[var] = hv[var] if var in hv else missing
             except Exception:  # noqa: BLE001 - a value that does not template is this host's problem to report
                 values[var] = own.get(var)
         out[m] = values

@@ -169,3 +169,10 @@ def parse_sse(raw: bytes) -> list[Any]:
         data = block[6:]
         events.append("[DONE]" if data == b"[DONE]" else json.loads(data))
     return events
+
+
+def run_cli(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """`python -m tuner.emulator ARGV` to its end (the argument and version tests: exit codes and
+    messages), through the one command helper (tests/helpers/emulator_proc.py)."""
+    cmd = emulator_cmd(*argv, model=None, served=None)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from emu_testlib import MODEL, ROOT
+from emu_testlib import MODEL, run_cli
 
 from tuner.emulator import parse as P
 from tuner.emulator import resolve as R
@@ -339,12 +336,6 @@ def test_two_config_files_are_refused(tmp_path):
     conf.write_text("{}")
     with pytest.raises(ValueError, match="Multiple config files specified"):
         P.parse_flags(["--config", str(conf), "--config", str(conf)])
-
-
-def run_cli(*argv: str, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.emulator", *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_cli_unknown_flag_exit_code_and_message():

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from emu_testlib import MODEL, ROOT, START_FAILURE_EXIT_S, spec_flags
+from emu_testlib import MODEL, START_FAILURE_EXIT_S, run_cli, spec_flags
 
 from tuner.emulator import flags as F
 from tuner.emulator import parse as P
@@ -36,12 +34,6 @@ def emulated_flags(version: str) -> set[str]:
 
 
 ALL_SPELLINGS = {name for flag in F._FLAGS for name in flag.names}
-
-
-def run_cli(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.emulator", *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
 
 
 @pytest.mark.parametrize("version", versions.SUPPORTED)

@@ -345,12 +345,9 @@ def test_timeout_says_how_long_and_last_answer(fake_sglang, run_module, tmp_path
 
 
 def test_timeout_without_any_listener(run_module, tmp_path):
-    import socket
+    from emulator_proc import free_port
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens there now
+    port = free_port()  # nothing listens there now
     res, failed = run_module({"url": f"http://127.0.0.1:{port}", "unit": "", "timeout": 0.6, "interval": 0.1})
     assert failed and res["failure_kind"] == "timeout"
     assert "no answer" in res["msg"] and res["health_status"] is None

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 
 import pytest
 import yaml
-from emulator_proc import free_port
+from emulator_proc import emulator_cmd, free_port
 from roles_testlib import ROOT, VENV_BIN, ansible_env, remove_container
 
 KEEP, KEEP_INDEX = "demo-keep-49", 49  # the demo range: what `make demo` makes
@@ -68,8 +67,7 @@ def test_run_cleanup_keeps_the_demo_range_host(need_podman, tmp_path) -> None:
         )
         assert json.loads(labels.stdout)["io.sglang-tune.run"] == "user"
         emulator = subprocess.Popen(
-            [sys.executable, "-m", "tuner.emulator", "--model-path", "/m", "--port", str(free_port())]
-            + ["--emulator-startup-s", "60"],
+            emulator_cmd("--emulator-startup-s", "60", port=free_port(), model="/m", served=None),
             cwd=ROOT,
             env={**os.environ, "SGLANG_TUNE_RUN": run},
             stdout=subprocess.DEVNULL,

@@ -443,8 +443,11 @@ def test_a_whole_flag_that_begins_a_guarded_one_is_not_an_abbreviation():
 
 
 def test_every_mapped_flag_is_protected_from_extra_flags():
-    for _key, flag, _kind in sglang_flags.FLAG_TABLE:
-        assert flag in sglang_flags.MANAGED_FLAGS
+    """What a user sees for every flag the role maps: sglang_server_extra_flags may not set it
+    (the membership of FLAG_TABLE in MANAGED_FLAGS, built from it, could not fail)."""
+    for key, flag, _kind in sglang_flags.FLAG_TABLE:
+        errors = sglang_flags.server_errors(base(extra_flags={flag[2:]: "1"}))
+        assert any(f"must not set {flag}: use sglang_server_{key}" in e for e in errors), (flag, errors)
 
 
 # --- quoting -----------------------------------------------------------------------------------

@@ -290,3 +290,15 @@ def test_a_rank_whose_gate_module_failed_without_a_reason_has_not_passed(tmp_pat
         "worker-recheck-refused": "boom",
         "check-mode-skipped": "",
     }, out[-3000:]
+
+
+def test_a_host_of_the_group_that_does_not_name_it_is_refused():
+    """The group set on the head only (host_vars): the other host's missing value was read as the
+    head's own, so the check passed; that host, with the role's default "", deployed a server of its
+    own while the head waited for it as rank 1 until the dist timeout."""
+    # hostvars as Ansible gives them (B sets nothing; role defaults are not in hostvars), read on A
+    settings = mn.member_settings([A, B], {A: _settings(), B: {}}, own=_settings())
+    errors = mn.group_errors(GROUP, [A, B], "", settings)
+    assert any(e.startswith("sglang_server_multinode_group differs") for e in errors), errors
+    # every other variable a host leaves unset is this host's, as before (the role default on both)
+    assert settings[B]["sglang_server_tp_size"] == 16

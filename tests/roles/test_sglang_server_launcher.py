@@ -224,26 +224,18 @@ def test_emulator_through_the_launcher_with_config_file(installed, tmp_path, key
     """The real mechanism end to end, without systemd: `--config FILE.yaml` carries the key, the
     key works over HTTP, and nothing the server printed carries it (the emulator prints it in
     `server_args=` as SGLang does)."""
-    import socket
+    # the one port and command helpers (tests/helpers/emulator_proc.py): a port from bind(0) can be
+    # taken by another worker's outgoing connection before the server binds it
+    from emulator_proc import emulator_cmd, free_port, wait_for_health
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cfg = secrets_file(tmp_path, key)
-    server = [sys.executable, "-m", "tuner.emulator", "--config", str(cfg), "--model-path", "/m"]
-    server += ["--host", "127.0.0.1", "--port", str(port), "--emulator-startup-s", "0"]
+    server = emulator_cmd("--config", str(cfg), "--emulator-startup-s", "0", port=port, model="/m", served=None)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = launch(installed, cfg, server, cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
+        wait_for_health(url, proc, timeout=60)
         assert request(url, key) == 200
         assert request(url, None) == 401
         assert request(url, key + "x") == 401

@@ -254,3 +254,16 @@ def test_extra_vars_never_reach_the_plays_command_line(tmp_path, monkeypatch):
     assert seen["vars"]["sglang_server_environment"] == {"SGLANG_X": "hf_not_on_argv"}
     assert seen["vars"]["spec_steps"] == 3
     assert "hf_not_on_argv" not in seen["command"] and "spec_steps" not in seen["command"]
+
+
+def test_a_host_of_a_groups_slot_is_not_a_slot_of_its_own():
+    """A group named on its head only: its other host was a member of the group's slot and a slot of
+    its own, so a sweep ran two plays on it at once (the role's group check now refuses the group)."""
+    from tuner.run.inventory import Inventory
+
+    inv = Inventory(
+        hosts=["gpu-a", "gpu-b", "gpu-c"],
+        hostvars={"gpu-a": {"sglang_server_multinode_group": "tp16"}, "gpu-b": {}, "gpu-c": {}},
+        groups={"tp16": ["gpu-a", "gpu-b"]},
+    )
+    assert inv.slots() == {"tp16": ["gpu-a", "gpu-b"], "gpu-c": ["gpu-c"]}

@@ -51,14 +51,18 @@ class Inventory:
         out: dict[str, list[str]] = {}
         for h in self.hosts:
             g = (self.hostvars.get(h) or {}).get("sglang_server_multinode_group")
-            if isinstance(g, str) and g and "{{" not in g and g in self.groups:
-                if g not in out:
-                    members = [m for m in self.groups[g] if m in self.hosts]
-                    head = (self.hostvars.get(h) or {}).get("sglang_server_multinode_head") or ""
-                    if isinstance(head, str) and "{{" not in head:
-                        members = rank_order(members, head)
-                    out[g] = members or [h]
-            else:
+            if isinstance(g, str) and g and "{{" not in g and g in self.groups and g not in out:
+                members = [m for m in self.groups[g] if m in self.hosts]
+                head = (self.hostvars.get(h) or {}).get("sglang_server_multinode_head") or ""
+                if isinstance(head, str) and "{{" not in head:
+                    members = rank_order(members, head)
+                out[g] = members or [h]
+        # a member of a group's slot is never a slot of its own as well (one that does not name the
+        # group itself is refused by the role's group check, before any host changes)
+        grouped = {m for members in out.values() for m in members}
+        for h in self.hosts:
+            g = (self.hostvars.get(h) or {}).get("sglang_server_multinode_group")
+            if h not in grouped and not (isinstance(g, str) and g and "{{" not in g and g in self.groups):
                 out[h] = [h]
         return out
 
