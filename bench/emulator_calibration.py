@@ -43,7 +43,7 @@ from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import emulator_cmd, free_port  # noqa: E402
+from emulator_proc import emulator_cmd, free_port, wait_for_health  # noqa: E402
 
 from tuner.emulator import model, workload  # noqa: E402
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, Profile, load_profile  # noqa: E402
@@ -356,18 +356,7 @@ def http_measure(profile_path: Path, k: int, levels: tuple[int, ...]) -> dict[in
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        import urllib.request
-
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except Exception:  # noqa: BLE001 - not up yet
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("emulator did not become healthy")
+        wait_for_health(url, proc, timeout=30)  # the one helper: an emulator that dies says so at once
         out = {}
         for c in levels:
             out[c] = asyncio.run(_closed_loop_http(url, c, max(4, 2 * c)))

@@ -39,7 +39,7 @@ from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import emulator_cmd, free_port  # noqa: E402
+from emulator_proc import emulator_cmd, free_port, wait_for_health  # noqa: E402
 
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, load_profile  # noqa: E402
 from tuner.emulator.simulate import SpecSetting, closed_loop  # noqa: E402
@@ -145,15 +145,10 @@ def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
     log = tempfile.NamedTemporaryFile(prefix="emu-speed-", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
-                    break
-            except OSError as exc:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"emulator did not start; see {log.name}") from exc
-                time.sleep(0.1)
+        try:
+            wait_for_health(url, proc, timeout=30)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; see {log.name}") from None
         gen0 = metric(url, "sglang:generation_tokens_total")
         cpu0 = cpu_seconds(proc.pid)
         client_cpu0 = time.process_time()

@@ -8,8 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -152,17 +150,7 @@ def supervised_emulator(
     t = threading.Thread(target=loop, daemon=True)
     t.start()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("supervised emulator did not become healthy")
-            time.sleep(0.1)
+        wait_for_health(url, None, timeout=60)  # no one process to watch: the loop restarts it
         yield url, exits
     finally:
         stop.set()
