@@ -166,6 +166,13 @@ def accept_histogram(meta: Mapping[str, Any]) -> list[int] | None:
     return None
 
 
+# A request answered 5xx, or a stream aborted with one, is the server busy: sent again this many
+# extra times, this far apart, by the tuner's gate (tuner/verify/probe.py) and the role's module
+# (plugins/modules/sglang_verify.py) alike (docs/tuner.md "Pass rules").
+RETRIES_5XX = 2
+RETRY_WAIT_S = 0.5
+
+
 class StreamRow:
     """One streamed `/generate` answer folded chunk by chunk into the gate's output row and its
     steps: (arrival, new tokens, new verify passes) whenever the cumulative `completion_tokens` or
@@ -184,6 +191,12 @@ class StreamRow:
         self.hist: list[int] | None = None
         self.steps: list[tuple[float, int, int]] = []
         self.abort_status: int | None = None  # the status of an abort the server ended the stream with
+
+    @property
+    def busy(self) -> bool:
+        """The server aborted the stream with a 5xx (the queue full, a timeout): the request may be
+        sent again (RETRIES_5XX)."""
+        return self.abort_status is not None and 500 <= self.abort_status < 600
 
     def add(self, chunk: Mapping[str, Any], now: float) -> str | None:
         """Fold one chunk in; the server's error, when the chunk carries one (the caller raises)."""

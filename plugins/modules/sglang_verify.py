@@ -116,6 +116,8 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_
     parse_server_info,
 )
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify import (
+    RETRIES_5XX,
+    RETRY_WAIT_S,
     StreamRow,
     baseline_mismatch,
     baseline_problems,
@@ -133,10 +135,6 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify 
 class Busy(RuntimeError):
     """A 5xx answer, or a stream the server aborted with a 5xx (queue full, a timeout): the request
     may be sent again, as the tuner's gate does (tuner/verify/probe.py; docs/tuner.md "Pass rules")."""
-
-
-RETRIES_5XX = 2  # extra sends of a request answered 5xx (the tuner's gate's number)
-RETRY_WAIT_S = 0.5
 
 
 def retrying(send):
@@ -205,8 +203,7 @@ class Server:
                     break
                 error = fold.add(json.loads(data), now)
                 if error is not None:
-                    busy = fold.abort_status is not None and 500 <= fold.abort_status < 600
-                    raise (Busy if busy else RuntimeError)(f"/generate for {row['id']}: {error}")
+                    raise (Busy if fold.busy else RuntimeError)(f"/generate for {row['id']}: {error}")
         if not ended:
             # a stream cut before SGLang's closing [DONE] is no whole output (the tuner's gate fails it too)
             raise RuntimeError(f"/generate for {row['id']}: the stream ended before [DONE]")

@@ -35,10 +35,6 @@ class BusyError(ProbeError):
     """A 5xx answer: the request may be sent again."""
 
 
-RETRIES_5XX = 2  # extra sends of a request answered 5xx
-RETRY_WAIT_S = 0.5
-
-
 # What the gate's requests can raise when the server does not answer as SGLang does, or goes away
 # instead of answering (aiohttp's ServerDisconnectedError, a dropped stream: a crashed server).
 ANSWER_ERRORS = (ProbeError, ServerError, OSError, ValueError, aiohttp.ClientError)
@@ -90,11 +86,11 @@ Row = tuple[dict[str, Any], list[tuple[float, int, int]]]
 
 
 async def _retrying(send: Callable[[], Awaitable[Row]]) -> Row:
-    for _retry in range(RETRIES_5XX):
+    for _retry in range(rules.RETRIES_5XX):
         try:
             return await send()
         except BusyError:
-            await asyncio.sleep(RETRY_WAIT_S)
+            await asyncio.sleep(rules.RETRY_WAIT_S)
     return await send()  # the last send's 5xx is the gate's answer
 
 
@@ -121,8 +117,7 @@ async def _long(client: BenchClient, prompt: dict[str, str], max_new: int) -> Ro
                 error = fold.add(chunk, now)
                 if error is not None:
                     # an abort with a 5xx (the queue full, a timeout) is the server busy: sent again
-                    busy = fold.abort_status is not None and 500 <= fold.abort_status < 600
-                    raise (BusyError if busy else ProbeError)(f"/generate for {prompt['id']}: {error}")
+                    raise (BusyError if fold.busy else ProbeError)(f"/generate for {prompt['id']}: {error}")
         if not ended:
             raise ProbeError(f"/generate for {prompt['id']}: the stream ended before [DONE]")
         return fold.row()
