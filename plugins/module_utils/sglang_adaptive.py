@@ -165,21 +165,34 @@ def schedule_config(schedule: dict[Any, Any]) -> dict[str, dict[str, list[int]]]
     return out
 
 
-def resolved_schedule(cfg: Any, form: str | None, version: object = None) -> dict[str, Any] | None:
+def resolved_schedule(
+    cfg: Any, form: str | None, version: object = None, launch_steps: object = None
+) -> dict[str, Any] | None:
     """The schedule a server runs, as SGLang's JSON, from its config document (``None``: no file).
 
     ``form`` is the release's (``sglang_releases.adaptive_config_form``). Per-bs (0.5.13+): each
     bucket as its slot reads it (``AdaptiveSpeculativeParams.__init__``: ``{**cfg, **entry}``, the
     top-level defaults merged under it, less the other buckets), buckets in increasing order, the
     default config when there is no file. Flat (0.5.11/0.5.12): the one object with its
-    ``candidate_steps`` filled in. ``None`` when the document is not one the release accepts.
+    ``candidate_steps`` filled in, the launch depth ``launch_steps`` (--speculative-num-steps)
+    among them where the release adds it (0.5.12: ``sglang_releases.adaptive_flat_adds_launch_steps``).
+    ``None`` when the document is not one the release accepts.
     """
     if form == "flat":
         try:
             flat = dict(load_flat(cfg))
         except ValueError:
             return None
-        flat.setdefault("candidate_steps", list(FLAT_DEFAULT_CANDIDATE_STEPS))
+        steps = flat.get("candidate_steps", FLAT_DEFAULT_CANDIDATE_STEPS)
+        if (
+            isinstance(steps, list)
+            and isinstance(launch_steps, int)
+            and not isinstance(launch_steps, bool)
+            and launch_steps not in steps
+            and _releases.adaptive_flat_adds_launch_steps(version)
+        ):
+            steps = sorted({*steps, launch_steps})
+        flat["candidate_steps"] = list(steps) if isinstance(steps, list) else steps
         return flat
     if form != "per-bs":
         return None

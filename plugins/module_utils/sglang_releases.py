@@ -26,6 +26,7 @@ __all__ = [
     "ADAPTIVE_PER_BS_SINCE",
     "ADAPTIVE_ZERO_STEPS_SINCE",
     "adaptive_needs_overlap_off",
+    "adaptive_flat_adds_launch_steps",
     "DETERMINISTIC_SINCE",
     "release_key",
     "adaptive_config_form",
@@ -103,6 +104,16 @@ def adaptive_needs_overlap_off(version: object) -> bool:
     (environ.py) the overlap scheduler stays on for topk 1; 0.5.12 implements it for v2."""
     key = release_key(version)
     return bool(key) and release_key(ADAPTIVE_SINCE) <= key < release_key("0.5.12")
+
+
+def adaptive_flat_adds_launch_steps(version: object) -> bool:
+    """0.5.12's flat policy adds the launch depth (--speculative-num-steps) to the config's
+    candidate_steps when it is not one of them (adaptive_spec_params.py AdaptiveSpeculativeParams:
+    "Ensure the worker's initial speculative_num_steps is itself a candidate", logged as "Adding
+    initial speculative_num_steps=N to candidate_steps=[...]"); 0.5.11's starts at the candidate
+    nearest to it and keeps the config's list as it is."""
+    key = release_key(version)
+    return bool(key) and key >= release_key("0.5.12") and adaptive_config_form(version) == "flat"
 
 
 def adaptive_config_form(version: object) -> str | None:

@@ -1017,7 +1017,9 @@ class Gate:
         schedule = None
         if info_fields is not None:
             spec = info_fields.get("speculative") or {}
-            schedule = read_schedule(spec.get("adaptive"), spec.get("adaptive_config"), info_fields.get("version"))
+            schedule = read_schedule(
+                spec.get("adaptive"), spec.get("adaptive_config"), info_fields.get("version"), spec.get("num_steps")
+            )
         res = self.common()
         res.update(build_report(summary, info_fields, models, info_path, schedule))
         res["sglang_warnings"] = [redact(w, self.secrets) for w in res["sglang_warnings"]]
@@ -1038,7 +1040,7 @@ class Gate:
 SCHEDULE_FILE_MAX = 1 << 20
 
 
-def read_schedule(adaptive, config_path, version):
+def read_schedule(adaptive, config_path, version, launch_steps=None):
     """The schedule the server resolved (SGLang's JSON), or None when it runs static.
 
     SGLang exposes the switch and the file, not the buckets: /server_info has the resolved
@@ -1061,7 +1063,7 @@ def read_schedule(adaptive, config_path, version):
             cfg = json.loads(data.decode("utf-8"))
         except (OSError, ValueError):
             return None
-    return resolved_schedule(cfg, form, version)
+    return resolved_schedule(cfg, form, version, launch_steps)
 
 
 def build_report(summary, info, models, info_path=None, schedule=None):

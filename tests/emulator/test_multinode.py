@@ -10,6 +10,8 @@ import pytest
 from emu_testlib import START_FAILURE_EXIT_S, free_port
 
 from tuner.emulator import model, multinode
+from tuner.emulator import parse as P
+from tuner.emulator import resolve as R
 from tuner.emulator.faults import FaultSet, parse_faults
 from tuner.emulator.profile import load_profile
 
@@ -237,3 +239,20 @@ def test_split_addr():
     for bad in ("10.0.0.1", "h:0", ":5", "h:x"):
         with pytest.raises(ValueError):
             multinode.split_addr(bad)
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_the_nodes_divide_tp_times_pp_as_sglang_checks(version):
+    """SGLang checks (tp_size x pp_size) % nnodes (0.5.9 server_args.py check_server_args, 0.5.23
+    arg_groups/validation_hook.py), not the TP size alone: one GPU per node in two pipeline stages is
+    a valid group (which the emulator says it does not model), three TP ranks over two nodes is not."""
+
+    def resolve(*argv: str):
+        args = ["--model-path", "/models/x", "--dist-init-addr", "127.0.0.1:5000", *argv]
+        return R.resolve(P.parse_flags(args, version=version), load_profile())
+
+    with pytest.raises(R.EmulatorUnsupported, match="--pp-size 2: pipeline parallelism is not modelled"):
+        resolve("--tp-size", "1", "--pp-size", "2", "--nnodes", "2")
+    with pytest.raises(AssertionError, match="tp_size must be divisible by number of nodes"):
+        resolve("--tp-size", "3", "--nnodes", "2")
+    assert resolve("--tp-size", "2", "--nnodes", "2").values["nnodes"] == 2

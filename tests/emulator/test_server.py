@@ -598,3 +598,41 @@ def test_the_context_check_counts_the_draft_reserve_and_the_scheduler_cuts_what_
         assert out["meta_info"]["completion_tokens"] == 498 and out["meta_info"]["finish_reason"]["type"] == "length"
     finally:
         e.kill()
+
+
+def test_the_chat_streams_role_chunk_comes_with_the_first_token_not_before_the_prefill(emulator, tmp_path):
+    """SGLang sends the `role: assistant` chunk when the first output arrives (0.5.9
+    entrypoints/openai/serving_chat.py `is_firsts`), after the prefill: a client timing the first
+    chunk reads the time to the first token. With a 600 ms prefill the role chunk and the first
+    text arrive together, both after the prefill."""
+    import http.client
+
+    raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
+    raw.update(startup_s=0.1, t_prefill_base_ms=600.0)
+    prof = tmp_path / "slow-prefill.yaml"
+    prof.write_text(yaml.safe_dump(raw))
+    e = emulator("--emulator-profile", str(prof)).wait_ready()
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "ignore_eos": True, "stream": True}
+    conn = http.client.HTTPConnection("127.0.0.1", e.port, timeout=30)
+    t0 = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    arrivals: list[tuple[float, dict]] = []
+    buf = b""
+    while True:
+        chunk = resp.read1(65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            data = event.removeprefix(b"data: ").strip()
+            if data and data != b"[DONE]":
+                arrivals.append((time.monotonic() - t0, json.loads(data)))
+    conn.close()
+    role_at, role = arrivals[0]
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    text_at = next(t for t, ev in arrivals if ev["choices"] and ev["choices"][0]["delta"].get("content"))
+    assert role_at >= 0.6, role_at  # not before the prefill
+    assert text_at - role_at < 0.3, (role_at, text_at)  # with the first token

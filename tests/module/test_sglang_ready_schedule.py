@@ -114,3 +114,27 @@ def test_resolved_schedule_merges_top_level_defaults_like_sglangs_slots():
     assert (
         A.resolved_schedule({"1": {"candidate_steps": [3]}, "32": {"candidate_steps": [0]}}, "per-bs", "0.5.13") is None
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "steps", "expected"),
+    [
+        # 0.5.12 adds the launch depth to the candidates (adaptive_spec_params.py: "Adding initial
+        # speculative_num_steps=4 to candidate_steps=[1, 3, 7] so the pre-built runtime state is reused.")
+        ("0.5.12", 4, [1, 3, 4, 7]),
+        ("0.5.12", 3, [1, 3, 7]),
+        # 0.5.11 starts at the nearest candidate and keeps the list as it is
+        ("0.5.11", 4, [1, 3, 7]),
+    ],
+)
+def test_a_flat_release_reports_the_candidates_its_policy_runs(fake_sglang, run_module, version, steps, expected):
+    body = info(version=version, speculative_num_steps=steps, speculative_num_draft_tokens=steps + 1)
+    spec = run_gate(fake_sglang, run_module, body)
+    assert spec["adaptive"] is True
+    assert spec["schedule"] == {"candidate_steps": expected}
+
+
+def test_resolved_schedule_adds_the_launch_depth_only_where_the_release_does():
+    assert A.resolved_schedule({"candidate_steps": [2, 5]}, "flat", "0.5.12", 3) == {"candidate_steps": [2, 3, 5]}
+    assert A.resolved_schedule({"candidate_steps": [2, 5]}, "flat", "0.5.11", 3) == {"candidate_steps": [2, 5]}
+    assert A.resolved_schedule({"candidate_steps": [2, 5]}, "flat", "0.5.12") == {"candidate_steps": [2, 5]}

@@ -145,24 +145,22 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
         }
         return b"data: " + dumps(d).encode() + b"\n\n"
 
-    head = []
-    if chat:
-        head.append(
-            frame(
-                {
-                    "index": 0,
-                    "delta": {"role": "assistant", "content": ""},
-                    "logprobs": None,
-                    "finish_reason": None,
-                    "matched_stop": None,
-                },
-                _usage(n_in, 0) if continuous else None,
-            )
-        )
+    # The chat stream's role chunk comes with the first output, not before the prefill: SGLang
+    # sends it when the first result of generate_request arrives (0.5.9
+    # entrypoints/openai/serving_chat.py _generate_chat_stream: `if is_firsts.get(index, True):
+    # ... DeltaMessage(role="assistant", content="")`), so a client that times the first chunk
+    # (GuideLLM, AIPerf) reads the time to the first token.
+    role_sent = not chat
 
     def on_tokens(sent: int, g: int, done: bool) -> list[bytes]:
+        nonlocal role_sent
         comp = 0 if zero else g
         frames = []
+        if not role_sent:
+            role_sent = True
+            role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
+            role.update(finish_reason=None, matched_stop=None)
+            frames.append(frame(role, _usage(n_in, 0) if continuous else None))
         if comp > sent:
             piece = tokens.text_range(h, sent, comp, app.text_fault)
             if chat:
@@ -201,4 +199,4 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
             frames.append(b"data: [DONE]\n\n")
         return frames
 
-    return await app.stream(request, req, on_tokens, head=head)
+    return await app.stream(request, req, on_tokens)

@@ -160,11 +160,19 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
 
     if v["tp_size"] < 1 or v["nnodes"] < 1 or v["dp_size"] < 1:
         raise ValueError("tp_size, dp_size and nnodes must be positive")
-    if v["tp_size"] % v["nnodes"] != 0:
-        raise ValueError(f"tp_size ({v['tp_size']}) must be divisible by number of nodes ({v['nnodes']})")
+    # SGLang runs tp x pp ranks over the nodes (0.5.9 server_args.py check_server_args, 0.5.23
+    # arg_groups/validation_hook.py: `(tp_size * pp_size) % nnodes == 0`, "tp_size must be divisible
+    # by number of nodes")
+    if v["pp_size"] < 1:
+        raise ValueError("pp_size must be positive")
+    if (v["tp_size"] * v["pp_size"]) % v["nnodes"] != 0:
+        raise AssertionError("tp_size must be divisible by number of nodes")
     if not 0 <= v["node_rank"] < v["nnodes"]:
         raise ValueError(f"node_rank ({v['node_rank']}) must be in [0, nnodes={v['nnodes']})")
     multinode.layout(v)  # a multi-node server needs a usable --dist-init-addr
+    if v["pp_size"] > 1:
+        # pipeline stages change the step's cost and the KV pool per rank: not modelled
+        raise EmulatorUnsupported(f"--pp-size {v['pp_size']}: pipeline parallelism is not modelled by the emulator")
 
     algo = v["speculative_algorithm"]
     if algo is not None:

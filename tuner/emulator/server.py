@@ -286,11 +286,16 @@ class EmulatorApp:
         return int(self.cfg.values.get("context_length") or self.p.context_len)
 
     @property
+    def max_req_len(self) -> int:
+        """SGLang's limit on one request's tokens, input and output (tp_worker.py: max_req_len =
+        min(context_len - 1, max_total_num_tokens - 1)): the scheduler cuts max_new_tokens to it."""
+        return min(self.context_len - 1, self.capacity.max_total_num_tokens - 1)
+
+    @property
     def max_req_input_len(self) -> int:
-        """SGLang's limit on one input (tp_worker.py: max_req_len = min(context_len - 1,
-        max_total_num_tokens - 1), max_req_input_len = max_req_len - 5): what /server_info reports
-        and what the scheduler refuses at."""
-        return min(self.context_len - 1, self.capacity.max_total_num_tokens - 1) - 5
+        """SGLang's limit on one input (tp_worker.py: max_req_input_len = max_req_len - 5): what
+        /server_info reports and what the scheduler refuses at."""
+        return self.max_req_len - 5
 
     @property
     def num_reserved_tokens(self) -> int:
@@ -351,8 +356,7 @@ class EmulatorApp:
             )
         # the scheduler's cut (scheduler.py init_req_max_new_tokens, 0.5.9-0.5.23): a request whose
         # output would not fit the context or the KV pool ends early, finish reason `length`
-        max_req_len = min(ctx - 1, self.capacity.max_total_num_tokens - 1)
-        max_new = min(max_new, max(0, max_req_len - input_tokens - 1))
+        max_new = min(max_new, max(0, self.max_req_len - input_tokens - 1))
         h = tokens.output_seed(prompt_h, temperature, seed, self.rng.getrandbits(62))
         stop_at = None if ignore_eos else tokens.eos_position(h, self.p.eos_min_tokens, self.p.eos_max_tokens)
         if not 0.0 < top_p <= 1.0:
@@ -418,7 +422,6 @@ class EmulatorApp:
         request: web.Request,
         req: Request,
         on_tokens: Callable[[int, int, bool], list[bytes]],
-        head: list[bytes] | None = None,
     ) -> web.StreamResponse:
         """Drive one streamed request: on_tokens(sent, now_generated, finished) -> SSE frames to write."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -430,8 +433,6 @@ class EmulatorApp:
         self.driver.submit(req)
         sent = 0
         try:
-            if head:
-                await resp.write(b"".join(head))
             while True:
                 await ev.wait()
                 ev.clear()

@@ -204,7 +204,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             adaptive="flat",
             adaptive_needs_v1=releases.adaptive_needs_overlap_off("0.5.11"),
             spec_meta="drafts",
-            adaptive_initial="nearest",
+            adaptive_initial="add" if releases.adaptive_flat_adds_launch_steps("0.5.11") else "nearest",
             not_enough_memory=_NOT_ENOUGH_MEMORY_0510,
             total_tokens_inclusive=True,
         ),
@@ -222,7 +222,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             accept_rate="drafts-only",
             spec_meta="correct+aliases",
             adaptive="flat",
-            adaptive_initial="add",
+            adaptive_initial="add" if releases.adaptive_flat_adds_launch_steps("0.5.12") else "nearest",
             not_enough_memory=_NOT_ENOUGH_MEMORY_0510,
         ),
         SGLangVersion(

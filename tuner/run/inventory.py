@@ -50,8 +50,8 @@ class Inventory:
         """
         out: dict[str, list[str]] = {}
         for h in self.hosts:
-            g = (self.hostvars.get(h) or {}).get("sglang_server_multinode_group")
-            if isinstance(g, str) and g and "{{" not in g and g in self.groups and g not in out:
+            g = self._group_of(h)
+            if g is not None and g not in out:
                 members = [m for m in self.groups[g] if m in self.hosts]
                 head = (self.hostvars.get(h) or {}).get("sglang_server_multinode_head") or ""
                 if isinstance(head, str) and "{{" not in head:
@@ -61,10 +61,16 @@ class Inventory:
         # group itself is refused by the role's group check, before any host changes)
         grouped = {m for members in out.values() for m in members}
         for h in self.hosts:
-            g = (self.hostvars.get(h) or {}).get("sglang_server_multinode_group")
-            if h not in grouped and not (isinstance(g, str) and g and "{{" not in g and g in self.groups):
+            if h not in grouped and self._group_of(h) is None:
                 out[h] = [h]
         return out
+
+    def _group_of(self, host: str) -> str | None:
+        """The multi-node group a host names (`sglang_server_multinode_group`), when it is one of
+        the inventory's groups; None for a host of its own (also when the name is still a template,
+        which the tuner does not render)."""
+        g = (self.hostvars.get(host) or {}).get("sglang_server_multinode_group")
+        return g if isinstance(g, str) and g and "{{" not in g and g in self.groups else None
 
 
 def inventory_hosts(
