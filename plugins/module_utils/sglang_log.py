@@ -578,13 +578,21 @@ _PORT_IN_USE = ("port_in_use", re.compile(r"error while attempting to bind on ad
 _SPECIFIC = [
     # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
     # PRs #28683 and #28855: draft weights counted against --mem-fraction-static); 0.5.20+ the
-    # hybrid models' state cache (Mamba / linear attention: Qwen3.5, Qwen3-Next), the same file
+    # hybrid models' state cache (Mamba / linear attention: Qwen3.5, Qwen3-Next), the same file,
+    # in two forms: no memory left for it, or too few slots for one request at the speculative
+    # ratio (0.5.23 :3152 "... state cache is too small to serve any requests"); 0.5.20+ the SWA
+    # pool's cap leaving no room for the full pool (0.5.23 model_executor/pool_configurator.py
+    # :1025 and its DSV4 form :1679); and the scheduler's own assert on a pool that holds no request
+    # (0.5.9 managers/tp_worker.py: "max_running_request is zero")
     (
         "kv_pool_oom",
         re.compile(
             r"Not enough memory\. Please try to increase --mem-fraction-static"
             r"|Loaded weights leave no GPU memory for the KV cache"
             r"|Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"
+            r"|Hybrid \(mamba/linear-attention\) state cache is too small to serve"
+            r"|SWA pool cap \(.*\) leaves no room for the full KV pool"
+            r"|AssertionError: max_running_request is zero"
         ),
     ),
     # "Capture cuda graph failed", "Capture prefill CUDA graph failed" (PrefillCudaGraphRunner), and
@@ -594,7 +602,10 @@ _SPECIFIC = [
     ("cuda_graph", re.compile(r"Capture [\w \-]*?(?:cuda graph|draft extend) failed", re.I)),
     (
         "out_of_memory",
-        re.compile(r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b|\bCUDA error: out of memory\b"),
+        # torch's runtime-error text, "CUDA error: out of memory" and, on ROCm builds, "HIP error: ..."
+        re.compile(
+            r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b|\b(?:CUDA|HIP) error: out of memory\b"
+        ),
     ),
     ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
     # faulthandler's dump of a native crash (SGLang enables it in every scheduler process): no

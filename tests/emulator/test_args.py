@@ -8,7 +8,7 @@ from emu_testlib import MODEL, run_cli
 from tuner.emulator import parse as P
 from tuner.emulator import resolve as R
 from tuner.emulator.faults import Fault, FaultError, FaultSet, parse_fault
-from tuner.emulator.profile import load_profile
+from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, load_profile
 
 PROFILE = load_profile()
 
@@ -356,3 +356,14 @@ def test_cli_bad_profile_is_a_clear_error(tmp_path):
     bad.write_text("served_model_name: x\n")
     r = run_cli("--model-path", MODEL, "--emulator-profile", str(bad))
     assert r.returncode == 2 and "missing key(s)" in r.stderr and "t_spec_ms" in r.stderr
+
+
+def test_cli_a_repeated_profile_key_is_a_clear_error(tmp_path):
+    """PyYAML keeps the last of a repeated key: a second `alpha:` replaced the first without a
+    word and the server started on it. Now the start fails naming the key and both lines."""
+    base = (PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text()
+    bad = tmp_path / "twice.yaml"
+    bad.write_text(base + "alpha: {0.0: 0.5}\n")
+    r = run_cli("--model-path", MODEL, "--emulator-profile", str(bad))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "key 'alpha' appears twice" in r.stderr and "Traceback" not in r.stderr

@@ -280,6 +280,17 @@ def test_graphs_are_captured_up_to_the_request_pool_and_a_larger_batch_runs_with
     assert "cuda graph: True" in last_decode_line(64, None, (1, 2, 4, 8, 16, 32, 64))
 
 
+def test_without_padding_a_profiles_graph_list_captures_every_size_up_to_its_largest(emulator, tmp_path):
+    """The profile's `cuda_graph_bs` stands for SGLang's generated capture list; with
+    `--disable-cuda-graph-padding` SGLang generates every size up to the largest instead (0.5.9
+    server_args.py `_generate_cuda_graph_batch_sizes`), so a batch of 1 replays a graph although
+    the profile lists only 2 and 6."""
+    e = _start(emulator, _variant(tmp_path, STEP, cuda_graph_bs=[2, 6]), "--disable-cuda-graph-padding")
+    assert e.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 40}})[0] == 200
+    decode = [ln for ln in e.log().splitlines() if "Decode batch" in ln and "#running-req: 1," in ln]
+    assert decode and all("cuda graph: True" in ln for ln in decode), decode[-3:]
+
+
 def test_kv_read_grows_the_step_with_each_requests_context(emulator, tmp_path):
     """kv_read_ns_per_token adds its time for each KV token beyond the table's context_tokens."""
     raw = _yaml(STEP)

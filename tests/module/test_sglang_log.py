@@ -1036,3 +1036,44 @@ def test_the_custom_allreduce_warning_of_each_release():
     )
     for name in ("Custom allreduce", "CustomAllreduce", "CustomAllReduceV2"):
         assert L.find_warnings([f"[2026-10-30 10:00:02 TP0] {name} {text}"]) == [f"{name} {text}"]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        # [v0.5.23] mem_cache/kv_cache_configurator.py:3152-3160 (0.5.20 :2298, 0.5.21 :2327), filled in
+        "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+        "max_mamba_cache_size=3, mamba_ratio=5, resulting max_num_reqs=0. Try: (1) reduce --max-running-requests, "
+        "(2) increase --mem-fraction-static, or (3) use GPUs with more memory.",
+        # [v0.5.23] model_executor/pool_configurator.py:1025-1031 (0.5.20 :892, 0.5.21 :913)
+        "RuntimeError: SWA pool cap (131072 tokens, 7.50 GiB) leaves no room for the full KV pool within the "
+        "available 6.90 GiB. Reduce --max-running-requests, lower SGLANG_SWA_EVICTION_INTERVAL, or increase "
+        "--mem-fraction-static.",
+        # its DSV4 form, :1679
+        "RuntimeError: The DSV4 SWA pool cap (65536 tokens, 4.00 GB) leaves no room for the full KV pool within "
+        "the available 3.20 GB. Reduce --max-running-requests, lower --swa-prefix-tails or "
+        "SGLANG_SWA_EVICTION_INTERVAL, or increase --mem-fraction-static.",
+        # 0.5.9 managers/tp_worker.py: `assert self.max_running_requests > 0, "max_running_request is zero"`
+        "AssertionError: max_running_request is zero",
+    ],
+)
+def test_the_other_pool_sizing_failures_are_kv_pool_oom(last):
+    """A start-up pool that holds no request, whatever pool it is, is fixed with more memory for
+    it: kv_pool_oom, as its siblings, not a generic exception."""
+    lines = [
+        "[2026-10-02 09:12:44] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/python/sglang/srt/mem_cache/kv_cache_configurator.py", line 3152, in configure',
+        last,
+        "[2026-10-02 09:12:44] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    f = L.find_fatal(lines)
+    assert f["kind"] == "kv_pool_oom", f
+    assert f["reason"].startswith(last.split(" ", 1)[0]), f
+
+
+def test_rocms_hip_error_out_of_memory_is_out_of_memory():
+    """ROCm builds of torch spell its runtime errors `HIP error: ...` (sgl-project/sglang#5775:
+    "RuntimeError: HIP error: invalid device function" on an MI100): the out-of-memory one is read
+    as NVIDIA's `CUDA error: out of memory` is."""
+    lines = ["Traceback (most recent call last):", "RuntimeError: HIP error: out of memory"]
+    assert L.find_fatal(lines)["kind"] == "out_of_memory"

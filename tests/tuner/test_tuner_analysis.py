@@ -532,6 +532,10 @@ def test_only_a_memory_failure_skips_the_deeper_depths():
     assert capacity_skip(SpecConfig(3), state("torch.distributed.DistBackendError: NCCL error")) is None
     oom = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     assert capacity_skip(SpecConfig(3), state(oom)).startswith("spec_steps 1 could not start for lack of KV memory")
+    # the scheduler's own capacity assert (0.5.9 managers/tp_worker.py), as the gate reads it from
+    # the traceback: a hybrid model whose state pool has no slot left at this depth
+    zero = "the server exited during start-up: AssertionError: max_running_request is zero"
+    assert capacity_skip(SpecConfig(3), state(zero)).startswith("spec_steps 1 could not start for lack of KV memory")
 
 
 def test_a_tied_pick_is_never_one_another_tied_configuration_beats():

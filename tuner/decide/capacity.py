@@ -21,6 +21,10 @@ _CAPACITY_PATTERNS = (
     r"cannot be allocated",
     r"kv[- ]oom",
     r"max_total_num_tokens\S* (is )?(<=|0|negative)",
+    # the scheduler's `assert self.max_running_requests > 0, "max_running_request is zero"`
+    # (0.5.9 managers/tp_worker.py): the pool holds no request at all, a KV pool of a few tokens
+    # or a hybrid model's state pool with no slot left for the deeper draft's buffers
+    r"max_running_request is zero",
 )
 
 

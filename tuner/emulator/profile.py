@@ -256,7 +256,23 @@ def resolve_profile_path(value: str | None) -> Path:
 
 class _Loader(yaml.SafeLoader):
     """YAML 1.2's numbers: PyYAML follows YAML 1.1, where `1e-3`, `1e3` and `5e-05` (the form
-    json.dumps writes small floats in) are strings, and a valid profile failed as 'not a number'."""
+    json.dumps writes small floats in) are strings, and a valid profile failed as 'not a number'.
+    And YAML's unique keys: PyYAML keeps the last of a repeated key, so a second `alpha:` or `ms:`
+    would replace the first without a word; a repeated key fails, named with its line."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: SafeLoader's own error says so
+                break
+            if first != key_node.start_mark.line + 1:
+                raise ProfileError(
+                    f"key {key!r} appears twice (lines {first} and {key_node.start_mark.line + 1}); each key once"
+                )
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(
@@ -275,6 +291,8 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
         raise ProfileError(f"cannot read emulator profile {p}: {e.strerror or e}") from e
     except yaml.YAMLError as e:
         raise ProfileError(f"emulator profile {p} is not valid YAML: {e}") from e
+    except ProfileError as e:
+        raise ProfileError(f"emulator profile {p}: {e}") from e
     if not isinstance(raw, dict):
         raise ProfileError(f"emulator profile {p} must be a mapping")
     return profile_from_mapping(raw, name=raw.get("name") or Path(p).stem, path=str(p))

@@ -153,11 +153,16 @@ class Runner:
         return model.listed_up_to(self.p.cuda_graph_bs, self.graph_max_bs)
 
     def graph_exact(self, pool: int) -> tuple[int, ...] | None:
-        """With `--disable-cuda-graph-padding` and a list (flag or profile), the sizes captured: only
-        those replay a graph (None: padding on, graphs off, or no list to say which)."""
+        """With `--disable-cuda-graph-padding`, the sizes captured: only those replay a graph (None:
+        padding on, graphs off, or no list to say which). A list flag is captured as given; the
+        profile's `cuda_graph_bs` stands for SGLang's generated list, which without padding is every
+        size up to the largest (0.5.9 server_args.py `_generate_cuda_graph_batch_sizes`: `if
+        self.disable_cuda_graph_padding: capture_bs = list(range(1, self.cuda_graph_max_bs + 1))`)."""
         v = self.cfg.values
         if v.get("disable_cuda_graph") or not v.get("disable_cuda_graph_padding"):
             return None
+        if not (v.get("cuda_graph_bs") or v.get("cuda_graph_bs_decode")) and self.p.cuda_graph_bs is not None:
+            return model.capture_sizes(tuple(range(1, self.graph_max_bs + 1)), pool)
         return model.capture_sizes(self._listed_graph_bs(), pool)
 
     def _adaptive_policy(self) -> adaptive.Policy | None:
