@@ -180,7 +180,9 @@ def test_two_hosts_form_one_server_change_together_and_roll_back_together(group)
     assert "(spec_steps=2, emulator," in out and f"would write /etc/systemd/system/{UNIT}" in out, out[-6000:]
     assert f"{worker} joined rank 0" in out, out[-6000:]
 
-    # A worker that never joins: rank 0 fails at the dist timeout, both nodes go back together.
+    # A worker that never joins, in a run that also moves the head to the other node: rank 0 (now
+    # WORKER) fails at the dist timeout, and both nodes go back together to the configuration that
+    # last passed, restarted and gated in its own ranks (HEAD rank 0 again), not the run's new ones.
     rc, out, stats = deploy(
         tmp,
         inv,
@@ -188,6 +190,8 @@ def test_two_hosts_form_one_server_change_together_and_roll_back_together(group)
         spec_steps=3,
         sglang_server_dist_timeout=4,
         sglang_server_emulator_faults=["worker-never-joins"],
+        sglang_server_multinode_head=WORKER,
+        sglang_server_gate_timeout=60,
     )
     assert rc != 0, out[-8000:]
     assert "Timed out after 5 seconds waiting for clients. 1/2 clients joined." in out, out[-8000:]
