@@ -197,6 +197,9 @@ def test_two_hosts_form_one_server_change_together_and_roll_back_together(group)
     assert "Timed out after 5 seconds waiting for clients. 1/2 clients joined." in out, out[-8000:]
     assert f"node rank 0 of sglang_server_multinode_group='{GROUP}'" in out
     assert "every rank is healthy again" in out, out[-8000:]
+    # ... HEAD gated as rank 0 (its gate asked its /health, which uvicorn logs), not as a worker:
+    # gated in the run's ranks, the other node's dummy health server would have passed for rank 0
+    assert '"GET /health HTTP/1.1" 200' in journal_now(HEAD), journal_now(HEAD)[-3000:]
     assert {h: argv(h) for h in (HEAD, WORKER)} == good
     assert active(HEAD) == active(WORKER) == "active"
     assert http(HEAD_URL + "/health") == 200

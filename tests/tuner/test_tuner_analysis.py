@@ -625,3 +625,27 @@ def test_a_target_level_nothing_was_measured_at_is_named():
     assert analysis.unchosen(stats, [4, 32]) == {32: "nothing was measured"}
     rec = analysis.recommend(stats, [4, 32], None)
     assert rec.workload["left_out"] == {"32": "nothing was measured"} and "left out: C=32" in rec.reason
+
+
+def test_the_steps_axis_of_one_measured_depth_reads_in_whole_steps(tmp_path, monkeypatch):
+    """One depth measured (or the baseline alone, with the others failed): matplotlib's autoscale
+    spans +-0.2 around it and ticked 2.80, 2.84, ...; the three panels share one steps axis, at least
+    two steps wide, and an empty panel says that nothing was measured instead of an empty legend."""
+    import matplotlib.pyplot as plt
+
+    from tuner.present import plots
+
+    stats = analysis.aggregate([ci_row(3, 1, 100.0, 1.0)])
+    figs = []
+    monkeypatch.setattr(plt, "close", lambda fig: figs.append(fig))
+    plots.plot_throughput(tmp_path / "p.png", stats, [1], [], title="t", failed=[SpecConfig(1), SpecConfig(5)])
+    axes = figs[0].axes[:3]
+    for ax in axes:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    assert len({ax.get_xlim() for ax in axes}) == 1
+
+    figs.clear()
+    plots.plot_throughput(tmp_path / "q.png", {}, [1], [], title="t", failed=[SpecConfig(1)])
+    texts = [t.get_text() for t in figs[0].axes[0].texts]
+    assert "nothing measured" in texts and figs[0].axes[0].get_legend() is None

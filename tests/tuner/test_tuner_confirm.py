@@ -156,3 +156,34 @@ def test_a_failed_redeploy_of_a_measured_configuration_does_not_fail_it():
     # a configuration whose first start failed is failed, as before
     first = SweepState.fold([*cell(2, 1000), DeployRecord(config=SpecConfig(3), host="h", status="failed", reason="x")])
     assert "k3-t1" in first.failed
+
+
+def test_a_resumed_start_that_fails_keeps_what_an_earlier_process_measured():
+    """`--resume` starts a configuration an interrupted run measured part of again as its first
+    deployment; that start failed. It was listed failed and still recommended (its levels counted):
+    now its measurements stand, as for a later start that fails, and the report says the start
+    failed instead of calling it both failed and the best."""
+    from tuner.present.summary import recommendation_json, summarize
+    from tuner.spec.sweepspec import SweepSpec
+
+    recs = [
+        *MEASURED,
+        DeployRecord(config=SpecConfig(3), host="h", status="failed", reason="CUDA out of memory", deployment=1),
+    ]
+    state = SweepState.fold(recs)
+    assert "k3-t1" not in state.failed and [r.config_id for r in state.redeploy_failures] == ["k3-t1"]
+    rec = recommendation_json(summarize(state, SweepSpec(workload=W, steps=(2, 3, 4))))
+    assert rec["failed"] == []
+    assert any("failed to start again on h (deployment 1): CUDA out of memory" in n for n in rec["notes"])
+
+
+def test_a_report_of_a_crawling_server_shows_its_numbers_not_zeros():
+    """Throughputs under 0.05 tok/s printed as 0.0 with a 23% margin between them: a number that
+    would read 0 keeps two significant figures, so the table's margins follow from what it shows."""
+    from tuner.present.report import render
+    from tuner.present.summary import summarize
+    from tuner.spec.sweepspec import SweepSpec
+
+    state = SweepState.fold(cell(2, 0.013) + cell(3, 0.024))
+    text = render(summarize(state, SweepSpec(workload=W, steps=(2, 3))))
+    assert "0.024" in text and "0.013" in text, text

@@ -160,3 +160,17 @@ def test_itl_without_per_chunk_counts_is_one_sample_per_token_summing_to_the_gap
     # counts the server sent are used as they are
     t = RequestTrace(index=0, sent=0.9, chunk_times=[1.0, 1.1, 1.3], chunk_tokens=[1, 2, 4], ended=1.3, output_tokens=7)
     assert itl_samples_s(t) == pytest.approx([0.05, 0.05, 0.05, 0.05, 0.05, 0.05])
+
+
+def test_a_stream_in_flight_counts_its_chunks_of_unknown_count_as_a_token_each():
+    """The precision loop reads the requests still streaming (tuner/measure/metrics.py
+    `level_windows`); without per-chunk counts and before the total arrives, their chunks counted 0
+    tokens: each carries text, so at least one."""
+    from tuner.measure.metrics import chunk_token_counts, level_windows
+
+    running = RequestTrace(index=1, sent=0.0, chunk_times=[0.5, 0.6, 0.7], chunk_tokens=[None] * 3)
+    assert chunk_token_counts(running) == [1.0, 1.0, 1.0]
+    done = RequestTrace(
+        index=0, sent=0.0, chunk_times=[0.4, 1.0], chunk_tokens=[None, None], ended=1.0, output_tokens=5
+    )
+    assert sum(y for y, _ in level_windows([done], 1, [running])) == pytest.approx(5 + 3)

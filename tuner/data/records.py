@@ -435,9 +435,11 @@ class SweepState:
                 if rec.host:
                     st.deployed_hosts.add(rec.host)
                 st.server = {k: v for k, v in (rec.server or {}).items() if v} or st.server
-            elif int(rec.deployment or 1) > 1 and cid in st.deploys:
-                # a later start (--repeat-deploys, the confirmation round) of a configuration that
-                # came up and was measured: its measurements stand, the failed start is said
+            elif cid in st.deploys and (int(rec.deployment or 1) > 1 or st.has_levels(cid)):
+                # a later start (--repeat-deploys, the confirmation round, or `--resume` starting
+                # again a configuration an earlier process measured part of) of a configuration
+                # that came up and was measured: its measurements stand, the failed start is said
+                # (as failed it would be listed failed and still be the one recommended)
                 st.redeploy_failures.append(rec)
             else:
                 st.failed[cid] = rec

@@ -94,6 +94,11 @@ def chunk_token_counts(t: RequestTrace) -> list[float]:
     counts = counts[: len(t.chunk_times)]
     if all(c is not None for c in counts):
         return [float(c) for c in counts]  # type: ignore[arg-type]
+    if t.output_tokens is None:
+        # still streaming (the precision loop's look at a level in progress), its total not known
+        # yet: a chunk of unknown count carries text, so at least one token (the client records
+        # no empty chunk as one), not the nothing an unknown total left to spread
+        return [float(c) if c is not None else 1.0 for c in counts]
     if counts and counts[0] is None and (t.output_tokens or 0) >= 1 and len(counts) > 1:
         counts[0] = 1
     known = sum(c for c in counts if c is not None)

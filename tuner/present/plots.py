@@ -298,14 +298,28 @@ def plot_throughput(
     ax_mrr.set_ylabel("max_running_requests", color="tab:red")
     ax_cap.set_ylim(bottom=0)
     ax_mrr.set_ylim(bottom=0)
+    # one steps axis for the three panels, at least two steps wide: matplotlib's autoscale around
+    # a single measured depth (or the baseline alone) spans +-0.2 and ticks it in fractions, and a
+    # panel with failed depths marked would span other steps than the panels above it
+    spans = [ax.get_xlim() for ax in (ax_agg, ax_req, ax_cap) if ax.has_data()]
+    if spans:
+        lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+        if hi - lo < 2:
+            mid = round((lo + hi) / 2)
+            lo, hi = min(lo, mid - 1), max(hi, mid + 1)
     for ax in (ax_agg, ax_req, ax_cap):
         ax.set_xlabel("speculative_num_steps")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if spans:
+            ax.set_xlim(lo, hi)
         ax.grid(True, alpha=0.3)
     ax_agg.set_ylim(bottom=0)
     ax_req.set_ylim(bottom=0)
-    ax_agg.legend(fontsize=8, loc="best")
-    ax_req.legend(fontsize=8, loc="best")
+    for ax in (ax_agg, ax_req):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="best")
+        else:  # every benchmark stopped (at warm-up, say): say so where the lines would be
+            ax.text(0.5, 0.5, "nothing measured", transform=ax.transAxes, ha="center", va="center", color="0.4")
     h1, l1 = ax_cap.get_legend_handles_labels()
     h2, l2 = ax_mrr.get_legend_handles_labels()
     if h1 or h2:

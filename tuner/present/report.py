@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..data.records import DeployRecord, Record, SkipRecord
@@ -53,12 +54,18 @@ How the results are judged:
 
 
 def _f(v: Any, nd: int = 1) -> str:
+    """A number with `nd` decimals; a measured one that would read 0 at that precision (a server at
+    0.02 tok/s) keeps two significant figures, so a table's margins follow from the numbers it
+    shows (whole-number columns, `nd` 0, stay whole)."""
     if v is None or v == "":
         return "-"
     try:
-        return f"{float(v):,.{nd}f}"
+        x = float(v)
     except (TypeError, ValueError):
         return str(v)
+    if nd > 0 and x != 0 and math.isfinite(x) and round(x, nd) == 0:
+        return f"{x:.2g}"
+    return f"{x:,.{nd}f}"
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -168,7 +175,7 @@ def _recommendation(s: Summary) -> list[str]:
                     f"{_f(ch.chosen.mean)} [{_f(iv.low)}, {_f(iv.high)}]",
                     _f(ch.chosen.per_request_mean),
                     f"{ru.config_id} ({_f(ru.mean)})" if ru else "-",
-                    _f(ch.margin_pct) + "%" if ch.margin_pct is not None else "-",
+                    f"{ch.margin_pct:,.1f}%" if ch.margin_pct is not None else "-",
                     ("**tied within noise**: " if ch.tied else "") + ch.verdict,
                 ]
             )
