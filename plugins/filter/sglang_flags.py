@@ -32,9 +32,15 @@ def multinode_errors(group: Any, members: Any, head: Any, hostvars: Any, own: An
     return errors
 
 
-def multinode_verdict(members: Any, group: Any, hostvars: Any) -> dict[str, Any]:
-    """The gate verdict of a multi-node server's ranks (plugins/module_utils/sglang_multinode.py)."""
-    return dict(sglang_multinode.group_verdict(group, list(members or []), hostvars))
+def multinode_verdict(members: Any, group: Any, hostvars: Any, restored: Any = False) -> dict[str, Any]:
+    """The gate verdict of a multi-node server's ranks (plugins/module_utils/sglang_multinode.py);
+    `restored`: in the ranks of the restored units (the rollback's gate)."""
+    return dict(sglang_multinode.group_verdict(group, list(members or []), hostvars, bool(restored)))
+
+
+def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
+    """The GPUs each node must have for the server's ranks (plugins/module_utils/sglang_multinode.py)."""
+    return sglang_multinode.gpus_per_node(extra, tp_size, nnodes)
 
 
 def pp_size(extra: Any) -> int:
@@ -64,6 +70,7 @@ class FilterModule:
             "sglang_multinode_order": multinode_order,
             "sglang_multinode_verdict": multinode_verdict,
             "sglang_pp_size": pp_size,
+            "sglang_gpus_per_node": gpus_per_node,
             "sglang_install_errors": install_errors,
             "sglang_server_errors": server_errors,
             "sglang_server_host_errors": host_errors,

@@ -184,14 +184,16 @@ def resolved_schedule(
         except ValueError:
             return None
         steps = flat.get("candidate_steps", FLAT_DEFAULT_CANDIDATE_STEPS)
-        if (
-            isinstance(steps, list)
-            and isinstance(launch_steps, int)
-            and not isinstance(launch_steps, bool)
-            and launch_steps not in steps
-            and _releases.adaptive_flat_adds_launch_steps(version)
-        ):
-            steps = sorted({*steps, launch_steps})
+        if isinstance(steps, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
+            # the policy runs `sorted(set(candidates))` (0.5.11/0.5.12 AdaptiveSpeculativeParams)
+            runs = set(steps)
+            if (
+                isinstance(launch_steps, int)
+                and not isinstance(launch_steps, bool)
+                and _releases.adaptive_flat_adds_launch_steps(version)
+            ):
+                runs.add(launch_steps)
+            steps = sorted(runs)
         flat["candidate_steps"] = list(steps) if isinstance(steps, list) else steps
         return flat
     if form != "per-bs":

@@ -146,6 +146,11 @@ SECRET_FLAGS_UNSUPPORTED = tuple(flag for flag in _secrets.SECRET_FLAGS if flag 
 _WHOLE_FLAGS_BEGINNING_GUARDED = frozenset(["--ssl-keyfile"])
 
 
+# Which GPUs a process sees: cuda_env's to set (roles/cuda_env, cuda_env_cuda_env), where the GPU
+# preflight and the NCCL check read them.
+_GPU_SELECTION_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
+
+
 def extra_flag_errors(extra: Any) -> list[str]:
     """What is wrong with `sglang_server_extra_flags` (the role's preflight and the tuner's -e check
     both ask): names, a managed flag or a secret one, or an abbreviation of either, values."""
@@ -432,6 +437,14 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
             errors.append(f"sglang_server_environment: {fmt(name)} is not an environment variable name")
         if isinstance(value, (dict, list)) or (isinstance(value, str) and any(c in value for c in "\n\r\0")):
             errors.append(f"sglang_server_environment: the value of {name} must be one line of text")
+        if name in _GPU_SELECTION_ENV:
+            # the unit reads cuda_env's file first and the server's second, and systemd's later
+            # setting wins: chosen here, the GPUs would not be the ones cuda_env's preflight counted
+            # and its NCCL check ran on
+            errors.append(
+                f"sglang_server_environment must not set {name}: set it in cuda_env_cuda_env, which the "
+                "GPU preflight and the NCCL check read and the unit loads"
+            )
 
     faults = settings.get("emulator_faults") or []
     profile = settings.get("emulator_profile")

@@ -112,12 +112,24 @@ def member_settings(members: Sequence[str], hostvars: Any, own: dict[str, Any]) 
     return out
 
 
-def group_verdict(group: Any, members: Sequence[str], hostvars: Any) -> dict[str, Any]:
+def group_verdict(group: Any, members: Sequence[str], hostvars: Any, restored: bool = False) -> dict[str, Any]:
     """The group's gate verdict: the first failed rank in node-rank order, with its log tail.
 
     Each node set ``__sglang_server_mn_rank_failure`` (empty when it passed) and
-    ``__sglang_server_mn_rank_tail``; an empty ``failure`` means every rank passed.
+    ``__sglang_server_mn_rank_tail``; an empty ``failure`` means every rank passed. ``restored``:
+    the rollback's gate, whose ranks are the restored units' (tasks/rollback_multinode.yml): the node
+    whose restored unit runs rank 0 (``__sglang_server_mn_restored_head``) comes first, the rest by
+    name, as they ran when that configuration passed.
     """
+    if restored:
+        heads = []
+        for m in members:
+            try:
+                if str(hostvars[m].get("__sglang_server_mn_restored_head")).lower() == "true":
+                    heads.append(m)
+            except (KeyError, TypeError, AttributeError):
+                continue
+        members = rank_order(members, heads[0] if heads else "")
     for rank, m in enumerate(members):
         missing = f"{m} did not report its gate (unreachable or failed earlier)"
         try:
@@ -204,6 +216,8 @@ def _int(value: Any) -> Any:
 
 
 _PP_FLAGS = ("--pp-size", "--pipeline-parallel-size")  # one argument (srt/server_args.py, 0.5.9-0.5.23)
+# `--dp` is argparse's unique prefix of `--dp-size` (SGLang's docs write `--dp 2`)
+_DP_FLAGS = ("--dp-size", "--data-parallel-size", "--dp")
 
 
 def pp_size(extra: Any) -> int:
@@ -219,6 +233,45 @@ def pp_size(extra: Any) -> int:
             pp = _int(value)
             return pp if pp is not None and pp >= 1 else 1
     return 1
+
+
+def _extra_value(extra: Any, names: Sequence[str]) -> Any:
+    """The value `sglang_server_extra_flags` gives one of `names` (with or without the dashes)."""
+    if not isinstance(extra, dict):
+        return None
+    for key, value in extra.items():
+        name = str(key).strip()
+        if (name if name.startswith("--") else f"--{name}") in names:
+            return value
+    return None
+
+
+def _on(value: Any) -> bool:
+    """A store_true flag set in sglang_server_extra_flags (true, or given with no value)."""
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("", "true", "yes", "1"))
+
+
+def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
+    """The GPUs each node must have for the server's ranks: its share of tp x pp, times the
+    data-parallel replicas when each is a whole TP group (`--dp-size` without DP attention: SGLang's
+    DataParallelController.launch_dp_schedulers gives each replica the next tp x pp x gpu_id_step
+    GPUs, data_parallel_controller.py 0.5.9-0.5.23; with `--enable-dp-attention`, or 0.5.23's
+    `--attn-dp-size` above 1, the DP ranks live inside the TP group), placed from `--base-gpu-id`
+    every `--gpu-id-step` GPUs (scheduler's gpu_id = base_gpu_id + rank x gpu_id_step): the highest
+    GPU index used, plus one."""
+    tp = _int(tp_size)
+    n = _int(nnodes)
+    ranks = max(max(tp or 1, 1) * pp_size(extra) // max(n or 1, 1), 1)
+    dp = _int(_extra_value(extra, _DP_FLAGS))
+    attn_dp = _int(_extra_value(extra, ("--attn-dp-size",)))
+    dp_attention = _on(_extra_value(extra, ("--enable-dp-attention",))) or (attn_dp is not None and attn_dp > 1)
+    if dp is not None and dp > 1 and not dp_attention:
+        ranks *= dp
+    base = _int(_extra_value(extra, ("--base-gpu-id",)))
+    step = _int(_extra_value(extra, ("--gpu-id-step",)))
+    base = base if base is not None and base >= 0 else 0
+    step = step if step is not None and step >= 1 else 1
+    return base + (ranks - 1) * step + 1
 
 
 def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[str, dict[str, Any]]) -> list[str]:
@@ -263,10 +316,12 @@ def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[s
             f"sglang_server_tp_size={tp}{with_pp} is not divisible by the {n} nodes of sglang_server_multinode_group="
             f"{_fmt(group)}: SGLang splits the {'ranks' if pp > 1 else 'TP ranks'} evenly over the nodes"
         )
-    elif tp is not None and gpus is not None and gpus * n != tp * pp:
+    elif tp is not None and gpus is not None and gpus != gpus_per_node(first.get("sglang_server_extra_flags"), tp, n):
+        need = gpus_per_node(first.get("sglang_server_extra_flags"), tp, n)
+        placed = "" if need * n == tp * pp else f" (placed by --base-gpu-id / --gpu-id-step: {need} per node)"
         errors.append(
             f"sglang_server_gpus_per_node={gpus} x {n} nodes of sglang_server_multinode_group={_fmt(group)} "
             f"is not sglang_server_tp_size={tp}{with_pp}: each node runs "
-            f"{'tp_size x pp_size' if pp > 1 else 'tp_size'} / nnodes ranks, one per GPU"
+            f"{'tp_size x pp_size' if pp > 1 else 'tp_size'} / nnodes ranks, one per GPU{placed}"
         )
     return errors

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from emu_testlib import MODEL, run_cli
 
@@ -367,3 +369,25 @@ def test_cli_a_repeated_profile_key_is_a_clear_error(tmp_path):
     r = run_cli("--model-path", MODEL, "--emulator-profile", str(bad))
     assert r.returncode == 2, r.stderr[-2000:]
     assert "key 'alpha' appears twice" in r.stderr and "Traceback" not in r.stderr
+
+
+def _without_alpha(profile_text: str) -> str:
+    """The profile without its top-level `alpha:` block (the key and its indented lines)."""
+    return re.sub(r"(?m)^alpha:\n(?:[ #].*\n)*", "", profile_text, count=1)
+
+
+def test_a_repeated_key_on_one_line_fails_and_a_merge_key_still_loads(tmp_path):
+    """`{0.0: 0.5, 0.0: 0.7}` repeats a key on one line, and `{0: 0.5, 0.0: 0.7}` in two spellings of
+    one number: both fail. YAML's merge key (`<<: *anchor`) is not a repeat: the profile loads, its
+    own keys over the merged ones."""
+    from tuner.emulator.profile import ProfileError
+
+    base = (PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text()
+    for inline in ("{0.0: 0.5, 0.0: 0.7}", "{0: 0.5, 0.0: 0.7}"):
+        bad = tmp_path / "inline.yaml"
+        bad.write_text(_without_alpha(base) + f"alpha: {inline}\n")
+        with pytest.raises(ProfileError, match="key 0.0 appears twice"):
+            load_profile(bad)
+    merged = tmp_path / "merged.yaml"
+    merged.write_text(_without_alpha(base) + "alpha: {<<: {0.0: 0.5, 1.0: 0.6}, 0.0: 0.9}\n")
+    assert dict(load_profile(merged).alpha) == {0.0: 0.9, 1.0: 0.6}

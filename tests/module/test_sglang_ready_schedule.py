@@ -138,3 +138,26 @@ def test_resolved_schedule_adds_the_launch_depth_only_where_the_release_does():
     assert A.resolved_schedule({"candidate_steps": [2, 5]}, "flat", "0.5.12", 3) == {"candidate_steps": [2, 3, 5]}
     assert A.resolved_schedule({"candidate_steps": [2, 5]}, "flat", "0.5.11", 3) == {"candidate_steps": [2, 5]}
     assert A.resolved_schedule({"candidate_steps": [2, 5]}, "flat", "0.5.12") == {"candidate_steps": [2, 5]}
+
+
+def test_a_flat_schedule_is_reported_as_its_policy_runs_it_sorted_and_once():
+    """The flat policy runs `sorted(set(candidates))` (0.5.12 adaptive_spec_params.py), with the
+    launch depth added on 0.5.12: the file's own order and repeats are not what runs."""
+    assert A.resolved_schedule({"candidate_steps": [7, 3, 1]}, "flat", "0.5.12", 3) == {"candidate_steps": [1, 3, 7]}
+    assert A.resolved_schedule({"candidate_steps": [3, 3, 7]}, "flat", "0.5.12", 3) == {"candidate_steps": [3, 7]}
+    assert A.resolved_schedule({"candidate_steps": [7, 1]}, "flat", "0.5.11", 3) == {"candidate_steps": [1, 7]}
+
+
+def test_bench_url_names_a_0512_server_after_the_candidates_it_runs(tmp_path):
+    """`bench --url` reads the file the server read: on 0.5.12 the launch depth is one of the
+    candidates that run (tuner/run/sweep.py adaptive_server_config), as the gate reports it."""
+    from tuner.run.sweep import adaptive_server_config
+    from tuner.spec.configs import SpecConfig
+
+    f = tmp_path / "a.json"
+    f.write_text(json.dumps({"candidate_steps": [1, 3]}))
+    info = {"speculative": {"adaptive_config": str(f), "num_steps": 5}}
+    cfg = adaptive_server_config(SpecConfig(5, 1, None, "EAGLE"), info, "0.5.12")
+    assert json.loads(cfg.ladder) == {"1": {"candidate_steps": [1, 3, 5]}}
+    cfg = adaptive_server_config(SpecConfig(5, 1, None, "EAGLE"), info, "0.5.11")
+    assert json.loads(cfg.ladder) == {"1": {"candidate_steps": [1, 3]}}

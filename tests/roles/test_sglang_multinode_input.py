@@ -119,6 +119,20 @@ def test_group_verdict_names_the_first_failed_rank():
     assert mn.group_verdict(GROUP, [A, B], hv)["failure"] == ""
 
 
+def test_the_rollbacks_verdict_numbers_the_ranks_the_restored_units_run():
+    """A run moved the head to B and failed; the rollback restored A as rank 0 (its restored unit's
+    --node-rank 0) and gated the group in those ranks: a failure of A is rank 0's, not rank 1's."""
+    hv = {
+        A: {"__sglang_server_mn_rank_failure": "rank 0 did not come back", "__sglang_server_mn_restored_head": True},
+        B: {"__sglang_server_mn_rank_failure": "", "__sglang_server_mn_restored_head": False},
+    }
+    moved = mn.rank_order([A, B], B)  # the run's new ranks: B first
+    v = mn.group_verdict(GROUP, moved, hv, restored=True)
+    assert v["failure"] == f"rank 0 did not come back (on {A}, node rank 0 of sglang_server_multinode_group='{GROUP}')"
+    # the forward gate keeps the run's own ranks
+    assert "node rank 1" in mn.group_verdict(GROUP, moved, hv)["failure"]
+
+
 # ---- through the deploy play, on the controller ------------------------------------------------
 
 CASES = {
@@ -302,3 +316,33 @@ def test_a_host_of_the_group_that_does_not_name_it_is_refused():
     assert any(e.startswith("sglang_server_multinode_group differs") for e in errors), errors
     # every other variable a host leaves unset is this host's, as before (the role default on both)
     assert settings[B]["sglang_server_tp_size"] == 16
+
+
+def test_the_gpus_a_node_needs_count_data_parallel_replicas_and_their_placement():
+    """SGLang gives each data-parallel replica the next tp x pp GPUs (data_parallel_controller.py
+    launch_dp_schedulers, 0.5.9-0.5.23) unless DP attention keeps the DP ranks inside the TP group,
+    and places ranks from --base-gpu-id every --gpu-id-step GPUs: TP 4 with `dp-size: 2` passed the
+    GPU check on a 4-GPU host, where the second replica has no GPU to start on."""
+    assert mn.gpus_per_node({}, 4) == 4 and mn.gpus_per_node({"pp-size": 2}, 8, 2) == 8
+    assert mn.gpus_per_node({"dp-size": 2}, 4) == 8 and mn.gpus_per_node({"dp": "2"}, 4) == 8
+    assert mn.gpus_per_node({"data-parallel-size": 2}, 2) == 4
+    assert mn.gpus_per_node({"dp-size": 8, "enable-dp-attention": True}, 8) == 8
+    assert mn.gpus_per_node({"dp-size": 2, "attn-dp-size": 2}, 4) == 4
+    assert mn.gpus_per_node({"base-gpu-id": 4}, 4) == 8
+    assert mn.gpus_per_node({"gpu-id-step": 2}, 4) == 7
+    assert mn.gpus_per_node({"base-gpu-id": "x", "dp-size": True}, 4) == 4  # unreadable values: as SGLang's default
+    # a multi-node group with a base GPU id: the group check holds gpus_per_node to the same rule
+    placed = {
+        "sglang_server_extra_flags": {"base-gpu-id": 2},
+        "sglang_server_tp_size": 4,
+        "sglang_server_gpus_per_node": 2,
+    }
+    [error] = mn.group_errors(GROUP, [A, B], "", {A: _settings(**placed), B: _settings(**placed)})
+    assert "sglang_server_gpus_per_node=2 x 2 nodes" in error and "4 per node" in error, error
+    placed["sglang_server_gpus_per_node"] = 4  # GPUs 2 and 3 on each node: four to have
+    assert mn.group_errors(GROUP, [A, B], "", {A: _settings(**placed), B: _settings(**placed)}) == []
+    placed["sglang_server_gpus_per_node"] = 4
+    placed["sglang_server_extra_flags"] = {}
+    assert mn.group_errors(GROUP, [A, B], "", {A: _settings(**placed), B: _settings(**placed)})
+    placed["sglang_server_gpus_per_node"] = 2
+    assert mn.group_errors(GROUP, [A, B], "", {A: _settings(**placed), B: _settings(**placed)}) == []

@@ -233,3 +233,16 @@ def test_the_gates_and_the_units_timers_are_checked_before_any_host(key, value, 
     errors = sglang_flags.server_errors(dict(settings, **{key: value}))
     assert any(e.startswith(message) for e in errors), errors
     assert sglang_flags.server_errors(dict(settings, **{key: 0 if "gate" not in key else 0.5})) == []
+
+
+@pytest.mark.parametrize("name", ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES"])
+def test_the_servers_environment_does_not_choose_its_gpus(name):
+    """The unit loads cuda_env's environment file first and the server's second, and systemd's later
+    setting wins (systemd.exec EnvironmentFile=): `CUDA_VISIBLE_DEVICES: "0,1"` here would have the
+    server see 2 GPUs while cuda_env's preflight counted 8 and its NCCL check ran on them all."""
+    errors = sglang_flags.server_errors(dict(_server_settings(), environment={name: "0,1"}))
+    assert errors == [
+        f"sglang_server_environment must not set {name}: set it in cuda_env_cuda_env, which the GPU preflight "
+        "and the NCCL check read and the unit loads"
+    ]
+    assert sglang_flags.server_errors(dict(_server_settings(), environment={"NCCL_DEBUG": "INFO"})) == []

@@ -187,3 +187,5 @@ def test_a_report_of_a_crawling_server_shows_its_numbers_not_zeros():
     state = SweepState.fold(cell(2, 0.013) + cell(3, 0.024))
     text = render(summarize(state, SweepSpec(workload=W, steps=(2, 3))))
     assert "0.024" in text and "0.013" in text, text
+    # the recommendation's sentence and the envelope's too
+    assert "0.0 tok/s" not in text and "(0 tok/s)" not in text, text

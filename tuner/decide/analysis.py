@@ -569,10 +569,10 @@ def recommend(
         c, highest = choice.chosen, choice.best
         among = " among those that compete" if choice.excluded else ""
         reason = (
-            f"highest aggregate throughput{among} at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}"
+            f"highest aggregate throughput{among} at concurrency {tlevels[0]}: {st.fixed(c.mean)} tok/s with spec_steps {c.spec_steps}"
             if c is highest
-            else f"at concurrency {tlevels[0]}: {c.mean:.1f} tok/s with spec_steps {c.spec_steps}, "
-            f"{(highest.mean - c.mean) / highest.mean * 100:.1f}% below the highest ({highest.config_id}, {highest.mean:.1f} tok/s)"
+            else f"at concurrency {tlevels[0]}: {st.fixed(c.mean)} tok/s with spec_steps {c.spec_steps}, "
+            f"{(highest.mean - c.mean) / highest.mean * 100:.1f}% below the highest ({highest.config_id}, {st.fixed(highest.mean)} tok/s)"
         )
         if choice.tied:
             reason += f" ({choice.verdict})"

@@ -279,11 +279,17 @@ def who_wins(row: Mapping[str, PointStats], drafts: Mapping[int, float], rivals:
         head = f"{_name(key, best)} wins beyond noise"
     else:
         head = f"{_name(key, best)} is fastest, tied within noise with " + ", ".join(_name(k, p) for k, p in tied)
-    out = f"{head} ({best.mean:.0f} tok/s): it {describe_cell(best, drafts)}"
+    out = f"{head} ({_tok_s(best.mean)} tok/s): it {describe_cell(best, drafts)}"
     if len(ranked) > 1:
         k2, second = (tied or ranked[1:])[0]
-        out += f"; {_name(k2, second)} {describe_cell(second, drafts)} ({second.mean:.0f} tok/s)"
+        out += f"; {_name(k2, second)} {describe_cell(second, drafts)} ({_tok_s(second.mean)} tok/s)"
     return out
+
+
+def _tok_s(value: float) -> str:
+    """Whole tokens per second, as the envelope states them; a server under half a token per second
+    keeps its figures (0.024, not 0)."""
+    return st.fixed(value, 0) if abs(value) >= 0.5 else st.fixed(value, 1)
 
 
 def summary_lines(env: Envelope) -> list[str]:

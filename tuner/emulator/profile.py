@@ -263,15 +263,18 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` merges a mapping in (SafeLoader's flatten_mapping, below)
             key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
             try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
+                first = seen.get(key)
+                seen.setdefault(key, line)
             except TypeError:  # an unhashable key: SafeLoader's own error says so
                 break
-            if first != key_node.start_mark.line + 1:
-                raise ProfileError(
-                    f"key {key!r} appears twice (lines {first} and {key_node.start_mark.line + 1}); each key once"
-                )
+            if first is not None:
+                where = f"line {line}" if first == line else f"lines {first} and {line}"
+                raise ProfileError(f"key {key!r} appears twice ({where}); each key once")
         return super().construct_mapping(node, deep=deep)
 
 

@@ -274,7 +274,7 @@ class Runner:
                 )
                 mem = memory_figures(p, cfg, kv_total, cap.state_slot_cap)
         if cap.max_running_requests < 1:
-            # SGLang's scheduler asserts a request pool of at least one (managers/scheduler.py);
+            # SGLang's scheduler asserts a request pool of at least one (managers/tp_worker.py);
             # a state pool too small for one request at this depth, or a KV pool under 2 tokens
             self.die("AssertionError: max_running_request is zero", "__init__")
         await self.sleep(PHASE_POOL * S)

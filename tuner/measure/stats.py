@@ -125,6 +125,15 @@ def binom_cdfs(n: int, p: float) -> list[float]:
 
 
 # -- the interval ------------------------------------------------------------------------------
+def fixed(value: float, decimals: int = 1, grouping: bool = False) -> str:
+    """A number with `decimals` decimals (`grouping`: thousands separated), except one that would
+    read 0 at that precision although it is not (a server at 0.02 tok/s): two significant figures,
+    so a sentence's or a table's margins follow from the numbers it shows."""
+    if decimals > 0 and value != 0 and math.isfinite(value) and round(value, decimals) == 0:
+        return f"{value:.2g}"
+    return f"{value:,.{decimals}f}" if grouping else f"{value:.{decimals}f}"
+
+
 def readable(value: float, *alongside: float) -> str:
     """A measured number in words, with as many decimals as it needs to keep three figures (1,658;
     95.7; 9.57), or as the smallest of the numbers printed `alongside` it needs (one interval's

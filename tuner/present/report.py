@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..data.records import DeployRecord, Record, SkipRecord
@@ -10,7 +9,7 @@ from ..data.store import PLOT, SCHEDULE_PLOT
 from ..decide.schedule_phase import level_batch
 from ..decide.search.text import misfit_text
 from ..measure import definitions
-from ..measure.stats import readable
+from ..measure.stats import fixed, readable
 from ..spec import workload as workload_mod
 from .summary import Summary, schedule_json, schedule_phase_text
 
@@ -54,18 +53,15 @@ How the results are judged:
 
 
 def _f(v: Any, nd: int = 1) -> str:
-    """A number with `nd` decimals; a measured one that would read 0 at that precision (a server at
-    0.02 tok/s) keeps two significant figures, so a table's margins follow from the numbers it
-    shows (whole-number columns, `nd` 0, stay whole)."""
+    """A number with `nd` decimals, thousands separated (a nonzero one that would read 0 keeps two
+    significant figures: tuner/measure/stats.py `fixed`)."""
     if v is None or v == "":
         return "-"
     try:
         x = float(v)
     except (TypeError, ValueError):
         return str(v)
-    if nd > 0 and x != 0 and math.isfinite(x) and round(x, nd) == 0:
-        return f"{x:.2g}"
-    return f"{x:,.{nd}f}"
+    return fixed(x, nd, grouping=True)
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:

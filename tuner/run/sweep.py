@@ -522,7 +522,7 @@ def adaptive_server_config(launched: SpecConfig, info: Mapping[str, Any], versio
         return dataclasses.replace(base, adaptive=True)
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        resolved = resolved_schedule(doc, adaptive_config_form(version) or "per-bs", version)
+        resolved = resolved_schedule(doc, adaptive_config_form(version) or "per-bs", version, launched.spec_steps)
     except (OSError, ValueError) as exc:
         raise BadInput(
             "--url",
