@@ -636,3 +636,30 @@ def test_the_chat_streams_role_chunk_comes_with_the_first_token_not_before_the_p
     text_at = next(t for t, ev in arrivals if ev["choices"] and ev["choices"][0]["delta"].get("content"))
     assert role_at >= 0.6, role_at  # not before the prefill
     assert text_at - role_at < 0.3, (role_at, text_at)  # with the first token
+
+
+def test_the_streams_have_sglangs_shape_round_the_first_and_last_token(srv3):
+    """What a real server sends, which the emulator did otherwise: a one-token answer (its token from
+    the prefill, no step verified drafts) carries no `spec_verify_ct` (0.5.9-0.5.23
+    tokenizer_manager.py sets it under `spec_verify_ct > 0`); a chat stream's role chunk and finish
+    chunk carry no usage even with continuous_usage_stats (serving_chat.py); a completion's last
+    text carries its finish reason (serving_completions.py: one chunk per output)."""
+    status, body = srv3.post_json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}})[:2]
+    assert status == 200 and "spec_verify_ct" not in body["meta_info"], body["meta_info"]
+    status, body = srv3.post_json(
+        "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 20, "ignore_eos": True}}
+    )[:2]
+    assert body["meta_info"]["spec_verify_ct"] > 0
+
+    opts = {"include_usage": True, "continuous_usage_stats": True}
+    common = {"max_tokens": 12, "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": opts}
+    chat = srv3.stream("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], **common})
+    assert chat[0]["choices"][0]["delta"].get("role") == "assistant" and chat[0]["usage"] is None
+    finish = chat[-3]
+    assert finish["choices"][0]["finish_reason"] == "length" and finish["usage"] is None, finish
+    assert all(e["usage"] is not None for e in chat[1:-3])  # the content chunks count continuously
+
+    comp = srv3.stream("/v1/completions", {"prompt": "one two", **common})
+    last_text = comp[-3]
+    assert last_text["choices"][0]["finish_reason"] == "length" and last_text["choices"][0]["text"], last_text
+    assert all(e["choices"][0]["finish_reason"] is None for e in comp[:-3])

@@ -39,11 +39,12 @@ def meta_info(app: EmulatorApp, req: Request, prompt_tokens: int, completion: in
     }
     spec = app.sched.speculative
     if final:
-        if spec:
-            # on the finished chunk only, as SGLang fills its speculative metrics `if state.finished`
-            # (tokenizer_manager.py)
-            meta["spec_verify_ct"] = req.verify_ct
         if spec and req.verify_ct > 0:
+            # on the finished chunk only, as SGLang fills its speculative metrics `if state.finished`,
+            # and only when a step verified drafts (tokenizer_manager.py: under `if
+            # recv_obj.spec_verify_ct[i] > 0`, 0.5.9-0.5.23): an answer whose one token came from
+            # the prefill carries no spec_verify_ct at all
+            meta["spec_verify_ct"] = req.verify_ct
             # tokenizer_manager.py: proposed drafts = verify calls * (the launch's
             # speculative_num_draft_tokens - 1), also under adaptive speculation.
             drafts = req.verify_ct * (app.cfg.num_draft_tokens - 1)

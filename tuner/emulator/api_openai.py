@@ -160,7 +160,13 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
             role_sent = True
             role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
             role.update(finish_reason=None, matched_stop=None)
-            frames.append(frame(role, _usage(n_in, 0) if continuous else None))
+            # no usage on it, even with continuous_usage_stats (0.5.9 serving_chat.py builds the
+            # role chunk without one; 0.5.21/0.5.23 the same)
+            frames.append(frame(role, None))
+        finish = matched = None
+        if done:
+            finish = "stop" if req.finish_reason == "stop" else "length"
+            matched = app.p.eos_token_id if finish == "stop" else None
         if comp > sent:
             piece = tokens.text_range(h, sent, comp, app.text_fault)
             if chat:
@@ -172,28 +178,24 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
                     "matched_stop": None,
                 }
             else:
-                choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None, "matched_stop": None}
+                # a completion's last text carries its finish reason (0.5.9 serving_completions.py:
+                # one chunk per output, `finish_reason=finish_reason["type"] if finish_reason else None`)
+                choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
             frames.append(frame(choice, _usage(n_in, comp) if continuous else None))
         if done:
-            finish = "stop" if req.finish_reason == "stop" else "length"
-            matched = app.p.eos_token_id if finish == "stop" else None
             if chat:
-                choice = {
-                    "index": 0,
-                    "delta": {},
-                    "logprobs": None,
-                    "finish_reason": finish,
-                    "matched_stop": matched,
-                }
-            else:
-                choice = {
-                    "index": 0,
-                    "text": "",
-                    "logprobs": None,
-                    "finish_reason": finish,
-                    "matched_stop": matched,
-                }
-            frames.append(frame(choice, _usage(n_in, comp) if continuous else None))
+                # the chat stream's finish chunk of its own, with no usage (0.5.9 serving_chat.py
+                # `usage=None`; 0.5.21/0.5.23 build_sse_content without one)
+                frames.append(
+                    frame(
+                        {"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish, "matched_stop": matched},
+                        None,
+                    )
+                )
+            elif comp <= sent:
+                # no new text at the end: the finish reason on an empty text, as SGLang's last output
+                choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+                frames.append(frame(choice, _usage(n_in, comp) if continuous else None))
             if include_usage:
                 frames.append(frame(None, _usage(n_in, comp)))
             frames.append(b"data: [DONE]\n\n")
