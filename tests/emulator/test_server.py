@@ -663,3 +663,26 @@ def test_the_streams_have_sglangs_shape_round_the_first_and_last_token(srv3):
     last_text = comp[-3]
     assert last_text["choices"][0]["finish_reason"] == "length" and last_text["choices"][0]["text"], last_text
     assert all(e["choices"][0]["finish_reason"] is None for e in comp[:-3])
+
+
+def test_a_server_on_the_ipv6_wildcard_warms_up_and_serves_on_ipv6(emulator):
+    """`--host ::` listens on IPv6 only (asyncio's and uvloop's create_server set IPV6_V6ONLY): the
+    warm-up request went to 127.0.0.1, was refused, and the server never came up."""
+    import http.client
+
+    e = emulator("--host", "::", "--emulator-startup-s", "0.2")
+    deadline = time.monotonic() + 60
+    status = None
+    while time.monotonic() < deadline and e.proc.poll() is None:
+        try:
+            conn = http.client.HTTPConnection("::1", e.port, timeout=2)
+            conn.request("GET", "/health")
+            status = conn.getresponse().status
+            conn.close()
+            if status == 200:
+                break
+        except OSError:
+            pass
+        time.sleep(0.2)
+    assert status == 200, e.log()[-2000:]
+    assert "The server is fired up and ready to roll!" in e.log()

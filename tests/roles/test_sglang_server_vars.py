@@ -124,6 +124,9 @@ def test_an_ipv6_host_is_bracketed_in_the_gate_and_client_urls():
         )
 
     assert gate("fd00::5") == "http://[fd00::5]:30000" and gate("0.0.0.0") == "http://127.0.0.1:30000"
+    # `::` listens on IPv6 only (uvloop's create_server sets IPV6_V6ONLY): gated at ::1, where
+    # 127.0.0.1 was refused and every gate waited out its timeout
+    assert gate("::") == "http://[::1]:30000"
     assert gate("10.0.0.2") == "http://10.0.0.2:30000"
     assert client("fd00::5") == "http://[fd00::5]:30000" and client("emu1") == "http://emu1:30000"
     assert client("10.213.3.2") == "http://10.213.3.2:30000"

@@ -267,3 +267,28 @@ def test_a_host_of_a_groups_slot_is_not_a_slot_of_its_own():
         groups={"tp16": ["gpu-a", "gpu-b"]},
     )
     assert inv.slots() == {"tp16": ["gpu-a", "gpu-b"], "gpu-c": ["gpu-c"]}
+
+
+def test_a_group_is_benchmarked_at_the_rank_that_serves_not_a_worker():
+    """A head the tuner cannot read (`sglang_server_multinode_head: "{{ tp_head }}"`) leaves the
+    group in the inventory's order, its first host a worker node; the role made the other rank 0.
+    The deploy's URL is the rank whose published report is no worker's (`joined`): the worker's
+    was taken, whose /health is SGLang's placeholder and which has no API."""
+    events = [
+        {
+            "event": "playbook_on_stats",
+            "event_data": {
+                "artifact_data": {
+                    "sglang_ready": {
+                        "gpu-a": {"client_url": "http://10.0.0.1:30000", "report": {"joined": True}},
+                        "gpu-b": {"client_url": "http://10.0.0.2:30000", "report": REPORT},
+                    }
+                }
+            },
+        },
+    ]
+    out = outcome_from_events(events, "gpu-a", ("gpu-b",))
+    assert out.client_url == "http://10.0.0.2:30000" and out.report == REPORT
+    # a group whose head the tuner read right keeps it
+    out = outcome_from_events(events, "gpu-b", ("gpu-a",))
+    assert out.client_url == "http://10.0.0.2:30000"

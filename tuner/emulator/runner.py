@@ -516,8 +516,10 @@ class Runner:
         v = self.cfg.values
         remaining = self.startup_s - (time.monotonic() - t_start)
         host = v["host"]
-        if host in ("0.0.0.0", "::", ""):
+        if host in ("0.0.0.0", ""):
             host = "127.0.0.1"
+        elif host == "::":  # an IPv6 socket listens on IPv6 only (asyncio and uvloop set IPV6_V6ONLY)
+            host = "::1"
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
         url = f"http://{host}:{v['port']}"

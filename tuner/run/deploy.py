@@ -72,6 +72,11 @@ def _action(ev: dict[str, Any]) -> str:
     return str(data.get("resolved_action") or data.get("task_action") or "")
 
 
+def _serves(entry: Any) -> bool:
+    """A published readiness entry of a rank that serves the API (not a worker node's `joined`)."""
+    return isinstance(entry, dict) and isinstance(entry.get("report"), dict) and not entry["report"].get("joined")
+
+
 def outcome_from_events(events: list[dict[str, Any]], host: str, members: tuple[str, ...] = ()) -> PlayOutcome:
     """What one host's deploy came to, from ansible-runner job events (pure).
 
@@ -87,6 +92,12 @@ def outcome_from_events(events: list[dict[str, Any]], host: str, members: tuple[
         if kind == "playbook_on_stats":
             published = (data.get("artifact_data") or {}).get("sglang_ready") or {}
             entry = published.get(host) if isinstance(published, dict) else None
+            if members and isinstance(published, dict) and not _serves(entry):
+                # the group's head is the rank that serves: the one whose report is no worker's
+                # (`joined`). The tuner orders a group as the role does, but a head it cannot read
+                # (a templated sglang_server_multinode_head) leaves the inventory's order, whose
+                # first host may be a worker with SGLang's placeholder /health
+                entry = next((published[m] for m in (host, *members) if _serves(published.get(m))), entry)
             if isinstance(entry, dict) and isinstance(entry.get("report"), dict):
                 out.report = entry["report"]
                 out.client_url = entry.get("client_url") or out.client_url
