@@ -23,6 +23,8 @@ import json
 import re
 from typing import Any, Sequence
 
+from .sglang_flags import extra_switch_on, normalise_flag
+
 __all__ = [
     "SAME_ON_EVERY_NODE",
     "rank_order",
@@ -122,14 +124,7 @@ def group_verdict(group: Any, members: Sequence[str], hostvars: Any, restored: b
     name, as they ran when that configuration passed.
     """
     if restored:
-        heads = []
-        for m in members:
-            try:
-                if str(hostvars[m].get("__sglang_server_mn_restored_head")).lower() == "true":
-                    heads.append(m)
-            except (KeyError, TypeError, AttributeError):
-                continue
-        members = rank_order(members, heads[0] if heads else "")
+        members = rank_order(members, next((m for m in members if _restored_head(hostvars, m)), ""))
     for rank, m in enumerate(members):
         missing = f"{m} did not report its gate (unreachable or failed earlier)"
         try:
@@ -146,6 +141,14 @@ def group_verdict(group: Any, members: Sequence[str], hostvars: Any, restored: b
                 "host": m,
             }
     return {"failure": "", "tail": [], "host": ""}
+
+
+def _restored_head(hostvars: Any, member: str) -> bool:
+    """Whether `member`'s restored unit runs rank 0 (tasks/rollback_multinode.yml sets it)."""
+    try:
+        return str(hostvars[member].get("__sglang_server_mn_restored_head")).lower() == "true"
+    except (KeyError, TypeError, AttributeError):
+        return False
 
 
 _SERVER_ARGS = (
@@ -225,30 +228,15 @@ def pp_size(extra: Any) -> int:
     that reads as a whole number >= 1): a server runs tp_size x pp_size ranks, one per GPU, spread
     evenly over its nodes (engine.py `_calculate_rank_ranges`: pp_size // nnodes PP ranks of
     tp_size // max(nnodes // pp_size, 1) TP ranks on each)."""
-    if not isinstance(extra, dict):
-        return 1
-    for key, value in extra.items():
-        name = str(key).strip()
-        if (name if name.startswith("--") else f"--{name}") in _PP_FLAGS:
-            pp = _int(value)
-            return pp if pp is not None and pp >= 1 else 1
-    return 1
+    pp = _int(_extra_value(extra, _PP_FLAGS))
+    return pp if pp is not None and pp >= 1 else 1
 
 
 def _extra_value(extra: Any, names: Sequence[str]) -> Any:
     """The value `sglang_server_extra_flags` gives one of `names` (with or without the dashes)."""
     if not isinstance(extra, dict):
         return None
-    for key, value in extra.items():
-        name = str(key).strip()
-        if (name if name.startswith("--") else f"--{name}") in names:
-            return value
-    return None
-
-
-def _on(value: Any) -> bool:
-    """A store_true flag set in sglang_server_extra_flags (true, or given with no value)."""
-    return value is True or (isinstance(value, str) and value.strip().lower() in ("", "true", "yes", "1"))
+    return next((value for key, value in extra.items() if normalise_flag(str(key)) in names), None)
 
 
 def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
@@ -264,7 +252,7 @@ def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
     ranks = max(max(tp or 1, 1) * pp_size(extra) // max(n or 1, 1), 1)
     dp = _int(_extra_value(extra, _DP_FLAGS))
     attn_dp = _int(_extra_value(extra, ("--attn-dp-size",)))
-    dp_attention = _on(_extra_value(extra, ("--enable-dp-attention",))) or (attn_dp is not None and attn_dp > 1)
+    dp_attention = extra_switch_on(extra, "enable-dp-attention") or (attn_dp is not None and attn_dp > 1)
     if dp is not None and dp > 1 and not dp_attention:
         ranks *= dp
     base = _int(_extra_value(extra, ("--base-gpu-id",)))
@@ -316,8 +304,11 @@ def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[s
             f"sglang_server_tp_size={tp}{with_pp} is not divisible by the {n} nodes of sglang_server_multinode_group="
             f"{_fmt(group)}: SGLang splits the {'ranks' if pp > 1 else 'TP ranks'} evenly over the nodes"
         )
-    elif tp is not None and gpus is not None and gpus != gpus_per_node(first.get("sglang_server_extra_flags"), tp, n):
-        need = gpus_per_node(first.get("sglang_server_extra_flags"), tp, n)
+    elif (
+        tp is not None
+        and gpus is not None
+        and gpus != (need := gpus_per_node(first.get("sglang_server_extra_flags"), tp, n))
+    ):
         placed = "" if need * n == tp * pp else f" (placed by --base-gpu-id / --gpu-id-step: {need} per node)"
         errors.append(
             f"sglang_server_gpus_per_node={gpus} x {n} nodes of sglang_server_multinode_group={_fmt(group)} "

@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from roles_testlib import ROOT, run
-
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-import sglang_multinode as mn  # noqa: E402
+from sglang_utils import sglang_multinode as mn
 
 A, B = "mn21-x1", "mn21-x2"
 GROUP = "mn21_xgroup"

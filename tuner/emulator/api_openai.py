@@ -158,11 +158,12 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
         frames = []
         if not role_sent:
             role_sent = True
-            role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
-            role.update(finish_reason=None, matched_stop=None)
             # no usage on it, even with continuous_usage_stats (0.5.9 serving_chat.py builds the
             # role chunk without one; 0.5.21/0.5.23 the same)
-            frames.append(frame(role, None))
+            role = {"role": "assistant", "content": ""}
+            frames.append(
+                frame({"index": 0, "delta": role, "logprobs": None, "finish_reason": None, "matched_stop": None}, None)
+            )
         finish = matched = None
         if done:
             finish = "stop" if req.finish_reason == "stop" else "length"
