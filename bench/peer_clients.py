@@ -263,7 +263,7 @@ HEADER = [
     "client",
     "output tok/s (its own)",
     "TTFT p50 ms (its own)",
-    "TTFT p50 ms on the wire, same run",
+    "TTFT p50 ms on the wire (its own requests)",
     "client vs wire",
     "connections opened",
     "requests per burst",
@@ -392,7 +392,9 @@ def render(data: dict | None) -> str:
         f"to /v1/chat/completions, streaming, {OUTPUT} output tokens with ignore_eos, temperature 0, closed "
         f"loop at each C ({a['requests']} requests at C > 1, 16 at C = 1); {a['rounds']} rounds, the clients "
         "taking turns, medians shown. The wire columns come from tcpdump on loopback during that client's own "
-        "run: first request packet to first packet carrying a content token. Each tool's output tok/s is its "
+        "run: first request packet to first packet carrying a content token. Each column is its own median over "
+        'the rounds, and "client vs wire" is the median of the rounds\' own ratios, so the two TTFT columns '
+        "beside it may come from different rounds and need not differ by it. Each tool's output tok/s is its "
         "own definition (ours: tokens over the span all C clients were busy; GuideLLM: output tokens per "
         "second of the run; AIPerf: total output tokens over the benchmark duration).",
         "",

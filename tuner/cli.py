@@ -190,6 +190,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         inv = read_inventory(Path(spec.inventory), spec.limit, project)
     except InventoryError as exc:
         raise BadInput("--inventory", f"{spec.inventory}: {exc}") from None
+    if not inv.has_group and Path(spec.playbook) == (project / "playbooks" / "deploy.yml").resolve():
+        # every host is the sweep's only for a play of the user's own: the project's targets the group
+        raise BadInput(
+            "--inventory",
+            f"{spec.inventory} has no group sglang_servers, the hosts playbooks/deploy.yml deploys: put the servers "
+            "in it (or give a --playbook of your own, which then gets every host)",
+        )
     slots = inv.slots()
     machines = host_digests(inv)
     if stored is not None:

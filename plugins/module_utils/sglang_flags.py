@@ -375,6 +375,23 @@ def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> li
     ]
 
 
+def tls_errors(settings: dict[str, Any]) -> list[str]:
+    """A server given a certificate (`--ssl-certfile`, or a prefix argparse reads as it) answers
+    HTTPS only, so a gate or client URL left at its http:// default would be refused until the
+    gate's timeout: both must name the server by https:// and the name its certificate is for."""
+    extra = settings.get("extra_flags")
+    names = [normalise_flag(n) for n in extra if isinstance(n, str)] if isinstance(extra, dict) else []
+    flag = next((f for f in names if f.startswith("--ssl-ce") and "--ssl-certfile".startswith(f)), None)
+    if flag is None:
+        return []
+    return [
+        f"sglang_server_{key} must be an https:// URL when sglang_server_extra_flags sets {flag} (the server then "
+        f"answers TLS only), at a name its certificate is for; got {fmt(settings[key])}"
+        for key in ("gate_url", "client_url")
+        if isinstance(settings.get(key), str) and not settings[key].strip().lower().startswith("https://")
+    ]
+
+
 def server_errors(settings: dict[str, Any]) -> list[str]:
     """Check the role's settings (keys are the variable names without `sglang_server_`).
 
@@ -415,6 +432,7 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
             errors.append(err)
 
     errors += extra_flag_errors(settings.get("extra_flags") or {})
+    errors += tls_errors(settings)
     errors += algorithm_release_errors(settings.get("spec") or {}, settings.get("sglang_version"))
     errors += adaptive_overlap_errors(
         settings.get("schedule"), settings.get("extra_flags"), settings.get("sglang_version")

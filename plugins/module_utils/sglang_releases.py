@@ -96,6 +96,16 @@ def spec_algorithms(version: object) -> tuple[str, ...]:
     return tuple(name for name, since in SPEC_ALGORITHMS_SINCE if key >= release_key(since))
 
 
+def stream_text_incremental(version: object) -> bool | None:
+    """Whether a stream whose ids come incrementally (each chunk its new ids) carries its text so
+    too: 0.5.9's `--stream-output` sends the new ids with the whole text so far, 0.5.10's
+    `--incremental-streaming-output` the new text (tokenizer_manager.py `_handle_batch_output`:
+    `state.text[state.last_text_offset:]`, from 0.5.11 `delta_text`). None for an unparseable
+    version (the reader then judges by the text itself)."""
+    key = release_key(version)
+    return None if not key else key >= release_key("0.5.10")
+
+
 def adaptive_needs_overlap_off(version: object) -> bool:
     """0.5.11 keeps --speculative-adaptive only with the overlap scheduler off: its
     adaptive_spec_params.py `adaptive_unsupported_reason` returns "the overlap scheduler (spec v2)

@@ -41,10 +41,15 @@ try:  # the collection's copy (Ansible module), else the tuner's installed one
     from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_releases import (  # type: ignore[import-not-found]
         DETERMINISTIC_SINCE,
         release_key,
+        stream_text_incremental,
     )
 except ImportError:  # pragma: no cover - outside Ansible
     from sglang_utils.sglang_adaptive import first_unspeculated_batch, load_per_bs  # type: ignore[import-not-found,no-redef]
-    from sglang_utils.sglang_releases import DETERMINISTIC_SINCE, release_key  # type: ignore[import-not-found,no-redef]
+    from sglang_utils.sglang_releases import (  # type: ignore[import-not-found,no-redef]
+        DETERMINISTIC_SINCE,
+        release_key,
+        stream_text_incremental,
+    )
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -182,8 +187,12 @@ class StreamRow:
     counts on every chunk gives more. The text and ids are cumulative in SGLang's default streaming;
     under `--incremental-streaming-output` each chunk carries only its own, and they are joined."""
 
-    def __init__(self, pid: str) -> None:
+    def __init__(self, pid: str, server_version: object = None) -> None:
         self.pid = pid
+        # whether incremental ids come with incremental text: by the release when it is known
+        # (sglang_releases.stream_text_incremental), else learnt from the first delta that does
+        # not extend the text so far
+        self.text_incremental = stream_text_incremental(server_version)
         self.text = ""
         self.ids: list[Any] | None = None
         self.tokens = 0
@@ -224,9 +233,15 @@ class StreamRow:
             self.ids = [*(self.ids or []), *new_ids] if incremental else list(new_ids)
         text = chunk.get("text")
         if isinstance(text, str) and text:
-            # 0.5.12+ sends the new text with the new ids; 0.5.9 keeps the text cumulative
-            # (0.5.9: a chunk of ids with no new text, an EOS or a held-back byte, repeats the text)
-            cumulative = not incremental or (bool(self.text) and text.startswith(self.text))
+            # 0.5.10+ sends the new text with the new ids; 0.5.9 keeps the text cumulative
+            # (0.5.9: a chunk of ids with no new text, an EOS or a held-back byte, repeats the
+            # text). A delta may begin with the whole text so far (degenerate, repeating output:
+            # what the gate looks for), so the release decides where it is known.
+            if incremental and self.text_incremental is None and self.text and not text.startswith(self.text):
+                self.text_incremental = True
+            cumulative = not incremental or (
+                not self.text_incremental and bool(self.text) and text.startswith(self.text)
+            )
             self.text = text if cumulative else self.text + text
         self.hist = accept_histogram(meta) or self.hist
         t, v = meta.get("completion_tokens"), meta.get("spec_verify_ct")
@@ -498,6 +513,7 @@ def rule_for(
     candidate_deterministic: bool,
     baseline_backends: object = None,
     candidate_backends: object = None,
+    candidate_topk: object = None,
 ) -> dict[str, Any]:
     """Which parity rule applies: exact (100%) when the release has deterministic inference and
     both sides ran with it on the same attention kernels, else the threshold; with a sentence that
@@ -506,8 +522,21 @@ def rule_for(
     backend before the deterministic flag and give a topk > 1 (or page size > 1) configuration
     flashinfer where the no-speculation baseline gets fa3 on Hopper (server_args.py
     `__post_init__`; 0.5.12 reversed the order); SGLang's own parity test pins the reference to
-    the speculative server's backend (test/kits/spec_server_kits.py `SpecParityKit`)."""
+    the speculative server's backend (test/kits/spec_server_kits.py `SpecParityKit`). A draft tree
+    (`candidate_topk` > 1) is verified by other arithmetic than a decode step whatever the backend's
+    name: fa3 runs its verify pass as two attention passes, the prefix's and the tree's, merged by
+    their log-sum-exp (srt/layers/attention/flashattention_backend.py `use_cascade_attn` for
+    target-verify with topk > 1, 0.5.9-0.5.23), whose rounding differs from one pass's."""
     kernels = _backend_difference(baseline_backends, candidate_backends)
+    topk = candidate_topk if isinstance(candidate_topk, int) and not isinstance(candidate_topk, bool) else 1
+    if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic and topk > 1:
+        return {
+            "mode": "threshold",
+            "exact_share_min": EXACT_SHARE_MIN,
+            "why": f"both sides ran with --{DETERMINISTIC_FLAG}, but this configuration verifies a draft tree (topk "
+            f"{topk}) by other attention arithmetic than the baseline's decode steps, which is not bitwise equal: at "
+            f"least {round(EXACT_SHARE_MIN * 100)}% exact on the short continuations and no degeneration",
+        }
     if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic and kernels:
         return {
             "mode": "threshold",
@@ -806,12 +835,14 @@ def judge(
     out the acceptance floor and the collapse rule (an adaptive config that pins 0 steps at batch
     sizes the gate's run reaches: its acceptance there is 1.0 by design). Returns a JSON-able dict with
     "passed" and "reasons" (one sentence each, the first one is the headline)."""
+    spec = candidate.get("speculative")
     rule = rule_for(
         candidate.get("server_version"),
         bool(baseline.get("deterministic")),
         bool(candidate.get("deterministic")),
         baseline.get("attention_backends"),
         candidate.get("attention_backends"),
+        spec.get("eagle_topk") if isinstance(spec, Mapping) else None,
     )
     # an adaptive server (its /server_info says so): its gate acceptance is not the one its levels
     # measured, so it is never held to it, in the role's module, `tuner verify` and the sweep alike

@@ -154,6 +154,7 @@ class Server:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = timeout
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.version = None  # the release /server_info reports (how a stream's text comes)
 
     def _open(self, path, body=None):
         data = None if body is None else json.dumps(body).encode()
@@ -172,7 +173,9 @@ class Server:
         for path in SERVER_INFO_PATHS:
             try:
                 with self._open(path) as r:
-                    return parse_server_info(json.loads(r.read().decode("utf-8")))
+                    info = parse_server_info(json.loads(r.read().decode("utf-8")))
+                self.version = info.get("version")
+                return info
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 last = exc
         raise RuntimeError(f"no /server_info: {last}")
@@ -190,7 +193,7 @@ class Server:
 
     def _long(self, row, max_new):
         """Streamed: (row, [(arrival, new tokens, new verify passes), ...])."""
-        fold = StreamRow(row["id"])
+        fold = StreamRow(row["id"], self.version)
         ended = False
         with self._open("/generate", generate_body(row["prompt"], max_new, True)) as r:
             for raw in r:
@@ -255,6 +258,8 @@ def run(module):
         "server_version": info.get("version"),
         "deterministic": bool(info.get("deterministic")),
         "attention_backends": dict(info.get("attention_backends") or {}),
+        # a draft tree's verify is not a decode step's arithmetic (sglang_verify.rule_for)
+        "speculative": {"eagle_topk": spec.get("eagle_topk")} if spec.get("enabled") else None,
         # adaptive: the sweep's measured acceptance is not its gate's (sglang_verify.judge)
         "adaptive": bool(spec.get("adaptive")) or p["adaptive_config"] is not None,
         **gate_outputs(done, len(base["short"]), len(base["long"]), seconds),

@@ -31,6 +31,8 @@ def base(**over):
         admin_api_key="",
         extra_flags={},
         environment={},
+        gate_url="http://127.0.0.1:30000",
+        client_url="http://10.213.1.2:30000",
         dist_init_port=50000,
         emulator_profile="",
         emulator_profile_path="",
@@ -440,6 +442,18 @@ def test_a_whole_flag_that_begins_a_guarded_one_is_not_an_abbreviation():
     assert sglang_flags.abbreviates("--ssl-keyfile") is None
     assert sglang_flags.server_errors(base(extra_flags={"ssl-keyfile": "/etc/ssl/k.pem"})) == []
     assert sglang_flags.server_errors(base(extra_flags={"attention-backend": "fa3"})) == []
+
+
+def test_a_server_with_a_certificate_is_gated_and_benchmarked_over_https():
+    # with --ssl-certfile SGLang's uvicorn answers TLS only: the http:// defaults were refused
+    # until the gate's 1800 s timeout
+    for name in ("ssl-certfile", "--ssl-certfile", "ssl-cert"):
+        errors = sglang_flags.server_errors(base(extra_flags={name: "/etc/ssl/c.pem", "ssl-keyfile": "/etc/ssl/k.pem"}))
+        assert len(errors) == 2 and "sglang_server_gate_url must be an https:// URL" in errors[0], (name, errors)
+        assert "sglang_server_client_url" in errors[1] and "http://10.213.1.2:30000" in errors[1]
+    https = {"gate_url": "https://gpu1.example:30000", "client_url": "https://gpu1.example:30000"}
+    assert sglang_flags.server_errors(base(extra_flags={"ssl-certfile": "/etc/ssl/c.pem"}, **https)) == []
+    assert sglang_flags.server_errors(base(extra_flags={"ssl-ca-certs": "/etc/ssl/ca.pem"})) == []
 
 
 def test_every_mapped_flag_is_protected_from_extra_flags():

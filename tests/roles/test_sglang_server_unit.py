@@ -80,6 +80,7 @@ def _render(tmp: Path) -> None:
                         "json-model-override-args": '{"rope_scaling": null}',
                     },
                     "sglang_server_environment": {"SGLANG_ENABLE_SPEC_V2": "1", "HF_TOKEN": "hf_$x"},
+                    "sglang_server_deployment": "2",
                     "spec_steps": 4,
                 },
                 "nospec-home": {
@@ -257,6 +258,9 @@ def test_api_key_only_in_the_secrets_file_handed_over_as_a_credential(rendered):
     env = (rendered / "sglang-key" / "env").read_text()
     assert "k3y" not in env
     assert 'HF_TOKEN="hf_\\$x"' in env and 'SGLANG_ENABLE_SPEC_V2="1"' in env
+    # a redeploy's tag (the tuner's -e sglang_server_deployment) beside the inventory's environment
+    assert '\nSGLANG_TUNE_DEPLOYMENT="2"\n' in env
+    assert "SGLANG_TUNE_DEPLOYMENT" not in (rendered / "emulator-nokey" / "env").read_text()
     # No key: the launcher still runs the server (it masks nothing), no credential, no --config.
     nokey = unit(rendered, "emulator-nokey")
     assert "LoadCredential=" not in nokey and "/run/credentials/" not in exec_start(nokey)

@@ -112,15 +112,17 @@ def test_an_ipv6_host_is_bracketed_in_the_gate_and_client_urls():
     defaults = yaml.safe_load((ROOT / "roles/sglang_server/defaults/main.yml").read_text())
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["regex_replace"] = lambda value, pattern, repl: re.sub(pattern, repl, value)
+    env.tests["match"] = lambda value, pattern: re.match(pattern, value) is not None
 
     def gate(host: str) -> str:
         return env.from_string(defaults["sglang_server_gate_url"]).render(
             sglang_server_host=host, sglang_server_port=30000
         )
 
-    def client(host: str) -> str:
+    def client(host: str | None = None, bind: str = "0.0.0.0", ansible_host: str = "10.213.3.2") -> str:
+        given = {} if host is None else {"sglang_server_client_host": host}
         return env.from_string(defaults["sglang_server_client_url"]).render(
-            sglang_server_client_host=host, sglang_server_port=30000
+            **given, sglang_server_host=bind, ansible_host=ansible_host, sglang_server_port=30000
         )
 
     assert gate("fd00::5") == "http://[fd00::5]:30000" and gate("0.0.0.0") == "http://127.0.0.1:30000"
@@ -130,6 +132,14 @@ def test_an_ipv6_host_is_bracketed_in_the_gate_and_client_urls():
     assert gate("10.0.0.2") == "http://10.0.0.2:30000"
     assert client("fd00::5") == "http://[fd00::5]:30000" and client("emu1") == "http://emu1:30000"
     assert client("10.213.3.2") == "http://10.213.3.2:30000"
+    # a server bound to one address listens there only: the host's management address (what
+    # Ansible connects to) would be refused; every interface, or the loopback (which the controller
+    # cannot reach but through the host's own name), keeps the address Ansible reaches the host by
+    assert client(bind="192.168.7.4") == "http://192.168.7.4:30000"
+    assert client(bind="fd00::7") == "http://[fd00::7]:30000"
+    for bind in ("0.0.0.0", "::", "", "127.0.0.1", "127.0.1.1", "::1", "localhost"):
+        assert client(bind=bind) == "http://10.213.3.2:30000", bind
+    assert client("client.example", bind="192.168.7.4") == "http://client.example:30000"
 
 
 def test_a_group_whose_unit_is_enabled_against_the_setting_is_brought_in_line():

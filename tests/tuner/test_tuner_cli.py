@@ -253,6 +253,21 @@ def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):
     assert not (tmp_path / "o").exists()
 
 
+def test_an_inventory_without_the_servers_group_is_refused_for_the_default_play(tmp_path, capsys, no_hosts):
+    """playbooks/deploy.yml targets group sglang_servers: with none, every host was the sweep's and
+    each deployment "succeeded" with nothing published. A play of the user's own gets every host."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    gpu1:\n      ansible_connection: local\n")
+    argv = ["sweep", "--inventory", str(inv), "--steps", "1", "--dry-run"]
+    assert cli.main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--inventory" in err and "has no group sglang_servers" in err and "--playbook" in err
+    own = tmp_path / "own.yml"
+    own.write_text("- hosts: all\n  gather_facts: false\n  tasks: []\n")
+    assert cli.main([*argv, "--out", str(tmp_path / "o2"), "--playbook", str(own)]) == 0
+    assert "hosts: gpu1" in capsys.readouterr().out
+
+
 def test_a_bad_verify_baseline_leaves_nothing_behind(tmp_path, capsys, no_hosts):
     """Checked before sweep.json is written: the corrected retry must not be refused as a resume."""
     bad = tmp_path / "bad.json"

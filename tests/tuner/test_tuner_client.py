@@ -8,7 +8,7 @@ import pytest
 from tuner_testlib import emulator, free_port
 
 from tuner.measure.metrics import level_metrics
-from tuner.run.client import BenchClient, ClientOptions
+from tuner.run.client import BenchClient, ClientOptions, ServerError
 
 
 def run(coro):
@@ -86,6 +86,19 @@ def test_api_key_is_sent_and_enforced():
     with emulator("--api-key", "sk-client-test-999") as url:
         _, bad = run(_level(url, c=2, n=2))
         assert bad.requests_failed == 2 and "HTTP 401" in next(iter(bad.errors))
+        # the refusal says what to do: the role may hold the key in the inventory while the
+        # client reads the controller's environment only
+        assert "export SGLANG_API_KEY" in next(iter(bad.errors))
+        _, wrong = run(_level(url, c=2, n=2, api_key="sk-not-the-servers"))
+        assert "refused the API key sent" in next(iter(wrong.errors))
+
+        async def info(key: str | None) -> str:
+            async with BenchClient(ClientOptions(url=url, api_key=key)) as cl:
+                with pytest.raises(ServerError) as exc:
+                    await cl.server_info()
+            return str(exc.value)
+
+        assert "HTTP 401" in run(info(None)) and "export SGLANG_API_KEY" in run(info(None))
         _, good = run(_level(url, c=2, n=2, api_key="sk-client-test-999"))
         assert good.requests_ok == 2
 

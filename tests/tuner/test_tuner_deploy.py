@@ -105,6 +105,10 @@ def test_inventory_hosts_group_and_limit():
     assert hostvars["local-a"]["ansible_connection"] == "local"
     assert inventory_hosts(inv, "local-b", project_root())[0] == ["local-b"]
     assert inventory_hosts(inv, "nomatch*", project_root())[0] == []
+    # a --limit of hosts outside the group selects none of the play's hosts (ansible-inventory then
+    # lists the group only among its parent's children), not every host of the inventory
+    assert inventory_hosts(inv, "not-a-server", project_root())[0] == []
+    assert inventory_hosts(inv, "local-a,not-a-server", project_root())[0] == ["local-a"]
     with pytest.raises(InventoryError):
         bad = FIXTURES.parent / "__bad_inventory_for_test.yml"
         try:

@@ -92,3 +92,14 @@ def test_beyond_noise_is_non_overlap():
     assert stats.beats(a, b) and not stats.beats(b, a) and stats.compare(a, b) == 1 and stats.compare(b, a) == -1
     assert stats.tied(a, c) and not stats.beats(a, c) and stats.compare(a, c) == 0
     assert a.rel_half_width == pytest.approx(5 / 110)
+
+
+def test_a_latency_interval_never_reaches_below_zero():
+    """Two deployments' TTFT medians of 652 and 530 ms give a t interval (one degree of freedom,
+    t = 12.7) of 591 [-187, 1,369]: the report printed the negative bound (bench/schedule_vs_static)."""
+    two = stats.combine([(652.2, None, 1), (529.7, None, 2)])
+    assert two is not None and two.low < 0
+    held = stats.nonnegative(two)
+    assert held is not None and held.low == 0.0 and held.high == two.high and held.estimate == two.estimate
+    inside = Interval(estimate=30.0, low=20.0, high=40.0, n=4)
+    assert stats.nonnegative(inside) is inside and stats.nonnegative(None) is None

@@ -139,18 +139,20 @@ def test_identity_names_what_differs_and_ignores_the_rest():
 
 
 def test_repeat_deploys_mark_each_deployment_for_a_restart():
-    """An identical run of the role restarts nothing, so each redeploy carries its number in the
-    server's environment: the unit changes and the role restarts it (docs/tuner.md --repeat-deploys)."""
-    from tuner.run.sweep import REDEPLOY_ENV, Sweep
+    """An identical run of the role restarts nothing, so each redeploy carries its number (the
+    role writes it to the server's environment file): the file changes and the role restarts the
+    server (docs/tuner.md --repeat-deploys)."""
+    from tuner.run.sweep import REDEPLOY_VAR, Sweep
 
     def redeploy_vars(*argv, dep):
         s = Sweep(spec=parse(*argv), plan=None, store=None, deployer=None, hosts=[], progress=None)
         return s._redeploy_vars(dep)
 
+    assert REDEPLOY_VAR == "sglang_server_deployment"
     assert redeploy_vars("--steps", "1", dep=1) == {}
-    assert redeploy_vars("--steps", "1", "--repeat-deploys", "3", dep=2) == {
-        "sglang_server_environment": {REDEPLOY_ENV: "2"}
-    }
+    assert redeploy_vars("--steps", "1", "--repeat-deploys", "3", dep=2) == {REDEPLOY_VAR: "2"}
+    # never sglang_server_environment: an extra var replaces the inventory's whole dict (HF_TOKEN,
+    # SGLANG_ENABLE_SPEC_V2, ...), so the redeployed server would run without them; the user's own
+    # -e value of it reaches the play unchanged
     mine = '{"sglang_server_environment": {"HF_HOME": "/data/hf"}}'
-    got = redeploy_vars("--steps", "1", "--repeat-deploys", "2", "-e", mine, dep=1)
-    assert got == {"sglang_server_environment": {"HF_HOME": "/data/hf", REDEPLOY_ENV: "1"}}
+    assert redeploy_vars("--steps", "1", "--repeat-deploys", "2", "-e", mine, dep=1) == {REDEPLOY_VAR: "1"}

@@ -677,6 +677,33 @@ def test_an_incremental_stream_is_joined_not_replaced():
     assert one.row()[0]["output_ids"] == [1, 2, 3] and one.row()[0]["text"] == "a b c"
 
 
+def test_a_repeating_incremental_stream_keeps_every_piece_of_its_text():
+    """0.5.10+ sends each chunk's new text under --incremental-streaming-output: a delta that
+    begins with the whole text so far (degenerate, repeating output, what the gate looks for) was
+    read as cumulative and replaced it, so the kept text and the verdict's example lost pieces."""
+    chunks = [("ab", [1], 1), ("ab", [1], 2), ("abab", [1, 1], 4)]
+
+    def fold(version=None):
+        row = rules.StreamRow("long:0", version)
+        for i, (text, ids, ct) in enumerate(chunks):
+            row.add({"text": text, "output_ids": ids, "meta_info": {"completion_tokens": ct}}, float(i))
+        return row.row()[0]
+
+    for version in ("0.5.10", "0.5.12", "0.5.23"):
+        assert fold(version) == fold(version) and fold(version)["text"] == "abababab", version
+        assert fold(version)["output_ids"] == [1, 1, 1, 1]
+    # 0.5.9's --stream-output: new ids, the whole text each time
+    v059 = rules.StreamRow("long:0", "0.5.9")
+    for i, (text, ids, ct) in enumerate([("ab", [1], 1), ("abab", [1], 2), ("abababab", [1, 1], 4)]):
+        v059.add({"text": text, "output_ids": ids, "meta_info": {"completion_tokens": ct}}, float(i))
+    assert v059.row()[0]["text"] == "abababab"
+    # a release it cannot read: once a delta does not extend the text, every later one is a delta
+    unknown = rules.StreamRow("long:0", "unknown")
+    for i, (text, ids, ct) in enumerate([("a", [1], 1), ("b", [2], 2), ("ab", [1, 2], 4)]):
+        unknown.add({"text": text, "output_ids": ids, "meta_info": {"completion_tokens": ct}}, float(i))
+    assert unknown.row()[0]["text"] == "abab"
+
+
 def test_exact_parity_only_between_the_same_attention_kernels():
     """Batch-invariant kernels make one kernel reproducible, not two equal: SGLang 0.5.9/0.5.10 give a
     topk > 1 configuration flashinfer where the deterministic baseline got fa3 on Hopper (the backend
@@ -694,6 +721,23 @@ def test_exact_parity_only_between_the_same_attention_kernels():
     base = {"deterministic": True, "attention_backends": fa3, "short": [], "long": []}
     verdict = rules.judge(base, {"server_version": "0.5.9", "deterministic": True, "attention_backends": fi})
     assert verdict["rule"]["mode"] == "threshold"
+
+
+def test_a_draft_tree_is_not_held_to_exact_parity():
+    """With topk > 1 the verify pass attends over a draft tree, which SGLang's fa3 backend runs as
+    two attention passes merged by their log-sum-exp (flashattention_backend.py `use_cascade_attn`),
+    other rounding than the baseline's decode step on the same backend name: 0.5.12+ resolves both
+    sides to fa3, and the exact rule failed a healthy tree configuration at its first near-tie."""
+    fa3 = {"attention_backend": "fa3"}
+    rule = rules.rule_for("0.5.12", True, True, fa3, dict(fa3), 4)
+    assert rule["mode"] == "threshold" and "draft tree (topk 4)" in rule["why"]
+    assert rules.rule_for("0.5.12", True, True, fa3, dict(fa3), 1)["mode"] == "deterministic"
+    assert rules.rule_for("0.5.12", True, True, fa3, dict(fa3), None)["mode"] == "deterministic"
+    base = {"deterministic": True, "attention_backends": fa3, "short": [], "long": []}
+    cand = {"server_version": "0.5.12", "deterministic": True, "attention_backends": dict(fa3)}
+    assert rules.judge(base, {**cand, "speculative": {"eagle_topk": 2}})["rule"]["mode"] == "threshold"
+    assert rules.judge(base, {**cand, "speculative": {"eagle_topk": 1}})["rule"]["mode"] == "deterministic"
+    assert rules.judge(base, {**cand, "speculative": None})["rule"]["mode"] == "deterministic"
 
 
 def test_a_stream_the_server_aborts_is_no_output():

@@ -179,11 +179,11 @@ class PointStats:
 
     @property
     def ttft_p50_ci95(self) -> Interval | None:
-        return self._interval("ttft_ms_p50", "ttft_ms_p50_ci_low", "ttft_ms_p50_ci_high")
+        return st.nonnegative(self._interval("ttft_ms_p50", "ttft_ms_p50_ci_low", "ttft_ms_p50_ci_high"))
 
     @property
     def tpot_p50_ci95(self) -> Interval | None:
-        return self._interval("tpot_ms_p50", "tpot_ms_p50_ci_low", "tpot_ms_p50_ci_high")
+        return st.nonnegative(self._interval("tpot_ms_p50", "tpot_ms_p50_ci_low", "tpot_ms_p50_ci_high"))
 
     @property
     def interval(self) -> Interval:

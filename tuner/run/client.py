@@ -70,6 +70,25 @@ class ServerError(RuntimeError):
     pass
 
 
+def auth_hint(status: int, key_sent: bool) -> str:
+    """What to do about an answer that refuses the request's key (SGLang answers 401 to a missing
+    or wrong `Authorization: Bearer` key, sglang/srt/utils `add_api_key_middleware`), or "" for
+    any other status. The role may take the server's key from the inventory (Ansible Vault) while
+    the client reads it from the controller's environment only (docs/tuner.md "The API key"), so
+    the two can differ."""
+    if status not in (401, 403):
+        return ""
+    if key_sent:
+        return (
+            " (the server refused the API key sent: SGLANG_API_KEY, else OPENAI_API_KEY, must be the key the"
+            " server runs with, the role's sglang_server_api_key)"
+        )
+    return (
+        " (the server wants an API key: export SGLANG_API_KEY with the key it runs with, the role's"
+        " sglang_server_api_key)"
+    )
+
+
 class BenchClient:
     """A session against one server; use as `async with BenchClient(opts) as c:`."""
 
@@ -109,7 +128,7 @@ class BenchClient:
     async def _get_json(self, path: str, timeout: float = 30.0) -> Any:
         async with self.session.get(self.base + path, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
             if r.status != 200:
-                raise ServerError(f"GET {path}: HTTP {r.status}")
+                raise ServerError(f"GET {path}: HTTP {r.status}{auth_hint(r.status, bool(self.opts.api_key))}")
             return await r.json(content_type=None)
 
     async def server_info(self) -> dict[str, Any]:
@@ -216,7 +235,7 @@ class BenchClient:
                 ) as resp:
                     if resp.status != 200:
                         text = (await resp.text(errors="replace"))[:200].replace("\n", " ")
-                        trace.error = f"HTTP {resp.status}: {text}"
+                        trace.error = f"HTTP {resp.status}: {text}{auth_hint(resp.status, bool(self.opts.api_key))}"
                     elif self.opts.endpoint == "generate":
                         await self._read_generate(resp, trace)
                     else:

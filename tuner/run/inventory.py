@@ -38,6 +38,7 @@ class Inventory:
     hosts: list[str]  # the sweep's hosts (group sglang_servers, --limit applied)
     hostvars: dict[str, Any]  # untemplated
     groups: dict[str, list[str]]  # every group's hosts, in inventory order
+    has_group: bool = True  # the inventory has the group (else `hosts` are every host)
 
     def slots(self) -> dict[str, list[str]]:
         """Where one configuration runs: a host, or a multi-node tensor-parallel group as a whole.
@@ -110,7 +111,11 @@ def read_inventory(inventory: Path, limit: str | None, project_dir: Path, group:
         inv = json.loads(p.stdout)
     except json.JSONDecodeError:
         raise InventoryError("ansible-inventory printed no JSON") from None
-    hosts = _group_hosts(inv, group) if group in inv else _group_hosts(inv, "all")
+    # `--limit` drops a group none of whose hosts it matches from the listing's keys, but not from
+    # its parents' `children`: such a group is still the play's (playbooks/deploy.yml targets it), so
+    # it selects no host, never every host.
+    named = group in inv or any(group in ((g or {}).get("children") or []) for k, g in inv.items() if k != "_meta")
+    hosts = _group_hosts(inv, group) if named else _group_hosts(inv, "all")
     hostvars = (inv.get("_meta") or {}).get("hostvars") or {}
     groups = {g: _group_hosts(inv, g) for g in inv if g != "_meta"}
-    return Inventory(hosts=hosts, hostvars=hostvars, groups=groups)
+    return Inventory(hosts=hosts, hostvars=hostvars, groups=groups, has_group=named)

@@ -82,7 +82,7 @@ class Gate(Protocol):
 
 T = TypeVar("T")
 
-REDEPLOY_ENV = "SGLANG_TUNE_DEPLOYMENT"  # see Sweep._redeploy_vars
+REDEPLOY_VAR = "sglang_server_deployment"  # see Sweep._redeploy_vars
 
 
 class Sweep:
@@ -162,18 +162,15 @@ class Sweep:
         return BenchClient(client_options(self.workload, res.client_url, self.api_key, served))
 
     def _redeploy_vars(self, deployment: int) -> dict[str, Any]:
-        """With --repeat-deploys, and on a confirmation redeploy, each deployment carries its number in
-        the server's environment (`sglang_server_environment`), so the role sees a changed unit and
-        restarts the server even when the configuration is the one already running (an identical run
-        restarts nothing)."""
+        """With --repeat-deploys, and on a confirmation redeploy, each deployment carries its number
+        (the role's `sglang_server_deployment`, written to the server's environment file as
+        SGLANG_TUNE_DEPLOYMENT), so the role sees a changed file and restarts the server even when
+        the configuration is the one already running (an identical run restarts nothing). Its own
+        variable: an extra var replaces a whole dict, so a `sglang_server_environment` sent here
+        would drop the inventory's (HF_TOKEN, SGLANG_ENABLE_SPEC_V2, ...) from the server."""
         if self.spec.repeat_deploys <= 1 and deployment <= 1:
             return {}
-        given = self.spec.extra_vars.get("sglang_server_environment") or {}
-        if not isinstance(given, Mapping):  # the role refuses it with its own message
-            return {}
-        env = dict(given)
-        env[REDEPLOY_ENV] = str(deployment)
-        return {"sglang_server_environment": env}
+        return {REDEPLOY_VAR: str(deployment)}
 
     async def run_config(
         self, cfg: SpecConfig, host: str, deployment: int = 1, levels: tuple[int, ...] | None = None

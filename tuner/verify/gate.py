@@ -20,7 +20,7 @@ async def capture(client: BenchClient, ps: PromptSet, tool: str) -> dict[str, An
             f"{client.base} runs speculative decoding ({ident['speculative']}); "
             "capture the baseline from a deployment without it (spec_steps 0)"
         )
-    got = await probe.outputs(client, ps, again=False)
+    got = await probe.outputs(client, ps, again=False, version=ident.get("server_version"))
     return baseline_mod.make(ident, ps, got, tool)
 
 
@@ -40,7 +40,7 @@ async def check(
     acceptance floor or collapse rule (sglang_verify.judge)."""
     ident = await probe.identity(client)
     baseline_mod.check(base, ident, ps, where)
-    got = await probe.outputs(client, ps)
+    got = await probe.outputs(client, ps, version=ident.get("server_version"))
     verdict = rules.judge(base, {**got, **ident}, measured_accept, acceptance and ident["speculates"], floor)
     verdict["server"] = {k: ident.get(k) for k in ("server_version", "model", "speculative", "deterministic")}
     verdict["baseline"] = {"prompt_set": base.get("prompt_set"), "deterministic": bool(base.get("deterministic"))}

@@ -103,11 +103,12 @@ async def _short(client: BenchClient, prompt: dict[str, str], max_new: int) -> R
     return await _retrying(send)
 
 
-async def _long(client: BenchClient, prompt: dict[str, str], max_new: int) -> Row:
-    """One streamed request: its output and (arrival time, new tokens, new verify passes) per chunk."""
+async def _long(client: BenchClient, prompt: dict[str, str], max_new: int, version: object = None) -> Row:
+    """One streamed request: its output and (arrival time, new tokens, new verify passes) per chunk.
+    `version`: the server's release, which says how an incremental stream's text comes."""
 
     async def send() -> Row:
-        fold = rules.StreamRow(prompt["id"])
+        fold = rules.StreamRow(prompt["id"], version)
         ended = False
         async with _generate(client, prompt, max_new, True) as r:
             async for now, chunk in _sse_chunks(r):
@@ -125,7 +126,7 @@ async def _long(client: BenchClient, prompt: dict[str, str], max_new: int) -> Ro
     return await _retrying(send)
 
 
-async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dict[str, Any]:
+async def outputs(client: BenchClient, ps: PromptSet, again: bool = True, version: object = None) -> dict[str, Any]:
     """All the gate's outputs from one server (`rules.request_order`: the long prompts, the short
     ones, the long prompts again), with its acceptance (all requests), each long prompt's
     (tokens, verify passes) increments on its first and second send (the drift rule's input), and
@@ -143,7 +144,7 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True) -> dic
             if kind == "short":
                 results[(kind, i)] = await _short(client, ps.short[i], int(ps.settings["short_tokens"]))
             else:  # "long" or "again": the same long prompt
-                results[(kind, i)] = await _long(client, ps.long[i], int(ps.settings["long_tokens"]))
+                results[(kind, i)] = await _long(client, ps.long[i], int(ps.settings["long_tokens"]), version)
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
     return rules.gate_outputs(results, len(ps.short), len(ps.long), time.perf_counter() - started, again=again)
