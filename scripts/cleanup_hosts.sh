@@ -6,8 +6,12 @@
 # io.sglang-tune.run=<run>, its network namespace sgt-<host> and the controller-side veth sgtv<idx>
 # with the link alias io.sglang-tune.run=<run> (the namespace's on its loopback, set when the
 # namespace is made). The run is $SGLANG_TUNE_RUN of whoever made the host ("user" when unset:
-# `make hosts`, `make demo`). With --run, emulator processes started on this machine (not in a
-# container) whose environment carries SGLANG_TUNE_RUN=ID are stopped too. Prints what it removed.
+# `make hosts`, `make demo`). A run nested in ID (its id "ID.<more>": a test that makes hosts under
+# a run of its own inside the suite's) is ID's too, so an interrupted test's hosts go with the
+# suite's trap. With --run, emulator processes started on this machine (not in a container) whose
+# environment carries SGLANG_TUNE_RUN=ID (or a run nested in it) are stopped too. A namespace
+# sgt-<host> left without its label (a run killed between making it and labelling it) goes with
+# the container <host> removed here. Prints what it removed.
 # Needs root. `make clean` removes the default inventory's hosts with the play instead.
 set -uo pipefail
 
@@ -32,7 +36,6 @@ done
 verb=removed
 [ "$dry" = 1 ] && verb="would remove"
 found=0
-alias_want="io.sglang-tune.run=$run"
 
 remove() {  # remove WHAT COMMAND...
   local what=$1
@@ -49,20 +52,29 @@ link_alias() {  # link_alias [ip options...] DEV: the link's alias, empty when i
   ip "${@:1:$#-1}" -d link show dev "${!#}" 2>/dev/null | sed -n 's/^ *alias //p' | head -n1
 }
 
-mine() {  # mine ALIAS: is a thing with this alias one to remove?
-  [ "$all" = 1 ] || [ "$1" = "$alias_want" ]
+ours() {  # ours RUN: is a thing of this run one to remove? (the run itself or one nested in it)
+  [ "$all" = 1 ] || [ "$1" = "$run" ] || [[ "$1" == "$run".* ]]
 }
 
+mine() {  # mine ALIAS: is a thing with this alias one to remove?
+  [ "$all" = 1 ] || { [[ "$1" == io.sglang-tune.run=* ]] && ours "${1#io.sglang-tune.run=}"; }
+}
+
+containers=" "  # the names of the containers removed, for their unlabelled namespaces
 if command -v podman >/dev/null 2>&1; then
-  filter=(--filter label=io.sglang-tune=1)
-  [ "$all" = 1 ] || filter+=(--filter "label=io.sglang-tune.run=$run")
-  while read -r id name; do
-    [ -n "$id" ] && remove "container $name" podman rm -f -t 2 "$id"
-  done < <(podman ps -a "${filter[@]}" --format '{{.ID}} {{.Names}}' 2>/dev/null)
+  while read -r id name label; do
+    if [ -z "$id" ] || ! ours "$label"; then continue; fi
+    remove "container $name" podman rm -f -t 2 "$id"
+    containers+="$name "
+  done < <(podman ps -a --filter label=io.sglang-tune=1 \
+    --format '{{.ID}} {{.Names}} {{index .Labels "io.sglang-tune.run"}}' 2>/dev/null)
 fi
 
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^sgt-'); do
-  mine "$(link_alias -n "$ns" lo)" && remove "netns $ns" ip netns del "$ns"
+  alias=$(link_alias -n "$ns" lo)
+  if mine "$alias" || { [ -z "$alias" ] && [[ "$containers" == *" ${ns#sgt-} "* ]]; }; then
+    remove "netns $ns" ip netns del "$ns"
+  fi
 done
 
 # Deleting a namespace destroys its veth pair; a pair whose peer never reached one survives here
@@ -76,7 +88,8 @@ if [ -n "$run" ]; then
     pid=${environ#/proc/}
     pid=${pid%/environ}
     [ "$pid" = "$$" ] && continue
-    { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -qxF "SGLANG_TUNE_RUN=$run" || continue
+    env_run=$({ tr '\0' '\n' <"$environ"; } 2>/dev/null | sed -n 's/^SGLANG_TUNE_RUN=//p' | head -n1)
+    if [ -z "$env_run" ] || ! ours "$env_run"; then continue; fi
     { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- '-m tuner\.emulator' || continue
     remove "emulator process $pid" kill -TERM "$pid"
   done

@@ -36,7 +36,8 @@ need_root() {
 }
 
 step_apt() {
-  local pkgs=(podman runc mmdebstrap iproute2 openssh-client make git shellcheck)
+  # python3-venv: Debian's python3 has no ensurepip without it, and `python3 -m venv` fails
+  local pkgs=(podman runc mmdebstrap iproute2 openssh-client make git shellcheck python3-venv)
   local missing=()
   for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -83,7 +84,11 @@ step_venv() {
   else
     log "venv: installing the project, the tuner's packages and the test tools into .venv"
   fi
-  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  # a venv whose creation failed (no ensurepip) has its python but no pip: made again
+  if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+    rm -rf .venv
+    "$PY" -m venv .venv
+  fi
   .venv/bin/python -m pip install -q --upgrade 'pip>=24' wheel
   .venv/bin/python -m pip install -q -c requirements/constraints.txt -e ".[$extras]"
   rm -f "$STAMPS"/venv.*

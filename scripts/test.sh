@@ -30,8 +30,8 @@ REPORTS="$PWD/.cache/test-reports/$SGLANG_TUNE_RUN"
 mkdir -p "$REPORTS"
 
 children=()  # the process groups of stages running side by side (run_side_by_side)
-cleanup() {
-  local rc=$? pgid
+cleanup() {  # cleanup [STATUS]: STATUS for an interrupt (the status of the last command may be 0)
+  local rc=${1:-$?} pgid
   trap - EXIT INT TERM  # once: the `exit` below would call it again
   # an interrupted side-by-side run: stop every stage's process group before removing its hosts
   for pgid in "${children[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null || true; done
@@ -41,7 +41,9 @@ cleanup() {
   [ "${SGLANG_TUNE_STAGE_CHILD:-0}" = 1 ] || ./scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true
   exit "$rc"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'cleanup 130' INT
+trap 'cleanup 143' TERM
 
 what=${1:-all}
 failed=()

@@ -11,6 +11,7 @@ from typing import Any
 from ansible_collections.sglang_tune.serving.plugins.module_utils import sglang_multinode, sglang_releases
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_checks import host_errors
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags import (
+    decode_graph_bs,
     engine_module,
     node_settings,
     secret_config,
@@ -71,6 +72,7 @@ class FilterModule:
             "sglang_multinode_verdict": multinode_verdict,
             "sglang_pp_size": pp_size,
             "sglang_gpus_per_node": gpus_per_node,
+            "sglang_decode_graph_bs": decode_graph_bs,
             "sglang_install_errors": install_errors,
             "sglang_server_errors": server_errors,
             "sglang_server_host_errors": host_errors,

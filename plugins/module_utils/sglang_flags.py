@@ -318,6 +318,21 @@ def extra_switch_on(extra: Any, name: str) -> bool:
     )
 
 
+def decode_graph_bs(extra: Any) -> list[int] | None:
+    """The CUDA-graph batch sizes SGLang pads a running decode batch to before it routes it to an
+    adaptive config's bucket: `--cuda-graph-bs-decode` as sglang_server_extra_flags gives it (0.5.14+
+    pads only to a list given on the command line: speculative/eagle_worker_v2.py `init_states`,
+    adaptive_spec_params.py `_pad_to_cuda_graph_bs`), None without one or with CUDA graphs off."""
+    if not isinstance(extra, dict) or extra_switch_on(extra, "--disable-cuda-graph"):
+        return None
+    value = next(
+        (v for k, v in extra.items() if isinstance(k, str) and normalise_flag(k) == "--cuda-graph-bs-decode"), None
+    )
+    words = value if isinstance(value, list) else str(value).replace(",", " ").split() if value is not None else []
+    sizes = [int(w) for w in words if not isinstance(w, bool) and str(w).strip().isdigit()]
+    return sorted(set(sizes)) or None
+
+
 def engine_module(engine: Any) -> str:
     """The Python module ExecStart runs for `engine` ('' for an unknown engine, which server_errors reports)."""
     return ENGINE_MODULES.get(str(engine), "")

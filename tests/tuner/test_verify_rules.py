@@ -805,3 +805,23 @@ def test_a_dataset_smaller_than_the_gates_set_still_checks_every_answer(tmp_path
     cand[0] = dict(cand[0], output_ids=[9, 9, 9], text="x y z")
     got = rules._compare(base, cand)
     assert got["exact"] == len(base) - 1 and got["diverged"] == 1, got
+
+
+def test_the_gate_routes_the_batch_padded_to_the_users_decode_graph_list():
+    """SGLang 0.5.14+ pads a running batch to a `--cuda-graph-bs-decode` list given on the command
+    line before it picks the adaptive bucket: with [1, 16] the gate's 8 in flight run as 16, a
+    0-step bucket from 12 is reached, and the floor does not apply. The tuner's gate and the role's
+    (its verify task passes the list to the module) read the list from sglang_server_extra_flags."""
+    from sglang_utils.sglang_flags import decode_graph_bs
+
+    from tuner.spec.configs import SpecConfig
+    from tuner.verify.phase import floor_exemption
+
+    assert decode_graph_bs({"cuda-graph-bs-decode": [16, 1]}) == [1, 16]
+    assert decode_graph_bs({"--cuda-graph-bs-decode": "1 16"}) == [1, 16]
+    assert decode_graph_bs({"cuda-graph-bs-decode": [1, 16], "disable-cuda-graph": True}) is None
+    assert decode_graph_bs({"cuda-graph-bs": [1, 16]}) is None and decode_graph_bs(None) is None
+    pinned = SpecConfig(spec_steps=3, schedule=((1, 3), (12, 0)))
+    assert floor_exemption(pinned) is None  # unpadded, 8 stays in bucket 1
+    padded = floor_exemption(pinned, {"cuda-graph-bs-decode": [1, 16]})
+    assert padded is not None and "from batch 2 on" in padded

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sglang_utils import sglang_verify as rules
-from sglang_utils.sglang_flags import extra_switch_on
+from sglang_utils.sglang_flags import decode_graph_bs, extra_switch_on
 
 from ..data.records import VerifyRecord
 from ..run.client import BenchClient, ClientOptions
@@ -88,10 +88,11 @@ _ADAPTIVE_WHY = rules.ADAPTIVE_WHY
 ADAPTIVE_ACCEPT_NOTE = rules.ADAPTIVE_ACCEPT_NOTE  # the one sentence, with the rule (sglang_verify.judge)
 
 
-def floor_exemption(cfg: SpecConfig) -> str | None:
+def floor_exemption(cfg: SpecConfig, extra_flags: dict[str, Any] | None = None) -> str | None:
     """Why the floor does not apply to `cfg` (an adaptive config pinning 0 steps where the gate's
-    requests run), else None: the rule shared with the role's sglang_verify module."""
-    return rules.floor_exemption(cfg.adaptive_document(), probe.CONCURRENCY)
+    requests run, after the padding to a `--cuda-graph-bs-decode` list in the user's
+    `sglang_server_extra_flags`), else None: the rule shared with the role's sglang_verify module."""
+    return rules.floor_exemption(cfg.adaptive_document(), probe.CONCURRENCY, decode_graph_bs(extra_flags))
 
 
 def reference_accept(cfg: SpecConfig, levels: list[Any]) -> tuple[float | None, str | None]:
@@ -199,7 +200,7 @@ class VerifyPhase:
         measured, accept_note = reference_accept(cfg, levels)
         # an adaptive config that pins 0 steps where the gate's requests run: no floor (the rule and
         # its words are shared with the role's sglang_verify module)
-        exempt = floor_exemption(cfg)
+        exempt = floor_exemption(cfg, self.extra_flags)
         if exempt is not None:
             # the exemption says which rules apply: the adaptive note without its own "the floor
             # and the drift rules apply", which would contradict it
@@ -412,7 +413,7 @@ class VerifyPhase:
                         f"the deterministic baseline {exact_baseline_path(self.path)}",
                         acceptance=not threshold_checked,
                         # no floor for a config pinning 0 steps at the gate's batch, as in `check`
-                        floor=floor_exemption(cfg) is None,
+                        floor=floor_exemption(cfg, self.extra_flags) is None,
                     )
             except baseline_mod.BaselineError as exc:
                 v = {"passed": False, "unchecked": True, "reasons": [f"not checked: {exc}"]}
