@@ -326,3 +326,19 @@ def test_rendered_shell_passes_shellcheck(rendered, host, script):
     path = rendered / host / script
     proc = subprocess.run([SHELLCHECK, "--shell=sh", "--severity=style", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + path.read_text()
+
+
+def test_a_deliberate_restart_begins_a_new_start_count(rendered):
+    """StartLimitBurst= counts every start, and from systemd 255 the count survives daemon-reload
+    (systemd PR #30024): on Ubuntu 24.04 the fourth configuration within the hour, and the
+    rollback's restart after it, met start-limit-hit. The handler's script (the rollback runs it
+    too) clears the counter before its restart; a multi-node cycle clears every rank's."""
+    script = (rendered / "emulator-nokey" / "restart_unit.sh").read_text()
+    lines = [ln.strip() for ln in script.splitlines() if ln.strip().startswith("systemctl")]
+    assert (
+        lines.index('systemctl reset-failed "$unit" 2>/dev/null || true')
+        == lines.index('systemctl restart "$unit"') - 1
+    )
+    tasks = ROOT / "roles" / "sglang_server" / "tasks"
+    assert "restart_unit.sh.j2" in (tasks / "rollback.yml").read_text()
+    assert "systemctl reset-failed" in (tasks / "multinode_cycle.yml").read_text()

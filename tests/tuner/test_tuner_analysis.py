@@ -649,3 +649,18 @@ def test_the_steps_axis_of_one_measured_depth_reads_in_whole_steps(tmp_path, mon
     plots.plot_throughput(tmp_path / "q.png", {}, [1], [], title="t", failed=[SpecConfig(1)])
     texts = [t.get_text() for t in figs[0].axes[0].texts]
     assert "nothing measured" in texts and figs[0].axes[0].get_legend() is None
+
+
+def test_a_level_where_everything_measured_nothing_is_named_not_a_division_by_zero():
+    from test_tuner_envelope import deploy, level
+
+    from tuner.data.records import SweepState
+    from tuner.spec.configs import SpecConfig
+
+    k2, k3 = SpecConfig(2), SpecConfig(3)
+    state = SweepState.fold(
+        [deploy(k2, 300000), level(k2, 4, 0.0, 4, 2.0), deploy(k3, 360000), level(k3, 4, 0.0, 4, 2.0)]
+    )
+    cap = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
+    every = analysis.aggregate(state.levels(), capacity=cap)
+    assert "at concurrency 4" in analysis.recommend(every, [4], [4]).reason

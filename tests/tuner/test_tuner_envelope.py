@@ -330,3 +330,27 @@ def test_wins_beyond_noise_holds_against_every_static_depth_not_only_the_columns
     assert not any("wins beyond noise" in line for line in envelope.summary_lines(env))
     # without the rival it is alone there: no "wins beyond noise from concurrency 64 up" either
     assert envelope.summary_lines(envelope.Envelope(rows={64: row})) == []
+
+
+def test_envelope_ties_do_not_chain():
+    """A static k2 at 700 +-1%, a schedule A at 760 +-10% and a schedule B at 720 +-1%: A (the top)
+    beats neither, but B beats k2 beyond noise, so k2 is not tied with the choice's field and the
+    simpler kind may not take it (as analysis.choose_for_level: ties do not chain). The choice fell
+    to k2, "tied within noise with" B whose interval lies wholly above it."""
+    from tuner.data.records import SweepState
+    from tuner.decide import analysis, envelope
+    from tuner.spec.configs import SpecConfig
+
+    k2 = SpecConfig(2)
+    a = SpecConfig.for_adaptive({"1": {"candidate_steps": [2, 3, 4]}, "8": {"candidate_steps": [0]}}, "NEXTN", 2)
+    b = SpecConfig.for_adaptive({"1": {"candidate_steps": [3, 4]}, "8": {"candidate_steps": [1]}}, "NEXTN", 2)
+    recs = [deploy(k2, 360000), level(k2, 4, 700, 4, 2.0, half=0.01)]
+    recs += [deploy(a, 360000), level(a, 4, 760, 4, 2.0, half=0.10)]
+    recs += [deploy(b, 360000), level(b, 4, 720, 4, 2.0, half=0.01)]
+    every = analysis.aggregate(SweepState.fold(recs).levels())
+    static = {key: p for key, p in every.items() if not p.config.is_schedule}
+    choice = envelope.choose(every, analysis.recommend(static, [4], [4]), [4], [4])
+    assert every[(b.config_id, 4)].beats(every[(k2.config_id, 4)])
+    assert choice.chosen is not None and choice.chosen.config_id == a.config_id and choice.kind != "static"
+    # tied with the choice: what its interval overlaps (k2 overlaps A's wide one; B does too)
+    assert sorted(choice.tied_with) == sorted([k2.config_id, b.config_id])

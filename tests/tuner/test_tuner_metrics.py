@@ -55,6 +55,15 @@ def test_itl_is_per_token_and_chunk_robust():
     assert sum(s) == pytest.approx(0.3)  # the decode time is fully accounted for
 
 
+def test_a_chunk_without_tokens_keeps_the_gap_before_it():
+    """One decode step split in two chunks (an empty delta): the gap before the empty chunk was
+    dropped, so the samples summed to less than the decode time (79 of 80 ms here)."""
+    t = trace(chunks=((0.1, 1), (0.12, 1), (0.14, 1), (0.141, 0), (0.16, 1), (0.18, 1)))
+    s = itl_samples_s(t)
+    assert s == pytest.approx([0.02] * 4)
+    assert sum(s) == pytest.approx(0.18 - 0.1)
+
+
 def test_itl_unknown_counts_spread_evenly():
     t = trace(chunks=((0.1, None), (0.2, None), (0.4, None)), tokens=9)
     s = itl_samples_s(t)

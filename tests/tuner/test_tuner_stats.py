@@ -103,3 +103,12 @@ def test_a_latency_interval_never_reaches_below_zero():
     assert held is not None and held.low == 0.0 and held.high == two.high and held.estimate == two.estimate
     inside = Interval(estimate=30.0, low=20.0, high=40.0, n=4)
     assert stats.nonnegative(inside) is inside and stats.nonnegative(None) is None
+
+
+def test_deployments_of_other_repeat_counts_keep_their_requests_noise():
+    """Deployment 1 measured three repeats, deployment 2 one (a confirmation redeploy), each level
+    100 +-10: the estimate is the mean of the two deployments' means, whose own noise is
+    0.5 * sqrt(3 * 10^2 / 9 + 10^2) = 5.77; the floor treated the four levels alike (5.0)."""
+    own = Interval(estimate=100.0, low=90.0, high=110.0, n=100, noise="requests")
+    iv = stats.combine([(100.0, own, 1), (100.0, own, 1), (100.0, own, 1), (100.0, own, 2)])
+    assert iv is not None and iv.half_width == pytest.approx(0.5 * math.sqrt(3 * 10**2 / 9 + 10**2))

@@ -295,8 +295,9 @@ def apply_slo(stats: Mapping[tuple[str, int], PointStats], slo: Slo | None) -> N
 
 
 def tolerance(a: PointStats, b: PointStats, min_rel: float = MIN_REL_TOL) -> float:
-    """Absolute throughput difference below which a and b cannot be told apart: the sum of their
-    intervals' half-widths (at least `min_rel` of the better mean)."""
+    """Throughput difference worth telling a and b apart by: their intervals' half-widths summed (as
+    `beats`), at least `min_rel` of the better mean, a floor `beats` lacks: the search's win margin
+    deploys no gain under 1% even where intervals narrower than +-0.5% put it beyond noise."""
     floor = min_rel * max(a.mean, b.mean)
     return max(floor, a.interval.half_width + b.interval.half_width)
 
@@ -570,7 +571,7 @@ def recommend(
         among = " among those that compete" if choice.excluded else ""
         reason = (
             f"highest aggregate throughput{among} at concurrency {tlevels[0]}: {st.fixed(c.mean)} tok/s with spec_steps {c.spec_steps}"
-            if c is highest
+            if c is highest or highest.mean <= 0
             else f"at concurrency {tlevels[0]}: {st.fixed(c.mean)} tok/s with spec_steps {c.spec_steps}, "
             f"{(highest.mean - c.mean) / highest.mean * 100:.1f}% below the highest ({highest.config_id}, {st.fixed(highest.mean)} tok/s)"
         )

@@ -137,6 +137,9 @@ def choose(
         return Choice(static.chosen, kind_of(static.chosen.config), static.reason)
     top = max(ivs, key=lambda k: ivs[k].estimate)
     tied = [cid for cid in ivs if not st.beats(ivs[top], ivs[cid])]
+    # ties do not chain (as analysis.choose_for_level): one the top does not beat may still be
+    # beaten beyond noise by another of them, and then it is not the simpler kind's to take
+    tied = [cid for cid in tied if not any(st.beats(ivs[o], ivs[cid]) for o in tied)]
     pick = min(tied, key=lambda cid: (KIND_ORDER[kind_of(configs[cid])], -ivs[cid].estimate))
     kind = kind_of(configs[pick])
     base = ivs[static.chosen.config_id]
@@ -152,7 +155,7 @@ def choose(
             reason = static.reason
         else:
             ahead = [cid for cid in others if st.beats(ivs[pick], ivs[cid])]
-            level = [cid for cid in others if cid not in ahead]
+            level = [cid for cid in others if ivs[cid].overlaps(ivs[pick])]
             reason = (
                 static.reason
                 + (f"; on the {name} it beats {', '.join(ahead)} beyond noise" if ahead else "")
@@ -175,7 +178,7 @@ def choose(
         reason,
         scores,
         {cid: iv.as_list(4) for cid, iv in ivs.items()},
-        [cid for cid in tied if cid != pick],
+        [cid for cid in ivs if cid != pick and ivs[cid].overlaps(ivs[pick])],
     )
 
 

@@ -118,9 +118,12 @@ def itl_samples_s(t: RequestTrace) -> list[float]:
     carried, emitted, pending = 0.0, 0, 0.0
     for i in range(1, len(t.chunk_times)):
         tokens = counts[i]
+        # a chunk with no token (one decode step split in two, an empty delta) still ends a gap:
+        # the time before it is the next token's wait too (sglang bench_serving keeps its clock
+        # running over such chunks), so the samples still sum to the decode time
+        pending += t.chunk_times[i] - t.chunk_times[i - 1]
         if tokens <= 0:
             continue
-        pending += t.chunk_times[i] - t.chunk_times[i - 1]
         carried += tokens
         whole = int(carried + 1e-9) - emitted
         if whole < 1:

@@ -18,8 +18,8 @@ per-batch-size schedule built on it) asks two questions, both answered here:
   difference is significant at well below 5%), which is what a recommendation needs: a winner is
   named only when a repeat of the sweep would not reverse it.
 
-The interval of a level's aggregate throughput (tokens over wall time) comes from batch means
-(Law & Kelton, "Simulation Modeling and Analysis", output analysis of steady-state simulations):
+The interval of a level's aggregate throughput (tokens over the span the loop was sending) comes
+from batch means (Law & Kelton, "Simulation Modeling and Analysis", output analysis of steady-state simulations):
 the level is cut into windows at every C-th completion, each window's tokens (by arrival time) and
 duration are a pair, and the ratio estimator sum(tokens) / sum(seconds), which *is* the level's
 aggregate, gets a delta-method standard error over the windows with a Student t quantile. One
@@ -280,8 +280,9 @@ def combine(
     - two or more deployments: t interval over the deployments' means (`deployments`);
     - else two or more repeats: t interval over the repeats (`repeats`);
     - else the level's own interval (`requests`), or, with `floor`, +-FLOOR_REL (`none`).
-    A between-runs interval is widened, never narrowed, to what the requests alone say (the
-    root-sum-square of the levels' own half-widths over the number of levels).
+    A between-runs interval is widened, never narrowed, to what the requests alone say of its
+    estimate (the root-sum-square of the levels' own half-widths over the number of levels, or,
+    over deployments, of each deployment's mean's own half-width over the number of deployments).
     """
     if not levels:
         return None
@@ -305,9 +306,16 @@ def combine(
     est = between.estimate
     lo_w = hi_w = 0.0
     if own and len(own) == len(levels):
-        k = len(own)
-        lo_w = math.sqrt(sum((iv.estimate - iv.low) ** 2 for iv in own)) / k
-        hi_w = math.sqrt(sum((iv.high - iv.estimate) ** 2 for iv in own)) / k
+        # the requests' own noise of `est`: a mean of the levels (repeats), or of the deployments'
+        # means, each the mean of its levels (deployments with other numbers of repeats weigh alike)
+        groups: dict[int, list[Interval]] = {}
+        for (_v, _iv, dep), mine in zip(levels, own, strict=True):
+            groups.setdefault(int(dep) if len(by_dep) >= 2 else 0, []).append(mine)
+        if len(groups) == 1:
+            groups = {i: [one] for i, one in enumerate(own)}
+        n = len(groups)
+        lo_w = math.sqrt(sum(sum((iv.estimate - iv.low) ** 2 for iv in g) / len(g) ** 2 for g in groups.values())) / n
+        hi_w = math.sqrt(sum(sum((iv.high - iv.estimate) ** 2 for iv in g) / len(g) ** 2 for g in groups.values())) / n
     low = min(between.low, est - lo_w)
     high = max(between.high, est + hi_w)
     return Interval(est, low, high, n_samples, between.noise)
