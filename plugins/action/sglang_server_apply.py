@@ -109,8 +109,10 @@ class ActionModule(ActionBase):
                 "mode": str(f["mode"]),
                 "present": _as_bool(f["present"]),
                 "keep": _as_bool(f["keep"]),
+                # another role's file (cuda_env's): kept and restored, never written (files/sglang_apply.py)
+                "managed": _as_bool(f.get("managed", True)),
             }
-            if state == "configured" and item["present"]:
+            if state == "configured" and item["present"] and item["managed"]:
                 if not isinstance(contents.get(item["name"]), str):
                     raise AnsibleActionFail(f"contents has no text for {item['name']} ({path})")
                 item["content"] = contents[item["name"]]

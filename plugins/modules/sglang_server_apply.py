@@ -65,6 +65,12 @@ options:
         description: Whether the last-good copy keeps it.
         type: bool
         required: true
+      managed:
+        description:
+          - False for another role's file (cuda_env's environment file) - never written or removed by
+            C(configured), kept and restored with the rest (a missing copy leaves it as it is).
+        type: bool
+        default: true
   contents:
     description:
       - For O(state=configured), the text of every present file, by C(name). Never logged or returned.

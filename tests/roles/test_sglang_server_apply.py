@@ -70,7 +70,7 @@ def payload(tmp_path, state="configured", files=None, contents=None, check=False
     files = [dict(f) for f in (files or layout(tmp_path))]
     if state == "configured":
         for f in files:
-            if f["present"]:
+            if f["present"] and f.get("managed", True):  # as the action sends them
                 f["content"] = (contents or CONTENTS)[f["name"]]
     return {"state": state, "check_mode": check, "unit": "", "last_good_dir": str(tmp_path / "good"), "files": files}
 
@@ -123,6 +123,32 @@ def test_kept_and_restored_are_the_last_good_layout(tmp_path):
     A.apply(payload(tmp_path, files=layout(tmp_path, profile=False)))
     A.apply(payload(tmp_path, state="kept"))
     assert not (good / "profile").exists()
+
+
+def test_another_roles_file_is_kept_and_restored_never_written(tmp_path):
+    """cuda_env's environment file, which the unit loads: a new NCCL setting that failed the start
+    stayed through the rollback, which restarted the old flags in the new environment (a mix that
+    never passed the gate). It is kept and restored with the rest, and never written or removed by
+    `configured`; a last good configuration kept before it was leaves it as it is."""
+    cuda = tmp_path / "etc/cuda_env.env"
+    files = layout(tmp_path) + [
+        {"name": "cuda_env", "path": str(cuda), "mode": "0644", "present": True, "keep": True, "managed": False}
+    ]
+    cuda.parent.mkdir(parents=True, exist_ok=True)
+    A.apply(payload(tmp_path))  # a last good configuration from before the file was kept
+    A.apply(payload(tmp_path, state="kept"))
+    cuda.write_text("NCCL_SOCKET_IFNAME=eth0\n")
+    os.chmod(cuda, 0o644)
+    first = A.apply(payload(tmp_path, files=files))
+    assert first["changed_files"] == [] and first["last_good_current"] is True
+    assert A.apply(payload(tmp_path, state="restored", files=files))["changed_files"] == []
+    assert cuda.read_text() == "NCCL_SOCKET_IFNAME=eth0\n"
+    A.apply(payload(tmp_path, state="kept", files=files))
+    assert (tmp_path / "good" / "cuda_env").read_text() == "NCCL_SOCKET_IFNAME=eth0\n"
+    cuda.write_text("NCCL_SOCKET_IFNAME=nope0\n")  # cuda_env's next run
+    assert A.apply(payload(tmp_path, files=files))["last_good_current"] is False
+    restored = A.apply(payload(tmp_path, state="restored", files=files))
+    assert restored["changed_files"] == [str(cuda)] and cuda.read_text() == "NCCL_SOCKET_IFNAME=eth0\n"
 
 
 def test_restored_without_a_last_good_configuration_changes_nothing(tmp_path):

@@ -11,8 +11,12 @@ line, and nothing here prints them.
 
 The payload: ``state`` (``configured``, ``kept`` or ``restored``), ``check_mode``, ``unit``,
 ``last_good_dir``, ``files`` (the role's file layout, vars/main.yml ``_sglang_server_files``:
-``name``, ``path``, ``mode``, ``present``, ``keep``, and for ``configured`` the ``content``) and
-``cleanup`` (paths to remove first). The result is one JSON line on stdout:
+``name``, ``path``, ``mode``, ``present``, ``keep``, ``managed``, and for ``configured`` the
+``content``) and ``cleanup`` (paths to remove first). A file with ``managed`` false is another
+role's (cuda_env's environment file, which the unit loads): never written or removed here, but
+kept and restored with the rest, so a rollback puts back the environment the last good
+configuration ran with (a copy that a last good configuration from before it was kept does not
+have leaves the file as it is). The result is one JSON line on stdout:
 
 - ``configured``: every file that should be present is written when its content, mode or
   ownership (root:root) differs; every file that should not is removed. ``changed_files``,
@@ -154,6 +158,10 @@ def apply(payload):
             lg_current = bool(good) and os.path.isdir(good)
             for f in files:
                 mode = int(f["mode"], 8)
+                if not f.get("managed", True):
+                    copy = read(os.path.join(good, f["name"])) if f.get("keep") and good else None
+                    lg_current = lg_current and (copy is None or copy == read(f["path"]))
+                    continue
                 data = f["content"].encode("utf-8") if f["present"] else None
                 if data is None:
                     if read(f["path"]) is not None:
@@ -187,6 +195,8 @@ def apply(payload):
             result["found"] = any(read(os.path.join(good, f["name"])) is not None for f in kept)
             for f in kept if result["found"] else ():
                 data = read(os.path.join(good, f["name"]))
+                if data is None and not f.get("managed", True):
+                    continue  # kept before it was: the file stays as it is
                 if data is None:
                     if read(f["path"]) is not None:
                         result["changed_files"].append(f["path"])
