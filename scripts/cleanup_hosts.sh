@@ -6,7 +6,7 @@
 # io.sglang-tune.run=<run>, its network namespace sgt-<host> and the controller-side veth sgtv<idx>
 # with the link alias io.sglang-tune.run=<run> (the namespace's on its loopback, set when the
 # namespace is made). The run is $SGLANG_TUNE_RUN of whoever made the host ("user" when unset:
-# `make hosts`, `make demo`). A run nested in ID (its id "ID.<more>": a test that makes hosts under
+# `make hosts`, `make demo`). With --run, the run's Ansible processes are stopped first. A run nested in ID (its id "ID.<more>": a test that makes hosts under
 # a run of its own inside the suite's) is ID's too, so an interrupted test's hosts go with the
 # suite's trap. With --run, emulator processes started on this machine (not in a container) whose
 # environment carries SGLANG_TUNE_RUN=ID (or a run nested in it) are stopped too. A namespace
@@ -60,6 +60,35 @@ mine() {  # mine ALIAS: is a thing with this alias one to remove?
   [ "$all" = 1 ] || { [[ "$1" == io.sglang-tune.run=* ]] && ours "${1#io.sglang-tune.run=}"; }
 }
 
+run_pids() {  # run_pids PATTERN: the pids of the run's processes whose command line matches PATTERN
+  local environ pid env_run
+  for environ in /proc/[0-9]*/environ; do
+    pid=${environ#/proc/}
+    pid=${pid%/environ}
+    [[ " $ancestors " == *" $pid "* ]] && continue
+    env_run=$({ tr '\0' '\n' <"$environ"; } 2>/dev/null | sed -n 's/^SGLANG_TUNE_RUN=//p' | head -n1)
+    if [ -z "$env_run" ] || ! ours "$env_run"; then continue; fi
+    { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$1" && echo "$pid"
+  done
+}
+
+# this script and the processes it runs under (the test run's own, which carry its id too)
+ancestors=" " p=$$
+while [ -n "$p" ] && [ "$p" != 0 ]; do
+  ancestors+="$p "
+  p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)
+done
+
+# The run's Ansible first: a play still running after its test was stopped (ansible-runner starts
+# ansible-playbook in a session of its own, out of the stopped test's process group) would make a
+# host or start an emulator after the clean-up below.
+if [ -n "$run" ]; then
+  for pid in $(run_pids '/ansible-\(playbook\|runner\|inventory\)'); do
+    remove "ansible process $pid" kill -TERM "$pid"
+  done
+  [ "$found" = 0 ] || [ "$dry" = 1 ] || sleep 1
+fi
+
 containers=" "  # the names of the containers removed, for their unlabelled namespaces
 if command -v podman >/dev/null 2>&1; then
   while read -r id name label; do
@@ -84,13 +113,7 @@ for link in $(ip -o link show type veth 2>/dev/null | awk -F': ' '{print $2}' | 
 done
 
 if [ -n "$run" ]; then
-  for environ in /proc/[0-9]*/environ; do
-    pid=${environ#/proc/}
-    pid=${pid%/environ}
-    [ "$pid" = "$$" ] && continue
-    env_run=$({ tr '\0' '\n' <"$environ"; } 2>/dev/null | sed -n 's/^SGLANG_TUNE_RUN=//p' | head -n1)
-    if [ -z "$env_run" ] || ! ours "$env_run"; then continue; fi
-    { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- '-m tuner\.emulator' || continue
+  for pid in $(run_pids '-m tuner\.emulator'); do
     remove "emulator process $pid" kill -TERM "$pid"
   done
 fi

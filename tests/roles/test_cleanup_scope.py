@@ -112,3 +112,33 @@ def test_run_cleanup_keeps_the_demo_range_host(need_podman, tmp_path) -> None:
         remove_container(KEEP)
     assert gone.returncode == 0, gone.stdout[-3000:]
     assert _exists(KEEP, KEEP_INDEX) == {"container": False, "netns": False, "veth": False}
+
+
+def test_run_cleanup_stops_the_runs_ansible_first_and_never_its_own_callers(tmp_path) -> None:
+    """ansible-runner starts ansible-playbook in a session of its own: a test stopped with its
+    process group left its play running, which started an emulator after the trap's clean-up had
+    looked (2026-12-06). `--run` stops the run's (and nested runs') Ansible processes first, but
+    never a process it runs under, nor another run's."""
+    fake = tmp_path / "ansible-playbook"  # a play's command line, as the scan sees it
+    fake.write_text("#!/bin/bash\nwhile true; do sleep 0.2; done\n")
+    fake.chmod(0o755)
+    run = f"cleanup-ansible-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_TUNE_RUN"}
+    nested = subprocess.Popen([str(fake)], env={**env, "SGLANG_TUNE_RUN": f"{run}.deploy"}, start_new_session=True)
+    other = subprocess.Popen([str(fake)], env={**env, "SGLANG_TUNE_RUN": f"x{run}"}, start_new_session=True)
+    # the clean-up run from a caller of the same run (as scripts/test.sh's trap is)
+    caller = tmp_path / "caller" / "ansible-playbook"
+    caller.parent.mkdir()
+    caller.write_text(f'#!/bin/bash\n"{ROOT}/scripts/cleanup_hosts.sh" --run "$1"\necho "caller alive"\n')
+    caller.chmod(0o755)
+    try:
+        out = subprocess.run(
+            [str(caller), run], env={**env, "SGLANG_TUNE_RUN": run}, capture_output=True, text=True, timeout=60
+        )
+        assert f"removed ansible process {nested.pid}" in out.stdout and "caller alive" in out.stdout, out
+        assert nested.wait(timeout=10) is not None
+        assert other.poll() is None and str(other.pid) not in out.stdout
+    finally:
+        for p in (nested, other):
+            if p.poll() is None:
+                p.kill()
