@@ -25,7 +25,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import emulator_faults as _faults
@@ -318,6 +318,13 @@ def extra_switch_on(extra: Any, name: str) -> bool:
     )
 
 
+def extra_value(extra: Any, names: Sequence[str]) -> Any:
+    """The value `sglang_server_extra_flags` gives one of `names` (any spelling), None without."""
+    if not isinstance(extra, dict):
+        return None
+    return next((value for key, value in extra.items() if normalise_flag(str(key)) in names), None)
+
+
 def decode_graph_bs(extra: Any) -> list[int] | None:
     """The CUDA-graph batch sizes SGLang pads a running decode batch to before it routes it to an
     adaptive config's bucket: `--cuda-graph-bs-decode` as sglang_server_extra_flags gives it (0.5.14+
@@ -325,9 +332,7 @@ def decode_graph_bs(extra: Any) -> list[int] | None:
     adaptive_spec_params.py `_pad_to_cuda_graph_bs`), None without one or with CUDA graphs off."""
     if not isinstance(extra, dict) or extra_switch_on(extra, "--disable-cuda-graph"):
         return None
-    value = next(
-        (v for k, v in extra.items() if isinstance(k, str) and normalise_flag(k) == "--cuda-graph-bs-decode"), None
-    )
+    value = extra_value(extra, ("--cuda-graph-bs-decode",))
     words = value if isinstance(value, list) else str(value).replace(",", " ").split() if value is not None else []
     sizes = [int(w) for w in words if not isinstance(w, bool) and str(w).strip().isdigit()]
     return sorted(set(sizes)) or None

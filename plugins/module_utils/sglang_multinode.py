@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from .sglang_flags import extra_switch_on, normalise_flag
+from .sglang_flags import extra_switch_on, extra_value
 
 __all__ = [
     "SAME_ON_EVERY_NODE",
@@ -228,15 +228,8 @@ def pp_size(extra: Any) -> int:
     that reads as a whole number >= 1): a server runs tp_size x pp_size ranks, one per GPU, spread
     evenly over its nodes (engine.py `_calculate_rank_ranges`: pp_size // nnodes PP ranks of
     tp_size // max(nnodes // pp_size, 1) TP ranks on each)."""
-    pp = _int(_extra_value(extra, _PP_FLAGS))
+    pp = _int(extra_value(extra, _PP_FLAGS))
     return pp if pp is not None and pp >= 1 else 1
-
-
-def _extra_value(extra: Any, names: Sequence[str]) -> Any:
-    """The value `sglang_server_extra_flags` gives one of `names` (with or without the dashes)."""
-    if not isinstance(extra, dict):
-        return None
-    return next((value for key, value in extra.items() if normalise_flag(str(key)) in names), None)
 
 
 def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
@@ -250,13 +243,13 @@ def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
     tp = _int(tp_size)
     n = _int(nnodes)
     ranks = max(max(tp or 1, 1) * pp_size(extra) // max(n or 1, 1), 1)
-    dp = _int(_extra_value(extra, _DP_FLAGS))
-    attn_dp = _int(_extra_value(extra, ("--attn-dp-size",)))
+    dp = _int(extra_value(extra, _DP_FLAGS))
+    attn_dp = _int(extra_value(extra, ("--attn-dp-size",)))
     dp_attention = extra_switch_on(extra, "enable-dp-attention") or (attn_dp is not None and attn_dp > 1)
     if dp is not None and dp > 1 and not dp_attention:
         ranks *= dp
-    base = _int(_extra_value(extra, ("--base-gpu-id",)))
-    step = _int(_extra_value(extra, ("--gpu-id-step",)))
+    base = _int(extra_value(extra, ("--base-gpu-id",)))
+    step = _int(extra_value(extra, ("--gpu-id-step",)))
     base = base if base is not None and base >= 0 else 0
     step = step if step is not None and step >= 1 else 1
     return base + (ranks - 1) * step + 1

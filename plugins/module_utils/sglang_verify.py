@@ -529,29 +529,24 @@ def rule_for(
     target-verify with topk > 1, 0.5.9-0.5.23), whose rounding differs from one pass's."""
     kernels = _backend_difference(baseline_backends, candidate_backends)
     topk = candidate_topk if isinstance(candidate_topk, int) and not isinstance(candidate_topk, bool) else 1
-    if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic and topk > 1:
-        return {
-            "mode": "threshold",
-            "exact_share_min": EXACT_SHARE_MIN,
-            "why": f"both sides ran with --{DETERMINISTIC_FLAG}, but this configuration verifies a draft tree (topk "
-            f"{topk}) by other attention arithmetic than the baseline's decode steps, which is not bitwise equal: at "
-            f"least {round(EXACT_SHARE_MIN * 100)}% exact on the short continuations and no degeneration",
-        }
-    if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic and kernels:
-        return {
-            "mode": "threshold",
-            "exact_share_min": EXACT_SHARE_MIN,
-            "why": f"both sides ran with --{DETERMINISTIC_FLAG} but on other attention kernels (baseline / this "
-            f"configuration: {kernels}), which are not bitwise equal: at least {round(EXACT_SHARE_MIN * 100)}% "
-            "exact on the short continuations and no degeneration",
-        }
-    if supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic:
+    both = supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic
+    if both and topk > 1:
+        why = (
+            f"both sides ran with --{DETERMINISTIC_FLAG}, but this configuration verifies a draft tree (topk {topk}) "
+            "by other attention arithmetic than the baseline's decode steps, which is not bitwise equal"
+        )
+    elif both and kernels:
+        why = (
+            f"both sides ran with --{DETERMINISTIC_FLAG} but on other attention kernels (baseline / this "
+            f"configuration: {kernels}), which are not bitwise equal"
+        )
+    elif both:
         return {
             "mode": "deterministic",
             "exact_share_min": 1.0,
             "why": f"both sides ran with --{DETERMINISTIC_FLAG} (SGLang {server_version}): 100% exact match required",
         }
-    if not supports_deterministic(server_version):
+    elif not supports_deterministic(server_version):
         why = f"SGLang {server_version} has no --{DETERMINISTIC_FLAG} (since {DETERMINISTIC_SINCE})"
     else:
         sides = [

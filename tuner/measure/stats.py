@@ -30,7 +30,7 @@ independent; fewer than two windows give no interval.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 LEVEL = 0.95
@@ -309,13 +309,13 @@ def combine(
         # the requests' own noise of `est`: a mean of the levels (repeats), or of the deployments'
         # means, each the mean of its levels (deployments with other numbers of repeats weigh alike)
         groups: dict[int, list[Interval]] = {}
-        for (_v, _iv, dep), mine in zip(levels, own, strict=True):
-            groups.setdefault(int(dep) if len(by_dep) >= 2 else 0, []).append(mine)
-        if len(groups) == 1:
-            groups = {i: [one] for i, one in enumerate(own)}
-        n = len(groups)
-        lo_w = math.sqrt(sum(sum((iv.estimate - iv.low) ** 2 for iv in g) / len(g) ** 2 for g in groups.values())) / n
-        hi_w = math.sqrt(sum(sum((iv.high - iv.estimate) ** 2 for iv in g) / len(g) ** 2 for g in groups.values())) / n
+        for i, ((_v, _iv, dep), mine) in enumerate(zip(levels, own, strict=True)):
+            groups.setdefault(int(dep) if len(by_dep) >= 2 else i, []).append(mine)
+
+        def rss(width: Callable[[Interval], float]) -> float:
+            return math.sqrt(sum(sum(width(iv) ** 2 for iv in g) / len(g) ** 2 for g in groups.values())) / len(groups)
+
+        lo_w, hi_w = rss(lambda iv: iv.estimate - iv.low), rss(lambda iv: iv.high - iv.estimate)
     low = min(between.low, est - lo_w)
     high = max(between.high, est + hi_w)
     return Interval(est, low, high, n_samples, between.noise)
