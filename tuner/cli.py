@@ -197,6 +197,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             f"{spec.inventory} has no group sglang_servers, the hosts playbooks/deploy.yml deploys: put the servers "
             "in it (or give a --playbook of your own, which then gets every host)",
         )
+    for host, bind, conn in inv.loopback_binds():
+        raise BadInput(
+            "--inventory",
+            f"{host} binds its server to {bind} (sglang_server_host), which only {host} itself reaches, and the tuner "
+            f"benchmarks from this machine ({conn} connection): bind it to an address this machine reaches (0.0.0.0, "
+            "or one of the host's own), or set sglang_server_client_url to a URL that reaches it (an SSH tunnel's)",
+        )
     slots = inv.slots()
     machines = host_digests(inv)
     if stored is not None:

@@ -180,6 +180,25 @@ def test_missing_model_path_on_a_real_engine_host(tmp_path):
     assert f"sglang_server_model_path={tmp_path / 'no-such-model'} is not a directory on gpu-local" in out, out[-3000:]
 
 
+def test_a_missing_read_write_path_on_the_host(tmp_path):
+    """systemd stops a unit whose ReadWritePaths= names a missing path at its namespace set-up
+    (226/NAMESPACE), after the role had changed the host; the preflight refuses it first, naming
+    the missing path and not the one that exists."""
+    model, present = tmp_path / "model", tmp_path / "cache"
+    model.mkdir()
+    present.mkdir()
+    missing = tmp_path / "no-such-cache"
+    out = _refused_on_the_controller(
+        tmp_path,
+        "gpu-local",
+        sglang_server_model_path=str(model),
+        sglang_server_read_write_paths=[str(present), str(missing)],
+    )
+    said = " ".join(out.split())
+    assert f"sglang_server_read_write_paths: {missing} does not exist on gpu-local" in said, out[-3000:]
+    assert "226/NAMESPACE" in said and f"{present}," not in said, out[-3000:]
+
+
 def test_a_key_on_a_host_whose_systemd_predates_loadcredential(tmp_path):
     """The key reaches the server through LoadCredential= (systemd 247, NEWS "CHANGES WITH 247"): on
     RHEL 8's 239 or Ubuntu 20.04's 245 the setting is ignored and the server could not read it. The

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import ansible_runner
 import pytest
+import yaml
 from tuner_testlib import FIXTURES, ROOT
 
 from tuner import cli
@@ -329,3 +330,34 @@ def test_resume_refuses_machines_whose_inventory_changed(tmp_path, capsys, no_ho
     assert cli.main([*argv, "--resume"]) == 2
     err = capsys.readouterr().err
     assert f"was swept on other machines: the inventory variables of {host} changed" in err, err
+
+
+@pytest.mark.parametrize(
+    ("host_vars", "refused"),
+    [
+        ({"ansible_host": "10.1.2.3", "sglang_server_host": "127.0.0.1"}, True),
+        ({"ansible_host": "gpu1.example", "sglang_server_host": "localhost", "ansible_connection": "ssh"}, True),
+        ({"ansible_host": "10.1.2.3", "sglang_server_host": "0.0.0.0"}, False),
+        ({"ansible_connection": "local", "sglang_server_host": "127.0.0.1"}, False),
+        ({"ansible_host": "127.0.0.1", "sglang_server_host": "127.0.0.1"}, False),
+        (
+            {"ansible_host": "10.1.2.3", "sglang_server_host": "127.0.0.1", "sglang_server_client_url": "http://t:1"},
+            False,
+        ),
+    ],
+    ids=["loopback-over-ssh", "localhost-over-ssh", "all-interfaces", "local", "ssh-to-itself", "own-client-url"],
+)
+def test_a_server_bound_to_a_remote_hosts_loopback_is_refused(tmp_path, capsys, no_hosts, host_vars, refused):
+    """A server on its host's loopback answers the gate (which runs on the host) but not the tuner's
+    client on this machine: every configuration deployed and then failed its warm-up with "Cannot
+    connect". Refused before any host changes, unless the controller is the host or a URL is given."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu1": host_vars}}}}}))
+    rc = cli.main(["sweep", "--inventory", str(inv), "--steps", "1", "--dry-run", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    if refused:
+        assert rc == 2 and "--inventory" in err, err
+        assert f"gpu1 binds its server to {host_vars['sglang_server_host']} (sglang_server_host)" in err, err
+        assert "sglang_server_client_url" in err
+    else:
+        assert rc == 0, err

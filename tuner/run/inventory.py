@@ -33,6 +33,11 @@ def _group_hosts(inv: dict[str, Any], group: str, seen: set[str] | None = None) 
     return hosts
 
 
+def _loopback(address: str) -> bool:
+    """A name or address only the machine itself reaches (what the role treats as loopback)."""
+    return address in ("localhost", "::1") or address.startswith("127.")
+
+
 @dataclass
 class Inventory:
     hosts: list[str]  # the sweep's hosts (group sglang_servers, --limit applied)
@@ -64,6 +69,27 @@ class Inventory:
         for h in self.hosts:
             if h not in grouped and self._group_of(h) is None:
                 out[h] = [h]
+        return out
+
+    def loopback_binds(self) -> list[tuple[str, str, str]]:
+        """(host, bind address, connection) of each slot's HTTP host whose server listens only on
+        its own loopback (`sglang_server_host`) while this machine reaches it over a connection of
+        another machine: the tuner's client, here, could not connect, and every configuration
+        would fail its warm-up after a deploy that passed its gate. A host given a client URL or
+        client host of its own, reached at a loopback address, or whose values are templates
+        (the tuner does not render them) is not judged."""
+        out = []
+        for members in self.slots().values():
+            host = members[0]
+            v = self.hostvars.get(host) or {}
+            bind, conn = v.get("sglang_server_host"), v.get("ansible_connection", "ssh")
+            addr = v.get("ansible_host", host)
+            if not (isinstance(bind, str) and isinstance(conn, str) and isinstance(addr, str)):
+                continue
+            if "{{" in bind + conn + addr or "sglang_server_client_url" in v or "sglang_server_client_host" in v:
+                continue
+            if _loopback(bind) and conn != "local" and not _loopback(addr):
+                out.append((host, bind, conn))
         return out
 
     def _group_of(self, host: str) -> str | None:
