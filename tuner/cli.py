@@ -197,12 +197,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             f"{spec.inventory} has no group sglang_servers, the hosts playbooks/deploy.yml deploys: put the servers "
             "in it (or give a --playbook of your own, which then gets every host)",
         )
-    for host, bind, conn in inv.loopback_binds():
+    for _host, why in inv.unreachable_binds(spec.extra_vars):
         raise BadInput(
             "--inventory",
-            f"{host} binds its server to {bind} (sglang_server_host), which only {host} itself reaches, and the tuner "
-            f"benchmarks from this machine ({conn} connection): bind it to an address this machine reaches (0.0.0.0, "
-            "or one of the host's own), or set sglang_server_client_url to a URL that reaches it (an SSH tunnel's)",
+            f"{why}: bind it to an address this machine reaches (0.0.0.0, or one of the host's own), or set "
+            "sglang_server_client_url to a URL that reaches it (an SSH tunnel's)",
         )
     slots = inv.slots()
     machines = host_digests(inv)
@@ -349,7 +348,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from .data.store import Store
+    from .data.store import PLOT, RECOMMENDATION, RECORDS, REPORT, RESULTS, SCHEDULE_PLOT, SWEEP, Store
     from .run.levels import Progress
     from .run.sweep import bench_url
 
@@ -370,20 +369,27 @@ def cmd_bench(a: argparse.Namespace) -> int:
             raise BadInput("--out", f"{out}: another tuner wrote results there just now; choose another directory")
         store.write_spec(spec, TOOL)
     progress = Progress(redactor=redactor, quiet=a.quiet)
+    state = None
     try:
         rc, summary, state = asyncio.run(bench_url(spec, store, progress, api_key))
     finally:
-        # nothing measured (the server did not answer, or its config was refused): the directory is
-        # left as it was found, so the same command can be run again once the server is up
-        # (`bench` has no --resume to take a sweep.json without records)
-        if out is not None and not (out / "records.jsonl").exists():
-            (out / "sweep.json").unlink(missing_ok=True)
+        # nothing measured (the server did not answer, its config was refused, or every warm-up
+        # request failed: the reason is on stderr): the directory is left as it was found, so the
+        # same command can be run again once the server is up (`bench` has no --resume)
+        if out is not None and (
+            not (out / RECORDS).exists() or (state is not None and not state.levels(measured_only=False))
+        ):
+            for name in (RECORDS, SWEEP, RESULTS, RECOMMENDATION, PLOT, SCHEDULE_PLOT, REPORT):
+                (out / name).unlink(missing_ok=True)
+            summary = None
         if store is not None:
             store.unlock()
     if summary is not None:
         _print_summary(summary, out)
         return rc
     levels = state.levels(measured_only=False)
+    if not levels:
+        return rc
     # a level is (temperature, concurrency, repeat): name the first and last where they vary
     show_t = len({lv.temperature for lv in levels}) > 1
     show_r = len({lv.repeat for lv in levels}) > 1

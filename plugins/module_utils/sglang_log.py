@@ -366,9 +366,14 @@ def parse_capacity(lines: Sequence[Any]) -> dict[str, Any] | None:
 
 # docs/reference/sglang.md §1.3 (0.5.5–0.5.12): "KV Cache is allocated. #tokens: {n}, K size: {x:.2f} GB, V size:
 # {y:.2f} GB" (MHA/GQA) or "..., KV size: {x:.2f} GB" (MLA); 0.5.23: "{label }KV Cache is
-# allocated. dtype: {dtype}, #tokens: ..." or "... VA upper bound. ..." in post-capture sizing.
+# allocated. dtype: {dtype}, #tokens: ..." or "... VA upper bound. ..." in post-capture sizing
+# (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, 0.5.19+), whose pools are sized after the graph capture:
+# "Post-capture KV sizing: KV cache allocated. dtype: {dtype}, #tokens: {n}, KV size: {x:.2f} GB,
+# avail mem=..." and "Post-capture KV sizing: draft KV cache allocated. ..."
+# (model_executor/model_runner_components/kv_pool_runtime.py).
 _KV_RE = re.compile(
-    r"^(?:(?P<label>\S.*?)\s+)?KV Cache (?P<kind>is allocated|VA upper bound)\.\s*"
+    r"^(?:Post-capture KV sizing: (?P<post>draft )?KV cache allocated"
+    r"|(?:(?P<label>\S.*?)\s+)?KV Cache (?P<kind>is allocated|VA upper bound))\.\s*"
     r"(?:dtype:\s*(?P<dtype>[\w.]+),\s*)?(?:#tokens:\s*(?P<tokens>\d+))?(?P<rest>.*)$"
 )
 _SIZE_RE = re.compile(r"\b(?P<name>K|V|KV)\s+size:\s*(?P<gb>\d+(?:\.\d+)?)\s*GB")
@@ -378,10 +383,16 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
     """One dict per KV pool allocated by the primary rank, in log order.
 
     With speculative decoding the draft worker allocates its own pool after the target's
-    (docs/reference/sglang.md §1.3), so a second entry is expected then.
+    (docs/reference/sglang.md §1.3), so a second entry is expected then. With post-capture sizing
+    the pools sized after the capture replace the virtual reservations' upper bounds.
     """
     parsed = _as_parsed(lines)
-    hits = _primary(parsed, lambda ln: "KV Cache " in ln.message and _KV_RE.match(ln.message) is not None)
+    hits = _primary(
+        parsed,
+        lambda ln: (
+            ("KV Cache " in ln.message or "KV cache allocated" in ln.message) and _KV_RE.match(ln.message) is not None
+        ),
+    )
     pools: list[dict[str, Any]] = []
     for ln in hits:
         m = _KV_RE.match(ln.message)
@@ -403,7 +414,7 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
             total = round(k_gb + v_gb, 2)
         else:
             total = None
-        label = (m.group("label") or "").strip() or None
+        label = (m.group("label") or "").strip() or ("draft" if m.group("post") else None)
         pools.append(
             {
                 "rank": ln.rank_label,
@@ -417,8 +428,13 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
                 "kv_size_gb": kv_gb,
                 "total_gb": total,
                 "upper_bound": m.group("kind") == "VA upper bound",
+                "post_capture": m.group("kind") is None,
             }
         )
+    if any(p["post_capture"] for p in pools):
+        pools = [p for p in pools if not p["upper_bound"]]
+    for p in pools:
+        del p["post_capture"]
     return pools
 
 
@@ -602,9 +618,12 @@ _SPECIFIC = [
     ("cuda_graph", re.compile(r"Capture [\w \-]*?(?:cuda graph|draft extend) failed", re.I)),
     (
         "out_of_memory",
-        # torch's runtime-error text, "CUDA error: out of memory" and, on ROCm builds, "HIP error: ..."
+        # torch's runtime-error text, "CUDA error: out of memory" and, on ROCm builds, "HIP error: ...";
+        # Triton's driver, loading a kernel: "RuntimeError: Triton Error [CUDA]: out of memory"
+        # (triton-lang/triton third_party/nvidia/backend/driver.c gpuAssert)
         re.compile(
             r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b|\b(?:CUDA|HIP) error: out of memory\b"
+            r"|\bTriton Error \[(?:CUDA|HIP)\]: out of memory\b"
         ),
     ),
     ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
@@ -895,7 +914,10 @@ def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool
     msg = ln.message
     if _TRACEBACK_RE.search(msg) or _exception_line(msg) or msg.startswith("File "):
         return False
-    return bool(_PRELAUNCH_FOREIGN_RE.match(ln.raw))
+    # 0.5.9/0.5.10 configure no logging before ServerArgs.__post_init__, whose warnings then come
+    # bare through Python's last-resort handler ("Max running requests is reset to 48 ..."):
+    # sgl-project/sglang PR #22926 (0.5.11) added the basicConfig that stamps them
+    return bool(_PRELAUNCH_FOREIGN_RE.match(ln.raw)) or any(rx.search(msg) for rx in _KNOWN_WARNING_RES)
 
 
 def current_launch(lines: Sequence[str], not_before: float | None = None, slack_s: float = 2.0) -> list[str]:

@@ -114,6 +114,8 @@ def cases(tmp: Path) -> dict[str, dict]:
             "cuda_env_nccl_env": {"NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": 1, "NCCL_SOCKET_IFNAME": ""},
             "cuda_env_extra_env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
         },
+        # the env file in a directory of another's, which exists already (made by the fixture)
+        "main_shared_dir": {"case_entry": "main"},
         "nccl_forced_no_torch": {
             "case_entry": "nccl_check",
             "cuda_env_nccl_check_force": True,
@@ -193,6 +195,10 @@ def run_playbook(inventory: Path, *extra: str) -> subprocess.CompletedProcess:
 def outcome(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("cuda_env_cases")
     inventory = write_inventory(tmp)
+    shared = tmp / "main_shared_dir"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    shared.chmod(0o1777)
     proc = run_playbook(inventory)
     results_file = tmp / "results.json"
     results = json.loads(results_file.read_text()) if results_file.is_file() else {}
@@ -328,6 +334,16 @@ def test_main_on_an_emulator_host_writes_the_env_file(outcome) -> None:
     ]
     assert f"EnvironmentFile=-{env_file}" in text
     assert r["env_file_changed"] is True
+
+
+def test_an_existing_directory_keeps_its_owner_and_mode(outcome) -> None:
+    """The env file's directory is created when missing, never re-owned: at `/tmp/cuda_env.env` the
+    role had made /tmp root's 0755, its sticky, world-writable bit gone."""
+    ok(outcome, "main_shared_dir")
+    shared = outcome["tmp"] / "main_shared_dir"
+    assert (shared / "cuda_env.env").is_file()
+    st = shared.stat()
+    assert (oct(st.st_mode & 0o7777), st.st_uid, st.st_gid) == ("0o1777", 65534, 65534)
 
 
 def test_main_is_idempotent(outcome) -> None:

@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from tuner.emulator import model
 from tuner.emulator.engine import DECODE, PREFILL, EngineSpec, Scheduler
@@ -130,6 +131,34 @@ def test_profile_validation_names_the_key():
 def test_a_malformed_value_is_refused_naming_its_key(key, value):
     with pytest.raises(ProfileError, match=key):
         profile_from_mapping({**_raw(), key: value})
+
+
+def test_whole_numbers_written_as_floats_are_counts_and_fractions_are_refused():
+    """YAML 1.2 reads `1.2e6` as a float and JSON tools write `32768.0`: a count so written is the
+    count, for every count key alike (the optional ones took it, the required ones refused it)."""
+    p = profile_from_mapping(
+        {
+            **_raw(),
+            "context_len": 4096.0,
+            "kv_tokens_nospec": 1.2e5,
+            "cuda_graph_bs": [1.0, 2.0, 8.0],
+            "step_time_ms": {"batch": [1.0, 8.0], "tokens_per_request": [1, 2], "ms": [[5, 6], [7, 9]]},
+        }
+    )
+    assert (p.context_len, p.kv_tokens_nospec) == (4096, 120000)
+    assert isinstance(p.context_len, int) and isinstance(p.kv_tokens_nospec, int)
+    assert p.cuda_graph_bs == (1, 2, 8) and p.step_table is not None and p.step_table.batch == (1, 8)
+    for key, value in (("context_len", 4096.5), ("kv_tokens_per_step", 0.25), ("cuda_graph_bs", [1, 2.5])):
+        with pytest.raises(ProfileError, match=key):
+            profile_from_mapping({**_raw(), key: value})
+
+
+def test_a_profile_that_is_not_utf8_is_refused_naming_the_file(tmp_path):
+    """One Latin-1 byte (a `µs` in a comment) ended the start with a UnicodeDecodeError traceback."""
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"# step times in \xb5s\n" + yaml.safe_dump(_raw()).encode())
+    with pytest.raises(ProfileError, match=r"latin1.yaml is not UTF-8 text \(byte 0xb5 at offset 16\)"):
+        load_profile(path)
 
 
 def _raw() -> dict:

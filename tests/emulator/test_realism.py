@@ -291,6 +291,20 @@ def test_without_padding_a_profiles_graph_list_captures_every_size_up_to_its_lar
     assert decode and all("cuda graph: True" in ln for ln in decode), decode[-3:]
 
 
+@pytest.mark.parametrize(
+    ("flags", "listed"),
+    [((), [2, 6, 16]), (("--disable-cuda-graph-padding",), list(range(1, 17)))],
+    ids=["pad", "no-pad"],
+)
+def test_the_capture_list_the_server_pads_to_is_the_one_it_reports(emulator, tmp_path, flags, listed):
+    """0.5.9-0.5.12's ServerArgs fills `cuda_graph_bs` with the list it generated (server_args.py
+    `_generate_cuda_graph_batch_sizes`), which server_args= and /server_info show: the emulator
+    padded to the profile's list, which stands for it, and reported None."""
+    e = _start(emulator, _variant(tmp_path, STEP, cuda_graph_bs=[2, 6, 16]), *flags)
+    assert e.get_json("/server_info")["cuda_graph_bs"] == listed
+    assert f"cuda_graph_bs={listed}" in e.log()
+
+
 def test_kv_read_grows_the_step_with_each_requests_context(emulator, tmp_path):
     """kv_read_ns_per_token adds its time for each KV token beyond the table's context_tokens."""
     raw = _yaml(STEP)

@@ -230,6 +230,25 @@ def test_kv_pool_labels_and_va_upper_bound():
     assert pools[0]["dtype"] == "torch.float8_e4m3fn"
 
 
+def test_post_capture_kv_sizing_pools_replace_the_upper_bounds():
+    """With SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (0.5.19+) the pools are reserved as virtual memory
+    up to an upper bound, then sized after the graph capture: the sized pools are the pools
+    (format strings of 0.5.23's model_executor/model_runner_components/kv_pool_runtime.py)."""
+    lines = [
+        "[2026-10-30 11:00:02 TP0] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 2000000, KV size: 120.00 GB",
+        "[2026-10-30 11:00:02 TP0] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 2000000, KV size: 20.00 GB",
+        "[2026-10-30 11:00:30 TP0] Post-capture KV sizing: full_layer_tokens=1500000, swa_layer_tokens=0",
+        "[2026-10-30 11:00:30 TP0] Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 1500000, KV size: 90.00 GB, avail mem=10.00 GB",
+        "[2026-10-30 11:00:30 TP0] Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: 1500000, KV size: 15.00 GB",
+        "[2026-10-30 11:00:40 TP0] max_total_num_tokens=1500000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=64, context_len=32768, available_gpu_mem=9.80 GB",
+    ]
+    pools = L.parse_kv_pools(lines)
+    assert [(p["label"], p["tokens"], p["kv_size_gb"], p["upper_bound"]) for p in pools] == [
+        (None, 1500000, 90.0, False),
+        ("draft", 1500000, 15.0, False),
+    ], pools
+
+
 def test_third_party_kv_lines_are_not_sglang_pools():
     lines = [
         "[kvcached][INFO] VirtualKV Cache is allocated. #tokens: 248479, K size: 7.99 GB, V size: 7.99 GB",
@@ -444,6 +463,20 @@ def test_fatal_npu_oom_beats_sigquit_and_resource_warnings():
     f = L.find_fatal(load_fixture("sglang-0.5.9_npu_oom_traceback.log"))
     assert f["kind"] == "out_of_memory"
     assert f["reason"].startswith("RuntimeError: NPU out of memory. Tried to allocate 98.71 GiB")
+
+
+def test_tritons_out_of_memory_is_out_of_memory():
+    """Triton's driver raises RuntimeError("Triton Error [CUDA]: " + the driver's error string)
+    when loading a kernel (triton-lang/triton's nvidia driver.c gpuAssert)."""
+    lines = [
+        "[2026-10-30 11:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/sglang/venv/lib/python3.12/site-packages/triton/compiler/compiler.py", line 482, in _init_handles',
+        "    self.module, self.function, self.n_regs, self.n_spills, self.n_max_threads = driver.active.utils.load_binary(",
+        "RuntimeError: Triton Error [CUDA]: out of memory",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "out_of_memory", f
+    assert f["reason"] == "RuntimeError: Triton Error [CUDA]: out of memory"
 
 
 def test_fatal_cuda_oom_in_graph_capture_after_scheduler_exception():
@@ -684,6 +717,26 @@ def test_plain_warnings_before_server_args_belong_to_the_launch_that_started_aft
     assert cur == lines[2:], cur
     spec = L.parse_speculative(cur)
     assert spec["draft_tokens_adjusted"] is True and spec["max_running_requests_reset"] is True, spec
+
+
+def test_bare_warnings_before_server_args_belong_to_the_launch_after_them():
+    """0.5.9/0.5.10 set up no logging before ServerArgs.__post_init__: its warnings come bare,
+    through Python's last-resort handler (sgl-project/sglang PR #22926 stamps them from 0.5.11).
+    Read from a log file two launches appended to, they are the second launch's."""
+    lines = [
+        "[2026-06-14 08:00:00] server_args=ServerArgs(model_path='/m', speculative_algorithm=None)",
+        "[2026-06-14 08:00:30] The server is fired up and ready to roll!",
+        "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests.",
+        "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1",
+        "[2026-06-14 09:00:01] server_args=ServerArgs(model_path='/m', speculative_algorithm='EAGLE', speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4, max_running_requests=48)",
+        "[2026-06-14 09:00:40] The server is fired up and ready to roll!",
+    ]
+    for not_before in (None, L.parse_timestamp("2026-06-14 09:00:00")):
+        cur = L.current_launch(lines, not_before=not_before)
+        assert cur == lines[2:], cur
+        spec = L.parse_speculative(cur)
+        assert spec["draft_tokens_adjusted"] is True and spec["max_running_requests_reset"] is True, spec
+        assert len(L.find_warnings(cur)) == 2
 
 
 def test_error_words_in_healthy_messages_are_not_fatal():

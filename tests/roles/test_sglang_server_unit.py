@@ -87,7 +87,7 @@ def _render(tmp: Path) -> None:
                     "sglang_server_engine": "sglang",
                     "spec_steps": 0,
                     "sglang_server_device_policy": "",
-                    "sglang_server_read_write_paths": ["/home/sglang/cache"],
+                    "sglang_server_read_write_paths": ["/home"],  # one that exists: the preflight checks it
                 },
                 # null limits: no directive at all (systemd warned at an empty LimitNOFILE=)
                 "vaulted": {
@@ -216,7 +216,9 @@ def test_hardening_keeps_the_gpus(rendered):
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
         "ReadWritePaths=/var/lib/sglang",
-        "PrivateTmp=yes",
+        # off where the test's venv and model lie under /tmp (pytest's), which PrivateTmp= would
+        # hide (tests/roles/test_sglang_server_vars.py pins the rule)
+        "PrivateTmp=" + ("no" if re.match(r"/(var/)?tmp(/|$)", str(rendered)) else "yes"),
         "ProtectHome=yes",
         "DevicePolicy=closed",
         "DeviceAllow=char-nvidiactl rw",
@@ -310,7 +312,7 @@ def test_switches(rendered):
     auto = unit(rendered, "auto-open")
     assert "\nDevicePolicy=auto\n" in auto and "\nDeviceAllow=" not in auto
     assert "\nProtectClock=" not in auto and "\nSystemCallFilter=~@clock\n" in auto
-    assert "ReadWritePaths=/var/lib/sglang /home/sglang/cache" in home
+    assert "ReadWritePaths=/var/lib/sglang /home\n" in home
     topk = unit(rendered, "topk")
     assert "\nCPUAffinity=0-15\n" in topk and "\nEnvironment=A=1\nEnvironment=B=2\n" in topk
 

@@ -49,6 +49,15 @@ def test_with_nothing_to_return_to_the_unit_is_stopped():
 
 def protect_home(**paths: object) -> str:
     """roles/sglang_server/vars/main.yml's ProtectHome=auto rule, rendered as Ansible renders it."""
+    return _home_rule("_sglang_server_protect_home", **paths)
+
+
+def private_tmp(**paths: object) -> str:
+    """roles/sglang_server/vars/main.yml's PrivateTmp= rule, rendered as Ansible renders it."""
+    return _home_rule("_sglang_server_private_tmp", **paths)
+
+
+def _home_rule(rule: str, **paths: object) -> str:
     import re
 
     rules = yaml.safe_load((ROOT / "roles/sglang_server/vars/main.yml").read_text())
@@ -67,7 +76,7 @@ def protect_home(**paths: object) -> str:
         **paths,
     }
     ctx["_sglang_server_home_paths"] = env.from_string(rules["_sglang_server_home_paths"]).render(ctx)
-    return str(env.from_string(rules["_sglang_server_protect_home"]).render(ctx))
+    return str(env.from_string(rules[rule]).render(ctx))
 
 
 def test_protect_home_auto_opens_home_read_only_for_what_the_unit_runs_from_there():
@@ -77,6 +86,16 @@ def test_protect_home_auto_opens_home_read_only_for_what_the_unit_runs_from_ther
     assert protect_home(sglang_server_python="/root/.pyenv/versions/3.11.9/bin/python3") == "read-only"
     assert protect_home(sglang_server_venv_dir="/home/ml/sglang/venv") == "read-only"
     assert protect_home(sglang_server_config_dir="/root/sglang-etc") == "read-only"
+
+
+def test_private_tmp_is_off_only_where_a_path_the_server_uses_is_under_tmp():
+    """PrivateTmp= mounts an empty /tmp and /var/tmp for the server: a model copied to /tmp, or a
+    venv or read-write path there, would be missing inside the unit (after the host changed)."""
+    assert private_tmp() == "yes"
+    assert private_tmp(sglang_server_model_path="/tmp/models/m") == "no"
+    assert private_tmp(sglang_server_venv_dir="/var/tmp/sglang/venv") == "no"
+    assert private_tmp(sglang_server_read_write_paths=["/data/cache", "/var/tmp"]) == "no"
+    assert private_tmp(sglang_server_model_path="/tmpfs/models/m", sglang_server_state_dir="/srv/var/tmp/s") == "yes"
 
 
 def needs_restart(**facts: object) -> bool:

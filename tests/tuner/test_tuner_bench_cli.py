@@ -101,6 +101,21 @@ def test_a_bench_that_measured_nothing_can_be_run_again_into_its_directory(tmp_p
     assert cli.main(argv) == 1, capsys.readouterr().err  # refused before: exit 2, --out already holds a sweep
 
 
+def test_a_bench_whose_warmup_failed_says_why_even_quiet_and_can_run_again(tmp_path, capsys):
+    """A server that answers /server_info but fails every request: the run had written its
+    records and outputs, so the same command was refused ('already holds results'), and under
+    --quiet it printed an empty table and no reason at all."""
+    out = tmp_path / "b"
+    with emulator("--emulator-fault", "http-5xx=1", steps=2) as url:
+        argv = ["bench", "--url", url, "--concurrency", "1", "--output-len", "16", "--out", str(out), "--quiet"]
+        for _ in range(2):
+            assert cli.main(argv) == 1
+            captured = capsys.readouterr()
+            assert "benchmark stopped: every warm-up request failed: HTTP 5" in captured.err, captured.err
+            assert "concurrency" not in captured.out, captured.out
+            assert [p.name for p in out.iterdir() if p.name != ".tuner.lock"] == []
+
+
 def test_bench_names_an_adaptive_server_by_the_schedule_it_runs(tmp_path):
     """/server_info's speculative_num_steps is only an adaptive server's launch depth: `bench --url`
     labels it by its schedule (SGLang's default, or the config file it names), never as that

@@ -344,13 +344,29 @@ def test_resume_refuses_machines_whose_inventory_changed(tmp_path, capsys, no_ho
             {"ansible_host": "10.1.2.3", "sglang_server_host": "127.0.0.1", "sglang_server_client_url": "http://t:1"},
             False,
         ),
+        ({"ansible_host": "10.1.2.3", "sglang_server_host": "::"}, True),
+        ({"ansible_connection": "local", "ansible_host": "127.0.0.1", "sglang_server_host": "::"}, True),
+        ({"ansible_host": "fd00::5", "sglang_server_host": "::"}, False),
+        ({"ansible_host": "10.1.2.3", "sglang_server_host": "::", "sglang_server_client_host": "fd00::5"}, False),
     ],
-    ids=["loopback-over-ssh", "localhost-over-ssh", "all-interfaces", "local", "ssh-to-itself", "own-client-url"],
+    ids=[
+        "loopback-over-ssh",
+        "localhost-over-ssh",
+        "all-interfaces",
+        "local",
+        "ssh-to-itself",
+        "own-client-url",
+        "ipv6-only-at-ipv4",
+        "ipv6-only-at-ipv4-loopback",
+        "ipv6-only-at-ipv6",
+        "ipv6-only-own-client-host",
+    ],
 )
 def test_a_server_bound_to_a_remote_hosts_loopback_is_refused(tmp_path, capsys, no_hosts, host_vars, refused):
     """A server on its host's loopback answers the gate (which runs on the host) but not the tuner's
     client on this machine: every configuration deployed and then failed its warm-up with "Cannot
-    connect". Refused before any host changes, unless the controller is the host or a URL is given."""
+    connect". So does one on `::` (IPv6 only) reached at an IPv4 address. Refused before any host
+    changes, unless the controller is the host or a URL is given."""
     inv = tmp_path / "inv.yml"
     inv.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu1": host_vars}}}}}))
     rc = cli.main(["sweep", "--inventory", str(inv), "--steps", "1", "--dry-run", "--out", str(tmp_path / "o")])
@@ -361,3 +377,26 @@ def test_a_server_bound_to_a_remote_hosts_loopback_is_refused(tmp_path, capsys, 
         assert "sglang_server_client_url" in err
     else:
         assert rc == 0, err
+
+
+@pytest.mark.parametrize(
+    ("host_vars", "extra", "refused"),
+    [
+        ({"ansible_host": "10.1.2.3"}, "sglang_server_host=127.0.0.1", True),
+        ({"ansible_host": "10.1.2.3", "sglang_server_host": "127.0.0.1"}, "sglang_server_host=0.0.0.0", False),
+        (
+            {"ansible_host": "10.1.2.3", "sglang_server_host": "127.0.0.1"},
+            "sglang_server_client_url=http://127.0.0.1:9000",
+            False,
+        ),
+    ],
+    ids=["bound-by-extra-var", "rebound-by-extra-var", "url-by-extra-var"],
+)
+def test_the_bind_check_reads_the_sweeps_extra_vars(tmp_path, capsys, no_hosts, host_vars, extra, refused):
+    """`-e` wins over the inventory in the play, and so in the check."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu1": host_vars}}}}}))
+    argv = ["sweep", "--inventory", str(inv), "--steps", "1", "--dry-run", "-e", extra, "--out", str(tmp_path / "o")]
+    rc = cli.main(argv)
+    err = capsys.readouterr().err
+    assert (rc == 2 and "gpu1 binds its server to 127.0.0.1" in err) if refused else rc == 0, (rc, err)

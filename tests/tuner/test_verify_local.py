@@ -120,6 +120,9 @@ def test_a_speculative_server_is_no_baseline(tmp_path):
 def test_bad_flags_exit_2_naming_them(baseline, tmp_path):
     r = verify("--url", "nonsense", "--baseline", str(baseline))
     assert r.returncode == 2 and "--url" in r.stderr
+    # the same URL check as bench's: a port past 65535 is bad input, not a server that did not answer
+    r = verify("--url", "http://127.0.0.1:99999", "--baseline", str(baseline), "--capture")
+    assert r.returncode == 2 and "has no valid host and port" in r.stderr, r.stderr
     r = verify("--url", "http://127.0.0.1:9", "--baseline", str(baseline), "--measured-accept", "abc")
     assert r.returncode == 2 and "--measured-accept" in r.stderr
     broken = tmp_path / "broken.json"
@@ -167,7 +170,9 @@ def test_the_command_says_when_the_server_goes_away_during_the_gate(baseline):
     with emulator("--emulator-fault", "crash-after-ready=0.5") as url:
         r = verify("--url", url, "--baseline", str(baseline))
     assert r.returncode == 1
-    assert "the server did not answer the gate" in r.stdout and "Traceback" not in r.stderr
+    # on stderr: stdout is the verdicts' (with --json, a JSON document)
+    assert "the server did not answer the gate" in r.stderr and "Traceback" not in r.stderr
+    assert "did not answer" not in r.stdout
 
 
 def test_a_server_that_sheds_a_few_requests_is_not_a_wrong_one(baseline):
@@ -197,7 +202,7 @@ def test_a_stream_cut_before_done_is_no_output_to_the_role_s_module_either(basel
     args = tmp_path / "args.json"
     with emulator("--emulator-fault", "cut-stream=1", steps=3) as url:
         r = verify("--url", url, "--baseline", str(baseline))
-        assert r.returncode == 1 and "did not answer the gate" in r.stdout, r.stdout
+        assert r.returncode == 1 and "did not answer the gate" in r.stderr, r.stderr
         args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"url": url, "baseline": json.loads(baseline.read_text())}}))
         out = subprocess.run(
             [sys.executable, str(ROOT / "plugins" / "modules" / "sglang_verify.py"), str(args)],

@@ -294,6 +294,10 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
         raise ProfileError(f"cannot read emulator profile {p}: {e.strerror or e}") from e
     except yaml.YAMLError as e:
         raise ProfileError(f"emulator profile {p} is not valid YAML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ProfileError(
+            f"emulator profile {p} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})"
+        ) from e
     except ProfileError as e:
         raise ProfileError(f"emulator profile {p}: {e}") from e
     if not isinstance(raw, dict):
@@ -333,6 +337,10 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         v = raw[key]
         if isinstance(v, bool) and typ is not bool:
             raise ProfileError(f"emulator profile {name}: {key} must be a number, not a boolean")
+        if typ is int and isinstance(v, float):
+            # a count written as a float (YAML 1.2 reads 1.2e6 so; JSON tools write 32768.0)
+            _check_number(name, key, v, "int", None)
+            v = int(v)
         if not isinstance(v, typ):
             raise ProfileError(f"emulator profile {name}: {key} has the wrong type ({type(v).__name__})")
         values[key] = v
@@ -519,8 +527,9 @@ def _increasing_ints(name: str, key: str, v: Any) -> tuple[int, ...]:
     if not isinstance(v, list) or not v:
         raise ProfileError(f"emulator profile {name}: {key} must be a non-empty list of batch sizes")
     for x in v:
-        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        if not _is_number(x) or x != int(x) or x < 1:
             raise ProfileError(f"emulator profile {name}: {key} must hold whole numbers >= 1, got {x!r}")
+    v = [int(x) for x in v]
     for a, b in zip(v, v[1:], strict=False):
         if b <= a:
             raise ProfileError(f"emulator profile {name}: {key} must be strictly increasing ({a} then {b})")
@@ -642,8 +651,9 @@ def _step_table(name: str, v: Any) -> StepTable | None:
                 raise ProfileError(f"emulator profile {name}: {key}.draft_ms has {x!r}; times must be >= 0")
         draft_t = tuple(float(x) for x in draft)
     ctx = v.get("context_tokens", 1024)
-    if isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 1:
+    if not _is_number(ctx) or ctx != int(ctx) or ctx < 1:
         raise ProfileError(f"emulator profile {name}: {key}.context_tokens must be a whole number >= 1, got {ctx!r}")
+    ctx = int(ctx)
     kv = v.get("kv_read_ns_per_token")
     kv_ns = None if kv is None else _number_at_least_0(name, f"{key}.kv_read_ns_per_token", kv)
     return StepTable(batch, tokens, tuple(rows), draft_t, ctx, kv_ns)

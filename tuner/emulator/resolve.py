@@ -18,7 +18,7 @@ from sglang_utils import sglang_adaptive as adaptive_schema
 from sglang_utils.sglang_spec import max_tree_draft_tokens
 
 from . import faults as faults_mod
-from . import multinode, versions
+from . import model, multinode, versions
 from .flags import DEFAULT_VERSION, EMULATOR_DESTS
 from .profile import Profile
 from .versions import SGLangVersion
@@ -140,6 +140,15 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
         v[graph_max_key] = max(int(b) for b in graph_list)
     elif v[graph_max_key] is None:
         v[graph_max_key] = profile.cuda_graph_max_bs
+    if "cuda_graph_bs" in v and not v["cuda_graph_bs"] and profile.cuda_graph_bs is not None:
+        # the list ServerArgs reports (server_args= and /server_info) is the one it generated, which
+        # the profile's stands for, cut at the max; every size up to the max without padding (0.5.9
+        # server_args.py `_generate_cuda_graph_batch_sizes`)
+        max_bs = int(v[graph_max_key])
+        if v.get("disable_cuda_graph_padding"):
+            v["cuda_graph_bs"] = list(range(1, max_bs + 1))
+        else:
+            v["cuda_graph_bs"] = list(model.listed_up_to(profile.cuda_graph_bs, max_bs) or ()) or None
     if v["page_size"] is None:
         v["page_size"] = 1
     if v["device"] is None:

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ def _group_hosts(inv: dict[str, Any], group: str, seen: set[str] | None = None) 
 def _loopback(address: str) -> bool:
     """A name or address only the machine itself reaches (what the role treats as loopback)."""
     return address in ("localhost", "::1") or address.startswith("127.")
+
+
+def _ipv4(address: str) -> bool:
+    """An IPv4 address literal."""
+    return re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", address) is not None
 
 
 @dataclass
@@ -71,17 +77,19 @@ class Inventory:
                 out[h] = [h]
         return out
 
-    def loopback_binds(self) -> list[tuple[str, str, str]]:
-        """(host, bind address, connection) of each slot's HTTP host whose server listens only on
-        its own loopback (`sglang_server_host`) while this machine reaches it over a connection of
-        another machine: the tuner's client, here, could not connect, and every configuration
-        would fail its warm-up after a deploy that passed its gate. A host given a client URL or
-        client host of its own, reached at a loopback address, or whose values are templates
-        (the tuner does not render them) is not judged."""
+    def unreachable_binds(self, extra_vars: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+        """(host, why) for each slot's HTTP host whose server the tuner's client, on this machine,
+        could not reach at the URL the role publishes: one that listens only on its own loopback
+        (`sglang_server_host`) while this machine reaches it over another machine's connection, or
+        one on `::`, which listens on IPv6 only (asyncio's create_server, which uvicorn's server
+        uses, sets IPV6_V6ONLY), reached at an IPv4 address. Every configuration would deploy, pass
+        its gate (which runs on the host) and fail its warm-up. A host given a client URL or host
+        of its own, or whose values are templates (the tuner does not render them), is not judged.
+        `extra_vars` (the sweep's `-e`) override the inventory's, as they do in the play."""
         out = []
         for members in self.slots().values():
             host = members[0]
-            v = self.hostvars.get(host) or {}
+            v = {**(self.hostvars.get(host) or {}), **(extra_vars or {})}
             bind, conn = v.get("sglang_server_host"), v.get("ansible_connection", "ssh")
             addr = v.get("ansible_host", host)
             if not (isinstance(bind, str) and isinstance(conn, str) and isinstance(addr, str)):
@@ -89,7 +97,21 @@ class Inventory:
             if "{{" in bind + conn + addr or "sglang_server_client_url" in v or "sglang_server_client_host" in v:
                 continue
             if _loopback(bind) and conn != "local" and not _loopback(addr):
-                out.append((host, bind, conn))
+                out.append(
+                    (
+                        host,
+                        f"{host} binds its server to {bind} (sglang_server_host), which only {host} itself reaches, "
+                        f"and the tuner benchmarks from this machine ({conn} connection)",
+                    )
+                )
+            elif bind == "::" and _ipv4(addr):
+                out.append(
+                    (
+                        host,
+                        f"{host} binds its server to :: (sglang_server_host), which listens on IPv6 only, and is "
+                        f"reached at the IPv4 address {addr}",
+                    )
+                )
         return out
 
     def _group_of(self, host: str) -> str | None:

@@ -50,6 +50,10 @@ class Progress:
             return
         print(self.redactor.scrub(text), file=self.stream, flush=True)
 
+    def error(self, text: str) -> None:
+        """Why a run failed: written even when quiet (a failure with no reason is worse than noise)."""
+        print(self.redactor.scrub(text), file=self.stream, flush=True)
+
 
 def client_options(w: WorkloadSpec, url: str, api_key: str | None, model: str | None = None) -> ClientOptions:
     return ClientOptions(

@@ -551,7 +551,7 @@ async def bench_url(
         try:
             info = await client.parsed_server_info()
         except ServerError as exc:
-            progress.line(f"{url}: {exc}")
+            progress.error(f"{url}: {exc}")
             return 1, None, log.state()
         served = info.get("served_model_name") or await client.served_model_name()
         client.opts.model = served
@@ -574,7 +574,7 @@ async def bench_url(
         )
         if lv.reason:
             log.append(BenchFailedRecord(config=cfg, host=url, reason=lv.reason, kind=lv.kind))
-            progress.line(f"[{url}] benchmark stopped: {lv.reason}")
+            progress.error(f"[{url}] benchmark stopped: {lv.reason}")
     summary = outputs.write_all(store, spec) if store is not None else None
     state = log.state()
     ok = any(lv.measured for lv in state.levels(measured_only=False))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,7 +26,7 @@ from sglang_utils import sglang_verify as rules
 from ..data.redact import Redactor, api_key_from_env
 from ..present import verify_text as text
 from ..run.client import BenchClient, ClientOptions
-from ..spec.flags import BadInput, check_file_path, check_out_dir, whole_number
+from ..spec.flags import BadInput, check_file_path, check_out_dir, check_url, whole_number
 from ..spec.workload import load_dataset
 from . import baseline as baseline_mod
 from . import gate, probe
@@ -78,9 +79,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _url(text_: str) -> str:
-    if not text_.startswith(("http://", "https://")) or len(text_) < 10:
-        raise BadInput("--url", f"{text_!r} is not an http(s) URL")
-    return text_.rstrip("/")
+    """The same URL check as `bench --url` (a port past 65535 is bad input, not a server down)."""
+    return check_url(text_, "--url")
 
 
 def _per_url(values: list[str] | None, n: int, flag: str, what: str, parse: Callable[[str], T]) -> list[T | None]:
@@ -201,7 +201,7 @@ def cmd_verify(a: argparse.Namespace, tool: str) -> int:
     except baseline_mod.BaselineError as exc:
         raise BadInput("--baseline", str(exc)) from None
     except probe.ANSWER_ERRORS as exc:
-        print(f"python -m tuner verify: the server did not answer the gate: {probe.failure_text(exc)}")
+        print(f"python -m tuner verify: the server did not answer the gate: {probe.failure_text(exc)}", file=sys.stderr)
         return 1
     lines = [
         f"# Outputs checked against {path} ({base.get('prompt_set')}, SGLang {base.get('server_version')}, {base.get('model')})",
