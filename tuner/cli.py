@@ -197,6 +197,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             f"{spec.inventory} has no group sglang_servers, the hosts playbooks/deploy.yml deploys: put the servers "
             "in it (or give a --playbook of your own, which then gets every host)",
         )
+    for flag, why in inv.slot_errors():
+        raise BadInput(flag, why)
     for _host, why in inv.unreachable_binds(spec.extra_vars):
         raise BadInput(
             "--inventory",
@@ -240,7 +242,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             else:
                 then = "only what the model says could win a level (the others are skipped with their predictions)"
             print(f"search: model: {', '.join(first)} first, then {then}")
-        verb = "may deploy" if spec.search == "model" and spec.early_stop else "deploy"
+        elif spec.early_stop:
+            print(
+                "search: grid: every configuration in order but the depths above one that could not start for "
+                "lack of KV memory and those past the peak at every level (--no-early-stop: every one)"
+            )
+        else:
+            print("search: grid: every configuration in order (--no-early-stop)")
+        verb = "may deploy" if spec.early_stop else "deploy"
         for cfg in plan.configs:
             print(f"{verb} {cfg.config_id}: {json.dumps({**spec.extra_vars, **cfg.extravars()})}")
         for cfg, why in plan.infeasible:
@@ -272,6 +281,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             )
         else:
             print("confirm: off (--confirm 0): the intervals will not cover what a restart changes")
+        if spec.schedule and spec.schedule_budget > 0:
+            print(
+                f"schedule: after the static depths, where the server's SGLang has per-batch-size adaptive "
+                f"speculation (0.5.14+), at most {spec.schedule_budget} extra deployment(s): its default adaptive "
+                "config, a no-speculation server when --steps has no 0, then tuned schedules (--no-schedule: off)"
+            )
+        else:
+            print("schedule: off" + (" (--no-schedule)" if not spec.schedule else " (--schedule-budget 0)"))
         if spec.verify:
             where = spec.verify_baseline or str(out / "verify_baseline.json")
             print(

@@ -280,11 +280,28 @@ def node_settings(
         if not m or not 1 <= int(m.group(2)) <= 65535:
             # a port past 65535 got as far as the rendezvous, after every host had changed
             errors.append(f"sglang_server_dist_init_addr must be HOST:PORT, a port 1-65535; got {fmt(dist_init_addr)}")
+    if addr is not None and _loopback(addr.rsplit(":", 1)[0]):
+        # each node is a machine of its own (sglang_multinode.address_errors): the others would
+        # connect to their own loopback and the rendezvous wait out its timeout, every host changed
+        errors.append(
+            f"rank 0's dist-init address {addr} is a loopback address, which the other nodes of "
+            f"sglang_server_multinode_group={fmt(group)} cannot reach: set sglang_server_dist_init_host on the head "
+            "(an address of it the others reach), or sglang_server_dist_init_addr"
+        )
     rank = members.index(hostname)
     out.update(nnodes=len(members), node_rank=rank, dist_init_addr=addr, is_head=rank == 0)
     if rank == 0 and addr:
         out["host_ip"] = _ip_literal(addr.rsplit(":", 1)[0])
     return out
+
+
+def _loopback(host: str) -> bool:
+    """`host` (IPv6 in brackets or not) names the machine itself only."""
+    text = host.strip().strip("[]").lower()
+    if text == "localhost" or text.endswith(".localhost"):
+        return True
+    ip = _ip_literal(text)
+    return ip is not None and ipaddress.ip_address(ip).is_loopback
 
 
 def _ip_literal(host: str) -> str | None:

@@ -61,6 +61,10 @@ SAME_ON_EVERY_NODE = (
     ("spec_topk", "every rank drafts the same tree"),
     ("spec_draft_tokens", "every rank verifies the same draft tokens"),
     ("spec_algorithm", "every rank runs the same speculative algorithm"),
+    # what spec_steps and spec_algorithm fall back to where a host leaves them unset: compared as
+    # they are, since each host resolves the two above from its own
+    ("sglang_server_spec_steps_default", "every rank drafts the same depth"),
+    ("sglang_server_spec_algorithm_default", "every rank runs the same speculative algorithm"),
     ("spec_schedule", "every rank switches depth on the same schedule"),
     ("sglang_server_spec_draft_model_path", "every rank loads the same draft model"),
 )

@@ -81,8 +81,8 @@ def test_rank0_waits_for_the_worker_and_the_pair_serves_as_one(emulator):
 
 
 def test_sigterm_ends_a_worker_at_once_and_rank0_fails_its_next_collective(emulator):
-    """SGLang has no SIGTERM handler on a worker node: it ends by the signal (the emulator waited
-    for rank 0 before), and rank 0, still up, loses the group."""
+    """Up to 0.5.20 SGLang has no SIGTERM handler on a worker node: it ends by the signal (the
+    emulator waited for rank 0 before), and rank 0, still up, loses the group."""
     head, worker, _ = _pair(emulator)
     head.wait_ready(60)
     worker.wait_for_line(JOINED)
@@ -90,6 +90,21 @@ def test_sigterm_ends_a_worker_at_once_and_rank0_fails_its_next_collective(emula
     assert worker.wait_exit(10) == -15
     assert head.wait_exit(15) != 0
     assert "Connection closed by peer" in head.log() and "Scheduler hit an exception" in head.log()
+
+
+def test_a_0_5_23_worker_waits_for_rank_0_after_sigterm(emulator):
+    """0.5.23 installs a SIGTERM handler on a worker node that only logs: it cannot drain on its
+    own and waits for rank 0's ShutdownReq broadcast (entrypoints/engine.py, node_rank >= 1)."""
+    v23 = ("--emulator-sglang-version", "0.5.23")
+    head, worker, _ = _pair(emulator, head_args=v23, worker_args=v23)
+    head.wait_ready(60)
+    worker.wait_for_line("Init parallel ends.")
+    worker.proc.send_signal(15)
+    worker.wait_for_line("SIGTERM received on node_rank 1; waiting for the rank-0 ShutdownReq broadcast")
+    time.sleep(0.5)
+    assert worker.proc.poll() is None and _health(head) == 200
+    assert head.terminate() == 0
+    assert worker.wait_exit(10) == 0
 
 
 def test_a_worker_that_never_joins_fails_rank0_at_the_dist_timeout(emulator):

@@ -195,6 +195,17 @@ def test_node_settings_ipv6_head_and_explicit_address():
     assert sglang_flags.node_settings("b", "g", ["a", "b"], "", 5000, "head:65535")["errors"] == []
 
 
+def test_a_loopback_head_address_is_refused_for_a_group():
+    """Each node is a machine of its own (two hosts behind one SSH proxy differ by port): a head
+    reached at 127.0.0.1 gave the others their own loopback to meet at, and the rendezvous waited
+    out its timeout after every host had changed."""
+    for head, given in (("127.0.0.1", ""), ("::1", ""), ("localhost", ""), ("", "127.0.1.1:5000"), ("", "[::1]:5000")):
+        errors = sglang_flags.node_settings("b", "g", ["a", "b"], head, 5000, given)["errors"]
+        assert errors and "is a loopback address" in errors[0] and "sglang_server_dist_init_host" in errors[0], head
+    assert sglang_flags.node_settings("b", "g", ["a", "b"], "10.0.0.21", 5000)["errors"] == []
+    assert sglang_flags.node_settings("a", "g", ["a"], "127.0.0.1", 5000)["errors"] == []  # a group of one
+
+
 def test_node_settings_errors_name_the_variable():
     assert "not an inventory group" in sglang_flags.node_settings("a", "nope", [])["errors"][0]
     assert "does not contain this host" in sglang_flags.node_settings("x", "g", ["a", "b"])["errors"][0]

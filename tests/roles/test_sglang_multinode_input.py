@@ -86,6 +86,19 @@ def test_a_consistent_group_has_no_errors():
         # the ranks draft what rank 0 schedules: another depth or draft model hangs the group
         ({"spec_steps": 3}, {"spec_steps": 2}, "", "spec_steps differs across the hosts"),
         ({"spec_algorithm": "EAGLE3"}, {"spec_algorithm": "NEXTN"}, "", "spec_algorithm differs"),
+        # what each host resolves an unset spec_steps / spec_algorithm to: its own default
+        (
+            {"sglang_server_spec_steps_default": 3},
+            {"sglang_server_spec_steps_default": 5},
+            "",
+            "sglang_server_spec_steps_default differs",
+        ),
+        (
+            {"sglang_server_spec_algorithm_default": "NEXTN"},
+            {"sglang_server_spec_algorithm_default": "EAGLE"},
+            "",
+            "sglang_server_spec_algorithm_default differs",
+        ),
         (
             {"sglang_server_spec_draft_model_path": "/m/a"},
             {"sglang_server_spec_draft_model_path": "/m/b"},
@@ -344,3 +357,30 @@ def test_the_gpus_a_node_needs_count_data_parallel_replicas_and_their_placement(
     assert mn.group_errors(GROUP, [A, B], "", {A: _settings(**placed), B: _settings(**placed)})
     placed["sglang_server_gpus_per_node"] = 2
     assert mn.group_errors(GROUP, [A, B], "", {A: _settings(**placed), B: _settings(**placed)}) == []
+
+
+def test_rank_0s_port_check_reads_its_address_and_its_port():
+    """roles/sglang_server/files/port_free.py, which the preflight runs on rank 0's host: SGLang
+    binds its cross-node queue to rank 0's SGLANG_HOST_IP, so an address no interface has (a
+    cloud's NAT or floating IP) failed the start after every host had changed."""
+    import socket
+    import subprocess
+    import sys
+
+    script = ROOT / "roles/sglang_server/files/port_free.py"
+
+    def check(port: int, *host_ip: str) -> str:
+        out = subprocess.run([sys.executable, str(script), str(port), "x.service", *host_ip], capture_output=True)
+        return out.stdout.decode().strip()
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    try:
+        assert check(port).startswith("in use: ")
+        assert check(port, "192.0.2.31").startswith("not local: ")  # TEST-NET-1: on no interface
+        assert check(port, "127.0.0.1").startswith("in use: ")
+    finally:
+        held.close()
+    assert check(port, "127.0.0.1") == "free" and check(port) == "free"

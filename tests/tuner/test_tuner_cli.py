@@ -218,6 +218,25 @@ def test_dry_run_says_what_the_default_search_will_deploy(tmp_path, capsys, no_h
     out = capsys.readouterr().out
     assert rc == 0 and f"search: model: k2-t1, k4-t1 first, then {words}" in out, out
     assert f"\n{verb} k1-t1: " in out
+    assert "schedule: after the static depths, where the server's SGLang has per-batch-size adaptive" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "words", "verb"),
+    [
+        ([], "every configuration in order but the depths above one that could not start", "may deploy"),
+        (["--no-early-stop", "--no-schedule"], "every configuration in order (--no-early-stop)", "deploy"),
+    ],
+)
+def test_dry_run_says_what_the_grid_will_deploy(tmp_path, capsys, no_hosts, flags, words, verb):
+    """The grid's early stop skips depths past a KV-capacity failure and past the peak: its dry
+    run promised every one; and the schedule phase, on by default, was not named at all."""
+    argv = ["sweep", "--out", str(tmp_path / "o"), "--inventory", INV, "--steps", "1-3", "--search", "grid"]
+    rc = cli.main([*argv, "--dry-run", *flags])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"search: grid: {words}" in out, out
+    assert f"\n{verb} k1-t1: " in out and f"\n{verb} k3-t1: " in out
+    assert ("schedule: off (--no-schedule)" in out) == ("--no-schedule" in flags), out
 
 
 def test_dry_run_lists_the_plan_without_deploying(tmp_path, capsys, no_hosts):

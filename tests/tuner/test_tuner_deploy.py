@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from tuner_testlib import FIXTURES, grep_tree
 
 from tuner.data.redact import Redactor
@@ -160,6 +161,32 @@ def test_multinode_group_is_one_slot():
     assert read_inventory(FIXTURES / "multinode_inventory.yml", "single-c", project_root()).slots() == {
         "single-c": ["single-c"]
     }
+
+
+def test_a_group_the_sweep_cannot_deploy_as_one_server_is_named(tmp_path):
+    """A host in two groups' slots: the role refuses both groups' plays in seconds, and those slots
+    recorded every configuration as failed while the others measured it. The tuner names the
+    host and the groups before any deploy."""
+    assert read_inventory(FIXTURES / "multinode_inventory.yml", None, project_root()).slot_errors() == []
+    inv = tmp_path / "inv.yml"
+    inv.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "sglang_servers": {
+                            "children": {
+                                "g1": {"hosts": {"a": {}, "b": {}}, "vars": {"sglang_server_multinode_group": "g1"}},
+                                "g2": {"hosts": {"b": {}, "c": {}}, "vars": {"sglang_server_multinode_group": "g2"}},
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
+    errors = read_inventory(inv, None, project_root()).slot_errors()
+    assert ("--inventory", "b is a host of group g1, a multi-node group, but names group g2") in errors, errors
 
 
 def test_outcome_fails_when_a_member_fails():

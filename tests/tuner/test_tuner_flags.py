@@ -90,6 +90,23 @@ def test_extra_vars_forms(tmp_path):
     assert got == {"x": "1", "y": "two words", "a": 1, "b": ["x"], "c": True, "d": 4}
 
 
+def test_a_relative_controller_file_is_taken_from_where_the_tuner_runs(tmp_path, monkeypatch):
+    """The play runs in the project's directory (ansible-runner's project_dir): `-e
+    sglang_server_emulator_profile=my.yaml` from another directory read the project's my.yaml,
+    or failed every deploy."""
+    monkeypatch.chdir(tmp_path)
+    got = parse_extra_vars(
+        ["sglang_server_emulator_profile=p/my.yaml sglang_server_verify_baseline=b.json", "other=rel/x.yaml"]
+    )
+    assert got["sglang_server_emulator_profile"] == str(tmp_path / "p/my.yaml")
+    assert got["sglang_server_verify_baseline"] == str(tmp_path / "b.json") and got["other"] == "rel/x.yaml"
+    kept = ["sglang_server_emulator_profile=/abs/p.yaml", "sglang_server_verify_baseline=~/b.json"]
+    assert parse_extra_vars(kept) == {
+        "sglang_server_emulator_profile": "/abs/p.yaml",
+        "sglang_server_verify_baseline": "~/b.json",
+    }
+
+
 @pytest.mark.parametrize(
     "item",
     [

@@ -17,7 +17,8 @@ What a real multi-node SGLang does, and what the emulator plays here:
   the requests from rank 0, sgl-project/sglang `managers/scheduler.py` `recv_requests` /
   `broadcast_pyobj`), so one rank leaving makes the others fail on their next collective; they
   log the scheduler exception and kill their process tree, as any scheduler crash does.
-* Shutdown: SIGTERM ends a worker node's process at once (SGLang installs no handler there: the
+* Shutdown: up to 0.5.20 SIGTERM ends a worker node's process at once (0.5.23 logs it and waits
+  for rank 0's ShutdownReq broadcast; SGLang up to 0.5.20 installs no handler there: the
   dummy health server's uvicorn re-raises the signal after its own shutdown, and the schedulers
   follow their parent), and a rank 0 still up then fails its next collective, as for any lost
   rank: the sglang_server role stops rank 0 first. When rank 0 shuts down, a real worker's

@@ -556,8 +556,17 @@ class Runner:
     # ---- shutdown --------------------------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
         """SIGTERM/SIGINT: drain in-flight requests, then exit 0; a second signal exits at once."""
+        if self.worker is not None and self.cfg.facts.worker_sigterm_waits:
+            # 0.5.23: a worker node cannot drain on its own; rank 0's shutdown (the link's
+            # `shutdown`, its ShutdownReq broadcast) or its loss (EOF) ends it, and systemd's
+            # TimeoutStopSec is the backstop (entrypoints/engine.py, node_rank >= 1)
+            self.log.warning(
+                f"SIGTERM received on node_rank {self.cfg.values['node_rank']}; waiting for the rank-0 "
+                "ShutdownReq broadcast to stop the schedulers."
+            )
+            return
         if self.worker is not None:
-            # a worker node has no SIGTERM handler of SGLang's: its dummy health server's uvicorn
+            # up to 0.5.20 a worker node has no SIGTERM handler of SGLang's: its dummy health server's uvicorn
             # re-raises the signal once it has shut down (uvicorn >= 0.29 capture_signals; in a
             # background thread the default handler acts at once), and its schedulers follow their
             # parent (PR_SET_PDEATHSIG): the process ends by the signal, and a rank 0 still up

@@ -120,6 +120,10 @@ class SGLangVersion:
     # context length): `>=` in 0.5.9/0.5.10 (tokenizer_manager.py _validate_one_request), `>` from
     # 0.5.12 (0.5.11 not read: taken as 0.5.10, the stricter).
     total_tokens_inclusive: bool = False
+    # A worker node's SIGTERM: its process ends by the signal (no handler of SGLang's, up to 0.5.20),
+    # or it logs and waits for rank 0's ShutdownReq broadcast (0.5.23 entrypoints/engine.py, the
+    # node_rank >= 1 branch: "Non-zero ranks cannot drain on their own").
+    worker_sigterm_waits: bool = False
     released: str = ""
 
     @property
@@ -258,6 +262,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             adaptive="per-bs",
             adaptive_config_read="resolution",
             adaptive_widest_buffers=True,
+            worker_sigterm_waits=True,
             parallel_init_log=True,
         ),
     )

@@ -77,6 +77,23 @@ class Inventory:
                 out[h] = [h]
         return out
 
+    def slot_errors(self) -> list[tuple[str, str]]:
+        """(flag, why) for a host of a multi-node group that names another group: it would be a
+        rank of two servers at once, and the role refuses both groups' plays, so those slots
+        recorded every configuration as failed in seconds while the other slots measured them.
+        (A `--limit` that keeps part of a group is the role's to refuse: ansible-inventory lists
+        a limited group without the hosts left out.)"""
+        out: list[tuple[str, str]] = []
+        named = dict.fromkeys(g for h in self.hosts if (g := self._group_of(h)) is not None)
+        for g in named:
+            for m in self.groups[g]:
+                other = self._group_of(m)
+                if m in self.hosts and other is not None and other != g:
+                    out.append(
+                        ("--inventory", f"{m} is a host of group {g}, a multi-node group, but names group {other}")
+                    )
+        return out
+
     def unreachable_binds(self, extra_vars: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
         """(host, why) for each slot's HTTP host whose server the tuner's client, on this machine,
         could not reach at the URL the role publishes: one that listens only on its own loopback

@@ -247,6 +247,11 @@ def _load_vars_file(flag: str, path_text: str) -> dict[str, Any]:
     return data
 
 
+# Role variables naming a file on the controller that the play reads (a relative path would be
+# taken from the project's directory, where the tuner runs the play, not from the user's).
+CONTROLLER_FILE_VARS = ("sglang_server_emulator_profile", "sglang_server_verify_baseline")
+
+
 def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> dict[str, Any]:
     """Ansible's three -e forms: `k=v k2=v2`, `@file.yml|json`, or an inline JSON/YAML mapping.
 
@@ -280,6 +285,12 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
     for key in merged:
         if not isinstance(key, str) or not _VAR_NAME.fullmatch(key):
             raise BadInput(flag, f"{key!r} is not a valid variable name")
+    for key in CONTROLLER_FILE_VARS:
+        value = merged.get(key)
+        if isinstance(value, str) and value and "{{" not in value and not value.startswith(("/", "~")):
+            # the play runs in the project's directory (ansible-runner's project_dir) and resolves
+            # a relative path there: from the user's, as `--out` and `--dataset` are
+            merged[key] = os.path.abspath(value)
     for key, value in merged.items():
         # sweep.json and the play's vars file hold them as JSON: YAML's unquoted dates and times
         # (`built: 2024-06-01`) and binary or set values are not JSON, and failed after the lock

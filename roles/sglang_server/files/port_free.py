@@ -1,12 +1,15 @@
 # Read-only check run by tasks/preflight.yml on rank 0's host of a multi-node server: is the
 # dist-init port free? Prints `free`, `ours` (a process of this role's unit listens there: its own
-# rank 0) or `in use: <what>`. Arguments: PORT UNIT. Python 3.6+, standard library, Linux /proc.
+# rank 0) or `in use: <what>`; with HOST_IP (the unit's SGLANG_HOST_IP, which SGLang's cross-node
+# message queue binds), first `not local: <what>` when no interface of this host has it.
+# Arguments: PORT UNIT [HOST_IP]. Python 3.6+, standard library, Linux /proc.
 import errno
 import os
 import socket
 import sys
 
 port, unit = int(sys.argv[1]), sys.argv[2]
+host_ip = sys.argv[3] if len(sys.argv) > 3 else ""
 
 
 def listening_sockets(port):
@@ -74,6 +77,17 @@ def holds(pid, sockets):
     uid = uid_of(pid)
     return uid is not None and any(u == uid for _inode, u in sockets)
 
+
+if host_ip:
+    probe = socket.socket(socket.AF_INET6 if ":" in host_ip else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind((host_ip, 0))
+    except OSError as e:
+        if e.errno == errno.EADDRNOTAVAIL:
+            print("not local: " + (e.strerror or str(e)).lower())
+            sys.exit(0)
+    finally:
+        probe.close()
 
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
