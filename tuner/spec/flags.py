@@ -286,11 +286,11 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
         if not isinstance(key, str) or not _VAR_NAME.fullmatch(key):
             raise BadInput(flag, f"{key!r} is not a valid variable name")
     for key in CONTROLLER_FILE_VARS:
-        value = merged.get(key)
-        if isinstance(value, str) and value and "{{" not in value and not value.startswith(("/", "~")):
+        path = merged.get(key)
+        if isinstance(path, str) and path and "{{" not in path and not path.startswith(("/", "~")):
             # the play runs in the project's directory (ansible-runner's project_dir) and resolves
             # a relative path there: from the user's, as `--out` and `--dataset` are
-            merged[key] = os.path.abspath(value)
+            merged[key] = os.path.abspath(path)
     for key, value in merged.items():
         # sweep.json and the play's vars file hold them as JSON: YAML's unquoted dates and times
         # (`built: 2024-06-01`) and binary or set values are not JSON, and failed after the lock
