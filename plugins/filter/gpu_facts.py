@@ -43,17 +43,21 @@ _CC = re.compile(r"^\d+\.\d+$")
 _DRIVER_CUDA = re.compile(r"CUDA (?:UMD )?Version\s*:?\s*(\d+\.\d+|N/A|ERR!)")
 
 # Oldest CUDA toolkit that compiles for a compute capability (CUDA Toolkit release notes:
-# 11.0 added sm_80, 11.1 sm_86, 11.8 sm_89/sm_90, 12.8 sm_100/sm_120 (Blackwell, e.g. RTX PRO 6000
-# = 12.0), 12.9 sm_103/sm_121). Capabilities not listed are not checked.
+# 11.0 added sm_80, 11.1 sm_86, 11.8 sm_89/sm_90, 12.8 sm_100/sm_101/sm_120 (Blackwell, e.g. RTX PRO
+# 6000 = 12.0; Jetson Thor = 10.1), 12.9 sm_103/sm_121, 13.0 sm_110: Thor renamed, which reports 11.0
+# under a CUDA 13 driver (NVIDIA's nvCOMPDx release notes: "Thor SM renaming from sm_101 to sm_110
+# starting from CUDA 13.0"). Capabilities not listed are not checked.
 MIN_CUDA_FOR_COMPUTE_CAPABILITY: dict[str, str] = {
     "8.0": "11.0",
     "8.6": "11.1",
     "8.9": "11.8",
     "9.0": "11.8",
     "10.0": "12.8",
+    "10.1": "12.8",
     "12.0": "12.8",
     "10.3": "12.9",
     "12.1": "12.9",
+    "11.0": "13.0",
 }
 # CUDA 13.0 removed offline compilation and library support for Maxwell, Pascal and Volta
 # (CUDA 13.0 release notes), so the oldest capability it serves is 7.5 (Turing).

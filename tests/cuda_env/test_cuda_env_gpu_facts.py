@@ -191,6 +191,11 @@ def test_compute_capability_cuda_and_driver_checks() -> None:
         "cuda_env_cuda_version 12.6 cannot build for NVIDIA RTX PRO 6000 Blackwell Server Edition "
         "(compute capability 12.0); allowed: cuda_env_cuda_version >= 12.8"
     )
+    # Jetson Thor: sm_101 from CUDA 12.8, renamed sm_110 in CUDA 13.0 (it then reports 11.0)
+    thor = gf.parse_query_gpu("0, NVIDIA Thor, 125772, 580.00, 11.0, 00000000:01:00.0, GPU-d1\n")
+    [thor13] = gf.gpu_problems(thor, 1, "8.0", "12.8", "13.0")
+    assert "cannot build for NVIDIA Thor (compute capability 11.0); allowed: cuda_env_cuda_version >= 13.0" in thor13
+    assert gf.gpu_problems(thor, 1, "8.0", "13.0", "13.0") == []
     [driver] = gf.gpu_problems(rtx, 1, "8.0", "12.9", "12.8")
     assert "supports CUDA up to 12.8, below cuda_env_cuda_version 12.9" in driver
     assert "cuda_env_check_driver: false" in driver
