@@ -118,6 +118,9 @@ def test_a_relative_controller_file_is_taken_from_where_the_tuner_runs(tmp_path,
         "sglang_server_api_key=sk-1",
         "sglang_server_admin_api_key=sk-2",
         "sglang_server_watermark_key=k",
+        # text, not a mapping: the name check never saw HF_TOKEN, and sweep.json kept it
+        "sglang_server_environment=HF_TOKEN=hf_SECRET123",
+        '{"sglang_server_environment": "{\\"HF_TOKEN\\": \\"hf_SECRET123\\"}"}',
     ],
 )
 def test_extra_vars_bad(item):

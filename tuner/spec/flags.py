@@ -314,6 +314,15 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
             "the others in the inventory (Ansible Vault), where the play reads them",
         )
     env = merged.get("sglang_server_environment")
+    if env is not None and not isinstance(env, dict):
+        # `-e sglang_server_environment=HF_TOKEN=...` reaches the play as text, which the role
+        # refuses ("must be a mapping") after sweep.json has kept it, and the name check below
+        # never saw the names in it
+        raise BadInput(
+            flag,
+            "sglang_server_environment must be a mapping: -e '{\"sglang_server_environment\": {\"NAME\": \"value\"}}' "
+            f"or -e @vars.yml (got {type(env).__name__}); secrets among them belong in the inventory (Ansible Vault)",
+        )
     if isinstance(env, dict):
         # the role keeps these in a root-only file on the host; as -e they would sit in sweep.json
         hidden = sorted(str(k) for k in env if is_secret_field(str(k)) or str(k).upper().endswith("TOKEN"))
