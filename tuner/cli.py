@@ -374,6 +374,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
     api_key = api_key_from_env()
     redactor = Redactor([api_key])
     store = None
+    outputs_named = (RECORDS, SWEEP, RESULTS, RECOMMENDATION, PLOT, SCHEDULE_PLOT, REPORT)
+    found = {name for name in outputs_named if out is not None and (out / name).exists()}  # the user's: kept
     if out is not None:
         if (out / "records.jsonl").exists():
             raise BadInput("--out", f"{out} already holds results; choose another directory")
@@ -396,7 +398,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         if out is not None and (
             not (out / RECORDS).exists() or (state is not None and not state.levels(measured_only=False))
         ):
-            for name in (RECORDS, SWEEP, RESULTS, RECOMMENDATION, PLOT, SCHEDULE_PLOT, REPORT):
+            for name in set(outputs_named) - found:
                 (out / name).unlink(missing_ok=True)
             summary = None
         if store is not None:

@@ -379,7 +379,7 @@ def test_rank_0s_port_check_reads_its_address_and_its_port():
     port = held.getsockname()[1]
     try:
         assert check(port).startswith("in use: ")
-        assert check(port, "192.0.2.31").startswith("not local: ")  # TEST-NET-1: on no interface
+        assert check(port, "203.0.113.77").startswith("not local: ")  # TEST-NET-3: on no interface
         assert check(port, "127.0.0.1").startswith("in use: ")
     finally:
         held.close()

@@ -11,6 +11,7 @@ import fcntl
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,17 @@ SYSTEMD_ANALYZE = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
 # its devices (no PrivateDevices=), address families and system calls; the role's unit rates 3.8.
 MAX_EXPOSURE = 4.5
 VAULTED_KEY = "vault-key-'q'\"$x%n-0001"
+
+
+def _head_ip() -> str:
+    """An address of this machine that is not its loopback: the render runs rank 0's preflight
+    here, which refuses a dist-init IP that no interface has (SGLang binds SGLANG_HOST_IP)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("203.0.113.1", 9))  # TEST-NET-3: no packet is sent, the route picks the source
+        return str(s.getsockname()[0])
+
+
+HEAD_IP = _head_ip()
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +128,7 @@ def _render(tmp: Path) -> None:
             "children": {
                 "tp2": {
                     "hosts": {
-                        "node-a": {"sglang_server_dist_init_host": "10.0.0.21"},
+                        "node-a": {"sglang_server_dist_init_host": HEAD_IP},
                         "node-b": {},
                     },
                     "vars": {
@@ -293,11 +305,11 @@ def test_flags_reach_exec_start(rendered):
 
 def test_multinode_ranks_from_the_group(rendered):
     a, b = exec_start(unit(rendered, "node-a")), exec_start(unit(rendered, "node-b"))
-    assert "--tp-size 8" in a and "--nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.21:29500" in a
-    assert "--nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.21:29500" in b
+    assert "--tp-size 8" in a and f"--nnodes 2 --node-rank 0 --dist-init-addr {HEAD_IP}:29500" in a
+    assert f"--nnodes 2 --node-rank 1 --dist-init-addr {HEAD_IP}:29500" in b
     # rank 0's cross-node message queue binds the dist-init network, not the default route's
     # (SGLang's get_local_ip_auto reads SGLANG_HOST_IP first); the worker node needs none
-    assert "\nSGLANG_HOST_IP=10.0.0.21\n" in (rendered / "node-a" / "env").read_text()
+    assert f"\nSGLANG_HOST_IP={HEAD_IP}\n" in (rendered / "node-a" / "env").read_text()
     assert "SGLANG_HOST_IP" not in (rendered / "node-b" / "env").read_text()
     assert "SGLANG_HOST_IP" not in (rendered / "nospec-home" / "env").read_text()
 

@@ -96,9 +96,12 @@ def test_a_bench_that_measured_nothing_can_be_run_again_into_its_directory(tmp_p
     from tuner_testlib import free_port
 
     argv = ["bench", "--url", f"http://127.0.0.1:{free_port()}", "--concurrency", "1", "--out", str(tmp_path / "b")]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "report.md").write_text("# the user's notes\n")  # not this run's: kept
     assert cli.main(argv) == 1, capsys.readouterr().err
     assert not (tmp_path / "b" / "sweep.json").exists()
     assert cli.main(argv) == 1, capsys.readouterr().err  # refused before: exit 2, --out already holds a sweep
+    assert (tmp_path / "b" / "report.md").read_text() == "# the user's notes\n"
 
 
 def test_a_bench_whose_warmup_failed_says_why_even_quiet_and_can_run_again(tmp_path, capsys):

@@ -189,6 +189,25 @@ def test_a_group_the_sweep_cannot_deploy_as_one_server_is_named(tmp_path):
     assert ("--inventory", "b is a host of group g1, a multi-node group, but names group g2") in errors, errors
 
 
+def test_a_killed_tuners_runner_directory_goes_with_the_next_tuner(tmp_path):
+    """SIGKILL skips the `finally` that removes ansible-runner's private directory, whose
+    artifacts/*/command holds the play's environment (the API key): the next tuner removes the
+    directories of tuners that are gone, and leaves a live one's and any it did not name."""
+    import subprocess
+
+    from tuner.run.deploy import remove_stale_runner_dirs
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"sgt-runner-{gone.pid}-abc"
+    live = tmp_path / f"sgt-runner-{os.getpid()}-def"
+    other = tmp_path / "sgt-runner-xyz"
+    for d in (dead, live, other):
+        (d / "artifacts").mkdir(parents=True)
+    assert remove_stale_runner_dirs(str(tmp_path)) == [dead]
+    assert not dead.exists() and live.exists() and other.exists()
+
+
 def test_outcome_fails_when_a_member_fails():
     events = [
         {

@@ -314,6 +314,23 @@ def test_a_report_of_an_unfinished_sweep_names_what_it_did_not_measure(tmp_path)
     assert not any("not finished" in n for n in summarize(st.state(), spec).notes)
 
 
+def test_a_report_names_the_levels_an_interrupted_sweep_did_not_reach(tmp_path):
+    """Killed during k1's levels: k1 counted as done because it had one, the report recommended
+    k0 for the stated workload without a word, and `--resume` then measured C=2 and flipped it."""
+    from tuner.present.summary import summarize
+
+    spec = SweepSpec(steps=(0, 1), workload=WorkloadSpec(concurrency=(1, 2)))
+    st = Store(tmp_path)
+    for rec in (deploy(0), level(0, 1, 100.0), level(0, 2, 180.0), deploy(1), level(1, 1, 150.0)):
+        st.append(rec)
+    notes = summarize(st.state(), spec).notes
+    assert any(n.startswith("The sweep is not finished: 1 configuration(s) lack levels (k1-t1: C=2)") for n in notes), (
+        notes
+    )
+    st.append(level(1, 2, 200.0))
+    assert not any("not finished" in n for n in summarize(st.state(), spec).notes)
+
+
 def test_an_open_capacity_band_is_strict_json_and_said_in_words(tmp_path):
     """A capacity band the fit leaves open on one side (one depth measured there) is written as
     null, not `Infinity` (which jq and most JSON readers refuse), read back open, and said as

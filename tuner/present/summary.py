@@ -218,6 +218,14 @@ def notes_for(s: Summary) -> list[str]:
             f"decided ({', '.join(pending)}); the recommendation is among the ones measured. "
             "`sweep --resume` on this directory measures the rest."
         )
+    partial = partly_measured(s)
+    if partial:
+        notes.append(
+            f"The sweep is not finished: {len(partial)} configuration(s) lack levels ("
+            + "; ".join(f"{cid}: {', '.join(levels)}" for cid, levels in partial.items())
+            + "); the recommendation weighs them at the levels they have. `sweep --resume` on this directory "
+            "measures the rest."
+        )
     predicted = [r for r in s.state.skipped.values() if r.kind == "predicted"]
     if predicted:
         notes.append(
@@ -565,6 +573,33 @@ def unfinished(s: Summary) -> list[str]:
     st = s.state
     done = set(st.deploys) | set(st.failed) | set(st.skipped) | {m.level.config_id for m in st.measured}
     return [c.config_id for c in plan_configs_of(s) if c.config_id not in done]
+
+
+def partly_measured(s: Summary) -> dict[str, list[str]]:
+    """The planned configurations the sweep deployed but left before all their levels (first
+    deployment), none of them failed or decided: per configuration, the levels it lacks. An
+    interrupted sweep's other gap: its recommendation weighs these at the levels they have."""
+    if s.spec.command != "sweep":
+        return {}
+    st = s.state
+    w = s.spec.workload
+    decided = set(st.failed) | set(st.skipped) | {bf.config_id for bf in st.bench_failures}
+    done = st.done
+    out: dict[str, list[str]] = {}
+    for cfg in plan_configs_of(s):
+        cid = cfg.config_id
+        if cid not in st.deploys or cid in decided or not st.has_levels(cid):
+            continue
+        missing = [
+            (f"T={t:g} " if len(w.temperature) > 1 else "") + f"C={c}" + (f" rep {r}" if w.repeats > 1 else "")
+            for t in w.temperature
+            for r in range(1, w.repeats + 1)
+            for c in w.concurrency
+            if (cid, float(t), int(c), r, 1) not in done
+        ]
+        if missing:
+            out[cid] = missing
+    return out
 
 
 def plan_configs_of(s: Summary) -> list[Any]:

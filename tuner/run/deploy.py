@@ -204,6 +204,31 @@ class DeployResult:
         )
 
 
+RUNNER_DIR_PREFIX = "sgt-runner-"
+
+
+def remove_stale_runner_dirs(tmp: str | None = None) -> list[Path]:
+    """ansible-runner's private directories that a tuner killed mid-deploy (SIGKILL: no `finally`)
+    left behind: their `artifacts/*/command` holds the play's environment, the API key included.
+    A directory is named for the tuner that made it (`sgt-runner-<pid>-...`) and removed once that
+    process is gone; one of a live process, or not so named, is left alone."""
+    removed: list[Path] = []
+    for d in Path(tmp or tempfile.gettempdir()).glob(RUNNER_DIR_PREFIX + "*-*"):
+        pid = d.name[len(RUNNER_DIR_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or not d.is_dir() or d.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # that tuner still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # another user's process holds the number
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
 class Deployer:
     """Runs the deploy play for one configuration on one host."""
 
@@ -233,6 +258,7 @@ class Deployer:
         self.slots = dict(slots or {})  # slot name -> its hosts (head first)
         self._full_done: set[str] = set()
         self._lock = threading.Lock()
+        remove_stale_runner_dirs()
 
     def members(self, slot: str) -> list[str]:
         return self.slots.get(slot) or [slot]
@@ -294,7 +320,8 @@ class Deployer:
             return True  # keep the event (docs/reference/ansible.md §3, gotcha 2)
 
         extravars = {**self.extravars, **(extravars or {}), **config.extravars()}
-        pdd = Path(tempfile.mkdtemp(prefix="sgt-runner-"))  # 0700, deleted below
+        # 0700, deleted below (or by the next tuner, `remove_stale_runner_dirs`, if this one is killed)
+        pdd = Path(tempfile.mkdtemp(prefix=f"{RUNNER_DIR_PREFIX}{os.getpid()}-"))
         started = time.monotonic()
         status, rc, stdout = "failed", None, ""
         try:

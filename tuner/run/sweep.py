@@ -456,7 +456,9 @@ class Sweep:
                 "interrupted: finished points are kept; continue with --resume (a deploy stopped mid-play "
                 "did not roll its host back: the next deploy there replaces what it left)"
             )
-            outputs.write_all(self.store, self.spec, plot=False, report=False)
+            # every output, the report and plots included: one left from an earlier run would
+            # sit beside the new results.csv, stale, and be listed as this run's
+            outputs.write_all(self.store, self.spec)
             return 1
         finally:
             if self._baseline is not None and not self._baseline.done():

@@ -320,7 +320,7 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
         # never saw the names in it
         raise BadInput(
             flag,
-            "sglang_server_environment must be a mapping: -e '{\"sglang_server_environment\": {\"NAME\": \"value\"}}' "
+            'sglang_server_environment must be a mapping: -e \'{"sglang_server_environment": {"NAME": "value"}}\' '
             f"or -e @vars.yml (got {type(env).__name__}); secrets among them belong in the inventory (Ansible Vault)",
         )
     if isinstance(env, dict):
