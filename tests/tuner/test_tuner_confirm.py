@@ -136,6 +136,20 @@ def test_a_redeploy_stopped_before_its_level_ended_is_made_again_under_its_numbe
     assert {p.config.config_id: p.deployment for p in plans}.get("k3-t1", 3) == 3
 
 
+def test_a_redeploy_stopped_after_its_level_counts_as_spent():
+    """Stopped after the redeploy's level was recorded but before its timing record (the
+    correctness check runs between them): its measurement is kept and pooled, so the start is
+    spent; `--resume --confirm 1` made a second one and said "1 extra start(s)" and "2" in a line."""
+    from tuner.data.records import TimingRecord
+
+    done = [*MEASURED, *(TimingRecord(config=SpecConfig(k), host="h", total_s=10.0) for k in (2, 3, 4))]
+    again = cell(3, 1005)
+    for rec in again:
+        rec.deployment = 2
+    state = SweepState.fold([*done, *again])
+    assert confirm.spent(state) == 1 and confirm.cost(state)["starts"] == 1
+
+
 def test_a_failed_redeploy_of_a_measured_configuration_does_not_fail_it():
     """k3 came up and was measured; its redeploy (deployment 2) did not start. Its measurements stand
     (it may still be recommended, so it must not also be listed as failed); the report says the

@@ -35,11 +35,14 @@ class Confirmation:
 
 
 def _finished_starts(state: SweepState) -> set[tuple[str, int]]:
-    """(configuration, deployment) of the starts past the first that finished: measured (their
-    timing record is written after their levels) or failed to start. A start a run was stopped in
-    (its deploy record, nothing after it) is not one: `--resume` makes it again, under its number."""
+    """(configuration, deployment) of the starts past the first that count: measured (their level
+    is recorded: the measurement is kept and pooled, whether or not the timing record after the
+    correctness check made it to disk) or failed to start. A start a run was stopped in before its
+    level (its deploy record, nothing after it) is not one: `--resume` makes it again, under its
+    number."""
     done = {(r.config_id, int(r.deployment or 1)) for r in state.records if isinstance(r, TimingRecord)}
     done |= {(r.config_id, int(r.deployment or 1)) for r in state.records if isinstance(r, DeployRecord) and not r.ok}
+    done |= {(lv.config_id, int(lv.deployment or 1)) for lv in state.levels(measured_only=False)}
     return {key for key in done if key[1] > 1}
 
 
@@ -104,8 +107,10 @@ def cost(state: SweepState, repeat_deploys: int = 1) -> dict[str, float | int]:
     total = sum(float(r.total_s or 0.0) for r in timings)
     conf_s = sum(float(r.total_s or 0.0) for r in conf)
     base = total - conf_s
+    # a start whose level is kept but whose timing record a stop cut off counts as made (spent())
+    starts = {key for key in _finished_starts(state) if key[1] > max(1, int(repeat_deploys))}
     return {
-        "starts": len(conf),
+        "starts": len(starts | {(r.config_id, int(r.deployment or 1)) for r in conf}),
         "seconds": round(conf_s, 1),
         "share_pct": round(100.0 * conf_s / base, 1) if base > 0 else 0.0,
     }
