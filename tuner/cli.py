@@ -187,7 +187,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         check_file_path(spec.verify_baseline, "--verify-baseline")
     assert spec.inventory is not None and spec.playbook is not None
     try:
-        inv = read_inventory(Path(spec.inventory), spec.limit, project)
+        inv = read_inventory(Path(spec.inventory), spec.limit, project, playbook_dir=Path(spec.playbook).parent)
     except InventoryError as exc:
         raise BadInput("--inventory", f"{spec.inventory}: {exc}") from None
     if not inv.has_group and Path(spec.playbook) == (project / "playbooks" / "deploy.yml").resolve():
@@ -281,7 +281,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             )
         else:
             print("confirm: off (--confirm 0): the intervals will not cover what a restart changes")
-        if spec.schedule and spec.schedule_budget > 0:
+        from .decide.schedule_phase import ADAPTIVE_ALGORITHMS
+
+        if spec.schedule and spec.schedule_budget > 0 and spec.algorithm.upper() not in ADAPTIVE_ALGORITHMS:
+            print(f"schedule: off (SGLang runs adaptive speculation only with {', '.join(ADAPTIVE_ALGORITHMS)})")
+        elif spec.schedule and spec.schedule_budget > 0:
             print(
                 f"schedule: after the static depths, where the server's SGLang has per-batch-size adaptive "
                 f"speculation (0.5.14+), at most {spec.schedule_budget} extra deployment(s): its default adaptive "

@@ -284,7 +284,7 @@ def node_settings(
         # each node is a machine of its own (sglang_multinode.address_errors): the others would
         # connect to their own loopback and the rendezvous wait out its timeout, every host changed
         errors.append(
-            f"rank 0's dist-init address {addr} is a loopback address, which the other nodes of "
+            f"rank 0's dist-init address {addr} is a loopback or unspecified address, which the other nodes of "
             f"sglang_server_multinode_group={fmt(group)} cannot reach: set sglang_server_dist_init_host on the head "
             "(an address of it the others reach), or sglang_server_dist_init_addr"
         )
@@ -295,13 +295,25 @@ def node_settings(
     return out
 
 
+_LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+
+
 def _loopback(host: str) -> bool:
-    """`host` (IPv6 in brackets or not) names the machine itself only."""
+    """`host` (IPv6 in brackets or not) names the machine itself only: a loopback address or name,
+    or the unspecified address (0.0.0.0, ::), which a connecting node takes as its own machine."""
     text = host.strip().strip("[]").lower()
-    if text == "localhost" or text.endswith(".localhost"):
+    if text in _LOOPBACK_NAMES or text.endswith(".localhost"):
         return True
     ip = _ip_literal(text)
-    return ip is not None and ipaddress.ip_address(ip).is_loopback
+    if ip is None:
+        return False
+    addr = ipaddress.ip_address(ip)
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return (
+        addr.is_loopback
+        or addr.is_unspecified
+        or (mapped is not None and (mapped.is_loopback or mapped.is_unspecified))
+    )
 
 
 def _ip_literal(host: str) -> str | None:

@@ -160,6 +160,8 @@ _SERVER_ARGS = (
     "spec_topk",
     "spec_draft_tokens",
     "spec_algorithm",
+    "sglang_server_spec_steps_default",
+    "sglang_server_spec_algorithm_default",
     "spec_schedule",
     "sglang_server_spec_draft_model_path",
     "sglang_server_mem_fraction_static",

@@ -175,6 +175,59 @@ def _refused_on_the_controller(tmp_path, name: str, gpu=None, env=None, **host_v
     return out
 
 
+def test_a_group_whose_rank_0_address_is_not_its_own_changes_no_host(tmp_path):
+    """Rank 0's dist-init IP is its SGLANG_HOST_IP, which SGLang's cross-node queue binds: an
+    address no interface of the head has (TEST-NET-3 here, a cloud's NAT address in life) failed
+    the start after every host had changed. Refused on rank 0 by the preflight, and the other
+    rank, whose own checks passed, stops with it before any change."""
+    model = tmp_path / "model"
+    model.mkdir()
+    common = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "sglang_server_engine": "sglang",
+        "sglang_server_model_path": str(model),
+        "sglang_server_install_dir": str(tmp_path / "opt-sglang"),
+        "sglang_server_state_dir": str(tmp_path / "state"),
+        "sglang_server_config_dir": str(tmp_path / "etc"),
+        "sglang_server_multinode_group": "tp2",
+        "sglang_server_tp_size": 2,
+        "sglang_server_dist_init_addr": "203.0.113.77:45677",
+        "cuda_env_install": False,
+        "cuda_env_gpu_source": "declared",
+        "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
+        "cuda_env_declared_gpus": [
+            {
+                "name": "NVIDIA H200",
+                "memory_mib": 143771,
+                "compute_capability": "9.0",
+                "driver": "580.95.05",
+                "count": 1,
+            }
+        ],
+    }
+    hosts = {"gpu-a": {"ansible_host": "10.9.0.1"}, "gpu-b": {"ansible_host": "10.9.0.2"}}
+    inv = {
+        "all": {
+            "vars": common,
+            "children": {"sglang_servers": {"hosts": hosts}, "tp2": {"hosts": dict.fromkeys(hosts)}},
+        }
+    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inv))
+    proc = run(
+        [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"], timeout=180
+    )
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0
+    assert "rank 0's dist-init address 203.0.113.77 is not an address of gpu-a" in out, out[-3000:]
+    assert "set sglang_server_dist_init_addr to an address of the head's own" in out, out[-3000:]
+    assert "host(s) gpu-a of the group failed their checks" in out, out[-3000:]
+    assert "changed=0" in out and "changed=1" not in out, out[-3000:]
+    for made in (tmp_path / "opt-sglang", tmp_path / "state", tmp_path / "etc"):
+        assert not made.exists()
+
+
 def test_missing_model_path_on_a_real_engine_host(tmp_path):
     out = _refused_on_the_controller(tmp_path, "gpu-local", sglang_server_model_path=str(tmp_path / "no-such-model"))
     assert f"sglang_server_model_path={tmp_path / 'no-such-model'} is not a directory on gpu-local" in out, out[-3000:]

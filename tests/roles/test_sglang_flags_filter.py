@@ -199,9 +199,22 @@ def test_a_loopback_head_address_is_refused_for_a_group():
     """Each node is a machine of its own (two hosts behind one SSH proxy differ by port): a head
     reached at 127.0.0.1 gave the others their own loopback to meet at, and the rendezvous waited
     out its timeout after every host had changed."""
-    for head, given in (("127.0.0.1", ""), ("::1", ""), ("localhost", ""), ("", "127.0.1.1:5000"), ("", "[::1]:5000")):
+    # the unspecified address too: a node connecting to 0.0.0.0 reaches its own machine
+    for head, given in (
+        ("127.0.0.1", ""),
+        ("::1", ""),
+        ("localhost", ""),
+        ("ip6-localhost", ""),
+        ("0.0.0.0", ""),
+        ("::", ""),
+        ("::ffff:127.0.0.1", ""),
+        ("", "127.0.1.1:5000"),
+        ("", "[::1]:5000"),
+        ("", "0.0.0.0:5000"),
+    ):
         errors = sglang_flags.node_settings("b", "g", ["a", "b"], head, 5000, given)["errors"]
-        assert errors and "is a loopback address" in errors[0] and "sglang_server_dist_init_host" in errors[0], head
+        assert errors and "is a loopback or unspecified address" in errors[0], head
+        assert "sglang_server_dist_init_host" in errors[0], head
     assert sglang_flags.node_settings("b", "g", ["a", "b"], "10.0.0.21", 5000)["errors"] == []
     assert sglang_flags.node_settings("a", "g", ["a"], "127.0.0.1", 5000)["errors"] == []  # a group of one
 

@@ -112,6 +112,13 @@ def test_group_rules_name_the_variable(a, b, head, expected):
     assert any(expected in e for e in errors), errors
 
 
+def test_the_speculative_defaults_compare_as_the_flag_line_carries_them():
+    """An INI group var is text and a YAML host var a number: 3 and "3", NEXTN and nextn are one."""
+    a = _settings(sglang_server_spec_steps_default=3, sglang_server_spec_algorithm_default="NEXTN")
+    b = _settings(sglang_server_spec_steps_default="3", sglang_server_spec_algorithm_default="nextn")
+    assert mn.group_errors(GROUP, [A, B], "", {A: a, B: b}) == []
+
+
 def test_member_settings_fall_back_to_this_hosts_values():
     own = _settings()
     got = mn.member_settings([A, B], {A: {"sglang_server_tp_size": 8}, B: {}}, own)

@@ -109,6 +109,8 @@ def test_a_bench_whose_warmup_failed_says_why_even_quiet_and_can_run_again(tmp_p
     records and outputs, so the same command was refused ('already holds results'), and under
     --quiet it printed an empty table and no reason at all."""
     out = tmp_path / "b"
+    out.mkdir()
+    (out / "report.md").write_text("# the user's notes\n")  # not this run's: untouched
     with emulator("--emulator-fault", "http-5xx=1", steps=2) as url:
         argv = ["bench", "--url", url, "--concurrency", "1", "--output-len", "16", "--out", str(out), "--quiet"]
         for _ in range(2):
@@ -116,7 +118,8 @@ def test_a_bench_whose_warmup_failed_says_why_even_quiet_and_can_run_again(tmp_p
             captured = capsys.readouterr()
             assert "benchmark stopped: every warm-up request failed: HTTP 5" in captured.err, captured.err
             assert "concurrency" not in captured.out, captured.out
-            assert [p.name for p in out.iterdir() if p.name != ".tuner.lock"] == []
+            assert [p.name for p in out.iterdir() if p.name != ".tuner.lock"] == ["report.md"]
+            assert (out / "report.md").read_text() == "# the user's notes\n"
 
 
 def test_bench_names_an_adaptive_server_by_the_schedule_it_runs(tmp_path):

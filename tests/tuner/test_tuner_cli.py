@@ -358,6 +358,7 @@ def test_resume_refuses_machines_whose_inventory_changed(tmp_path, capsys, no_ho
         ({"ansible_host": "gpu1.example", "sglang_server_host": "localhost", "ansible_connection": "ssh"}, True),
         ({"ansible_host": "10.1.2.3", "sglang_server_host": "0.0.0.0"}, False),
         ({"ansible_connection": "local", "sglang_server_host": "127.0.0.1"}, False),
+        ({"ansible_connection": "ansible.builtin.local", "sglang_server_host": "127.0.0.1"}, False),
         ({"ansible_host": "127.0.0.1", "sglang_server_host": "127.0.0.1"}, False),
         (
             {"ansible_host": "10.1.2.3", "sglang_server_host": "127.0.0.1", "sglang_server_client_url": "http://t:1"},
@@ -373,6 +374,7 @@ def test_resume_refuses_machines_whose_inventory_changed(tmp_path, capsys, no_ho
         "localhost-over-ssh",
         "all-interfaces",
         "local",
+        "local-fqcn",
         "ssh-to-itself",
         "own-client-url",
         "ipv6-only-at-ipv4",
@@ -419,3 +421,40 @@ def test_the_bind_check_reads_the_sweeps_extra_vars(tmp_path, capsys, no_hosts, 
     rc = cli.main(argv)
     err = capsys.readouterr().err
     assert (rc == 2 and "gpu1 binds its server to 127.0.0.1" in err) if refused else rc == 0, (rc, err)
+
+
+def test_the_bind_check_reads_the_host_vars_beside_the_playbook(tmp_path, capsys, no_hosts):
+    """A client URL (an SSH tunnel's) in host_vars/ beside --playbook is the play's: the check read
+    the inventory alone and refused the sweep."""
+    inv = tmp_path / "inv.yml"
+    host = {"ansible_host": "10.1.2.3", "sglang_server_host": "127.0.0.1"}
+    inv.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {"gpu1": host}}}}}))
+    (tmp_path / "pb" / "host_vars").mkdir(parents=True)
+    (tmp_path / "pb" / "host_vars" / "gpu1.yml").write_text("sglang_server_client_url: http://127.0.0.1:40123\n")
+    (tmp_path / "pb" / "my.yml").write_text("- hosts: sglang_servers\n  gather_facts: false\n  tasks: []\n")
+    argv = ["sweep", "--inventory", str(inv), "--playbook", str(tmp_path / "pb" / "my.yml"), "--steps", "1"]
+    rc = cli.main([*argv, "--dry-run", "--out", str(tmp_path / "o")])
+    assert rc == 0, capsys.readouterr().err
+
+
+def test_a_sweep_stored_with_a_relative_profile_resumes_from_its_directory(tmp_path, capsys, no_hosts, monkeypatch):
+    """sweep.json written before the tuner made controller paths absolute holds the path as given:
+    the same command from the same directory is the same sweep."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prof.yaml").write_text("{}\n")
+    argv = ["sweep", "--inventory", INV, "--steps", "1", "--out", "o", "-e", "sglang_server_emulator_profile=prof.yaml"]
+    from tuner.data.store import Store
+    from tuner.spec.sweepspec import SweepSpec
+
+    spec = SweepSpec.from_cli_args(cli.build_parser().parse_args(argv), ROOT)
+    params = spec.to_json()
+    params["extra_vars"] = {**params["extra_vars"], "sglang_server_emulator_profile": "prof.yaml"}  # as stored then
+    (tmp_path / "o").mkdir()
+    Store(tmp_path / "o").write_sweep({"tool": "t", "params": params})
+    assert cli.main([*argv, "--resume", "--dry-run"]) == 0, capsys.readouterr().err
+
+
+def test_the_dry_run_names_no_schedule_for_an_algorithm_sglang_cannot_adapt(tmp_path, capsys, no_hosts):
+    argv = ["sweep", "--out", str(tmp_path / "o2"), "--inventory", INV, "--steps", "1-2", "--algorithm", "NGRAM"]
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert "schedule: off (SGLang runs adaptive speculation only with EAGLE, EAGLE3, NEXTN)" in capsys.readouterr().out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tuner.spec.configs import SpecConfig, plan_configs
@@ -100,11 +102,17 @@ def test_a_relative_controller_file_is_taken_from_where_the_tuner_runs(tmp_path,
     )
     assert got["sglang_server_emulator_profile"] == str(tmp_path / "p/my.yaml")
     assert got["sglang_server_verify_baseline"] == str(tmp_path / "b.json") and got["other"] == "rel/x.yaml"
+    # `~` expanded (the role expands it for the profile only), a template left to the play
     kept = ["sglang_server_emulator_profile=/abs/p.yaml", "sglang_server_verify_baseline=~/b.json"]
     assert parse_extra_vars(kept) == {
         "sglang_server_emulator_profile": "/abs/p.yaml",
-        "sglang_server_verify_baseline": "~/b.json",
+        "sglang_server_verify_baseline": os.path.expanduser("~/b.json"),
     }
+    templated = {"sglang_server_emulator_profile": "{{ playbook_dir }}/p.yaml"}
+    assert parse_extra_vars(['{"sglang_server_emulator_profile": "{{ playbook_dir }}/p.yaml"}']) == templated
+    # a templated environment is the play's to check once rendered
+    env = {"sglang_server_environment": "{{ my_env }}"}
+    assert parse_extra_vars(['{"sglang_server_environment": "{{ my_env }}"}']) == env
 
 
 @pytest.mark.parametrize(

@@ -329,6 +329,11 @@ def test_a_report_names_the_levels_an_interrupted_sweep_did_not_reach(tmp_path):
     )
     st.append(level(1, 2, 200.0))
     assert not any("not finished" in n for n in summarize(st.state(), spec).notes)
+    # stopped during the warm-up: deployed, no level yet
+    spec3 = SweepSpec(steps=(0, 1, 2), workload=WorkloadSpec(concurrency=(1, 2)))
+    st.append(deploy(2))
+    notes = summarize(st.state(), spec3).notes
+    assert any("lack levels (k2-t1: C=1, C=2)" in n for n in notes), notes
 
 
 def test_an_open_capacity_band_is_strict_json_and_said_in_words(tmp_path):

@@ -577,8 +577,9 @@ def unfinished(s: Summary) -> list[str]:
 
 def partly_measured(s: Summary) -> dict[str, list[str]]:
     """The planned configurations the sweep deployed but left before all their levels (first
-    deployment), none of them failed or decided: per configuration, the levels it lacks. An
-    interrupted sweep's other gap: its recommendation weighs these at the levels they have."""
+    deployment; none at all when it was stopped during the warm-up), none of them failed or
+    decided: per configuration, the levels it lacks. An interrupted sweep's other gap: its
+    recommendation weighs these at the levels they have."""
     if s.spec.command != "sweep":
         return {}
     st = s.state
@@ -588,8 +589,8 @@ def partly_measured(s: Summary) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for cfg in plan_configs_of(s):
         cid = cfg.config_id
-        if cid not in st.deploys or cid in decided or not st.has_levels(cid):
-            continue
+        if cid not in st.deploys or cid in decided:
+            continue  # (deployed and stopped before its first level: every level is missing)
         missing = [
             (f"T={t:g} " if len(w.temperature) > 1 else "") + f"C={c}" + (f" rep {r}" if w.repeats > 1 else "")
             for t in w.temperature

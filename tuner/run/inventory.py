@@ -113,7 +113,7 @@ class Inventory:
                 continue
             if "{{" in bind + conn + addr or "sglang_server_client_url" in v or "sglang_server_client_host" in v:
                 continue
-            if _loopback(bind) and conn != "local" and not _loopback(addr):
+            if _loopback(bind) and conn not in ("local", "ansible.builtin.local") and not _loopback(addr):
                 out.append(
                     (
                         host,
@@ -146,14 +146,19 @@ def inventory_hosts(
     return inv.hosts, inv.hostvars
 
 
-def read_inventory(inventory: Path, limit: str | None, project_dir: Path, group: str = SERVER_GROUP) -> Inventory:
+def read_inventory(
+    inventory: Path, limit: str | None, project_dir: Path, group: str = SERVER_GROUP, playbook_dir: Path | None = None
+) -> Inventory:
     """The hosts a sweep may use, and their (untemplated) variables, via `ansible-inventory`.
 
     Group `sglang_servers` when the inventory has it, else every host; `--limit` applies as it
-    does for the play. Nothing here connects to a host.
+    does for the play; with `playbook_dir`, the host_vars/ and group_vars/ beside the play count
+    too, as the play reads them. Nothing here connects to a host.
     """
     exe = Path(sys.executable).with_name("ansible-inventory")
     cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(inventory), "--list"]
+    if playbook_dir is not None:
+        cmd += ["--playbook-dir", str(playbook_dir)]
     if limit:
         cmd += ["--limit", limit]
     # An inventory Ansible cannot parse is an error here, not a warning and an empty host list.

@@ -577,8 +577,11 @@ async def bench_url(
         if lv.reason:
             log.append(BenchFailedRecord(config=cfg, host=url, reason=lv.reason, kind=lv.kind))
             progress.error(f"[{url}] benchmark stopped: {lv.reason}")
-    summary = outputs.write_all(store, spec) if store is not None else None
     state = log.state()
+    # nothing measured (every warm-up request failed): no outputs, so that `--out` is left as it
+    # was found (cli.py), the user's own files in it untouched
+    measured_any = bool(state.levels(measured_only=False))
+    summary = outputs.write_all(store, spec) if store is not None and measured_any else None
     ok = any(lv.measured for lv in state.levels(measured_only=False))
     if summary is not None and summary.recommendation.chosen is None:
         ok = False  # nothing competes (every level lost requests, or none meets the SLO): as `sweep`

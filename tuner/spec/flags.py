@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +253,19 @@ def _load_vars_file(flag: str, path_text: str) -> dict[str, Any]:
 CONTROLLER_FILE_VARS = ("sglang_server_emulator_profile", "sglang_server_verify_baseline")
 
 
+def controller_paths(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """`extra` with each CONTROLLER_FILE_VARS path absolute, from where the tuner runs (`~`
+    expanded): the play runs in the project's directory (ansible-runner's project_dir) and would
+    resolve a relative path there, and the role expands `~` for the profile only. Templates are
+    left to the play."""
+    out = dict(extra)
+    for key in CONTROLLER_FILE_VARS:
+        path = out.get(key)
+        if isinstance(path, str) and path and "{{" not in path:
+            out[key] = os.path.abspath(os.path.expanduser(path))
+    return out
+
+
 def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> dict[str, Any]:
     """Ansible's three -e forms: `k=v k2=v2`, `@file.yml|json`, or an inline JSON/YAML mapping.
 
@@ -285,12 +299,7 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
     for key in merged:
         if not isinstance(key, str) or not _VAR_NAME.fullmatch(key):
             raise BadInput(flag, f"{key!r} is not a valid variable name")
-    for key in CONTROLLER_FILE_VARS:
-        path = merged.get(key)
-        if isinstance(path, str) and path and "{{" not in path and not path.startswith(("/", "~")):
-            # the play runs in the project's directory (ansible-runner's project_dir) and resolves
-            # a relative path there: from the user's, as `--out` and `--dataset` are
-            merged[key] = os.path.abspath(path)
+    merged = controller_paths(merged)
     for key, value in merged.items():
         # sweep.json and the play's vars file hold them as JSON: YAML's unquoted dates and times
         # (`built: 2024-06-01`) and binary or set values are not JSON, and failed after the lock
@@ -314,7 +323,7 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
             "the others in the inventory (Ansible Vault), where the play reads them",
         )
     env = merged.get("sglang_server_environment")
-    if env is not None and not isinstance(env, dict):
+    if env is not None and not isinstance(env, dict) and not (isinstance(env, str) and "{{" in env):
         # `-e sglang_server_environment=HF_TOKEN=...` reaches the play as text, which the role
         # refuses ("must be a mapping") after sweep.json has kept it, and the name check below
         # never saw the names in it
