@@ -26,6 +26,7 @@ from .spec.flags import (
     check_file_path,
     check_out_dir,
     check_results_dir,
+    controller_paths,
     parse_target_concurrency,
     requests_for_level,
 )
@@ -167,7 +168,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                 "--out", f"{out} already holds a sweep; add --resume to continue it, or choose another directory"
             )
         store.read_spec("--out")  # a sweep.json whose params are not a sweep's is named, not a traceback
-        diffs = spec.identity_diff(stored.get("params") or {}, scrub=redactor.scrub_obj)
+        params = dict(stored.get("params") or {})
+        # a sweep.json written before the tuner made controller paths absolute holds them as given
+        params["extra_vars"] = controller_paths(params.get("extra_vars") or {})
+        diffs = spec.identity_diff(params, scrub=redactor.scrub_obj)
         if diffs:
             raise BadInput("--resume", f"{out} holds a different sweep: " + "; ".join(diffs))
     elif out.is_dir() and (out / "records.jsonl").exists():

@@ -30,7 +30,6 @@ from .flags import (
     check_endpoint,
     check_existing,
     check_url,
-    controller_paths,
     parse_concurrency,
     parse_draft_tokens,
     parse_extra_vars,
@@ -643,9 +642,6 @@ class SweepSpec:
         """How a stored sweep (its sweep.json params) differs from this one, naming the flags; `scrub`
         masks this one's values as the stored file's were (a path holding the API key matches)."""
         old, new = SweepSpec.from_json(stored).identity(), scrub(self.identity())
-        if isinstance(old.get("extra_vars"), dict):
-            # stored as given before the tuner made controller paths absolute: read as now
-            old["extra_vars"] = controller_paths(old["extra_vars"])
         names = {f.name: o.name for cls in (WorkloadSpec, SweepSpec) for f, o in _opts(cls)}
         diffs = []
         for key, value in new.items():
