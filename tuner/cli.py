@@ -285,9 +285,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             )
         else:
             print("confirm: off (--confirm 0): the intervals will not cover what a restart changes")
-        from .decide.schedule_phase import ADAPTIVE_ALGORITHMS
+        from .decide.schedule_phase import ADAPTIVE_ALGORITHMS, algorithm_unsupported
 
-        if spec.schedule and spec.schedule_budget > 0 and spec.algorithm.upper() not in ADAPTIVE_ALGORITHMS:
+        if spec.schedule and spec.schedule_budget > 0 and algorithm_unsupported(spec.algorithm):
             print(f"schedule: off (SGLang runs adaptive speculation only with {', '.join(ADAPTIVE_ALGORITHMS)})")
         elif spec.schedule and spec.schedule_budget > 0:
             print(

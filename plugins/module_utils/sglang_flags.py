@@ -298,9 +298,19 @@ def node_settings(
 _LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 
 
+def is_loopback(host: str) -> bool:
+    """`host` (IPv6 in brackets or not) is a loopback address or name: only the machine itself
+    reaches it (the tuner's check of a server's bind address uses this rule too)."""
+    return _local_only(host, unspecified=False)
+
+
 def _loopback(host: str) -> bool:
-    """`host` (IPv6 in brackets or not) names the machine itself only: a loopback address or name,
-    or the unspecified address (0.0.0.0, ::), which a connecting node takes as its own machine."""
+    """A loopback address or name, or the unspecified address (0.0.0.0, ::), which a node
+    connecting to it takes as its own machine: no dist-init address for a group."""
+    return _local_only(host, unspecified=True)
+
+
+def _local_only(host: str, unspecified: bool) -> bool:
     text = host.strip().strip("[]").lower()
     if text in _LOOPBACK_NAMES or text.endswith(".localhost"):
         return True
@@ -309,11 +319,7 @@ def _loopback(host: str) -> bool:
         return False
     addr = ipaddress.ip_address(ip)
     mapped = getattr(addr, "ipv4_mapped", None)
-    return (
-        addr.is_loopback
-        or addr.is_unspecified
-        or (mapped is not None and (mapped.is_loopback or mapped.is_unspecified))
-    )
+    return any(a.is_loopback or (unspecified and a.is_unspecified) for a in (addr, mapped) if a is not None)
 
 
 def _ip_literal(host: str) -> str | None:

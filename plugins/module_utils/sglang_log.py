@@ -394,6 +394,7 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
         ),
     )
     pools: list[dict[str, Any]] = []
+    post_capture = False  # a pool sized after the capture: it replaces the reservations' upper bounds
     for ln in hits:
         m = _KV_RE.match(ln.message)
         if m is None:
@@ -428,14 +429,10 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
                 "kv_size_gb": kv_gb,
                 "total_gb": total,
                 "upper_bound": m.group("kind") == "VA upper bound",
-                "post_capture": m.group("kind") is None,
             }
         )
-    if any(p["post_capture"] for p in pools):
-        pools = [p for p in pools if not p["upper_bound"]]
-    for p in pools:
-        del p["post_capture"]
-    return pools
+        post_capture = post_capture or m.group("kind") is None
+    return [p for p in pools if not p["upper_bound"]] if post_capture else pools
 
 
 # docs/reference/sglang.md §1.3: "Mamba Cache is allocated. max_mamba_cache_size: {n}, conv_state size: {x}GB,

@@ -138,10 +138,10 @@ def test_bad_input_fails_on_the_controller_naming_the_variable(absent_inventory,
     assert "UNREACHABLE" not in out
 
 
-def _refused_on_the_controller(tmp_path, name: str, gpu=None, env=None, **host_vars) -> str:
-    """A real-engine host on the controller itself (local connection, declared GPUs, every path under
-    `tmp_path`): the deploy play must fail before it changes anything. Its output."""
-    host = {
+def _controller_host(tmp_path, gpu=None, **host_vars) -> dict:
+    """A real-engine host on the controller itself: local connection, declared GPUs, every path
+    the role would create under `tmp_path`."""
+    return {
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "sglang_server_engine": "sglang",
@@ -163,8 +163,13 @@ def _refused_on_the_controller(tmp_path, name: str, gpu=None, env=None, **host_v
         ],
         **host_vars,
     }
+
+
+def _refused(tmp_path, inventory: dict, env=None) -> str:
+    """The deploy play over `inventory` (hosts of `_controller_host`) must fail before it changes
+    anything. Its output."""
     path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {name: host}}}}}))
+    path.write_text(yaml.safe_dump(inventory))
     cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"]
     proc = run(cmd, timeout=180, **(env or {}))
     out = proc.stdout + proc.stderr
@@ -175,6 +180,12 @@ def _refused_on_the_controller(tmp_path, name: str, gpu=None, env=None, **host_v
     return out
 
 
+def _refused_on_the_controller(tmp_path, name: str, gpu=None, env=None, **host_vars) -> str:
+    """One such host, refused: the play's output."""
+    host = _controller_host(tmp_path, gpu, **host_vars)
+    return _refused(tmp_path, {"all": {"children": {"sglang_servers": {"hosts": {name: host}}}}}, env)
+
+
 def test_a_group_whose_rank_0_address_is_not_its_own_changes_no_host(tmp_path):
     """Rank 0's dist-init IP is its SGLANG_HOST_IP, which SGLang's cross-node queue binds: an
     address no interface of the head has (TEST-NET-3 here, a cloud's NAT address in life) failed
@@ -182,50 +193,20 @@ def test_a_group_whose_rank_0_address_is_not_its_own_changes_no_host(tmp_path):
     rank, whose own checks passed, stops with it before any change."""
     model = tmp_path / "model"
     model.mkdir()
-    common = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "sglang_server_engine": "sglang",
-        "sglang_server_model_path": str(model),
-        "sglang_server_install_dir": str(tmp_path / "opt-sglang"),
-        "sglang_server_state_dir": str(tmp_path / "state"),
-        "sglang_server_config_dir": str(tmp_path / "etc"),
-        "sglang_server_multinode_group": "tp2",
-        "sglang_server_tp_size": 2,
-        "sglang_server_dist_init_addr": "203.0.113.77:45677",
-        "cuda_env_install": False,
-        "cuda_env_gpu_source": "declared",
-        "cuda_env_env_file": str(tmp_path / "etc/cuda.env"),
-        "cuda_env_declared_gpus": [
-            {
-                "name": "NVIDIA H200",
-                "memory_mib": 143771,
-                "compute_capability": "9.0",
-                "driver": "580.95.05",
-                "count": 1,
-            }
-        ],
-    }
-    hosts = {"gpu-a": {"ansible_host": "10.9.0.1"}, "gpu-b": {"ansible_host": "10.9.0.2"}}
-    inv = {
-        "all": {
-            "vars": common,
-            "children": {"sglang_servers": {"hosts": hosts}, "tp2": {"hosts": dict.fromkeys(hosts)}},
-        }
-    }
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(inv))
-    proc = run(
-        [str(ROOT / ".venv/bin/ansible-playbook"), "deploy.yml", "-i", str(path), "-e", "spec_steps=3"], timeout=180
+    common = _controller_host(
+        tmp_path,
+        sglang_server_model_path=str(model),
+        sglang_server_multinode_group="tp2",
+        sglang_server_tp_size=2,
+        sglang_server_dist_init_addr="203.0.113.77:45677",
     )
-    out = " ".join((proc.stdout + proc.stderr).split())
-    assert proc.returncode != 0
+    hosts = {"gpu-a": {"ansible_host": "10.9.0.1"}, "gpu-b": {"ansible_host": "10.9.0.2"}}
+    children = {"sglang_servers": {"hosts": hosts}, "tp2": {"hosts": dict.fromkeys(hosts)}}
+    out = " ".join(_refused(tmp_path, {"all": {"vars": common, "children": children}}).split())
     assert "rank 0's dist-init address 203.0.113.77 is not an address of gpu-a" in out, out[-3000:]
     assert "set sglang_server_dist_init_addr to an address of the head's own" in out, out[-3000:]
     assert "host(s) gpu-a of the group failed their checks" in out, out[-3000:]
-    assert "changed=0" in out and "changed=1" not in out, out[-3000:]
-    for made in (tmp_path / "opt-sglang", tmp_path / "state", tmp_path / "etc"):
-        assert not made.exists()
+    assert "changed=1" not in out, out[-3000:]
 
 
 def test_missing_model_path_on_a_real_engine_host(tmp_path):

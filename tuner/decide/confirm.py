@@ -107,10 +107,11 @@ def cost(state: SweepState, repeat_deploys: int = 1) -> dict[str, float | int]:
     total = sum(float(r.total_s or 0.0) for r in timings)
     conf_s = sum(float(r.total_s or 0.0) for r in conf)
     base = total - conf_s
-    # a start whose level is kept but whose timing record a stop cut off counts as made (spent())
+    # the starts spent() counts past the sweep's own: a start whose level is kept but whose timing
+    # record a stop cut off counts as made
     starts = {key for key in _finished_starts(state) if key[1] > max(1, int(repeat_deploys))}
     return {
-        "starts": len(starts | {(r.config_id, int(r.deployment or 1)) for r in conf}),
+        "starts": len(starts),
         "seconds": round(conf_s, 1),
         "share_pct": round(100.0 * conf_s / base, 1) if base > 0 else 0.0,
     }

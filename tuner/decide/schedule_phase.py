@@ -54,6 +54,11 @@ def unsupported(state: SweepState, algorithm: str) -> str | None:
             f"SGLang {version} refuses a bucket that does not draft (0 steps: 'candidate_steps must be a list of "
             f"positive ints'), which the schedules use where no speculation wins; it loads from {ADAPTIVE_ZERO_STEPS_SINCE}"
         )
+    return algorithm_unsupported(algorithm)
+
+
+def algorithm_unsupported(algorithm: str) -> str | None:
+    """Why SGLang cannot run `algorithm` adaptively, whatever the release; None when it can."""
     if algorithm.upper() not in ADAPTIVE_ALGORITHMS:
         return f"SGLang runs adaptive speculation only with {', '.join(ADAPTIVE_ALGORITHMS)}, not {algorithm}"
     return None

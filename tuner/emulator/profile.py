@@ -478,7 +478,7 @@ _NUMBERS: dict[str, tuple[str, float | None]] = {
 def _check_number(name: str, key: str, v: Any, kind: str, low: float | None) -> None:
     """A finite number (a whole one for `kind` int) at least `low`; else a ProfileError naming `key`."""
     what = "a whole number" if kind == "int" else "a number"
-    if not _is_number(v) or (kind == "int" and v != int(v)):
+    if not (_is_whole(v) if kind == "int" else _is_number(v)):
         raise ProfileError(f"emulator profile {name}: {key} must be {what}, got {v!r}")
     if low is not None and v < low:
         raise ProfileError(f"emulator profile {name}: {key} must be {what} >= {low:g}, got {v!r}")
@@ -516,6 +516,11 @@ def _is_number(v: Any) -> bool:
         return False
 
 
+def _is_whole(v: Any) -> bool:
+    """A finite number equal to a whole one (a count may be written 512.0, or 1.2e6 in YAML 1.2)."""
+    return _is_number(v) and v == int(v)
+
+
 def _number_at_least_0(name: str, key: str, v: Any) -> float:
     if not _is_number(v) or v < 0:
         raise ProfileError(f"emulator profile {name}: {key} must be a number >= 0, got {v!r}")
@@ -527,7 +532,7 @@ def _increasing_ints(name: str, key: str, v: Any) -> tuple[int, ...]:
     if not isinstance(v, list) or not v:
         raise ProfileError(f"emulator profile {name}: {key} must be a non-empty list of batch sizes")
     for x in v:
-        if not _is_number(x) or x != int(x) or x < 1:
+        if not _is_whole(x) or x < 1:
             raise ProfileError(f"emulator profile {name}: {key} must hold whole numbers >= 1, got {x!r}")
     v = [int(x) for x in v]
     for a, b in zip(v, v[1:], strict=False):
@@ -651,8 +656,7 @@ def _step_table(name: str, v: Any) -> StepTable | None:
                 raise ProfileError(f"emulator profile {name}: {key}.draft_ms has {x!r}; times must be >= 0")
         draft_t = tuple(float(x) for x in draft)
     ctx = v.get("context_tokens", 1024)
-    if not _is_number(ctx) or ctx != int(ctx) or ctx < 1:
-        raise ProfileError(f"emulator profile {name}: {key}.context_tokens must be a whole number >= 1, got {ctx!r}")
+    _check_number(name, f"{key}.context_tokens", ctx, "int", 1)
     ctx = int(ctx)
     kv = v.get("kv_read_ns_per_token")
     kv_ns = None if kv is None else _number_at_least_0(name, f"{key}.kv_read_ns_per_token", kv)

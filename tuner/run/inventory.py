@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglang_utils.sglang_flags import is_loopback
 from sglang_utils.sglang_multinode import rank_order
 
 SERVER_GROUP = "sglang_servers"
@@ -32,11 +33,6 @@ def _group_hosts(inv: dict[str, Any], group: str, seen: set[str] | None = None) 
     for child in g.get("children") or []:
         hosts.extend(h for h in _group_hosts(inv, child, seen) if h not in hosts)
     return hosts
-
-
-def _loopback(address: str) -> bool:
-    """A name or address only the machine itself reaches (what the role treats as loopback)."""
-    return address in ("localhost", "::1") or address.startswith("127.")
 
 
 def _ipv4(address: str) -> bool:
@@ -113,7 +109,7 @@ class Inventory:
                 continue
             if "{{" in bind + conn + addr or "sglang_server_client_url" in v or "sglang_server_client_host" in v:
                 continue
-            if _loopback(bind) and conn not in ("local", "ansible.builtin.local") and not _loopback(addr):
+            if is_loopback(bind) and conn not in ("local", "ansible.builtin.local") and not is_loopback(addr):
                 out.append(
                     (
                         host,

@@ -46,9 +46,8 @@ class Progress:
         self.quiet = quiet
 
     def line(self, text: str) -> None:
-        if self.quiet:
-            return
-        print(self.redactor.scrub(text), file=self.stream, flush=True)
+        if not self.quiet:
+            self.error(text)
 
     def error(self, text: str) -> None:
         """Why a run failed: written even when quiet (a failure with no reason is worse than noise)."""

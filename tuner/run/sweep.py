@@ -580,9 +580,9 @@ async def bench_url(
     state = log.state()
     # nothing measured (every warm-up request failed): no outputs, so that `--out` is left as it
     # was found (cli.py), the user's own files in it untouched
-    measured_any = bool(state.levels(measured_only=False))
-    summary = outputs.write_all(store, spec) if store is not None and measured_any else None
-    ok = any(lv.measured for lv in state.levels(measured_only=False))
+    levels = state.levels(measured_only=False)
+    summary = outputs.write_all(store, spec) if store is not None and levels else None
+    ok = any(lv.measured for lv in levels)
     if summary is not None and summary.recommendation.chosen is None:
         ok = False  # nothing competes (every level lost requests, or none meets the SLO): as `sweep`
     return (0 if ok and not lv.reason else 1), summary, state

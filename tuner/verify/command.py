@@ -78,11 +78,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
 
 
-def _url(text_: str) -> str:
-    """The same URL check as `bench --url` (a port past 65535 is bad input, not a server down)."""
-    return check_url(text_, "--url")
-
-
 def _per_url(values: list[str] | None, n: int, flag: str, what: str, parse: Callable[[str], T]) -> list[T | None]:
     """A flag given once per --url, in order (each value through `parse`), or None for each URL
     when the flag is not given; another count is bad input naming the flag."""
@@ -181,7 +176,7 @@ async def _check(
 
 
 def cmd_verify(a: argparse.Namespace, tool: str) -> int:
-    urls = [_url(u) for u in a.url]
+    urls = [check_url(u, "--url") for u in a.url]  # as bench's: a port past 65535 is bad input
     path = Path(a.baseline)
     ps = _prompt_set(a)
     out = check_out_dir(a.out) if a.out else None
