@@ -46,7 +46,7 @@ __all__ = [
     "launch_steps",
     "pad_to_graph_bs",
     "bucket_of",
-    "first_unspeculated_batch",
+    "unspeculated_bucket",
     "schedule_id",
     "schedule_label",
 ]
@@ -252,18 +252,16 @@ def bucket_of(bounds: Any, batch: int, graph_bs: Any = None) -> int:
     return ordered[max(0, i)]
 
 
-def first_unspeculated_batch(config: dict[str, Any], up_to: int, graph_bs: Any = None) -> int | None:
-    """The smallest running batch in 1..`up_to` that SGLang routes (`bucket_of`) to a bucket whose
-    only candidate is 0 steps, or None: from there such a server does not speculate at all, so
-    its acceptance length is 1.0 by design (the correctness gate's floor does not apply)."""
+def unspeculated_bucket(config: dict[str, Any], batch: int, graph_bs: Any = None) -> int | None:
+    """The bucket (lower bound) SGLang routes a running `batch` to (`bucket_of`) when its only
+    candidate is 0 steps, else None: a server running that batch there does not speculate at all,
+    so its acceptance length is 1.0 by design (the correctness gate's floor does not apply)."""
     bounds = [int(b) for b in config if str(b).isdigit()]
     if not bounds:
         return None
-    for batch in range(1, up_to + 1):
-        steps = config[str(bucket_of(bounds, batch, graph_bs))].get("candidate_steps") or []
-        if steps and all(int(c) == 0 for c in steps):
-            return batch
-    return None
+    bucket = bucket_of(bounds, batch, graph_bs)
+    steps = config[str(bucket)].get("candidate_steps") or []
+    return bucket if steps and all(int(c) == 0 for c in steps) else None
 
 
 def schedule_id(buckets: Any) -> str:

@@ -35,8 +35,9 @@ from typing import Any, Mapping, Sequence
 
 try:  # the collection's copy (Ansible module), else the tuner's installed one
     from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_adaptive import (  # type: ignore[import-not-found]
-        first_unspeculated_batch,
         load_per_bs,
+        pad_to_graph_bs,
+        unspeculated_bucket,
     )
     from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_releases import (  # type: ignore[import-not-found]
         DETERMINISTIC_SINCE,
@@ -44,7 +45,11 @@ try:  # the collection's copy (Ansible module), else the tuner's installed one
         stream_text_incremental,
     )
 except ImportError:  # pragma: no cover - outside Ansible
-    from sglang_utils.sglang_adaptive import first_unspeculated_batch, load_per_bs  # type: ignore[import-not-found,no-redef]
+    from sglang_utils.sglang_adaptive import (  # type: ignore[import-not-found,no-redef]
+        load_per_bs,
+        pad_to_graph_bs,
+        unspeculated_bucket,
+    )
     from sglang_utils.sglang_releases import (  # type: ignore[import-not-found,no-redef]
         DETERMINISTIC_SINCE,
         release_key,
@@ -64,6 +69,7 @@ __all__ = [
     "supports_deterministic",
     "prompt_set_hash",
     "request_order",
+    "load_prompt",
     "generate_body",
     "response_row",
     "StreamRow",
@@ -128,12 +134,26 @@ def request_order(n_short: int, n_long: int) -> list[tuple[str, int]]:
     prompt (code and maths accept more drafts than chat: SPEED-Bench, arXiv 2604.09557), so
     windows of the run in arrival order compare different prompts, not an early server with a late
     one: on servers whose prompts differ that way, an arrival-order comparison failed healthy
-    configurations (the short continuations, done early, against the long outputs' tails)."""
+    configurations (the short continuations, done early, against the long outputs' tails).
+
+    The gate keeps its concurrency in flight until the last second send ends: once every request
+    of this order is sent, a free slot sends the short prompts again, in order (`load_prompt`;
+    their answers are not judged). So every judged request runs at the same batch size, the first
+    sends and the second alike: a per-batch-size schedule drafts to a depth by batch size, and
+    second sends finishing alone at the end of the run ran at another depth than the first (a
+    drift the server did not have), and a config with 0 steps below the gate's batch only would
+    have its floor judged on batches the run barely reached (`floor_exemption`)."""
     return (
         [("long", j) for j in range(n_long)]
         + [("short", i) for i in range(n_short)]
         + [("again", j) for j in range(n_long)]
     )
+
+
+def load_prompt(k: int, n_short: int) -> int:
+    """The short prompt the k-th load request sends (`request_order`): the short prompts in order,
+    again and again."""
+    return k % n_short
 
 
 def generate_body(text: str, max_new: int, stream: bool) -> dict[str, Any]:
@@ -779,24 +799,28 @@ def floor_exemption(
 ) -> str | None:
     """Why the acceptance floor and the collapse rule do not apply to a server running the adaptive
     `config` (SGLang's per-batch-size JSON, ``--speculative-adaptive-config``; None: a static depth
-    or no speculation), or None when they apply. They do not when the config routes a running batch
-    the gate reaches (its `concurrency` requests in flight; `graph_bs` the CUDA-graph sizes SGLang
-    pads a batch to before routing, None: unpadded, its default) to a bucket whose only candidate
-    is 0 steps (`sglang_adaptive.first_unspeculated_batch`): such a server runs no speculative step
-    there, so its acceptance length is 1.0 by design (a tuned config that speculates at batch 1
-    only). The tuner's gate (tuner/verify/phase.py) and the role's (module ``sglang_verify``)
+    or no speculation), or None when they apply. They do not when the config routes the batch the
+    gate's judged requests run at (its `concurrency` requests in flight, held there until the last
+    of them ends: `request_order`; `graph_bs` the CUDA-graph sizes SGLang pads a batch to before
+    routing, None: unpadded, its default) to a bucket whose only candidate is 0 steps
+    (`sglang_adaptive.unspeculated_bucket`): such a server runs no speculative step there, so its
+    acceptance length is 1.0 by design (a tuned config that speculates at batch 1 only). A config
+    with 0 steps only below the gate's batch is held to the floor: the gate's run speculates.
+    The tuner's gate (tuner/verify/phase.py) and the role's (module ``sglang_verify``)
     both ask this and judge with ``floor=False`` on a sentence, which they keep in the verdict as
     ``acceptance_vs_sweep`` (``accept.floor_judged`` is then false). A config SGLang would refuse
     raises what SGLang raises (`sglang_adaptive.load_per_bs`: ValueError, AttributeError)."""
     if config is None:
         return None
     _whole, entries = load_per_bs(config)
-    zero = first_unspeculated_batch({str(b): e for b, e in entries.items()}, concurrency, graph_bs)
-    if zero is None:
+    bucket = unspeculated_bucket({str(b): e for b, e in entries.items()}, concurrency, graph_bs)
+    if bucket is None:
         return None
+    padded = pad_to_graph_bs(concurrency, graph_bs)
+    routed = f" (padded to {padded})" if padded != concurrency else ""
     return (
-        f"the floor and the collapse rule do not apply: it runs no speculative step from batch {zero} on, "
-        f"which the gate's {concurrency} requests in flight reach"
+        f"the floor and the collapse rule do not apply: it runs no speculative step at batch {concurrency}"
+        f"{routed}, the gate's {concurrency} requests in flight, routed to its 0-step bucket from {bucket}"
     )
 
 

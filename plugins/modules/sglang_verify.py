@@ -20,10 +20,12 @@ description:
     1.05 or below 95% of O(measured_accept) beyond its prompts' spread, or when the long prompts, sent
     again at the end of the run, accept less than on their first send beyond noise. The rules are
     C(plugins/module_utils/sglang_verify.py), shared with the tuner; docs/tuner.md "Verify" states them.
-  - An adaptive server whose O(adaptive_config) pins 0 steps at a running batch the check reaches (its
-    O(concurrency) requests in flight) runs no speculative step there, so its acceptance length is 1.0 by
-    design; it is held to parity, loops and drift, not to the 1.05 floor nor the collapse rule, as the
-    tuner's gate holds it (the verdict's C(accept.floor_judged) is false and C(acceptance_vs_sweep) says why).
+  - The check keeps O(concurrency) requests in flight until its last one ends (the short prompts are sent
+    again as load, their answers not judged), so every judged request runs at the same batch size.
+  - An adaptive server whose O(adaptive_config) pins 0 steps at that batch (its O(concurrency) requests in
+    flight) runs no speculative step there, so its acceptance length is 1.0 by design; it is held to
+    parity, loops and drift, not to the 1.05 floor nor the collapse rule, as the tuner's gate holds it (the
+    verdict's C(accept.floor_judged) is false and C(acceptance_vs_sweep) says why).
   - A baseline of another model, server version or prompt set is refused, naming what differs.
   - The module never changes anything; C(changed) is always C(false).
 author:
@@ -105,10 +107,10 @@ verdict:
 
 import http.client
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_server_info import (
@@ -125,6 +127,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify 
     gate_outputs,
     generate_body,
     judge,
+    load_prompt,
     prompt_set_hash,
     request_order,
     response_row,
@@ -213,6 +216,58 @@ class Server:
         return fold.row()
 
 
+def send_all(srv, base, settings, plan, concurrency):
+    """Every request of `plan` with `concurrency` in flight, held there by load (the short prompts
+    again, answers not judged: request_order) until the last second send ends; {(kind, i): row}.
+    The first failure is raised once the requests in flight end (no load is sent after it)."""
+    lock = threading.Lock()
+    todo = list(reversed(plan))
+    left = {"again": sum(1 for item in plan if item[0] == "again"), "load": 0}
+    failures: list[Exception] = []
+    done = {}
+
+    def next_item():
+        with lock:
+            if failures:
+                return None
+            if todo:
+                return todo.pop()
+            if left["again"] > 0 and base["short"]:
+                left["load"] += 1
+                return ("load", load_prompt(left["load"] - 1, len(base["short"])))
+            return None
+
+    def worker():
+        item = next_item()
+        while item is not None:
+            kind, i = item
+            try:
+                if kind in ("short", "load"):
+                    row = srv.short(base["short"][i], int(settings["short_tokens"]))
+                else:
+                    row = srv.long(base["long"][i], int(settings["long_tokens"]))
+                if kind != "load":
+                    with lock:
+                        done[item] = row
+            except Exception as exc:  # noqa: BLE001 - raised in run(), after the others end
+                with lock:
+                    failures.append(exc)
+            finally:
+                if kind == "again":
+                    with lock:
+                        left["again"] -= 1
+            item = next_item()
+
+    threads = [threading.Thread(target=worker, daemon=True) for _slot in range(max(1, concurrency))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    return done
+
+
 def run(module):
     p = module.params
     base = p["baseline"]
@@ -244,15 +299,7 @@ def run(module):
     settings = base["settings"]
     started = time.monotonic()
     # the long prompts, the short ones, the long prompts again (request_order: the drift rule's pairs)
-    plan = request_order(len(base["short"]), len(base["long"]))
-    with ThreadPoolExecutor(max_workers=max(1, p["concurrency"])) as pool:
-        futures = [
-            pool.submit(srv.short, base["short"][i], int(settings["short_tokens"]))
-            if kind == "short"
-            else pool.submit(srv.long, base["long"][i], int(settings["long_tokens"]))
-            for kind, i in plan
-        ]
-        done = {key: f.result() for key, f in zip(plan, futures)}
+    done = send_all(srv, base, settings, request_order(len(base["short"]), len(base["long"])), p["concurrency"])
     seconds = time.monotonic() - started
     candidate = {
         "server_version": info.get("version"),

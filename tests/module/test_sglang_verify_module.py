@@ -142,8 +142,8 @@ def test_a_config_that_pins_0_steps_where_the_check_runs_is_not_held_to_the_floo
     assert v["accept"]["gate"] <= 1.05 and v["accept"]["floor_judged"] is False
     assert v["short"]["exact"] == v["short"]["prompts"] == 24 and v["degenerate"] == []
     assert v["acceptance_vs_sweep"] == (
-        "the floor and the collapse rule do not apply: it runs no speculative step from batch 2 on, "
-        "which the gate's 8 requests in flight reach"
+        "the floor and the collapse rule do not apply: it runs no speculative step at batch 8, "
+        "the gate's 8 requests in flight, routed to its 0-step bucket from 2"
     )
     assert "floor not applied: 0 steps where it ran" in exempt["msg"]
 
@@ -194,3 +194,31 @@ def test_a_server_without_speculation_is_held_to_its_outputs_only(baseline, tmp_
         res = run_module(tmp_path, url, baseline)
     assert not res.get("failed"), res.get("msg")
     assert res["verdict"]["passed"] and res["verdict"]["accept"]["judged"] is False
+
+
+@pytest.mark.cost(45)
+def test_a_schedule_drafting_deeper_at_larger_batches_keeps_its_drift_and_floor_honest(baseline, tmp_path):
+    """Both sends of a long prompt run at the gate's batch size (the load holds 8 in flight to the
+    end: sglang_verify.request_order). A correct server whose schedule drafts 3 steps at batches 1-3
+    and 4 from 4 passed the first sends at 4 steps and ran the second ones, alone at the end, at 3:
+    "acceptance drifts" failed it in the module and in the tuner's command alike. And a config with
+    0 steps below the gate's batch only speculates where the gate runs: a drafter that accepts
+    nothing there fails the floor (it was exempt, "no speculative step from batch 1 on")."""
+    rising = tmp_path / "rising.json"
+    rising.write_text(json.dumps({"1": {"candidate_steps": [3]}, "4": {"candidate_steps": [4]}}))
+    with adaptive_server(rising) as url:
+        module = run_module(tmp_path, url, baseline, adaptive_config=json.loads(rising.read_text()))
+        cli = verify_cli("--url", url, "--baseline", str(baseline), "--adaptive-config", str(rising), "--json")
+    assert not module.get("failed"), module.get("msg")
+    assert module["verdict"]["drift"]["judged"] and not module["verdict"]["drift"]["drifted"]
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    got = json.loads(cli.stdout)[0]
+    assert got["passed"] and got["drift"]["judged"] and not got["drift"]["drifted"], got["drift"]
+
+    below = {"1": {"candidate_steps": [0]}, "4": {"candidate_steps": [3]}}
+    config = tmp_path / "below.json"
+    config.write_text(json.dumps(below))
+    with adaptive_server(config, "--emulator-fault", "accept-collapse=0") as url:
+        collapsed = run_module(tmp_path, url, baseline, adaptive_config=below)
+    assert collapsed.get("failed") and collapsed["verdict"]["accept"]["floor_judged"] is True
+    assert "speculation accepts (almost) nothing" in collapsed["msg"], collapsed["msg"]

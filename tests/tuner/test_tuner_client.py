@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from tuner_testlib import emulator, free_port
 
-from tuner.measure.metrics import level_metrics
+from tuner.measure.metrics import itl_samples_s, level_metrics
 from tuner.run.client import BenchClient, ClientOptions, ServerError
 
 
@@ -188,10 +188,12 @@ class _EosChatFake:
     a content chunk (with continuous usage) for each step with text, none for the stop token's
     step (the detokenizer cuts its text, serving_chat.py sends a content chunk only `if delta:`),
     then the finish chunk with `delta: {}` and no usage, then the usage chunk that counts the stop
-    token. `think`: a reasoning parser held the first step's text back: the role chunk alone."""
+    token. `think`: a reasoning parser held the first step's text back: the role chunk alone.
+    `first`: the tokens of the first output (one output may carry several: tokenizer_manager
+    drains the pending outputs at once), its content chunk right after the role chunk."""
 
-    def __init__(self, tokens: int, think: bool = False) -> None:
-        self.tokens, self.think = tokens, think
+    def __init__(self, tokens: int, think: bool = False, first: int = 1) -> None:
+        self.tokens, self.think, self.first = tokens, think, first
 
     async def chat(self, request):
         import json
@@ -204,7 +206,7 @@ class _EosChatFake:
         async def send(data):
             await resp.write(b"data: " + json.dumps(data).encode() + b"\n\n")
 
-        usage = lambda ct: {"prompt_tokens": 4, "completion_tokens": ct}  # noqa: E731
+        usage = lambda ct: {"prompt_tokens": 4, "completion_tokens": ct + self.first - 1}  # noqa: E731
         for step in range(1, self.tokens + 1):
             await asyncio.sleep(0.01)
             if step == 1:
@@ -274,6 +276,17 @@ def test_a_first_step_without_text_is_timed_at_the_role_chunk():
     assert t.ok and t.output_tokens == 8
     assert t.chunk_tokens == [1] * 8, t.chunk_tokens
     assert level_metrics(1, [t]).accept_length == pytest.approx(1.0)
+
+
+def test_a_first_output_of_several_tokens_with_its_role_chunk_gets_no_inter_token_samples():
+    """The role chunk and the first output's content go out back to back (serving_chat.py); an
+    output of three tokens there is the first chunk's three tokens, which come with TTFT and get
+    no inter-token sample (split at the role chunk, two of them got samples of about 0 ms)."""
+    t = run(_with_fake(_EosChatFake(8, first=3), lambda client: client.request(0), ignore_eos=False))
+    assert t.ok and t.output_tokens == 10
+    assert t.chunk_tokens == [3] + [1] * 7, t.chunk_tokens
+    samples = itl_samples_s(t)
+    assert len(samples) == 7 and min(samples) > 0.005, samples
 
 
 def test_an_answer_the_server_aborted_is_a_failed_request_not_a_short_one():

@@ -327,8 +327,10 @@ def test_collapse_to_one_fails():
 
 def test_a_schedule_that_pins_zero_steps_where_the_gate_runs_is_not_held_to_the_floor():
     """A tuned config that speculates at batch 1 only (no speculation wins from batch 2 on) runs 0
-    steps at most of the gate's batch sizes: acceptance 1.0 there is the design, not a broken
-    draft. Parity, loops and drift still apply; a ladder that can leave 0 is held to the floor.
+    steps at the gate's batch size (its 8 requests in flight, held until the last ends): acceptance
+    1.0 there is the design, not a broken draft. Parity, loops and drift still apply; a ladder that
+    can leave 0 is held to the floor, and so is a config with 0 steps below the gate's batch only
+    (the gate's run speculates: a drafter that accepts nothing there must fail).
     One decision (`floor_exemption`) for the tuner's gate (a SpecConfig's adaptive document) and
     the role's module (the role's spec_schedule config)."""
     from tuner.spec.configs import SpecConfig
@@ -338,30 +340,34 @@ def test_a_schedule_that_pins_zero_steps_where_the_gate_runs_is_not_held_to_the_
 
     pinned = SpecConfig(spec_steps=1, schedule=((1, 1), (2, 0)))
     assert exempt_from(pinned, 8) == (
-        "the floor and the collapse rule do not apply: it runs no speculative step from batch 2 on, "
-        "which the gate's 8 requests in flight reach"
+        "the floor and the collapse rule do not apply: it runs no speculative step at batch 8, "
+        "the gate's 8 requests in flight, routed to its 0-step bucket from 2"
     )
     assert exempt_from(pinned, 1) is None
     assert exempt_from(SpecConfig(spec_steps=3, adaptive=True), 8) is None  # 8: [0, 1, 3]
-    assert "from batch 64 on" in (exempt_from(SpecConfig(spec_steps=3, adaptive=True), 64) or "")
+    assert "bucket from 64" in (exempt_from(SpecConfig(spec_steps=3, adaptive=True), 64) or "")
     assert exempt_from(SpecConfig(spec_steps=3), 8) is None  # a static depth
     # the role's config as SGLang's JSON (sglang_spec.schedule_settings): the same answers
     role = {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
-    assert "from batch 2 on" in (rules.floor_exemption(role, 8) or "")
+    assert "bucket from 2" in (rules.floor_exemption(role, 8) or "")
+    # 0 steps below the gate's batch only: its run speculates (at 8, bucket 4's depth 3), the floor holds
+    assert rules.floor_exemption({"1": {"candidate_steps": [0]}, "4": {"candidate_steps": [3]}}, 8) is None
     assert rules.floor_exemption({"1": {"candidate_steps": [3]}, "16": {"candidate_steps": [0]}}, 8) is None
     assert rules.floor_exemption({"1": {"candidate_steps": [0, 3]}}, 8) is None  # a ladder can leave 0
     assert rules.floor_exemption(None, 8) is None
     # a bucket bound written "02" is bucket 2, as SGLang reads it (int(key))
-    assert "from batch 2 on" in (
+    assert "bucket from 2" in (
         rules.floor_exemption({"1": {"candidate_steps": [3]}, "02": {"candidate_steps": [0]}}, 8) or ""
     )
     with pytest.raises(ValueError, match="candidate_steps must be a list of non-negative ints"):
         rules.floor_exemption({"1": {"candidate_steps": []}}, 8)
     # SGLang's routing (sglang_adaptive.bucket_of): a batch is padded to its CUDA-graph size first,
-    # so with graphs at 1, 2, 4, 12 a batch of 5 already runs in the 0-step bucket from 10
+    # so with graphs at 1, 2, 4, 12 the gate's batch of 8 runs as 12, in the 0-step bucket from 10
     late = {"1": {"candidate_steps": [1]}, "10": {"candidate_steps": [0]}}
     assert rules.floor_exemption(late, 8) is None
-    assert "from batch 5 on" in (rules.floor_exemption(late, 8, graph_bs=[1, 2, 4, 12]) or "")
+    assert "at batch 8 (padded to 12), the gate's 8 requests in flight, routed to its 0-step bucket from 10" in (
+        rules.floor_exemption(late, 8, graph_bs=[1, 2, 4, 12]) or ""
+    )
     rnd = random.Random(6)
     s, lg = _rows(10, 48), _rows(4, 384, seed=2)
     cand = _candidate(s, lg, accept=1.02, first=_sends([1.02] * 4, rnd), again=_sends([1.02] * 4, rnd))
@@ -824,4 +830,4 @@ def test_the_gate_routes_the_batch_padded_to_the_users_decode_graph_list():
     pinned = SpecConfig(spec_steps=3, schedule=((1, 3), (12, 0)))
     assert floor_exemption(pinned) is None  # unpadded, 8 stays in bucket 1
     padded = floor_exemption(pinned, {"cuda-graph-bs-decode": [1, 16]})
-    assert padded is not None and "from batch 2 on" in padded
+    assert padded is not None and "(padded to 16)" in padded and "bucket from 12" in padded

@@ -47,7 +47,10 @@ PER_REQUEST: tuple[MetricDef, ...] = (
     MetricDef(
         "TPOT",
         "tpot_ms",
-        "(E2E - TTFT) / (output tokens - 1) (vLLM's and SGLang's TPOT; AIPerf's ITL).",
+        "(E2E - TTFT) / (output tokens - 1) (vLLM's and SGLang's TPOT; AIPerf's ITL; GuideLLM's "
+        "`inter_token_latency`). GuideLLM's `time_per_output_token` is another number under this name: "
+        "(last token - request start) / output tokens, TTFT included (vllm-project/guidellm "
+        "src/guidellm/schemas/request_stats.py).",
     ),
     MetricDef(
         "Decode rate",
@@ -65,7 +68,8 @@ PER_REQUEST: tuple[MetricDef, ...] = (
         "with TTFT and get no ITL sample. A stream whose chunks carry no token count (an OpenAI "
         "endpoint without per-chunk usage) has its first chunk read as the prefill's one token and "
         "the rest of the answer spread over the other chunks, the samples still one per token and "
-        "summing to the decode time.",
+        "summing to the decode time. GuideLLM's and AIPerf's \"ITL\" is a per-request mean, this "
+        "report's TPOT, not these per-token samples.",
     ),
     MetricDef(
         "Failed",

@@ -379,7 +379,7 @@ class BenchClient:
             elif missing > 0 and t.chunk_tokens:  # the final usage-only chunk carries the last count
                 t.chunk_tokens[-1] = (t.chunk_tokens[-1] or 0) + missing
         first = t.chunk_tokens[0] if t.chunk_tokens else None
-        if role_at is not None and isinstance(first, int) and first > 1 and role_at < t.chunk_times[0]:
+        if role_at is not None and isinstance(first, int) and first > 1 and _a_step_apart(role_at, t.chunk_times):
             # the first token (prefill's, one) arrived with the role chunk, its text held back
             t.chunk_times.insert(0, role_at)
             t.chunk_tokens[0] = first - 1
@@ -550,6 +550,24 @@ async def with_ticker(coro: Awaitable[Any], tick: Callable[[], None], every_s: f
     finally:
         if not task.done():
             task.cancel()
+
+
+ROLE_GAP_FLOOR_S = 0.001  # below this, two chunks were written back to back, not a step apart
+
+
+def _a_step_apart(role_at: float, chunk_times: list[float]) -> bool:
+    """Whether the first content chunk came a decode step after the role chunk (the first step's
+    text held back: a reasoning parser's lone `<think>`, a partial UTF-8 character), not with it.
+    SGLang writes the role chunk and the first output's content back to back from one output
+    (serving_chat.py `_generate_chat_stream`: the `is_firsts` role chunk, then that output's
+    content), and one output may carry several tokens (tokenizer_manager drains the pending
+    outputs at once): split there, those tokens would get inter-token samples of about 0 ms. A step
+    apart is at least half the stream's median gap between content chunks (a millisecond when it
+    has one content chunk only)."""
+    gap = chunk_times[0] - role_at
+    steps = sorted(b - a for a, b in zip(chunk_times, chunk_times[1:], strict=False))
+    typical = steps[len(steps) // 2] / 2 if steps else 0.0
+    return gap > max(typical, ROLE_GAP_FLOOR_S)
 
 
 async def _sse_chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[tuple[float, dict[str, Any] | None]]:

@@ -12,6 +12,7 @@ levels only mark such requests; three 5xx in a row are a failed gate.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -128,23 +129,43 @@ async def _long(client: BenchClient, prompt: dict[str, str], max_new: int, versi
 
 async def outputs(client: BenchClient, ps: PromptSet, again: bool = True, version: object = None) -> dict[str, Any]:
     """All the gate's outputs from one server (`rules.request_order`: the long prompts, the short
-    ones, the long prompts again), with its acceptance (all requests), each long prompt's
-    (tokens, verify passes) increments on its first and second send (the drift rule's input), and
-    the cost. `again` False leaves the second sends out (a baseline: no speculation, no drift)."""
+    ones, the long prompts again, CONCURRENCY in flight until the last second send ends), with its
+    acceptance (all requests), each long prompt's (tokens, verify passes) increments on its first
+    and second send (the drift rule's input), and the cost. `again` False leaves the second sends
+    out (a baseline: no speculation, no drift)."""
     started = time.perf_counter()
     plan = [p for p in rules.request_order(len(ps.short), len(ps.long)) if again or p[0] != "again"]
     queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
     for item in plan:
         queue.put_nowait(item)
     results: dict[tuple[str, int], tuple[dict[str, Any], list[tuple[float, int, int]]]] = {}
+    short_tokens, long_tokens = int(ps.settings["short_tokens"]), int(ps.settings["long_tokens"])
+    second_sends_left = sum(1 for kind, _ in plan if kind == "again")
+    loads = itertools.count()
+    failed = False
 
     async def worker() -> None:
-        while not queue.empty():
-            kind, i = queue.get_nowait()
-            if kind == "short":
-                results[(kind, i)] = await _short(client, ps.short[i], int(ps.settings["short_tokens"]))
-            else:  # "long" or "again": the same long prompt
-                results[(kind, i)] = await _long(client, ps.long[i], int(ps.settings["long_tokens"]), version)
+        nonlocal second_sends_left, failed
+        try:
+            while not failed:
+                if not queue.empty():
+                    kind, i = queue.get_nowait()
+                    if kind == "short":
+                        results[(kind, i)] = await _short(client, ps.short[i], short_tokens)
+                        continue
+                    try:  # "long" or "again": the same long prompt
+                        results[(kind, i)] = await _long(client, ps.long[i], long_tokens, version)
+                    finally:
+                        if kind == "again":
+                            second_sends_left -= 1
+                elif second_sends_left > 0 and ps.short:
+                    # load: the gate's batch size held until the last second send ends (request_order)
+                    await _short(client, ps.short[rules.load_prompt(next(loads), len(ps.short))], short_tokens)
+                else:
+                    return
+        except BaseException:
+            failed = True  # the others stop after their request in flight (no load sent forever)
+            raise
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
     return rules.gate_outputs(results, len(ps.short), len(ps.long), time.perf_counter() - started, again=again)
