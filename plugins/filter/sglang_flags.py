@@ -14,6 +14,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags i
     decode_graph_bs,
     engine_module,
     node_settings,
+    referenced_paths,
     secret_config,
     server_errors,
     server_flags,
@@ -79,6 +80,7 @@ class FilterModule:
             "sglang_flags": server_flags,
             "sglang_secret_config": secret_config,
             "sglang_engine_module": engine_module,
+            "sglang_server_paths": referenced_paths,
             "systemd_exec_quote": systemd_exec_quote,
             "systemd_env_assign": systemd_env_assign,
         }

@@ -373,6 +373,32 @@ def decode_graph_bs(extra: Any) -> list[int] | None:
     return sorted(set(sizes)) or None
 
 
+_PATH_SPLIT = re.compile(r"[\s:=,]+")
+
+
+def referenced_paths(extra_flags: Any, environment: Any = None) -> list[str]:
+    """The absolute paths the server is handed outside the role's path variables: in the values of
+    sglang_server_extra_flags and sglang_server_environment (a value, each item of a list, each
+    part of a `name=path`, `a:b` or `a,b` value), e.g. `--tokenizer-path`, `--chat-template`,
+    `--lora-paths name=/path`, HF_HOME. ProtectHome=auto and PrivateTmp= weigh them with the role's
+    own paths (vars/main.yml): a tokenizer under /home was hidden inside the unit and its start
+    failed."""
+    out: list[str] = []
+
+    def scan(value: Any) -> None:
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                scan(item)
+        elif isinstance(value, str):
+            out.extend(part for part in _PATH_SPLIT.split(value) if part.startswith("/"))
+
+    for layer in (extra_flags, environment):
+        if isinstance(layer, dict):
+            for value in layer.values():
+                scan(value)
+    return out
+
+
 def engine_module(engine: Any) -> str:
     """The Python module ExecStart runs for `engine` ('' for an unknown engine, which server_errors reports)."""
     return ENGINE_MODULES.get(str(engine), "")

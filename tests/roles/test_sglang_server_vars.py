@@ -60,10 +60,15 @@ def private_tmp(**paths: object) -> str:
 def _home_rule(rule: str, **paths: object) -> str:
     import re
 
+    from sglang_utils.sglang_flags import referenced_paths
+
     rules = yaml.safe_load((ROOT / "roles/sglang_server/vars/main.yml").read_text())
     env = NativeEnvironment(undefined=jinja2.StrictUndefined)
     env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
+    env.filters["sglang_tune.serving.sglang_server_paths"] = referenced_paths
     ctx: dict[str, object] = {
+        "sglang_server_extra_flags": {},
+        "sglang_server_environment": {},
         "sglang_server_protect_home": "auto",
         "sglang_server_model_path": "/models/m",
         "sglang_server_state_dir": "/var/lib/sglang",
@@ -86,6 +91,23 @@ def test_protect_home_auto_opens_home_read_only_for_what_the_unit_runs_from_ther
     assert protect_home(sglang_server_python="/root/.pyenv/versions/3.11.9/bin/python3") == "read-only"
     assert protect_home(sglang_server_venv_dir="/home/ml/sglang/venv") == "read-only"
     assert protect_home(sglang_server_config_dir="/root/sglang-etc") == "read-only"
+
+
+def test_paths_in_the_extra_flags_and_the_environment_are_weighed_too():
+    """A --tokenizer-path or --chat-template under /home, a --lora-paths entry under /tmp, HF_HOME
+    under /root: hidden inside the unit (ProtectHome=yes, PrivateTmp=yes), the server's start failed
+    and the role rolled back a configuration it could not deploy."""
+    flags = {"tokenizer-path": "/home/alice/tok", "chat-template": "/home/alice/tpl.jinja"}
+    assert protect_home(sglang_server_extra_flags=flags) == "read-only"
+    assert private_tmp(sglang_server_extra_flags=flags) == "yes"
+    assert private_tmp(sglang_server_extra_flags={"lora-paths": ["a=/tmp/lora-a", "b=/srv/lora-b"]}) == "no"
+    assert protect_home(sglang_server_environment={"HF_HOME": "/root/.cache/huggingface"}) == "read-only"
+    assert protect_home(sglang_server_environment={"LD_LIBRARY_PATH": "/usr/lib:/home/x/lib"}) == "read-only"
+    # neither a switch, a number nor a path elsewhere opens anything
+    other = {"enable-metrics": True, "mem-fraction-static": 0.8, "tokenizer-path": "/srv/tok", "x": "http://h/home"}
+    assert (
+        protect_home(sglang_server_extra_flags=other) == "yes" and private_tmp(sglang_server_extra_flags=other) == "yes"
+    )
 
 
 def test_private_tmp_is_off_only_where_a_path_the_server_uses_is_under_tmp():

@@ -579,6 +579,49 @@ def test_restart_noise_adds_up_across_a_deployments_levels_in_the_score():
     assert rec.chosen.config_id == "k4-t1" and "beyond noise" not in rec.reason and rec.tied_with == ["k3-t1"]
 
 
+def test_a_restart_band_below_the_levels_own_noise_leaves_a_beyond_noise_pick_as_it_is():
+    """Two starts whose spread is far below every level's own noise (+-2.5% a level, the starts
+    0.2% apart) add that small band to each level and sum only it across the levels; the rest stays
+    in quadrature. Summing the whole widths once any restart spread was measured made a tie of a
+    pick that one start shows beyond noise (bench/schedule_vs_static/seed: k4 over k3)."""
+    levels = [1, 4, 16, 32, 64]
+    rows = [
+        ci_row(k, c, 100.0 * c * drift * f, 2.5, dep=dep)
+        for k, drift in ((3, 1.0), (4, 1.03))
+        for c in levels
+        for dep, f in ((1, 0.999), (2, 1.001))
+    ]
+    first = analysis.recommend(analysis.aggregate([r for r in rows if r.deployment == 1]), levels, None)
+    assert first.chosen.config_id == "k4-t1" and "beyond noise" in first.reason
+    stats = analysis.aggregate(rows)
+    assert all(p.interval.noise == "deployments" for p in stats.values())
+    assert all(0 < p.interval.shared_rel < (p.interval.rel_half_width or 0) / 3 for p in stats.values())
+    pooled = analysis.recommend(stats, levels, None)
+    assert pooled.chosen.config_id == "k4-t1" and "beyond noise" in pooled.reason, pooled.reason
+
+
+def test_a_configuration_measured_at_some_levels_only_is_named_not_silently_dropped():
+    """A sweep stopped inside k3's levels: k3 beat k2 at C=1 and C=4 beyond noise, and the workload
+    recommendation (k2, "beyond noise") left it out without a word while the report's note said it
+    weighed it at the levels it had."""
+    rows = [ci_row(2, c, 100.0 * c, 1.0) for c in (1, 4, 16)] + [ci_row(3, c, 130.0 * c, 1.0) for c in (1, 4)]
+    rec = analysis.recommend(analysis.aggregate(rows), [1, 4, 16], None)
+    assert rec.chosen.config_id == "k2-t1" and "k3-t1" not in rec.scores
+    assert rec.workload["unscored"] == {"k3-t1": ["C=16"]}
+    assert "not scored, not measured at every target level: k3-t1 (no C=16)" in rec.reason
+
+
+def test_a_level_measured_at_0_tok_s_everywhere_is_left_out_not_the_whole_recommendation():
+    """Every configuration at 0 tok/s at one level: the yardstick 0 dropped every configuration and
+    the sweep read "no configuration competes at every target level"; the level is left out, named."""
+    rows = [ci_row(k, c, 100.0 * k * c, 1.0) for k in (2, 3) for c in (4, 16)]
+    rows += [row(k, 1, 0.0) for k in (2, 3)]
+    rec = analysis.recommend(analysis.aggregate(rows), [1, 4, 16], None)
+    assert rec.chosen is not None and rec.chosen.config_id == "k3-t1", rec.reason
+    assert rec.workload["left_out"] == {"1": "no throughput measured (0 tok/s)"}
+    assert "left out: C=1 (no throughput measured (0 tok/s))" in rec.reason
+
+
 def test_a_level_where_every_request_failed_is_named_not_dropped():
     """A level whose every request failed on a live server (HTTP 500s, timeouts) has no throughput:
     the choice dropped it, so the survivor read 'only configuration measured' with no word of the

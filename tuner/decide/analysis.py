@@ -549,10 +549,9 @@ def recommend(
     configuration's throughput relative to the best at each level, averaged with equal weight —
     a configuration 10% off the best everywhere scores 0.9 — so no level dominates by its
     absolute size; only configurations that compete (complete, meeting the SLO) at every target
-    level where any does are scored. A score's interval carries each level's relative
-    half-width; the top score wins beyond noise, else the tie-break as per level. A target level
-    where no configuration competes is left out of the score and said in the reason.
-    """
+    level where any does are scored (the others named). A score's interval carries each level's
+    relative half-width (`stats.score_half_width`); the top score wins beyond noise, else the
+    tie-break as per level. A target level where none competes is left out and said in the reason."""
     tlevels = list(target) if target else list(levels)
     workload: dict[str, Any] = {
         "concurrency": tlevels,
@@ -586,8 +585,6 @@ def recommend(
     if not scored_levels:
         why = "; ".join(f"C={c}: {w}" for c, w in missing.items()) or "no level was measured"
         return Recommendation(None, None, why, workload)
-    if missing:
-        workload["left_out"] = {str(c): w for c, w in missing.items()}
     configs: dict[str, dict[int, PointStats]] = {}
     for (cid, level), p in stats.items():
         if level in scored_levels:
@@ -599,21 +596,19 @@ def recommend(
         for cid, pts in configs.items()
         if not any(c not in pts or pts[c].config_id in per_level[c].excluded for c in scored_levels)
     }
+    # named, not dropped without a word: those a stopped sweep measured at some levels only
+    unmeasured = {cid: cs for cid, pts in configs.items() if (cs := [c for c in scored_levels if c not in pts])}
     yard = {c: max((pts[c].mean for pts in scored.values()), default=0.0) for c in scored_levels}
+    missing |= {c: "no throughput measured (0 tok/s)" for c in scored_levels if yard[c] <= 0}
+    if missing:
+        workload["left_out"] = {str(c): w for c, w in missing.items()}
+    if not (scored_levels := [c for c in scored_levels if yard[c] > 0]):
+        return Recommendation(None, None, "; ".join(f"C={c}: {w}" for c, w in missing.items()), workload)
     scores: dict[str, float] = {}
     half: dict[str, float] = {}
     for cid, pts in scored.items():
-        rel = [pts[c].mean / yard[c] for c in scored_levels if yard[c] > 0]
-        if len(rel) != len(scored_levels):
-            continue
-        scores[cid] = sum(rel) / len(rel)
-        rel_hw = [(pts[c].interval.rel_half_width or 0.0) * pts[c].mean / yard[c] for c in scored_levels]
-        if any(pts[c].interval.noise == "deployments" for c in scored_levels):
-            # restart noise moves a deployment's levels together (tuner/measure/restarts.py): their
-            # errors add up, not in quadrature (which read identical configurations as apart)
-            half[cid] = sum(rel_hw) / len(rel_hw)
-        else:
-            half[cid] = math.sqrt(sum(h * h for h in rel_hw)) / len(rel_hw)
+        scores[cid] = sum(pts[c].mean / yard[c] for c in scored_levels) / len(scored_levels)
+        half[cid] = st.score_half_width([(pts[c].interval, pts[c].mean / yard[c]) for c in scored_levels])
     if not scores:
         return Recommendation(None, None, "no configuration competes at every target level", workload)
     ivs = {
@@ -639,6 +634,11 @@ def recommend(
     reason += tie
     if missing:
         reason += "; left out: " + "; ".join(f"C={c} ({w})" for c, w in missing.items())
+    if unmeasured:
+        workload["unscored"] = {cid: [f"C={c}" for c in cs] for cid, cs in unmeasured.items()}
+        reason += "; not scored, not measured at every target level: " + "; ".join(
+            f"{cid} (no C={', C='.join(map(str, cs))})" for cid, cs in unmeasured.items()
+        )
     return Recommendation(
         first[chosen],
         scores[chosen],

@@ -178,9 +178,10 @@ def widen(rows: Sequence[Row], noise: RestartNoise) -> Interval | None:
         iv = combine([r for r in rows if int(r[2]) == dep and r[0] is not None and r[0] > 0], floor=False)
         rep = iv.rel_half_width if iv is not None and iv.noise == "repeats" else None
         own_hw.append(max(sd * Z975, rep or 0.0))
-    rel = max(noise.band_rel / math.sqrt(n), math.sqrt(sum(h * h for h in own_hw)) / n)
+    band = noise.band_rel / math.sqrt(n)
+    rel = max(band, math.sqrt(sum(h * h for h in own_hw)) / n)
     samples = sum(iv.n for _v, iv, _d in rows if iv is not None) or len(rows)
-    return Interval(est, est * (1.0 - rel), est * (1.0 + rel), samples, "deployments")
+    return Interval(est, est * (1.0 - rel), est * (1.0 + rel), samples, "deployments", shared_rel=band)
 
 
 # -- the confirmation round ----------------------------------------------------------------------

@@ -165,6 +165,9 @@ class Interval:
     high: float
     n: int = 0
     noise: str = "none"
+    # the part of the relative half-width a deployment's levels share (the restart band's,
+    # tuner/measure/restarts.py `widen`): it moves them together; the rest is each level's own
+    shared_rel: float = 0.0
 
     @property
     def half_width(self) -> float:
@@ -186,6 +189,23 @@ class Interval:
 
     def as_list(self, nd: int = 2) -> list[float]:
         return [round(self.low, nd), round(self.high, nd)]
+
+
+def score_half_width(levels: Sequence[tuple[Interval, float]]) -> float:
+    """Half-width of a workload score, the mean over levels of each level's value scaled to its
+    yardstick ((its interval, the scale) per level): the restart band's part of each level's width
+    (`Interval.shared_rel`: a deployment's levels move together, tuner/measure/restarts.py) adds up
+    over the levels, the rest of each (the requests' or repeats' noise, each level's own) in
+    quadrature, and the two in quadrature. Summing whole widths once a restart spread was measured
+    read a band below every level's own noise as doubling the score's interval (two starts made a
+    tie of a pick beyond noise); the band in quadrature read identical configurations as apart."""
+    shared = own = 0.0
+    for iv, scale in levels:
+        hw = (iv.rel_half_width or 0.0) * scale
+        part = min(iv.shared_rel * scale, hw)
+        shared += part
+        own += hw * hw - part * part
+    return math.sqrt(shared * shared + max(own, 0.0)) / len(levels)
 
 
 def beats(a: Interval, b: Interval) -> bool:

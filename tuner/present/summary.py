@@ -223,8 +223,8 @@ def notes_for(s: Summary) -> list[str]:
         notes.append(
             f"The sweep is not finished: {len(partial)} configuration(s) lack levels ("
             + "; ".join(f"{cid}: {', '.join(levels)}" for cid, levels in partial.items())
-            + "); the recommendation weighs them at the levels they have. `sweep --resume` on this directory "
-            "measures the rest."
+            + "); the per-level choices compare them where they were measured, the workload recommendation "
+            "leaves them out. `sweep --resume` on this directory measures the rest."
         )
     predicted = [r for r in s.state.skipped.values() if r.kind == "predicted"]
     if predicted:
@@ -578,8 +578,8 @@ def unfinished(s: Summary) -> list[str]:
 def partly_measured(s: Summary) -> dict[str, list[str]]:
     """The planned configurations the sweep deployed but left before all their levels (first
     deployment; none at all when it was stopped during the warm-up), none of them failed or
-    decided: per configuration, the levels it lacks. An interrupted sweep's other gap: its
-    recommendation weighs these at the levels they have."""
+    decided: per configuration, the levels it lacks. An interrupted sweep's other gap: the workload
+    recommendation scores only configurations measured at every target level (it names these)."""
     if s.spec.command != "sweep":
         return {}
     st = s.state
