@@ -416,11 +416,20 @@ def gpu_problems(
         )
     elif check_driver and driver_cuda_version and version_tuple(driver_cuda_version) < cuda[:2]:
         drivers = sorted({str(g.get("driver")) for g in visible if g.get("driver")})
+        # minor-version compatibility holds within a major release only; across one, NVIDIA's
+        # forward-compatibility package (cuda-compat, data-center GPUs) is the only way
+        same_major = version_tuple(driver_cuda_version)[:1] == cuda[:1]
+        relax = (
+            "cuda_env_check_driver: false to rely on CUDA minor-version compatibility"
+            if same_major
+            else f"cuda_env_check_driver: false only with NVIDIA's forward-compatibility package (cuda-compat-"
+            f"{cuda_version.replace('.', '-')}, data-center GPUs): minor-version compatibility does not cross "
+            f"from CUDA {version_tuple(driver_cuda_version)[0]} to {cuda[0]}"
+        )
         problems.append(
             f"the NVIDIA driver {', '.join(drivers) or '(unknown)'} supports CUDA up to {driver_cuda_version}, "
             f"below cuda_env_cuda_version {cuda_version}; allowed: cuda_env_cuda_version <= {driver_cuda_version}, "
-            f"or a newer driver (the driver is out of this role's scope), or cuda_env_check_driver: false "
-            f"to rely on CUDA minor-version compatibility"
+            f"or a newer driver (the driver is out of this role's scope), or {relax}"
         )
     return problems
 
@@ -507,19 +516,25 @@ def input_problems(v: Mapping[str, Any]) -> list[str]:
         r"\d+\.\d+", str(v.get("cuda_env_cuda_version"))
     ):
         bad("cuda_env_cuda_version", 'MAJOR.MINOR as a quoted string, e.g. "12.8"')
-    if not re.fullmatch(r"\d+\.\d+\.\d+-\d+", str(v.get("cuda_env_nccl_version", ""))):
-        bad("cuda_env_nccl_version", 'NCCL\'s Debian version without its +cuda suffix, e.g. "2.26.2-1"')
+    if not re.fullmatch(r"\d+\.\d+\.\d+-\d+(\+cuda\d+\.\d+)?", str(v.get("cuda_env_nccl_version", ""))):
+        bad(
+            "cuda_env_nccl_version",
+            'NCCL\'s Debian version, e.g. "2.26.2-1" (built for cuda_env_cuda_version), or with the +cuda suffix of '
+            'the build to take, e.g. "2.26.2-1+cuda12.4" (NVIDIA builds each NCCL for a few CUDA minors only)',
+        )
     tkv = str(v.get("cuda_env_cuda_toolkit_version") or "")
     if tkv and not re.fullmatch(r"[0-9][0-9A-Za-z.+~:-]*", tkv):
         bad("cuda_env_cuda_toolkit_version", '"" (newest of the pinned CUDA minor) or an apt version, e.g. "12.8.1-1"')
     if not str(v.get("cuda_env_cuda_toolkit_package") or "").strip():
         bad("cuda_env_cuda_toolkit_package", "an apt package name, e.g. cuda-toolkit-12-8")
-    for name in ("cuda_env_nccl_packages", "cuda_env_extra_packages"):
+    for name, pin in (("cuda_env_nccl_packages", ""), ("cuda_env_extra_packages", "=")):
         value = v.get(name, [])
         if not isinstance(value, (list, tuple)) or not all(
-            isinstance(x, str) and re.fullmatch(r"[a-z0-9][a-z0-9.+:=~-]*", x) for x in value
+            isinstance(x, str) and re.fullmatch(r"[a-z0-9][a-z0-9.+:~" + pin + "-]*", x) for x in value
         ):
-            bad(name, "a list of apt package names")
+            bad(
+                name, "a list of apt package names" + ("" if pin else " (no =version: cuda_env_nccl_version pins them)")
+            )
     if not v.get("cuda_env_nccl_packages"):
         bad("cuda_env_nccl_packages", "at least one package, normally libnccl2 and libnccl-dev")
     if not _is_int(v.get("cuda_env_apt_cache_valid_time", 0), 0):

@@ -1,7 +1,8 @@
 """NVIDIA's CUDA apt repository tasks (roles/cuda_env/tasks/repo.yml) against a Debian 12 emulator-host
 container with no network: a real run, a second run that changes nothing, a check-mode run that changes
 nothing, and apt reading the source the role wrote. The key comes from a file:// URL (a mirror's form);
-package installation needs the repository itself and is not tested here."""
+package installation needs the repository itself and is not tested here, only its dry run on the fresh
+host."""
 
 from __future__ import annotations
 
@@ -117,6 +118,11 @@ def changed(proc: subprocess.CompletedProcess) -> int:
 
 
 def test_repository_is_added_idempotently_offline(container, tmp_path) -> None:
+    # a dry run of the install on the fresh host: apt refreshes no index in check mode, so the
+    # packages of the source not yet written were unknown and the run failed ("No package matching")
+    dry = run_play(tmp_path, container, "--check")
+    assert dry.returncode == 0 and "would install cuda-toolkit-12-8, libnccl2=" in dry.stdout, dry.stdout[-3000:]
+    assert podman("exec", container, "test", "-e", SOURCES, check=False).returncode == 1  # nothing written
     assert changed(run_play(tmp_path, container)) >= 2  # keyring + source (the directory may exist)
     source = podman("exec", container, "cat", SOURCES).stdout
     assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\n" in source

@@ -234,7 +234,7 @@ def test_hardening_keeps_the_gpus(rendered):
         "ProtectHome=yes",
         "DevicePolicy=closed",
         "DeviceAllow=char-nvidiactl rw",
-        "DeviceAllow=char-nvidia-uvm rw",
+        "DeviceAllow=char-nvidia-uvm rwm",
         "DeviceAllow=char-nvidia-caps rw",
         "DeviceAllow=char-nvidia rw",
         # the GPUs' major 195 before driver 550.40 (the 535 long-term branch): /proc/devices names

@@ -110,6 +110,34 @@ def test_paths_in_the_extra_flags_and_the_environment_are_weighed_too():
     )
 
 
+def device_allow(policy: str, allow: list[str], multinode: bool) -> list[str]:
+    """roles/sglang_server/vars/main.yml's DeviceAllow= lines, rendered as Ansible renders them."""
+    import re
+
+    rules = yaml.safe_load((ROOT / "roles/sglang_server/vars/main.yml").read_text())
+    env = NativeEnvironment(undefined=jinja2.StrictUndefined)
+    env.tests["search"] = lambda value, pattern: re.search(pattern, str(value)) is not None
+    env.filters["bool"] = lambda v: v in (True, "true", "True", "yes", 1)
+    ctx = {
+        "sglang_server_device_policy": policy,
+        "sglang_server_device_allow": allow,
+        "_sglang_server_multinode": multinode,
+    }
+    return list(env.from_string(rules["_sglang_server_device_allow"]).render(ctx))
+
+
+def test_a_multi_node_group_opens_the_rdma_devices_where_the_list_closes_the_others():
+    """NCCL that cannot open /dev/infiniband/uverbs* runs the group's collectives over TCP sockets
+    and says so at INFO only; `auto` with no line opens every device, where one line would close the
+    GPUs (the multi-node group lost them)."""
+    gpus = ["char-nvidia rw"]
+    assert device_allow("closed", gpus, True) == [*gpus, "char-infiniband_verbs rw"]
+    assert device_allow("closed", gpus, False) == gpus
+    assert device_allow("auto", [], True) == []
+    assert device_allow("closed", [], True) == ["char-infiniband_verbs rw"]
+    assert device_allow("closed", [*gpus, "char-infiniband_verbs r"], True) == [*gpus, "char-infiniband_verbs r"]
+
+
 def test_private_tmp_is_off_only_where_a_path_the_server_uses_is_under_tmp():
     """PrivateTmp= mounts an empty /tmp and /var/tmp for the server: a model copied to /tmp, or a
     venv or read-write path there, would be missing inside the unit (after the host changed)."""

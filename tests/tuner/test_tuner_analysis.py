@@ -620,6 +620,11 @@ def test_a_level_measured_at_0_tok_s_everywhere_is_left_out_not_the_whole_recomm
     assert rec.chosen is not None and rec.chosen.config_id == "k3-t1", rec.reason
     assert rec.workload["left_out"] == {"1": "no throughput measured (0 tok/s)"}
     assert "left out: C=1 (no throughput measured (0 tok/s))" in rec.reason
+    # one not run at the level left out competes at every level that remains
+    k5 = analysis.recommend(
+        analysis.aggregate([*rows, *(ci_row(5, c, 400.0 * c, 1.0) for c in (4, 16))]), [1, 4, 16], None
+    )
+    assert k5.chosen is not None and k5.chosen.config_id == "k5-t1" and "unscored" not in k5.workload, k5.reason
 
 
 def test_a_level_where_every_request_failed_is_named_not_dropped():

@@ -581,7 +581,9 @@ def recommend(
         elif choice.excluded:
             reason += f" ({choice.verdict})"
         return Recommendation(c, 1.0, reason, workload, {c.config_id: 1.0}, tied_with=choice.tied_with)
-    scored_levels = [c for c in tlevels if c in per_level]
+    zero = "no throughput measured (0 tok/s)"  # no yardstick there: left out and named, as a level not measured
+    missing |= {c: zero for c in tlevels if c in per_level and per_level[c].best.mean <= 0}
+    scored_levels = [c for c in tlevels if c in per_level and c not in missing]
     if not scored_levels:
         why = "; ".join(f"C={c}: {w}" for c, w in missing.items()) or "no level was measured"
         return Recommendation(None, None, why, workload)
@@ -599,14 +601,11 @@ def recommend(
     # named, not dropped without a word: those a stopped sweep measured at some levels only
     unmeasured = {cid: cs for cid, pts in configs.items() if (cs := [c for c in scored_levels if c not in pts])}
     yard = {c: max((pts[c].mean for pts in scored.values()), default=0.0) for c in scored_levels}
-    missing |= {c: "no throughput measured (0 tok/s)" for c in scored_levels if yard[c] <= 0}
     if missing:
         workload["left_out"] = {str(c): w for c, w in missing.items()}
-    if not (scored_levels := [c for c in scored_levels if yard[c] > 0]):
-        return Recommendation(None, None, "; ".join(f"C={c}: {w}" for c, w in missing.items()), workload)
     scores: dict[str, float] = {}
     half: dict[str, float] = {}
-    for cid, pts in scored.items():
+    for cid, pts in scored.items() if all(yard[c] > 0 for c in scored_levels) else ():
         scores[cid] = sum(pts[c].mean / yard[c] for c in scored_levels) / len(scored_levels)
         half[cid] = st.score_half_width([(pts[c].interval, pts[c].mean / yard[c]) for c in scored_levels])
     if not scores:
