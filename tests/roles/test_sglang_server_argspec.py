@@ -68,6 +68,7 @@ def test_no_undocumented_variable_is_read():
         "sglang_server_apply",
         "sglang_server_errors",
         "sglang_server_host_errors",
+        "sglang_server_paths",
         "sglang_server_install",
         "sglang_server_configure",
         "sglang_server_run",
