@@ -684,12 +684,14 @@ def gate_outputs(
     n_long: int,
     seconds: float,
     again: bool = True,
+    load: int = 0,
 ) -> dict[str, Any]:
     """One server's answers to the gate's requests in the shape `judge` reads, from `results`:
     (kind, index) -> (row, increments), kind "short", "long" or "again" (the long prompt sent a
     second time), increments the stream's (time, tokens, verify passes) steps. The tuner's probe
     (tuner/verify/probe.py) and the role's module (plugins/modules/sglang_verify.py) both build it
-    here. `again` False: no second sends (a baseline: no speculation, no drift)."""
+    here. `again` False: no second sends (a baseline: no speculation, no drift). `load`: the short
+    prompts sent again to hold the concurrency (`request_order`), not judged but part of the cost."""
 
     def rows(kind: str, n: int) -> list[Any]:
         return [results[(kind, i)][0] for i in range(n)]
@@ -711,6 +713,7 @@ def gate_outputs(
         "again_hists": hists("again") if again else [],
         **gate_acceptance(answered),
         "requests": len(answered),
+        "load_requests": load,
         "seconds": round(seconds, 3),
     }
 
@@ -962,6 +965,7 @@ def judge(
         "accept": accept,
         "drift": drift,
         "requests": candidate.get("requests"),
+        "load_requests": candidate.get("load_requests") or 0,
         "seconds": candidate.get("seconds"),
     }
 
@@ -974,10 +978,12 @@ def verdict_line(verdict: Mapping[str, Any]) -> str:
     no_floor = (verdict.get("accept") or {}).get("floor_judged") is False
     head = "passed" if verdict.get("passed") else "FAILED: " + (verdict.get("reasons") or ["?"])[0]
     share = s.get("exact_share")
-    return "{} (exact {}, acceptance {}, {} requests in {} s)".format(
+    load = verdict.get("load_requests") or 0
+    return "{} (exact {}, acceptance {}, {} requests{} in {} s)".format(
         head,
         "-" if share is None else f"{s.get('exact', 0)}/{s.get('prompts', 0)}",
         ("-" if acc is None else f"{acc:.2f}") + (", floor not applied: 0 steps where it ran" if no_floor else ""),
         verdict.get("requests"),
+        f" (+{load} load)" if load else "",
         "-" if verdict.get("seconds") is None else "{:.1f}".format(verdict["seconds"]),
     )

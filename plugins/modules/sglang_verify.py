@@ -50,7 +50,9 @@ options:
     type: float
     default: 300
   concurrency:
-    description: Short requests in flight at once.
+    description:
+      - Requests in flight at once (long, short and load), held there until the last long prompt's second send
+        ends.
     type: int
     default: 8
   adaptive_config:
@@ -59,8 +61,9 @@ options:
         C(--speculative-adaptive-config), SGLang 0.5.13+), e.g. 3 steps at batch 1 and 0 from batch 2 (see the
         examples). The role passes the config of its C(spec_schedule). Leave it out for a static depth or SGLang's default
         adaptive config (whose first 0-step bucket, 64, is beyond the default O(concurrency)).
-      - Where it routes a running batch of 1 to O(concurrency) to a bucket whose only candidate is 0, the
-        acceptance floor and the collapse rule are not applied (see the description).
+      - Where it routes the check's running batch of O(concurrency) (padded to O(cuda_graph_bs) when given) to a
+        bucket whose only candidate is 0, the acceptance floor and the collapse rule are not applied (see the
+        description); a config with 0 steps only below that batch is held to them.
       - One SGLang would refuse fails the module, with SGLang's words, before any request is sent.
     type: dict
   cuda_graph_bs:
@@ -218,7 +221,8 @@ class Server:
 
 def send_all(srv, base, settings, plan, concurrency):
     """Every request of `plan` with `concurrency` in flight, held there by load (the short prompts
-    again, answers not judged: request_order) until the last second send ends; {(kind, i): row}.
+    again, answers not judged: request_order) until the last second send ends: ({(kind, i): row}, the
+    number of load requests sent).
     The first failure is raised once the requests in flight end (no load is sent after it)."""
     lock = threading.Lock()
     todo = list(reversed(plan))
@@ -265,7 +269,7 @@ def send_all(srv, base, settings, plan, concurrency):
         t.join()
     if failures:
         raise failures[0]
-    return done
+    return done, left["load"]
 
 
 def run(module):
@@ -299,7 +303,8 @@ def run(module):
     settings = base["settings"]
     started = time.monotonic()
     # the long prompts, the short ones, the long prompts again (request_order: the drift rule's pairs)
-    done = send_all(srv, base, settings, request_order(len(base["short"]), len(base["long"])), p["concurrency"])
+    plan = request_order(len(base["short"]), len(base["long"]))
+    done, loads = send_all(srv, base, settings, plan, p["concurrency"])
     seconds = time.monotonic() - started
     candidate = {
         "server_version": info.get("version"),
@@ -309,7 +314,7 @@ def run(module):
         "speculative": {"eagle_topk": spec.get("eagle_topk")} if spec.get("enabled") else None,
         # adaptive: the sweep's measured acceptance is not its gate's (sglang_verify.judge)
         "adaptive": bool(spec.get("adaptive")) or p["adaptive_config"] is not None,
-        **gate_outputs(done, len(base["short"]), len(base["long"]), seconds),
+        **gate_outputs(done, len(base["short"]), len(base["long"]), seconds, load=loads),
     }
     # a config that pins 0 steps where the requests run: no floor (sglang_verify.floor_exemption, as the tuner's gate)
     # a server without speculation (spec_steps 0) has no verify pass to judge: its outputs only,

@@ -632,7 +632,7 @@ def test_the_chat_streams_role_chunk_comes_with_the_first_token_not_before_the_p
                 arrivals.append((time.monotonic() - t0, json.loads(data)))
     conn.close()
     role_at, role = arrivals[0]
-    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": "", "reasoning_content": None}
     text_at = next(t for t, ev in arrivals if ev["choices"] and ev["choices"][0]["delta"].get("content"))
     assert role_at >= 0.6, role_at  # not before the prefill
     assert text_at - role_at < 0.3, (role_at, text_at)  # with the first token
@@ -686,3 +686,25 @@ def test_a_server_on_the_ipv6_wildcard_warms_up_and_serves_on_ipv6(emulator):
         time.sleep(0.2)
     assert status == 200, e.log()[-2000:]
     assert "The server is fired up and ready to roll!" in e.log()
+
+
+def test_a_model_card_by_name_and_sglangs_auth_rules(tmp_path):
+    """The OpenAI SDK's models.retrieve (`GET /v1/models/{model}`) answered 404 for the served model;
+    the scheme was matched as `Bearer` only (SGLang takes it in any case), and /flush_cache, an
+    admin endpoint, took the API key and refused the admin key (SGLang: the admin key alone once set)."""
+    e = Emulator(
+        tmp_path,
+        [*spec_flags(1), "--emulator-startup-s", "0.2", "--api-key", "k1", "--admin-api-key", "k2"],
+    )
+    try:
+        e.wait_ready()
+        user = {"Authorization": "bearer k1"}
+        status, body = e.get("/v1/models/qwen3.5-122b", headers=user)
+        assert status == 200 and json.loads(body)["id"] == "qwen3.5-122b", body
+        status, body = e.get("/v1/models/other", headers=user)
+        assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found", body
+        assert e.get("/v1/models", headers={"Authorization": "Bearer k2"})[0] == 401
+        assert e.request("POST", "/flush_cache", headers={"Authorization": "Bearer k1"})[0] == 401
+        assert e.request("POST", "/flush_cache", headers={"Authorization": "Bearer k2"})[0] == 200
+    finally:
+        e.kill()

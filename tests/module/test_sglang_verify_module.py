@@ -214,6 +214,10 @@ def test_a_schedule_drafting_deeper_at_larger_batches_keeps_its_drift_and_floor_
     assert cli.returncode == 0, cli.stdout + cli.stderr
     got = json.loads(cli.stdout)[0]
     assert got["passed"] and got["drift"]["judged"] and not got["drift"]["drifted"], got["drift"]
+    # the load is part of the cost, beside the 32 judged requests
+    for verdict in (module["verdict"], got):
+        assert verdict["requests"] == 32 and verdict["load_requests"] > 0, verdict
+    assert f"32 requests (+{module['verdict']['load_requests']} load) in" in module["msg"], module["msg"]
 
     below = {"1": {"candidate_steps": [0]}, "4": {"candidate_steps": [3]}}
     config = tmp_path / "below.json"

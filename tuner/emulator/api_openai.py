@@ -160,7 +160,9 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
             role_sent = True
             # no usage on it, even with continuous_usage_stats (0.5.9 serving_chat.py builds the
             # role chunk without one; 0.5.21/0.5.23 the same)
-            role = {"role": "assistant", "content": ""}
+            # `reasoning_content` always there, null or text: the OpenAI SDK reads it as an attribute
+            # (0.5.12 serving_chat.py: "always serialized as null or a string")
+            role = {"role": "assistant", "content": "", "reasoning_content": None}
             frames.append(
                 frame({"index": 0, "delta": role, "logprobs": None, "finish_reason": None, "matched_stop": None}, None)
             )
@@ -173,7 +175,7 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
             if chat:
                 choice = {
                     "index": 0,
-                    "delta": {"content": piece},
+                    "delta": {"content": piece, "reasoning_content": None},
                     "logprobs": None,
                     "finish_reason": None,
                     "matched_stop": None,
@@ -189,7 +191,13 @@ async def _openai(app: EmulatorApp, request: web.Request, chat: bool) -> web.Str
                 # `usage=None`; 0.5.21/0.5.23 build_sse_content without one)
                 frames.append(
                     frame(
-                        {"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish, "matched_stop": matched},
+                        {
+                            "index": 0,
+                            "delta": {"reasoning_content": None},
+                            "logprobs": None,
+                            "finish_reason": finish,
+                            "matched_stop": matched,
+                        },
                         None,
                     )
                 )

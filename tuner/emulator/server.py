@@ -107,6 +107,7 @@ class EmulatorApp:
         self.status = "starting"  # starting | up | draining | unhealthy
         self.served_name = cfg.values["served_model_name"]
         self.api_key = cfg.values.get("api_key")
+        self.admin_api_key = cfg.values.get("admin_api_key")
         self.rng = random.Random(cfg.values["random_seed"] ^ 0x5F3759DF)
         self.created = int(time.time())
         self.topk = cfg.topk
@@ -136,6 +137,7 @@ class EmulatorApp:
         if self.cfg.facts.ready_endpoint:
             r.add_get("/ready", self.ready)
         r.add_get("/v1/models", self.models)
+        r.add_get("/v1/models/{model:.+}", self.model_card)
         r.add_get("/server_info", self.server_info)
         r.add_get("/get_server_info", self.server_info)
         r.add_get("/model_info", self.model_info)
@@ -153,8 +155,12 @@ class EmulatorApp:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         path = request.path
-        if self.api_key and not path.startswith(OPEN_PATHS):
-            if request.headers.get("Authorization", "") != f"Bearer {self.api_key}":
+        # SGLang's auth (utils/auth.py): the scheme in any case; an admin endpoint (/flush_cache)
+        # takes the admin key alone once one is set, else the API key
+        key = self.admin_api_key if path == "/flush_cache" and self.admin_api_key else self.api_key
+        if key and not path.startswith(OPEN_PATHS):
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or token.strip() != key:
                 return web.Response(status=401, body=b'{"error":"Unauthorized"}', content_type="application/json")
         if path in GENERATION_PATHS and request.method == "POST":
             if self.status == "draining":
@@ -217,8 +223,8 @@ class EmulatorApp:
             self.status = "up"
         return web.Response(status=200)
 
-    async def models(self, request: web.Request) -> web.Response:
-        card = {
+    def _card(self) -> dict[str, Any]:
+        return {
             "id": self.served_name,
             "object": "model",
             "created": self.created,
@@ -226,7 +232,24 @@ class EmulatorApp:
             "root": self.served_name,
             "max_model_len": self.context_len,
         }
-        return web.json_response({"object": "list", "data": [card]}, dumps=dumps)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [self._card()]}, dumps=dumps)
+
+    async def model_card(self, request: web.Request) -> web.Response:
+        """`GET /v1/models/{model}` (the OpenAI SDK's models.retrieve): the card, or a 404 naming it."""
+        model = request.match_info["model"]
+        if model != self.served_name:
+            body = {
+                "error": {
+                    "message": f"The model '{model}' does not exist",
+                    "type": "invalid_request_error",
+                    "param": "model",
+                    "code": "model_not_found",
+                }
+            }
+            return web.json_response(body, status=404, dumps=dumps)
+        return web.json_response(self._card(), dumps=dumps)
 
     def clock(self) -> dict[str, float | int]:
         """How well the real-time driver kept the model's clock: the largest lag behind it, how

@@ -77,7 +77,8 @@ def block(label: str, v: dict[str, Any]) -> list[str]:
     )
     if acc.get("floor_judged") is False:
         out.append(f"  - not judged by the acceptance floor: {v.get('acceptance_vs_sweep') or 'it pins 0 steps there'}")
-    out.append(f"  - cost: {v.get('requests')} requests in {_f(v.get('seconds'), '.1f')} s")
+    load = f" (+{v['load_requests']} short prompts sent again as load)" if v.get("load_requests") else ""
+    out.append(f"  - cost: {v.get('requests')} requests{load} in {_f(v.get('seconds'), '.1f')} s")
     for r in (v.get("reasons") or [])[1:] if not v.get("passed") else []:
         out.append(f"  - also: {r}")
     if not v.get("passed"):

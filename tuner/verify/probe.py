@@ -12,7 +12,6 @@ levels only mark such requests; three 5xx in a row are a failed gate.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -141,11 +140,11 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True, versio
     results: dict[tuple[str, int], tuple[dict[str, Any], list[tuple[float, int, int]]]] = {}
     short_tokens, long_tokens = int(ps.settings["short_tokens"]), int(ps.settings["long_tokens"])
     second_sends_left = sum(1 for kind, _ in plan if kind == "again")
-    loads = itertools.count()
+    load_sent = 0
     failed = False
 
     async def worker() -> None:
-        nonlocal second_sends_left, failed
+        nonlocal second_sends_left, failed, load_sent
         try:
             while not failed:
                 if not queue.empty():
@@ -160,7 +159,8 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True, versio
                             second_sends_left -= 1
                 elif second_sends_left > 0 and ps.short:
                     # load: the gate's batch size held until the last second send ends (request_order)
-                    await _short(client, ps.short[rules.load_prompt(next(loads), len(ps.short))], short_tokens)
+                    load_sent += 1
+                    await _short(client, ps.short[rules.load_prompt(load_sent - 1, len(ps.short))], short_tokens)
                 else:
                     return
         except BaseException:
@@ -168,4 +168,5 @@ async def outputs(client: BenchClient, ps: PromptSet, again: bool = True, versio
             raise
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    return rules.gate_outputs(results, len(ps.short), len(ps.long), time.perf_counter() - started, again=again)
+    seconds = time.perf_counter() - started
+    return rules.gate_outputs(results, len(ps.short), len(ps.long), seconds, again=again, load=load_sent)
