@@ -31,7 +31,7 @@ def _podman_ready() -> bool:
 
 pytestmark = [
     # the file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py)
-    pytest.mark.cost(45),
+    pytest.mark.cost(95),
     pytest.mark.slow,
     pytest.mark.systemd,
     pytest.mark.skipif(not _podman_ready(), reason=f"podman or {IMAGE} missing (make setup)"),
@@ -166,3 +166,42 @@ def test_a_source_cuda_keyring_wrote_is_used_not_duplicated(container, tmp_path)
         assert "Conflicting values" not in update.stdout + update.stderr
     finally:
         podman("exec", container, "rm", "-f", own, check=False)
+
+
+def test_a_disabled_source_does_not_count_and_a_conflict_is_repaired(container, tmp_path) -> None:
+    """apt's own reading decides which sources carry the repository: a deb822 stanza with
+    `Enabled: no` names it but carries nothing, so the role writes its own source. When a
+    cuda-keyring source arrives after that (two entries disagreeing on Signed-By, apt refusing every
+    source), the files are searched line by line and the role's own source goes."""
+    disabled = "/etc/apt/sources.list.d/cuda-disabled.sources"
+    stanza = (
+        "Types: deb\\n"
+        "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\\n"
+        "Suites: /\\n"
+        "Signed-By: /usr/share/keyrings/cuda-archive-keyring.gpg\\n"
+        "Enabled: no\\n"
+    )
+    keyring_list = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+    line = (
+        "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+        "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64 /\\n"
+    )
+    podman("exec", container, "sh", "-c", f"printf '{stanza}' > {disabled}")
+    try:
+        run_play(tmp_path, container)  # whatever the earlier tests left: the role's source is written
+        assert podman("exec", container, "test", "-e", SOURCES, check=False).returncode == 0
+        assert changed(run_play(tmp_path, container)) == 0
+        update = podman("exec", container, "apt-get", "update", check=False)
+        assert "Conflicting values" not in update.stdout + update.stderr
+
+        # the keyring's own source arrives: apt now refuses every source until one entry goes
+        podman("exec", container, "sh", "-c", f"printf '{line}' > {keyring_list}")
+        broken = podman("exec", container, "apt-get", "indextargets", "--no-release-info", check=False)
+        assert broken.returncode != 0 and "Conflicting values" in broken.stderr, broken.stderr
+        assert changed(run_play(tmp_path, container)) >= 1  # this role's own source removed
+        assert podman("exec", container, "test", "-e", SOURCES, check=False).returncode == 1
+        assert changed(run_play(tmp_path, container)) == 0
+        fixed = podman("exec", container, "apt-get", "indextargets", "--no-release-info", check=False)
+        assert fixed.returncode == 0, fixed.stderr
+    finally:
+        podman("exec", container, "rm", "-f", disabled, keyring_list, check=False)
