@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from tuner.data.records import DeployRecord, LevelRecord, SkipRecord, SweepState, parse_record
 from tuner.data.redact import Redactor
 from tuner.data.results import RESULT_COLUMNS, result_rows
@@ -298,6 +300,28 @@ def test_a_broken_record_is_named_not_lost_unseen_and_never_a_traceback(tmp_path
     err = capsys.readouterr().err
     assert "skipped 2 unreadable record(s)" in err and "line 1 is not a whole JSON record" in err
     assert "line 3: a 'deploy' record this version cannot read" in err, err
+
+
+def test_nan_or_infinity_in_a_hand_edited_record_is_named_and_skipped(tmp_path, capsys):
+    """Python's json reads NaN and Infinity, which are not JSON: a record holding one (a hand edit)
+    is skipped with its line named, so the outputs written from the rest stay strict JSON."""
+    st = Store(tmp_path)
+    st.append(DeployRecord(config=SpecConfig(2), host="h1", status="ok"))
+    st.append(level(2, 1, 180.0))
+    st.append(level(2, 4, 600.0))
+    lines = st.records_path.read_text().splitlines()
+    lines[2] = lines[2].replace('"output_tok_s": 600.0', '"output_tok_s": NaN')
+    assert "NaN" in lines[2]
+    st.records_path.write_text("\n".join(lines) + "\n")
+    state = Store(tmp_path).state()
+    assert [m.level.concurrency for m in state.measured] == [1]
+    err = capsys.readouterr().err
+    assert "line 3 holds NaN, which JSON has no number for" in err, err
+    outputs.write_all(Store(tmp_path), SweepSpec(workload=WORKLOAD, steps=(2,)), plot=False)
+    for name in ("recommendation.json", "sweep.json"):
+        path = tmp_path / name
+        if path.is_file():
+            json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{name} holds {c}"))
 
 
 def test_a_report_of_an_unfinished_sweep_names_what_it_did_not_measure(tmp_path):

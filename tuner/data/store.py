@@ -57,6 +57,15 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
+class _NotJSONNumber(ValueError):
+    """NaN or Infinity in a record: Python's json reads them, but the outputs written from the record
+    would then not be JSON (strict readers such as jq refuse them)."""
+
+
+def _not_json(name: str) -> Any:
+    raise _NotJSONNumber(name)
+
+
 def read_records(path: Path, problems: list[str] | None = None, lines: list[int] | None = None) -> list[dict[str, Any]]:
     """All complete records (with `lines`, each one's line number is appended there).
 
@@ -70,8 +79,11 @@ def read_records(path: Path, problems: list[str] | None = None, lines: list[int]
     for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         if not line.strip():
             continue
+        why = "is not a whole JSON record"
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, parse_constant=_not_json)
+        except _NotJSONNumber as exc:
+            rec, why = None, f"holds {exc.args[0]}, which JSON has no number for"
         except json.JSONDecodeError:
             rec = None
         if isinstance(rec, dict):
@@ -79,7 +91,7 @@ def read_records(path: Path, problems: list[str] | None = None, lines: list[int]
             if lines is not None:
                 lines.append(n)
         elif problems is not None:
-            problems.append(f"line {n} is not a whole JSON record")
+            problems.append(f"line {n} {why}")
     return out
 
 
