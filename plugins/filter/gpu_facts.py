@@ -458,13 +458,13 @@ def tp_memory_problems(visible: Sequence[Mapping[str, Any]], min_gpus: Any, envi
     sizes = [int(g["memory_mib"]) for g in group if isinstance(g.get("memory_mib"), int)]
     if need < 2 or len(group) < need or len(sizes) < 2 or min(sizes) >= TP_MEMORY_BALANCE * max(sizes):
         return []
-    env = {str(k): str(v).strip().lower() for k, v in (environment or {}).items()} if isinstance(environment, Mapping) else {}
+    env = {str(k): str(v).strip().lower() for k, v in environment.items()} if isinstance(environment, Mapping) else {}
     if env.get(_TP_CHECK_ON) in ("0", "false", "no", "off") or env.get(_TP_CHECK_OFF_OLD) in ("1", "true", "yes", "on"):
         return []
     return [
         f"the {need} GPUs of the tensor-parallel group differ in memory ({describe_gpus(group)}): SGLang refuses to "
         f"start when one GPU's free memory is below {TP_MEMORY_BALANCE:g} times another's (\"The memory capacity is "
-        f"unbalanced\"); allowed: GPUs of one size (CUDA_VISIBLE_DEVICES in cuda_env_cuda_env picks them), or "
+        f'unbalanced"); allowed: GPUs of one size (CUDA_VISIBLE_DEVICES in cuda_env_cuda_env picks them), or '
         f"{_TP_CHECK_ON}=false ({_TP_CHECK_OFF_OLD}=1 on older releases) in cuda_env_extra_env, which runs every "
         "rank in the smallest GPU's memory"
     ]

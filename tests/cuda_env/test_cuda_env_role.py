@@ -262,7 +262,9 @@ def test_cuda_visible_devices_limits_the_count(outcome) -> None:
 
 def test_a_tensor_parallel_group_of_mixed_gpu_memory_fails_before_anything_changes(outcome) -> None:
     msg = failed(outcome, "mixed_memory_tp4")
-    assert msg.startswith("the 4 GPUs of the tensor-parallel group differ in memory ([0,1] " + RTX["name"] + " 97887 MiB")
+    assert msg.startswith(
+        "the 4 GPUs of the tensor-parallel group differ in memory ([0,1] " + RTX["name"] + " 97887 MiB"
+    )
     assert "[2,3] NVIDIA RTX PRO 5000 Blackwell 48938 MiB cc 12.0" in msg
     assert '"The memory capacity is unbalanced"' in msg
     assert "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false" in msg and "cuda_env_extra_env" in msg
