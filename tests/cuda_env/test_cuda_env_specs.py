@@ -54,15 +54,9 @@ def test_every_task_is_tagged_cuda_env() -> None:
 
 def _render(expr: str, **ctx: object) -> object:
     """One of the role's expressions rendered as Ansible renders it (native types)."""
-    import re
+    from role_jinja import render
 
-    import jinja2
-    from jinja2.nativetypes import NativeEnvironment
-
-    env = NativeEnvironment(undefined=jinja2.StrictUndefined)
-    env.filters["regex_replace"] = lambda v, p, r="": re.sub(p, r, str(v))
-    env.filters["regex_escape"] = lambda v: re.escape(str(v))
-    return env.from_string(expr).render(ctx)
+    return render(expr, ctx)
 
 
 def test_only_a_live_source_line_counts_as_carrying_the_repository() -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
 import yaml
-from jinja2.nativetypes import NativeEnvironment
+from role_jinja import role_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,8 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def outcome(gate: dict, restored: bool = True, rollback: bool = True) -> str:
     tasks = yaml.safe_load((ROOT / "roles/sglang_server/tasks/rollback.yml").read_text())
     fail = next(t for t in tasks if "ansible.builtin.fail" in t)
-    env = NativeEnvironment(undefined=jinja2.Undefined)  # Ansible renders variables to native types
-    env.filters["bool"] = lambda v: v in (True, "true", "True", "yes", 1)
+    env = role_env(strict=False)
     ctx = {
         "sglang_server_unit_name": "sglang-qwen.service",
         "inventory_hostname": "h1",
@@ -58,14 +56,10 @@ def private_tmp(**paths: object) -> str:
 
 
 def _home_rule(rule: str, **paths: object) -> str:
-    import re
-
     from sglang_utils.sglang_flags import referenced_paths
 
     rules = yaml.safe_load((ROOT / "roles/sglang_server/vars/main.yml").read_text())
-    env = NativeEnvironment(undefined=jinja2.StrictUndefined)
-    env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
-    env.filters["sglang_tune.serving.sglang_server_paths"] = referenced_paths
+    env = role_env(**{"sglang_tune.serving.sglang_server_paths": referenced_paths})
     ctx: dict[str, object] = {
         "sglang_server_extra_flags": {},
         "sglang_server_environment": {},
@@ -112,12 +106,8 @@ def test_paths_in_the_extra_flags_and_the_environment_are_weighed_too():
 
 def device_allow(policy: str, allow: list[str], multinode: bool) -> list[str]:
     """roles/sglang_server/vars/main.yml's DeviceAllow= lines, rendered as Ansible renders them."""
-    import re
-
     rules = yaml.safe_load((ROOT / "roles/sglang_server/vars/main.yml").read_text())
-    env = NativeEnvironment(undefined=jinja2.StrictUndefined)
-    env.tests["search"] = lambda value, pattern: re.search(pattern, str(value)) is not None
-    env.filters["bool"] = lambda v: v in (True, "true", "True", "yes", 1)
+    env = role_env()
     ctx = {
         "sglang_server_device_policy": policy,
         "sglang_server_device_allow": allow,
@@ -152,9 +142,7 @@ def needs_restart(**facts: object) -> bool:
     """tasks/run_multinode.yml's "does this node need a restart" rule, rendered as Ansible does."""
     tasks = yaml.safe_load((ROOT / "roles/sglang_server/tasks/run_multinode.yml").read_text())
     expr = next(t for t in tasks if "ansible.builtin.set_fact" in t)["ansible.builtin.set_fact"]
-    env = NativeEnvironment(undefined=jinja2.Undefined)
-    env.filters["bool"] = lambda v: v in (True, "true", "True", "yes", 1)
-    env.tests["changed"] = lambda r: bool(isinstance(r, dict) and r.get("changed"))
+    env = role_env(strict=False)
     ctx: dict[str, object] = {
         "__sglang_server_apply": {},
         "_sglang_server_applied": {
@@ -176,12 +164,8 @@ def test_a_group_restarts_for_a_new_engine_though_its_files_did_not_change():
 
 
 def test_an_ipv6_host_is_bracketed_in_the_gate_and_client_urls():
-    import re
-
     defaults = yaml.safe_load((ROOT / "roles/sglang_server/defaults/main.yml").read_text())
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["regex_replace"] = lambda value, pattern, repl: re.sub(pattern, repl, value)
-    env.tests["match"] = lambda value, pattern: re.match(pattern, value) is not None
+    env = role_env(native=False)
 
     def gate(host: str) -> str:
         return env.from_string(defaults["sglang_server_gate_url"]).render(
