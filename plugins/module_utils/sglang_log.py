@@ -678,6 +678,11 @@ _TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 # error"). Its body and exception line, up to SGLang's next line, are not fatal.
 _HANDLED_TRACEBACK_RE = re.compile(
     r"Can not initialize OpenAIServingResponses, error: Traceback"
+    # the same from 0.5.20 on, with --log-level debug: a one-line warning ("OpenAI Responses API
+    # (/v1/responses) disabled: ..."), then logger.debug(f"OpenAIServingResponses init traceback:\n
+    # {get_exception_traceback()}") (http_server.py lifespan, 0.5.20-0.5.23: "must not look like a
+    # fatal error")
+    r"|OpenAIServingResponses init traceback:"
     # logger.exception in the custom all-reduce's topology check, which then returns False and
     # goes on without it: "NVLink detection failed. This is normal if your machine has no NVLink
     # equipped." and, on ROCm, logger.error(..., exc_info=error) "AMD 1 hop XGMI detection failed."

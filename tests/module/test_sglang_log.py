@@ -607,6 +607,8 @@ def test_fatal_kinds(lines, kind, reason_start):
         "constructed_0.5.9_responses_api_benign_traceback.log",
         # its older form: the bare traceback first, the one-line warning after it
         "constructed_0.5.2_responses_api_print_exc.log",
+        # its newer form (0.5.20+): a one-line warning, the traceback at DEBUG after it
+        "constructed_0.5.23_responses_api_debug_traceback.log",
         "sglang-0.5.2x_tp3_multinode_dspark_dict_server_args.log",
         "sglang-0.4.1_tp1_kv_sizes_only.log",
     ],
@@ -616,7 +618,12 @@ def test_healthy_starts_have_no_fatal_line(name):
 
 
 @pytest.mark.parametrize(
-    "name", ["constructed_0.5.9_responses_api_benign_traceback.log", "constructed_0.5.2_responses_api_print_exc.log"]
+    "name",
+    [
+        "constructed_0.5.9_responses_api_benign_traceback.log",
+        "constructed_0.5.2_responses_api_print_exc.log",
+        "constructed_0.5.23_responses_api_debug_traceback.log",
+    ],
 )
 def test_a_handled_traceback_does_not_hide_a_fatal_one_after_it(name):
     lines = load_fixture(name) + [
