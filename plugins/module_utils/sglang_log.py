@@ -743,6 +743,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     for i, ln in enumerate(parsed):
         msg = ln.message
         if ln.uvicorn:
+            handled = False  # a handled traceback's body ends at the next line of SGLang's or uvicorn's
             if _PORT_IN_USE[1].search(msg) and specific is None:
                 specific = (i, _PORT_IN_USE[0], msg.strip(), _SPECIFIC.index(_PORT_IN_USE))
                 trigger = trigger or (i, ln)

@@ -635,6 +635,19 @@ def test_a_handled_traceback_does_not_hide_a_fatal_one_after_it(name):
     assert f is not None and f["reason"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
 
 
+def test_a_handled_traceback_ends_at_uvicorns_lines():
+    """The handled traceback's body runs to the next line of SGLang's; uvicorn's start-up lines end
+    it too, so a crash printed without SGLang's prefix after them is not taken for its body."""
+    lines = load_fixture("constructed_0.5.23_responses_api_debug_traceback.log")
+    end = next(i for i, ln in enumerate(lines) if "Uvicorn running on" in ln)
+    crash = ["Fatal Python error: Segmentation fault", "", 'Thread 0x00007f (most recent call first):']
+    f = L.find_fatal(lines[: end + 1] + crash)
+    assert f is not None and f["reason"] == "Fatal Python error: Segmentation fault", f
+    # as before, a line of SGLang's after the handled body ends it too
+    body_end = next(i for i, ln in enumerate(lines) if ln.startswith("openai_harmony.HarmonyError"))
+    assert L.find_fatal(lines[: body_end + 2] + ["[2026-10-30 11:00:50] x"] + crash) is not None
+
+
 def test_a_native_crash_is_fatal_with_faulthandlers_line():
     """A segfault in a scheduler prints faulthandler's dump and no Python traceback (issue #3451);
     the launcher may hang without a word, so that line is the only reason there is."""
