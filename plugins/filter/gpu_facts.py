@@ -473,6 +473,38 @@ def tp_memory_problems(visible: Sequence[Mapping[str, Any]], min_gpus: Any, envi
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _apt_uri(url: Any) -> str:
+    """A repository URL as apt prints it in `$(REPO_URI)`: one trailing slash, and a file URL as
+    `file:/path` (apt prints `file:///srv/cuda/` as `file:/srv/cuda/`)."""
+    text = re.sub(r"^file:/+", "file:/", str(url).strip())
+    return text.rstrip("/") + "/"
+
+
+# apt keeps a repository configured twice once, under the file it read first, and warns (apt-pkg/
+# deb/debmetaindex.cc, apt 2.4-2.8): "W: Target Packages (Packages) is configured multiple times in
+# A:1 and B:1"
+_APT_DUPLICATE = re.compile(r" is configured multiple times in (\S+):\d+ and (\S+):\d+\s*$")
+
+
+def apt_sources_carrying(stdout: Any, stderr: Any, url: Any, own_file: Any) -> list[str]:
+    """The apt source files other than `own_file` that carry the repository at `url`, from
+    `apt-get indextargets --no-release-info --format '$(REPO_URI) $(SOURCESENTRY)'` (apt's own reading
+    of its sources: a deb822 stanza with `Enabled: no` or a commented line is not listed) and its
+    warnings, which name a file that repeats a repository apt listed under `own_file` (a file that
+    holds this repository alone, so whatever repeats it carries it)."""
+    want, own = _apt_uri(url), str(own_file)
+    found: list[str] = []
+    for line in str(stdout or "").splitlines():
+        uri, _, entry = line.strip().partition(" ")
+        if uri and entry and _apt_uri(uri) == want:
+            found.append(entry.rsplit(":", 1)[0])
+    for line in str(stderr or "").splitlines():
+        m = _APT_DUPLICATE.search(line)
+        if m and own in m.groups():
+            found.extend(m.groups())
+    return [f for f in dict.fromkeys(found) if f != own]
+
+
 def merge_environment(*layers: Any) -> dict[str, str]:
     """Merge environment dicts (later wins) into what the env file and the NCCL check both use.
 
@@ -651,6 +683,7 @@ class FilterModule:
             "cuda_env_mig_problems": mig_problems,
             "cuda_env_version_tuple": lambda v: list(version_tuple(v)),
             "cuda_env_merge_env": merge_environment,
+            "cuda_env_apt_sources_carrying": apt_sources_carrying,
             "cuda_env_env_problems": environment_problems,
             "cuda_env_input_problems": input_problems,
         }
