@@ -434,42 +434,6 @@ def gpu_problems(
     return problems
 
 
-# SGLang refuses tensor parallelism over GPUs whose free memory at start differs by more than 10%
-# (sglang/srt/model_executor/model_runner.py, init_torch_distributed: "The memory capacity is
-# unbalanced", raised when one rank's free memory is below 0.9 times another's) unless the check is
-# off: SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false (v0.5.x), SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
-# (older releases).
-TP_MEMORY_BALANCE = 0.9
-_TP_CHECK_ON = "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"
-_TP_CHECK_OFF_OLD = "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK"
-
-
-def tp_memory_problems(visible: Sequence[Mapping[str, Any]], min_gpus: Any, environment: Any = None) -> list[str]:
-    """Would SGLang refuse this host's tensor-parallel group for unequal GPU memory? The group is the
-    first cuda_env_min_gpus visible GPUs (SGLang's base_gpu_id 0); total memory stands in for the
-    free memory SGLang compares at start, so a host of mixed GPU sizes fails here, before anything
-    changes, rather than at the server's start. A check turned off in the server's environment
-    (cuda_env's environment file) is respected."""
-    try:
-        need = int(min_gpus)
-    except (TypeError, ValueError):
-        return []  # gpu_problems names the bad value
-    group = list(visible)[:need]
-    sizes = [int(g["memory_mib"]) for g in group if isinstance(g.get("memory_mib"), int)]
-    if need < 2 or len(group) < need or len(sizes) < 2 or min(sizes) >= TP_MEMORY_BALANCE * max(sizes):
-        return []
-    env = {str(k): str(v).strip().lower() for k, v in environment.items()} if isinstance(environment, Mapping) else {}
-    if env.get(_TP_CHECK_ON) in ("0", "false", "no", "off") or env.get(_TP_CHECK_OFF_OLD) in ("1", "true", "yes", "on"):
-        return []
-    return [
-        f"the {need} GPUs of the tensor-parallel group differ in memory ({describe_gpus(group)}): SGLang refuses to "
-        f"start when one GPU's free memory is below {TP_MEMORY_BALANCE:g} times another's (\"The memory capacity is "
-        f'unbalanced"); allowed: GPUs of one size (CUDA_VISIBLE_DEVICES in cuda_env_cuda_env picks them), or '
-        f"{_TP_CHECK_ON}=false ({_TP_CHECK_OFF_OLD}=1 on older releases) in cuda_env_extra_env, which runs every "
-        "rank in the smallest GPU's memory"
-    ]
-
-
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -678,7 +642,6 @@ class FilterModule:
             "cuda_env_declared_gpus": expand_declared_gpus,
             "cuda_env_visible_gpus": select_visible_gpus,
             "cuda_env_gpu_problems": gpu_problems,
-            "cuda_env_tp_memory_problems": tp_memory_problems,
             "cuda_env_parse_mig": parse_mig_modes,
             "cuda_env_mig_problems": mig_problems,
             "cuda_env_version_tuple": lambda v: list(version_tuple(v)),

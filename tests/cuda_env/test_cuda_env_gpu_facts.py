@@ -176,24 +176,6 @@ def test_tp_size_counts_visible_gpus_only() -> None:
     assert "has 2 usable GPU(s) (6 of 8 hidden by CUDA_VISIBLE_DEVICES in cuda_env_cuda_env)" in msg
 
 
-def test_tp_memory_balance_follows_sglangs_rule() -> None:
-    """SGLang refuses a tensor-parallel group where one GPU's free memory is below 0.9 times another's
-    (model_runner.py): total memory stands in for it here."""
-    h200 = gf.parse_query_gpu(fixture_text("smi_query_h200x8.txt"))
-    assert gf.tp_memory_problems(h200, 8) == []
-    small = [dict(g, memory_mib=81559) for g in h200[4:]]  # H100 80 GB beside H200s
-    [msg] = gf.tp_memory_problems(h200[:4] + small, 8)
-    assert "the 8 GPUs of the tensor-parallel group differ in memory" in msg
-    assert gf.tp_memory_problems(h200[:4] + small, 4) == []  # the group is the first four
-    near = [dict(g, memory_mib=int(143771 * 0.91)) for g in h200[4:]]
-    assert gf.tp_memory_problems(h200[:4] + near, 8) == []  # within SGLang's 10%
-    assert gf.tp_memory_problems(h200[:4] + small, 8, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "False"}) == []
-    assert gf.tp_memory_problems(h200[:4] + small, 8, {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"}) == []
-    assert len(gf.tp_memory_problems(h200[:4] + small, 8, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "1"})) == 1
-    assert gf.tp_memory_problems(h200[:4] + small, "eight") == []  # gpu_problems names a bad value
-    assert gf.tp_memory_problems(h200[:2], 4) == []  # too few GPUs: gpu_problems says so
-
-
 def test_no_gpus_at_all() -> None:
     [msg] = gf.gpu_problems([], 1, "8.0", "12.8", None, source="declared")
     assert "0 usable GPU(s), declared in cuda_env_declared_gpus: none" in msg

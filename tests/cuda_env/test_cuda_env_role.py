@@ -30,7 +30,6 @@ RTX = {
     "count": 4,
 }
 H200_LIST = "[0,1,2,3,4,5,6,7] NVIDIA H200 143771 MiB cc 9.0"
-MIXED = [dict(RTX, count=2), dict(RTX, name="NVIDIA RTX PRO 5000 Blackwell", memory_mib=48938, count=2)]
 
 
 def fake_smi(
@@ -91,13 +90,6 @@ def cases(tmp: Path) -> dict[str, dict]:
             "cuda_env_declared_gpus": [dict(RTX, driver_cuda_version="12.8")],
         },
         "min_cc_too_high": {"cuda_env_min_compute_capability": "12.1"},
-        # two 96 GB GPUs and two 48 GB ones: SGLang refuses a tensor-parallel group over both sizes
-        "mixed_memory_tp4": {"cuda_env_declared_gpus": MIXED},
-        "mixed_memory_tp2": {"cuda_env_declared_gpus": MIXED, "sglang_server_tp_size": 2},
-        "mixed_memory_check_off": {
-            "cuda_env_declared_gpus": MIXED,
-            "cuda_env_extra_env": {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"},
-        },
         "bad_gpu_source": {"cuda_env_gpu_source": "guess"},
         "tp_not_int": {"sglang_server_tp_size": "four"},
         "bad_env_name": {"cuda_env_extra_env": {"BAD-NAME": "1"}},
@@ -258,19 +250,6 @@ def test_cuda_visible_devices_limits_the_count(outcome) -> None:
     assert "CUDA_VISIBLE_DEVICES (cuda_env_cuda_env) entry '7' of '0,7' names no single GPU" in failed(
         outcome, "visible_bad"
     )
-
-
-def test_a_tensor_parallel_group_of_mixed_gpu_memory_fails_before_anything_changes(outcome) -> None:
-    msg = failed(outcome, "mixed_memory_tp4")
-    assert msg.startswith(
-        "the 4 GPUs of the tensor-parallel group differ in memory ([0,1] " + RTX["name"] + " 97887 MiB"
-    )
-    assert "[2,3] NVIDIA RTX PRO 5000 Blackwell 48938 MiB cc 12.0" in msg
-    assert '"The memory capacity is unbalanced"' in msg
-    assert "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false" in msg and "cuda_env_extra_env" in msg
-    # the group is the first two GPUs, of one size; a check turned off in the environment file is respected
-    assert ok(outcome, "mixed_memory_tp2")["problems"] == []
-    assert ok(outcome, "mixed_memory_check_off")["problems"] == []
 
 
 @pytest.mark.parametrize(
