@@ -45,6 +45,11 @@ def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
     return sglang_multinode.gpus_per_node(extra, tp_size, nnodes)
 
 
+def tp_memory_errors(gpus: Any, extra: Any, tp_size: Any, nnodes: Any = 1, environment: Any = None) -> list[str]:
+    """What SGLang's memory-balance check would refuse on this node (plugins/module_utils/sglang_multinode.py)."""
+    return sglang_multinode.tp_memory_errors(gpus, extra, tp_size, nnodes, environment)
+
+
 def pp_size(extra: Any) -> int:
     """The pipeline-parallel size sglang_server_extra_flags gives, 1 without (plugins/module_utils/sglang_multinode.py)."""
     return sglang_multinode.pp_size(extra)
@@ -73,6 +78,7 @@ class FilterModule:
             "sglang_multinode_verdict": multinode_verdict,
             "sglang_pp_size": pp_size,
             "sglang_gpus_per_node": gpus_per_node,
+            "sglang_tp_memory_errors": tp_memory_errors,
             "sglang_decode_graph_bs": decode_graph_bs,
             "sglang_install_errors": install_errors,
             "sglang_server_errors": server_errors,

@@ -238,27 +238,90 @@ def pp_size(extra: Any) -> int:
     return pp if pp is not None and pp >= 1 else 1
 
 
-def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
-    """The GPUs each node must have for the server's ranks: its share of tp x pp, times the
+def _placement(extra: Any, tp_size: Any, nnodes: Any) -> tuple[int, int, int, int]:
+    """Where the server's ranks sit on one node: (ranks of one world on it, worlds, base GPU,
+    step). A node holds its share of tp x pp ranks (engine.py `_calculate_rank_ranges`), times the
     data-parallel replicas when each is a whole TP group (`--dp-size` without DP attention: SGLang's
     DataParallelController.launch_dp_schedulers gives each replica the next tp x pp x gpu_id_step
     GPUs, data_parallel_controller.py 0.5.9-0.5.23; with `--enable-dp-attention`, or 0.5.23's
     `--attn-dp-size` above 1, the DP ranks live inside the TP group), placed from `--base-gpu-id`
-    every `--gpu-id-step` GPUs (scheduler's gpu_id = base_gpu_id + rank x gpu_id_step): the highest
-    GPU index used, plus one."""
+    every `--gpu-id-step` GPUs (scheduler's gpu_id = base_gpu_id + rank x gpu_id_step)."""
     tp = _int(tp_size)
     n = _int(nnodes)
     ranks = max(max(tp or 1, 1) * pp_size(extra) // max(n or 1, 1), 1)
     dp = _int(extra_value(extra, _DP_FLAGS))
     attn_dp = _int(extra_value(extra, ("--attn-dp-size",)))
     dp_attention = extra_switch_on(extra, "enable-dp-attention") or (attn_dp is not None and attn_dp > 1)
-    if dp is not None and dp > 1 and not dp_attention:
-        ranks *= dp
+    worlds = dp if dp is not None and dp > 1 and not dp_attention else 1
     base = _int(extra_value(extra, ("--base-gpu-id",)))
     step = _int(extra_value(extra, ("--gpu-id-step",)))
     base = base if base is not None and base >= 0 else 0
     step = step if step is not None and step >= 1 else 1
-    return base + (ranks - 1) * step + 1
+    return ranks, worlds, base, step
+
+
+def gpu_worlds(extra: Any, tp_size: Any, nnodes: Any = 1) -> list[list[int]]:
+    """The GPUs (CUDA's ordinals among the visible ones) of each world of the server on one node:
+    one per data-parallel replica that is a whole TP group, else one (`_placement`)."""
+    ranks, worlds, base, step = _placement(extra, tp_size, nnodes)
+    return [[base + (w * ranks + i) * step for i in range(ranks)] for w in range(worlds)]
+
+
+def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
+    """The GPUs each node must have for the server's ranks (`_placement`): the highest GPU index
+    used, plus one."""
+    return max(g for world in gpu_worlds(extra, tp_size, nnodes) for g in world) + 1
+
+
+# SGLang refuses to start a world (tp x pp ranks) with tp above 1 where one rank's free GPU memory
+# is below 0.9 times another's: "The memory capacity is unbalanced. Some GPUs may be occupied by
+# other processes." (srt/model_executor/model_runner.py init_torch_distributed, 0.5.9-0.5.23),
+# unless SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK reads false (srt/environ.py EnvBool: false, 0, no,
+# n, lower-cased). 0.5.9 copies the old SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK, when set, over it
+# (`_print_deprecated_env`: "1" then turns the check on), and 0.5.23 reads the old name nowhere.
+TP_MEMORY_BALANCE = 0.9
+TP_MEMORY_CHECK_ENV = "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"
+_TP_MEMORY_CHECK_OLD_ENV = "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK"
+
+
+def tp_memory_check_off(environment: Any) -> bool:
+    """Whether the server's environment turns SGLang's memory-balance check off, in every release
+    that has it (the constants above)."""
+    env = environment if isinstance(environment, dict) else {}
+    if _TP_MEMORY_CHECK_OLD_ENV in env:
+        return False
+    value = env.get(TP_MEMORY_CHECK_ENV)
+    return value is not None and str(value).lower() in ("false", "0", "no", "n")
+
+
+def tp_memory_errors(gpus: Any, extra: Any, tp_size: Any, nnodes: Any = 1, environment: Any = None) -> list[str]:
+    """What SGLang's memory-balance check would refuse on this node, before anything changes: each
+    world (`gpu_worlds`) whose GPUs' total memory (`gpus`: the visible GPUs in CUDA's order, each with
+    `memory_mib`, as cuda_env's facts give them) differs beyond TP_MEMORY_BALANCE. Total memory stands
+    in for the free memory SGLang compares at start; a world that needs more GPUs than there are is
+    cuda_env's preflight's to refuse."""
+    tp = _int(tp_size)
+    if tp is None or tp <= 1 or not isinstance(gpus, list) or tp_memory_check_off(environment):
+        return []
+    errors = []
+    for world in gpu_worlds(extra, tp_size, nnodes):
+        if max(world) >= len(gpus):
+            continue
+        sizes = [
+            (i, gpus[i]) for i in world if isinstance(gpus[i], dict) and isinstance(gpus[i].get("memory_mib"), int)
+        ]
+        mib = [g["memory_mib"] for _i, g in sizes]
+        if len(mib) < 2 or min(mib) >= TP_MEMORY_BALANCE * max(mib):
+            continue
+        listed = ", ".join(f"{i}: {g.get('name', 'GPU')} {g['memory_mib']} MiB" for i, g in sizes)
+        errors.append(
+            f"the GPUs of one tensor-parallel world differ in memory ({listed}): SGLang refuses to start when one "
+            f"GPU's free memory is below {TP_MEMORY_BALANCE:g} times another's (\"The memory capacity is unbalanced\"); "
+            "allowed: GPUs of one size in each world (--base-gpu-id in sglang_server_extra_flags, or "
+            f"CUDA_VISIBLE_DEVICES in cuda_env_cuda_env, picks them), or {TP_MEMORY_CHECK_ENV}=false in "
+            "sglang_server_environment, which runs every rank in the smallest GPU's memory"
+        )
+    return errors
 
 
 def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[str, dict[str, Any]]) -> list[str]:

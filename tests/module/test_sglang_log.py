@@ -640,7 +640,7 @@ def test_a_handled_traceback_ends_at_uvicorns_lines():
     it too, so a crash printed without SGLang's prefix after them is not taken for its body."""
     lines = load_fixture("constructed_0.5.23_responses_api_debug_traceback.log")
     end = next(i for i, ln in enumerate(lines) if "Uvicorn running on" in ln)
-    crash = ["Fatal Python error: Segmentation fault", "", 'Thread 0x00007f (most recent call first):']
+    crash = ["Fatal Python error: Segmentation fault", "", "Thread 0x00007f (most recent call first):"]
     f = L.find_fatal(lines[: end + 1] + crash)
     assert f is not None and f["reason"] == "Fatal Python error: Segmentation fault", f
     # as before, a line of SGLang's after the handled body ends it too

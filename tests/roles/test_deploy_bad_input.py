@@ -290,3 +290,28 @@ def test_a_release_the_host_cannot_install_or_run(tmp_path, version, python_vers
         sglang_server_model_path=str(model),
     )
     assert message in " ".join(out.split()), out[-3000:]
+
+
+def test_a_tensor_parallel_world_of_unequal_gpu_memory(tmp_path):
+    """SGLang refuses to start a TP world whose GPUs' memory differs beyond 10% ("The memory
+    capacity is unbalanced", model_runner.py), after the role had changed the host; the preflight
+    refuses it first, from cuda_env's GPU facts and the server's environment."""
+    model = tmp_path / "model"
+    model.mkdir()
+    gpus = [
+        {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "compute_capability": "9.0", "driver": "580.95.05"},
+        {"name": "NVIDIA H200", "memory_mib": 143771, "compute_capability": "9.0", "driver": "580.95.05"},
+    ]
+    out = " ".join(
+        _refused_on_the_controller(
+            tmp_path,
+            "gpu-mixed",
+            sglang_server_model_path=str(model),
+            sglang_server_tp_size=2,
+            cuda_env_declared_gpus=gpus,
+        ).split()
+    )
+    assert (
+        "gpu-mixed: the GPUs of one tensor-parallel world differ in memory "
+        "(0: NVIDIA H100 80GB HBM3 81559 MiB, 1: NVIDIA H200 143771 MiB)"
+    ) in out, out[-3000:]

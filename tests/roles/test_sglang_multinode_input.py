@@ -336,6 +336,46 @@ def test_a_host_of_the_group_that_does_not_name_it_is_refused():
     assert settings[B]["sglang_server_tp_size"] == 16
 
 
+def _gpus(*mib: int) -> list[dict]:
+    return [{"index": i, "name": f"GPU-{m}", "memory_mib": m} for i, m in enumerate(mib)]
+
+
+def test_a_world_of_unequal_gpu_memory_is_refused_as_sglang_refuses_it():
+    """SGLang refuses a world (tp x pp ranks, tp above 1) where one GPU's free memory is below 0.9
+    times another's (model_runner.py init_torch_distributed, 0.5.9-0.5.23), after the host changed.
+    Its worlds are placed from --base-gpu-id and one per data-parallel replica: GPUs no world
+    shares are never compared."""
+    mixed = _gpus(97887, 97887, 48938, 48938)
+    [error] = mn.tp_memory_errors(mixed, {}, 4)
+    assert error.startswith("the GPUs of one tensor-parallel world differ in memory (0: GPU-97887 97887 MiB, ")
+    assert "3: GPU-48938 48938 MiB" in error and "The memory capacity is unbalanced" in error
+    assert "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false in sglang_server_environment" in error
+    assert mn.tp_memory_errors(mixed, {}, 2) == []  # GPUs 0 and 1
+    assert mn.tp_memory_errors(mixed, {"base-gpu-id": 2}, 2) == []  # GPUs 2 and 3
+    assert mn.tp_memory_errors(mixed, {"dp-size": 2}, 2) == []  # {0, 1} and {2, 3}, each of one size
+    assert len(mn.tp_memory_errors(mixed, {"gpu-id-step": 2}, 2)) == 1  # GPUs 0 and 2: 97887 and 48938 MiB
+    assert mn.gpu_worlds({"gpu-id-step": 2}, 2) == [[0, 2]]
+    assert mn.gpu_worlds({"dp-size": 2, "base-gpu-id": 1}, 2) == [[1, 2], [3, 4]]
+    assert mn.gpu_worlds({"pp-size": 2}, 4, 2) == [[0, 1, 2, 3]]
+    assert mn.tp_memory_errors(_gpus(143771, 143771, int(143771 * 0.91)), {}, 3) == []  # within 10%
+    assert mn.tp_memory_errors(mixed, {"pp-size": 4}, 1) == []  # tp 1: SGLang checks nothing
+    assert mn.tp_memory_errors(mixed[:2], {}, 4) == []  # too few GPUs: cuda_env's preflight refuses it
+
+
+def test_the_memory_balance_check_is_off_only_where_every_release_reads_it_off():
+    """srt/environ.py's EnvBool reads false, 0, no, n (lower-cased) as off; 0.5.9 copies the old
+    SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK, when set, over the new name ("1" then turns it on), and
+    0.5.23 reads the old name nowhere."""
+    mixed = _gpus(97887, 48938)
+    for off in ("false", "False", "0", "no", "n"):
+        assert mn.tp_memory_errors(mixed, {}, 2, 1, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": off}) == [], off
+    for on in ("off", "true", "1", " false"):
+        assert mn.tp_memory_errors(mixed, {}, 2, 1, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": on}), on
+    assert mn.tp_memory_errors(mixed, {}, 2, 1, {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"})
+    both = {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1", "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"}
+    assert mn.tp_memory_errors(mixed, {}, 2, 1, both)
+
+
 def test_the_gpus_a_node_needs_count_data_parallel_replicas_and_their_placement():
     """SGLang gives each data-parallel replica the next tp x pp GPUs (data_parallel_controller.py
     launch_dp_schedulers, 0.5.9-0.5.23) unless DP attention keeps the DP ranks inside the TP group,
