@@ -459,7 +459,7 @@ def apt_sources_carrying(stdout: Any, stderr: Any, url: Any, own_file: Any) -> l
     want, own = _apt_uri(url), str(own_file)
     found: list[str] = []
     for line in str(stdout or "").splitlines():
-        uri, _, entry = line.strip().partition(" ")
+        uri, _sep, entry = line.strip().partition(" ")
         if uri and entry and _apt_uri(uri) == want:
             found.append(entry.rsplit(":", 1)[0])
     for line in str(stderr or "").splitlines():

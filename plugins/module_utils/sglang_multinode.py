@@ -310,7 +310,7 @@ def tp_memory_errors(gpus: Any, extra: Any, tp_size: Any, nnodes: Any = 1, envir
         sizes = [
             (i, gpus[i]) for i in world if isinstance(gpus[i], dict) and isinstance(gpus[i].get("memory_mib"), int)
         ]
-        mib = [g["memory_mib"] for _i, g in sizes]
+        mib = [pair[1]["memory_mib"] for pair in sizes]
         if len(mib) < 2 or min(mib) >= TP_MEMORY_BALANCE * max(mib):
             continue
         listed = ", ".join(f"{i}: {g.get('name', 'GPU')} {g['memory_mib']} MiB" for i, g in sizes)
