@@ -45,9 +45,13 @@ def gpus_per_node(extra: Any, tp_size: Any, nnodes: Any = 1) -> int:
     return sglang_multinode.gpus_per_node(extra, tp_size, nnodes)
 
 
-def tp_memory_errors(gpus: Any, extra: Any, tp_size: Any, nnodes: Any = 1, environment: Any = None) -> list[str]:
-    """What SGLang's memory-balance check would refuse on this node (plugins/module_utils/sglang_multinode.py)."""
-    return sglang_multinode.tp_memory_errors(gpus, extra, tp_size, nnodes, environment)
+def tp_memory_errors(
+    members: Any, hostvars: Any, extra: Any, tp_size: Any, nnodes: Any = 1, environment: Any = None
+) -> list[str]:
+    """What SGLang's memory-balance check would refuse over the server's nodes, `members` in rank
+    order, each one's GPUs from cuda_env's facts in `hostvars` (plugins/module_utils/sglang_multinode.py)."""
+    nodes = sglang_multinode.node_gpus(list(members or []), hostvars)
+    return sglang_multinode.tp_memory_errors(nodes, extra, tp_size, nnodes, environment)
 
 
 def pp_size(extra: Any) -> int:

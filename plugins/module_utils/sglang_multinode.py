@@ -294,32 +294,54 @@ def tp_memory_check_off(environment: Any) -> bool:
     return value is not None and str(value).lower() in ("false", "0", "no", "n")
 
 
-def tp_memory_errors(gpus: Any, extra: Any, tp_size: Any, nnodes: Any = 1, environment: Any = None) -> list[str]:
-    """What SGLang's memory-balance check would refuse on this node, before anything changes: each
-    world (`gpu_worlds`) whose GPUs' total memory (`gpus`: the visible GPUs in CUDA's order, each with
-    `memory_mib`, as cuda_env's facts give them) differs beyond TP_MEMORY_BALANCE. Total memory stands
-    in for the free memory SGLang compares at start; a world that needs more GPUs than there are is
-    cuda_env's preflight's to refuse."""
+def node_gpus(members: Sequence[str], hostvars: Any, fact: str = "cuda_env_visible_gpus") -> list[tuple[str, Any]]:
+    """(host, its visible GPUs as cuda_env's facts give them, None where unread) of each member, in
+    the order given (``hostvars``: Ansible's)."""
+    out: list[tuple[str, Any]] = []
+    for m in members:
+        try:
+            hv = hostvars[m]
+            out.append((m, hv[fact] if fact in hv else None))
+        except Exception:  # noqa: BLE001 - a host whose facts do not read is not compared
+            out.append((m, None))
+    return out
+
+
+def tp_memory_errors(nodes: Any, extra: Any, tp_size: Any, nnodes: Any = 1, environment: Any = None) -> list[str]:
+    """What SGLang's memory-balance check would refuse, before anything changes: each world
+    (`gpu_worlds`: the same GPU ordinals on every node of a multi-node server) whose GPUs' total
+    memory differs beyond TP_MEMORY_BALANCE over all the nodes (SGLang takes the minimum over the
+    whole world group, every node's ranks). ``nodes``: (host, visible GPUs in CUDA's order, each
+    with `memory_mib`, as cuda_env's facts give them) of each node, in rank order; one for a single
+    host. Total memory stands in for the free memory SGLang compares at start; a world that needs
+    more GPUs than a node has is cuda_env's preflight's to refuse, and a node whose GPUs were not
+    read is not compared."""
     tp = _int(tp_size)
-    if tp is None or tp <= 1 or not isinstance(gpus, list) or tp_memory_check_off(environment):
+    if tp is None or tp <= 1 or tp_memory_check_off(environment):
         return []
+    read = [(host, gpus) for host, gpus in nodes if isinstance(gpus, list)]
+    several = len(read) > 1
     errors = []
     for world in gpu_worlds(extra, tp_size, nnodes):
-        if max(world) >= len(gpus):
+        if not read or any(max(world) >= len(gpus) for _host, gpus in read):
             continue
         sizes = [
-            (i, gpus[i]) for i in world if isinstance(gpus[i], dict) and isinstance(gpus[i].get("memory_mib"), int)
+            (f"{host} {i}" if several else str(i), gpus[i])
+            for host, gpus in read
+            for i in world
+            if isinstance(gpus[i], dict) and isinstance(gpus[i].get("memory_mib"), int)
         ]
         mib = [pair[1]["memory_mib"] for pair in sizes]
         if len(mib) < 2 or min(mib) >= TP_MEMORY_BALANCE * max(mib):
             continue
-        listed = ", ".join(f"{i}: {g.get('name', 'GPU')} {g['memory_mib']} MiB" for i, g in sizes)
+        listed = ", ".join(f"{where}: {g.get('name', 'GPU')} {g['memory_mib']} MiB" for where, g in sizes)
         errors.append(
             f"the GPUs of one tensor-parallel world differ in memory ({listed}): SGLang refuses to start when one "
-            f"GPU's free memory is below {TP_MEMORY_BALANCE:g} times another's (\"The memory capacity is unbalanced\"); "
-            "allowed: GPUs of one size in each world (--base-gpu-id in sglang_server_extra_flags, or "
-            f"CUDA_VISIBLE_DEVICES in cuda_env_cuda_env, picks them), or {TP_MEMORY_CHECK_ENV}=false in "
-            "sglang_server_environment, which runs every rank in the smallest GPU's memory"
+            f"GPU's free memory is below {TP_MEMORY_BALANCE:g} times another's, over every node of the world "
+            '("The memory capacity is unbalanced"); allowed: GPUs of one size in each world (--base-gpu-id in '
+            "sglang_server_extra_flags, or CUDA_VISIBLE_DEVICES in cuda_env_cuda_env, picks them), or "
+            f"{TP_MEMORY_CHECK_ENV}=false in sglang_server_environment, which runs every rank in the smallest "
+            "GPU's memory"
         )
     return errors
 

@@ -315,3 +315,77 @@ def test_a_tensor_parallel_world_of_unequal_gpu_memory(tmp_path):
         "gpu-mixed: the GPUs of one tensor-parallel world differ in memory "
         "(0: NVIDIA H100 80GB HBM3 81559 MiB, 1: NVIDIA H200 143771 MiB)"
     ) in out, out[-3000:]
+
+
+def _own_address() -> str:
+    """An IPv4 address of this machine that is not the loopback's (the default route's, else the
+    first global one): rank 0's dist-init address must be one of the head's own."""
+    import json
+    import subprocess
+
+    routes = json.loads(
+        subprocess.run(["ip", "-j", "-4", "route", "show", "default"], capture_output=True, text=True).stdout or "[]"
+    )
+    dev = routes[0].get("dev") if routes else None
+    cmd = ["ip", "-j", "-4", "addr", "show", "scope", "global"] + (["dev", dev] if dev else [])
+    addrs = [
+        a["local"]
+        for i in json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout or "[]")
+        for a in i.get("addr_info", [])
+    ]
+    assert addrs, "this machine has no IPv4 address but the loopback's"
+    return addrs[0]
+
+
+def _group_of_two(tmp_path, gpus_a: list, gpus_b: list, **common_vars) -> dict:
+    """Two real-engine hosts on the controller forming one server (group `tp4`, TP 4 over two
+    nodes), each with its own declared GPUs; rank 0's dist-init address is one of this machine's."""
+    model = tmp_path / "model"
+    model.mkdir()
+    common = _controller_host(
+        tmp_path,
+        sglang_server_model_path=str(model),
+        sglang_server_multinode_group="tp4",
+        sglang_server_tp_size=4,
+        sglang_server_dist_init_addr=f"{_own_address()}:45677",
+        **common_vars,
+    )
+    common.pop("cuda_env_declared_gpus")
+    hosts = {
+        "gpu-a": {"ansible_host": "127.0.0.1", "cuda_env_declared_gpus": gpus_a},
+        "gpu-b": {"ansible_host": "127.0.0.2", "cuda_env_declared_gpus": gpus_b},
+    }
+    children = {"sglang_servers": {"hosts": hosts}, "tp4": {"hosts": dict.fromkeys(hosts)}}
+    return {"all": {"vars": common, "children": children}}
+
+
+def _gpu(name: str, mib: int, **extra) -> dict:
+    return {"name": name, "memory_mib": mib, "compute_capability": "9.0", "driver": "580.95.05", "count": 2, **extra}
+
+
+def test_a_multi_node_world_of_unequal_gpu_memory_changes_no_host(tmp_path):
+    """SGLang compares every rank's memory over the whole world group, across the nodes: H100s on
+    one node and H200s on the other are refused on both, before either changes."""
+    inventory = _group_of_two(tmp_path, [_gpu("NVIDIA H100 80GB HBM3", 81559)], [_gpu("NVIDIA H200", 143771)])
+    out = " ".join(_refused(tmp_path, inventory).split())
+    for host in ("gpu-a", "gpu-b"):
+        assert (
+            f"{host}: the GPUs of one tensor-parallel world differ in memory (gpu-a 0: NVIDIA H100 80GB HBM3 81559 MiB"
+        ) in out, out[-3000:]
+    assert "gpu-b 1: NVIDIA H200 143771 MiB" in out and "changed=1" not in out, out[-3000:]
+
+
+def test_a_rank_refused_by_its_host_checks_stops_the_group(tmp_path):
+    """A rank whose own host check fails (here its driver runs CUDA 12, where SGLang 0.5.11's torch
+    needs 13) leaves the play; the other rank, whose checks passed, stops with it before it changes
+    (cuda_env's environment file and the install came next)."""
+    inventory = _group_of_two(
+        tmp_path,
+        [_gpu("NVIDIA H200", 143771, driver_cuda_version="13.0")],
+        [_gpu("NVIDIA H200", 143771, driver_cuda_version="12.8")],
+        sglang_server_sglang_version="0.5.11",
+    )
+    out = " ".join(_refused(tmp_path, inventory).split())
+    assert "gpu-b: SGLang 0.5.11 installs a PyTorch built for CUDA 13" in out, out[-3000:]
+    assert "host(s) gpu-b of the group failed their checks" in out, out[-3000:]
+    assert "changed=1" not in out, out[-3000:]

@@ -340,26 +340,46 @@ def _gpus(*mib: int) -> list[dict]:
     return [{"index": i, "name": f"GPU-{m}", "memory_mib": m} for i, m in enumerate(mib)]
 
 
+def _one(gpus: list[dict]) -> list[tuple[str, list[dict]]]:
+    """A single host's GPUs, as the filter hands them over."""
+    return [("h1", gpus)]
+
+
 def test_a_world_of_unequal_gpu_memory_is_refused_as_sglang_refuses_it():
     """SGLang refuses a world (tp x pp ranks, tp above 1) where one GPU's free memory is below 0.9
     times another's (model_runner.py init_torch_distributed, 0.5.9-0.5.23), after the host changed.
     Its worlds are placed from --base-gpu-id and one per data-parallel replica: GPUs no world
     shares are never compared."""
     mixed = _gpus(97887, 97887, 48938, 48938)
-    [error] = mn.tp_memory_errors(mixed, {}, 4)
+    [error] = mn.tp_memory_errors(_one(mixed), {}, 4)
     assert error.startswith("the GPUs of one tensor-parallel world differ in memory (0: GPU-97887 97887 MiB, ")
     assert "3: GPU-48938 48938 MiB" in error and "The memory capacity is unbalanced" in error
     assert "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false in sglang_server_environment" in error
-    assert mn.tp_memory_errors(mixed, {}, 2) == []  # GPUs 0 and 1
-    assert mn.tp_memory_errors(mixed, {"base-gpu-id": 2}, 2) == []  # GPUs 2 and 3
-    assert mn.tp_memory_errors(mixed, {"dp-size": 2}, 2) == []  # {0, 1} and {2, 3}, each of one size
-    assert len(mn.tp_memory_errors(mixed, {"gpu-id-step": 2}, 2)) == 1  # GPUs 0 and 2: 97887 and 48938 MiB
+    assert mn.tp_memory_errors(_one(mixed), {}, 2) == []  # GPUs 0 and 1
+    assert mn.tp_memory_errors(_one(mixed), {"base-gpu-id": 2}, 2) == []  # GPUs 2 and 3
+    assert mn.tp_memory_errors(_one(mixed), {"dp-size": 2}, 2) == []  # {0, 1} and {2, 3}, each of one size
+    assert len(mn.tp_memory_errors(_one(mixed), {"gpu-id-step": 2}, 2)) == 1  # GPUs 0 and 2: 97887 and 48938 MiB
     assert mn.gpu_worlds({"gpu-id-step": 2}, 2) == [[0, 2]]
     assert mn.gpu_worlds({"dp-size": 2, "base-gpu-id": 1}, 2) == [[1, 2], [3, 4]]
     assert mn.gpu_worlds({"pp-size": 2}, 4, 2) == [[0, 1, 2, 3]]
-    assert mn.tp_memory_errors(_gpus(143771, 143771, int(143771 * 0.91)), {}, 3) == []  # within 10%
-    assert mn.tp_memory_errors(mixed, {"pp-size": 4}, 1) == []  # tp 1: SGLang checks nothing
-    assert mn.tp_memory_errors(mixed[:2], {}, 4) == []  # too few GPUs: cuda_env's preflight refuses it
+    assert mn.tp_memory_errors(_one(_gpus(143771, 143771, int(143771 * 0.91))), {}, 3) == []  # within 10%
+    assert mn.tp_memory_errors(_one(mixed), {"pp-size": 4}, 1) == []  # tp 1: SGLang checks nothing
+    assert mn.tp_memory_errors(_one(mixed[:2]), {}, 4) == []  # too few GPUs: cuda_env's preflight refuses it
+
+
+def test_a_multi_node_world_is_compared_over_every_node():
+    """SGLang takes the minimum free memory over the whole world group, every node's ranks
+    (model_runner.py: `distributed=get_world_group().world_size > 1`): H100s on one node and H200s
+    on the other are refused, though each node's GPUs are alike; a node whose facts were not read
+    is not compared."""
+    h100, h200 = _gpus(81559, 81559, 81559, 81559), _gpus(143771, 143771, 143771, 143771)
+    [error] = mn.tp_memory_errors([("gpu-a", h100), ("gpu-b", h200)], {}, 8, 2)
+    assert "(gpu-a 0: GPU-81559 81559 MiB, " in error and "gpu-b 3: GPU-143771 143771 MiB)" in error
+    assert len(mn.tp_memory_errors([("gpu-a", h100), ("gpu-b", h200)], {"pp-size": 2}, 4, 2)) == 1
+    assert mn.tp_memory_errors([("gpu-a", h100), ("gpu-b", h100)], {}, 8, 2) == []
+    assert mn.tp_memory_errors([("gpu-a", h100), ("gpu-b", None)], {}, 8, 2) == []
+    hostvars = {"gpu-a": {"cuda_env_visible_gpus": h100}, "gpu-b": {}}
+    assert mn.node_gpus(["gpu-a", "gpu-b", "gpu-c"], hostvars) == [("gpu-a", h100), ("gpu-b", None), ("gpu-c", None)]
 
 
 def test_the_memory_balance_check_is_off_only_where_every_release_reads_it_off():
@@ -368,12 +388,12 @@ def test_the_memory_balance_check_is_off_only_where_every_release_reads_it_off()
     0.5.23 reads the old name nowhere."""
     mixed = _gpus(97887, 48938)
     for off in ("false", "False", "0", "no", "n"):
-        assert mn.tp_memory_errors(mixed, {}, 2, 1, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": off}) == [], off
+        assert mn.tp_memory_errors(_one(mixed), {}, 2, 1, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": off}) == [], off
     for on in ("off", "true", "1", " false"):
-        assert mn.tp_memory_errors(mixed, {}, 2, 1, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": on}), on
-    assert mn.tp_memory_errors(mixed, {}, 2, 1, {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"})
+        assert mn.tp_memory_errors(_one(mixed), {}, 2, 1, {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": on}), on
+    assert mn.tp_memory_errors(_one(mixed), {}, 2, 1, {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"})
     both = {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1", "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"}
-    assert mn.tp_memory_errors(mixed, {}, 2, 1, both)
+    assert mn.tp_memory_errors(_one(mixed), {}, 2, 1, both)
 
 
 def test_the_gpus_a_node_needs_count_data_parallel_replicas_and_their_placement():
