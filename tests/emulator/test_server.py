@@ -592,6 +592,17 @@ def test_the_context_check_counts_the_draft_reserve_and_the_scheduler_cuts_what_
         # NEXTN 3 steps, 4 draft tokens: 4 slots reserved; 0.5.9 refuses a total reaching the context
         status, out = ask(100, 2048 - 100 - 4)
         assert status == 400 and "maximum context length" in json.dumps(out), (status, out)
+        # streamed, SGLang's tokenizer refusal is HTTP 200 with one error frame, then [DONE]
+        # (entrypoints/http_server.py generate_request's stream_results, 0.5.9-0.5.23)
+        body = {"input_ids": [1] * 100, "sampling_params": {"max_new_tokens": 2048 - 100 - 4}, "stream": True}
+        events = e.stream("/generate", body)
+        assert len(events) == 2 and events[1] == "[DONE]", events
+        assert "maximum context length" in events[0]["error"]["message"], events
+        events = e.stream("/generate", {"stream": True, "sampling_params": {"max_new_tokens": 4}})
+        assert events == [{"error": {"message": "Either text or input_ids should be provided."}}, "[DONE]"]
+        # a body of the wrong shape is refused before SGLang's generate_request runs: 400, streamed or not
+        status, _out = e.post_json("/generate", {"text": 7, "stream": True})
+        assert status == 400
         # a pool of 600 tokens: 500 asked after a 100-token input, 600 - 1 - 100 - 1 = 498 served
         status, out = ask(100, 500)
         assert status == 200, out

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from . import tokens
-from .http_json import BadRequest, dumps, error_native
+from .http_json import BadRequest, SchedulerRefusal, dumps, error_native, error_stream_native
 from .request import Request
 
 if TYPE_CHECKING:
@@ -75,6 +75,11 @@ def meta_info(app: EmulatorApp, req: Request, prompt_tokens: int, completion: in
     return meta
 
 
+class _BodyError(BadRequest):
+    """A body SGLang's HTTP layer refuses before its generate_request runs (a field of the wrong
+    type), or one the emulator does not play: a 400 however it asked to be answered."""
+
+
 async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse:
     """POST /generate: one prompt (streamed or not) or a batch (not streamed)."""
     try:
@@ -84,28 +89,33 @@ async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse
     if not isinstance(body, dict):
         return error_native("Request body must be a JSON object", 400)
     text, ids = body.get("text"), body.get("input_ids")
+    stream = bool(body.get("stream", False))
+
+    def refuse(message: str) -> web.Response:
+        """What SGLang's tokenizer raises (a ValueError): a 400, or a streamed request's error frame."""
+        return error_stream_native(message) if stream else error_native(message, 400)
+
     if text is None and ids is None:
-        return error_native("Either text or input_ids should be provided.", 400)
+        return refuse("Either text or input_ids should be provided.")
     sp = body.get("sampling_params") or {}
     if isinstance(sp, list):
         sp = sp[0] if sp else {}
-    stream = bool(body.get("stream", False))
     prompts: list[tuple[int, int, list[Any]]] = []  # (token count, hash, tokens)
     try:
         if text is not None:
             items = text if isinstance(text, list) else [text]
             for t in items:
                 if not isinstance(t, str):
-                    raise BadRequest("text must be a string or a list of strings")
+                    raise _BodyError("text must be a string or a list of strings")
                 prompts.append(tokens.text_prompt(t))
         else:
             items = ids if (isinstance(ids, list) and ids and isinstance(ids[0], list)) else [ids]
             for one in items:
                 if not isinstance(one, list) or not all(isinstance(i, int) for i in one):
-                    raise BadRequest("input_ids must be a list of integers or a list of lists")
+                    raise _BodyError("input_ids must be a list of integers or a list of lists")
                 prompts.append(tokens.ids_prompt(one))
         if stream and len(prompts) > 1:
-            raise BadRequest("The emulator streams single prompts only; send a batch without stream.")
+            raise _BodyError("The emulator streams single prompts only; send a batch without stream.")
         max_new = int(sp.get("max_new_tokens", 128))
         temperature = float(sp.get("temperature", 1.0))
         top_p = float(sp.get("top_p", 1.0))
@@ -132,8 +142,10 @@ async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse
                 stream=stream,
             )
             reqs.append((made, min(n_in, made[0].input_tokens)))  # --allow-auto-truncate may cut it
-    except BadRequest as e:
+    except (SchedulerRefusal, _BodyError) as e:
         return error_native(str(e), 400)
+    except BadRequest as e:
+        return refuse(str(e))
     except (TypeError, ValueError) as e:
         return error_native(f"Invalid sampling_params: {e}", 400)
 

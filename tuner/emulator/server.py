@@ -34,7 +34,7 @@ from . import api_native, api_openai, model, tokens, workload
 from . import metrics as prom
 from .engine import Scheduler
 from .faults import FaultSet
-from .http_json import BadRequest, dumps, error_openai
+from .http_json import BadRequest, SchedulerRefusal, dumps, error_openai
 from .logs import Logger
 from .profile import Profile
 from .realtime import RealtimeDriver
@@ -360,7 +360,7 @@ class EmulatorApp:
         max_in = self.max_req_input_len
         if input_tokens >= max_in:
             if not self.cfg.values.get("allow_auto_truncate"):
-                raise BadRequest(
+                raise SchedulerRefusal(
                     f"Input length ({input_tokens} tokens) exceeds the maximum allowed length ({max_in} tokens). "
                     "Use a shorter input or enable --allow-auto-truncate."
                 )
