@@ -191,18 +191,9 @@ def test_a_group_whose_rank_0_address_is_not_its_own_changes_no_host(tmp_path):
     address no interface of the head has (TEST-NET-3 here, a cloud's NAT address in life) failed
     the start after every host had changed. Refused on rank 0 by the preflight, and the other
     rank, whose own checks passed, stops with it before any change."""
-    model = tmp_path / "model"
-    model.mkdir()
-    common = _controller_host(
-        tmp_path,
-        sglang_server_model_path=str(model),
-        sglang_server_multinode_group="tp2",
-        sglang_server_tp_size=2,
-        sglang_server_dist_init_addr="203.0.113.77:45677",
-    )
     hosts = {"gpu-a": {"ansible_host": "10.9.0.1"}, "gpu-b": {"ansible_host": "10.9.0.2"}}
-    children = {"sglang_servers": {"hosts": hosts}, "tp2": {"hosts": dict.fromkeys(hosts)}}
-    out = " ".join(_refused(tmp_path, {"all": {"vars": common, "children": children}}).split())
+    inventory = _group(tmp_path, hosts, group="tp2", tp_size=2, dist_init_addr="203.0.113.77:45677")
+    out = " ".join(_refused(tmp_path, inventory).split())
     assert "rank 0's dist-init address 203.0.113.77 is not an address of gpu-a" in out, out[-3000:]
     assert "set sglang_server_dist_init_addr to an address of the head's own" in out, out[-3000:]
     assert "host(s) gpu-a of the group failed their checks" in out, out[-3000:]
@@ -337,26 +328,31 @@ def _own_address() -> str:
     return addrs[0]
 
 
-def _group_of_two(tmp_path, gpus_a: list, gpus_b: list, **common_vars) -> dict:
-    """Two real-engine hosts on the controller forming one server (group `tp4`, TP 4 over two
-    nodes), each with its own declared GPUs; rank 0's dist-init address is one of this machine's."""
+def _group(tmp_path, hosts: dict, *, group: str, tp_size: int, dist_init_addr: str, **common_vars) -> dict:
+    """Real-engine hosts on the controller (`_controller_host`) forming one server: `hosts` maps
+    each to its own variables (a host's own `cuda_env_declared_gpus` overrides the common one)."""
     model = tmp_path / "model"
     model.mkdir()
     common = _controller_host(
         tmp_path,
         sglang_server_model_path=str(model),
-        sglang_server_multinode_group="tp4",
-        sglang_server_tp_size=4,
-        sglang_server_dist_init_addr=f"{_own_address()}:45677",
+        sglang_server_multinode_group=group,
+        sglang_server_tp_size=tp_size,
+        sglang_server_dist_init_addr=dist_init_addr,
         **common_vars,
     )
-    common.pop("cuda_env_declared_gpus")
+    children = {"sglang_servers": {"hosts": hosts}, group: {"hosts": dict.fromkeys(hosts)}}
+    return {"all": {"vars": common, "children": children}}
+
+
+def _group_of_two(tmp_path, gpus_a: list, gpus_b: list, **common_vars) -> dict:
+    """Two hosts forming one server (group `tp4`, TP 4 over two nodes), each with its own declared
+    GPUs; rank 0's dist-init address is one of this machine's."""
     hosts = {
         "gpu-a": {"ansible_host": "127.0.0.1", "cuda_env_declared_gpus": gpus_a},
         "gpu-b": {"ansible_host": "127.0.0.2", "cuda_env_declared_gpus": gpus_b},
     }
-    children = {"sglang_servers": {"hosts": hosts}, "tp4": {"hosts": dict.fromkeys(hosts)}}
-    return {"all": {"vars": common, "children": children}}
+    return _group(tmp_path, hosts, group="tp4", tp_size=4, dist_init_addr=f"{_own_address()}:45677", **common_vars)
 
 
 def _gpu(name: str, mib: int, **extra) -> dict:
