@@ -55,8 +55,10 @@ def test_waits_for_health_200_then_reports(fake_sglang, run_module, tmp_path):
     assert res["health_status"] == 200 and res["log_source"] == "file"
     # it did wait through the 503s (the fake's clock starts before the module's: a little less than 1 s)
     assert res["waited_seconds"] >= 0.75
-    health_calls = [r for r in fake_sglang.requests if r["path"] == "/health"]
-    assert len(health_calls) >= 3
+    # ... polling: at least one answer was a 503 and the last a 200 (a count of polls would depend on
+    # how long the module took to start under load: 2 of them on a loaded 2-core run, 2026-12-06)
+    ages = [r["t"] - fake_sglang.t0 for r in fake_sglang.requests if r["path"] == "/health"]
+    assert ages and min(ages) < 1.0 <= max(ages), ages
     assert res["capacity"] == {
         "max_total_num_tokens": 1763904,
         "max_running_requests": 27,
