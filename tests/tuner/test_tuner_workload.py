@@ -13,7 +13,7 @@ from tuner.measure.metrics import LevelSamples
 from tuner.measure.stats import percentile
 from tuner.spec.flags import BadInput
 from tuner.spec.slo import evaluate, parse_slo
-from tuner.spec.workload import SHIPPED, PromptSource, estimate_tokens, load_dataset
+from tuner.spec.workload import SHIPPED, Dataset, PromptSource, describe, estimate_tokens, load_dataset
 
 INV = str(FIXTURES / "local_inventory.yml")
 
@@ -90,6 +90,66 @@ def test_prompt_source_is_the_same_for_every_configuration(tmp_path):
     assert len(synthetic.request(0, "chat").messages[0]["content"].split()) == 8
 
 
+def test_rows_without_a_prompt_are_skipped_and_counted_as_bench_serving_skips_them(tmp_path):
+    """ShareGPT dumps hold conversations that are empty or start with the assistant; SGLang's
+    bench_serving keeps only conversations of two turns or more (sample_sharegpt_requests), so a
+    few such rows must not refuse the file: they are skipped, counted, and named in the describe line."""
+    rows = [
+        {"conversations": [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "a1"}]},
+        {"conversations": []},
+        {"conversations": [{"from": "gpt", "value": "only a reply"}]},
+        {"conversations": [{"from": "human", "value": "q2"}, {"from": "gpt", "value": "a2"}]},
+        {"conversations": [{"from": "human", "value": "q3"}]},
+    ]
+    p = tmp_path / "sg.json"
+    p.write_text(json.dumps(rows, indent=1))
+    ds = load_dataset(str(p))
+    assert [p.messages[-1][1] for p in ds.prompts] == ["q1", "q2", "q3"]
+    assert ds.rows == 3 and ds.skipped == 2
+    assert ds.to_json()["skipped_rows"] == 2 and Dataset.from_json(ds.to_json()).skipped == 2
+    line = describe(ds, None)
+    assert "3 rows; 2 without a prompt skipped" in line and f"{p}:" in line and "no human turn" in line
+    assert "skipped" not in describe(load_dataset(str(SHIPPED)), None)
+    assert "skipped_rows" not in load_dataset(str(SHIPPED)).to_json()
+
+
+def test_array_rows_keep_their_line_numbers(tmp_path):
+    """Each element's line, counted on from the last (it was counted from the file's start for every
+    element: minutes for the ShareGPT file)."""
+    rows = [{"prompt": f"p{i}", "output_len": i + 1} for i in range(50)]
+    p = tmp_path / "a.json"
+    p.write_text("[\n" + ",\n".join(json.dumps(r, indent=1) for r in rows) + "\n]\n")
+    per_row = len(json.dumps(rows[0], indent=1).splitlines())
+    ds = load_dataset(str(p))
+    assert [q.line for q in ds.prompts] == [2 + i * per_row for i in range(50)]
+    assert [q.output_len for q in ds.prompts] == list(range(1, 51))
+
+
+def test_json_lines_break_at_newlines_only(tmp_path):
+    """U+2028, U+2029 and U+0085 are valid unescaped inside JSON strings (json.dumps with
+    ensure_ascii=False writes them): str.splitlines() cut such a row in two."""
+    p = tmp_path / "u.jsonl"
+    p.write_text(
+        json.dumps({"prompt": "a\u2028b\u2029c\x85d"}, ensure_ascii=False)
+        + "\r\n"
+        + json.dumps({"prompt": "e"})
+        + "\n",
+        encoding="utf-8",
+    )
+    ds = load_dataset(str(p))
+    assert [q.messages[0][1] for q in ds.prompts] == ["a\u2028b\u2029c\x85d", "e"] and ds.prompts[1].line == 2
+
+
+def test_the_estimate_counts_cjk_characters_one_by_one():
+    """A run of Chinese or Japanese characters has no spaces: as one `\\w+` word a whole clause was
+    one token, and --output-len auto then asked for a fifth of the reply."""
+    assert estimate_tokens("我们今天去公园散步，天气很好。") == 15
+    assert estimate_tokens("今日はいい天気ですね") == 10
+    assert estimate_tokens("안녕하세요") == 5
+    assert estimate_tokens("GPT模型 is fast") == 5  # a Latin word stops at the first CJK character
+    assert estimate_tokens("A pot for boiling water, usually with a spout and a handle.") == 14
+
+
 @pytest.mark.parametrize(
     "content,where,what",
     [
@@ -98,16 +158,22 @@ def test_prompt_source_is_the_same_for_every_configuration(tmp_path):
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n{"messages": [{"role": "us', ":2", "truncated JSON"),
         (b'[\n  {"conversations": [{"from": "human", "value": "x"}]},\n  {"conv', ":3", "truncated JSON"),
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n{"prompt": "caf\xe9"}\n', ":2", "not UTF-8"),
+        # rows without a prompt are skipped, but not most of a file (tests below for a few)
         (
-            b'{"messages": [{"role": "user", "content": "ok"}]}\n{"messages": [{"role": "assistant", "content": "a"}]}\n',
+            b'{"messages": [{"role": "user", "content": "ok"}]}\n{"messages": [{"role": "assistant", "content": "a"}]}\n'
+            b'{"messages": [{"role": "system", "content": "s"}]}\n',
             ":2",
             "no prompt",
         ),
         (
-            b'[\n {"conversations": [{"from": "human", "value": "q"}]},\n {"conversations": [{"from": "gpt", "value": "a"}]}\n]',
+            b'[\n {"conversations": [{"from": "human", "value": "q"}]},\n {"conversations": [{"from": "gpt", "value": "a"}]},'
+            b'\n {"conversations": []}\n]',
             ":3",
-            "no prompt",
+            "2 of the 3 rows have no prompt",
         ),
+        (b'{"prompt": "q", "output_len": "100"}\n', ":1", "output_len must be a whole number"),
+        (b'{"prompt": "q"}\n{"prompt": "q", "output_len": true}\n', ":2", "output_len must be a whole number"),
+        (b'{"prompt": "q"}\n{"prompt": "q", "output_len": 0}\n', ":2", "output_len must be a whole number"),
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n{"text": "no prompt key"}\n', ":2", "no prompt"),
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n[1, 2]\n', ":2", "must be a JSON object"),
         (b'{"messages": [{"role": "user", "content": "ok"}]}\n{oops}\n', ":2", "not valid JSON"),

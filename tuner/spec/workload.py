@@ -14,12 +14,16 @@ read:
 
 Lengths: the server's count of prompt tokens is what the results report (`prompt_tokens_mean`);
 without the model's tokenizer the tuner estimates a reference output's tokens as its words and
-punctuation marks (`estimate_tokens`), which is within the usual 1-1.4 tokens per English word of
-a BPE tokenizer. `--output-len N` fixes every output at N tokens instead, `--input-len N` cuts (or
-repeats) each prompt's last user message to N words.
+punctuation marks, each Chinese, Japanese or Korean character counted on its own
+(`estimate_tokens`). `--output-len N` fixes every output at N tokens instead, `--input-len N` cuts
+(or repeats) each prompt's last user message to N words.
 
-Errors name the file and the line, before anything is deployed: an empty, truncated or non-UTF-8
-file, a row that is not an object, a row without a prompt.
+A row with nothing to ask (a conversation without a human turn with text, one that does not end
+with a user message) is skipped and counted, as the field's clients skip them (`bench_serving`
+keeps only conversations of two turns or more); a file where more than half of the rows are so is
+refused, as is one without any prompt. Other errors name the file and the line, before anything is
+deployed: an empty, truncated or non-UTF-8 file, a row that is not an object, a malformed turn or
+`output_len`.
 """
 
 from __future__ import annotations
@@ -39,13 +43,16 @@ from .flags import BadInput
 DATASET_DIR = Path(__file__).resolve().parent / "datasets"
 SHIPPED = DATASET_DIR / "sgt-mixed-v1.jsonl"  # the project's own (tuner/spec/datasets/README.md)
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+# Scripts written without spaces between words: one token a character (a BPE tokenizer spends about
+# one to two characters a token on them), where `\w+` would count a whole clause as one word.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 _HUMAN = ("human", "user")
 _ASSISTANT = ("gpt", "assistant", "chatgpt", "bard", "model")
 
 
 def estimate_tokens(text: str) -> int:
-    """Words and punctuation marks: a tokenizer-free estimate of a text's tokens."""
+    """Words, punctuation marks and CJK characters: a tokenizer-free estimate of a text's tokens."""
     return len(_TOKEN.findall(text))
 
 
@@ -90,11 +97,14 @@ class Dataset:
     name: str
     sha256: str
     format: str  # sharegpt | openai-chat | prompt
-    rows: int
+    rows: int  # the rows with a prompt, the ones requests are drawn from
     prompts: tuple[Prompt, ...] = field(default=(), compare=False, repr=False)
+    skipped: int = 0  # rows without a prompt (load_dataset)
+    first_skipped: str = field(default="", compare=False)  # the first of them and why, for the log
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "sha256": self.sha256, "format": self.format, "rows": self.rows, "path": self.path}
+        out = {"name": self.name, "sha256": self.sha256, "format": self.format, "rows": self.rows, "path": self.path}
+        return out | ({"skipped_rows": self.skipped} if self.skipped else {})
 
     def identity(self) -> dict[str, Any]:
         """What makes two datasets the same for `--resume`: the content, not where it lies."""
@@ -108,6 +118,7 @@ class Dataset:
             sha256=str(d.get("sha256") or ""),
             format=str(d.get("format") or ""),
             rows=int(d.get("rows") or 0),
+            skipped=int(d.get("skipped_rows") or 0),
         )
 
     @property
@@ -117,6 +128,10 @@ class Dataset:
 
 def _where(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line else str(path)
+
+
+class _NoPrompt(BadInput):
+    """A well-formed row with nothing to ask: skipped and counted rather than refusing the file."""
 
 
 def _content(value: Any) -> str:
@@ -152,7 +167,7 @@ def _from_sharegpt(conv: Any, where: str) -> Prompt:
             )
             out = estimate_tokens(reply) if reply and reply.strip() else None
             return Prompt(tuple(system + [("user", text)]), out, 0)
-    raise BadInput("--dataset", f"{where}: no prompt (no human turn with text)")
+    raise _NoPrompt("--dataset", f"{where}: no prompt (no human turn with text)")
 
 
 def _from_openai(messages: Any, where: str) -> Prompt:
@@ -167,7 +182,7 @@ def _from_openai(messages: Any, where: str) -> Prompt:
     if msgs[-1][0] == "assistant":
         reference = msgs.pop()[1]
     if not msgs or msgs[-1][0] != "user" or not msgs[-1][1].strip():
-        raise BadInput("--dataset", f"{where}: no prompt (the conversation must end with a user message with text)")
+        raise _NoPrompt("--dataset", f"{where}: no prompt (the conversation must end with a user message with text)")
     out = estimate_tokens(reference) if reference and reference.strip() else None
     return Prompt(tuple(msgs), out, 0)
 
@@ -180,11 +195,18 @@ def _row(obj: Any, where: str) -> tuple[Prompt, str]:
     if "messages" in obj:
         return _from_openai(obj["messages"], where), "openai-chat"
     prompt = obj.get("prompt")
+    if "output_len" in obj:
+        out = obj["output_len"]
+        if isinstance(out, bool) or not isinstance(out, int) or out < 1:
+            raise BadInput(
+                "--dataset", f"{where}: output_len must be a whole number of tokens, at least 1, not {out!r}"
+            )
     if isinstance(prompt, str) and prompt.strip():
         ref = obj.get("completion") or obj.get("response")
-        out = obj.get("output_len")
-        n = int(out) if isinstance(out, int) and out > 0 else (estimate_tokens(ref) if isinstance(ref, str) else None)
+        n = obj.get("output_len") or (estimate_tokens(ref) if isinstance(ref, str) else None)
         return Prompt((("user", prompt),), n or None, 0), "prompt"
+    if "prompt" in obj:
+        raise _NoPrompt("--dataset", f"{where}: no prompt (`prompt` is empty or not text)")
     raise BadInput("--dataset", f"{where}: no prompt (expected `conversations`, `messages` or `prompt`)")
 
 
@@ -203,6 +225,7 @@ def _array_rows(path: Path, text: str) -> list[tuple[Any, int]]:
     i = text.index("[") + 1
     out: list[tuple[Any, int]] = []
     n = len(text)
+    line, counted = 1, 0  # the line at offset `counted`: counted on from the last element, not from the start
     while True:
         while i < n and text[i] in " \t\r\n":
             i += 1
@@ -216,7 +239,8 @@ def _array_rows(path: Path, text: str) -> list[tuple[Any, int]]:
                     "--dataset", f"{_where(path, text.count(chr(10), 0, j) + 1)}: text after the array's closing ]"
                 )
             return out
-        line = text.count("\n", 0, i) + 1
+        line += text.count("\n", counted, i)
+        counted = i
         try:
             obj, end = dec.raw_decode(text, i)
         except json.JSONDecodeError as exc:
@@ -264,23 +288,37 @@ def load_dataset(path_text: str) -> Dataset:
         rows = _array_rows(path, text)
     else:
         rows = []
-        for lineno, row_text in enumerate(text.splitlines(), start=1):
+        # lines end at \n only: str.splitlines() also breaks at U+2028, U+2029 and U+0085, which JSON
+        # strings may hold unescaped (json.dumps(..., ensure_ascii=False) writes them so)
+        lines = text.split("\n")
+        for lineno, row_text in enumerate(lines, start=1):
             if not row_text.strip():
                 continue
             try:
                 rows.append((json.loads(row_text), lineno))
             except json.JSONDecodeError as exc:
-                last = lineno == len(text.splitlines())
-                msg = "truncated JSON" if last and not text.endswith("\n") else "not valid JSON"
+                last = lineno == len(lines)
+                msg = "truncated JSON" if last else "not valid JSON"
                 raise BadInput("--dataset", f"{_where(path, lineno)}: {msg} ({exc.msg}, column {exc.colno})") from None
     if not rows:
         raise BadInput("--dataset", f"{path_text}: no rows")
     parsed: list[Prompt] = []
     formats: set[str] = set()
+    skipped: list[str] = []
     for obj, row_line in rows:
-        p, fmt = _row(obj, _where(path, row_line))
+        try:
+            p, fmt = _row(obj, _where(path, row_line))
+        except _NoPrompt as exc:
+            skipped.append(exc.message)
+            continue
         parsed.append(Prompt(p.messages, p.output_len, row_line))
         formats.add(fmt)
+    if len(skipped) * 2 > len(rows):
+        raise BadInput(
+            "--dataset",
+            f"{skipped[0]}; {len(skipped)} of the {len(rows)} rows have no prompt"
+            + (" (none has one)" if not parsed else " (more than half: is it the right file?)"),
+        )
     return Dataset(
         path=str(path.resolve()),
         name=path.name,
@@ -288,6 +326,8 @@ def load_dataset(path_text: str) -> Dataset:
         format="+".join(sorted(formats)),
         rows=len(parsed),
         prompts=tuple(parsed),
+        skipped=len(skipped),
+        first_skipped=skipped[0] if skipped else "",
     )
 
 
@@ -364,6 +404,9 @@ def describe(dataset: Dataset | None, sample: int | None) -> str:
     if dataset is None:
         return "synthetic prompts (deterministic random words / token ids)"
     rows = f"{sample} of {dataset.rows} rows" if sample else f"{dataset.rows} rows"
+    if dataset.skipped:
+        rows += f"; {dataset.skipped} without a prompt skipped"
+        rows += f", the first {dataset.first_skipped}" if dataset.first_skipped else ""
     return f"{dataset.name} ({dataset.format}, {rows}, sha256 {dataset.sha256[:12]})"
 
 
