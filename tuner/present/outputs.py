@@ -44,6 +44,7 @@ def write_plot(out: Path, s: Summary) -> Path | None:
 
     if not report_mod.draws_plot(s):
         return None
+    view = s.views.get(s.temperatures[0]) if s.temperatures else None
     return plot_throughput(
         Path(out) / PLOT,
         s.stats,
@@ -55,35 +56,33 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         ],
         title=title(s),
         chosen={c: ch.chosen.config_id for c, ch in s.choices.items()},
-        recommended_steps=_static_recommendation(s),
-        recommended_label=_marker_label(s),
+        recommended=_static_recommendation(s),
         failed=[r.config for r in s.state.failed.values() if not r.config.is_schedule],
-        skipped=[r.config for r in s.state.skipped.values() if not r.config.is_schedule],
+        # what the sweep chose not to deploy; a combination SGLang would refuse (`infeasible`) was
+        # never a candidate: the report names those, the steps axis has no place for them
+        skipped=[r.config for r in s.state.skipped.values() if not r.config.is_schedule and r.kind != "infeasible"],
         slo=s.slo,
         predicted=predicted_points(s),
+        pareto=view.every if view is not None and view.every else None,
     )
 
 
-def _marker_label(s: Summary) -> str | None:
-    """The steps plot's marker names what it is: the recommendation, or, when an adaptive config is
-    recommended, the best static depth beside it (the adaptive one is on schedule_vs_static.png)."""
-    rec = s.recommendation
-    if not rec.kind.startswith("adaptive"):
-        return None
-    label = rec.chosen.config.label if rec.chosen is not None else rec.kind
-    return f"best static depth: steps {{k}} (recommended: {label}, see schedule_vs_static.png)"
-
-
-def _static_recommendation(s: Summary) -> int | None:
-    """The depth the steps plot marks: the recommended static depth (an adaptive recommendation has
-    its own plot, and no place on the steps axis)."""
+def _static_recommendation(s: Summary) -> tuple[int, str] | None:
+    """The depth the steps plot marks and its legend: the recommended static configuration, or, when
+    an adaptive config is recommended, the best static one beside it (the adaptive one has no place
+    on the steps axis: schedule_vs_static.png draws it; the legend stays short enough to leave the
+    panel's points in sight)."""
     rec = s.recommendation
     if rec.kind.startswith("adaptive"):
         view = s.views.get(s.temperatures[0]) if s.temperatures else None
-        rec = view.static if view is not None and view.static is not None else rec
-        if rec.kind.startswith("adaptive"):
+        best = view.static if view is not None and view.static is not None else None
+        if best is None or best.chosen is None or best.kind.startswith("adaptive"):
             return None
-    return rec.chosen.spec_steps if rec.chosen is not None else None
+        cfg = best.chosen.config
+        return cfg.spec_steps, f"best static: {cfg.config_id}\n(adaptive recommended:\nschedule_vs_static.png)"
+    if rec.chosen is None:
+        return None
+    return rec.chosen.spec_steps, f"recommended: {rec.chosen.config_id}"
 
 
 def write_schedule_plot(out: Path, s: Summary) -> Path | None:
@@ -110,7 +109,7 @@ def write_schedule_plot(out: Path, s: Summary) -> Path | None:
         bars,
         list(names.values()),
         title=title(s),
-        verdict=s.recommendation.reason,
+        verdict=verdict.reason,
         chosen=chosen,
     )
 

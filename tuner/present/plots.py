@@ -11,6 +11,7 @@ SLO, the cells that miss it are hollow and a TPOT limit is drawn as the per-user
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,21 +52,33 @@ class PredictedPoint:
         return (1, None, cfg.spec_algorithm) if cfg.spec_steps == 0 else cfg.series
 
 
+def line_styles(n: int) -> list[tuple[tuple[float, float, float, float], str]]:
+    """A distinct (colour, line style) for each of n lines: tab10's colours up to 10, tab20's up to
+    20 (tab10 by index alone gave the 11th configuration the 1st one's colour), then tab20's again
+    dashed, dotted, ..."""
+    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
+    size = 10 if n <= 10 else 20
+    dashes = ["-", "--", ":", "-."]
+    return [(cmap(i % size), dashes[(i // size) % len(dashes)]) for i in range(n)]
+
+
 def _pareto(
     ax: Any, stats: dict[tuple[str, int], PointStats], levels: list[int], slo: Slo | None, chosen: dict[int, str]
 ) -> None:
-    """Aggregate tok/s against per-user tok/s, a line per configuration through its levels."""
+    """Aggregate tok/s against per-user tok/s, a line per configuration through its levels (static
+    and adaptive alike: this view has no steps axis); a cell the report does not compare carries the
+    same red x as on the steps panels."""
     by_cfg: dict[str, list[PointStats]] = {}
     for (cid, _c), p in stats.items():
         if p.per_request_mean is not None:
             by_cfg.setdefault(cid, []).append(p)
-    cmap = plt.get_cmap("tab10")
-    for i, (cid, pts) in enumerate(sorted(by_cfg.items(), key=lambda kv: kv[1][0].order_key)):
+    ordered = sorted(by_cfg.items(), key=lambda kv: kv[1][0].order_key)
+    labelled_out = False
+    for (cid, pts), (color, dash) in zip(ordered, line_styles(len(ordered)), strict=True):
         pts.sort(key=lambda p: p.concurrency)
-        color = cmap(i % 10)
         xs = [p.per_request_mean or 0.0 for p in pts]
         ys = [p.mean for p in pts]
-        ax.plot(xs, ys, "-", color=color, label=cid, linewidth=1.4)
+        ax.plot(xs, ys, dash, color=color, label=cid, linewidth=1.4)
         for p, x, y in zip(pts, xs, ys, strict=True):
             miss = p.slo is not None and not p.slo.meets
             ax.errorbar(
@@ -80,6 +93,17 @@ def _pareto(
             )
             if chosen.get(p.concurrency) == cid:
                 ax.plot([x], [y], marker="*", markersize=14, color=color, markeredgecolor="black", zorder=5)
+            if not competes(p):
+                ax.plot(
+                    [x],
+                    [y],
+                    marker="x",
+                    markersize=11,
+                    color="tab:red",
+                    zorder=6,
+                    label=None if labelled_out else "not compared (failed requests, --slo, the gate)",
+                )
+                labelled_out = True
             ax.annotate(f"C={p.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     if slo is not None:
         for lim in slo.limits:
@@ -125,18 +149,18 @@ def plot_throughput(
     *,
     title: str,
     chosen: Mapping[int, str] | None = None,
-    recommended_steps: int | None = None,
-    recommended_label: str | None = None,
+    recommended: tuple[int, str] | None = None,
     failed: Sequence[SpecConfig] = (),
     skipped: Sequence[SpecConfig] = (),
     slo: Slo | None = None,
     predicted: Mapping[str, PredictedPoint] | None = None,
+    pareto: dict[tuple[str, int], PointStats] | None = None,
 ) -> Path:
     """Draw the figure: `capacity` has a point per deployed static configuration, `failed` and
     `skipped` the configurations that did not start or were not deployed (a skipped one that has a
-    prediction is drawn from `predicted`, keyed by config_id), `recommended_steps` the depth marked
-    as recommended (None: no static depth to mark), `recommended_label` what its legend says when
-    that depth is not the recommendation itself ("{k}" stands for the depth; None: "recommended")."""
+    prediction is drawn from `predicted`, keyed by config_id; a depth is shaded "skipped" only where
+    nothing was measured), `recommended` the depth marked and its legend (None: no static depth to
+    mark), `pareto` the cells of the Pareto panel (default `stats`; adaptive configs may be there)."""
     chosen = dict(chosen or {})
     predicted = dict(predicted or {})
     fig, axes = plt.subplots(2, 2, figsize=(15, 10.5))
@@ -256,9 +280,12 @@ def plot_throughput(
         ax_cap.annotate(
             "deploy failed", (cfg.spec_steps, 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8
         )
+    measured_steps = {p.spec_steps for p in stats.values()}
+    shaded: set[int] = set()
     for cfg in skipped:
-        if cfg.config_id in predicted:
-            continue
+        if cfg.config_id in predicted or cfg.spec_steps in measured_steps or cfg.spec_steps in shaded:
+            continue  # a depth some configuration measured keeps its points in sight
+        shaded.add(cfg.spec_steps)
         for ax in (ax_agg, ax_req):
             ax.axvspan(cfg.spec_steps - 0.4, cfg.spec_steps + 0.4, color="0.9", zorder=0)
         ax_agg.annotate(
@@ -271,23 +298,15 @@ def plot_throughput(
             fontsize=8,
             color="0.4",
         )
-    rec_k = recommended_steps
-    if rec_k is not None:
+    if recommended is not None:
+        rec_k, rec_label = recommended
         for ax in (ax_agg, ax_req, ax_cap):
             ax.axvline(
                 rec_k,
                 color="tab:orange",
                 linestyle="--",
                 linewidth=1.2,
-                label=(
-                    (
-                        recommended_label.replace("{k}", str(rec_k))
-                        if recommended_label
-                        else f"recommended: steps {rec_k}"
-                    )
-                    if ax is ax_agg
-                    else None
-                ),
+                label=rec_label if ax is ax_agg else None,
             )
     ax_agg.set_title("Aggregate output throughput")
     ax_agg.set_ylabel("output tok/s (all requests)")
@@ -316,15 +335,22 @@ def plot_throughput(
     ax_agg.set_ylim(bottom=0)
     ax_req.set_ylim(bottom=0)
     for ax in (ax_agg, ax_req):
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="best")
+        handles = ax.get_legend_handles_labels()[0]
+        if handles:
+            # above the data, in columns, with the headroom it needs: "best" found no free place
+            # among five levels' lines and laid the legend over measured points
+            ncol = 1 if len(handles) <= 2 else (2 if len(handles) <= 6 else 3)
+            rows = -(-len(handles) // ncol)
+            _, top = ax.get_ylim()
+            ax.set_ylim(0, top * (1.04 + 0.065 * rows))
+            ax.legend(fontsize=8, loc="upper center", ncol=ncol)
         else:  # every benchmark stopped (at warm-up, say): say so where the lines would be
             ax.text(0.5, 0.5, "nothing measured", transform=ax.transAxes, ha="center", va="center", color="0.4")
     h1, l1 = ax_cap.get_legend_handles_labels()
     h2, l2 = ax_mrr.get_legend_handles_labels()
     if h1 or h2:
         ax_cap.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
-    _pareto(ax_par, stats, levels, slo, chosen)
+    _pareto(ax_par, stats if pareto is None else pareto, levels, slo, chosen)
     fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
@@ -378,8 +404,14 @@ def plot_schedule(
     ax.set_title(f"{title}\nschedule vs best static depth vs SGLang default adaptive", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
-    fig.text(0.01, 0.01, verdict if len(verdict) < 220 else verdict[:217] + "...", fontsize=7, wrap=True)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    # the verdict whole, wrapped to the figure's width (it was cut at 220 characters, before the
+    # schedule's own comparison), the axes raised above it
+    chars = int(fig.get_figwidth() * 17)  # characters of 7-point text a line, about
+    text = "\n".join(textwrap.wrap(verdict, chars)) if verdict else ""
+    lines = text.count("\n") + 1 if text else 0
+    bottom = min(0.5, (lines * 7 * 1.35 + 8) / (fig.get_figheight() * 72))
+    fig.text(0.01, 0.005, text, fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
