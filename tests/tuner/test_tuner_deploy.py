@@ -268,6 +268,46 @@ def test_a_play_stopped_from_outside_says_its_host_was_not_rolled_back(tmp_path)
     assert "local-a may be left on this configuration" in res.reason
 
 
+def test_a_play_stopped_during_its_rollback_says_so_not_the_gates_failure(tmp_path):
+    """The gate failed (no_log: its output censored) and the rollback was still running when the
+    play ran past --deploy-timeout: the censored failure was the reason ("failed (output hidden by
+    no_log)"), which read like an ordinary failure the role had rolled back."""
+    d = Deployer(
+        inventory=FIXTURES / "local_inventory.yml",
+        out_dir=tmp_path / "out",
+        extravars={"rollback_hang_s": 60},
+        playbook=str(FIXTURES / "fake_deploy.yml"),
+        timeout_s=4,
+    )
+    res = d.deploy(SpecConfig(3), "local-a")
+    assert not res.ok and res.runner_status == "timeout"
+    assert res.reason.startswith("the deploy play ran past 4 s, stopped before its gate or rollback could finish")
+    assert "before that: failed (output hidden by no_log)" in (res.detail or "")
+    assert res.record().rollback is None
+
+
+def test_a_failed_loop_task_is_told_by_its_failed_item():
+    """A loop task's own message is Ansible's summary ("One or more items failed", or "All items
+    completed" for a host that went unreachable mid-loop): the cause is in its items."""
+    failed = ev(
+        "runner_on_failed",
+        task="Check the read-write paths",
+        res={
+            "msg": "One or more items failed",
+            "results": [{"item": "/ok", "failed": False}, {"item": "/data", "failed": True, "msg": "no such path"}],
+        },
+    )
+    assert outcome_from_events([failed], "h1").failure == "item '/data': no such path"
+    gone = ev(
+        "runner_on_unreachable",
+        res={
+            "msg": "All items completed",
+            "results": [{"item": "a", "unreachable": True, "msg": "Failed to connect to the host via ssh"}],
+        },
+    )
+    assert outcome_from_events([gone], "h1").failure == "unreachable: item 'a': Failed to connect to the host via ssh"
+
+
 def test_a_deploy_timeout_under_a_second_still_stops_the_play(tmp_path):
     """--deploy-timeout 0.5 passes the flag's check (above 0); int() made it 0, which ansible-runner
     reads as no timeout at all (`if self.timeout:`), and the hung play ran on."""

@@ -116,14 +116,14 @@ def outcome_from_events(events: list[dict[str, Any]], host: str, members: tuple[
             if res.get("censored"):  # a no_log task (the gate): the role's final failure says why
                 failures.append((str(data.get("task") or ""), "", data.get("host")))
                 continue
-            msg = str(res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed")
+            msg = _result_message(res, "failed")
             if members and data.get("host") != host:
                 msg = f"{data.get('host')}: {msg}"
             failures.append((str(data.get("task") or ""), msg, data.get("host")))
         elif kind == "runner_on_unreachable":
             res = data.get("res") or {}
             prefix = f"{data.get('host')} unreachable: " if members else "unreachable: "
-            failures.append((str(data.get("task") or ""), prefix + str(res.get("msg") or ""), data.get("host")))
+            failures.append((str(data.get("task") or ""), prefix + _result_message(res, ""), data.get("host")))
     told = [f for f in failures if f[1]]
     if failures:
         # The role's final failure (after its rollback) starts with the reason; earlier ones
@@ -139,6 +139,20 @@ def outcome_from_events(events: list[dict[str, Any]], host: str, members: tuple[
     if out.client_url is None and out.report:
         out.client_url = out.report.get("client_url") or out.report.get("url")
     return out
+
+
+def _result_message(res: dict[str, Any], default: str) -> str:
+    """Why a task failed: its message, or for a loop (whose own message is Ansible's summary, "One
+    or more items failed", even "All items completed" for an unreachable host) the first failed
+    item's, named by its item."""
+    items = res.get("results")
+    if isinstance(items, list):
+        for it in items:
+            if isinstance(it, dict) and (it.get("failed") or it.get("unreachable")):
+                why = it.get("msg") or it.get("stderr") or it.get("module_stderr")
+                if why:
+                    return f"item {it.get('item')!r}: {why}"
+    return str(res.get("msg") or res.get("stderr") or res.get("module_stderr") or default)
 
 
 def stdout_tail(text: str, lines: int = 15) -> str:
@@ -368,19 +382,23 @@ class Deployer:
         ok = status == "successful" and outcome.report is not None and outcome.failure is None
         reason = detail = None
         if not ok:
-            if outcome.failure:
+            if status in ("timeout", "canceled"):
+                # ansible-runner killed the play: whatever failed before (the gate, inside the block
+                # the role rescues), its rescue (the rollback) did not finish, so this comes first;
+                # an earlier failure is the detail
+                reason = (
+                    f"the deploy play ran past {self.timeout_s:g} s" if status == "timeout" else "canceled"
+                ) + f", stopped before its gate or rollback could finish: {host} may be left on this configuration"
+                reason += " until the next deploy there"
+                if outcome.failure:
+                    detail = self.redactor.scrub(f"{reason}; before that: {outcome.failure}")
+            elif outcome.failure:
                 # The role's message: the reason on its first line, then the rollback outcome,
                 # the failed step and the log tail.
                 detail = self.redactor.scrub(outcome.failure)
                 reason = outcome.failure.strip().splitlines()[0] if outcome.failure.strip() else outcome.failure
             elif status == "successful":
                 reason = "the play succeeded but published no sglang_ready result"
-            elif status in ("timeout", "canceled"):
-                # ansible-runner kills the play: the role's rescue (its rollback) never runs
-                reason = (
-                    f"the deploy play ran past {self.timeout_s:g} s" if status == "timeout" else "canceled"
-                ) + f", stopped before its gate or rollback could finish: {host} may be left on this configuration"
-                reason += " until the next deploy there"
             else:
                 reason = f"the deploy play {status} (rc {rc}): {stdout_tail(stdout, 6)}"
             reason = self.redactor.scrub(reason)

@@ -414,6 +414,18 @@ class Sweep:
                 loop.add_signal_handler(sig, on_signal)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        try:  # the handlers stay until --deploy-best is done too: a SIGTERM there killed the tuner
+            # at once, its play left running without a record
+            return await self._run(interrupted)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+
+    async def _run(self, interrupted: threading.Event) -> int:
+        """The sweep's phases, then --deploy-best (run() holds the signal handlers around it)."""
         known = self.store.state().skipped
         for cfg, why in self.plan.infeasible:
             if cfg.config_id not in known:
@@ -463,11 +475,6 @@ class Sweep:
         finally:
             if self._baseline is not None and not self._baseline.done():
                 self._baseline.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    loop.remove_signal_handler(sig)
-                except (NotImplementedError, RuntimeError, ValueError):
-                    pass
         summary = outputs.write_all(self.store, self.spec)
         rc = 0 if summary.recommendation.chosen is not None else 1
         if summary.recommendation.chosen is None:
@@ -476,7 +483,13 @@ class Sweep:
             try:
                 ok = await self._deploy_best(summary)
             except asyncio.CancelledError:
-                self.progress.line("interrupted during --deploy-best")
+                if not interrupted.is_set():
+                    raise
+                self.progress.line(
+                    "interrupted during --deploy-best: a play stopped mid-way did not roll its host back "
+                    "(the next deploy there replaces what it left)"
+                )
+                outputs.write_all(self.store, self.spec)
                 return 1
             outputs.write_all(self.store, self.spec)
             if not ok:
