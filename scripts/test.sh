@@ -28,6 +28,13 @@ unset PYTHONDONTWRITEBYTECODE
 export SGLANG_TUNE_RUN=${SGLANG_TUNE_RUN:-test-$(date +%Y%m%d%H%M%S)-$$}
 REPORTS="$PWD/.cache/test-reports/$SGLANG_TUNE_RUN"
 mkdir -p "$REPORTS"
+# Hosts a test makes labelled as the user's own (run "user", as `make demo` makes them: the clean-up
+# scope test) carry no run id: the test lists each here before making it, and the trap removes what
+# is listed (a test killed before its own clean-up left them for good).
+export SGLANG_TUNE_USER_HOSTS=${SGLANG_TUNE_USER_HOSTS:-$REPORTS/hosts-made-as-user}
+# A stage that runs longer than this is stopped and fails (a hung play or container would otherwise
+# hold the run, and its clean-up, until CI's own limit): about twice the slowest stage seen.
+STAGE_TIMEOUT=${SGLANG_TUNE_STAGE_TIMEOUT:-1800}
 
 children=()  # the process groups of stages running side by side (run_side_by_side)
 cleanup() {  # cleanup [STATUS]: STATUS for an interrupt (the status of the last command may be 0)
@@ -37,8 +44,13 @@ cleanup() {  # cleanup [STATUS]: STATUS for an interrupt (the status of the last
   for pgid in "${children[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null || true; done
   [ ${#children[@]} -eq 0 ] || sleep 3
   for pgid in "${children[@]}"; do kill -KILL -- "-$pgid" 2>/dev/null || true; done
-  # a stage run by run_side_by_side leaves the run's hosts to the run that started it
-  [ "${SGLANG_TUNE_STAGE_CHILD:-0}" = 1 ] || ./scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" || true
+  # a stage run by run_side_by_side leaves the run's hosts to the run that started it; a clean-up
+  # that left something behind fails the run (it said what, above)
+  if [ "${SGLANG_TUNE_STAGE_CHILD:-0}" != 1 ] &&
+    ! ./scripts/cleanup_hosts.sh --run "$SGLANG_TUNE_RUN" --also "$SGLANG_TUNE_USER_HOSTS"; then
+    echo "test.sh: the clean-up could not remove everything the run made" >&2
+    [ "$rc" != 0 ] || rc=1
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -49,9 +61,21 @@ what=${1:-all}
 failed=()
 stage() { printf '\n\033[1m== %s ==\033[0m\n' "$*"; }
 timed() {  # timed NAME COMMAND...: run one check, print its time, remember a failure
-  local name=$1 t0=$SECONDS rc=0
+  local name=$1 t0=$SECONDS rc=0 pid c keep=()
   shift
-  "$@" || rc=$?
+  if [ "${SGLANG_TUNE_STAGE_CHILD:-0}" = 1 ]; then
+    "$@" || rc=$?  # run_side_by_side stops this stage's whole process group
+  else
+    # In a process group of its own, waited for: bash runs a trap only once a foreground command
+    # has ended, so a SIGTERM during the systemd stage waited its ten minutes (and a SIGKILL after
+    # it left every host behind); `wait` is interrupted at once, and the trap stops the group.
+    setsid "$@" &
+    pid=$!
+    children+=("$pid")
+    wait "$pid" || rc=$?
+    for c in "${children[@]}"; do [ "$c" = "$pid" ] || keep+=("$c"); done
+    children=("${keep[@]}")
+  fi
   printf -- '-- %s: %s (%d s)\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - t0))
   [ "$rc" = 0 ] || failed+=("$name")
 }
@@ -77,7 +101,8 @@ pytest_stage() {  # pytest_stage NAME PYTEST-ARGS...: pytest, then its report ag
   local name=$1 report="$REPORTS/$1.xml"
   shift
   rm -f "$report"
-  timed "$name" python -m pytest -q -p no:cacheprovider -rs --durations=25 --junitxml="$report" "$@"
+  timed "$name" timeout -k 60 "$STAGE_TIMEOUT" \
+    python -m pytest -q -p no:cacheprovider -rs --durations=25 --junitxml="$report" "$@"
   timed "$name-skips" python scripts/check_skips.py --stage "$name" "$report"
 }
 

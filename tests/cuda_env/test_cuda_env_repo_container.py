@@ -46,22 +46,22 @@ def podman(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 def container():
     name = f"sgt-test-cuda-{uuid.uuid4().hex[:8]}"
     run_label = f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}"
-    podman(
-        "run",
-        "-d",
-        "--name",
-        name,
-        "--label",
-        "io.sglang-tune=1",
-        "--label",
-        run_label,
-        "--network",
-        "none",
-        IMAGE,
-        "sleep",
-        "infinity",
-    )
     try:
+        podman(
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--label",
+            "io.sglang-tune=1",
+            "--label",
+            run_label,
+            "--network",
+            "none",
+            IMAGE,
+            "sleep",
+            "infinity",
+        )
         podman("cp", str(FIXTURES / "placeholder-repo-key.asc"), f"{name}:/srv/key.asc")
         yield name
     finally:

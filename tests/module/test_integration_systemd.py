@@ -126,25 +126,25 @@ def host():
     # the role installs from the wheelhouse; rebuild it (a no-op when the sources are unchanged)
     _run([str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "scripts" / "build_wheelhouse.py"), "--quiet"])
     name = f"sgt-test-ready-{uuid.uuid4().hex[:8]}"
-    _run(
-        [
-            "podman",
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--label",
-            "io.sglang-tune=1",
-            "--label",
-            f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
-            "--network",
-            "none",
-            "--systemd=always",
-            IMAGE,
-            "/sbin/init",
-        ]
-    )
     try:
+        _run(
+            [
+                "podman",
+                "run",
+                "-d",
+                "--name",
+                name,
+                "--label",
+                "io.sglang-tune=1",
+                "--label",
+                f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
+                "--network",
+                "none",
+                "--systemd=always",
+                IMAGE,
+                "/sbin/init",
+            ]
+        )
         h = Host(name)
         deadline = time.monotonic() + 60
         state = ""

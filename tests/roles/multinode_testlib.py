@@ -95,8 +95,8 @@ class TwoNodes:
         """Both hosts made, linked and, whatever happens, removed again: yields (tmp, inventory)."""
         inv = self.inventory(tmp / "inventory.yml", wheelhouse)
         hosts = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "playbooks/emulator_hosts.yml"]
-        made = run(hosts, timeout=300)
-        try:
+        try:  # made inside: a create play past its timeout leaves half-made hosts for the finally
+            made = run(hosts, timeout=300)
             assert made.returncode == 0, made.stdout[-4000:]
             self.node_link(True)
             yield tmp, inv

@@ -222,6 +222,7 @@ def deploy_play(
             extravars=extravars,
             quiet=True,
             tags=tags,
+            timeout=900,  # a stuck play fails its test (status "timeout") rather than hold the stage
         )
         events = list(r.events)
         out = r.stdout.read()

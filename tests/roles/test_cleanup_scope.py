@@ -11,6 +11,7 @@ run's container, namespace, veth and process go; the demo-range host keeps all t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -68,7 +69,14 @@ def test_run_cleanup_keeps_the_demo_range_host(need_podman, tmp_path) -> None:
             remove_container(name)
         if any(_exists(name, index).values()):
             pytest.fail(f"index {index} is in use on this machine by another host; this test will not touch it")
+    # the host labelled as the user's carries no run id: listed for the suite's trap (scripts/test.sh
+    # SGLANG_TUNE_USER_HOSTS), which removes it should this test be killed before its own clean-up
+    listed = os.environ.get("SGLANG_TUNE_USER_HOSTS")
+    if listed:
+        with open(listed, "a") as f:
+            f.write(f"{KEEP} {KEEP_INDEX}\n")
     emulator = None
+    gone = None
     try:
         made = _hosts(keep_inv, "present", run=None)
         assert made.returncode == 0, made.stdout[-3000:]
@@ -104,13 +112,20 @@ def test_run_cleanup_keeps_the_demo_range_host(need_podman, tmp_path) -> None:
         )
         assert state.stdout.strip() in ("running", "degraded")
     finally:
-        if emulator is not None and emulator.poll() is None:
-            emulator.kill()
-        _hosts(gone_inv, "absent", run=f"{run}.gone")
-        gone = _hosts(keep_inv, "absent", run=None)
-        remove_container(GONE)
-        remove_container(KEEP)
-    assert gone.returncode == 0, gone.stdout[-3000:]
+        # each step on its own: one that raises (a play past its timeout) leaves the others to run
+        with contextlib.ExitStack() as stack:
+            stack.callback(remove_container, KEEP)
+            stack.callback(remove_container, GONE)
+
+            def keep_absent() -> None:
+                nonlocal gone
+                gone = _hosts(keep_inv, "absent", run=None)
+
+            stack.callback(keep_absent)
+            stack.callback(_hosts, gone_inv, "absent", run=f"{run}.gone")
+            if emulator is not None and emulator.poll() is None:
+                stack.callback(emulator.kill)
+    assert gone is not None and gone.returncode == 0, gone.stdout[-3000:] if gone else "no absent play"
     assert _exists(KEEP, KEEP_INDEX) == {"container": False, "netns": False, "veth": False}
 
 
@@ -122,10 +137,15 @@ def test_run_cleanup_stops_the_runs_ansible_first_and_never_its_own_callers(tmp_
     fake = tmp_path / "ansible-playbook"  # a play's command line, as the scan sees it
     fake.write_text("#!/bin/bash\nwhile true; do sleep 0.2; done\n")
     fake.chmod(0o755)
-    run = f"cleanup-ansible-{uuid.uuid4().hex[:8]}"
+    # the runs nested in the suite's (when there is one), so the suite's trap stops these loops too
+    # should this test die before its `finally`; the "other" run is not nested in the one cleaned
+    outer = os.environ.get("SGLANG_TUNE_RUN", "")
+    leaf = f"cleanup-ansible-{uuid.uuid4().hex[:8]}"
+    run = f"{outer}.{leaf}" if outer else leaf
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_TUNE_RUN"}
     nested = subprocess.Popen([str(fake)], env={**env, "SGLANG_TUNE_RUN": f"{run}.deploy"}, start_new_session=True)
-    other = subprocess.Popen([str(fake)], env={**env, "SGLANG_TUNE_RUN": f"x{run}"}, start_new_session=True)
+    other_run = f"{outer}.x{leaf}" if outer else f"x{leaf}"
+    other = subprocess.Popen([str(fake)], env={**env, "SGLANG_TUNE_RUN": other_run}, start_new_session=True)
     # the clean-up run from a caller of the same run (as scripts/test.sh's trap is)
     caller = tmp_path / "caller" / "ansible-playbook"
     caller.parent.mkdir()
@@ -142,3 +162,41 @@ def test_run_cleanup_stops_the_runs_ansible_first_and_never_its_own_callers(tmp_
         for p in (nested, other):
             if p.poll() is None:
                 p.kill()
+
+
+def test_a_removal_that_fails_is_named_and_fails_the_clean_up(tmp_path) -> None:
+    """The trap ran the clean-up with `|| true` and the script always exited 0: a run that left a
+    container behind passed. A removal that fails (here a podman stand-in whose `rm` fails and whose
+    container stays) is named on stderr and exits 1; one listed by --also goes whatever its label."""
+    run = f"cleanup-fail-{uuid.uuid4().hex[:8]}"
+    name = f"sgt-stuck-{uuid.uuid4().hex[:6]}"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "podman.log"
+    (bin_dir / "podman").write_text(
+        "#!/bin/bash\n"
+        f'echo "$*" >> "{log}"\n'
+        'case "$1 $2" in\n'
+        f'  "ps -a") echo "id1 {name} {run}" ;;\n'
+        '  "container exists") exit 0 ;;\n'
+        '  "rm -f") exit 1 ;;\n'
+        "esac\n"
+    )
+    (bin_dir / "podman").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("SGLANG_TUNE_RUN", None)
+    out = subprocess.run(
+        [str(ROOT / "scripts" / "cleanup_hosts.sh"), "--run", run], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1 and f"could not remove container {name}" in out.stderr, out
+    listed = tmp_path / "user-hosts"
+    listed.write_text("demo-like-1 4093\n")
+    out = subprocess.run(
+        [str(ROOT / "scripts" / "cleanup_hosts.sh"), "--run", run, "--also", str(listed), "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "would remove container demo-like-1" in out.stdout, out
+    assert "rm -f -t 2 demo-like-1" not in log.read_text()  # a dry run removes nothing

@@ -31,6 +31,7 @@ def _publish(tmp_path, monkeypatch, hosts: dict, extravars: dict | None = None, 
         extravars=extravars or {},
         quiet=True,
         envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+        timeout=300,
     )
     out = r.stdout.read()
     assert r.rc == 0, out[-3000:]

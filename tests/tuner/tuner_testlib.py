@@ -242,7 +242,12 @@ def emulator_host_inventory(tmp_dir: Path, host: str, index: int, startup_s: flo
     def hosts(state: str) -> subprocess.CompletedProcess[str]:
         cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path), "playbooks/emulator_hosts.yml"]
         return subprocess.run(
-            [*cmd, "-e", f"emulator_hosts_state={state}"], cwd=ROOT, env=SYSTEMD_ENV, capture_output=True, text=True
+            [*cmd, "-e", f"emulator_hosts_state={state}"],
+            cwd=ROOT,
+            env=SYSTEMD_ENV,
+            capture_output=True,
+            text=True,
+            timeout=300,  # as roles_testlib's: a stuck play fails the test rather than hold the stage
         )
 
     try:
