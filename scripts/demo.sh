@@ -8,7 +8,10 @@
 # level are skipped with their prediction; then plotted and recommended. Here it skips one of the
 # five depths the grid would deploy (about a minute).
 # At the end the recommended configuration is deployed on both hosts and verified (--deploy-best).
-# Re-running continues an interrupted demo (--resume) instead of starting over.
+# Re-running continues an interrupted demo (--resume) instead of starting over, when it is run with
+# the same sweep arguments (kept in $OUT/.demo-sweep-args); with others, the earlier output is moved
+# aside ($OUT.<time>) and the demo starts afresh: a resume keeps the levels already measured, which
+# would then be reported under the new arguments' caps.
 # The demo's levels stop sending after 10 s (--max-level-s 10; the tuner's default is 120 s): three
 # quarters of a default demo's time was its C=16..64 levels chasing +-2% (2026-12-02: 566 of 755 s),
 # so a level here may end wider than that; the report says how wide each one ended. A user's sweep
@@ -25,7 +28,17 @@ ansible-playbook playbooks/emulator_hosts.yml
 
 echo "== $(date +%T) sweep (python -m tuner sweep --out $OUT ${extra[*]}) =="
 resume=()
-[ -f "$OUT/sweep.json" ] && resume=(--resume)
+if [ -f "$OUT/sweep.json" ]; then
+  if [ "$(cat "$OUT/.demo-sweep-args" 2>/dev/null || echo '(none kept)')" = "${extra[*]}" ]; then
+    resume=(--resume)
+  else
+    aside="$OUT.$(date +%Y%m%d-%H%M%S)"
+    mv "$OUT" "$aside"
+    echo "== $OUT held a demo run with other sweep arguments: moved to $aside; starting afresh =="
+  fi
+fi
+mkdir -p "$OUT"
+printf '%s\n' "${extra[*]}" >"$OUT/.demo-sweep-args"
 python -m tuner sweep --out "$OUT" --deploy-best "${extra[@]}" "${resume[@]}"
 echo "== $(date +%T) done =="
 

@@ -89,7 +89,9 @@ step_venv() {
     rm -rf .venv
     "$PY" -m venv .venv
   fi
-  .venv/bin/python -m pip install -q --upgrade 'pip>=24' wheel
+  # pip, wheel and setuptools pinned too: the wheelhouse builds the project without build isolation,
+  # with this setuptools (pyproject.toml asks for 68 or later; Python 3.11's venv brings 65)
+  .venv/bin/python -m pip install -q -c requirements/constraints.txt --upgrade pip wheel setuptools
   .venv/bin/python -m pip install -q -c requirements/constraints.txt -e ".[$extras]"
   rm -f "$STAMPS"/venv.*
   touch "$STAMPS/venv.$hash.$extras"
@@ -145,13 +147,26 @@ step_image() {
   mapfile -t mirrors < <(mirror_lines)
   # openssh-server: Ansible reaches the hosts over SSH, as it reaches real ones (the inventory's
   # ansible_connection); its postinst makes the host keys, so every host of the image shares them.
+  # Imported under a name of its own and given the image's name only once whole: a failed
+  # mmdebstrap (a mirror that does not answer) still lets `podman import` make an empty image, which
+  # under the image's name and label every later set-up took as built.
+  local partial="$IMAGE-partial" size
+  podman rmi -f "$partial" >/dev/null 2>&1 || true
   mmdebstrap --quiet --variant=minbase \
     --include=systemd,systemd-sysv,dbus,python3,python3-venv,procps,openssh-server \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     --format=tar bookworm - "${mirrors[@]}" </dev/null \
     | podman import --change 'CMD ["/sbin/init"]' --change "LABEL io.sglang-tune.image=$IMAGE_VERSION" \
-      - "$IMAGE" >/dev/null
+      - "$partial" >/dev/null
+  size=$(podman image inspect --format '{{.Size}}' "$partial")
+  if [ "${size:-0}" -lt 50000000 ]; then  # the image is about 200 MB
+    podman rmi -f "$partial" >/dev/null 2>&1 || true
+    echo "setup: the image came out at ${size:-0} bytes: mmdebstrap made no system (see above)" >&2
+    return 1
+  fi
+  podman tag "$partial" "$IMAGE"
+  podman untag "$partial" "$partial" >/dev/null 2>&1 || podman rmi "$partial" >/dev/null 2>&1 || true
 }
 
 step_ssh_key() {

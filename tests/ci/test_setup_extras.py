@@ -9,6 +9,7 @@ of installing: what is asserted is which installs the stamps lead to, not pip it
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -88,3 +89,27 @@ def test_an_unknown_extras_value_is_refused_before_anything_is_installed(tree: P
     assert proc.returncode == 2
     assert "SGLANG_TUNE_SETUP_EXTRAS must be 'tuner' or 'tuner,dev', not 'tuner,gpu'" in proc.stderr
     assert installs == [] and not list((tree / ".cache/setup").glob("venv.*"))
+
+
+def _canonical(line: str) -> str:
+    name, _, version = line.partition("==")
+    return f"{re.sub(r'[-_.]+', '-', name).lower()}=={version}"
+
+
+def test_every_installed_package_is_pinned() -> None:
+    """The constraints pin every Python package the venv holds, pip, setuptools and wheel among them
+    (mypy's own dependencies, types-PyYAML and the build tools were taken at their newest)."""
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-m", "pip", "freeze", "--all", "--exclude-editable"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    installed = {_canonical(x) for x in out.stdout.splitlines() if x and not x.startswith("#")}
+    pins = {
+        _canonical(x)
+        for x in (ROOT / "requirements/constraints.txt").read_text().splitlines()
+        if x and not x.startswith("#")
+    }
+    assert not installed - pins, sorted(installed - pins)
