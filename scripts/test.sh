@@ -32,18 +32,20 @@ mkdir -p "$REPORTS"
 # scope test) carry no run id: the test lists each here before making it, and the trap removes what
 # is listed (a test killed before its own clean-up left them for good).
 export SGLANG_TUNE_USER_HOSTS=${SGLANG_TUNE_USER_HOSTS:-$REPORTS/hosts-made-as-user}
-# A stage that runs longer than this is stopped and fails (a hung play or container would otherwise
-# hold the run, and its clean-up, until CI's own limit): about twice the slowest stage seen.
+# A pytest stage that runs longer than this is stopped and fails (a hung play or container would
+# otherwise hold the run, and its clean-up, until CI's own limit): about twice the slowest seen.
 STAGE_TIMEOUT=${SGLANG_TUNE_STAGE_TIMEOUT:-1800}
 
-children=()  # the process groups of stages running side by side (run_side_by_side)
+children=()  # the sessions of the stages running (timed's, run_side_by_side's): the trap stops them
 cleanup() {  # cleanup [STATUS]: STATUS for an interrupt (the status of the last command may be 0)
-  local rc=${1:-$?} pgid
+  local rc=${1:-$?} sid
   trap - EXIT INT TERM  # once: the `exit` below would call it again
-  # an interrupted side-by-side run: stop every stage's process group before removing its hosts
-  for pgid in "${children[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null || true; done
+  # an interrupted run: stop every running stage's session (each was started with setsid; by session,
+  # not process group: `timeout` puts a pytest stage in a group of its own inside it) before removing
+  # the run's hosts
+  for sid in "${children[@]}"; do pkill -TERM -s "$sid" 2>/dev/null || true; done
   [ ${#children[@]} -eq 0 ] || sleep 3
-  for pgid in "${children[@]}"; do kill -KILL -- "-$pgid" 2>/dev/null || true; done
+  for sid in "${children[@]}"; do pkill -KILL -s "$sid" 2>/dev/null || true; done
   # a stage run by run_side_by_side leaves the run's hosts to the run that started it; a clean-up
   # that left something behind fails the run (it said what, above)
   if [ "${SGLANG_TUNE_STAGE_CHILD:-0}" != 1 ] &&
@@ -64,11 +66,11 @@ timed() {  # timed NAME COMMAND...: run one check, print its time, remember a fa
   local name=$1 t0=$SECONDS rc=0 pid c keep=()
   shift
   if [ "${SGLANG_TUNE_STAGE_CHILD:-0}" = 1 ]; then
-    "$@" || rc=$?  # run_side_by_side stops this stage's whole process group
+    "$@" || rc=$?  # run_side_by_side stops this stage's whole session
   else
-    # In a process group of its own, waited for: bash runs a trap only once a foreground command
-    # has ended, so a SIGTERM during the systemd stage waited its ten minutes (and a SIGKILL after
-    # it left every host behind); `wait` is interrupted at once, and the trap stops the group.
+    # In a session of its own, waited for: bash runs a trap only once a foreground command has
+    # ended, so a SIGTERM during the systemd stage waited its ten minutes (and a SIGKILL after it
+    # left every host behind); `wait` is interrupted at once, and the trap stops the session.
     setsid "$@" &
     pid=$!
     children+=("$pid")
