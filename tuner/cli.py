@@ -30,6 +30,7 @@ from .spec.flags import (
     parse_target_concurrency,
     requests_for_level,
 )
+from .spec.resume import measurement_changes
 from .spec.sweepspec import SweepSpec, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     redactor = Redactor([api_key])
     store = Store(out, redactor)
     stored = store.read_sweep("--out") if out.is_dir() else None
+    remeasured: list[str] = []  # a resume's change to how levels are measured
     if stored is not None:
         if not a.resume:
             raise BadInput(
@@ -174,6 +176,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         diffs = spec.identity_diff(params, scrub=redactor.scrub_obj)
         if diffs:
             raise BadInput("--resume", f"{out} holds a different sweep: " + "; ".join(diffs))
+        remeasured = measurement_changes(spec, params)
     elif out.is_dir() and (out / "records.jsonl").exists():
         raise BadInput("--out", f"{out} holds records but no sweep.json; choose another directory")
     if spec.verify and spec.verify_baseline and Path(spec.verify_baseline).exists():
@@ -319,9 +322,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     store.lock()  # held while the store lives: a second tuner on this --out is refused
     if stored is None and store.read_sweep("--out") is not None:
         raise BadInput("--out", f"{out}: another tuner started a sweep there just now; choose another directory")
-    store.write_spec(spec, TOOL, machines)
+    store.write_spec(spec, TOOL, machines, remeasured)
     if stored is not None:
         progress.line(f"resuming the sweep in {out}")
+        if remeasured:
+            progress.line(
+                "measuring with other settings than before: " + "; ".join(remeasured) + " (the levels measured "
+                "before keep what they measured; sweep.json `resumes` and the report's notes say so)"
+            )
     deployer = Deployer(
         inventory=Path(spec.inventory),
         out_dir=out,

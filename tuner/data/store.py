@@ -171,13 +171,34 @@ class Store:
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             raise BadInput(flag, f"{self.out / SWEEP}: its params are not a sweep's ({exc})") from None
 
-    def write_spec(self, spec: SweepSpec, tool: str, hosts: dict[str, str] | None = None) -> None:
+    def write_spec(
+        self, spec: SweepSpec, tool: str, hosts: dict[str, str] | None = None, changed: list[str] | None = None
+    ) -> None:
         """sweep.json: the parameters, and (`hosts`) a digest of each host's inventory variables,
-        which `--resume` holds the machines to (tuner/cli.py)."""
+        which `--resume` holds the machines to (tuner/cli.py); `resumes` keeps, across resumes, each
+        one's change to how levels are measured (`changed`: SweepSpec.measurement_changes)."""
+        before = self.read_sweep() if (self.out / SWEEP).is_file() else None
+        resumes = list((before or {}).get("resumes") or [])
+        if changed:
+            resumes.append({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "changed": list(changed)})
         doc: dict[str, Any] = {"version": SWEEP_JSON_VERSION, "tool": tool, "params": spec.to_json()}
         if hosts:
             doc["hosts"] = dict(sorted(hosts.items()))
+        if resumes:
+            doc["resumes"] = resumes
         self.write_sweep(doc)
+
+    def resumes(self) -> list[str]:
+        """Each resume's change to how levels are measured, in words (for the report's notes)."""
+        try:
+            data = self.read_sweep() or {}
+        except BadInput:
+            return []
+        out = []
+        for r in data.get("resumes") or []:
+            if isinstance(r, dict) and r.get("changed"):
+                out.append(f"resumed {r.get('at', '')} with " + "; ".join(map(str, r["changed"])))
+        return out
 
     def write_sweep(self, sweep: dict[str, Any]) -> None:
         self.ensure()

@@ -29,6 +29,8 @@ def write_all(
     store: Store, spec: SweepSpec, *, target: list[int] | None = None, plot: bool = True, report: bool = True
 ) -> Summary:
     s = summarize(store.state(), spec, target)
+    # a resume that changed how levels are measured: the report's settings are the last run's
+    s.notes += [f"{r}: the levels measured before it keep what they measured" for r in store.resumes()]
     store.write_results_csv(s.rows)
     store.write_json(RECOMMENDATION, recommendation_json(s))
     if plot:
