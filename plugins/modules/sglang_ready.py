@@ -200,7 +200,7 @@ invocation_id:
   sample: 5c1b0e0f7c9d4a34b1f2a6d1e8e0c2aa
 capacity:
   description: The fields of SGLang's capacity line (C(max_total_num_tokens=...)), completed from C(/server_info) where the line lacks one.
-  returned: success
+  returned: success, except with O(worker=true) (a worker node reports only that it joined)
   type: dict
   contains:
     max_total_num_tokens:
@@ -234,7 +234,7 @@ capacity:
       sample: 14.86
 speculative:
   description: Speculative-decoding settings as SGLang resolved them.
-  returned: success
+  returned: success, except with O(worker=true)
   type: dict
   contains:
     enabled:
@@ -283,7 +283,7 @@ speculative:
       sample: {"1": {"candidate_steps": [4]}, "16": {"candidate_steps": [3]}}
 server:
   description: What the server says about itself.
-  returned: success
+  returned: success, except with O(worker=true)
   type: dict
   contains:
     version:
@@ -305,7 +305,7 @@ kv_pools:
   description:
     - One entry per KV cache pool allocated by the primary rank, in log order (the draft model's pool follows the target's).
     - C(tokens) is null where the line has sizes only (SGLang 0.4.0 to 0.4.2).
-  returned: success
+  returned: success, except with O(worker=true)
   type: list
   elements: dict
   sample:
@@ -321,7 +321,7 @@ kv_pools:
       upper_bound: false
 mamba_cache:
   description: The Mamba/GDN state pool of hybrid models (Qwen3-Next, Qwen3.5); null for others.
-  returned: success
+  returned: success, except with O(worker=true)
   type: dict
   sample:
     rank: TP0
@@ -356,7 +356,7 @@ failure_kind:
     - On failure, its class (C(kv_pool_oom), C(out_of_memory), C(cuda_graph), C(bad_arguments), C(exception),
       C(native_crash), C(port_in_use), C(scheduler_dead), C(subprocess_crashed), C(watchdog_timeout), C(unit_dead),
       C(restarted), C(process_exited),
-      C(timeout), ...).
+      C(timeout), C(tls_or_proxy) (a certificate or proxy refused the probe), C(bad_url), ...).
   returned: failed
   type: str
   sample: kv_pool_oom
@@ -371,6 +371,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlConnectionError
@@ -709,8 +710,11 @@ class Http:
             except Exception:  # a connection dropped mid-body is an answer without a body
                 body = b""
             return exc.code, body.decode("utf-8", "replace"), None
-        except (UrlConnectionError, ValueError) as exc:  # a certificate or proxy refused: as fetch_url, fail
-            self.module.fail_json(msg=str(exc), url=self.base + path)
+        except UrlConnectionError as exc:  # a certificate or proxy refused: as fetch_url, fail (with the
+            # gate's whole failure result, as every other failure)
+            raise GateFailed("tls_or_proxy", f"{self.base + path}: {exc}") from None
+        except ValueError as exc:  # a URL urllib cannot read (validate() catches most)
+            raise GateFailed("bad_url", f"{self.base + path}: {exc}") from None
         except urllib.error.URLError as exc:
             return None, "", f"Request failed: {exc}"
         except OSError as exc:  # after URLError, before BadStatusLine: fetch_url's order
@@ -1093,6 +1097,12 @@ def validate(module):
     p = module.params
     if not p["url"].startswith(("http://", "https://")):
         module.fail_json(msg="url must start with http:// or https://, got {!r}".format(p["url"]))
+    try:  # what urllib would refuse at the first probe: an unclosed IPv6 bracket, a port out of range
+        parts = urllib.parse.urlsplit(p["url"])
+        if not parts.hostname or parts.port == 0:  # reading .port raises for one out of range
+            raise ValueError("no host" if not parts.hostname else "port 0")
+    except ValueError as exc:
+        module.fail_json(msg="url is not one urllib can use ({}): {!r}".format(exc, p["url"]))
     for key in ("timeout", "interval", "request_timeout"):
         if p[key] is None or p[key] <= 0:
             module.fail_json(msg=f"{key} must be > 0, got {p[key]!r}")
@@ -1109,6 +1119,7 @@ def main():
     try:
         gate.setup()
         gate.wait()
+        res = gate.report()
     except GateFailed as err:
         err = gate.dead_reason(err)
         gate.settle_unit()
@@ -1122,7 +1133,6 @@ def main():
         )
         res.update(reason=reason, failure_kind=err.kind, reported_at=round(time.time(), 3))
         module.fail_json(msg=msg, **res)
-    res = gate.report()
     # SGLang's warnings become the task's own (the result's `warnings`, docs/architecture.md); the same
     # list is in `sglang_warnings`, free of anything Ansible adds there.
     for warning in res["sglang_warnings"]:

@@ -113,10 +113,15 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Write the unit and its files (in a task of the sglang_server role)
+# A unit and its environment file (the sglang_server role passes its whole layout,
+# _sglang_server_files, and a text for every file of it that is present and managed:
+# roles/sglang_server/tasks/configure.yml)
+- name: Write the unit and its environment file when they changed
   sglang_tune.serving.sglang_server_apply:
     state: configured
-    files: "{{ _sglang_server_files }}"
+    files:
+      - {name: unit, path: /etc/systemd/system/sglang-qwen.service, mode: "0644", present: true, keep: true}
+      - {name: env, path: /etc/sglang/sglang-qwen.env, mode: "0600", present: true, keep: true}
     contents:
       unit: "{{ lookup('ansible.builtin.template', 'sglang.service.j2') }}"
       env: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"

@@ -105,7 +105,8 @@ reasons:
 verdict:
   description: The whole verdict (exact-match share, first divergence, example, loops, acceptance, drift, cost).
   type: dict
-  returned: always
+  returned: when the outputs were checked (success, or a check that failed); not when the baseline, the
+    schedule or the server stopped the check before it
 """
 
 import http.client

@@ -375,6 +375,10 @@ def test_slow_health_answers_do_not_overrun_the_timeout(fake_sglang, run_module)
     "bad, text",
     [
         ({"url": "127.0.0.1:30000"}, "url must start with http"),
+        # urllib refused these at the first probe and the module failed without its failure result
+        ({"url": "http://[::1:30000"}, "url is not one urllib can use"),
+        ({"url": "http://127.0.0.1:99999"}, "url is not one urllib can use"),
+        ({"url": "http://:30000"}, "url is not one urllib can use"),
         ({"interval": 0}, "interval must be > 0"),
         ({"timeout": -1}, "timeout must be > 0"),
         ({"log_lines": -2}, "log_lines must be >= 0"),
