@@ -315,6 +315,20 @@ def baseline_problems(baseline: Any) -> list[str]:
         problems.append("it was captured from a speculative server ({})".format(baseline.get("speculative")))
     problems += _outputs_ok(baseline.get("short"), "short")
     problems += _outputs_ok(baseline.get("long"), "long")
+    if problems:
+        return problems
+    # a file cut or edited: its rows no longer the prompt set it names (the module compared the
+    # rows' hash; the tuner compared only the name, and judged the rows left)
+    settings = baseline["settings"]
+    for key, part in (("short_prompts", "short"), ("long_prompts", "long")):
+        want = settings.get(key)
+        if isinstance(want, int) and not isinstance(want, bool) and len(baseline[part]) != want:
+            problems.append(f"{part}: {len(baseline[part])} outputs where its settings say {want} (cut or edited)")
+    rows = baseline["short"] + baseline["long"]
+    if not problems and all(isinstance(r.get("prompt"), str) for r in rows):
+        sent = prompt_set_hash([{"id": r["id"], "text": r["prompt"]} for r in rows])
+        if sent != baseline["prompt_set_sha256"]:
+            problems.append("its outputs' prompts are not the prompt set it names (prompt_set_sha256): cut or edited")
     return problems
 
 

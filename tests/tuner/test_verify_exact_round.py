@@ -352,3 +352,36 @@ def test_the_cap_of_the_exact_round_holds_over_a_resume():
     previous = dict(log.state().verify_exact_round.verdict)
     asyncio.run(phase().exact_round(None, ["h"], picks, checked, previous))
     assert len(log.state().verify_exact) == EXACT_MAX_CONFIGS
+
+
+def test_a_draft_tree_pick_is_not_redeployed_and_does_not_stop_the_round(tmp_path):
+    """A topk > 1 pick is never held to exact parity (rule_for): the round redeployed it for nothing,
+    marked it "not checked exactly" and stopped there, leaving the chain picks after it unchecked."""
+    import asyncio
+
+    phase, log, progress = _new_phase(tmp_path)
+    phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
+    tree = SpecConfig(spec_steps=3, spec_topk=2, spec_draft_tokens=6)
+    asyncio.run(
+        phase.exact_round(
+            _no_deploy,  # a redeploy of the tree would raise
+            ["h"],
+            lambda: [tree],
+            lambda: (set(log.state.verify_exact), set(log.state.verify)),
+        )
+    )
+    st = log.state
+    assert st.verify_exact == {}
+    why = st.verify_exact_round.verdict
+    assert why.get("stopped") is None and why.get("deploys") == 0, why
+    assert any("k3-t2-d6 (draft trees, never exact) keep their threshold verdict" in ln for ln in progress.lines)
+
+
+def test_a_configuration_never_compared_is_reported_as_not_checked(tmp_path):
+    """A configuration whose outputs were never compared (the baseline did not deploy) was reported
+    "judged by: threshold (60% exact ...)"."""
+    _phase_, log, _ = _new_phase(tmp_path)
+    why = "not checked: the no-speculation baseline did not deploy on h: timeout pulling the image"
+    log.append(VerifyRecord(config=SpecConfig(spec_steps=3), host="h", passed=False, reasons=[why]))
+    assert judged_by(log.state, "k3-t1") == why
+    assert f"judged by: {why}" in "\n".join(report_section(log.state, True, True))

@@ -28,7 +28,7 @@ def _baseline(short, long_, deterministic=False):
         "model": "m",
         "prompt_set": "set",
         "prompt_set_sha256": "x" * 64,
-        "settings": dict(rules.DEFAULT_SETTINGS),
+        "settings": dict(rules.DEFAULT_SETTINGS, short_prompts=len(short), long_prompts=len(long_)),
         "deterministic": deterministic,
         "speculative": None,
         "short": short,
@@ -382,15 +382,34 @@ def test_a_schedule_that_pins_zero_steps_where_the_gate_runs_is_not_held_to_the_
     assert not rules.judge(_baseline(s, lg), dict(cand, short=wrong), floor=False)["passed"]
 
 
+def test_a_baseline_cut_or_edited_is_refused():
+    """A baseline cut to some of its outputs was read and used by the tuner, which judged only the
+    rows left (the module refused it by its rows' hash)."""
+    short, long_ = _rows(3, 4), _rows(1, 8)
+    for r in short + long_:
+        r["prompt"] = f"prompt of {r['id']}"
+    b = dict(
+        _baseline(short, long_),
+        prompt_set_sha256=rules.prompt_set_hash([{"id": r["id"], "text": r["prompt"]} for r in short + long_]),
+    )
+    assert rules.baseline_problems(b) == []
+    cut = dict(b, short=short[:1])
+    assert rules.baseline_problems(cut) == ["short: 1 outputs where its settings say 3 (cut or edited)"]
+    edited = dict(b, short=[dict(short[0], prompt="another prompt"), *short[1:]])
+    assert rules.baseline_problems(edited) == [
+        "its outputs' prompts are not the prompt set it names (prompt_set_sha256): cut or edited"
+    ]
+
+
 def test_baseline_of_another_model_version_or_prompt_set_is_refused():
     b = _baseline(_rows(2, 4), _rows(1, 8))
     assert rules.baseline_problems(b) == []
-    diffs = rules.baseline_mismatch(b, "other-model", "0.5.12", "y" * 64, dict(rules.DEFAULT_SETTINGS))
+    diffs = rules.baseline_mismatch(b, "other-model", "0.5.12", "y" * 64, b["settings"])
     assert any(d.startswith("model:") for d in diffs)
     assert any(d.startswith("server version:") and "0.5.12" in d for d in diffs)
     assert any(d.startswith("prompt set:") for d in diffs)
-    assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, dict(rules.DEFAULT_SETTINGS)) == []
-    other = dict(rules.DEFAULT_SETTINGS, long_tokens=100)
+    assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, b["settings"]) == []
+    other = dict(b["settings"], long_tokens=100)
     assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, other) == [
         "setting long_tokens: the baseline has 384, now 100"
     ]
@@ -402,12 +421,12 @@ def test_baseline_of_another_model_version_or_prompt_set_is_refused():
     # differ from this server's whatever the speculation (a deterministic check failed 100%)
     kept = dict(b, numerics={"tp_size": 8, "dtype": "bfloat16", "quantization": None, "kv_cache_dtype": "auto"})
     now = {"tp_size": 4, "dtype": "bfloat16", "quantization": "fp8", "kv_cache_dtype": "auto"}
-    assert rules.baseline_mismatch(kept, "m", "0.5.9", "x" * 64, dict(rules.DEFAULT_SETTINGS), now) == [
+    assert rules.baseline_mismatch(kept, "m", "0.5.9", "x" * 64, b["settings"], now) == [
         "server argument quantization: the baseline's server ran None, this one runs 'fp8'",
         "server argument tp_size: the baseline's server ran 8, this one runs 4",
     ]
     # an older baseline file without them is compared as before
-    assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, dict(rules.DEFAULT_SETTINGS), now) == []
+    assert rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, b["settings"], now) == []
 
 
 def test_exact_round_applies_where_the_release_has_the_flag_and_the_sweep_ran_without_it():

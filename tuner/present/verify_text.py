@@ -96,6 +96,9 @@ def judged_by(state: Any, cid: str) -> str:
         )
     if th is None:
         return "not checked"
+    if not th.verdict.get("rule") and any(str(r).startswith("not checked") for r in th.reasons):
+        # the outputs were never compared (no baseline, a server that did not answer): no rule judged it
+        return str(th.reasons[0])
     rule = (th.verdict.get("rule") or {}).get("mode")
     if rule == "deterministic":
         return "exact (its measurement deployment ran with --enable-deterministic-inference)"

@@ -55,13 +55,21 @@ class BadInput(ValueError):
         self.message = message
 
 
-def whole_number(flag: str, text: Any, *, minimum: int | None = None) -> int:
+def whole_number(flag: str, text: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
     value: int | None = parse_whole_number(text if isinstance(text, int) else str(text))
     if value is None:
         raise BadInput(flag, f"{text!r} is not a whole number")
     if minimum is not None and value < minimum:
         raise BadInput(flag, f"{value} is below the minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise BadInput(flag, f"{value} is above the maximum {maximum}")
     return value
+
+
+# A level's prompts start at an index laid out per temperature, repeat and concurrency level, 64
+# of each (tuner/run/levels.py `first_index`): more would give two levels the same prompts, which a
+# prefix cache serves faster.
+MAX_LEVEL_AXIS = 64
 
 
 MAX_RANGE = 4096  # values one range may hold: more is a typo, and expanding it would hang
@@ -111,8 +119,11 @@ def parse_draft_tokens(text: str | None) -> tuple[int | None, ...]:
 
 
 def parse_concurrency(text: str | None) -> tuple[int, ...]:
-    """`--concurrency`: positive ints, ascending."""
-    return parse_int_list("--concurrency", text, minimum=1, allow_ranges=False)
+    """`--concurrency`: positive ints, ascending, at most MAX_LEVEL_AXIS of them."""
+    levels = parse_int_list("--concurrency", text, minimum=1, allow_ranges=False)
+    if len(levels) > MAX_LEVEL_AXIS:
+        raise BadInput("--concurrency", f"{len(levels)} levels; at most {MAX_LEVEL_AXIS}")
+    return levels
 
 
 def parse_requests_per_level(text: str | None) -> int | str | None:
@@ -401,6 +412,18 @@ def check_url(text: str, flag: str = "--url") -> str:
     if not re.fullmatch(r"https?://[^\s/]+(/.*)?", text or ""):
         raise BadInput(flag, f"{text!r} is not an http(s) URL")
     parts = urllib.parse.urlsplit(text)
+    if parts.username is not None or parts.password is not None:
+        # sent as Basic auth and written in clear to the progress lines and every output file
+        raise BadInput(
+            flag,
+            "a URL with credentials (user:password@) would be written to the outputs; give the server's API "
+            "key in SGLANG_API_KEY instead",
+        )
+    if parts.query or parts.fragment:
+        # every request's path was appended to it: /?token=x/server_info
+        raise BadInput(flag, f"{text!r} has a query or fragment; give the server's root, e.g. http://host:30000")
+    if parts.path.rstrip("/").endswith("/v1"):
+        raise BadInput(flag, f"{text!r} ends in /v1; give the server's root (the tuner adds /v1/... itself)")
     try:
         port = parts.port  # ValueError past 65535 or not a number
     except ValueError:

@@ -82,8 +82,8 @@ def _opt(
     return {"opt": Opt((flags,) if isinstance(flags, str) else flags, default, help, parse, **kw)}
 
 
-def _int(flag: str, minimum: int) -> Callable[[Any], int]:
-    return lambda text: whole_number(flag, text, minimum=minimum)
+def _int(flag: str, minimum: int, maximum: int | None = None) -> Callable[[Any], int]:
+    return lambda text: whole_number(flag, text, minimum=minimum, maximum=maximum)
 
 
 def _positive(flag: str) -> Callable[[Any], float]:
@@ -202,7 +202,7 @@ class WorkloadSpec:
     )
     repeats: int = field(
         default=1,
-        metadata=_opt("--repeats", "1", "measure each level N times (default %(default)s)", _int("--repeats", 1)),
+        metadata=_opt("--repeats", "1", "measure each level N times (default %(default)s)", _int("--repeats", 1, 64)),
     )
     endpoint: str = field(
         default="generate",
