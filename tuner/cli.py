@@ -181,11 +181,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         raise BadInput("--out", f"{out} holds records but no sweep.json; choose another directory")
     if spec.verify and spec.verify_baseline and Path(spec.verify_baseline).exists():
         # before anything is written: a bad file must leave nothing behind (a retry would be refused)
-        from .verify.baseline import BaselineError
+        from .verify.baseline import BaselineError, check_prompts
         from .verify.baseline import read as read_baseline
+        from .verify.prompts import prompt_set, settings
 
         try:
-            read_baseline(Path(spec.verify_baseline))
+            doc = read_baseline(Path(spec.verify_baseline))
+            check_prompts(doc, prompt_set(spec.workload.dataset, settings()), spec.verify_baseline)
         except BaselineError as exc:
             raise BadInput("--verify-baseline", str(exc)) from None
     elif spec.verify and spec.verify_baseline:

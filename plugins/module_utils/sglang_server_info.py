@@ -208,8 +208,11 @@ def parse_server_info(info: Any) -> dict[str, Any]:
 
 
 # Server arguments the greedy outputs depend on and speculation does not change (the attention
-# backend is left out: SGLang may pick another one for a speculative server by itself).
-NUMERICS_ARGS = ("tp_size", "dtype", "quantization", "kv_cache_dtype")
+# backend is left out: SGLang may pick another one for a speculative server by itself): the
+# tokenizer (ServerArgs.tokenizer_path, model_path unless given) and the model's revision among
+# them, so a baseline of another tokenizer or revision of the same model path is refused rather
+# than compared (sgl-project/sglang python/sglang/srt/server_args.py; /server_info is its fields).
+NUMERICS_ARGS = ("tp_size", "dtype", "quantization", "kv_cache_dtype", "tokenizer_path", "revision")
 ATTENTION_BACKEND_ARGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 

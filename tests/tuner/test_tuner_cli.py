@@ -298,6 +298,36 @@ def test_a_bad_verify_baseline_leaves_nothing_behind(tmp_path, capsys, no_hosts)
     assert cli.main(["sweep", "--out", str(out), "--inventory", INV, "--verify-baseline", str(bad), "--dry-run"]) == 2
 
 
+def test_a_baseline_of_other_prompts_is_refused_before_anything(tmp_path, capsys, no_hosts):
+    """A baseline captured for the shipped prompts, given to a sweep of another dataset: it was read,
+    "reused", and every configuration failed "does not fit" after its deploy and levels."""
+    from tuner.spec.workload import load_dataset
+    from tuner.verify import baseline as baseline_mod
+    from tuner.verify.prompts import prompt_set, settings
+
+    ps = prompt_set(None, settings())
+    got = {
+        part: [{"id": p["id"], "text": "x", "output_ids": [1]} for p in rows]
+        for part, rows in (("short", ps.short), ("long", ps.long))
+    }
+    doc = baseline_mod.make({"model": "m", "server_version": "0.5.9"}, ps, got, "test")
+    kept = tmp_path / "base.json"
+    baseline_mod.write(kept, doc)
+    assert baseline_mod.read(kept)  # a whole baseline file ...
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps({"prompt": f"question {i}"}) + "\n" for i in range(40)))
+    assert load_dataset(str(mine)).rows == 40
+    out = tmp_path / "out"
+    argv = ["sweep", "--out", str(out), "--inventory", INV, "--verify-baseline", str(kept), "--dataset", str(mine)]
+    assert cli.main([*argv, "--dry-run"]) == 2  # ... of other prompts
+    err = capsys.readouterr().err
+    assert (
+        "--verify-baseline" in err and "captured for other prompts than this sweep sends" in err and "prompt set" in err
+    )
+    assert not out.exists()
+    assert cli.main(["sweep", "--out", str(out), "--inventory", INV, "--verify-baseline", str(kept), "--dry-run"]) == 0
+
+
 def test_a_second_tuner_on_the_same_out_is_refused(tmp_path, capsys, no_hosts):
     """Two sweeps on one --out wrote their records among each other's (each labelled the other's
     server): the directory is held by the run that has it, with or without --resume."""

@@ -850,3 +850,34 @@ def test_the_gate_routes_the_batch_padded_to_the_users_decode_graph_list():
     assert floor_exemption(pinned) is None  # unpadded, 8 stays in bucket 1
     padded = floor_exemption(pinned, {"cuda-graph-bs-decode": [1, 16]})
     assert padded is not None and "(padded to 16)" in padded and "bucket from 12" in padded
+
+
+def test_a_baseline_of_another_tokenizer_or_revision_is_refused():
+    """The identity held the model path, version and numerics, not the tokenizer (ServerArgs
+    tokenizer_path, the model path unless given) nor the model's revision: a baseline of another one
+    was compared and every configuration failed "outputs differ" instead of "does not fit"."""
+    from sglang_utils.sglang_server_info import parse_server_info
+
+    def info(tokenizer, revision):
+        return {
+            "model_path": "Qwen/Qwen3-8B",
+            "tp_size": 1,
+            "dtype": "auto",
+            "tokenizer_path": tokenizer,
+            "revision": revision,
+            "version": "0.5.9",
+        }
+
+    kept = parse_server_info(info("Qwen/Qwen3-8B", None))["numerics"]
+    now = parse_server_info(info("/opt/other-tokenizer", "refs/pr/7"))["numerics"]
+    assert kept["tokenizer_path"] == "Qwen/Qwen3-8B" and now["revision"] == "refs/pr/7"
+    b = dict(_baseline(_rows(2, 4), _rows(1, 8)), numerics=kept)
+    diffs = rules.baseline_mismatch(b, "m", "0.5.9", "x" * 64, b["settings"], now)
+    assert (
+        "server argument tokenizer_path: the baseline's server ran 'Qwen/Qwen3-8B', this one runs '/opt/other-tokenizer'"
+        in diffs
+    )
+    assert any(d.startswith("server argument revision:") for d in diffs)
+    # a baseline written before these were kept compares what it has
+    older = dict(b, numerics={k: v for k, v in kept.items() if k not in ("tokenizer_path", "revision")})
+    assert rules.baseline_mismatch(older, "m", "0.5.9", "x" * 64, b["settings"], now) == []

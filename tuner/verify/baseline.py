@@ -78,9 +78,18 @@ def read(path: Path) -> dict[str, Any]:
     return dict(doc)
 
 
+def check_prompts(doc: dict[str, Any], ps: PromptSet, where: str) -> None:
+    """Refuse a baseline of another prompt set or settings: both are known before any server is up,
+    so a sweep is refused at its start, not after every configuration was deployed and measured
+    only to fail "does not fit" (the model, version and numerics are checked once a server is up)."""
+    diffs = rules.baseline_mismatch(doc, doc.get("model"), doc.get("server_version"), ps.sha256, ps.settings)
+    if diffs:
+        raise BaselineError(f"{where} was captured for other prompts than this sweep sends: " + "; ".join(diffs))
+
+
 def check(doc: dict[str, Any], ident: dict[str, Any], ps: PromptSet, where: str) -> None:
     """Refuse a baseline of another model, server version, prompt set, settings or numerics (tp
-    size, dtype, quantization, KV cache dtype)."""
+    size, dtype, quantization, KV cache dtype, tokenizer, model revision)."""
     diffs = rules.baseline_mismatch(
         doc, ident.get("model"), ident.get("server_version"), ps.sha256, ps.settings, ident.get("numerics")
     )

@@ -141,8 +141,10 @@ class VerifyPhase:
             return False
         try:
             self.baseline = baseline_mod.read(self.path)
+            baseline_mod.check_prompts(self.baseline, self.prompts, str(self.path))
         except baseline_mod.BaselineError as exc:
-            self.unusable = str(exc)
+            self.baseline, self.unusable = None, str(exc)
+            self.progress.line(f"[verify] {self.unusable}")
             return True
         self.progress.line(
             f"[verify] reusing the baseline {self.path} ({self.baseline['model']}, SGLang "
