@@ -53,6 +53,7 @@ from ansible.module_utils.testing import patch_module_args  # noqa: E402
 from ansible_collections.sglang_tune.serving.plugins.modules import sglang_ready  # noqa: E402
 from benchlib import git_rev, kept  # noqa: E402
 from emulator_proc import emulator_cmd, free_port  # noqa: E402
+from podman_host import labelled_run  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
 
@@ -202,22 +203,7 @@ class SystemdHost:
         self.name = f"sgt-test-ready-bench-{os.getpid()}"
         subprocess.run([sys.executable, str(ROOT / "scripts" / "build_wheelhouse.py"), "--quiet"], check=True)
         subprocess.run(
-            [
-                "podman",
-                "run",
-                "-d",
-                "--name",
-                self.name,
-                "--label",
-                "io.sglang-tune=1",
-                "--label",
-                f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
-                "--network",
-                "none",
-                "--systemd=always",
-                self.IMAGE,
-                "/sbin/init",
-            ],
+            ["podman", *labelled_run(self.name, self.IMAGE, "/sbin/init", systemd=True)],
             check=True,
             capture_output=True,
         )

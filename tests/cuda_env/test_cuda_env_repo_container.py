@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import FIXTURES, REPO
+from podman_host import labelled_run
 
 IMAGE = os.environ.get("SGLANG_EMU_IMAGE", "localhost/sglang-emulator-host:bookworm")
 SOURCES = "/etc/apt/sources.list.d/cuda-sglang-tune.sources"
@@ -45,23 +46,8 @@ def podman(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def container():
     name = f"sgt-test-cuda-{uuid.uuid4().hex[:8]}"
-    run_label = f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}"
     try:
-        podman(
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--label",
-            "io.sglang-tune=1",
-            "--label",
-            run_label,
-            "--network",
-            "none",
-            IMAGE,
-            "sleep",
-            "infinity",
-        )
+        podman(*labelled_run(name, IMAGE, "sleep", "infinity"))
         podman("cp", str(FIXTURES / "placeholder-repo-key.asc"), f"{name}:/srv/key.asc")
         yield name
     finally:

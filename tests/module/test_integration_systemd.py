@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from podman_host import labelled_run
 
 # The file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py).
 pytestmark = [pytest.mark.systemd, pytest.mark.cost(30)]
@@ -127,24 +128,7 @@ def host():
     _run([str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "scripts" / "build_wheelhouse.py"), "--quiet"])
     name = f"sgt-test-ready-{uuid.uuid4().hex[:8]}"
     try:
-        _run(
-            [
-                "podman",
-                "run",
-                "-d",
-                "--name",
-                name,
-                "--label",
-                "io.sglang-tune=1",
-                "--label",
-                f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
-                "--network",
-                "none",
-                "--systemd=always",
-                IMAGE,
-                "/sbin/init",
-            ]
-        )
+        _run(["podman", *labelled_run(name, IMAGE, "/sbin/init", systemd=True)])
         h = Host(name)
         deadline = time.monotonic() + 60
         state = ""

@@ -4,12 +4,12 @@ survives a real systemd unchanged: systemd 252 as PID 1 in a podman container.""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 
 import pytest
 import roles_testlib  # noqa: F401  (puts the collection on sys.path)
+from podman_host import labelled_run
 from roles_testlib import IMAGE, remove_container
 from sglang_utils import sglang_flags
 
@@ -58,21 +58,7 @@ def test_exec_and_env_quoting_through_systemd(need_podman):
     env = "".join(sglang_flags.systemd_env_assign(k, v) + "\n" for k, v in env_values.items())
     remove_container(NAME)
     try:
-        podman(
-            "run",
-            "-d",
-            "--name",
-            NAME,
-            "--label",
-            "io.sglang-tune=1",
-            "--label",
-            f"io.sglang-tune.run={os.environ.get('SGLANG_TUNE_RUN', 'user')}",
-            "--network",
-            "none",
-            "--systemd=always",
-            IMAGE,
-            "/sbin/init",
-        )
+        podman(*labelled_run(NAME, IMAGE, "/sbin/init", systemd=True))
         for _ in range(120):
             state = podman("exec", NAME, "systemctl", "is-system-running", check=False).stdout.strip()
             if state in ("running", "degraded"):

@@ -176,7 +176,7 @@ class Store:
     ) -> None:
         """sweep.json: the parameters, and (`hosts`) a digest of each host's inventory variables,
         which `--resume` holds the machines to (tuner/cli.py); `resumes` keeps, across resumes, each
-        one's change to how levels are measured (`changed`: SweepSpec.measurement_changes)."""
+        one's change to how levels are measured (`changed`: tuner/spec/resume.py `measurement_changes`)."""
         before = self.read_sweep() if (self.out / SWEEP).is_file() else None
         resumes = list((before or {}).get("resumes") or [])
         if changed:

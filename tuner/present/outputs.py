@@ -46,7 +46,7 @@ def write_plot(out: Path, s: Summary) -> Path | None:
 
     if not report_mod.draws_plot(s):
         return None
-    view = s.views.get(s.temperatures[0]) if s.temperatures else None
+    view = s.primary_view
     return plot_throughput(
         Path(out) / PLOT,
         s.stats,
@@ -76,7 +76,7 @@ def _static_recommendation(s: Summary) -> tuple[int, str] | None:
     panel's points in sight)."""
     rec = s.recommendation
     if rec.kind.startswith("adaptive"):
-        view = s.views.get(s.temperatures[0]) if s.temperatures else None
+        view = s.primary_view
         best = view.static if view is not None and view.static is not None else None
         if best is None or best.chosen is None or best.kind.startswith("adaptive"):
             return None
@@ -91,7 +91,7 @@ def write_schedule_plot(out: Path, s: Summary) -> Path | None:
     """schedule_vs_static.png, when the schedule phase measured something."""
     from .plots import plot_schedule
 
-    view = s.views.get(s.temperatures[0]) if s.temperatures else None
+    view = s.primary_view
     verdict = view.verdict if view is not None else None
     if verdict is None or not verdict.per_level:
         return None

@@ -379,7 +379,7 @@ def _configurations(s: Summary) -> list[str]:
 
 def _schedule(s: Summary) -> list[str]:
     """The schedule phase: schedule, best static and SGLang's default adaptive config per level."""
-    primary = s.views.get(s.temperatures[0]) if s.temperatures else None
+    primary = s.primary_view
     verdict = primary.verdict if primary is not None else None
     lines = ["", "## Adaptive speculation (the schedule phase)", "", f"Schedule phase: {schedule_phase_text(s)}."]
     if verdict is None:

@@ -72,6 +72,11 @@ class Summary:
         return out
 
     @property
+    def primary_view(self) -> TempView | None:
+        """The first temperature's view: the one the plots draw and the schedule phase judged."""
+        return self.views.get(self.temperatures[0]) if self.temperatures else None
+
+    @property
     def server(self) -> dict[str, Any]:
         return self.state.server
 
@@ -441,7 +446,7 @@ def deploy_best_json(best: Mapping[str, DeployBestRecord]) -> dict[str, Any] | N
 
 def recommendation_json(s: Summary) -> dict[str, Any]:
     w = s.spec.workload
-    primary = s.views.get(s.temperatures[0]) if s.temperatures else None
+    primary = s.primary_view
     return {
         "by_concurrency": by_concurrency_json(s, primary)
         if primary

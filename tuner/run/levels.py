@@ -20,6 +20,7 @@ from ..data.records import (
 from ..data.redact import Redactor
 from ..measure.metrics import LevelMetrics, RequestTrace, counter_delta, level_metrics, level_samples, running_batch
 from ..spec.configs import SpecConfig
+from ..spec.flags import MAX_LEVEL_AXIS
 from ..spec.sweepspec import WorkloadSpec
 from ..spec.workload import PromptSource
 from .client import BenchClient, ClientOptions, LevelPlan, with_ticker
@@ -98,7 +99,8 @@ def first_index(w: WorkloadSpec, temperature: float, repeat: int, c: int) -> int
     number of requests earlier levels needed, so every configuration sees the same prompts."""
     ti = w.temperature.index(temperature) if temperature in w.temperature else 0
     ci = w.concurrency.index(c) if c in w.concurrency else 0
-    return ((ti * 64 + (repeat - 1)) * 64 + ci) * 1_000_000
+    axis = MAX_LEVEL_AXIS  # repeats and concurrency levels a sweep may have (tuner/spec/flags.py)
+    return ((ti * axis + (repeat - 1)) * axis + ci) * 1_000_000
 
 
 def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: LevelMetrics, extra: str = "") -> str:

@@ -318,7 +318,7 @@ class Sweep:
         if stage == "envelope":
             plan = adaptive_phase.plan_envelope(state, static_ids, self.spec.algorithm, budget)
         else:
-            view = summary.views.get(summary.temperatures[0]) if summary.temperatures else None
+            view = summary.primary_view
             if view is None:
                 return []
             w = self.workload
