@@ -11,14 +11,20 @@ from the package index, as get-pip does. scripts/sanity.sh puts it in place.
 import subprocess
 import sys
 
-# get-pip options that pip install does not know.
-GET_PIP_ONLY = ("--no-setuptools", "--no-wheel")
+# get-pip options that pip install does not know: each leaves a package out of the environment
+# (ensurepip may bring setuptools along; get-pip installs setuptools and wheel unless told not to).
+GET_PIP_ONLY = {"--no-setuptools": "setuptools", "--no-wheel": "wheel"}
 
 
 def main() -> None:
     args = [a for a in sys.argv[1:] if a not in GET_PIP_ONLY]
+    left_out = [pkg for flag, pkg in GET_PIP_ONLY.items() if flag in sys.argv[1:]]
     subprocess.check_call([sys.executable, "-m", "ensurepip", "--default-pip"])
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *args])
+    if left_out:
+        # as get-pip leaves them out: ansible-test asks for an environment without them
+        # (ansible_test/_util/target/setup/requirements.py passes --no-setuptools --no-wheel)
+        subprocess.check_call([sys.executable, "-m", "pip", "uninstall", "--quiet", "--yes", *left_out])
 
 
 if __name__ == "__main__":

@@ -238,6 +238,42 @@ def test_generate_stream_is_cumulative_and_chunked_per_verify_step(srv3):
     assert "spec_accept_length" in chunks[-1]["meta_info"]
     whole = generate(srv3, "stream me", 80, temperature=0, ignore_eos=True)
     assert chunks[-1]["text"] == whole["text"]
+    # the ids come with the text, all so far in each chunk (tokenizer_manager.py `_handle_batch_output`)
+    assert all(len(c["output_ids"]) == c["meta_info"]["completion_tokens"] for c in chunks)
+    assert chunks[-1]["output_ids"] == whole["output_ids"]
+
+
+@pytest.mark.parametrize(
+    ("version", "flag", "text_delta"),
+    [("0.5.9", "--stream-output", False), ("0.5.10", "--stream-output", True), ("0.5.23", None, True)],
+)
+def test_incremental_streaming_sends_each_chunks_own_ids_and_from_0_5_10_its_own_text(
+    emulator, version, flag, text_delta
+):
+    """--incremental-streaming-output (0.5.10+; --stream-output in 0.5.9, an alias until 0.5.12): each
+    chunk carries only its new ids; its text only its new words from 0.5.10, 0.5.9 keeping the text
+    whole. The gate's reader joins what comes either way (sglang_verify.StreamRow)."""
+    e = emulator(
+        *spec_flags(3),
+        "--emulator-startup-s",
+        "0.2",
+        "--disable-radix-cache",  # 0.5.10-0.5.19 refuse the default hybrid model's radix cache with speculation
+        "--emulator-sglang-version",
+        version,
+        flag or "--incremental-streaming-output",
+    ).wait_ready()
+    body = {"text": "stream me", "stream": True, "sampling_params": {"max_new_tokens": 40, "temperature": 0}}
+    chunks = e.stream("/generate", {**body, "sampling_params": {**body["sampling_params"], "ignore_eos": True}})[:-1]
+    whole = generate(e, "stream me", 40, temperature=0, ignore_eos=True)
+    counts = [c["meta_info"]["completion_tokens"] for c in chunks]
+    assert [len(c["output_ids"]) for c in chunks] == [b - a for a, b in zip([0, *counts], counts, strict=False)]
+    assert [i for c in chunks for i in c["output_ids"]] == whole["output_ids"]
+    if text_delta:
+        assert "".join(c["text"] for c in chunks) == whole["text"] and len(chunks) > 1
+        assert chunks[1]["text"].startswith(" ")  # a word after the first comes with its space
+    else:
+        assert all(len(c["text"].split()) == c["meta_info"]["completion_tokens"] for c in chunks)
+        assert chunks[-1]["text"] == whole["text"]
 
 
 def test_greedy_text_is_identical_whatever_the_depth(srv1, srv3):

@@ -27,18 +27,21 @@ def test_json_shape_is_sglangs_per_bs_config_and_round_trips():
 
 
 @pytest.mark.parametrize(
-    "buckets",
+    ("buckets", "why"),
     [
-        (),
-        (a.Bucket(2, (3,)),),  # no bucket for batch 1
-        (a.Bucket(1, ()),),  # empty ladder
-        (a.Bucket(1, (-1, 3)),),
-        (a.Bucket(1, (3,)), a.Bucket(1, (2,))),
-        (a.Bucket(1, (0,)),),  # drafts nowhere
+        ((), "bounds starting at 1"),
+        ((a.Bucket(2, (3,)),), "bounds starting at 1"),  # no bucket for batch 1
+        ((a.Bucket(1, ()),), "bucket 1: candidates must be"),  # empty ladder
+        ((a.Bucket(1, (3,)), a.Bucket(8, ())), "bucket 8: candidates must be"),  # a later one empty
+        ((a.Bucket(1, (-1, 3)),), "bucket 1: candidates must be"),
+        ((a.Bucket(1, (3, 2)),), "bucket 1: candidates must be"),  # out of order
+        ((a.Bucket(1, (3,)), a.Bucket(1, (2,))), "distinct bounds"),
+        ((a.Bucket(1, (0,)),), "must draft in some bucket"),  # drafts nowhere
     ],
 )
-def test_malformed_configs_are_refused(buckets):
-    with pytest.raises(ValueError):
+def test_malformed_configs_are_refused(buckets, why):
+    """Each refused by its own rule (an empty ladder once passed only as max() of nothing)."""
+    with pytest.raises(ValueError, match=why):
         a.AdaptiveConfig(tuple(buckets))
 
 

@@ -172,6 +172,31 @@ def test_the_precision_reached_leaves_out_the_floor_that_stands_in_for_no_interv
     assert "precision reached: median" in text
 
 
+def test_repeats_count_one_deployments_levels_and_each_temperature_states_its_restart_spread():
+    """`repeats` is --repeats (a cell's levels over two deployments are not two repeats); with two
+    temperatures, each pooled apart, the note states both spreads, not the first one's alone."""
+    rows = []
+    for temp, second in ((0.0, 1.01), (0.7, 1.12)):
+        for k, base in ((2, 1000.0), (3, 1100.0)):
+            rows += [ci_row(k, 4, base, 1.0, temp=temp), ci_row(k, 4, base * second, 1.0, dep=2, temp=temp)]
+    per_temp = {t: analysis.aggregate(rows, temperature=t) for t in (0.0, 0.7)}
+    stats = {(f"{cid}@T{t:g}", c): p for t, st in per_temp.items() for (cid, c), p in st.items()}
+    n = noise_summary(stats)
+    assert n["repeats"] == 1 and n["deployments"] == 2, n
+    assert analysis.choose_for_level(list(per_temp[0.0].values())).to_dict()["repeats"] == 1
+    each = n["restart_by_temperature"]
+    assert set(each) == {"0", "0.7"} and each["0.7"]["raw_rel_sd_pct"] > 3 * each["0"]["raw_rel_sd_pct"], each
+    text = noise_note(n)
+    assert "pooled per temperature" in text and "at temperature 0:" in text and "at temperature 0.7:" in text, text
+    assert f"+-{each['0.7']['band_pct']:.1f}%" in text, text
+    # one temperature: the sentence as before, no per-temperature entry
+    one = noise_summary(per_temp[0.0])
+    assert "restart_by_temperature" not in one and "Deployment-to-deployment spread: " in noise_note(one)
+    # three repeats on each of two deployments: 3, not 6
+    reps = [ci_row(2, 4, 1000.0 + i, 1.0, rep=i % 3 + 1, dep=i // 3 + 1) for i in range(6)]
+    assert noise_summary(analysis.aggregate(reps))["repeats"] == 3
+
+
 def ci_row(k, c, tput, hw_pct, *, rep=1, dep=1, status="ok", failed=0, temp=0.0):
     """A level with its own interval (+-hw_pct%), as the precision loop writes it."""
     r = row(k, c, tput, rep=rep, status=status)
@@ -712,3 +737,48 @@ def test_a_level_where_everything_measured_nothing_is_named_not_a_division_by_ze
     cap = {cid: d.max_total_num_tokens for cid, d in state.deploys.items()}
     every = analysis.aggregate(state.levels(), capacity=cap)
     assert "at concurrency 4" in analysis.recommend(every, [4], [4]).reason
+
+
+def test_the_schedule_written_is_the_one_its_temperature_recommends():
+    """`schedule` (and the CLI's line) for a temperature's view is that view's recommendation: a later
+    temperature whose pick is an adaptive config printed `schedule: null` after the first's static pick."""
+    import dataclasses
+    from pathlib import Path
+
+    from tuner.data.store import Store
+    from tuner.present.summary import schedule_json, summarize
+
+    kept = Store(Path(__file__).resolve().parents[2] / "bench" / "schedule_vs_static" / "seed")
+    s = summarize(kept.state(), kept.read_spec())
+    view = s.primary_view
+    assert view is not None and view.recommendation.chosen is not None
+    assert view.recommendation.chosen.config.is_schedule  # this kept sweep recommends an adaptive config
+    wanted = schedule_json(s, view)["schedule"]
+    assert isinstance(wanted, dict) and wanted
+    # the same view under a sweep whose first temperature picked a static depth
+    static = next(r for r in (v.static for v in s.views.values()) if r is not None and r.chosen is not None)
+    other = dataclasses.replace(s, recommendation=static)
+    assert schedule_json(other, view)["schedule"] == wanted
+
+
+def test_a_temperature_whose_every_request_failed_is_reported_not_dropped():
+    """`--temperature 0,0.7` where every request at 0.7 failed: 0.7 gets its view with each level's
+    reason, and the notes do not say only greedy decoding was measured (it was asked for, and failed)."""
+    from tuner.data.records import SweepState
+    from tuner.present.summary import summarize
+    from tuner.spec.sweepspec import SweepSpec, WorkloadSpec
+
+    recs = []
+    for k, tput in ((2, 1000.0), (3, 1100.0)):
+        recs.append(ci_row(k, 4, tput, 2.0))
+        bad = row(k, 4, None, status="failed")
+        bad.temperature = 0.7
+        bad.metrics.requests_ok, bad.metrics.requests_failed = 0, 4
+        recs.append(bad)
+    spec = SweepSpec(workload=WorkloadSpec(concurrency=(4,), input_len=16, output_len=16, temperature=(0.0, 0.7)))
+    s = summarize(SweepState.fold(recs), spec)
+    assert set(s.views) == {0.0, 0.7}
+    hot = s.views[0.7]
+    assert hot.recommendation.chosen is None and "requests failed (4)" in hot.unchosen[4], hot.unchosen
+    assert s.recommendation.chosen is not None  # the first temperature's stands
+    assert not any("only greedy decoding" in n for n in s.notes), s.notes

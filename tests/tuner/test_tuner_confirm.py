@@ -56,6 +56,24 @@ def test_a_configuration_that_failed_is_in_doubt_nowhere(failure):
     assert "k3-t1" not in ids and "k2-t1" in ids
 
 
+def test_a_verdict_in_doubt_at_a_later_temperature_is_confirmed_too():
+    """At temperature 0 k2 beats k4 far beyond noise (k2 and k3 tied); at 0.7 k4 and k2 are tied: k4's
+    verdict is in doubt there, so the round confirms it whatever the order of --temperature (it read
+    the first temperature's verdicts alone)."""
+    hot = cell(2, 800) + cell(3, 700) + cell(4, 805)
+    for rec in hot:
+        if isinstance(rec, LevelRecord):
+            rec.temperature = 0.7
+    records = [*MEASURED, *(r for r in hot if isinstance(r, LevelRecord))]
+    for temps in ((0.0, 0.7), (0.7, 0.0)):
+        w = WorkloadSpec(concurrency=(4,), input_len=256, output_len=256, temperature=temps)
+        plans, _ = confirm.next_confirmations(SweepState.fold(records), w, 4)
+        ids = {p.config.config_id for p in plans}
+        assert {"k2-t1", "k3-t1", "k4-t1"} <= ids, (temps, ids)
+        (k4,) = [p for p in plans if p.config.config_id == "k4-t1"]
+        assert "at temperature 0.7" in k4.why
+
+
 def test_a_cell_that_lost_requests_keeps_its_configuration_in_doubt_at_the_other_levels():
     """k3 lost requests at C=16 only: it does not compete there, but at C=4 it is as close to k2 as
     before, so the round still confirms it (a level's choice excludes cells, not configurations)."""

@@ -8,7 +8,7 @@ import io
 import pytest
 from test_tuner_search import Machine, W
 
-from tuner.data.records import BenchFailedRecord
+from tuner.data.records import BenchFailedRecord, VerifyRecord
 from tuner.data.store import MemoryStore
 from tuner.run.levels import Progress
 from tuner.run.planner import Planner
@@ -73,6 +73,32 @@ def test_resume_does_not_redeploy_a_configuration_whose_server_went_away_twice(s
     assert "k3-t1" in store.state().unstable
     got = drive(planner(SweepSpec(workload=W, search=search, schedule=False), store), store)
     assert ("k3-t1", 1) not in got
+
+
+@pytest.mark.parametrize("search", ["model", "grid"])
+def test_a_failed_gate_verdict_stands_and_is_not_deployed_again(search):
+    """With --repeat-deploys, a configuration that failed the correctness gate on its first
+    deployment is not redeployed, and a pass on a later one (a drift each restart replays, a
+    near-tie the threshold rule reads the other way) does not clear the failure."""
+    spec = SweepSpec(workload=W, search=search, schedule=False, repeat_deploys=2)
+    store = MemoryStore()
+    k3 = next(c for c in PLAN.configs if c.spec_steps == 3)
+    for rec in M.measure(k3):
+        store.append(rec)
+    store.append(VerifyRecord(config=k3, host="h", passed=False, reasons=["outputs differ from the baseline"]))
+    assert "k3-t1" in store.state().verify_failed
+    got = drive(planner(spec, store), store)
+    assert ("k3-t1", 2) not in got and ("k2-t1", 2) in got, got
+    # a later pass (as an earlier version's redeploy recorded one) leaves the failure standing
+    store.append(VerifyRecord(config=k3, host="h", passed=True, deployment=2))
+    st = store.state()
+    assert "k3-t1" in st.verify_failed and not st.verify["k3-t1"].passed
+    # a verdict that could not be had first ("not checked"), then a pass: the pass counts
+    k4 = next(c for c in PLAN.configs if c.spec_steps == 4)
+    store.append(VerifyRecord(config=k4, host="h", passed=False, reasons=["not checked: no baseline"]))
+    assert "k4-t1" in store.state().verify_failed
+    store.append(VerifyRecord(config=k4, host="h", passed=True, deployment=2))
+    assert "k4-t1" not in store.state().verify_failed
 
 
 def test_resume_measures_a_configuration_deployed_but_stopped_before_its_first_level_ended():

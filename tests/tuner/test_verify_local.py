@@ -90,6 +90,21 @@ def test_each_fault_is_caught(baseline, tmp_path, fault, expect):
         assert ex["baseline"] != ex["candidate"]
 
 
+@pytest.mark.parametrize("fault", [None, "spec-repeat=100"])
+def test_a_server_streaming_incrementally_is_read_by_its_joined_chunks(baseline, fault):
+    """0.5.9's --stream-output: each streamed chunk carries only its new ids (the text stays whole),
+    the way the gate's long outputs come from such a server; joined, a correct one passes and a
+    loop is still caught."""
+    args = ("--stream-output", *(("--emulator-fault", fault) if fault else ()))
+    with emulator(*args, steps=3) as url:
+        r = verify("--url", url, "--baseline", str(baseline), "--json")
+    v = json.loads(r.stdout)[0]
+    if fault is None:
+        assert r.returncode == 0 and v["passed"] and v["again"]["missing"] == [] and v["degenerate"] == [], v
+    else:
+        assert r.returncode == 1 and "end in a repeated cycle" in v["reasons"][0], v["reasons"]
+
+
 def test_acceptance_below_the_sweeps_measurement_fails(baseline):
     with emulator(steps=3) as url:
         r = verify("--url", url, "--baseline", str(baseline), "--measured-accept", "6.5")

@@ -154,6 +154,40 @@ def test_no_verify_says_the_outputs_were_not_checked(inv, tmp_path, capsys):
     assert "The outputs were not checked (--no-verify)" in report
 
 
+@pytest.mark.slow
+def test_a_resume_with_the_baseline_checks_what_was_measured_without_it(inv, tmp_path, capsys):
+    """The baseline's deploy fails (its start runs out of KV memory): k1 is measured, "not checked"
+    and so not recommended. A --resume whose baseline deploys checks k1 on a deploy of its own (its
+    levels stay the first run's) and recommends it; it never benchmarks k1 again."""
+    out = tmp_path / "out"
+    # the first run's baseline start fails; the fault goes with the inventory and flags unchanged
+    # (a --resume holds them): the fixture's per-depth file of extra emulator flags
+    fault = tmp_path / "state" / "local-v" / "faults-k0"
+    fault.parent.mkdir(exist_ok=True)
+    fault.write_text("--emulator-fault kv-oom")
+    rc = sweep(out, inv, "--steps", "1", "--no-verify-exact")
+    fault.unlink()
+    first = capsys.readouterr()
+    assert rc != 0 or "not checked" in first.out + first.err
+    (k1,) = [r for r in records(out) if r["type"] == "verify" and r.get("role") == "config"]
+    assert not k1["passed"] and k1["reasons"][0].startswith("not checked: the no-speculation baseline did not deploy")
+    assert json.loads((out / "recommendation.json").read_text())["recommended"]["config_id"] is None
+    levels_before = [r for r in records(out) if r["type"] == "level"]
+
+    rc = sweep(out, inv, "--steps", "1", "--no-verify-exact", "--resume")
+    second = capsys.readouterr()
+    assert rc == 0, second.out + second.err
+    assert "verify: redeploying on local-v to check it" in second.err, second.err
+    recs = records(out)
+    assert [r for r in recs if r["type"] == "level"] == levels_before  # nothing measured again
+    checks = [r for r in recs if r["type"] == "verify" and r.get("role") == "config"]
+    assert len(checks) == 2 and checks[-1]["passed"] and checks[-1]["deploy_s"] is not None, checks
+    assert json.loads((out / "recommendation.json").read_text())["recommended"]["config_id"] == "k1-t1"
+    # checked: a third run has nothing to check again
+    rc = sweep(out, inv, "--steps", "1", "--no-verify-exact", "--resume")
+    assert rc == 0 and "redeploying on" not in "".join(capsys.readouterr())
+
+
 @pytest.mark.cost(85)  # seconds, measured: started first (tests/conftest.py)
 @pytest.mark.slow
 def test_exact_round_catches_what_the_threshold_lets_through_and_checks_the_next_pick(inv, tmp_path, capsys):

@@ -25,6 +25,10 @@ from .prediction import Prediction
 # Level statuses that carry a measurement (partial: some requests failed; the tokens of the
 # successful ones over the level's wall time still count, failures lower the throughput).
 MEASURED = ("ok", "partial")
+# Why a configuration's gate verdict is "not checked" (VerifyRecord.verdict["unchecked"]), where a
+# later --resume with a baseline checks it again (SweepState.ungated, tuner/verify/phase.py `regate`).
+UNCHECKED_NO_BASELINE = "no baseline"
+UNCHECKED_REDEPLOY = "redeploy failed"
 
 
 def _fields(cls: type, d: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -294,6 +298,16 @@ class VerifyRecord(Record):
     verdict: dict[str, Any] = field(default_factory=dict)  # sglang_verify.judge's details
 
 
+def judged_failure(rec: VerifyRecord) -> bool:
+    """A gate verdict that failed the configuration: its outputs compared and found wrong, or its
+    server lost during the gate. Not a verdict that could not be had ("not checked: ...")."""
+    return (
+        not rec.passed
+        and not rec.verdict.get("unchecked")
+        and not str((rec.reasons or [""])[0]).startswith("not checked")
+    )
+
+
 AnyRecord = (
     DeployRecord
     | DeployBestRecord
@@ -419,7 +433,11 @@ class SweepState:
                 st.verify_exact_cost["deploys"] += 1
                 st.verify_exact_cost["seconds"] += float(rec.deploy_s or 0.0) + float(rec.seconds or 0.0)
             else:
-                st.verify[cid] = rec
+                # a failed verdict stands: a later deployment's pass (the threshold rule near a tie,
+                # a drift each restart replays) or "not checked" does not clear it
+                prev = st.verify.get(cid)
+                if prev is None or not judged_failure(prev) or judged_failure(rec):
+                    st.verify[cid] = rec
                 st.verify_seconds[cid] = st.verify_seconds.get(cid, 0.0) + float(rec.seconds or 0.0)
                 st.verify_runs[cid] = st.verify_runs.get(cid, 0) + 1
             return
@@ -474,9 +492,29 @@ class SweepState:
         return any(m.level.config_id == config_id for m in self.measured)
 
     @property
+    def ungated(self) -> dict[str, VerifyRecord]:
+        """Configurations measured whose latest gate verdict is "not checked" for want of a baseline
+        (or of the redeploy made to check them): excluded until checked, and their levels done, so
+        the planner never deploys them again. A record written before the verdict said why (a
+        "not checked: ..." reason and no rule) counts too. A configuration whose server went away
+        during its benchmark is failed already and not among them."""
+        out = {}
+        for cid, v in self.verify.items():
+            why = v.verdict.get("unchecked")
+            legacy = why is None and not v.verdict.get("rule") and not v.passed and not judged_failure(v)
+            if (
+                not v.passed
+                and (why in (UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY) or legacy)
+                and cid not in self.unstable
+                and self.has_levels(cid)
+            ):
+                out[cid] = v
+        return out
+
+    @property
     def verify_failed(self) -> dict[str, VerifyRecord]:
-        """Configurations whose latest gate verdict is a failure, on their measurement deployment
-        or in the exact round: never recommended."""
+        """Configurations whose gate verdict is a failure (on any of their measurement deployments:
+        a failure stands) or "not checked", or whose exact round failed: never recommended."""
         out = {cid: v for cid, v in self.verify.items() if not v.passed}
         # an exact verdict that could not be had (the redeploy did not come up) excludes nothing
         out.update({cid: v for cid, v in self.verify_exact.items() if not v.passed and not v.verdict.get("unchecked")})

@@ -99,14 +99,6 @@ class PointStats:
         return sum(vals) / len(vals) if vals else None
 
     @property
-    def per_request(self) -> list[float]:
-        return self.metric("per_request_tok_s")
-
-    @property
-    def accept(self) -> list[float]:
-        return self.metric("accept_length")
-
-    @property
     def failed_requests(self) -> int:
         return sum(lv.metrics.requests_failed for lv in self.levels)
 
@@ -117,6 +109,12 @@ class PointStats:
     @property
     def deployments(self) -> int:
         return len({lv.deployment for lv in self.used})
+
+    @property
+    def repeats(self) -> int:
+        """The most levels one deployment measured here (`--repeats`); `n` counts every deployment's."""
+        deps = [lv.deployment for lv in self.used if lv.metrics.output_tok_s is not None]
+        return max((deps.count(d) for d in set(deps)), default=0)
 
     @property
     def samples(self) -> int:
@@ -259,12 +257,12 @@ def aggregate(
     return out
 
 
-def temperatures(levels: Iterable[LevelRecord]) -> list[float]:
-    """The temperatures measured, in the order first seen."""
+def temperatures(levels: Iterable[LevelRecord], failed: bool = False) -> list[float]:
+    """The temperatures measured, in the order first seen (`failed`: or whose every request failed)."""
     out: list[float] = []
     for lv in levels:
         t = float(lv.temperature or 0.0)
-        if lv.measured and t not in out:
+        if (lv.measured or (failed and lv.all_failed)) and t not in out:
             out.append(t)
     return out
 
@@ -359,7 +357,7 @@ class LevelChoice:
             "per_request_tok_s": None if c.per_request_mean is None else round(c.per_request_mean, 2),
             "accept_length": None if c.accept_mean is None else round(c.accept_mean, 3),
             "max_total_num_tokens": c.kv_tokens,
-            "repeats": c.n,
+            "repeats": c.repeats,
             "deployments": c.deployments,
             "runner_up": None
             if self.runner_up is None

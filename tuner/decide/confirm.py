@@ -15,7 +15,9 @@ deployment-to-deployment spread every cell's interval then carries (tuner/decide
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from ..data.records import DeployRecord, SweepState, TimingRecord
 from ..measure import restarts
@@ -54,29 +56,49 @@ def spent(state: SweepState) -> int:
 
 def next_confirmations(state: SweepState, workload: WorkloadSpec, n: int) -> tuple[list[Confirmation], str]:
     """The next `n` redeploys at most, of distinct configurations, most urgent first (a sweep with
-    several hosts makes them at once); none, and why the round is over."""
-    temp = float(workload.temperature[0]) if workload.temperature else None
-    stats = analysis.aggregate(state.levels(), temperature=temp)
-    if not stats:
-        return [], "nothing was measured"
-    analysis.mark_outcomes(stats, state)  # a configuration that failed is in doubt nowhere
-    analysis.apply_slo(stats, workload.slo)  # nor one that misses the SLO, at that level
-    noise = restarts.pool_stats(stats)
+    several hosts makes them at once); none, and why the round is over. Every temperature's verdicts
+    count (a redeploy measures each): a configuration in doubt at several has its closest margin."""
+    temps: list[float | None] = [float(t) for t in workload.temperature] or [None]
     targets = list(workload.target_concurrency or workload.concurrency)
-    cells = []
-    for (cid, c), p in stats.items():
-        # the choice's rule, cell by cell as each level's choice applies it: a cell that lost
-        # requests at one level still competes at the others
-        competes = analysis.competes(p) and cid not in state.failed and not p.config.is_schedule
-        cells.append(restarts.CellView(cid, c, p.mean, p.interval, p.deployments, competes))
-    cands = restarts.contenders(cells, targets, noise)
+    best: dict[str, restarts.Contender] = {}
+    deps: dict[str, int] = {}
+    rows: dict[tuple[str, int], Any] = {}
+    requests: dict[tuple[str, int], int] = {}
+    measured = False
+    for temp in temps:
+        stats = analysis.aggregate(state.levels(), temperature=temp)
+        if not stats:
+            continue
+        measured = True
+        analysis.mark_outcomes(stats, state)  # a configuration that failed is in doubt nowhere
+        analysis.apply_slo(stats, workload.slo)  # nor one that misses the SLO, at that level
+        cells = []
+        for (cid, c), p in stats.items():
+            # the choice's rule, cell by cell as each level's choice applies it: a cell that lost
+            # requests at one level still competes at the others
+            competes = analysis.competes(p) and cid not in state.failed and not p.config.is_schedule
+            cells.append(restarts.CellView(cid, c, p.mean, p.interval, p.deployments, competes))
+            deps[cid] = max(deps.get(cid, 1), p.deployments)
+        at = f" at temperature {temp:g}" if len(temps) > 1 and temp is not None else ""
+        for cand in restarts.contenders(cells, targets, restarts.pool_stats(stats)):
+            prev = best.get(cand.config_id)
+            if prev is None or cand.margin_pct < prev.margin_pct:
+                best[cand.config_id] = dataclasses.replace(cand, why=cand.why + at)
+        for (cid, c), p in stats.items():
+            if not p.partial:
+                rows[(f"{cid}@T{temp}", c)] = p.interval_rows("output_tok_s")
+                requests[(f"{cid}@T{temp}", c)] = sum(lv.metrics.requests_ok for lv in p.used)
+    if not measured:
+        return [], "nothing was measured"
+    # most urgent first, as restarts.contenders orders one temperature's
+    cands = sorted(
+        best.values(), key=lambda c: (deps.get(c.config_id, 1), round(c.margin_pct, 6), -len(c.levels), c.config_id)
+    )
     if not cands:
         return [], "no verdict is in doubt at any target level"
     # One level, the sweep's most precise target level, not those in doubt: a restart moves every
     # level of a deployment alike, so the precise level measures it best (the contested one may be
     # the noisiest), and the verdicts everywhere read the spread it measures.
-    rows = {k: p.interval_rows("output_tok_s") for k, p in stats.items() if not p.partial}
-    requests = {k: sum(lv.metrics.requests_ok for lv in p.used) for k, p in stats.items() if not p.partial}
     level = restarts.precise_level(rows, targets, requests)
     if level is None:
         return [], "no target level was measured"

@@ -9,6 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from sglang_utils.sglang_releases import stream_text_incremental
 
 from . import tokens
 from .http_json import BadRequest, SchedulerRefusal, dumps, error_native, error_stream_native
@@ -166,12 +167,24 @@ async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse
 
     (req, h), n_in = reqs[0]
     pieces: list[str] = []
+    # Every chunk carries its ids with its text (tokenizer_manager.py `_handle_batch_output`): all so
+    # far by default; only the chunk's own under --incremental-streaming-output (0.5.10+; 0.5.9's
+    # --stream-output), its text then only its own too from 0.5.10, where 0.5.9 keeps the text whole
+    # (plugins/module_utils/sglang_releases.py `stream_text_incremental`, which the gate reads by).
+    ids_delta = bool(app.cfg.values.get("incremental_streaming_output") or app.cfg.values.get("stream_output"))
+    text_delta = ids_delta and bool(stream_text_incremental(app.version))
 
     def on_tokens(sent: int, g: int, done: bool) -> list[bytes]:
         comp = 0 if req.user == 0 else g
-        if comp > sent:
-            pieces.append(tokens.text_range(h, sent, comp, app.text_fault))
-        frame = {"text": "".join(pieces), "meta_info": meta_info(app, req, n_in, comp, done), "index": 0}
+        new = tokens.text_range(h, sent, comp, app.text_fault) if comp > sent else ""
+        if new:
+            pieces.append(new)
+        frame = {
+            "text": new if text_delta else "".join(pieces),
+            "output_ids": tokens.ids_range(h, sent if ids_delta else 0, comp, app.text_fault),
+            "meta_info": meta_info(app, req, n_in, comp, done),
+            "index": 0,
+        }
         frames = [b"data: " + dumps(frame).encode() + b"\n\n"]
         if done:
             frames.append(b"data: [DONE]\n\n")

@@ -8,7 +8,7 @@ is reversed by the next sweep as often as that part exceeds the margin (issue #1
 sweeps ranked k3 and k2 at concurrency 64 in opposite orders, each "beyond noise").
 
 That part is a property of the machine, not of one configuration, so it is estimated once for the
-sweep, pooled over every configuration deployed more than once (the confirmation round's redeploys,
+sweep (once per temperature: each temperature's cells are aggregated apart), pooled over every configuration deployed more than once (the confirmation round's redeploys,
 or `--repeat-deploys`), and carried by every cell's interval. Per cell (configuration c, level L)
 and deployment j, on the relative scale (values divided by the cell's mean):
 

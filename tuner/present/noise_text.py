@@ -24,10 +24,17 @@ def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
         return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
 
     vals = sorted(rel.values())
-    restart = next((p.restart for p in stats.values() if p.restart is not None), None)
+    # each temperature's cells are aggregated apart (tuner/decide/analysis.py `aggregate`), so
+    # each has its own pooled spread: the first temperature's is `restart`, every one's is below
+    by_temp: dict[float, Any] = {}
+    for p in stats.values():
+        if p.restart is not None:
+            by_temp.setdefault(p.temperature, p.restart)
+    restart = next(iter(by_temp.values()), None)
     return {
         "restart": None if restart is None else restart.to_dict(),
-        "repeats": max((p.n for p in stats.values()), default=0),
+        # one deployment's repeats (a cell's levels over several deployments are not repeats)
+        "repeats": max((p.repeats for p in stats.values()), default=0),
         "deployments": max((p.deployments for p in stats.values()), default=0),
         "intervals_cover": kinds,
         "cells": sum(1 for p in stats.values() if p.n),
@@ -37,7 +44,7 @@ def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
         "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
         "max_rel_std_pct": round(vals[-1] * 100, 2) if vals else None,
         "median_rel_std_pct": round((median(vals) or 0.0) * 100, 2) if vals else None,
-    }
+    } | ({"restart_by_temperature": {f"{t:g}": r.to_dict() for t, r in by_temp.items()}} if len(by_temp) > 1 else {})
 
 
 def noise_note(n: dict[str, Any]) -> str:
@@ -75,12 +82,22 @@ def noise_note(n: dict[str, Any]) -> str:
     restart = n.get("restart")
     spend = n.get("confirm") or {}
     if restart:
-        text += (
-            f" Deployment-to-deployment spread: {restart['raw_rel_sd_pct']:.2f}% ({restart['rel_sd_pct']:.2f}% beyond "
-            f"the levels' own noise; one deployment's band +-{restart['band_pct']:.1f}%, t = {restart['t975']:.2f} on {restart['df']} extra start(s), pooled over "
-            f'{restart["cells"]} cell(s) of {restart["configs"]} configuration(s); docs/tuner.md "Verdicts across '
-            'restarts")'
-        )
+        where = 'docs/tuner.md "Verdicts across restarts"'
+
+        def spread(r: dict[str, Any], tail: str) -> str:
+            return (
+                f"{r['raw_rel_sd_pct']:.2f}% ({r['rel_sd_pct']:.2f}% beyond the levels' own noise; one deployment's "
+                f"band +-{r['band_pct']:.1f}%, t = {r['t975']:.2f} on {r['df']} extra start(s), pooled over "
+                f"{r['cells']} cell(s) of {r['configs']} configuration(s){tail})"
+            )
+
+        each = n.get("restart_by_temperature")
+        if each:
+            text += f" Deployment-to-deployment spread, pooled per temperature ({where}): " + "; ".join(
+                f"at temperature {t}: {spread(r, '')}" for t, r in each.items()
+            )
+        else:
+            text += f" Deployment-to-deployment spread: {spread(restart, '; ' + where)}"
         if spend.get("starts"):
             text += (
                 f"; the confirmation round made {spend['starts']} extra start(s), {spend['seconds']:.0f} s "

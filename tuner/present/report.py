@@ -200,6 +200,10 @@ def _recommendation(s: Summary) -> list[str]:
             if deployed == [chosen]
             else f"the sweep's recommendation at the time ({', '.join(deployed)})"
         )
+        if len(s.views) > 1 and s.temperatures:
+            # below the last temperature's section: say whose recommendation it was
+            what = what.replace(" (", ", ").rstrip(")") if deployed != [chosen] else f"{what}, {chosen}"
+            what += f", at temperature {s.temperatures[0]:g} (the first of --temperature),"
         lines.append(f"Deployed {what} at the end (`--deploy-best`) " + "; ".join(outcomes) + ".")
         lines.append("")
     return lines
@@ -384,6 +388,11 @@ def _schedule(s: Summary) -> list[str]:
     lines = ["", "## Adaptive speculation (the schedule phase)", "", f"Schedule phase: {schedule_phase_text(s)}."]
     if verdict is None:
         return lines
+    if len(s.views) > 1 and primary is not None:
+        lines += [
+            "",
+            f"At temperature {primary.temperature:g}, the first of --temperature: the comparison below is that temperature's.",
+        ]
     lines += ["", f"![schedule vs static]({SCHEDULE_PLOT})", ""]
     names = (
         ("best_static", f"best static ({verdict.best_static.config_id})" if verdict.best_static else "best static"),

@@ -186,7 +186,8 @@ def view_for(
 
 def summarize(state: SweepState, spec: SweepSpec, target: list[int] | None = None) -> Summary:
     levels = list(spec.workload.concurrency) or sorted({lv.concurrency for lv in state.levels()})
-    measured = analysis.temperatures(state.levels())
+    # a temperature whose every request failed still gets its view: its levels say why
+    measured = analysis.temperatures(state.levels(measured_only=False), failed=True)
     temps = [float(t) for t in spec.workload.temperature if float(t) in measured]
     temps += [t for t in measured if t not in temps]
     tgt = _target(spec, target)
@@ -455,6 +456,12 @@ def recommendation_json(s: Summary) -> dict[str, Any]:
         "temperature": s.temperatures[0] if s.temperatures else None,
         "by_temperature": {
             f"{t:g}": {"by_concurrency": by_concurrency_json(s, v), "recommended": v.recommendation.to_dict()}
+            # with several temperatures, each one's schedule as deployed (the top-level one is the first's)
+            | (
+                {k: x for k, x in schedule_json(s, v).items() if k in ("schedule", "kv_warning")}
+                if len(s.views) > 1
+                else {}
+            )
             for t, v in s.views.items()
         },
         "slo": None if s.slo is None else s.slo.to_json(),
@@ -516,7 +523,7 @@ def schedule_json(s: Summary, view: TempView | None) -> dict[str, Any]:
     depth, SGLang's default adaptive config, no speculation; who wins and why), `kv_warning` and
     `schedule_phase` (what the phase deployed, counted against its budget)."""
     verdict = view.verdict if view is not None else None
-    rec = s.recommendation
+    rec = view.recommendation if view is not None else s.recommendation  # the view's own temperature
     cfg = rec.chosen.config if rec.chosen is not None and rec.chosen.config.is_schedule else None
     vllm = None
     deployed: Any = None

@@ -10,6 +10,7 @@ from ..data.records import (
     PredictionRecord,
     SkipRecord,
     SweepState,
+    judged_failure,
 )
 from ..data.store import Store
 from ..decide import analysis
@@ -117,6 +118,10 @@ class Planner:
                     self.finished.add(unit)
                     continue
                 if cid in state.failed and (dep == 1 or not state.has_levels(cid)):
+                    self.finished.add(unit)
+                    continue
+                if dep > 1 and cid in state.verify and judged_failure(state.verify[cid]):
+                    # failed the correctness gate: never recommended, nothing to measure again
                     self.finished.add(unit)
                     continue
                 if dep > 1 and (cid, 1) not in self.finished and (cid, 1) not in self.in_progress:

@@ -23,7 +23,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -76,6 +76,14 @@ class Gate(Protocol):
         picks: Callable[[], list[SpecConfig]],
         checked: Callable[[], tuple[set[str], set[str]]],
         previous: dict[str, Any] | None = None,
+        on_error: Callable[[], object] | None = None,
+    ) -> None: ...
+
+    async def regate(
+        self,
+        deploy: Callable[[SpecConfig, str, int], Any],
+        hosts: Sequence[str],
+        state: Callable[[], Any],
         on_error: Callable[[], object] | None = None,
     ) -> None: ...
 
@@ -171,6 +179,13 @@ class Sweep:
         if self.spec.repeat_deploys <= 1 and deployment <= 1:
             return {}
         return {REDEPLOY_VAR: str(deployment)}
+
+    def _regate_deploy(self, cfg: SpecConfig, host: str, deployment: int) -> Any:
+        """`cfg` deployed again for the gate alone (tuner/verify/phase.py `regate`), with its last
+        measurement deployment's variables."""
+        return self.deployer.deploy(
+            cfg, host, label=f"verify-{cfg.config_id}", extravars=self._redeploy_vars(deployment)
+        )
 
     async def run_config(
         self, cfg: SpecConfig, host: str, deployment: int = 1, levels: tuple[int, ...] | None = None
@@ -292,15 +307,19 @@ class Sweep:
             )
             made += len(plans)
         state = self.store.state()
-        temp = float(self.workload.temperature[0]) if self.workload.temperature else None
-        noise = restarts.pool_stats(analysis.aggregate(state.levels(), temperature=temp))
+        temps: list[float | None] = [float(t) for t in self.workload.temperature] or [None]
+        spreads = []
+        for temp in temps:  # each temperature's cells are pooled apart (analysis.aggregate)
+            noise = restarts.pool_stats(analysis.aggregate(state.levels(), temperature=temp))
+            at = f"at temperature {temp:g}: " if len(temps) > 1 and temp is not None else ""
+            spreads.append(at + (noise.text() if noise is not None else "no configuration measured twice"))
         spend = confirm.cost(state, self.spec.repeat_deploys)
         self.progress.line(
             f"[confirm] done ({why}): {spend['starts']} extra start(s), {spend['seconds']:.0f} s "
             f"(+{spend['share_pct']:.0f}% on the sweep's deployments); "
             + (
-                noise.text()
-                if noise is not None
+                "; ".join(spreads)
+                if any(not x.endswith("measured twice") for x in spreads)
                 else "no configuration measured twice: intervals do not cover restarts"
             )
         )
@@ -443,6 +462,10 @@ class Sweep:
                 await self._worker(self.hosts[0])
 
             await self._together(first_host(), *(self._worker(h) for h in self.hosts[1:]))
+            if self.verify is not None:
+                # configurations an earlier run measured without a baseline, checked now that there is one
+                await self.verify.regate(self._regate_deploy, self.hosts, self.store.state, self.deployer.cancel.set)
+                self._rebuild()
             await self._confirm_round()
             if self.spec.schedule:
                 for stage in ("envelope", "search"):
@@ -478,7 +501,9 @@ class Sweep:
         summary = outputs.write_all(self.store, self.spec)
         rc = 0 if summary.recommendation.chosen is not None else 1
         if summary.recommendation.chosen is None:
-            self.progress.line(f"no recommendation: {summary.recommendation.reason}")
+            # the first temperature's (what --deploy-best deploys) decides the exit status
+            at = f" at temperature {summary.temperatures[0]:g}" if len(summary.views) > 1 else ""
+            self.progress.line(f"no recommendation{at}: {summary.recommendation.reason}")
         if self.spec.deploy_best:
             try:
                 ok = await self._deploy_best(summary)

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from sglang_utils import sglang_verify as rules
 from sglang_utils.sglang_flags import decode_graph_bs, extra_switch_on
 
-from ..data.records import VerifyRecord
+from ..data.records import UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY, VerifyRecord
 from ..run.client import BenchClient, ClientOptions
 from ..run.levels import wait_for_health
 from ..run.together import together
@@ -195,10 +195,18 @@ class VerifyPhase:
         )
 
     async def check(
-        self, cfg: SpecConfig, host: str, url: str, model: str | None, levels: list[Any], deployment: int = 1
+        self,
+        cfg: SpecConfig,
+        host: str,
+        url: str,
+        model: str | None,
+        levels: list[Any],
+        deployment: int = 1,
+        deploy_s: float | None = None,
     ) -> VerifyRecord:
         """The gate on one configuration's running deployment (its acceptance judged against what its
-        `levels` measured); the record is appended and returned."""
+        `levels` measured); the record is appended and returned. `deploy_s`: the deploy made for the
+        check alone (`regate`), recorded with it."""
         measured, accept_note = reference_accept(cfg, levels)
         # an adaptive config that pins 0 steps where the gate's requests run: no floor (the rule and
         # its words are shared with the role's sglang_verify module)
@@ -211,7 +219,14 @@ class VerifyPhase:
         if self.baseline is None:
             why = self.unusable or "no baseline"
             rec = VerifyRecord(
-                config=cfg, host=host, passed=False, reasons=[f"not checked: {why}"], deployment=deployment
+                config=cfg,
+                host=host,
+                passed=False,
+                reasons=[f"not checked: {why}"],
+                deployment=deployment,
+                deploy_s=deploy_s,
+                # a --resume that has the baseline checks it then (`regate`)
+                verdict={"unchecked": UNCHECKED_NO_BASELINE},
             )
             self.log.append(rec)
             return rec
@@ -226,7 +241,7 @@ class VerifyPhase:
                 ),
             )
         except baseline_mod.BaselineError as exc:
-            v = {"passed": False, "reasons": [f"not checked: {exc}"]}
+            v = {"passed": False, "reasons": [f"not checked: {exc}"], "unchecked": "baseline refused"}
         except probe.ANSWER_ERRORS as exc:
             v = {"passed": False, "reasons": [f"the server did not answer the gate: {probe.failure_text(exc)}"]}
         rec = VerifyRecord(
@@ -236,6 +251,7 @@ class VerifyPhase:
             reasons=list(v.get("reasons") or []),
             requests=v.get("requests"),
             seconds=v.get("seconds"),
+            deploy_s=deploy_s,
             deployment=deployment,
             verdict={k: x for k, x in v.items() if k not in ("passed", "reasons", "requests", "seconds")}
             | ({"acceptance_vs_sweep": accept_note} if accept_note else {}),
@@ -279,6 +295,55 @@ class VerifyPhase:
                     self.progress.line(
                         f"[{cfg.label}] verify: the server answers again after {back:.1f} s: checking again"
                     )
+
+    async def regate(
+        self,
+        deploy: Callable[[SpecConfig, str, int], Any],
+        hosts: Sequence[str],
+        state: Callable[[], Any],
+        on_error: Callable[[], object] | None = None,
+    ) -> None:
+        """Check the configurations measured while no baseline could be had, now that there is one
+        (a --resume after the baseline's deploy or capture failed): each stays "not checked", so
+        excluded from every choice, until it is, and its levels are done, so nothing else deploys
+        it again. Each is deployed once more (`deploy(cfg, host, deployment)`: the sweep's deployer
+        with the deployment's own variables; its levels are not measured again) and held to the
+        gate as on its measurement deployment, against the levels it measured then; one per host at
+        a time. A redeploy that fails leaves it not checked (a later --resume tries again)."""
+        if self.baseline is None:
+            return
+        queue = list(state().ungated.values())
+        if queue:
+            self.progress.line(
+                f"[verify] {len(queue)} configuration(s) measured without a baseline: redeploying each to check it"
+            )
+
+        async def worker(host: str) -> None:
+            while queue:
+                rec = queue.pop(0)
+                cfg = rec.config
+                self.progress.line(f"[{cfg.label}] verify: redeploying on {host} to check it")
+                res = await asyncio.to_thread(deploy, cfg, host, rec.deployment)
+                deploy_s = round(res.elapsed_s, 3)
+                if res.ok and res.client_url:
+                    served = res.gate.server.served_model_name
+                    await self.check(cfg, host, res.client_url, served, state().levels(), rec.deployment, deploy_s)
+                    continue
+                why = f"not checked: the redeploy to check it failed on {host}: {res.reason}"
+                self.log.append(
+                    VerifyRecord(
+                        config=cfg,
+                        host=host,
+                        passed=False,
+                        reasons=[why],
+                        deploy_s=deploy_s,
+                        deployment=rec.deployment,
+                        verdict={"unchecked": UNCHECKED_REDEPLOY},
+                    )
+                )
+                self.progress.line(f"[{cfg.label}] verify: {why}")
+
+        await together(*(worker(h) for h in hosts), on_error=on_error)
 
     # -- the exact round ---------------------------------------------------------------------
     def _deterministic_vars(self) -> dict[str, Any]:
