@@ -148,17 +148,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .run.inventory import InventoryError, read_inventory
     from .run.levels import Progress
     from .run.sweep import Sweep
-    from .spec.configs import spec_plan
+    from .spec.configs import PLAN_VARS, spec_plan
 
     project = project_root()
     spec = SweepSpec.from_cli_args(a, project)
     out = check_out_dir(a.out)
-    plan = spec_plan(spec)
-    if not plan.configs:
-        raise BadInput(
-            "--steps",
-            "no configuration SGLang can run: " + "; ".join(f"{c.config_id}: {why}" for c, why in plan.infeasible),
-        )
     api_key = api_key_from_env()
     redactor = Redactor([api_key])
     store = Store(out, redactor)
@@ -215,6 +209,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             "sglang_server_client_url to a URL that reaches it (an SSH tunnel's)",
         )
     slots = inv.slots()
+    # the plan against what the play will see: the hosts' spec limits and draft model path, -e over them
+    plan = spec_plan(spec, inv.plan_vars(PLAN_VARS))
+    if not plan.configs:
+        raise BadInput(
+            "--steps",
+            "no configuration SGLang can run: " + "; ".join(f"{c.config_id}: {why}" for c, why in plan.infeasible),
+        )
     machines = host_digests(inv)
     if stored is not None:
         kept = stored.get("hosts")

@@ -153,6 +153,17 @@ def test_whole_numbers_written_as_floats_are_counts_and_fractions_are_refused():
             profile_from_mapping({**_raw(), key: value})
 
 
+def test_a_trees_draft_steps_cost_batch_times_topk_rows():
+    """SGLang's draft forwards run every branch of a tree (spec_utils.py `select_top_k_tokens`): with a
+    measured draft-step row per batch, a topk-4 tree at batch 8 drafts at the batch-32 cost."""
+    table = {"batch": [8, 32], "tokens_per_request": [1, 8], "ms": [[5, 9], [7, 20]], "draft_ms": [0.4, 1.0]}
+    p = profile_from_mapping({**_raw(), "step_time_ms": table})
+    chain = model.step_time_ms(p, 8, 3, 8)
+    tree = model.step_time_ms(p, 8, 3, 8, topk=4)
+    assert tree - chain == pytest.approx(3 * (1.0 - 0.4))
+    assert model.step_time_ms(p, 8, 3, 8, topk=1) == chain
+
+
 def test_a_profile_that_is_not_utf8_is_refused_naming_the_file(tmp_path):
     """One Latin-1 byte (a `µs` in a comment) ended the start with a UnicodeDecodeError traceback."""
     path = tmp_path / "latin1.yaml"

@@ -488,3 +488,32 @@ def test_the_dry_run_names_no_schedule_for_an_algorithm_sglang_cannot_adapt(tmp_
     argv = ["sweep", "--out", str(tmp_path / "o2"), "--inventory", INV, "--steps", "1-2", "--algorithm", "NGRAM"]
     assert cli.main([*argv, "--dry-run"]) == 0
     assert "schedule: off (SGLang runs adaptive speculation only with EAGLE, EAGLE3, NEXTN)" in capsys.readouterr().out
+
+
+def test_the_plan_reads_the_draft_model_path_and_limits_the_inventory_gives(tmp_path, capsys, no_hosts):
+    """An EAGLE3 sweep whose draft model path is set in the inventory (where a draft model usually
+    lives) is planned, as the play accepts it; the inventory's spec limits hold the plan too, -e
+    overriding them; a path only one host has is no path for the plan (the other host's play refuses)."""
+    inv = tmp_path / "inv.yml"
+
+    def write(a_vars: str, b_vars: str = "") -> None:
+        inv.write_text(
+            "all:\n  children:\n    sglang_servers:\n      hosts:\n"
+            f"        h-a: {{{a_vars}}}\n        h-b: {{{b_vars or a_vars}}}\n"
+            "      vars:\n        ansible_connection: local\n"
+        )
+
+    def dry(*flags: str) -> tuple[int, str]:
+        rc = cli.main(["sweep", "--out", str(tmp_path / "o"), "--inventory", str(inv), "--dry-run", *flags])
+        got = capsys.readouterr()
+        return rc, got.out + got.err
+
+    write("sglang_server_spec_draft_model_path: /models/eagle3-draft, sglang_server_spec_max_steps: 2")
+    rc, out = dry("--steps", "1-3", "--algorithm", "EAGLE3", "--search", "grid")
+    assert rc == 0, out
+    assert "deploy k1-t1-eagle3" in out and "deploy k2-t1-eagle3" in out and "skip k3-t1-eagle3" in out, out
+    rc, out = dry("--steps", "1-3", "--algorithm", "EAGLE3", "--search", "grid", "-e", "sglang_server_spec_max_steps=3")
+    assert rc == 0 and "deploy k3-t1-eagle3" in out, out
+    write("sglang_server_spec_draft_model_path: /models/eagle3-draft", "sglang_server_port: 30000")
+    rc, out = dry("--steps", "1-2", "--algorithm", "EAGLE3")
+    assert rc == 2 and "needs a draft model" in out, out

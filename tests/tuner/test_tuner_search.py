@@ -1121,3 +1121,39 @@ def test_a_request_limit_one_off_the_line_is_not_a_misfit():
 
     assert misfits(8) == [] and misfits(10) == []
     assert [mf.what for mf in misfits(7)] == ["max_running_requests"]
+
+
+def test_a_trees_capacity_is_not_a_chains_and_its_tokens_per_step_stay_within_its_budget():
+    """A draft tree and a chain of the same depth hold different memory (the draft tokens size the
+    speculative state): each series' capacity lines are its own and the baseline's, not the first
+    series seen at that depth. And a tree of 4 draft tokens never emits more than 4 tokens a step,
+    however its acceptance trend runs on in depth."""
+
+    def ob(k: int, topk: int, draft: int | None, kv: int, mrr: int) -> observe.ConfigObs:
+        cfg = SpecConfig(k, topk, draft)
+        return observe.ConfigObs(cfg, observe.verify_width(cfg), kv, mrr, {})
+
+    obs = [
+        ob(2, 4, 16, 500_000, 8),  # the tree first
+        ob(3, 4, 16, 450_000, 6),
+        ob(2, 1, None, 820_000, 21),
+        ob(4, 1, None, 660_000, 13),
+    ]
+    chain = fits.fit_capacity(obs, SpecConfig(3).series)
+    kv3, mrr3 = chain.kv(3), chain.max_running(3)
+    assert kv3 is not None and 660_000 < kv3.mean < 820_000 and kv3.lo < kv3.hi, kv3
+    assert mrr3 is not None and 13 < mrr3.mean < 21, mrr3
+    tree = fits.fit_capacity(obs, SpecConfig(3, 4, 16).series)
+    assert tree.kv(3) == Band(450_000.0, 450_000.0, 450_000.0)
+    # tokens per step: a tree of 4 draft tokens measured at depths 2 and 3, where its acceptance
+    # still rises; deeper, the trend alone would pass the budget and make each depth look faster
+    m = Machine(accept=[0.7, 0.6, 0.55, 0.5], kv_per_step=20_000, mrr_per_step=1.0)
+    recs: list = []
+    for cfg in (SpecConfig(0), SpecConfig(2, 4, 4), SpecConfig(3, 4, 4)):
+        recs += m.measure(cfg)
+    mdl = search_model.fit_model(SweepState.fold(recs), W)
+    assert mdl.acceptance[SpecConfig(2, 4, 4).series].tau(8)[0] > 4
+    p7, p8 = mdl.predict(SpecConfig(7, 4, 4)), mdl.predict(SpecConfig(8, 4, 4))
+    assert p7 is not None and p8 is not None
+    r7, r8 = (p.level(1).per_request_tok_s.mean for p in (p7, p8))  # type: ignore[union-attr]
+    assert r8 < r7, (r7, r8)  # capped at 4 tokens, a deeper tree only drafts more

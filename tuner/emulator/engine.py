@@ -245,6 +245,7 @@ class Scheduler:
                 graph_bs=spec.cuda_graph_bs,
                 graph_max_bs=spec.cuda_graph_max_bs,
                 kv_tokens=kv,
+                topk=spec.topk,
             )
             return Batch(DECODE, running, self._noisy(ms, now) / 1000.0)
         return None

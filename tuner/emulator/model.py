@@ -156,6 +156,7 @@ def step_time_ms(
     graph_bs: tuple[int, ...] | list[int] | None = None,
     graph_max_bs: int | None = None,
     kv_tokens: int | None = None,
+    topk: int = 1,
 ) -> float:
     """Duration of one decode step (no speculation) or draft+verify step for `batch` running requests.
 
@@ -191,7 +192,9 @@ def step_time_ms(
             return max(table_ms(table, batch, 1) + extra, 0.0)
         k = max(k, 0)
         n = verify_tokens if verify_tokens is not None else k + 1
-        t = table_ms(table, batch, n) + k * draft_step_ms(p, batch) + p.spec_overhead_ms + extra
+        # a tree's draft steps run on batch x topk rows (SGLang's spec_utils.py `select_top_k_tokens`
+        # feeds every branch's token to the next draft forward)
+        t = table_ms(table, batch, n) + k * draft_step_ms(p, batch * max(topk, 1)) + p.spec_overhead_ms + extra
         if p.t_draft_quad_ms:
             t += p.t_draft_quad_ms * k * k
         if p.t_step_extra_ms:

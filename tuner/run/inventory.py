@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,24 @@ class Inventory:
                         f"reached at the IPv4 address {addr}",
                     )
                 )
+        return out
+
+    def plan_vars(self, names: Sequence[str]) -> dict[str, Any]:
+        """The values of `names` (the spec limits and draft model path the play checks a
+        configuration against: tuner/spec/configs.py PLAN_VARS) that hold on every slot, as the
+        plan must: a number the least of those set (a configuration may land on any host), a path
+        only where every slot has one. A templated value is taken as set and not compared."""
+        out: dict[str, Any] = {}
+        heads = [members[0] for members in self.slots().values()]
+        for name in names:
+            vals = [(self.hostvars.get(h) or {}).get(name) for h in heads]
+            given = [v for v in vals if v not in (None, "")]
+            if not given:
+                continue
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in given):
+                out[name] = min(given)
+            elif len(given) == len(vals) and all(isinstance(v, str) for v in given):
+                out[name] = given[0]
         return out
 
     def _group_of(self, host: str) -> str | None:

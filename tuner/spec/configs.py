@@ -255,22 +255,31 @@ class ConfigPlan:
     infeasible: list[tuple[SpecConfig, str]] = field(default_factory=list)
 
 
+PLAN_VARS = ("sglang_server_spec_max_steps", "sglang_server_spec_max_topk", "sglang_server_spec_draft_model_path")
+DRAFT_PATH_VAR = PLAN_VARS[2]
+
+
 def plan_configs(
     steps: tuple[int, ...],
     topks: tuple[int, ...],
     drafts: tuple[int | None, ...],
     algorithm: str = "NEXTN",
     play_vars: Mapping[str, Any] | None = None,
+    draft_path_unknown: bool = False,
 ) -> ConfigPlan:
     """The configurations to sweep, ascending in steps within each (topk, draft) series.
 
     Combinations the deploy play would refuse are set aside with the play's own reason instead of
     deployed: the rule is plugins/module_utils/sglang_spec.py's `spec_settings`, the one the play
     validates spec_* with (a chain verifies steps + 1 tokens; a tree at most
-    topk + (steps - 1) x topk^2 + 1 and needs explicit draft tokens). `play_vars` are the user's -e values, for the limits and draft
-    model path the play would see.
+    topk + (steps - 1) x topk^2 + 1 and needs explicit draft tokens). `play_vars` are the values of
+    PLAN_VARS the play would see (the inventory's, under the user's -e). `draft_path_unknown`: the
+    inventory was not read (a report rebuilt from sweep.json), so a draft model path -e does not give
+    is not held against the plan (the sweep itself checked it against the inventory).
     """
-    pv = play_vars or {}
+    pv = dict(play_vars or {})
+    if draft_path_unknown and not pv.get(DRAFT_PATH_VAR):
+        pv[DRAFT_PATH_VAR] = "(the inventory's)"
     limits = {
         name: pv[var]
         for name, var in (
@@ -303,7 +312,16 @@ def plan_configs(
     return plan
 
 
-def spec_plan(spec: SweepSpec) -> ConfigPlan:
+def spec_plan(spec: SweepSpec, inventory_vars: Mapping[str, Any] | None = None) -> ConfigPlan:
     """The plan of a sweep's own flags (--steps, --topk, --draft-tokens, --algorithm, -e): what the
-    CLI sweeps, the report counts as planned and the replay walks."""
-    return plan_configs(spec.steps, spec.topk, spec.draft_tokens, spec.algorithm, play_vars=spec.extra_vars)
+    CLI sweeps (`inventory_vars`: what its hosts set of PLAN_VARS, run/inventory.py `plan_vars`; -e
+    wins, as in the play), the report counts as planned and the replay walks (without the inventory)."""
+    play_vars = {**(inventory_vars or {}), **spec.extra_vars}
+    return plan_configs(
+        spec.steps,
+        spec.topk,
+        spec.draft_tokens,
+        spec.algorithm,
+        play_vars=play_vars,
+        draft_path_unknown=inventory_vars is None,
+    )

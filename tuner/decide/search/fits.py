@@ -296,10 +296,16 @@ class CapacityFit:
         return self._band([p for p in self.mrr_points if p[0] > 0], k, rel_slack=0.0, abs_slack=0.5)
 
 
-def fit_capacity(obs: Sequence[ConfigObs]) -> CapacityFit:
+def fit_capacity(obs: Sequence[ConfigObs], series: tuple[int, int | None, str] | None = None) -> CapacityFit:
+    """The capacity lines of one series (`series`: SpecConfig.series) and the baseline without
+    speculation: a draft tree and a chain of the same depth hold different memory (the draft
+    tokens per request size the hybrid models' speculative state: SGLang's
+    model_runner_kv_cache_mixin.py `handle_max_mamba_cache`), so one's pool is not the other's."""
     kv: dict[int, int] = {}
     mrr: dict[int, int] = {}
     for o in obs:
+        if series is not None and o.k > 0 and o.config.series != series:
+            continue
         if o.kv_tokens is not None:
             kv.setdefault(o.k, o.kv_tokens)
         if o.max_running is not None:

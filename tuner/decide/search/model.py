@@ -279,7 +279,7 @@ class Model:
     obs: list[ConfigObs]
     acceptance: dict[tuple[int, int | None, str], AcceptanceFit]
     step: StepFit | None
-    capacity: CapacityFit
+    capacity: dict[tuple[int, int | None, str], CapacityFit]  # per series (fits.py `fit_capacity`)
     first: FirstToken
     straggler: float
     shapes: dict[int, LevelShape]
@@ -335,8 +335,9 @@ class Model:
             return None
         assert self.step is not None
         k = cfg.spec_steps
-        kv = self.capacity.kv(k)
-        mrr = self.capacity.max_running(k)
+        capacity = self.capacity.get(_series(cfg)) or fit_capacity(self.obs, _series(cfg))
+        kv = capacity.kv(k)
+        mrr = capacity.max_running(k)
 
         base = Prediction(
             max_total_num_tokens=kv,
@@ -353,6 +354,10 @@ class Model:
             return dataclasses.replace(base, can_run=False, reason=why)
         fit = self.acceptance[_series(cfg)]
         tau, tau_sd = fit.tau(k)
+        # a verify pass emits at most its path and the bonus token, and no more than the tree's
+        # draft tokens (SGLang's eagle_info.py reads the accepted path out of those N): a trend
+        # carried on in depth for a tree of a fixed budget would pass that
+        tau = min(tau, float(min(k + 1, verify_width(cfg))))
         levels = []
         for c in self.workload.concurrency:
             shape = self.shapes.get(c)
@@ -566,7 +571,7 @@ def fit_model(state: SweepState, workload: WorkloadSpec) -> Model:
         obs=obs,
         acceptance=acceptance,
         step=step,
-        capacity=fit_capacity(obs),
+        capacity={key: fit_capacity(obs, key) for key in {_series(o.config) for o in obs if o.k > 0}},
         first=first,
         straggler=calibration.straggler,
         shapes=calibration.shapes,
