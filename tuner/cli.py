@@ -148,7 +148,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .run.inventory import InventoryError, read_inventory
     from .run.levels import Progress
     from .run.sweep import Sweep
-    from .spec.configs import PLAN_VARS, spec_plan
+    from .spec.configs import PLAN_LIMITS, PLAN_PATHS, spec_plan
 
     project = project_root()
     spec = SweepSpec.from_cli_args(a, project)
@@ -210,7 +210,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         )
     slots = inv.slots()
     # the plan against what the play will see: the hosts' spec limits and draft model path, -e over them
-    plan = spec_plan(spec, inv.plan_vars(PLAN_VARS))
+    plan = spec_plan(spec, inv.plan_vars(PLAN_LIMITS, PLAN_PATHS))
     if not plan.configs:
         raise BadInput(
             "--steps",

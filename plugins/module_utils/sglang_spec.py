@@ -72,13 +72,18 @@ def max_tree_draft_tokens(steps: int, topk: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+# The role's defaults for sglang_server_spec_max_steps / _max_topk (roles/sglang_server/defaults/main.yml).
+DEFAULT_MAX_STEPS = 16
+DEFAULT_MAX_TOPK = 16
+
+
 def spec_settings(
     steps: Any,
     topk: Any = None,
     draft_tokens: Any = None,
     algorithm: Any = None,
-    max_steps: Any = 16,
-    max_topk: Any = 16,
+    max_steps: Any = DEFAULT_MAX_STEPS,
+    max_topk: Any = DEFAULT_MAX_TOPK,
     draft_model_path: Any = "",
     steps_name: str = "spec_steps",
     algorithm_name: str = "spec_algorithm",
@@ -377,7 +382,7 @@ def schedule_settings(
     draft_tokens: Any = None,
     algorithm: Any = None,
     sglang_version: Any = None,
-    max_steps: Any = 16,
+    max_steps: Any = DEFAULT_MAX_STEPS,
 ) -> dict[str, Any]:
     """Validate and normalise the play-level spec_schedule (every error names it).
 

@@ -192,6 +192,12 @@ def test_repeats_count_one_deployments_levels_and_each_temperature_states_its_re
     # one temperature: the sentence as before, no per-temperature entry
     one = noise_summary(per_temp[0.0])
     assert "restart_by_temperature" not in one and "Deployment-to-deployment spread: " in noise_note(one)
+    # only the later temperature measured twice: the first has no spread, and the note names 0.7's
+    later = [r for r in rows if r.temperature == 0.7] + [ci_row(k, 4, b, 1.0) for k, b in ((2, 1000.0), (3, 1100.0))]
+    split = {t: analysis.aggregate(later, temperature=t) for t in (0.0, 0.7)}
+    n2 = noise_summary({(f"{cid}@T{t:g}", c): p for t, st in split.items() for (cid, c), p in st.items()})
+    assert n2["restart"] is None and set(n2["restart_by_temperature"]) == {"0.7"}, n2
+    assert "at temperature 0.7:" in noise_note(n2)
     # three repeats on each of two deployments: 3, not 6
     reps = [ci_row(2, 4, 1000.0 + i, 1.0, rep=i % 3 + 1, dep=i // 3 + 1) for i in range(6)]
     assert noise_summary(analysis.aggregate(reps))["repeats"] == 3

@@ -517,3 +517,40 @@ def test_the_plan_reads_the_draft_model_path_and_limits_the_inventory_gives(tmp_
     write("sglang_server_spec_draft_model_path: /models/eagle3-draft", "sglang_server_port: 30000")
     rc, out = dry("--steps", "1-2", "--algorithm", "EAGLE3")
     assert rc == 2 and "needs a draft model" in out, out
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "want"),
+    [
+        # a's the play's to render; b's the role's default
+        ({"sglang_server_spec_max_steps": "{{ 8 if big else 4 }}"}, {}, {"sglang_server_spec_max_steps": 16}),
+        ({"sglang_server_spec_max_steps": "{{ 8 if big else 4 }}"}, {"sglang_server_spec_max_steps": "{{ x }}"}, {}),
+        (
+            {"sglang_server_spec_max_steps": "8"},
+            {"sglang_server_spec_max_steps": "3"},
+            {"sglang_server_spec_max_steps": 3},
+        ),
+        (
+            {"sglang_server_spec_max_steps": 3},
+            {"sglang_server_spec_max_steps": "{{ lim }}"},
+            {"sglang_server_spec_max_steps": 3},
+        ),
+        ({"sglang_server_spec_max_steps": 20}, {}, {"sglang_server_spec_max_steps": 16}),  # b: the role's default
+        ({"sglang_server_spec_max_topk": "x"}, {}, {"sglang_server_spec_max_topk": "x"}),  # refused in the play's words
+        ({"sglang_server_spec_draft_model_path": "/d"}, {}, {}),  # b has none: its play refuses EAGLE3
+        (
+            {"sglang_server_spec_draft_model_path": "/d"},
+            {"sglang_server_spec_draft_model_path": "{{ d }}"},
+            {"sglang_server_spec_draft_model_path": "/d"},
+        ),
+    ],
+)
+def test_the_plan_holds_what_every_hosts_play_accepts(a, b, want):
+    """The limit every host's play holds a configuration to: the least of theirs (a host without
+    one has the role's default), a templated value left to the play; a draft path only where every
+    host has one."""
+    from tuner.run.inventory import Inventory
+    from tuner.spec.configs import PLAN_LIMITS, PLAN_PATHS
+
+    inv = Inventory(hosts=["a", "b"], hostvars={"a": a, "b": b}, groups={}, has_group=True)
+    assert inv.plan_vars(PLAN_LIMITS, PLAN_PATHS) == want

@@ -99,6 +99,7 @@ def test_a_failed_gate_verdict_stands_and_is_not_deployed_again(search):
     assert "k4-t1" in store.state().verify_failed
     store.append(VerifyRecord(config=k4, host="h", passed=True, deployment=2))
     assert "k4-t1" not in store.state().verify_failed
+    assert store.state().verify_runs["k4-t1"] == 1  # one gate ran: "not checked" is none
 
 
 def test_resume_measures_a_configuration_deployed_but_stopped_before_its_first_level_ended():

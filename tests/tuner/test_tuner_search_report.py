@@ -89,6 +89,22 @@ def test_an_interrupted_search_counts_the_plan_not_what_the_records_reached():
     assert "deployed 2 of 8 planned" in report.render(s)
 
 
+def test_depths_the_inventorys_limit_set_aside_are_not_counted_as_planned():
+    """The sweep's plan read the inventory's sglang_server_spec_max_steps (6 here) and recorded
+    depths 7 and 8 as infeasible; the report, which rebuilds the plan from the flags alone, counted
+    them as planned again ("2 of 8 planned" for a plan of 6)."""
+    from tuner.data.records import SkipRecord
+
+    st, _ = run_search(bent_machine(), range(1, 9))
+    first_two = [cid for cid in st.order if cid in st.deploys][:2]
+    recs = [r for r in st.records if getattr(r, "config_id", None) in first_two and r.TYPE in ("deploy", "level")]
+    aside = [
+        SkipRecord(config=SpecConfig(k), kind="infeasible", reason="above sglang_server_spec_max_steps") for k in (7, 8)
+    ]
+    s = summarize(SweepState.fold([r.to_json() for r in [*aside, *recs]]), SPEC)
+    assert s.search is not None and s.search.planned == 6
+
+
 def test_a_sweep_recorded_before_a_misfit_stopped_the_skips_is_not_said_to_have_skipped_nothing():
     """A kept sweep of 2026-12-02 (bench/schedule_vs_static/h200-llama3-8b, code 69a2bb2) skipped
     k1, k5 and k6 on the model's predictions right after k2's five levels had all landed outside

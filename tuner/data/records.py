@@ -439,7 +439,8 @@ class SweepState:
                 if prev is None or not judged_failure(prev) or judged_failure(rec):
                     st.verify[cid] = rec
                 st.verify_seconds[cid] = st.verify_seconds.get(cid, 0.0) + float(rec.seconds or 0.0)
-                st.verify_runs[cid] = st.verify_runs.get(cid, 0) + 1
+                if rec.passed or judged_failure(rec):  # a gate that ran, not a "not checked"
+                    st.verify_runs[cid] = st.verify_runs.get(cid, 0) + 1
             return
         if cid not in st.configs and isinstance(rec, (DeployRecord, LevelRecord, SkipRecord, PredictionRecord)):
             st.order.append(cid)

@@ -30,7 +30,8 @@ def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
     for p in stats.values():
         if p.restart is not None:
             by_temp.setdefault(p.temperature, p.restart)
-    restart = next(iter(by_temp.values()), None)
+    first = next((p.temperature for p in stats.values()), None)
+    restart = by_temp.get(first) if first is not None else None
     return {
         "restart": None if restart is None else restart.to_dict(),
         # one deployment's repeats (a cell's levels over several deployments are not repeats)
@@ -44,7 +45,12 @@ def noise_summary(stats: dict[tuple[str, int], PointStats]) -> dict[str, Any]:
         "rel_std": {k: round(v * 100, 2) for k, v in rel.items()},
         "max_rel_std_pct": round(vals[-1] * 100, 2) if vals else None,
         "median_rel_std_pct": round((median(vals) or 0.0) * 100, 2) if vals else None,
-    } | ({"restart_by_temperature": {f"{t:g}": r.to_dict() for t, r in by_temp.items()}} if len(by_temp) > 1 else {})
+    } | (
+        # any temperature's but the first's alone: each named (the first may have none)
+        {"restart_by_temperature": {f"{t:g}": r.to_dict() for t, r in by_temp.items()}}
+        if set(by_temp) - {first}
+        else {}
+    )
 
 
 def noise_note(n: dict[str, Any]) -> str:
@@ -81,7 +87,7 @@ def noise_note(n: dict[str, Any]) -> str:
     )
     restart = n.get("restart")
     spend = n.get("confirm") or {}
-    if restart:
+    if restart or n.get("restart_by_temperature"):
         where = 'docs/tuner.md "Verdicts across restarts"'
 
         def spread(r: dict[str, Any], tail: str) -> str:
@@ -96,7 +102,7 @@ def noise_note(n: dict[str, Any]) -> str:
             text += f" Deployment-to-deployment spread, pooled per temperature ({where}): " + "; ".join(
                 f"at temperature {t}: {spread(r, '')}" for t, r in each.items()
             )
-        else:
+        elif restart:
             text += f" Deployment-to-deployment spread: {spread(restart, '; ' + where)}"
         if spend.get("starts"):
             text += (

@@ -616,8 +616,10 @@ def partly_measured(s: Summary) -> dict[str, list[str]]:
 
 
 def plan_configs_of(s: Summary) -> list[Any]:
-    """The static sweep's configurations (--steps x --topk x --draft-tokens)."""
-    return spec_plan(s.spec).configs
+    """The static sweep's configurations (--steps x --topk x --draft-tokens), less those the sweep
+    set aside as the play would refuse them (its plan read the inventory's limits; this one cannot)."""
+    aside = {cid for cid, sk in s.state.skipped.items() if sk.kind == "infeasible"}
+    return [c for c in spec_plan(s.spec).configs if c.config_id not in aside]
 
 
 def title(s: Summary) -> str:

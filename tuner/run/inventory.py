@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglang_utils.sglang_checks import parse_whole_number
 from sglang_utils.sglang_flags import is_loopback
 from sglang_utils.sglang_multinode import rank_order
 
@@ -127,21 +128,34 @@ class Inventory:
                 )
         return out
 
-    def plan_vars(self, names: Sequence[str]) -> dict[str, Any]:
-        """The values of `names` (the spec limits and draft model path the play checks a
-        configuration against: tuner/spec/configs.py PLAN_VARS) that hold on every slot, as the
-        plan must: a number the least of those set (a configuration may land on any host), a path
-        only where every slot has one. A templated value is taken as set and not compared."""
+    def plan_vars(self, limits: Mapping[str, int], paths: Sequence[str]) -> dict[str, Any]:
+        """What the plan must hold for every slot, of the variables the play checks a configuration
+        against (tuner/spec/configs.py PLAN_LIMITS and PLAN_PATHS): each limit the least of the
+        slots' (a configuration may land on any host), a slot without one counting the role's
+        default (`limits`' value), a templated one (the tuner does not render it) left to the play;
+        a path only where every slot has one (a templated one counts as given)."""
         out: dict[str, Any] = {}
-        heads = [members[0] for members in self.slots().values()]
-        for name in names:
-            vals = [(self.hostvars.get(h) or {}).get(name) for h in heads]
-            given = [v for v in vals if v not in (None, "")]
-            if not given:
+        heads = [(self.hostvars.get(members[0]) or {}) for members in self.slots().values()]
+        for name, default in limits.items():
+            vals = [v.get(name) for v in heads]
+            if all(v in (None, "") for v in vals):
                 continue
-            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in given):
-                out[name] = min(given)
-            elif len(given) == len(vals) and all(isinstance(v, str) for v in given):
+            known = []
+            for v in vals:
+                if v in (None, ""):
+                    known.append(default)
+                elif not (isinstance(v, str) and "{{" in v):
+                    n = parse_whole_number(v)
+                    if n is None:
+                        out[name] = v  # the play refuses it too: the plan says so in its words
+                        break
+                    known.append(n)
+            else:
+                if known:
+                    out[name] = min(known)
+        for name in paths:
+            given = [v.get(name) for v in heads]
+            if given and all(isinstance(v, str) and v for v in given):
                 out[name] = given[0]
         return out
 

@@ -22,7 +22,7 @@ from sglang_utils.sglang_adaptive import (
     schedule_label,
     union_candidate_steps,
 )
-from sglang_utils.sglang_spec import TOPK1_RULE_ALGORITHMS, spec_settings
+from sglang_utils.sglang_spec import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOPK, TOPK1_RULE_ALGORITHMS, spec_settings
 
 if TYPE_CHECKING:
     from .sweepspec import SweepSpec
@@ -255,8 +255,12 @@ class ConfigPlan:
     infeasible: list[tuple[SpecConfig, str]] = field(default_factory=list)
 
 
-PLAN_VARS = ("sglang_server_spec_max_steps", "sglang_server_spec_max_topk", "sglang_server_spec_draft_model_path")
-DRAFT_PATH_VAR = PLAN_VARS[2]
+# What the deploy play checks a configuration against besides its own spec_* values: the spec
+# limits (with the role's defaults, roles/sglang_server/defaults/main.yml, as sglang_spec's) and
+# the draft model path (run/inventory.py `plan_vars` reads the hosts' values).
+PLAN_LIMITS = {"sglang_server_spec_max_steps": DEFAULT_MAX_STEPS, "sglang_server_spec_max_topk": DEFAULT_MAX_TOPK}
+DRAFT_PATH_VAR = "sglang_server_spec_draft_model_path"
+PLAN_PATHS = (DRAFT_PATH_VAR,)
 
 
 def plan_configs(
@@ -273,7 +277,7 @@ def plan_configs(
     deployed: the rule is plugins/module_utils/sglang_spec.py's `spec_settings`, the one the play
     validates spec_* with (a chain verifies steps + 1 tokens; a tree at most
     topk + (steps - 1) x topk^2 + 1 and needs explicit draft tokens). `play_vars` are the values of
-    PLAN_VARS the play would see (the inventory's, under the user's -e). `draft_path_unknown`: the
+    PLAN_LIMITS and PLAN_PATHS the play would see (the inventory's, under the user's -e). `draft_path_unknown`: the
     inventory was not read (a report rebuilt from sweep.json), so a draft model path -e does not give
     is not held against the plan (the sweep itself checked it against the inventory).
     """
@@ -314,7 +318,7 @@ def plan_configs(
 
 def spec_plan(spec: SweepSpec, inventory_vars: Mapping[str, Any] | None = None) -> ConfigPlan:
     """The plan of a sweep's own flags (--steps, --topk, --draft-tokens, --algorithm, -e): what the
-    CLI sweeps (`inventory_vars`: what its hosts set of PLAN_VARS, run/inventory.py `plan_vars`; -e
+    CLI sweeps (`inventory_vars`: what its hosts set of PLAN_LIMITS and PLAN_PATHS, run/inventory.py `plan_vars`; -e
     wins, as in the play), the report counts as planned and the replay walks (without the inventory)."""
     play_vars = {**(inventory_vars or {}), **spec.extra_vars}
     return plan_configs(
