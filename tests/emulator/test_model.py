@@ -367,3 +367,59 @@ def test_engine_spec_captures_graphs_as_the_server_does():
     assert model.capacity(tight, 8, 48, None).max_running_requests == 0
     with pytest.raises(ValueError, match="max_running_request is zero"):
         engine_spec(tight, SpecSetting(8))
+
+
+def test_a_late_event_loop_never_starts_a_request_before_it_arrived():
+    """The real-time driver dates a batch from the last one's end (the virtual clock) while the loop
+    is less than a second late; the batch is formed at that time too. Formed at the wall time, a
+    request that arrived while the loop was held went into a batch that started before it existed
+    (a negative time to first token, its request overhead skipped)."""
+    import asyncio
+    import time
+
+    from tuner.emulator import simulate
+    from tuner.emulator.realtime import RealtimeDriver
+
+    p = load_profile()
+    s = Scheduler(p, simulate.engine_spec(p, simulate.SpecSetting(k=0)), random.Random(0))
+
+    async def run() -> Request:
+        loop = asyncio.get_running_loop()
+        d = RealtimeDriver(s)
+        d.start()
+        d.submit(Request("r0", 100, 2000, alpha=0.0))
+        await asyncio.sleep(0.3)  # r0 decoding, a step every few ms
+        late: list[Request] = []
+
+        def hold_then_submit() -> None:
+            time.sleep(0.15)  # other work holds the loop past the step's end
+            late.append(Request("r1", 10, 4, alpha=0.0))
+            d.submit(late[0])
+            time.sleep(0.15)
+
+        loop.call_soon(hold_then_submit)
+        await asyncio.sleep(0.8)
+        await d.stop()
+        return late[0]
+
+    r1 = asyncio.run(run())
+    assert r1.first_token_at is not None
+    overhead = p.t_request_overhead_ms / 1000
+    assert r1.first_token_at - r1.arrival >= overhead, (r1.arrival, r1.first_token_at)
+
+
+def test_the_step_that_finishes_a_request_counts_only_its_tokens():
+    """SGLang cuts a finishing request's accepted path at its last token and recounts the accept
+    length: on short outputs the reported acceptance is the tokens each verify step produced, not
+    the draws (16-token outputs at depth 4 read 9% high)."""
+    from tuner.emulator import simulate
+
+    p = load_profile()
+    st = simulate.SpecSetting(k=4)
+    s = Scheduler(p, simulate.engine_spec(p, st, decode_log_interval=1), random.Random(1))
+    r = simulate.closed_loop(
+        p, st, concurrency=8, n_requests=200, input_len=200, output_len=16, alpha=0.9, scheduler=s, keep_records=True
+    )
+    decoded = sum(x.output_tokens - 1 for x in r.records)  # the prefill's first token is no verify's
+    verifies = sum(x.verify_ct for x in r.records)
+    assert s.avg_spec_accept_length() == pytest.approx(decoded / verifies, rel=1e-9)

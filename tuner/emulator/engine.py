@@ -342,14 +342,17 @@ class Scheduler:
                     # a bucket at 0 steps verifies the target's own token only; a collapsed
                     # drafter (accept-collapse) proposes drafts the target rejects, all of them
                     a = 1
-                accepted += a
-                if correct is not None:
-                    correct.append(a - 1)
-                r.verify_ct += 1
-                r.accepted_drafts += a - 1
-                r.hist[a - 1] += 1
                 left = r.limit - r.generated
+                # the step that finishes a request counts the tokens up to its last one only
+                # (SGLang's verify cuts the accepted path at the finishing token and recounts the
+                # accept length: eagle_info.py `accept_index[i, j + 1 :] = -1`)
                 n = a if a < left else left
+                accepted += n
+                if correct is not None:
+                    correct.append(n - 1)
+                r.verify_ct += 1
+                r.accepted_drafts += n - 1
+                r.hist[n - 1] += 1
                 r.generated += n
                 emitted += n
                 if r.stream:

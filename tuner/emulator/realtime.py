@@ -72,7 +72,13 @@ class RealtimeDriver:
         deadline: float | None = None
         while not self.stopped:
             now = loop.time()
-            batch = s.next_batch(now)
+            # The next batch starts when the last one ended (the virtual clock), or now after an
+            # idle spell or a lag past MAX_LAG_S; it is formed at that time: a request that arrived
+            # after it waits for the batch after (formed at the wall time, a late loop put a request
+            # into a batch that started before it arrived: a negative time to first token).
+            lag = 0.0 if deadline is None else now - deadline
+            start = now if deadline is None or lag > MAX_LAG_S else deadline
+            batch = s.next_batch(start)
             if batch is None:
                 deadline = None
                 self._wake.clear()
@@ -82,17 +88,9 @@ class RealtimeDriver:
                 if handle is not None:
                     handle.cancel()
                 continue
-            if deadline is None:
-                start = now
-            else:
-                lag = now - deadline
-                if lag > self.max_lag:
-                    self.max_lag = lag
-                if lag > MAX_LAG_S:
-                    self.lag_resets += 1
-                    start = now
-                else:
-                    start = deadline
+            self.max_lag = max(self.max_lag, lag)
+            if lag > MAX_LAG_S:
+                self.lag_resets += 1
             deadline = start + batch.duration
             delay = deadline - loop.time()
             if delay > 0:
