@@ -287,6 +287,10 @@ def test_api_key_only_in_the_secrets_file_handed_over_as_a_credential(rendered):
     # a redeploy's tag (the tuner's -e sglang_server_deployment) beside the inventory's environment
     assert '\nSGLANG_TUNE_DEPLOYMENT="2"\n' in env
     assert "SGLANG_TUNE_DEPLOYMENT" not in (rendered / "emulator-nokey" / "env").read_text()
+    # the engine's packages: a new SGLang version changes the file, so a run that stopped between the
+    # install and the restart (its queued handler lost) restarts the server on the next run
+    assert '\nSGLANG_TUNE_ENGINE="sglang==0.5.9"\n' in env
+    assert "SGLANG_TUNE_ENGINE" not in (rendered / "emulator-nokey" / "env").read_text()
     # No key: the launcher still runs the server (it masks nothing), no credential, no --config.
     nokey = unit(rendered, "emulator-nokey")
     assert "LoadCredential=" not in nokey and "/run/credentials/" not in exec_start(nokey)
