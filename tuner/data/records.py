@@ -493,6 +493,11 @@ class SweepState:
         return any(m.level.config_id == config_id for m in self.measured)
 
     @property
+    def set_aside(self) -> set[str]:
+        """Configurations the sweep's plan set aside as the play would refuse them (`infeasible`)."""
+        return {cid for cid, sk in self.skipped.items() if sk.kind == "infeasible"}
+
+    @property
     def ungated(self) -> dict[str, VerifyRecord]:
         """Configurations measured whose latest gate verdict is "not checked" for want of a baseline
         (or of the redeploy made to check them): excluded until checked, and their levels done, so
@@ -501,14 +506,10 @@ class SweepState:
         during its benchmark is failed already and not among them."""
         out = {}
         for cid, v in self.verify.items():
-            why = v.verdict.get("unchecked")
-            legacy = why is None and not v.verdict.get("rule") and not v.passed and not judged_failure(v)
-            if (
-                not v.passed
-                and (why in (UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY) or legacy)
-                and cid not in self.unstable
-                and self.has_levels(cid)
-            ):
+            if v.passed or judged_failure(v) or cid in self.unstable or not self.has_levels(cid):
+                continue
+            # None: a "not checked" written before the verdict said why
+            if v.verdict.get("unchecked") in (UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY, None):
                 out[cid] = v
         return out
 

@@ -195,15 +195,12 @@ def _recommendation(s: Summary) -> list[str]:
         chosen = s.recommendation.chosen.config_id if s.recommendation and s.recommendation.chosen else None
         # `report DIR --target-concurrency/--slo` may recommend another configuration than the
         # sweep's run did: name what was deployed
-        what = (
-            "the recommendation"
-            if deployed == [chosen]
-            else f"the sweep's recommendation at the time ({', '.join(deployed)})"
-        )
+        what = "the recommendation" if deployed == [chosen] else "the sweep's recommendation at the time"
         if len(s.views) > 1 and s.temperatures:
             # below the last temperature's section: say whose recommendation it was
-            what = what.replace(" (", ", ").rstrip(")") if deployed != [chosen] else f"{what}, {chosen}"
-            what += f", at temperature {s.temperatures[0]:g} (the first of --temperature),"
+            what += f", {', '.join(deployed)}, at temperature {s.temperatures[0]:g} (the first of --temperature),"
+        elif deployed != [chosen]:
+            what += f" ({', '.join(deployed)})"
         lines.append(f"Deployed {what} at the end (`--deploy-best`) " + "; ".join(outcomes) + ".")
         lines.append("")
     return lines

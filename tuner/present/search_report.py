@@ -124,11 +124,8 @@ def search_summary(state: SweepState, spec: SweepSpec) -> SearchSummary | None:
     return SearchSummary(
         mode=spec.search,
         # the plan's, not only those the records reached: an interrupted sweep said "2 of 2 planned"
-        planned=len(
-            {cid for cid in {c.config_id for c in spec_plan(spec).configs} | set(state.order)}
-            # the sweep's own plan held the inventory's limits: what it set aside is not planned
-            - {cid for cid, sk in state.skipped.items() if sk.kind == "infeasible"}
-        ),
+        # the sweep's own plan held the inventory's limits: what it set aside is not planned
+        planned=len(({c.config_id for c in spec_plan(spec).configs} | set(state.order)) - state.set_aside),
         deployed=deployed,
         checked=checked,
         skipped=skipped,

@@ -618,7 +618,7 @@ def partly_measured(s: Summary) -> dict[str, list[str]]:
 def plan_configs_of(s: Summary) -> list[Any]:
     """The static sweep's configurations (--steps x --topk x --draft-tokens), less those the sweep
     set aside as the play would refuse them (its plan read the inventory's limits; this one cannot)."""
-    aside = {cid for cid, sk in s.state.skipped.items() if sk.kind == "infeasible"}
+    aside = s.state.set_aside
     return [c for c in spec_plan(s.spec).configs if c.config_id not in aside]
 
 

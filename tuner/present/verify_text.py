@@ -7,6 +7,8 @@ from typing import Any
 
 from sglang_utils.sglang_verify import ACCEPT_SE_Z
 
+from ..data.records import judged_failure
+
 
 def _f(v: Any, fmt: str) -> str:
     return "-" if v is None else format(float(v), fmt)
@@ -96,7 +98,7 @@ def judged_by(state: Any, cid: str) -> str:
         )
     if th is None:
         return "not checked"
-    if not th.verdict.get("rule") and any(str(r).startswith("not checked") for r in th.reasons):
+    if not th.passed and not judged_failure(th):
         # the outputs were never compared (no baseline, a server that did not answer): no rule judged it
         return str(th.reasons[0])
     rule = (th.verdict.get("rule") or {}).get("mode")

@@ -85,7 +85,7 @@ class Gate(Protocol):
         hosts: Sequence[str],
         state: Callable[[], Any],
         on_error: Callable[[], object] | None = None,
-    ) -> None: ...
+    ) -> int: ...
 
 
 T = TypeVar("T")
@@ -308,18 +308,20 @@ class Sweep:
             made += len(plans)
         state = self.store.state()
         temps: list[float | None] = [float(t) for t in self.workload.temperature] or [None]
-        spreads = []
-        for temp in temps:  # each temperature's cells are pooled apart (analysis.aggregate)
-            noise = restarts.pool_stats(analysis.aggregate(state.levels(), temperature=temp))
-            at = f"at temperature {temp:g}: " if len(temps) > 1 and temp is not None else ""
-            spreads.append(at + (noise.text() if noise is not None else "no configuration measured twice"))
+        # each temperature's cells are pooled apart (analysis.aggregate)
+        pools = [(t, restarts.pool_stats(analysis.aggregate(state.levels(), temperature=t))) for t in temps]
+        spreads = [
+            (f"at temperature {t:g}: " if len(temps) > 1 and t is not None else "")
+            + (noise.text() if noise is not None else "no configuration measured twice")
+            for t, noise in pools
+        ]
         spend = confirm.cost(state, self.spec.repeat_deploys)
         self.progress.line(
             f"[confirm] done ({why}): {spend['starts']} extra start(s), {spend['seconds']:.0f} s "
             f"(+{spend['share_pct']:.0f}% on the sweep's deployments); "
             + (
                 "; ".join(spreads)
-                if any(not x.endswith("measured twice") for x in spreads)
+                if any(noise is not None for _, noise in pools)
                 else "no configuration measured twice: intervals do not cover restarts"
             )
         )
@@ -462,9 +464,10 @@ class Sweep:
                 await self._worker(self.hosts[0])
 
             await self._together(first_host(), *(self._worker(h) for h in self.hosts[1:]))
-            if self.verify is not None:
-                # configurations an earlier run measured without a baseline, checked now that there is one
-                await self.verify.regate(self._regate_deploy, self.hosts, self.store.state, self.deployer.cancel.set)
+            # configurations an earlier run measured without a baseline, checked now that there is one
+            if self.verify is not None and await self.verify.regate(
+                self._regate_deploy, self.hosts, self.store.state, self.deployer.cancel.set
+            ):
                 self._rebuild()
             await self._confirm_round()
             if self.spec.schedule:

@@ -302,21 +302,22 @@ class VerifyPhase:
         hosts: Sequence[str],
         state: Callable[[], Any],
         on_error: Callable[[], object] | None = None,
-    ) -> None:
+    ) -> int:
         """Check the configurations measured while no baseline could be had, now that there is one
         (a --resume after the baseline's deploy or capture failed): each stays "not checked", so
         excluded from every choice, until it is, and its levels are done, so nothing else deploys
         it again. Each is deployed once more (`deploy(cfg, host, deployment)`: the sweep's deployer
         with the deployment's own variables; its levels are not measured again) and held to the
         gate as on its measurement deployment, against the levels it measured then; one per host at
-        a time. A redeploy that fails leaves it not checked (a later --resume tries again)."""
-        if self.baseline is None:
-            return
-        queue = list(state().ungated.values())
-        if queue:
-            self.progress.line(
-                f"[verify] {len(queue)} configuration(s) measured without a baseline: redeploying each to check it"
-            )
+        a time. A redeploy that fails leaves it not checked (a later --resume tries again). Returns
+        how many it redeployed."""
+        queue = list(state().ungated.values()) if self.baseline is not None else []
+        if not queue:
+            return 0
+        todo = len(queue)
+        self.progress.line(
+            f"[verify] {todo} configuration(s) measured without a baseline: redeploying each to check it"
+        )
 
         async def worker(host: str) -> None:
             while queue:
@@ -344,6 +345,7 @@ class VerifyPhase:
                 self.progress.line(f"[{cfg.label}] verify: {why}")
 
         await together(*(worker(h) for h in hosts), on_error=on_error)
+        return todo
 
     # -- the exact round ---------------------------------------------------------------------
     def _deterministic_vars(self) -> dict[str, Any]:
