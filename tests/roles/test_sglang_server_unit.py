@@ -354,9 +354,9 @@ SHELLCHECK = shutil.which("shellcheck")
 
 @pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (apt install shellcheck)")
 @pytest.mark.parametrize("host", HOSTS)
-@pytest.mark.parametrize("script", ["restart_unit.sh", "install_emulator.sh"])
+@pytest.mark.parametrize("script", ["restart_unit.sh", "install_emulator.sh", "venv.sh"])
 def test_rendered_shell_passes_shellcheck(rendered, host, script):
-    """The role's only shell (the restart handler and the offline install), as rendered for each case."""
+    """The role's shell (the restart handler, the offline install, the venv), as rendered for each case."""
     path = rendered / host / script
     proc = subprocess.run([SHELLCHECK, "--shell=sh", "--severity=style", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + path.read_text()

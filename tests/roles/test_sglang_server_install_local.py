@@ -1,0 +1,126 @@
+"""The role's venv and SGLang install steps, run for real on the local connection into a scratch
+directory: a venv made again when `sglang_server_python` names another interpreter or another
+Python minor version (the old one's site-packages would not import), an unchanged host unchanged,
+and `--check` telling the truth on an air-gapped host's offline wheelhouse. SGLang itself is a
+wheel of the same name and version made here (the host installs whatever the wheelhouse holds)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from roles_testlib import ROOT, VENV_BIN, run
+
+VERSION = "0.5.9"  # roles/sglang_server/defaults/main.yml sglang_server_sglang_version
+PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def stand_in_wheel(wheelhouse: Path, version: str) -> Path:
+    """A pure-Python wheel named sglang that imports and says its version."""
+    files = {
+        "sglang/__init__.py": f'__version__ = "{version}"\n',
+        f"sglang-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n",
+        f"sglang-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text.encode())}"
+        for name, text in files.items()
+    ]
+    files[f"sglang-{version}.dist-info/RECORD"] = "\n".join([*record, f"sglang-{version}.dist-info/RECORD,,"]) + "\n"
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    path = wheelhouse / f"sglang-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+def test_the_venv_follows_the_interpreter_and_check_tells_the_truth_offline(tmp_path):
+    assert PYTHON.exists(), PYTHON
+    wheelhouse = tmp_path / "wheelhouse"
+    stand_in_wheel(wheelhouse, VERSION)
+    opt = tmp_path / "opt"
+    venv = opt / "venv"
+    result = tmp_path / "result.json"
+    # another interpreter of the same Python: a copy of the binary elsewhere (it finds its standard
+    # library through the prefix it was built with)
+    other = tmp_path / "other-python" / PYTHON.name
+    other.parent.mkdir()
+    shutil.copy2(PYTHON, other)
+
+    def play(python: Path, *more: str, install: bool = True) -> dict:
+        extra = {
+            "install": install,
+            "ansible_python_interpreter": sys.executable,
+            "out": str(result),
+            "sglang_server_install_dir": str(opt),
+            "sglang_server_python": str(python),
+            "sglang_server_wheelhouse_dir": str(wheelhouse),
+            "sglang_server_engine": "sglang",
+        }
+        proc = run(
+            [
+                str(VENV_BIN / "ansible-playbook"),
+                "-i",
+                "localhost,",
+                "-e",
+                json.dumps(extra),
+                *more,
+                str(ROOT / "tests/roles/fixtures/install_local.yml"),
+            ],
+            timeout=240,
+            ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
+        )
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        return json.loads(result.read_text())
+
+    def version_in_venv() -> str:
+        proc = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sglang; print(sglang.__version__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return proc.stdout.strip()
+
+    made = play(PYTHON)
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert made["venv"] == [f"created with {PYTHON.resolve()} (Python {minor})"]
+    assert made["venv_changed"] and made["install_changed"]
+    assert version_in_venv() == VERSION
+    assert (venv / "bin" / "python").resolve() == PYTHON.resolve()
+
+    again = play(PYTHON)
+    assert again == {"venv": ["unchanged"], "venv_changed": False, "install_changed": False}
+    # The offline wheelhouse reaches pip through its environment: with it as extra_args the pip
+    # module reported every --check of an air-gapped host as a change (and a restart).
+    checked = play(PYTHON, "--check")
+    assert checked == {"venv": ["unchanged"], "venv_changed": False, "install_changed": False}
+
+    # Another interpreter: --check says so and touches nothing; the run makes the venv again and
+    # the engine is installed into it afresh.
+    (venv / "left-by-the-old-venv").write_text("")
+    would = play(other, "--check", install=False)
+    assert would["venv"][-1].startswith(f"would be rebuilt: made by {PYTHON.resolve()} ")
+    assert would["venv_changed"] and (venv / "left-by-the-old-venv").exists()
+    rebuilt = play(other)
+    assert rebuilt["venv"][-1].startswith("rebuilt: ") and str(other) in rebuilt["venv"][-1]
+    assert rebuilt["install_changed"] and not (venv / "left-by-the-old-venv").exists()
+    assert (venv / "bin" / "python").resolve() == other.resolve() and version_in_venv() == VERSION
+
+    # A venv of another minor version at the same path (the interpreter upgraded in place): made
+    # again (the engine's reinstall into it is the case above's).
+    cfg = venv / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace(f"version = {minor}.", "version = 3.9."))
+    (venv / "left-by-the-old-venv").write_text("")
+    upgraded = play(other, install=False)
+    assert upgraded["venv"] == [
+        f"rebuilt: made by {other.resolve()} (Python 3.9), not {other.resolve()} (Python {minor})"
+    ]
+    assert not (venv / "left-by-the-old-venv").exists() and f"version = {minor}." in cfg.read_text()
