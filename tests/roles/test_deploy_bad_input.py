@@ -10,6 +10,7 @@ nothing was created there.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -203,6 +204,29 @@ def test_a_group_whose_rank_0_address_is_not_its_own_changes_no_host(tmp_path):
 def test_missing_model_path_on_a_real_engine_host(tmp_path):
     out = _refused_on_the_controller(tmp_path, "gpu-local", sglang_server_model_path=str(tmp_path / "no-such-model"))
     assert f"sglang_server_model_path={tmp_path / 'no-such-model'} is not a directory on gpu-local" in out, out[-3000:]
+
+
+def test_a_port_another_process_holds_changes_no_host(tmp_path):
+    """A unit deployed under an earlier sglang_server_unit_name that still listens on the port (or
+    any other process there) answered the gate's /health for the new server, whose start could not
+    bind it. The preflight refuses the host before it changes, naming the holder."""
+    model = tmp_path / "model"
+    model.mkdir()
+    held = socket.socket()
+    held.bind(("0.0.0.0", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    try:
+        out = _refused_on_the_controller(
+            tmp_path, "gpu-port", sglang_server_model_path=str(model), sglang_server_port=port
+        )
+    finally:
+        held.close()
+    said = " ".join(out.split())
+    assert (
+        f"sglang_server_port={port} on gpu-port is held by a process that is not sglang-qwen.service "
+        f"(in use: address already in use (pid {os.getpid()}))"
+    ) in said, out[-3000:]
 
 
 def test_a_missing_read_write_path_on_the_host(tmp_path):

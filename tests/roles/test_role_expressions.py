@@ -207,3 +207,93 @@ def test_the_hosts_wheelhouse_is_the_controllers_alone():
     )
     script = (ROOT / "roles" / "sglang_server" / "templates" / "install_emulator.sh.j2").read_text()
     assert "--upgrade sglang-tune" in script
+
+
+def test_a_rollback_gates_the_restored_server_where_it_listens(tmp_path):
+    """A run that moved sglang_server_port and failed restored the unit that last passed, which
+    listens on the old port; its gate asked the new one, where nothing served (or something else
+    did), and waited the whole gate timeout. The restored unit's --port is read back and the gate's
+    URL follows it, in the single host's rollback and the group's."""
+    role_vars = yaml.safe_load((ROOT / "roles" / "sglang_server" / "vars" / "main.yml").read_text())
+    url_expr = role_vars["_sglang_server_restored_gate_url"]
+    rollback = yaml.safe_load((TASKS / "rollback.yml").read_text())
+    block = next(t for t in rollback if "block" in t)["block"]
+    port_expr = next(t for t in block if t["name"] == "Say where the restored server listens")[
+        "ansible.builtin.set_fact"
+    ]["__sglang_server_restored_port"]
+    mn = yaml.safe_load((TASKS / "rollback_multinode.yml").read_text())
+    mn_block = next(t for t in mn if "block" in t)["block"]
+    mn_port_expr = next(t for t in mn_block if t["name"].startswith("Say whether this node had"))[
+        "ansible.builtin.set_fact"
+    ]["__sglang_server_restored_port"]
+    unit = (
+        "[Service]\nExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /m "
+        "--nccl-port 29999 --dist-init-addr 10.0.0.1:5000 --port 30000 --host 0.0.0.0\n"
+    )
+    import base64
+
+    slurped = {"content": base64.b64encode(unit.encode()).decode()}
+
+    def url(gate: str, port: str) -> tuple[str, dict]:
+        return url_expr, {"sglang_server_gate_url": gate, "__sglang_server_restored_port": port}
+
+    got = render(
+        tmp_path,
+        {
+            "port": (port_expr, {"__sglang_server_restored_unit": slurped}),
+            "port mn": (mn_port_expr, {"__sglang_server_restored_unit": slurped}),
+            "none": (port_expr, {"__sglang_server_restored_unit": {"content": base64.b64encode(b"x").decode()}}),
+            "v4": url("http://127.0.0.1:30001", "30000"),
+            "v6": url("http://[::1]:30001", "30000"),
+            "path": url("https://h.example:8443/sglang", "30000"),
+            "same": url("http://127.0.0.1:30001", ""),
+        },
+    )
+    assert got["port"] == got["port mn"] == "30000" and got["none"] == "", got
+    assert got["v4"] == "http://127.0.0.1:30000" and got["v6"] == "http://[::1]:30000", got
+    assert got["path"] == "https://h.example:30000/sglang" and got["same"] == "http://127.0.0.1:30001", got
+    for path in ("rollback.yml", "multinode_gate.yml"):
+        text = (TASKS / path).read_text()
+        assert "_sglang_server_restored_gate_url" in text or "__sglang_server_mn_gate_url" in text, path
+
+
+def test_a_running_users_home_and_a_new_users_state_directory(tmp_path):
+    """A new sglang_server_state_dir made the user module run `usermod -d`, which refuses while the
+    user's processes run (the server: shadow's usermod.c, E_USER_BUSY), and every run failed until
+    the unit was stopped by hand: an existing user's home is left alone (the unit sets HOME=). A new
+    sglang_server_user found the state directory's contents owned by the old one: they are handed
+    over, walked only when the directory itself changed hands."""
+    tasks = yaml.safe_load((TASKS / "install.yml").read_text())
+    user = next(t for t in tasks if t["name"] == "Create the service user (system account, no login shell)")
+    handover = next(t for t in tasks if t["name"].startswith("Give the state directory's contents"))
+    home = user["ansible.builtin.user"]["home"]
+    facts = {"sglang_server_user": "sglang", "sglang_server_state_dir": "/srv/sglang-new"}
+
+    def dirs(changed: bool) -> dict:
+        results = [
+            {"item": {"path": "/opt/sglang"}, "changed": True},
+            {"item": {"path": "/srv/sglang-new"}, "changed": changed},
+        ]
+        return {**facts, "__sglang_server_dirs": {"results": results}}
+
+    got = render(
+        tmp_path,
+        {
+            "existing": (
+                home,
+                {
+                    **facts,
+                    "ansible_facts": {
+                        "getent_passwd": {"sglang": ["x", "999", "999", "", "/old", "/usr/sbin/nologin"]}
+                    },
+                },
+            ),
+            "new": (home, {**facts, "ansible_facts": {"getent_passwd": {"sglang": None}}}),
+            "handed": ("{{ " + handover["when"] + " }}", dirs(True)),
+            "kept": ("{{ " + handover["when"] + " }}", dirs(False)),
+        },
+    )
+    # omitted: `debug` then prints its own default message
+    assert got["existing"] == "Hello world!" and got["new"] == "/srv/sglang-new", got
+    assert got["handed"] is True and got["kept"] is False, got
+    assert handover["ansible.builtin.file"]["recurse"] is True

@@ -131,6 +131,7 @@ def test_two_hosts_form_one_server_change_together_and_roll_back_together(group)
     assert f"{HEAD}: no server running (check mode); would write /etc/systemd/system/{UNIT}" in out, out[-6000:]
     worker = f"{WORKER}: worker node 1 of 2 (sglang_server_multinode_group={GROUP})"
     assert f"{worker} of a group not running (check mode); would write /etc/systemd/system/{UNIT}" in out, out[-6000:]
+    assert f"--check: a real run would restart every rank of {GROUP}" in out, out[-6000:]
 
     # Deploy: one server, rank 0 on mn21-a, the worker on mn21-b.
     rc, out, stats = deploy(tmp, inv, "first", spec_steps=3)
@@ -179,6 +180,8 @@ def test_two_hosts_form_one_server_change_together_and_roll_back_together(group)
     assert f"{HEAD}: the running server (check mode): max_total_num_tokens=" in out, out[-6000:]
     assert "(spec_steps=2, emulator," in out and f"would write /etc/systemd/system/{UNIT}" in out, out[-6000:]
     assert f"{worker} joined rank 0" in out, out[-6000:]
+    # ... and it says, as a change, that a real run would restart every rank (it said nothing)
+    assert f"--check: a real run would restart every rank of {GROUP}" in out, out[-6000:]
 
     # A worker that never joins, in a run that also moves the head to the other node: rank 0 (now
     # WORKER) fails at the dist timeout, and both nodes go back together to the configuration that

@@ -1,6 +1,7 @@
-# Read-only check run by tasks/preflight.yml on rank 0's host of a multi-node server: is the
-# dist-init port free? Prints `free`, `ours` (a process of this role's unit listens there: its own
-# rank 0) or `in use: <what>`; with HOST_IP (the unit's SGLANG_HOST_IP, which SGLang's cross-node
+# Read-only check run by the role's preflight (tasks/preflight_host.yml: the server's port on every
+# host; tasks/preflight_multinode.yml: rank 0's dist-init port): is the port free? Prints `free`,
+# `ours` (a process of this role's unit listens there) or `in use: <what>` (the holder's pid and
+# unit where /proc shows them); with HOST_IP (the unit's SGLANG_HOST_IP, which SGLang's cross-node
 # message queue binds), first `not local: <what>` when no interface of this host has it.
 # Arguments: PORT UNIT [HOST_IP]. Python 3.6+, standard library, Linux /proc.
 import errno
@@ -78,6 +79,30 @@ def holds(pid, sockets):
     return uid is not None and any(u == uid for _inode, u in sockets)
 
 
+def holder_text(sockets):
+    """ " (pid N, unit U)" of a process holding one of the sockets, where its descriptors can be read."""
+    inodes = {inode for inode, _uid in sockets}
+    for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                try:
+                    with open(f"/proc/{pid}/cgroup") as f:
+                        units = [ln.rstrip("\n").rsplit("/", 1)[-1] for ln in f]
+                except OSError:
+                    units = []
+                named = [u for u in units if u.endswith(".service") or u.endswith(".scope")]
+                return f" (pid {pid}, {named[0]})" if named else f" (pid {pid})"
+    return ""
+
+
 if host_ip:
     probe = socket.socket(socket.AF_INET6 if ":" in host_ip else socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -99,6 +124,6 @@ except OSError as e:
     if e.errno == errno.EADDRINUSE and sockets and any(holds(p, sockets) for p in unit_pids(unit)):
         print("ours")
     else:
-        print("in use: " + (e.strerror or str(e)).lower())
+        print("in use: " + (e.strerror or str(e)).lower() + holder_text(sockets))
 finally:
     s.close()
