@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -193,7 +194,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         inv = read_inventory(Path(spec.inventory), spec.limit, project, playbook_dir=Path(spec.playbook).parent)
     except InventoryError as exc:
         raise BadInput("--inventory", f"{spec.inventory}: {exc}") from None
-    if not inv.has_group and Path(spec.playbook) == (project / "playbooks" / "deploy.yml").resolve():
+    if not inv.has_group and spec.playbook == os.path.abspath(project / "playbooks" / "deploy.yml"):
         # every host is the sweep's only for a play of the user's own: the project's targets the group
         raise BadInput(
             "--inventory",

@@ -224,8 +224,8 @@ def test_a_port_another_process_holds_changes_no_host(tmp_path):
         held.close()
     said = " ".join(out.split())
     assert (
-        f"sglang_server_port={port} on gpu-port is held by a process that is not sglang-qwen.service "
-        f"(in use: address already in use (pid {os.getpid()}))"
+        f"sglang_server_port={port} at sglang_server_host=0.0.0.0 on gpu-port cannot be bound by sglang-qwen.service "
+        f"(in use: address already in use (pid {os.getpid()})): a process that is not this unit holds it"
     ) in said, out[-3000:]
 
 

@@ -234,8 +234,12 @@ def test_a_rollback_gates_the_restored_server_where_it_listens(tmp_path):
 
     slurped = {"content": base64.b64encode(unit.encode()).decode()}
 
-    def url(gate: str, port: str) -> tuple[str, dict]:
-        return url_expr, {"sglang_server_gate_url": gate, "__sglang_server_restored_port": port}
+    def url(gate: str, restored: str, port: int = 30001) -> tuple[str, dict]:
+        return url_expr, {
+            "sglang_server_gate_url": gate,
+            "sglang_server_port": port,
+            "__sglang_server_restored_port": restored,
+        }
 
     got = render(
         tmp_path,
@@ -245,13 +249,19 @@ def test_a_rollback_gates_the_restored_server_where_it_listens(tmp_path):
             "none": (port_expr, {"__sglang_server_restored_unit": {"content": base64.b64encode(b"x").decode()}}),
             "v4": url("http://127.0.0.1:30001", "30000"),
             "v6": url("http://[::1]:30001", "30000"),
-            "path": url("https://h.example:8443/sglang", "30000"),
-            "same": url("http://127.0.0.1:30001", ""),
+            "path": url("http://h.example:30001/sglang", "30000"),
+            # a gate at another port (a proxy or TLS front) is the user's: left as it is
+            "proxy": url("https://127.0.0.1:8443/sglang", "30000"),
+            "v6 no port": url("http://[::1]/", "30000"),
+            "kept": url("http://127.0.0.1:30000", "30000", port=30000),
+            "unread": url("http://127.0.0.1:30001", ""),
         },
     )
     assert got["port"] == got["port mn"] == "30000" and got["none"] == "", got
     assert got["v4"] == "http://127.0.0.1:30000" and got["v6"] == "http://[::1]:30000", got
-    assert got["path"] == "https://h.example:30000/sglang" and got["same"] == "http://127.0.0.1:30001", got
+    assert got["path"] == "http://h.example:30000/sglang", got
+    assert got["proxy"] == "https://127.0.0.1:8443/sglang" and got["v6 no port"] == "http://[::1]/", got
+    assert got["kept"] == "http://127.0.0.1:30000" and got["unread"] == "http://127.0.0.1:30001", got
     for path in ("rollback.yml", "multinode_gate.yml"):
         text = (TASKS / path).read_text()
         assert "_sglang_server_restored_gate_url" in text or "__sglang_server_mn_gate_url" in text, path

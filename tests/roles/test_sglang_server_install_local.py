@@ -15,6 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from roles_testlib import ROOT, VENV_BIN, run
 
 VERSION = "0.5.9"  # roles/sglang_server/defaults/main.yml sglang_server_sglang_version
@@ -41,6 +42,7 @@ def stand_in_wheel(wheelhouse: Path, version: str) -> Path:
     return path
 
 
+@pytest.mark.cost(45)  # seconds, measured alone: the unit stage starts its longest tests first (tests/conftest.py)
 def test_the_venv_follows_the_interpreter_and_check_tells_the_truth_offline(tmp_path):
     assert PYTHON.exists(), PYTHON
     wheelhouse = tmp_path / "wheelhouse"
@@ -124,3 +126,11 @@ def test_the_venv_follows_the_interpreter_and_check_tells_the_truth_offline(tmp_
         f"rebuilt: made by {other.resolve()} (Python 3.9), not {other.resolve()} (Python {minor})"
     ]
     assert not (venv / "left-by-the-old-venv").exists() and f"version = {minor}." in cfg.read_text()
+
+    # A launcher script that runs the same binary is the same interpreter: the venv stays (the
+    # resolved path of the launcher itself differed, and every run rebuilt the venv).
+    shim = tmp_path / "shim" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {other} "$@"\n')
+    shim.chmod(0o755)
+    assert play(shim, install=False)["venv"] == ["unchanged"]

@@ -289,13 +289,14 @@ def test_api_key_only_in_the_secrets_file_handed_over_as_a_credential(rendered):
     assert "SGLANG_TUNE_DEPLOYMENT" not in (rendered / "emulator-nokey" / "env").read_text()
     # the engine's packages: a new SGLang version changes the file, so a run that stopped between the
     # install and the restart (its queued handler lost) restarts the server on the next run
-    assert '\nSGLANG_TUNE_ENGINE="sglang==0.5.9"\n' in env
+    assert '\nSGLANG_TUNE_ENGINE="sglang==0.5.9 python=/usr/bin/python3"\n' in env
     # the emulator's: the wheelhouse's content stamp (a new build of the project restarts it too)
     # (none without a built wheelhouse, whose install would stop the play first)
     stamp_file = ROOT / "build" / "wheelhouse" / ".stamp"
     emu_env = (rendered / "emulator-nokey" / "env").read_text()
     if stamp_file.exists():
-        assert f'\nSGLANG_TUNE_ENGINE="sglang-tune wheelhouse {stamp_file.read_text().strip()}"\n' in emu_env
+        stamp = stamp_file.read_text().strip()
+        assert f'\nSGLANG_TUNE_ENGINE="sglang-tune wheelhouse {stamp} python=/usr/bin/python3"\n' in emu_env
     else:
         assert "SGLANG_TUNE_ENGINE" not in emu_env
     # No key: the launcher still runs the server (it masks nothing), no credential, no --config.

@@ -554,3 +554,20 @@ def test_the_plan_holds_what_every_hosts_play_accepts(a, b, want):
 
     inv = Inventory(hosts=["a", "b"], hostvars={"a": a, "b": b}, groups={}, has_group=True)
     assert inv.plan_vars(PLAN_LIMITS, PLAN_PATHS) == want
+
+
+def test_every_node_of_a_multi_node_slot_holds_the_plan_to_its_limit():
+    """The play checks each node of a multi-node group against its own spec limits: a worker with
+    a lower one refused every deeper configuration at its preflight, where the plan had read the
+    head's alone."""
+    from tuner.run.inventory import Inventory
+    from tuner.spec.configs import PLAN_LIMITS, PLAN_PATHS
+
+    hostvars = {
+        "n1": {"sglang_server_multinode_group": "tp_pair", "sglang_server_spec_draft_model_path": "/d"},
+        "n2": {"sglang_server_multinode_group": "tp_pair", "sglang_server_spec_max_steps": 2},
+    }
+    inv = Inventory(hosts=["n1", "n2"], hostvars=hostvars, groups={"tp_pair": ["n1", "n2"]}, has_group=True)
+    assert inv.slots() == {"tp_pair": ["n1", "n2"]}
+    # the worker's limit, and no draft path (the worker has none)
+    assert inv.plan_vars(PLAN_LIMITS, PLAN_PATHS) == {"sglang_server_spec_max_steps": 2}

@@ -382,3 +382,47 @@ def test_a_group_is_benchmarked_at_the_rank_that_serves_not_a_worker():
     # a group whose head the tuner read right keeps it
     out = outcome_from_events(events, "gpu-b", ("gpu-a",))
     assert out.client_url == "http://10.0.0.2:30000"
+
+
+def test_the_inventory_is_read_as_ansible_reads_it(tmp_path, monkeypatch):
+    """What the tuner read differed from what `ansible-inventory` and the play read (a review,
+    2026-12-07): an inventory given through a symlink lost the group_vars/ beside the link (the
+    path was resolved; Ansible reads beside the path as given); a README in an inventory directory
+    was fatal (Ansible warns); a vaulted group_vars file of a group the sweep never deploys needed
+    its password (every host's variables were worked out); a relative `--limit @file` was looked up
+    in the project's directory."""
+    from tuner.spec.flags import limit_pattern
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "hosts.yml").write_text(
+        "all:\n  children:\n    sglang_servers:\n      hosts:\n        h1: {ansible_host: 10.0.0.1}\n"
+        "        h2: {ansible_host: 10.0.0.2}\n    databases:\n      hosts:\n        db1: {}\n"
+    )
+    site = tmp_path / "site"
+    (site / "group_vars").mkdir(parents=True)
+    (site / "inv.yml").symlink_to(real / "hosts.yml")
+    (site / "group_vars" / "sglang_servers.yml").write_text("sglang_server_spec_max_steps: 2\n")
+    # a whole-file vault of another group's variables, no password anywhere
+    (site / "group_vars" / "databases.yml").write_text(
+        "$ANSIBLE_VAULT;1.1;AES256\n62313365396662343061393464336163383764373764613633653634306231386433626665363030\n"
+    )
+    (site / "README").write_text("Our GPU servers.\nKeep this file beside the inventory.\n")
+    monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    from tuner.spec.flags import absolute_path
+
+    given = absolute_path("site/inv.yml", "--inventory")
+    assert given == str(site / "inv.yml")  # not the link's target
+    inv = read_inventory(Path(given), None, project_root())
+    assert inv.hosts == ["h1", "h2"] and inv.hostvars["h1"]["sglang_server_spec_max_steps"] == 2
+    # a directory of the inventory with a README in it: read, as Ansible reads it
+    (site / "inv.yml").unlink()
+    (site / "hosts.yml").write_text((real / "hosts.yml").read_text())
+    assert read_inventory(site, None, project_root()).hosts == ["h1", "h2"]
+    # --limit @file, relative to where the user typed it
+    (tmp_path / "lim.txt").write_text("h2\n")
+    pattern = limit_pattern("@lim.txt")
+    assert pattern == f"@{tmp_path / 'lim.txt'}"
+    assert read_inventory(site, pattern, project_root()).hosts == ["h2"]
+    assert limit_pattern("h1,@lim.txt:!h3") == f"h1,@{tmp_path / 'lim.txt'}:!h3"

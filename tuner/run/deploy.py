@@ -262,7 +262,8 @@ class Deployer:
     ):
         self.project_dir = Path(project_dir or project_root()).resolve()
         self.playbook = playbook
-        self.inventory = Path(inventory).resolve()
+        # absolute, not resolved: the play reads the group_vars/ beside the path as given
+        self.inventory = Path(os.path.abspath(inventory))
         self.out_dir = Path(out_dir)
         self.extravars = dict(extravars or {})
         self.redactor = redactor or Redactor()

@@ -133,9 +133,10 @@ class Inventory:
         against (tuner/spec/configs.py PLAN_LIMITS and PLAN_PATHS): each limit the least of the
         slots' (a configuration may land on any host), a slot without one counting the role's
         default (`limits`' value), a templated one (the tuner does not render it) left to the play;
-        a path only where every slot has one (a templated one counts as given)."""
+        a path only where every slot has one (a templated one counts as given). Every node of a
+        multi-node slot counts, not its head alone: the play checks each node against its own."""
         out: dict[str, Any] = {}
-        heads = [(self.hostvars.get(members[0]) or {}) for members in self.slots().values()]
+        heads = [(self.hostvars.get(m) or {}) for members in self.slots().values() for m in members]
         for name, default in limits.items():
             vals = [v.get(name) for v in heads]
             if all(v in (None, "") for v in vals):
@@ -183,17 +184,36 @@ def read_inventory(
     does for the play; with `playbook_dir`, the host_vars/ and group_vars/ beside the play count
     too, as the play reads them. Nothing here connects to a host.
     """
+    # The group's hosts alone first (the user's --limit within it): Ansible works out the variables
+    # of every host a listing holds, and a vaulted group_vars file of hosts the sweep never deploys
+    # needed its password here, though the play never reads it. Every host only for an inventory
+    # without the group.
+    inv = _listing(inventory, f"{limit},&{group}" if limit else group, project_dir, playbook_dir)
+    # `--limit` drops a group none of whose hosts it matches from the listing's keys, but not from
+    # its parents' `children`: such a group is still the play's (playbooks/deploy.yml targets it), so
+    # it selects no host, never every host.
+    named = group in inv or any(group in ((g or {}).get("children") or []) for k, g in inv.items() if k != "_meta")
+    if not named:
+        inv = _listing(inventory, limit, project_dir, playbook_dir)
+    hosts = _group_hosts(inv, group) if named else _group_hosts(inv, "all")
+    hostvars = (inv.get("_meta") or {}).get("hostvars") or {}
+    groups = {g: _group_hosts(inv, g) for g in inv if g != "_meta"}
+    return Inventory(hosts=hosts, hostvars=hostvars, groups=groups, has_group=named)
+
+
+def _listing(inventory: Path, limit: str | None, project_dir: Path, playbook_dir: Path | None) -> dict[str, Any]:
+    """`ansible-inventory --list` of the inventory (within `limit`), as JSON, else InventoryError."""
     exe = Path(sys.executable).with_name("ansible-inventory")
     cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(inventory), "--list"]
     if playbook_dir is not None:
         cmd += ["--playbook-dir", str(playbook_dir)]
     if limit:
         cmd += ["--limit", limit]
-    # An inventory Ansible cannot parse is an error here, not a warning and an empty host list.
+    # An inventory Ansible cannot use is an error here, not a warning and an empty host list; one
+    # file of an inventory directory that no plugin reads (a README) is a warning, as in the play.
     env = {
         **os.environ,
         "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
-        "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_CONFIG": str(Path(project_dir) / "ansible.cfg"),
     }
@@ -203,17 +223,11 @@ def read_inventory(
         raise InventoryError(f"ansible-inventory failed: {exc}") from None
     if p.returncode != 0:
         lines = [ln.strip() for ln in (p.stderr or p.stdout).splitlines() if ln.strip()]
+        lines = [ln for ln in lines if not ln.startswith("[WARNING]")] or lines
         why = [ln for ln in lines if re.search(r"parsing failed|Unable to parse|ERROR|Failed to parse", ln)]
         raise InventoryError((why or lines or [f"ansible-inventory rc {p.returncode}"])[0][:300])
     try:
-        inv = json.loads(p.stdout)
+        listing: dict[str, Any] = json.loads(p.stdout)
     except json.JSONDecodeError:
         raise InventoryError("ansible-inventory printed no JSON") from None
-    # `--limit` drops a group none of whose hosts it matches from the listing's keys, but not from
-    # its parents' `children`: such a group is still the play's (playbooks/deploy.yml targets it), so
-    # it selects no host, never every host.
-    named = group in inv or any(group in ((g or {}).get("children") or []) for k, g in inv.items() if k != "_meta")
-    hosts = _group_hosts(inv, group) if named else _group_hosts(inv, "all")
-    hostvars = (inv.get("_meta") or {}).get("hostvars") or {}
-    groups = {g: _group_hosts(inv, g) for g in inv if g != "_meta"}
-    return Inventory(hosts=hosts, hostvars=hostvars, groups=groups, has_group=named)
+    return listing

@@ -401,6 +401,29 @@ def check_results_dir(path_text: str, flag: str) -> Path:
     return path
 
 
+def limit_pattern(text: str | None) -> str | None:
+    """An Ansible `--limit` as the tuner passes it on: each `@file` part made absolute against the
+    directory the user typed it in (ansible-inventory runs in the project's directory, and would
+    look for a relative file there)."""
+    if not text:
+        return text
+    parts = re.split(r"([,:])", text)
+    return "".join("@" + os.path.abspath(p[1:]) if p.startswith("@") and len(p) > 1 else p for p in parts)
+
+
+def absolute_path(path_text: str, flag: str, project: Path | None = None) -> str:
+    """An existing file's absolute path (else BadInput): absolute, not resolved, as Ansible reads
+    the group_vars/ and host_vars/ beside an inventory or playbook by the path as given (a symlink's
+    directory, not its target's). With `project`, a path not found here is tried in the project
+    (`playbooks/deploy.yml`)."""
+    path = Path(path_text)
+    if project is not None and not path.exists():
+        path = project / path_text
+    if not path.exists() or (project is not None and not path.is_file()):
+        raise BadInput(flag, f"{path_text} does not exist")
+    return os.path.abspath(path)
+
+
 def check_existing(path_text: str, flag: str) -> Path:
     path = Path(path_text)
     if not path.exists():

@@ -27,9 +27,10 @@ from sglang_utils.sglang_spec import SPEC_ALGORITHMS
 from .declared import conforms, declared_types, type_name
 from .flags import (
     BadInput,
+    absolute_path,
     check_endpoint,
-    check_existing,
     check_url,
+    limit_pattern,
     parse_concurrency,
     parse_draft_tokens,
     parse_extra_vars,
@@ -428,7 +429,7 @@ class SweepSpec:
     )
     # hosts may be added or left out on --resume (each host's machine is held by its digest in sweep.json)
     limit: str | None = field(
-        default=None, metadata=_opt("--limit", None, "Ansible host pattern to sweep on", None, identity=False)
+        default=None, metadata=_opt("--limit", None, "Ansible host pattern to sweep on", limit_pattern, identity=False)
     )
     extra_vars: Mapping[str, Any] = field(
         default_factory=dict,
@@ -591,13 +592,8 @@ class SweepSpec:
         """The command line's sweep (else BadInput naming the flag); paths absolute, for the identity."""
         workload = WorkloadSpec.from_cli_args(ns)
         values = _parse_args(cls, ns)
-        inventory = ns.inventory or str(project / "inventory" / "emulator.yml")
-        values["inventory"] = str(check_existing(inventory, "--inventory").resolve())
-        playbook = ns.playbook or "playbooks/deploy.yml"
-        pb = Path(playbook) if Path(playbook).exists() else project / playbook
-        if not pb.is_file():
-            raise BadInput("--playbook", f"{playbook} does not exist")
-        values["playbook"] = str(pb.resolve())
+        values["inventory"] = absolute_path(ns.inventory or str(project / "inventory" / "emulator.yml"), "--inventory")
+        values["playbook"] = absolute_path(ns.playbook or "playbooks/deploy.yml", "--playbook", project)
         return cls(workload=workload, command="sweep", **values)
 
     @classmethod

@@ -2,15 +2,19 @@
 # host; tasks/preflight_multinode.yml: rank 0's dist-init port): is the port free? Prints `free`,
 # `ours` (a process of this role's unit listens there) or `in use: <what>` (the holder's pid and
 # unit where /proc shows them); with HOST_IP (the unit's SGLANG_HOST_IP, which SGLang's cross-node
-# message queue binds), first `not local: <what>` when no interface of this host has it.
-# Arguments: PORT UNIT [HOST_IP]. Python 3.6+, standard library, Linux /proc.
+# message queue binds), first `not local: <what>` when no interface of this host has it. With
+# --bind=ADDR (the server's sglang_server_host) the port is tried at that address as the server
+# binds it (an IPv6 one, `::` included, IPv6 only, as uvicorn's listener is); else on every IPv4
+# address. Arguments: PORT UNIT [HOST_IP] [--bind=ADDR]. Python 3.6+, standard library, Linux /proc.
 import errno
 import os
 import socket
 import sys
 
-port, unit = int(sys.argv[1]), sys.argv[2]
-host_ip = sys.argv[3] if len(sys.argv) > 3 else ""
+args = [a for a in sys.argv[1:] if not a.startswith("--bind=")]
+bind = next((a[len("--bind=") :] for a in sys.argv[1:] if a.startswith("--bind=")), None)
+port, unit = int(args[0]), args[1]
+host_ip = args[2] if len(args) > 2 else ""
 
 
 def listening_sockets(port):
@@ -114,14 +118,22 @@ if host_ip:
     finally:
         probe.close()
 
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+if bind is None or bind in ("", "0.0.0.0"):
+    family, addr = socket.AF_INET, ""
+else:
+    family, addr = (socket.AF_INET6 if ":" in bind else socket.AF_INET), bind
+s = socket.socket(family, socket.SOCK_STREAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if family == socket.AF_INET6:
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
 try:
-    s.bind(("", port))
+    s.bind((addr, port))
     print("free")
 except OSError as e:
     sockets = listening_sockets(port)
-    if e.errno == errno.EADDRINUSE and sockets and any(holds(p, sockets) for p in unit_pids(unit)):
+    if e.errno == errno.EADDRNOTAVAIL:
+        print("not local: " + (e.strerror or str(e)).lower())
+    elif e.errno == errno.EADDRINUSE and sockets and any(holds(p, sockets) for p in unit_pids(unit)):
         print("ours")
     else:
         print("in use: " + (e.strerror or str(e)).lower() + holder_text(sockets))
