@@ -168,6 +168,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         params = dict(stored.get("params") or {})
         # a sweep.json written before the tuner made controller paths absolute holds them as given
         params["extra_vars"] = controller_paths(params.get("extra_vars") or {})
+        # ... and before it kept a symlinked inventory or playbook as given, the link's target
+        for key in ("inventory", "playbook"):
+            if params.get(key) == os.path.realpath(getattr(spec, key) or ""):
+                params[key] = getattr(spec, key)
         diffs = spec.identity_diff(params, scrub=redactor.scrub_obj)
         if diffs:
             raise BadInput("--resume", f"{out} holds a different sweep: " + "; ".join(diffs))
@@ -194,7 +198,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         inv = read_inventory(Path(spec.inventory), spec.limit, project, playbook_dir=Path(spec.playbook).parent)
     except InventoryError as exc:
         raise BadInput("--inventory", f"{spec.inventory}: {exc}") from None
-    if not inv.has_group and spec.playbook == os.path.abspath(project / "playbooks" / "deploy.yml"):
+    if not inv.has_group and os.path.samefile(spec.playbook, project / "playbooks" / "deploy.yml"):
         # every host is the sweep's only for a play of the user's own: the project's targets the group
         raise BadInput(
             "--inventory",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -282,6 +283,14 @@ def test_an_inventory_without_the_servers_group_is_refused_for_the_default_play(
     assert cli.main([*argv, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "--inventory" in err and "has no group sglang_servers" in err and "--playbook" in err
+    # the project's play reached through a symlink is the project's play (it was taken for one of
+    # the user's own, and the sweep got every host)
+    from tuner.run.deploy import project_root
+
+    link = tmp_path / "deploy-link.yml"
+    link.symlink_to(project_root() / "playbooks" / "deploy.yml")
+    assert cli.main([*argv, "--out", str(tmp_path / "o3"), "--playbook", str(link)]) == 2
+    assert "has no group sglang_servers" in capsys.readouterr().err
     own = tmp_path / "own.yml"
     own.write_text("- hosts: all\n  gather_facts: false\n  tasks: []\n")
     assert cli.main([*argv, "--out", str(tmp_path / "o2"), "--playbook", str(own)]) == 0
@@ -571,3 +580,21 @@ def test_every_node_of_a_multi_node_slot_holds_the_plan_to_its_limit():
     assert inv.slots() == {"tp_pair": ["n1", "n2"]}
     # the worker's limit, and no draft path (the worker has none)
     assert inv.plan_vars(PLAN_LIMITS, PLAN_PATHS) == {"sglang_server_spec_max_steps": 2}
+
+
+def test_a_resume_of_a_sweep_that_stored_a_symlinks_target_takes_the_link(tmp_path, capsys, no_hosts):
+    """Before the inventory and playbook were kept as given, sweep.json held a symlink's target: a
+    --resume by the same link was refused as a different sweep."""
+    from tuner.data.store import Store
+    from tuner.run.deploy import project_root
+    from tuner.run.inventory import read_inventory
+
+    link = tmp_path / "inv.yml"
+    link.symlink_to(Path(INV).resolve())
+    out = tmp_path / "out"
+    argv = ["sweep", "--out", str(out), "--inventory", str(link), "--steps", "1"]
+    spec = SweepSpec.from_cli_args(cli.build_parser().parse_args(argv), project_root())
+    assert spec.inventory == str(link)
+    old = dataclasses.replace(spec, inventory=str(Path(INV).resolve()))
+    Store(out).write_spec(old, "test", cli.host_digests(read_inventory(link, None, project_root())))
+    assert cli.main([*argv, "--resume", "--dry-run"]) == 0, capsys.readouterr().err

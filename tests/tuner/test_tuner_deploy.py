@@ -425,4 +425,16 @@ def test_the_inventory_is_read_as_ansible_reads_it(tmp_path, monkeypatch):
     pattern = limit_pattern("@lim.txt")
     assert pattern == f"@{tmp_path / 'lim.txt'}"
     assert read_inventory(site, pattern, project_root()).hosts == ["h2"]
-    assert limit_pattern("h1,@lim.txt:!h3") == f"h1,@{tmp_path / 'lim.txt'}:!h3"
+    # split as Ansible splits a pattern: on commas, else on colons outside brackets
+    assert limit_pattern("@lim.txt:!h3") == f"@{tmp_path / 'lim.txt'},!h3"
+    assert limit_pattern("h1,@lim.txt") == f"h1,@{tmp_path / 'lim.txt'}"
+    assert limit_pattern("h[1:2]") == "h[1:2]"
+    assert read_inventory(site, limit_pattern("@lim.txt:!h3"), project_root()).hosts == ["h2"]
+    # the group is intersected with the limit as Ansible reads it: `h1:h2` is two hosts
+    assert read_inventory(site, "h1:h2", project_root()).hosts == ["h1", "h2"]
+    assert read_inventory(site, "all:!h1", project_root()).hosts == ["h2"]
+    # an inventory without the group, where a pattern that matches nothing is made an error
+    monkeypatch.setenv("ANSIBLE_HOST_PATTERN_MISMATCH", "error")
+    (tmp_path / "flat.yml").write_text("all:\n  hosts:\n    f1: {}\n")
+    assert read_inventory(tmp_path / "flat.yml", None, project_root()).hosts == ["f1"]
+    assert read_inventory(tmp_path / "flat.yml", "f1", project_root()).hosts == ["f1"]

@@ -17,6 +17,8 @@ from sglang_utils.sglang_checks import parse_whole_number
 from sglang_utils.sglang_flags import is_loopback
 from sglang_utils.sglang_multinode import rank_order
 
+from ..spec.flags import host_patterns
+
 SERVER_GROUP = "sglang_servers"
 
 
@@ -188,7 +190,8 @@ def read_inventory(
     # of every host a listing holds, and a vaulted group_vars file of hosts the sweep never deploys
     # needed its password here, though the play never reads it. Every host only for an inventory
     # without the group.
-    inv = _listing(inventory, f"{limit},&{group}" if limit else group, project_dir, playbook_dir)
+    within = ",".join([*host_patterns(limit), f"&{group}"]) if limit else group
+    inv = _listing(inventory, within, project_dir, playbook_dir)
     # `--limit` drops a group none of whose hosts it matches from the listing's keys, but not from
     # its parents' `children`: such a group is still the play's (playbooks/deploy.yml targets it), so
     # it selects no host, never every host.
@@ -214,6 +217,8 @@ def _listing(inventory: Path, limit: str | None, project_dir: Path, playbook_dir
     env = {
         **os.environ,
         "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
+        # a pattern that matches nothing (the group, in an inventory without it) is answered below
+        "ANSIBLE_HOST_PATTERN_MISMATCH": "warning",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_CONFIG": str(Path(project_dir) / "ansible.cfg"),
     }

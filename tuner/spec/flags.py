@@ -407,8 +407,15 @@ def limit_pattern(text: str | None) -> str | None:
     look for a relative file there)."""
     if not text:
         return text
-    parts = re.split(r"([,:])", text)
-    return "".join("@" + os.path.abspath(p[1:]) if p.startswith("@") and len(p) > 1 else p for p in parts)
+    return ",".join("@" + os.path.abspath(p[1:]) if p.startswith("@") else p for p in host_patterns(text))
+
+
+def host_patterns(text: str) -> list[str]:
+    """The patterns of an Ansible host pattern, split as Ansible splits it (on commas, else on colons
+    outside brackets and IPv6 addresses: `h1:h2`, `h[1:3]`, `web,@file`)."""
+    from ansible.inventory.manager import split_host_pattern  # Ansible's own rule; imported when used
+
+    return [p for p in split_host_pattern(text) if p]
 
 
 def absolute_path(path_text: str, flag: str, project: Path | None = None) -> str:

@@ -131,7 +131,9 @@ try:
     print("free")
 except OSError as e:
     sockets = listening_sockets(port)
-    if e.errno == errno.EADDRNOTAVAIL:
+    # an address no interface has, one that is no address (a link-local one without its scope), a
+    # name that does not resolve: the server could not bind it either
+    if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EINVAL):
         print("not local: " + (e.strerror or str(e)).lower())
     elif e.errno == errno.EADDRINUSE and sockets and any(holds(p, sockets) for p in unit_pids(unit)):
         print("ours")
