@@ -198,7 +198,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         inv = read_inventory(Path(spec.inventory), spec.limit, project, playbook_dir=Path(spec.playbook).parent)
     except InventoryError as exc:
         raise BadInput("--inventory", f"{spec.inventory}: {exc}") from None
-    if not inv.has_group and os.path.samefile(spec.playbook, project / "playbooks" / "deploy.yml"):
+    # the project's play (playbooks/deploy.yml, or deploy.yml at the root, which imports it), by
+    # whatever path it was given; an installed tuner may have neither
+    plays = [p for p in (project / "playbooks" / "deploy.yml", project / "deploy.yml") if p.exists()]
+    if not inv.has_group and any(os.path.samefile(spec.playbook, p) for p in plays):
         # every host is the sweep's only for a play of the user's own: the project's targets the group
         raise BadInput(
             "--inventory",

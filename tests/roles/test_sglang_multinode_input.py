@@ -449,6 +449,7 @@ def test_rank_0s_port_check_reads_its_address_and_its_port():
         # the holder named where /proc shows it (this test's process, in no unit here)
         assert check(port) == f"in use: address already in use (pid {os.getpid()})"
         assert check(port, "203.0.113.77").startswith("not local: ")  # TEST-NET-3: on no interface
+        assert check(port, "fe80::1").startswith("not local: ")  # link-local, no scope: not bindable
         assert check(port, "127.0.0.1").startswith("in use: ")
     finally:
         held.close()

@@ -291,6 +291,9 @@ def test_an_inventory_without_the_servers_group_is_refused_for_the_default_play(
     link.symlink_to(project_root() / "playbooks" / "deploy.yml")
     assert cli.main([*argv, "--out", str(tmp_path / "o3"), "--playbook", str(link)]) == 2
     assert "has no group sglang_servers" in capsys.readouterr().err
+    # ... and so is the root's deploy.yml, which imports it (README's `ansible-playbook deploy.yml`)
+    assert cli.main([*argv, "--out", str(tmp_path / "o4"), "--playbook", str(project_root() / "deploy.yml")]) == 2
+    assert "has no group sglang_servers" in capsys.readouterr().err
     own = tmp_path / "own.yml"
     own.write_text("- hosts: all\n  gather_facts: false\n  tasks: []\n")
     assert cli.main([*argv, "--out", str(tmp_path / "o2"), "--playbook", str(own)]) == 0

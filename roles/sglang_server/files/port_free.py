@@ -112,7 +112,7 @@ if host_ip:
     try:
         probe.bind((host_ip, 0))
     except OSError as e:
-        if e.errno == errno.EADDRNOTAVAIL:
+        if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EINVAL):
             print("not local: " + (e.strerror or str(e)).lower())
             sys.exit(0)
     finally:
