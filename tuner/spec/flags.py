@@ -431,13 +431,6 @@ def absolute_path(path_text: str, flag: str, project: Path | None = None) -> str
     return os.path.abspath(path)
 
 
-def check_existing(path_text: str, flag: str) -> Path:
-    path = Path(path_text)
-    if not path.exists():
-        raise BadInput(flag, f"{path_text} does not exist")
-    return path
-
-
 def check_url(text: str, flag: str = "--url") -> str:
     if not re.fullmatch(r"https?://[^\s/]+(/.*)?", text or ""):
         raise BadInput(flag, f"{text!r} is not an http(s) URL")

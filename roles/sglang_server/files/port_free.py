@@ -33,20 +33,39 @@ def listening_sockets(port):
     return found
 
 
+def cgroup_units(pid):
+    """The last component of each of the process's control groups (its unit's name, for a unit's
+    process); read from /proc, so that it also works where /sys/fs/cgroup is a namespaced view, as
+    in a container. None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            return [line.rstrip("\n").rsplit("/", 1)[-1] for line in f]
+    except OSError:
+        return None
+
+
 def unit_pids(unit):
-    """The processes whose control group is the unit's (read from /proc, so that it also works
-    where /sys/fs/cgroup is a namespaced view, as in a container)."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    """The processes whose control group is the unit's."""
+    return [pid for pid in os.listdir("/proc") if pid.isdigit() and unit in (cgroup_units(pid) or [])]
+
+
+def socket_inodes(pid):
+    """The inodes of the sockets the process has open, or None where its descriptors cannot be
+    read (another user's process without CAP_SYS_PTRACE)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    links, readable = set(), False
+    for fd in fds:
         try:
-            with open(f"/proc/{pid}/cgroup") as f:
-                if any(line.rstrip("\n").endswith("/" + unit) for line in f):
-                    pids.append(pid)
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-    return pids
+        readable = True
+        if link.startswith("socket:["):
+            links.add(link[8:-1])
+    return links if readable else None
 
 
 def uid_of(pid):
@@ -61,50 +80,29 @@ def uid_of(pid):
 
 
 def holds(pid, sockets):
-    """The process has one of the sockets open; where its descriptors cannot be read (another
-    user's process without CAP_SYS_PTRACE), the socket belongs to the process's user."""
-    inodes = {inode for inode, _uid in sockets}
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        fds = []
-    readable = False
-    for fd in fds:
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        readable = True
-        if link.startswith("socket:[") and link[8:-1] in inodes:
-            return True
-    if readable:
-        return False
+    """The process has one of the sockets open; where its descriptors cannot be read, the socket
+    belongs to the process's user."""
+    inodes = socket_inodes(pid)
+    if inodes is not None:
+        return any(inode in inodes for inode, _uid in sockets)
     uid = uid_of(pid)
     return uid is not None and any(u == uid for _inode, u in sockets)
 
 
 def holder_text(sockets):
     """ " (pid N, unit U)" of a process holding one of the sockets, where its descriptors can be read."""
-    inodes = {inode for inode, _uid in sockets}
+    wanted = {inode for inode, _uid in sockets}
     for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                try:
-                    with open(f"/proc/{pid}/cgroup") as f:
-                        units = [ln.rstrip("\n").rsplit("/", 1)[-1] for ln in f]
-                except OSError:
-                    units = []
-                named = [u for u in units if u.endswith(".service") or u.endswith(".scope")]
-                return f" (pid {pid}, {named[0]})" if named else f" (pid {pid})"
+        if wanted & (socket_inodes(pid) or set()):
+            named = [u for u in cgroup_units(pid) or [] if u.endswith(".service") or u.endswith(".scope")]
+            return f" (pid {pid}, {named[0]})" if named else f" (pid {pid})"
     return ""
+
+
+def not_local(e):
+    """An address no interface has, one that is no address (a link-local one without its scope), a
+    name that does not resolve: nothing on this host could bind it."""
+    return isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EINVAL)
 
 
 if host_ip:
@@ -112,7 +110,7 @@ if host_ip:
     try:
         probe.bind((host_ip, 0))
     except OSError as e:
-        if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EINVAL):
+        if not_local(e):
             print("not local: " + (e.strerror or str(e)).lower())
             sys.exit(0)
     finally:
@@ -131,9 +129,7 @@ try:
     print("free")
 except OSError as e:
     sockets = listening_sockets(port)
-    # an address no interface has, one that is no address (a link-local one without its scope), a
-    # name that does not resolve: the server could not bind it either
-    if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EINVAL):
+    if not_local(e):
         print("not local: " + (e.strerror or str(e)).lower())
     elif e.errno == errno.EADDRINUSE and sockets and any(holds(p, sockets) for p in unit_pids(unit)):
         print("ours")
