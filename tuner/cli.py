@@ -149,7 +149,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .run.inventory import InventoryError, read_inventory
     from .run.levels import Progress
     from .run.sweep import Sweep
-    from .spec.configs import PLAN_LIMITS, PLAN_PATHS, spec_plan
+    from .spec.configs import PLAN_LIMITS, PLAN_PATHS, infeasible_flag, spec_plan
 
     project = project_root()
     spec = SweepSpec.from_cli_args(a, project)
@@ -221,7 +221,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     plan = spec_plan(spec, inv.plan_vars(PLAN_LIMITS, PLAN_PATHS))
     if not plan.configs:
         raise BadInput(
-            "--steps",
+            infeasible_flag(plan.infeasible[0][1]) if plan.infeasible else "--steps",
             "no configuration SGLang can run: " + "; ".join(f"{c.config_id}: {why}" for c, why in plan.infeasible),
         )
     machines = host_digests(inv)

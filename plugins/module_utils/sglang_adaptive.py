@@ -41,6 +41,7 @@ __all__ = [
     "load_per_bs",
     "load_flat",
     "union_candidate_steps",
+    "default_launch_steps",
     "schedule_config",
     "resolved_schedule",
     "launch_steps",
@@ -153,6 +154,15 @@ def union_candidate_steps(bs_entries: dict[int, dict[str, Any]]) -> list[int]:
     for entry in bs_entries.values():
         steps.update(entry["candidate_steps"])
     return sorted(steps)
+
+
+def default_launch_steps(bs_entries: dict[int, dict[str, Any]]) -> int:
+    """The steps SGLang starts an adaptive config at when --speculative-num-steps is not given: the
+    middle of its candidates' union (0.5.23 speculative_hook.py ``_init_adaptive_speculative_params``;
+    3 for the default config's [0, 1, 3, 5, 7]). The one reading for the tuner's configuration,
+    the emulator's resolution and its simulation."""
+    union = union_candidate_steps(bs_entries)
+    return union[len(union) // 2]
 
 
 def schedule_config(schedule: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:

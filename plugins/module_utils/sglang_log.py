@@ -41,6 +41,7 @@ __all__ = [
     "find_warnings",
     "find_fatal",
     "current_launch",
+    "is_launch_line",
     "is_ready_line",
     "is_joined_line",
     "redact",
@@ -377,25 +378,41 @@ _KV_RE = re.compile(
     r"(?:dtype:\s*(?P<dtype>[\w.]+),\s*)?(?:#tokens:\s*(?P<tokens>\d+))?(?P<rest>.*)$"
 )
 _SIZE_RE = re.compile(r"\b(?P<name>K|V|KV)\s+size:\s*(?P<gb>\d+(?:\.\d+)?)\s*GB")
+# A sliding-window model's target pool is two pools (srt/mem_cache/swa_memory_pool.py `SWAKVPool`), each
+# logging its own KV line, then this summary: "SWAKVPool mem usage: {gb:.2f} GB, swa size: {n}, full size:
+# {n}" ("VA upper bound" for "mem usage" under post-capture sizing, 0.5.2x). 0.5.2x labels the two lines
+# "Full" and "SWA"; 0.5.9-0.5.1x print them unlabelled (SWA first), which the summary's sizes label here.
+_SWA_RE = re.compile(
+    r"^SWAKVPool (?:mem usage|VA upper bound): [\d.]+ GB, swa size: (?P<swa>\d+), full size: (?P<full>\d+)"
+)
 
 
 def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
     """One dict per KV pool allocated by the primary rank, in log order.
 
     With speculative decoding the draft worker allocates its own pool after the target's
-    (docs/reference/sglang.md §1.3), so a second entry is expected then. With post-capture sizing
-    the pools sized after the capture replace the virtual reservations' upper bounds.
+    (docs/reference/sglang.md §1.3), so a second entry is expected then. A sliding-window model's
+    target has two, labelled ``Full`` and ``SWA`` (by SGLang from 0.5.2x, from its ``SWAKVPool``
+    summary line before). With post-capture sizing the pools sized after the capture replace the
+    virtual reservations' upper bounds.
     """
     parsed = _as_parsed(lines)
     hits = _primary(
         parsed,
         lambda ln: (
-            ("KV Cache " in ln.message or "KV cache allocated" in ln.message) and _KV_RE.match(ln.message) is not None
+            (("KV Cache " in ln.message or "KV cache allocated" in ln.message) and _KV_RE.match(ln.message) is not None)
+            or (ln.message.startswith("SWAKVPool ") and _SWA_RE.match(ln.message) is not None)
         ),
     )
     pools: list[dict[str, Any]] = []
     post_capture = False  # a pool sized after the capture: it replaces the reservations' upper bounds
+    since_swa = 0  # the first pool not yet before a SWAKVPool summary
     for ln in hits:
+        swa = _SWA_RE.match(ln.message)
+        if swa is not None:
+            _label_swa_pools(pools[since_swa:], int(swa.group("swa")), int(swa.group("full")))
+            since_swa = len(pools)
+            continue
         m = _KV_RE.match(ln.message)
         if m is None:
             continue
@@ -433,6 +450,19 @@ def parse_kv_pools(lines: Sequence[Any]) -> list[dict[str, Any]]:
         )
         post_capture = post_capture or m.group("kind") is None
     return [p for p in pools if not p["upper_bound"]] if post_capture else pools
+
+
+def _label_swa_pools(pools: list[dict[str, Any]], swa: int, full: int) -> None:
+    """Label the two unlabelled pools just before a ``SWAKVPool`` summary by its sizes (SWA first
+    where they are equal: 0.5.9-0.5.1x allocate it first)."""
+    bare = [p for p in pools if p["label"] is None][-2:]
+    if len(bare) != 2:
+        return
+    first, second = bare
+    if first["tokens"] == full and second["tokens"] == swa and swa != full:
+        first["label"], second["label"] = "Full", "SWA"
+    elif first["tokens"] == swa and second["tokens"] == full:
+        first["label"], second["label"] = "SWA", "Full"
 
 
 # docs/reference/sglang.md §1.3: "Mamba Cache is allocated. max_mamba_cache_size: {n}, conv_state size: {x}GB,
@@ -939,7 +969,7 @@ def current_launch(lines: Sequence[str], not_before: float | None = None, slack_
     for i in range(len(raw) - 1, -1, -1):
         if _SERVER_ARGS_MARK in raw[i]:
             ln = parse_line(raw[i])
-            if ln is None or not _SERVER_ARGS_RE.search(ln.message):
+            if ln is None or not is_launch_line(ln):
                 continue
             if not_before is not None:
                 ts = parse_timestamp(ln.timestamp)
@@ -995,6 +1025,14 @@ def _since(raw: list[str], not_before: float, slack_s: float) -> list[str]:
 
 
 READY_TEXT = "The server is fired up and ready to roll!"  # docs/reference/sglang.md §5.1 step 10
+
+
+def is_launch_line(line: Any) -> bool:
+    """A launch's ``server_args=`` line (its whole argument list), not a traceback frame that passes
+    ``server_args=`` on (0.5.9 scheduler.py ``HiRadixCache(params=params, server_args=server_args)``):
+    where a log file's launches begin (`current_launch`, the gate's restart check)."""
+    msg = line.message if isinstance(line, LogLine) else str(line)
+    return _SERVER_ARGS_MARK in msg and _SERVER_ARGS_RE.search(msg) is not None
 
 
 def is_ready_line(line: Any) -> bool:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from typing import Any, Mapping, Sequence
 
 try:  # the collection's copy (Ansible module), else the tuner's installed one
@@ -75,6 +76,7 @@ __all__ = [
     "StreamRow",
     "accept_histogram",
     "baseline_problems",
+    "baseline_file_errors",
     "baseline_mismatch",
     "first_divergence",
     "find_cycle",
@@ -297,6 +299,28 @@ def _outputs_ok(rows: Any, what: str) -> list[str]:
         elif row.get("output_ids") is not None and not isinstance(row.get("output_ids"), list):
             problems.append(f"{what}[{i}]: output_ids must be a list")
     return problems
+
+
+def baseline_file_errors(path: Any, enabled: Any = True, var: str = "sglang_server_verify_baseline") -> list[str]:
+    """Problems with the baseline file at `path` on the controller, each naming `var` (empty when
+    usable, or when the check is off): the role's check before any host is touched (the filter
+    sglang_verify_baseline_errors), so a typo or a wrong file fails before the server restarts."""
+    if not enabled or str(enabled).strip().lower() in ("false", "no", "0", "off"):
+        return []
+    text = "" if path is None else str(path).strip()
+    if not text:
+        return [f"{var} is empty: verify_outputs needs the baseline file (python -m tuner verify --capture writes one)"]
+    if not os.path.isfile(text):
+        return [f"{var}={text}: no such file on the controller"]
+    try:
+        with open(text, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return [f"{var}={text}: not a readable JSON baseline ({exc})"]
+    problems = baseline_problems(doc)
+    if not problems and not all(isinstance(r.get("prompt"), str) for r in doc["short"] + doc["long"]):
+        problems = ["its outputs do not carry their prompts (write it with python -m tuner verify --capture)"]
+    return [f"{var}={text}: not a baseline file: {p}" for p in problems[:4]]
 
 
 def baseline_problems(baseline: Any) -> list[str]:

@@ -304,6 +304,8 @@ server:
 kv_pools:
   description:
     - One entry per KV cache pool allocated by the primary rank, in log order (the draft model's pool follows the target's).
+    - A sliding-window model's target has two pools, C(label) C(Full) and C(SWA) (SGLang's own labels from 0.5.2x;
+      read from its SWAKVPool summary line before).
     - C(tokens) is null where the line has sizes only (SGLang 0.4.0 to 0.4.2).
   returned: success, except with O(worker=true)
   type: list
@@ -382,6 +384,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_log imp
     current_launch,
     find_fatal,
     is_joined_line,
+    is_launch_line,
     is_ready_line,
     parse_line,
     parse_timestamp,
@@ -598,10 +601,11 @@ class JournalLog:
 
 
 def _server_args_at(lines):
+    """Where launches begin in `lines`: their `server_args=` lines (sglang_log.is_launch_line)."""
     found = []
     for i, ln in enumerate(lines):
         parsed = parse_line(ln) if "server_args=" in ln else None
-        if parsed is not None and "server_args=" in parsed.message:
+        if parsed is not None and is_launch_line(parsed):
             found.append(i)
     return found
 

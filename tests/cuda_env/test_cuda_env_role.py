@@ -141,6 +141,12 @@ def cases(tmp: Path) -> dict[str, dict]:
             "cuda_env_nccl_check_python": "/nonexistent/bin/python",
         },
         "nccl_python_empty": {**gpu_host, "case_entry": "nccl_check", "cuda_env_nvidia_smi": smi2},
+        # nccl_check on its own checks the role's variables first, naming the one at fault
+        "nccl_bad_sizes": {"case_entry": "nccl_check", "cuda_env_nccl_check_sizes": ["3"]},
+        "nccl_bad_env_name": {"case_entry": "nccl_check", "cuda_env_nccl_check_env": {"BAD-NAME": "1"}},
+        # a preflight of an earlier play (cases.yml's first, at cuda_env_min_gpus 1) does not stand
+        # for main's: here 8 GPUs are needed where 4 are declared
+        "main_after_another_plays_preflight": {"case_entry": "main", "sglang_server_tp_size": 8},
     }
 
 
@@ -344,6 +350,17 @@ def test_an_existing_directory_keeps_its_owner_and_mode(outcome) -> None:
     assert (shared / "cuda_env.env").is_file()
     st = shared.stat()
     assert (oct(st.st_mode & 0o7777), st.st_uid, st.st_gid) == ("0o1777", 65534, 65534)
+
+
+def test_nccl_check_on_its_own_names_the_variable_at_fault(outcome) -> None:
+    assert failed(outcome, "nccl_bad_sizes").startswith("cuda_env_nccl_check_sizes")
+    assert failed(outcome, "nccl_bad_env_name").startswith("cuda_env_nccl_check_env")
+
+
+def test_main_runs_its_preflight_where_an_earlier_plays_checked_other_variables(outcome) -> None:
+    msg = failed(outcome, "main_after_another_plays_preflight")
+    assert "8" in msg and "cuda_env_min_gpus" in msg, msg
+    assert outcome["results"]["main_after_another_plays_preflight"]["task"] == "Check that the GPUs fit the deploy"
 
 
 def test_main_is_idempotent(outcome) -> None:

@@ -211,23 +211,37 @@ def test_a_batch_of_5_costs_what_a_batch_of_8_costs(emulator):
     # the server's first requests pay one-time costs on a loaded machine (the first wave measured
     # 3.3 times slow once, beside the unit stage's other work): a short request first, not measured
     run_level(e.url, 1, 1, input_len=16, output_len=8)
-    rate = {}
-    for c in (4, 5, 8):
-        # one wave of c requests sent together, long enough (3 s) that the spread of their starts
-        # under CPU load (the first and the last run a few steps at a smaller batch) stays small; a
-        # closed loop would refill the batch only as fast as the loaded client answers
-        traces, m = _level_on_clock(e, c, c, input_len=16, output_len=300)
-        assert m.requests_ok == c, m.errors
-        rate[c] = _server_rate(traces)
-    # ratios of levels run back to back (a clock behind real time under load shifts them alike);
+    rate: dict[int, float] = {}
+
+    def padded_and_not() -> bool:
+        return abs(rate[5] / rate[8] - 1.0) <= 0.05 and abs(rate[4] / rate[8] / (row[8] / row[4]) - 1.0) <= 0.05
+
+    # A process starved of the CPU (the unit stage's other work beside it) runs its steps late: a
+    # wave measured 1.7 and 3.3 times slow once each. Starving only ever slows a wave, so each rate
+    # is the fastest of up to three rounds, measured again only while the ratios are off.
+    for _ in range(3):
+        for c in (4, 5, 8):
+            # one wave of c requests sent together, long enough (3 s) that the spread of their starts
+            # under CPU load (the first and the last run a few steps at a smaller batch) stays small; a
+            # closed loop would refill the batch only as fast as the loaded client answers
+            traces, m = _level_on_clock(e, c, c, input_len=16, output_len=300)
+            assert m.requests_ok == c, m.errors
+            rate[c] = max(rate.get(c, 0.0), _server_rate(traces))
+        if padded_and_not():
+            break
     # 5% holds a few steps at a smaller batch, while an unpadded 5 would run 29% faster than 8
     assert rate[5] / rate[8] == pytest.approx(1.0, rel=0.05)  # padded to the captured 8
     assert rate[4] / rate[8] == pytest.approx(row[8] / row[4], rel=0.05)  # 4 is captured: no padding
     # --cuda-graph-bs replaces the profile's list, as in SGLang: 5 is captured and costs T(5)
     e2 = _start(emulator, STEP, "--cuda-graph-bs", *[str(b) for b in range(1, 9)])
-    traces, _ = _level_on_clock(e2, 5, 5, input_len=16, output_len=300)
     t5 = row[4] + (row[8] - row[4]) * (5 - 4) / (8 - 4)  # linear between the table's rows
-    assert _server_rate(traces) / rate[8] == pytest.approx(row[8] / t5, rel=0.05)
+    given = 0.0
+    for _ in range(3):  # the fastest of up to three waves, as above
+        traces, _ = _level_on_clock(e2, 5, 5, input_len=16, output_len=300)
+        given = max(given, _server_rate(traces))
+        if abs(given / rate[8] / (row[8] / t5) - 1.0) <= 0.05:
+            break
+    assert given / rate[8] == pytest.approx(row[8] / t5, rel=0.05)
 
 
 def test_graphs_are_captured_up_to_the_request_pool_and_a_larger_batch_runs_without_one():
@@ -309,9 +323,10 @@ def test_the_capture_list_the_server_pads_to_is_the_one_it_reports(emulator, tmp
 
 
 def test_kv_read_grows_the_step_with_each_requests_context(emulator, tmp_path):
-    """kv_read_ns_per_token adds its time for each KV token beyond the table's context_tokens."""
+    """kv_read_ns_per_token adds its time for each KV token beyond the table's context_tokens (500 ns:
+    the most the table allows, its batch of 32 reading 32 x 1024 tokens in its 18 ms)."""
     raw = _yaml(STEP)
-    tab = {**raw["step_time_ms"], "kv_read_ns_per_token": 2000.0, "context_tokens": 1024}
+    tab = {**raw["step_time_ms"], "kv_read_ns_per_token": 500.0, "context_tokens": 1024}
     e = _start(emulator, _variant(tmp_path, STEP, step_time_ms=tab))
     out = 150
     for prompt in (16, 3000):
@@ -319,7 +334,7 @@ def test_kv_read_grows_the_step_with_each_requests_context(emulator, tmp_path):
         assert m.requests_ok == 2, m.errors
         # decode step i (i = 1 .. out-1) runs with prompt + i tokens of KV
         kv = sum(prompt + i - tab["context_tokens"] for i in range(1, out))
-        decode_ms = (out - 1) * tab["ms"][0][0] + 2000.0 * kv * 1e-6
+        decode_ms = (out - 1) * tab["ms"][0][0] + 500.0 * kv * 1e-6
         prefill_ms = raw["t_prefill_base_ms"] + prompt * raw["t_prefill_tok_ms"]
         got_ms = statistics.fmean(t.server_e2e_s * 1000.0 for t in traces)
         assert got_ms == pytest.approx(prefill_ms + decode_ms, rel=0.02), prompt
@@ -441,6 +456,41 @@ def test_numbers_in_exponent_form_are_numbers(tmp_path):
     jpath = tmp_path / "exp.json"
     jpath.write_text(json.dumps({**_yaml(ACCEPT), "noise_run_cv": 0.00005}))
     assert load_profile(jpath).noise_run_cv == 5e-05
+
+
+def test_a_kv_read_the_table_cannot_hold_is_refused_naming_the_key():
+    """The table's step at batch B includes reading B x context_tokens of KV: a kv_read_ns_per_token
+    that costs more than the cell would make a step at a short context cost nothing (0 ms: an
+    unbounded decode rate)."""
+    from tuner.emulator.profile import ProfileError, profile_from_mapping
+
+    raw = _yaml(STEP)
+    tab = {**raw["step_time_ms"], "kv_read_ns_per_token": 600.0, "context_tokens": 1024}
+    with pytest.raises(ProfileError, match=r"step_time_ms.kv_read_ns_per_token: reading batch 32's KV"):
+        profile_from_mapping({**raw, "step_time_ms": tab})
+    assert profile_from_mapping({**raw, "step_time_ms": {**tab, "kv_read_ns_per_token": 500.0}}).step_table
+
+
+def test_zero_padded_numbers_are_decimal_and_yaml_11_forms_are_text(tmp_path):
+    """YAML 1.2 reads `010` as 10 where PyYAML's YAML 1.1 read 8 (and `0400000` as 131072): a
+    zero-padded count silently changed the machine. Base-60 `1:30` and `32_768` are text in 1.2:
+    refused where a number goes, naming the key."""
+    from tuner.emulator.profile import ProfileError, load_profile
+
+    text = STEP.read_text()
+    padded = text.replace("cuda_graph_bs: [1, 2, 4, 8, 16, 24, 32]", "cuda_graph_bs: [1, 2, 4, 010, 020, 030]")
+    padded = padded.replace("kv_tokens_nospec: 400000", "kv_tokens_nospec: 0400000")
+    path = tmp_path / "padded.yaml"
+    path.write_text(padded.replace("startup_s: 0.2", "startup_s: 0o2"))
+    p = load_profile(path)
+    assert p.cuda_graph_bs == (1, 2, 4, 10, 20, 30) and p.kv_tokens_nospec == 400000 and p.startup_s == 2
+    for old, new, key in (
+        ("startup_s: 0.2", "startup_s: 1:30", "startup_s"),
+        ("context_len: 32768", "context_len: 32_768", "context_len"),
+    ):
+        path.write_text(text.replace(old, new))
+        with pytest.raises(ProfileError, match=key):
+            load_profile(path)
 
 
 def test_graph_sizes_stop_at_the_max_bs_and_a_given_list_sets_it():

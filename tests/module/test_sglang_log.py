@@ -224,6 +224,34 @@ def test_kv_pools_target_then_draft():
     assert all(p["dtype"] == "torch.bfloat16" and p["rank"] == "" for p in pools)
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        # 0.5.9-0.5.1x (srt/mem_cache/swa_memory_pool.py SWAKVPool.__init__): two unlabelled target
+        # pools, SWA first, then the summary line (memory_pool.py's "KV Cache is allocated" format)
+        [
+            "[2026-03-01 10:00:10 TP0] KV Cache is allocated. #tokens: 131200, K size: 0.88 GB, V size: 0.88 GB",
+            "[2026-03-01 10:00:10 TP0] KV Cache is allocated. #tokens: 1049600, K size: 7.03 GB, V size: 7.03 GB",
+            "[2026-03-01 10:00:10 TP0] SWAKVPool mem usage: 15.82 GB, swa size: 131200, full size: 1049600",
+        ],
+        # 0.5.2x: SGLang's own labels, Full first (memory_pool.py `allocation_label`)
+        [
+            "[2026-10-30 10:00:10 TP0] Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1049600, "
+            "K size: 7.03 GB, V size: 7.03 GB",
+            "[2026-10-30 10:00:10 TP0] SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 131200, "
+            "K size: 0.88 GB, V size: 0.88 GB",
+            "[2026-10-30 10:00:10 TP0] SWAKVPool mem usage: 15.82 GB, swa size: 131200, full size: 1049600",
+        ],
+    ],
+)
+def test_a_sliding_window_targets_two_pools_are_labelled_and_the_draft_stays_last(target):
+    draft = "[2026-03-01 10:00:20 TP0] KV Cache is allocated. #tokens: 1049600, K size: 0.12 GB, V size: 0.12 GB"
+    pools = L.parse_kv_pools([*target, draft])
+    got = sorted((p["label"], p["tokens"]) for p in pools[:2])
+    assert got == [("Full", 1049600), ("SWA", 131200)]
+    assert pools[2]["label"] is None and pools[2]["total_gb"] == 0.24
+
+
 def test_kv_pool_labels_and_va_upper_bound():
     pools = L.parse_kv_pools(load_fixture("constructed_0.5.23_cpu_dtype_and_va.log"))
     assert [(p["label"], p["upper_bound"], p["layout"]) for p in pools] == [("SWA", False, "mla"), (None, True, "mla")]
@@ -1150,3 +1178,23 @@ def test_rocms_hip_error_out_of_memory_is_out_of_memory():
     as NVIDIA's `CUDA error: out of memory` is."""
     lines = ["Traceback (most recent call last):", "RuntimeError: HIP error: out of memory"]
     assert L.find_fatal(lines)["kind"] == "out_of_memory"
+
+
+@pytest.mark.parametrize(
+    "line,launch",
+    [
+        ("[2026-06-28 15:16:45] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', tp_size=1)", True),
+        ("[2026-10-30 11:00:00] server_args={'model_path': 'Qwen/Qwen3-8B', 'tp_size': 1}", True),  # 0.5.2x
+        # traceback frames that pass server_args on (Python prints a call's first line): 0.5.9
+        # srt/managers/scheduler.py:702, 0.5.16 srt/model_executor/model_runner.py:959, 0.5.23
+        # srt/distributed/bootstrap.py:343
+        ("    self.tree_cache = HiRadixCache(params=params, server_args=server_args)", False),
+        ("    load_kv_cache_scales(model=self.model, server_args=self.server_args)", False),
+        ("    initialize_dp_attention(server_args=server_args)", False),
+    ],
+)
+def test_a_launch_line_is_the_argument_list_not_a_frame_passing_it_on(line, launch):
+    assert L.is_launch_line(L.parse_line(line)) is launch
+    lines = load_fixture("constructed_0.5.9_hicache_traceback_server_args_frame.log")
+    # the file's one launch starts at its server_args line, whatever its frames pass on
+    assert L.current_launch(lines) == lines

@@ -468,6 +468,20 @@ def test_a_traceback_sglang_handles_does_not_fail_a_healthy_server(fake_sglang, 
     assert not failed, (res.get("failure_kind"), res.get("msg"))
 
 
+def test_a_traceback_frame_passing_server_args_on_is_not_a_new_launch(fake_sglang, run_module, tmp_path):
+    """A start appended to the file after the gate's first read fails in a frame whose line passes
+    `server_args=server_args` on (0.5.9's HiRadixCache): the gate reports the ValueError, not a
+    restart nor the generic "Scheduler hit an exception" line."""
+    log = tmp_path / "server.log"
+    log.write_text("")
+    fake_sglang.health = lambda t: 503
+    lines = load_fixture("constructed_0.5.9_hicache_traceback_server_args_frame.log")
+    with appending_writer(log, lines, start_after_s=0.2, after=fake_sglang.probed):
+        res, failed = run_module(base_args(fake_sglang, log, timeout=30))
+    assert failed and res["failure_kind"] == "exception", (res.get("failure_kind"), res.get("msg"))
+    assert res["reason"].startswith("ValueError: Not enough host memory available"), res["reason"]
+
+
 def test_a_previous_launchs_crash_before_a_0_5_2x_dict_server_args_line_is_not_this_starts(
     fake_sglang, run_module, tmp_path
 ):

@@ -55,3 +55,26 @@ def test_the_unseen_machines_are_what_their_seeds_draw_and_the_emulator_takes_th
         assert prof.name == f"unseen-{seed}"
     # different seeds, different machines
     assert search_unseen.profile_text(1) != search_unseen.profile_text(2)
+
+
+def test_the_multiplexed_replay_probes_drafting_depths_only_each_cell_once():
+    """bench/search_multiplex_replay.py (an experiment for issue #18): after the search's own first
+    round, each probe is one deployment measuring at most one configuration per level, never the
+    baseline (a bucket pinned to 0 steps is not a server without speculation: the kept schedule
+    sweeps' pinned cells below), and every cell at most once."""
+    import search_multiplex_replay as mux
+
+    grid = ROOT / "bench" / "search_cost" / "h200-steep-acceptance" / "grid"
+    r = mux.replay(grid)
+    assert r.first_round == ["k0", "k3-t1", "k6-t1"]
+    assert r.probes and r.deployments == len(r.first_round) + len(r.probes)
+    cells = [(cid, c) for probe in r.probes for c, cid in probe.items()]
+    assert len(cells) == len(set(cells)) and all(cid != "k0" for cid, _ in cells)
+    assert not set(cells) & {(cid, c) for cid in r.first_round for c, *_ in r.rows}
+    assert [c for c, *_ in r.rows] == [1, 4, 16, 32, 64]
+    # what its docstring says of the kept schedule sweeps
+    pinned = mux.pinned_cells(ROOT / "bench" / "schedule_vs_static")
+    drafting = [p / s for *_, k, p, s in pinned if k > 0]
+    zero = [p / s for *_, k, p, s in pinned if k == 0]
+    assert len(drafting) == 17 and 0.96 <= min(drafting) and max(drafting) <= 1.025
+    assert zero and max(zero) < 0.9

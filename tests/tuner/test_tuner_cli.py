@@ -52,6 +52,9 @@ INV = str(FIXTURES / "local_inventory.yml")
         (["--endpoint", "grpc"], "--endpoint"),
         (["--target-concurrency", "8"], "--target-concurrency"),
         (["-e", "spec_steps=2"], "-e/--extra-vars"),
+        # it turned every static depth into SGLang's adaptive mode, labelled as the depth
+        (["-e", "spec_schedule=default"], "-e/--extra-vars"),
+        (["-e", "spec_stepz=2"], "-e/--extra-vars"),  # the play reads no such variable
         # the key would land in sweep.json and the runner's files: it comes from SGLANG_API_KEY
         (["-e", "sglang_server_api_key=sk-live-1234"], "-e/--extra-vars"),
         (["-e", '{"sglang_server_api_key": "sk-live-1234"}'], "-e/--extra-vars"),
@@ -83,6 +86,24 @@ def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, n
     err = capsys.readouterr().err
     assert flag in err, err
     assert not (tmp_path / "out").exists()  # nothing written either
+
+
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["--topk", "17"], "--topk"),
+        (["--topk", "4"], "--draft-tokens"),  # a tree needs its draft tokens
+        (["--topk", "4", "--draft-tokens", "100"], "--draft-tokens"),
+        (["--algorithm", "EAGLE3"], "--algorithm"),  # no draft model in the inventory
+        (["--algorithm", "DFLASH", "--steps", "2-3"], "--steps"),
+    ],
+)
+def test_a_plan_with_nothing_to_run_names_the_flag_the_play_refused(args, flag, tmp_path, capsys, no_hosts):
+    """The play's own rules (sglang_spec.spec_settings) leave no configuration: the error names the
+    flag whose value they refused, not --steps for every one."""
+    assert cli.main(["sweep", "--out", str(tmp_path / "out"), "--inventory", INV, *args]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {flag}: no configuration SGLang can run" in err, err
 
 
 def test_a_sweep_json_bench_would_overwrite_or_sweep_cannot_read_is_named(tmp_path, capsys, no_hosts):

@@ -62,6 +62,21 @@ def test_outcome_falls_back_to_the_module_event():
     assert out.client_url == "http://127.0.0.1:30000"
 
 
+def test_the_deploy_record_keeps_sglangs_warnings_not_ansibles():
+    """The module returns SGLang's warnings as `sglang_warnings` (always a list); Ansible's
+    `warnings` is there only when some were emitted and may carry its own (interpreter discovery)."""
+    from tuner.run.deploy import DeployResult
+
+    def record(report):
+        return DeployResult("h1", SpecConfig(3), True, None, None, report, 1.0, "successful", 0).record()
+
+    ansible = "Host 'h1' is using the discovered Python interpreter at '/usr/bin/python3'"
+    sglang = "The speculative decoding acceptance is low"
+    assert record({**REPORT, "sglang_warnings": [sglang], "warnings": [sglang, ansible]}).warnings == [sglang]
+    assert record({**REPORT, "sglang_warnings": []}).warnings == []
+    assert record({**REPORT, "warnings": [sglang]}).warnings == [sglang]  # a report without the key
+
+
 def test_outcome_failure_reason_is_the_roles_final_message():
     events = [
         ev("runner_on_failed", task="Wait until the server is ready", res={"censored": "no_log"}),

@@ -1,7 +1,7 @@
 """The tuner's layout (docs/architecture.md "The tuner's stages"): stage packages whose imports only
 go down the stage order, no import cycle between modules, and no module a newcomer cannot read in
 one sitting. The emulator (tuner/emulator/, `python -m tuner.emulator`) is a program of its own
-beside the stages and is not held to these rules here.
+beside the stages and is held to the line cap only.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def test_no_import_cycle():
 
 
 def test_no_module_over_the_line_cap():
-    big = {name: n for name, p in modules().items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    """Every module of tuner/, the emulator's included (a program of its own, but read as often)."""
+    big = {str(p): n for p in TUNER.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert big == {}
 
 

@@ -401,6 +401,33 @@ def test_a_baseline_cut_or_edited_is_refused():
     ]
 
 
+def test_the_roles_check_of_the_baseline_file_names_the_variable(tmp_path):
+    """baseline_file_errors, the role's filter sglang_verify_baseline_errors: before any host is
+    touched, a missing, unreadable or wrong file fails naming sglang_server_verify_baseline."""
+    import json
+
+    short, long_ = _rows(3, 4), _rows(1, 8)
+    for r in short + long_:
+        r["prompt"] = f"prompt of {r['id']}"
+    good = tmp_path / "baseline.json"
+    sha = rules.prompt_set_hash([{"id": r["id"], "text": r["prompt"]} for r in short + long_])
+    good.write_text(json.dumps(dict(_baseline(short, long_), prompt_set_sha256=sha)))
+    assert rules.baseline_file_errors(str(good)) == []
+    assert rules.baseline_file_errors("", "false") == []  # the check is off
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    other = tmp_path / "other.json"
+    other.write_text('{"format": 1}')
+    for path, words in (
+        ("", "sglang_server_verify_baseline is empty"),
+        (str(tmp_path / "none.json"), "no such file on the controller"),
+        (str(bad), "not a readable JSON baseline"),
+        (str(other), "not a baseline file: server_version is missing"),
+    ):
+        errors = rules.baseline_file_errors(path)
+        assert errors and errors[0].startswith("sglang_server_verify_baseline") and words in errors[0], errors
+
+
 def test_baseline_of_another_model_version_or_prompt_set_is_refused():
     b = _baseline(_rows(2, 4), _rows(1, 8))
     assert rules.baseline_problems(b) == []

@@ -9,9 +9,7 @@ the key's name, because a silently defaulted timing constant would make a sweep 
 from __future__ import annotations
 
 import bisect
-import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,14 +18,33 @@ from typing import Any
 import yaml
 
 from .faults import FaultError, parse_faults
+from .profile_values import (
+    ProfileError,
+    StepTable,
+    YamlLoader,
+    by_steps,
+    check_number,
+    increasing_ints,
+    is_number,
+    number_at_least_0,
+    parse_step_table,
+    table_keys_at_top,
+    temperature_key,
+)
+
+__all__ = [
+    "DEFAULT_PROFILE_NAME",
+    "PROFILE_DIR",
+    "Profile",
+    "ProfileError",
+    "StepTable",
+    "load_profile",
+    "profile_from_mapping",
+]
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_PROFILE_NAME = "seed-qwen35-122b-4x-rtxpro6000.yaml"
 PROFILE_ENV = "SGLANG_EMULATOR_PROFILE"  # docs/architecture.md: the profile may come from the environment
-
-
-class ProfileError(ValueError):
-    """A profile file is missing, unreadable or inconsistent."""
 
 
 @dataclass(frozen=True)
@@ -153,22 +170,6 @@ class Profile:
         return a0 + (a1 - a0) * (temperature - t0) / (t1 - t0)
 
 
-@dataclass(frozen=True)
-class StepTable:
-    """`step_time_ms`: the time of one target forward of `batch` requests x `tokens` each, in ms.
-
-    Rows are batch sizes, columns tokens per request (1 = plain decode, k + 1 = a chain's verify),
-    measured at `context_tokens` of KV per request; `draft_ms` is one draft step per batch row.
-    """
-
-    batch: tuple[int, ...]
-    tokens: tuple[int, ...]
-    ms: tuple[tuple[float, ...], ...]
-    draft_ms: tuple[float, ...] | None = None
-    context_tokens: int = 1024
-    kv_read_ns_per_token: float | None = None
-
-
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "served_model_name": str,
     "model_architecture": str,
@@ -230,7 +231,6 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
 }
 # Replaced by `step_time_ms` where a profile has it (docs/emulator.md "Step time measured on a GPU").
 _TABLE_REPLACES = ("t_base_ms", "c_tok_ms", "t_spec_ms", "c_verify_ms")
-_STEP_TABLE_KEYS = ("batch", "tokens_per_request", "ms", "draft_ms", "context_tokens", "kv_read_ns_per_token")
 
 
 def default_profile_path() -> Path:
@@ -254,42 +254,11 @@ def resolve_profile_path(value: str | None) -> Path:
     return p
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2's numbers: PyYAML follows YAML 1.1, where `1e-3`, `1e3` and `5e-05` (the form
-    json.dumps writes small floats in) are strings, and a valid profile failed as 'not a number'.
-    And YAML's unique keys: PyYAML keeps the last of a repeated key, so a second `alpha:` or `ms:`
-    would replace the first without a word; a repeated key fails, named with its line."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *anchor` merges a mapping in (SafeLoader's flatten_mapping, below)
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                first = seen.get(key)
-                seen.setdefault(key, line)
-            except TypeError:  # an unhashable key: SafeLoader's own error says so
-                break
-            if first is not None:
-                where = f"line {line}" if first == line else f"lines {first} and {line}"
-                raise ProfileError(f"key {key!r} appears twice ({where}); each key once")
-        return super().construct_mapping(node, deep=deep)
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-
-
 def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
     """Read and validate a profile file; raises ProfileError naming the bad key."""
     p = resolve_profile_path(str(path) if path is not None else None)
     try:
-        raw = yaml.load(Path(p).read_text(encoding="utf-8"), Loader=_Loader)
+        raw = yaml.load(Path(p).read_text(encoding="utf-8"), Loader=YamlLoader)
     except OSError as e:
         raise ProfileError(f"cannot read emulator profile {p}: {e.strerror or e}") from e
     except yaml.YAMLError as e:
@@ -307,7 +276,7 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
 
 def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: str = "") -> Profile:
     """Validate a mapping (from YAML or built in code, e.g. by the calibration fit)."""
-    raw = _table_keys_at_top(name, raw)
+    raw = table_keys_at_top(name, raw)
     required = dict(_REQUIRED)
     if raw.get("alpha_by_position") is not None and "alpha" not in raw:
         # acceptance given only by position: `alpha` (one value per temperature, for what reads a
@@ -316,7 +285,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         rows = _alpha_by_position(name, raw["alpha_by_position"], ())
         raw = {**raw, "alpha": {t: vals[0] for t, vals in rows or ()}}
     # checked first: a malformed table is named, not the linear keys it would have replaced
-    step_table = _step_table(name, raw.get("step_time_ms"))
+    step_table = parse_step_table(name, raw.get("step_time_ms"))
     if step_table is not None:
         for key in _TABLE_REPLACES:
             if key not in raw:
@@ -339,7 +308,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
             raise ProfileError(f"emulator profile {name}: {key} must be a number, not a boolean")
         if typ is int and isinstance(v, float):
             # a count written as a float (YAML 1.2 reads 1.2e6 so; JSON tools write 32768.0)
-            _check_number(name, key, v, "int", None)
+            check_number(name, key, v, "int", None)
             v = int(v)
         if not isinstance(v, typ):
             raise ProfileError(f"emulator profile {name}: {key} has the wrong type ({type(v).__name__})")
@@ -347,24 +316,24 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     for key, default in _OPTIONAL_DEFAULTS.items():
         values[key] = raw.get(key, default)
     for key, (kind, low) in _NUMBERS.items():
-        _check_number(name, key, values[key], kind, low)
+        check_number(name, key, values[key], kind, low)
 
     alpha_map = values.pop("alpha")
     if not isinstance(alpha_map, Mapping):
         raise ProfileError(f"emulator profile {name}: alpha must map temperature -> probability")
     alpha_by_t: dict[float, float] = {}
     for t_raw, a in alpha_map.items():
-        t = _temperature(name, "alpha", t_raw)
+        t = temperature_key(name, "alpha", t_raw)
         if t in alpha_by_t:
             raise ProfileError(f"emulator profile {name}: alpha gives temperature {t} twice")
-        if not _is_number(a) or not 0.0 < a < 1.0:
+        if not is_number(a) or not 0.0 < a < 1.0:
             raise ProfileError(f"emulator profile {name}: alpha[{t}]={a!r}; an acceptance must be in (0, 1)")
         alpha_by_t[t] = float(a)
     alpha = tuple(sorted(alpha_by_t.items()))
     if not alpha:
         raise ProfileError(f"emulator profile {name}: alpha is empty")
     measured_map = {
-        k: int(v) for k, v in _by_steps(name, "kv_tokens_measured", values.pop("kv_tokens_measured"), "int").items()
+        k: int(v) for k, v in by_steps(name, "kv_tokens_measured", values.pop("kv_tokens_measured"), "int").items()
     }
     faults_raw = values.pop("faults")
     faults_raw = [] if faults_raw is None else faults_raw  # false, "" or {} are no list: named below
@@ -375,7 +344,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     except FaultError as e:
         raise ProfileError(f"emulator profile {name}: faults: {e}") from e
     faults = tuple(faults_raw)
-    extra_map = _by_steps(name, "t_step_extra_ms", values.pop("t_step_extra_ms"), "float")
+    extra_map = by_steps(name, "t_step_extra_ms", values.pop("t_step_extra_ms"), "float")
     seed = values["noise_seed"]
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ProfileError(f"emulator profile {name}: noise_seed must be a whole number or absent")
@@ -392,14 +361,14 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     if values["eos_min_tokens"] < 1 or values["eos_max_tokens"] < values["eos_min_tokens"]:
         raise ProfileError(f"emulator profile {name}: need 1 <= eos_min_tokens <= eos_max_tokens")
     by_position = _alpha_by_position(name, values.pop("alpha_by_position"), alpha)
-    spread = _number_at_least_0(name, "alpha_spread", values.pop("alpha_spread"))
+    spread = number_at_least_0(name, "alpha_spread", values.pop("alpha_spread"))
     values.pop("step_time_ms")
     # with a table or without one (the linear form adds it to t_spec_ms): a profile may use any
     # subset of the realism keys
-    overhead = _number_at_least_0(name, "spec_overhead_ms", values.pop("spec_overhead_ms"))
+    overhead = number_at_least_0(name, "spec_overhead_ms", values.pop("spec_overhead_ms"))
     graph_bs = values.pop("cuda_graph_bs")
     if graph_bs is not None:
-        graph_bs = _increasing_ints(name, "cuda_graph_bs", graph_bs)
+        graph_bs = increasing_ints(name, "cuda_graph_bs", graph_bs)
         if "cuda_graph_max_bs" not in raw:
             # the list describes the machine's captured sizes: without a max of its own it is the
             # list's largest (as SGLang's `cuda_graph_max_bs = max(cuda_graph_bs)` for a given list),
@@ -475,108 +444,6 @@ _NUMBERS: dict[str, tuple[str, float | None]] = {
 }
 
 
-def _check_number(name: str, key: str, v: Any, kind: str, low: float | None) -> None:
-    """A finite number (a whole one for `kind` int) at least `low`; else a ProfileError naming `key`."""
-    what = "a whole number" if kind == "int" else "a number"
-    if not (_is_whole(v) if kind == "int" else _is_number(v)):
-        raise ProfileError(f"emulator profile {name}: {key} must be {what}, got {v!r}")
-    if low is not None and v < low:
-        raise ProfileError(f"emulator profile {name}: {key} must be {what} >= {low:g}, got {v!r}")
-
-
-def _by_steps(name: str, key: str, v: Any, kind: str) -> dict[int, float]:
-    """A map depth -> a finite number >= 0 (whole for `kind` int); a depth is a whole number >= 0,
-    written as a number or its text (JSON keys are strings), and named once."""
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):
-        raise ProfileError(f"emulator profile {name}: {key} must map steps -> values, got {v!r}")
-    out: dict[int, float] = {}
-    for k_raw, value in v.items():
-        k = k_raw
-        if isinstance(k_raw, str) and k_raw.strip().isdigit():
-            k = int(k_raw)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ProfileError(f"emulator profile {name}: {key} keys must be steps (whole numbers >= 0), got {k_raw!r}")
-        if k in out:
-            raise ProfileError(f"emulator profile {name}: {key} names steps {k} twice")
-        _check_number(name, f"{key}[{k}]", value, kind, 0)
-        out[k] = float(value)
-    return out
-
-
-def _is_number(v: Any) -> bool:
-    """A finite int or float that a float holds (YAML reads a 400-digit integer as an int, whose
-    float() overflowed with a traceback instead of a message naming the key)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
-def _is_whole(v: Any) -> bool:
-    """A finite number equal to a whole one (a count may be written 512.0, or 1.2e6 in YAML 1.2)."""
-    return _is_number(v) and v == int(v)
-
-
-def _number_at_least_0(name: str, key: str, v: Any) -> float:
-    if not _is_number(v) or v < 0:
-        raise ProfileError(f"emulator profile {name}: {key} must be a number >= 0, got {v!r}")
-    return float(v)
-
-
-def _increasing_ints(name: str, key: str, v: Any) -> tuple[int, ...]:
-    """A non-empty list of positive whole numbers in strictly increasing order."""
-    if not isinstance(v, list) or not v:
-        raise ProfileError(f"emulator profile {name}: {key} must be a non-empty list of batch sizes")
-    for x in v:
-        if not _is_whole(x) or x < 1:
-            raise ProfileError(f"emulator profile {name}: {key} must hold whole numbers >= 1, got {x!r}")
-    v = [int(x) for x in v]
-    for a, b in zip(v, v[1:], strict=False):
-        if b <= a:
-            raise ProfileError(f"emulator profile {name}: {key} must be strictly increasing ({a} then {b})")
-    return tuple(v)
-
-
-def _temperature(name: str, key: str, t: Any) -> float:
-    """A temperature key: a number >= 0, or its text (JSON keys and quoted YAML keys are strings)."""
-    if isinstance(t, bool):
-        raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
-    try:
-        out = float(t)
-    except (TypeError, ValueError, OverflowError):
-        out = math.nan
-    if not math.isfinite(out) or out < 0:
-        raise ProfileError(f"emulator profile {name}: {key} temperature {t!r} must be a number >= 0")
-    return out
-
-
-def _table_keys_at_top(name: str, raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`context_tokens` and `kv_read_ns_per_token` describe the `step_time_ms` table and belong in
-    it; written at the profile's top level they are moved into it (the same value in both places
-    is fine, two different ones are refused). Without a table they mean nothing: refused."""
-    top = [k for k in ("context_tokens", "kv_read_ns_per_token") if k in raw]
-    if not top:
-        return raw
-    table = raw.get("step_time_ms")
-    if not isinstance(table, Mapping):
-        raise ProfileError(
-            f"emulator profile {name}: {' and '.join(top)} describe the step_time_ms table, which this profile lacks"
-        )
-    merged = dict(table)
-    for k in top:
-        if k in merged and merged[k] != raw[k]:
-            raise ProfileError(
-                f"emulator profile {name}: {k} is given twice with different values "
-                f"({raw[k]!r} at the top, {merged[k]!r} in step_time_ms)"
-            )
-        merged[k] = raw[k]
-    return {**{k: v for k, v in raw.items() if k not in top}, "step_time_ms": merged}
-
-
 def _alpha_by_position(
     name: str, v: Any, alpha: tuple[tuple[float, float], ...]
 ) -> tuple[tuple[float, tuple[float, ...]], ...] | None:
@@ -593,11 +460,11 @@ def _alpha_by_position(
         raise ProfileError(f"emulator profile {name}: {key} must map temperature -> list of acceptances")
     rows: dict[float, tuple[float, ...]] = {}
     for t_key, vals in v.items():
-        t = _temperature(name, key, t_key)
+        t = temperature_key(name, key, t_key)
         if not isinstance(vals, list) or not vals:
             raise ProfileError(f"emulator profile {name}: {key}[{t}] must be a non-empty list of acceptances")
         for j, a in enumerate(vals, 1):
-            if not _is_number(a) or not 0.0 < a < 1.0:
+            if not is_number(a) or not 0.0 < a < 1.0:
                 raise ProfileError(
                     f"emulator profile {name}: {key}[{t}] position {j} is {a!r}; an acceptance must be in (0, 1)"
                 )
@@ -609,55 +476,3 @@ def _alpha_by_position(
     for t, a in alpha:
         rows.setdefault(t, (a,))
     return tuple(sorted(rows.items()))
-
-
-def _step_table(name: str, v: Any) -> StepTable | None:
-    """`step_time_ms`: batch rows x tokens_per_request columns of positive milliseconds."""
-    if v is None:
-        return None
-    key = "step_time_ms"
-    if not isinstance(v, Mapping):
-        raise ProfileError(f"emulator profile {name}: {key} must be a mapping (batch, tokens_per_request, ms, ...)")
-    unknown = [str(k) for k in v if k not in _STEP_TABLE_KEYS]
-    if unknown:
-        raise ProfileError(f"emulator profile {name}: {key} has unknown key(s): {', '.join(unknown)}")
-    for sub in ("batch", "tokens_per_request", "ms"):
-        if sub not in v:
-            raise ProfileError(f"emulator profile {name}: {key}.{sub} is missing")
-    batch = _increasing_ints(name, f"{key}.batch", v["batch"])
-    tokens = _increasing_ints(name, f"{key}.tokens_per_request", v["tokens_per_request"])
-    ms = v["ms"]
-    if not isinstance(ms, list) or len(ms) != len(batch):
-        got = len(ms) if isinstance(ms, list) else type(ms).__name__
-        raise ProfileError(
-            f"emulator profile {name}: {key}.ms must have one row per batch size ({len(batch)}), got {got}"
-        )
-    rows = []
-    for b, row in zip(batch, ms, strict=True):
-        if not isinstance(row, list) or len(row) != len(tokens):
-            got = len(row) if isinstance(row, list) else type(row).__name__
-            raise ProfileError(
-                f"emulator profile {name}: {key}.ms row for batch {b} must have {len(tokens)} values "
-                f"(one per tokens_per_request), got {got}"
-            )
-        for x in row:
-            if not _is_number(x) or x <= 0:
-                raise ProfileError(f"emulator profile {name}: {key}.ms row for batch {b} has {x!r}; times must be > 0")
-        rows.append(tuple(float(x) for x in row))
-    draft = v.get("draft_ms")
-    draft_t = None
-    if draft is not None:
-        if not isinstance(draft, list) or len(draft) != len(batch):
-            raise ProfileError(
-                f"emulator profile {name}: {key}.draft_ms must have one value per batch size ({len(batch)})"
-            )
-        for x in draft:
-            if not _is_number(x) or x < 0:
-                raise ProfileError(f"emulator profile {name}: {key}.draft_ms has {x!r}; times must be >= 0")
-        draft_t = tuple(float(x) for x in draft)
-    ctx = v.get("context_tokens", 1024)
-    _check_number(name, f"{key}.context_tokens", ctx, "int", 1)
-    ctx = int(ctx)
-    kv = v.get("kv_read_ns_per_token")
-    kv_ns = None if kv is None else _number_at_least_0(name, f"{key}.kv_read_ns_per_token", kv)
-    return StepTable(batch, tokens, tuple(rows), draft_t, ctx, kv_ns)

@@ -421,7 +421,7 @@ def _init_adaptive_per_bs(v: dict[str, Any]) -> AdaptiveSetup:
     if v["speculative_eagle_topk"] is None:
         v["speculative_eagle_topk"] = 1
     if v["speculative_num_steps"] is None:
-        v["speculative_num_steps"] = candidates[len(candidates) // 2]
+        v["speculative_num_steps"] = adaptive_schema.default_launch_steps(bs_entries)
     if v["speculative_num_steps"] not in candidates:
         raise ValueError(
             f"--speculative-num-steps={v['speculative_num_steps']} "

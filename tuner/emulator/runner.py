@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
 
-from . import __version__, adaptive, logs, model, multinode
+from . import __version__, adaptive, graphs, logs, model, multinode
 from .engine import EngineSpec, Scheduler
 from .faults import FaultSet
 from .logs import Logger
@@ -114,56 +114,18 @@ class Runner:
 
     @property
     def kv_dtype(self) -> str | None:
-        """The KV pool's torch dtype as 0.5.23's pool line prints it (None: releases that do not)."""
-        if not self.cfg.facts.kv_line_dtype:
-            return None
-        kv = self.cfg.values.get("kv_cache_dtype") or "auto"
-        return {
-            "fp8_e4m3": "torch.float8_e4m3fn",
-            "fp8_e5m2": "torch.float8_e5m2",
-            "mxfp8": "torch.float8_e4m3fn",
-        }.get(kv, "torch.bfloat16")
+        return graphs.kv_dtype(self.cfg.facts.kv_line_dtype, self.cfg.values)
 
     @property
     def graph_max_bs(self) -> int:
-        """The largest batch a decode graph is captured for (resolve.py settles it, a given list's
-        largest size included)."""
-        v = self.cfg.values
-        return int(v.get("cuda_graph_max_bs") or v.get("cuda_graph_max_bs_decode") or self.p.cuda_graph_max_bs)
+        return graphs.graph_max_bs(self.cfg.values, self.p)
 
     @property
     def graph_bs(self) -> tuple[int, ...] | None:
-        """The decode batch sizes a step pads to: `--cuda-graph-bs` (0.5.9-0.5.12) or
-        `--cuda-graph-bs-decode` (0.5.23) as given, else the profile's `cuda_graph_bs`, as SGLang's
-        flag replaces its generated capture list (cuda_graph_runner.py get_batch_sizes_to_capture).
-        None (no padding) without graphs, with `--disable-cuda-graph-padding` (a batch that is not
-        a captured size then runs without a graph, at its own size), or with neither list."""
-        v = self.cfg.values
-        if v.get("disable_cuda_graph") or v.get("disable_cuda_graph_padding"):
-            return None
-        return self._listed_graph_bs()
-
-    def _listed_graph_bs(self) -> tuple[int, ...] | None:
-        v = self.cfg.values
-        flag = v.get("cuda_graph_bs") or v.get("cuda_graph_bs_decode")
-        if flag:
-            return tuple(sorted(set(int(b) for b in flag)))
-        if self.p.cuda_graph_bs is None:
-            return None
-        return model.listed_up_to(self.p.cuda_graph_bs, self.graph_max_bs)
+        return graphs.graph_bs(self.cfg.values, self.p)
 
     def graph_exact(self, pool: int) -> tuple[int, ...] | None:
-        """With `--disable-cuda-graph-padding`, the sizes captured: only those replay a graph (None:
-        padding on, graphs off, or no list to say which). A list flag is captured as given; the
-        profile's `cuda_graph_bs` stands for SGLang's generated list, which without padding is every
-        size up to the largest (0.5.9 server_args.py `_generate_cuda_graph_batch_sizes`: `if
-        self.disable_cuda_graph_padding: capture_bs = list(range(1, self.cuda_graph_max_bs + 1))`)."""
-        v = self.cfg.values
-        if v.get("disable_cuda_graph") or not v.get("disable_cuda_graph_padding"):
-            return None
-        if not (v.get("cuda_graph_bs") or v.get("cuda_graph_bs_decode")) and self.p.cuda_graph_bs is not None:
-            return model.capture_sizes(tuple(range(1, self.graph_max_bs + 1)), pool)
-        return model.capture_sizes(self._listed_graph_bs(), pool)
+        return graphs.graph_exact(self.cfg.values, self.p, pool)
 
     def _adaptive_policy(self) -> adaptive.Policy | None:
         """The release's adaptive policy, built where SGLang builds it (the EAGLE worker's init, in

@@ -49,7 +49,7 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
     if s.adaptive is not None:
         cfg, entries = adaptive_schema.load_per_bs(s.adaptive or None)
         union = adaptive_schema.union_candidate_steps(entries)
-        k = union[len(union) // 2] if s.k is None else s.k
+        k = adaptive_schema.default_launch_steps(entries) if s.k is None else s.k
         if k not in union:
             raise ValueError(f"--speculative-num-steps={k} is not in the adaptive config candidate_steps {union}.")
         policy = adaptive.PerBsPolicy(k, cfg, entries, list(s.graph_bs) if s.graph_bs else None)

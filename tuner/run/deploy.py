@@ -208,7 +208,9 @@ class DeployResult:
             capacity=rep.get("capacity"),
             speculative=rep.get("speculative"),
             server=rep.get("server"),
-            warnings=rep.get("warnings"),
+            # SGLang's own (the module's `sglang_warnings`, always a list); Ansible adds the task
+            # result's `warnings` only when there are some, with any of its own among them
+            warnings=rep.get("sglang_warnings", rep.get("warnings")),
             elapsed_s=round(self.elapsed_s, 3),
             runner_status=self.runner_status,
             runner_rc=self.runner_rc,

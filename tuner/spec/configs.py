@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sglang_utils.sglang_adaptive import (
+    default_launch_steps,
     launch_steps,
     load_per_bs,
     schedule_config,
     schedule_id,
     schedule_label,
-    union_candidate_steps,
 )
 from sglang_utils.sglang_spec import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOPK, TOPK1_RULE_ALGORITHMS, spec_settings
 
@@ -211,8 +211,7 @@ class SpecConfig:
     def default_adaptive(cls, algorithm: str = "NEXTN") -> SpecConfig:
         """SGLang's default adaptive config (no file); it starts at the middle of its candidates'
         union (0.5.23 speculative_hook.py `_init_adaptive_speculative_params`)."""
-        union = union_candidate_steps(load_per_bs(None)[1])
-        return cls(union[len(union) // 2], 1, None, algorithm, adaptive=True)
+        return cls(default_launch_steps(load_per_bs(None)[1]), 1, None, algorithm, adaptive=True)
 
 
 def _pinned(doc: Mapping[str, Any]) -> bool:
@@ -314,6 +313,27 @@ def plan_configs(
     # Steps 0 (the baseline) first, then each series ascending in steps.
     plan.configs.sort(key=lambda c: (c.spec_steps != 0, c.series[0], c.series[1] or 0, c.spec_steps))
     return plan
+
+
+# The flag that sets each variable the play's rules name (plugins/module_utils/sglang_spec.py
+# `spec_settings`), so that a plan with nothing left to run names the flag to change.
+_RULE_FLAGS = (
+    ("sglang_server_spec_draft_model_path", "--algorithm"),  # the algorithm needs a draft model
+    ("sglang_server_spec_max_topk", "--topk"),
+    ("sglang_server_spec_max_steps", "--steps"),
+    ("spec_draft_tokens", "--draft-tokens"),
+    ("spec_topk", "--topk"),
+    ("spec_algorithm", "--algorithm"),
+    ("speculative_num_steps", "--steps"),
+    ("spec_steps", "--steps"),
+)
+
+
+def infeasible_flag(reason: str) -> str:
+    """The flag whose value the play's first complaint in `reason` is about (`--steps` when it
+    names none): the variable the message names first, longer names before the ones inside them."""
+    found = [(reason.find(var), -len(var), flag) for var, flag in _RULE_FLAGS if var in reason]
+    return min(found)[2] if found else "--steps"
 
 
 def spec_plan(spec: SweepSpec, inventory_vars: Mapping[str, Any] | None = None) -> ConfigPlan:

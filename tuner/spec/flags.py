@@ -25,9 +25,18 @@ from sglang_utils.sglang_secrets import SECRET_FIELDS, is_secret_field
 
 ENDPOINTS = ("generate", "chat", "completions")
 
-# Play-level variables the sweep itself sets (docs/tuner.md "sweep"); a user's -e may not override
-# them, or every configuration of the sweep would silently deploy the same thing.
-SWEEP_OWNED_VARS = ("spec_steps", "spec_topk", "spec_draft_tokens", "spec_algorithm")
+# Play-level variables the sweep itself sets (docs/tuner.md "sweep"), with the flag or phase that sets
+# each; a user's -e may not override them, or every configuration of the sweep would silently deploy
+# the same thing (`spec_schedule=default` under every static depth ran SGLang's adaptive mode there,
+# labelled as the depth). Every other `spec_*` name is refused too: the play reads no other, so it
+# is a misspelling the play would ignore.
+SWEEP_OWNED_VARS = {
+    "spec_steps": "--steps",
+    "spec_topk": "--topk",
+    "spec_draft_tokens": "--draft-tokens",
+    "spec_algorithm": "--algorithm",
+    "spec_schedule": "the schedule phase (--schedule-budget)",
+}
 # Secrets must not travel as extra vars: sweep.json records every -e value, and ansible-runner
 # writes extra vars to its private data dir. The role reads the key from the controller's
 # environment (SGLANG_API_KEY), as the tuner's client does.
@@ -320,10 +329,18 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
             raise BadInput(
                 flag, f"{key}: a {type(value).__name__} value is not JSON (quote it in the YAML: '...')"
             ) from None
-    owned = [k for k in SWEEP_OWNED_VARS if k in merged]
+    owned = sorted(k for k in merged if k in SWEEP_OWNED_VARS)
     if owned:
         raise BadInput(
-            flag, f"{', '.join(owned)} is set by the sweep itself (--steps/--topk/--draft-tokens/--algorithm)"
+            flag,
+            "; ".join(f"{k} is set by the sweep itself ({SWEEP_OWNED_VARS[k]})" for k in owned),
+        )
+    unknown = sorted(k for k in merged if k.startswith("spec_") and k not in SWEEP_OWNED_VARS)
+    if unknown:
+        raise BadInput(
+            flag,
+            f"{', '.join(unknown)}: the deploy play reads no such variable (the sweep sets "
+            f"{', '.join(SWEEP_OWNED_VARS)}; the role's own settings are sglang_server_*)",
         )
     secret = sorted(k for k in merged if isinstance(k, str) and is_secret_var(k))
     if secret:
