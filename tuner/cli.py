@@ -220,8 +220,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     # the plan against what the play will see: the hosts' spec limits and draft model path, -e over them
     plan = spec_plan(spec, inv.plan_vars(PLAN_LIMITS, PLAN_PATHS))
     if not plan.configs:
+        flag = infeasible_flag(plan.infeasible[0][1]) if plan.infeasible else "--steps"
+        if not flag.startswith("-"):  # a limit of the play's: from -e, else the inventory
+            flag = "-e/--extra-vars" if flag in spec.extra_vars else "--inventory"
         raise BadInput(
-            infeasible_flag(plan.infeasible[0][1]) if plan.infeasible else "--steps",
+            flag,
             "no configuration SGLang can run: " + "; ".join(f"{c.config_id}: {why}" for c, why in plan.infeasible),
         )
     machines = host_digests(inv)

@@ -462,13 +462,18 @@ def test_a_kv_read_the_table_cannot_hold_is_refused_naming_the_key():
     """The table's step at batch B includes reading B x context_tokens of KV: a kv_read_ns_per_token
     that costs more than the cell would make a step at a short context cost nothing (0 ms: an
     unbounded decode rate)."""
+    from tuner.emulator import model
     from tuner.emulator.profile import ProfileError, profile_from_mapping
 
     raw = _yaml(STEP)
     tab = {**raw["step_time_ms"], "kv_read_ns_per_token": 600.0, "context_tokens": 1024}
     with pytest.raises(ProfileError, match=r"step_time_ms.kv_read_ns_per_token: reading batch 32's KV"):
         profile_from_mapping({**raw, "step_time_ms": tab})
-    assert profile_from_mapping({**raw, "step_time_ms": {**tab, "kv_read_ns_per_token": 500.0}}).step_table
+    p = profile_from_mapping({**raw, "step_time_ms": {**tab, "kv_read_ns_per_token": 500.0}})
+    # past the table's last row (32) the cell is held at that row's time, which holds 32 reads: a
+    # larger batch at a short context takes off no more than those (it ran at 0 ms)
+    short = {b: model.step_time_ms(p, b, 0, kv_tokens=b * 100) for b in (32, 48, 64, 200)}
+    assert short[32] > 0 and short[48] == short[64] == short[200] > 0
 
 
 def test_zero_padded_numbers_are_decimal_and_yaml_11_forms_are_text(tmp_path):

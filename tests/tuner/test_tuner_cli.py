@@ -96,6 +96,7 @@ def test_bad_sweep_input_exits_2_naming_the_flag(args, flag, tmp_path, capsys, n
         (["--topk", "4", "--draft-tokens", "100"], "--draft-tokens"),
         (["--algorithm", "EAGLE3"], "--algorithm"),  # no draft model in the inventory
         (["--algorithm", "DFLASH", "--steps", "2-3"], "--steps"),
+        (["-e", "sglang_server_spec_max_topk=0"], "-e/--extra-vars"),  # no flag sets the play's limit
     ],
 )
 def test_a_plan_with_nothing_to_run_names_the_flag_the_play_refused(args, flag, tmp_path, capsys, no_hosts):

@@ -187,6 +187,11 @@ def step_time_ms(
         extra = 0.0
         if table.kv_read_ns_per_token is not None and kv_tokens is not None:
             extra = table.kv_read_ns_per_token * (kv_tokens - running * table.context_tokens) * 1e-6
+            # a shorter context takes off at most the read the cell holds: past the table's last row
+            # the cell is held at that row's time, which holds that row's batch of reads (the profile's
+            # check keeps each row's read below its time: profile_values.parse_step_table)
+            held = min(running, table.batch[-1]) * table.context_tokens
+            extra = max(extra, -table.kv_read_ns_per_token * held * 1e-6)
         extra += p.cross_node_step_ms
         if not spec:
             return max(table_ms(table, batch, 1) + extra, 0.0)

@@ -317,10 +317,12 @@ def plan_configs(
 
 # The flag that sets each variable the play's rules name (plugins/module_utils/sglang_spec.py
 # `spec_settings`), so that a plan with nothing left to run names the flag to change.
+# A limit of the play's own (sglang_server_spec_max_*) is named as the variable: it comes from -e or
+# the inventory, which the caller tells apart.
 _RULE_FLAGS = (
     ("sglang_server_spec_draft_model_path", "--algorithm"),  # the algorithm needs a draft model
-    ("sglang_server_spec_max_topk", "--topk"),
-    ("sglang_server_spec_max_steps", "--steps"),
+    ("sglang_server_spec_max_topk", "sglang_server_spec_max_topk"),
+    ("sglang_server_spec_max_steps", "sglang_server_spec_max_steps"),
     ("spec_draft_tokens", "--draft-tokens"),
     ("spec_topk", "--topk"),
     ("spec_algorithm", "--algorithm"),
@@ -331,7 +333,8 @@ _RULE_FLAGS = (
 
 def infeasible_flag(reason: str) -> str:
     """The flag whose value the play's first complaint in `reason` is about (`--steps` when it
-    names none): the variable the message names first, longer names before the ones inside them."""
+    names none): the variable the message names first, longer names before the ones inside them;
+    a play variable's own name where no flag sets it."""
     found = [(reason.find(var), -len(var), flag) for var, flag in _RULE_FLAGS if var in reason]
     return min(found)[2] if found else "--steps"
 
