@@ -364,10 +364,18 @@ def decode_graph_bs(extra: Any) -> list[int] | None:
     """The CUDA-graph batch sizes SGLang pads a running decode batch to before it routes it to an
     adaptive config's bucket: `--cuda-graph-bs-decode` as sglang_server_extra_flags gives it (0.5.14+
     pads only to a list given on the command line: speculative/eagle_worker_v2.py `init_states`,
-    adaptive_spec_params.py `_pad_to_cuda_graph_bs`), None without one or with CUDA graphs off."""
-    if not isinstance(extra, dict) or extra_switch_on(extra, "--disable-cuda-graph"):
+    adaptive_spec_params.py `_pad_to_cuda_graph_bs`), or `--cuda-graph-bs`, its deprecated alias
+    (0.5.16 server_args.py: `dest="cuda_graph_bs_decode"`; an ambiguous prefix from 0.5.20); None
+    without one or with decode graphs off (`--disable-cuda-graph`, or 0.5.16+'s
+    `--disable-decode-cuda-graph` and `--cuda-graph-backend-decode disabled`)."""
+    if not isinstance(extra, dict) or any(
+        extra_switch_on(extra, off) for off in ("--disable-cuda-graph", "--disable-decode-cuda-graph")
+    ):
         return None
-    value = extra_value(extra, ("--cuda-graph-bs-decode",))
+    backend = extra_value(extra, ("--cuda-graph-backend-decode",))
+    if backend is not None and str(backend).strip().lower() == "disabled":
+        return None
+    value = extra_value(extra, ("--cuda-graph-bs-decode", "--cuda-graph-bs"))
     words = value if isinstance(value, list) else str(value).replace(",", " ").split() if value is not None else []
     sizes = [int(w) for w in words if not isinstance(w, bool) and str(w).strip().isdigit()]
     return sorted(set(sizes)) or None
@@ -442,7 +450,8 @@ def algorithm_release_errors(spec: Any, version: Any) -> list[str]:
 def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> list[str]:
     """Adaptive speculation on a release that falls back to static while the overlap scheduler is
     on (0.5.11, `sglang_releases.adaptive_needs_overlap_off`): refused unless the flags turn it off,
-    as the role refuses every other fallback before any host changes."""
+    as the role refuses every other fallback before any host changes (the algorithm and topk:
+    sglang_spec.schedule_settings; the switches: `adaptive_fallback_errors`)."""
     if not (isinstance(schedule, dict) and schedule.get("enabled")) or not _releases.adaptive_needs_overlap_off(
         version
     ):
@@ -454,6 +463,77 @@ def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> li
         "adaptive speculation only on the v1 worker and otherwise falls back to static ('the overlap scheduler "
         "(spec v2) is enabled'); set sglang_server_extra_flags {disable-overlap-schedule: true} or use 0.5.12+"
     ]
+
+
+# What makes SGLang run a per-batch-size schedule as a static server, with only a warning
+# (speculative/adaptive_spec_params.py `adaptive_unsupported_reason`, 0.5.12 to 0.5.23), beside the
+# algorithm and topk the spec rules refuse: switch -> SGLang's reason.
+_ADAPTIVE_FALLBACKS = (
+    (
+        "--enable-dp-attention",
+        "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)",
+    ),
+    (
+        "--enable-multi-layer-eagle",
+        "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorker does not implement adaptive)",
+    ),
+    (
+        "--enable-two-batch-overlap",
+        "enable_two_batch_overlap=True is not supported (adaptive state swap would discard the TboAttnBackend wrapper)",
+    ),
+    (
+        "--enable-pdmux",
+        "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)",
+    ),
+)
+
+
+def adaptive_fallback_errors(schedule: Any, extra_flags: Any) -> list[str]:
+    """A schedule beside a switch SGLang's adaptive mode does not run with: SGLang would start a static
+    server with a warning, so the role refuses it before any host changes."""
+    if not (isinstance(schedule, dict) and schedule.get("enabled")):
+        return []
+    attn_dp = extra_value(extra_flags, ("--attn-dp-size",))
+    found = [(flag, why) for flag, why in _ADAPTIVE_FALLBACKS if extra_switch_on(extra_flags, flag)]
+    if attn_dp is not None and str(attn_dp).strip().isdigit() and int(str(attn_dp).strip()) > 1:
+        found.append(("--attn-dp-size", _ADAPTIVE_FALLBACKS[0][1]))
+    return [
+        f"spec_schedule with sglang_server_extra_flags {flag.lstrip('-')}: SGLang runs the server static instead "
+        f"('{why}', speculative/adaptive_spec_params.py): drop one of the two"
+        for flag, why in found
+    ]
+
+
+def uno_errors(settings: dict[str, Any]) -> list[str]:
+    """What SGLang's UNO refuses at start beyond the spec rules (0.5.20-0.5.23
+    arg_groups/speculative_hook.py `_handle_uno`): it needs its LoRA adapter, runs at tensor and
+    pipeline parallel size 1, without DP attention and without deterministic inference."""
+    spec = settings.get("spec")
+    algo = spec.get("algorithm") if isinstance(spec, dict) and spec.get("enabled") else None
+    if str(algo or "").strip().upper() != "UNO":
+        return []
+    extra = settings.get("extra_flags") or {}
+    errors = []
+    if extra_value(extra, ("--uno-lora-path",)) in (None, "", True, False):
+        errors.append(
+            "spec_algorithm=UNO needs its LoRA adapter ('UNO requires --uno-lora-path.'): set "
+            "sglang_server_extra_flags {uno-lora-path: /path/to/adapter}"
+        )
+    tp = parse_whole_number(str(settings.get("tp_size")))
+    pp = extra_value(extra, ("--pp-size", "--pipeline-parallel-size"))
+    if (tp is not None and tp > 1) or (pp is not None and str(pp).strip() not in ("1", "")):
+        errors.append(
+            f"spec_algorithm=UNO runs at tensor and pipeline parallel size 1 ('UNO requires TP=PP=1.'); got "
+            f"sglang_server_tp_size={fmt(settings.get('tp_size'))}" + (f", pp-size {fmt(pp)}" if pp is not None else "")
+        )
+    if extra_switch_on(extra, "--enable-dp-attention"):
+        errors.append("spec_algorithm=UNO does not run with enable-dp-attention ('UNO does not support DP attention')")
+    if extra_switch_on(extra, "--enable-deterministic-inference"):
+        errors.append(
+            "spec_algorithm=UNO does not run with enable-deterministic-inference ('UNO does not support "
+            "--enable-deterministic-inference because its sampling path does not use per-request seeds.')"
+        )
+    return errors
 
 
 def tls_errors(settings: dict[str, Any]) -> list[str]:
@@ -518,6 +598,8 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
     errors += adaptive_overlap_errors(
         settings.get("schedule"), settings.get("extra_flags"), settings.get("sglang_version")
     )
+    errors += adaptive_fallback_errors(settings.get("schedule"), settings.get("extra_flags"))
+    errors += uno_errors(settings)
     node = settings.get("node") or {}
     if isinstance(node, dict) and int(node.get("nnodes") or 1) > 1:
         for name in settings.get("extra_flags") or {}:

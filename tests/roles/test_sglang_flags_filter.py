@@ -585,7 +585,45 @@ def test_an_algorithm_the_release_does_not_have_is_refused_before_any_host_chang
         draft = 4 if algo == "UNO" else None
         spec = sglang_spec.spec_settings(steps, draft_tokens=draft, algorithm=algo)
         ok = base(spec=spec, sglang_version=version, engine="sglang")
+        if algo == "UNO":  # one GPU and its adapter (test_uno_needs_its_adapter_...)
+            ok.update(tp_size=1, extra_flags={"uno-lora-path": "/m/uno"})
         assert sglang_flags.server_errors(ok) == [], (algo, version)
+
+
+def test_uno_needs_its_adapter_one_gpu_and_no_deterministic_inference_before_any_host_changes():
+    """SGLang's _handle_uno (0.5.20-0.5.23 arg_groups/speculative_hook.py) refuses UNO without
+    --uno-lora-path, at TP or PP above 1, with DP attention or deterministic inference: the server
+    failed at start after the unit was written."""
+    spec = sglang_spec.spec_settings(1, draft_tokens=4, algorithm="UNO")
+    ok = base(spec=spec, sglang_version="0.5.23", engine="sglang", tp_size=1, extra_flags={"uno-lora-path": "/m/uno"})
+    assert sglang_flags.server_errors(ok) == []
+    errors = sglang_flags.server_errors({**ok, "extra_flags": {}})
+    assert errors == [e for e in errors if e.startswith("spec_algorithm=UNO needs its LoRA adapter")] and errors
+    bad = {**ok, "tp_size": 2, "extra_flags": {"uno-lora-path": "/m/uno", "enable-deterministic-inference": True}}
+    errors = sglang_flags.server_errors(bad)
+    assert any("'UNO requires TP=PP=1.'" in e and "sglang_server_tp_size=2" in e for e in errors), errors
+    assert any("enable-deterministic-inference" in e for e in errors), errors
+    # another algorithm is not held to UNO's rules
+    eagle = base(spec=sglang_spec.spec_settings(3, algorithm="EAGLE3", draft_model_path="/m/d"), tp_size=2)
+    assert not any("UNO" in e for e in sglang_flags.server_errors(eagle))
+
+
+def test_a_schedule_beside_a_switch_sglangs_adaptive_mode_does_not_run_with_is_refused():
+    """SGLang runs a per-batch-size schedule as a static server, with only a warning, beside DP
+    attention, multi-layer EAGLE, two-batch overlap or PD multiplexing
+    (speculative/adaptive_spec_params.py `adaptive_unsupported_reason`, 0.5.12-0.5.23)."""
+    spec = sglang_spec.spec_settings(3, algorithm="EAGLE3", draft_model_path="/m/d")
+    schedule = {"enabled": True, "config": {"1": {"candidate_steps": [3]}}}
+    ok = base(spec=spec, sglang_version="0.5.23", engine="sglang", schedule=schedule)
+    assert not any("spec_schedule with" in e for e in sglang_flags.server_errors(ok))
+    for flag in ("enable-dp-attention", "enable-multi-layer-eagle", "enable-two-batch-overlap", "enable-pdmux"):
+        errors = sglang_flags.server_errors({**ok, "extra_flags": {flag: True}})
+        assert any(e.startswith(f"spec_schedule with sglang_server_extra_flags {flag}") for e in errors), errors
+        # without a schedule the switch is the user's to set
+        assert not any(
+            "spec_schedule with" in e
+            for e in sglang_flags.server_errors({**ok, "schedule": None, "extra_flags": {flag: True}})
+        )
 
 
 def test_dflash_needs_a_draft_model_before_any_host_changes():

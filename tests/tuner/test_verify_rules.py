@@ -872,7 +872,12 @@ def test_the_gate_routes_the_batch_padded_to_the_users_decode_graph_list():
     assert decode_graph_bs({"cuda-graph-bs-decode": [16, 1]}) == [1, 16]
     assert decode_graph_bs({"--cuda-graph-bs-decode": "1 16"}) == [1, 16]
     assert decode_graph_bs({"cuda-graph-bs-decode": [1, 16], "disable-cuda-graph": True}) is None
-    assert decode_graph_bs({"cuda-graph-bs": [1, 16]}) is None and decode_graph_bs(None) is None
+    assert decode_graph_bs(None) is None and decode_graph_bs({"mem-fraction-static": 0.8}) is None
+    # the deprecated alias stores into the same list (0.5.14-0.5.19 server_args.py
+    # `dest="cuda_graph_bs_decode"`); 0.5.16+'s decode-only off switches turn the padding off too
+    assert decode_graph_bs({"cuda-graph-bs": [16, 1]}) == [1, 16]
+    assert decode_graph_bs({"cuda-graph-bs-decode": [1, 16], "disable-decode-cuda-graph": True}) is None
+    assert decode_graph_bs({"cuda-graph-bs-decode": [1, 16], "cuda-graph-backend-decode": "disabled"}) is None
     pinned = SpecConfig(spec_steps=3, schedule=((1, 3), (12, 0)))
     assert floor_exemption(pinned) is None  # unpadded, 8 stays in bucket 1
     padded = floor_exemption(pinned, {"cuda-graph-bs-decode": [1, 16]})
