@@ -367,7 +367,9 @@ def decode_graph_bs(extra: Any) -> list[int] | None:
     adaptive_spec_params.py `_pad_to_cuda_graph_bs`), or `--cuda-graph-bs`, its deprecated alias
     (0.5.16 server_args.py: `dest="cuda_graph_bs_decode"`; an ambiguous prefix from 0.5.20); None
     without one or with decode graphs off (`--disable-cuda-graph`, or 0.5.16+'s
-    `--disable-decode-cuda-graph` and `--cuda-graph-backend-decode disabled`)."""
+    `--disable-decode-cuda-graph` and `--cuda-graph-backend-decode disabled`). Not modelled: 0.5.14
+    and 0.5.15 have those two switches but still pad (their eagle_worker_v2.py reads
+    `disable_cuda_graph` only), and 0.5.16+ also turn it off through `--cuda-graph-config`'s JSON."""
     if not isinstance(extra, dict) or any(
         extra_switch_on(extra, off) for off in ("--disable-cuda-graph", "--disable-decode-cuda-graph")
     ):
@@ -465,72 +467,91 @@ def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> li
     ]
 
 
+def _given(extra: Any, full: str) -> Any:
+    """The value sglang_server_extra_flags gives `full` by its name or an abbreviation SGLang's
+    parser reads as it (a prefix of at least 6 characters: `uno-lora` for `--uno-lora-path`); None
+    when it gives none."""
+    if not isinstance(extra, dict):
+        return None
+    for key, value in extra.items():
+        flag = normalise_flag(str(key))
+        if flag == full or (len(flag) >= 6 and full.startswith(flag)):
+            return value
+    return None
+
+
+def _above_1(value: Any) -> bool:
+    n = parse_whole_number(str(value).strip()) if value is not None and not isinstance(value, bool) else None
+    return n is not None and n > 1
+
+
+def _attention_dp(extra: Any) -> bool:
+    """DP attention in effect: the switch with a data-parallel size above 1 (SGLang turns the switch
+    off at dp size 1: 0.5.12 server_args.py, 0.5.16/0.5.20 overrides.py), or 0.5.23's
+    `--attn-dp-size` above 1 (runtime_context.py `attn_dp_enabled_of`)."""
+    dp = _given(extra, "--dp-size")
+    dp = dp if dp is not None else _given(extra, "--data-parallel-size")
+    return (_given(extra, "--enable-dp-attention") is True and _above_1(dp)) or _above_1(
+        _given(extra, "--attn-dp-size")
+    )
+
+
 # What makes SGLang run a per-batch-size schedule as a static server, with only a warning
 # (speculative/adaptive_spec_params.py `adaptive_unsupported_reason`, 0.5.12 to 0.5.23), beside the
-# algorithm and topk the spec rules refuse: switch -> SGLang's reason.
+# algorithm and topk the spec rules refuse: switch -> what adaptive speculation lacks there.
 _ADAPTIVE_FALLBACKS = (
-    (
-        "--enable-dp-attention",
-        "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)",
-    ),
-    (
-        "--enable-multi-layer-eagle",
-        "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorker does not implement adaptive)",
-    ),
-    (
-        "--enable-two-batch-overlap",
-        "enable_two_batch_overlap=True is not supported (adaptive state swap would discard the TboAttnBackend wrapper)",
-    ),
-    (
-        "--enable-pdmux",
-        "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)",
-    ),
+    ("--enable-multi-layer-eagle", "the multi-layer EAGLE worker does not implement adaptive speculation"),
+    ("--enable-two-batch-overlap", "its state swap would discard the two-batch-overlap attention backend"),
+    ("--enable-pdmux", "its state swap does not update PD multiplexing's decode attention backends"),
 )
 
 
 def adaptive_fallback_errors(schedule: Any, extra_flags: Any) -> list[str]:
-    """A schedule beside a switch SGLang's adaptive mode does not run with: SGLang would start a static
-    server with a warning, so the role refuses it before any host changes."""
+    """A schedule beside a setting SGLang's adaptive mode does not run with: SGLang would start a
+    static server with only a warning, so the role refuses it before any host changes."""
     if not (isinstance(schedule, dict) and schedule.get("enabled")):
         return []
-    attn_dp = extra_value(extra_flags, ("--attn-dp-size",))
-    found = [(flag, why) for flag, why in _ADAPTIVE_FALLBACKS if extra_switch_on(extra_flags, flag)]
-    if attn_dp is not None and str(attn_dp).strip().isdigit() and int(str(attn_dp).strip()) > 1:
-        found.append(("--attn-dp-size", _ADAPTIVE_FALLBACKS[0][1]))
+    found = [(flag, why) for flag, why in _ADAPTIVE_FALLBACKS if _given(extra_flags, flag) is True]
+    if _attention_dp(extra_flags):
+        found.append(("DP attention", "its step decisions are not synchronized across the DP ranks"))
     return [
-        f"spec_schedule with sglang_server_extra_flags {flag.lstrip('-')}: SGLang runs the server static instead "
-        f"('{why}', speculative/adaptive_spec_params.py): drop one of the two"
+        f"spec_schedule with sglang_server_extra_flags' {flag.lstrip('-')}: SGLang runs the server static instead "
+        f"({why}; speculative/adaptive_spec_params.py adaptive_unsupported_reason): drop one of the two"
         for flag, why in found
     ]
 
 
 def uno_errors(settings: dict[str, Any]) -> list[str]:
     """What SGLang's UNO refuses at start beyond the spec rules (0.5.20-0.5.23
-    arg_groups/speculative_hook.py `_handle_uno`): it needs its LoRA adapter, runs at tensor and
-    pipeline parallel size 1, without DP attention and without deterministic inference."""
+    arg_groups/speculative_hook.py `_handle_uno`), on the sglang engine: it needs its LoRA adapter,
+    runs at tensor and pipeline parallel size 1, without DP attention or context parallelism, and
+    without deterministic inference. (The emulator takes no --uno-lora-path: not held to these.)"""
     spec = settings.get("spec")
     algo = spec.get("algorithm") if isinstance(spec, dict) and spec.get("enabled") else None
-    if str(algo or "").strip().upper() != "UNO":
+    if str(algo or "").strip().upper() != "UNO" or settings.get("engine") != "sglang":
         return []
     extra = settings.get("extra_flags") or {}
     errors = []
-    if extra_value(extra, ("--uno-lora-path",)) in (None, "", True, False):
+    if _given(extra, "--uno-lora-path") in (None, "", True, False):
         errors.append(
-            "spec_algorithm=UNO needs its LoRA adapter ('UNO requires --uno-lora-path.'): set "
+            "spec_algorithm=UNO needs its LoRA adapter (SGLang: 'UNO requires --uno-lora-path.'): set "
             "sglang_server_extra_flags {uno-lora-path: /path/to/adapter}"
         )
-    tp = parse_whole_number(str(settings.get("tp_size")))
-    pp = extra_value(extra, ("--pp-size", "--pipeline-parallel-size"))
-    if (tp is not None and tp > 1) or (pp is not None and str(pp).strip() not in ("1", "")):
+    pp = _given(extra, "--pp-size")
+    pp = pp if pp is not None else _given(extra, "--pipeline-parallel-size")
+    if _above_1(settings.get("tp_size")) or _above_1(pp):
         errors.append(
-            f"spec_algorithm=UNO runs at tensor and pipeline parallel size 1 ('UNO requires TP=PP=1.'); got "
-            f"sglang_server_tp_size={fmt(settings.get('tp_size'))}" + (f", pp-size {fmt(pp)}" if pp is not None else "")
+            "spec_algorithm=UNO runs at tensor and pipeline parallel size 1 (SGLang: 'UNO requires TP=PP=1.'); got "
+            f"sglang_server_tp_size={fmt(settings.get('tp_size'))}" + (f", pp-size {fmt(pp)}" if _above_1(pp) else "")
         )
-    if extra_switch_on(extra, "--enable-dp-attention"):
-        errors.append("spec_algorithm=UNO does not run with enable-dp-attention ('UNO does not support DP attention')")
-    if extra_switch_on(extra, "--enable-deterministic-inference"):
+    if _attention_dp(extra) or _above_1(_given(extra, "--attn-cp-size")):
         errors.append(
-            "spec_algorithm=UNO does not run with enable-deterministic-inference ('UNO does not support "
+            "spec_algorithm=UNO does not run with DP attention or context parallelism "
+            "(SGLang: 'UNO does not support DP attention or context parallelism.')"
+        )
+    if _given(extra, "--enable-deterministic-inference") is True:
+        errors.append(
+            "spec_algorithm=UNO does not run with enable-deterministic-inference (SGLang: 'UNO does not support "
             "--enable-deterministic-inference because its sampling path does not use per-request seeds.')"
         )
     return errors

@@ -68,6 +68,7 @@ __all__ = [
     "DRIFT_MIN_DROP",
     "DEFAULT_SETTINGS",
     "supports_deterministic",
+    "deterministic_refused",
     "prompt_set_hash",
     "request_order",
     "load_prompt",
@@ -299,6 +300,13 @@ def _outputs_ok(rows: Any, what: str) -> list[str]:
         elif row.get("output_ids") is not None and not isinstance(row.get("output_ids"), list):
             problems.append(f"{what}[{i}]: output_ids must be a list")
     return problems
+
+
+def deterministic_refused(algorithm: Any) -> bool:
+    """An algorithm SGLang does not start with --enable-deterministic-inference: UNO ("UNO does not
+    support --enable-deterministic-inference because its sampling path does not use per-request
+    seeds.", 0.5.20-0.5.23 arg_groups/speculative_hook.py `_handle_uno`): the exact round leaves it out."""
+    return str(algorithm or "").strip().upper() == "UNO"
 
 
 def baseline_file_errors(path: Any, enabled: Any = True, var: str = "sglang_server_verify_baseline") -> list[str]:

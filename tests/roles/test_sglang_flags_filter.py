@@ -593,37 +593,55 @@ def test_an_algorithm_the_release_does_not_have_is_refused_before_any_host_chang
 def test_uno_needs_its_adapter_one_gpu_and_no_deterministic_inference_before_any_host_changes():
     """SGLang's _handle_uno (0.5.20-0.5.23 arg_groups/speculative_hook.py) refuses UNO without
     --uno-lora-path, at TP or PP above 1, with DP attention or deterministic inference: the server
-    failed at start after the unit was written."""
+    failed at start after the unit was written. The flags as SGLang's parser reads them: an
+    abbreviation counts, DP attention only at a data-parallel size above 1 (SGLang turns it off)."""
     spec = sglang_spec.spec_settings(1, draft_tokens=4, algorithm="UNO")
     ok = base(spec=spec, sglang_version="0.5.23", engine="sglang", tp_size=1, extra_flags={"uno-lora-path": "/m/uno"})
     assert sglang_flags.server_errors(ok) == []
+    assert sglang_flags.server_errors({**ok, "extra_flags": {"uno-lora": "/m/uno"}}) == []
+    assert (
+        sglang_flags.server_errors({**ok, "extra_flags": {"uno-lora-path": "/m/uno", "enable-dp-attention": True}})
+        == []
+    )
     errors = sglang_flags.server_errors({**ok, "extra_flags": {}})
-    assert errors == [e for e in errors if e.startswith("spec_algorithm=UNO needs its LoRA adapter")] and errors
-    bad = {**ok, "tp_size": 2, "extra_flags": {"uno-lora-path": "/m/uno", "enable-deterministic-inference": True}}
-    errors = sglang_flags.server_errors(bad)
-    assert any("'UNO requires TP=PP=1.'" in e and "sglang_server_tp_size=2" in e for e in errors), errors
+    assert len(errors) == 1 and errors[0].startswith("spec_algorithm=UNO needs its LoRA adapter"), errors
+    # the emulator takes no --uno-lora-path: its UNO is not held to SGLang's start checks
+    assert sglang_flags.server_errors({**ok, "engine": "emulator", "extra_flags": {}}) == []
+    flags = {"uno-lora-path": "/m/uno", "enable-deterministic": True, "pp-size": 2}
+    errors = sglang_flags.server_errors({**ok, "tp_size": 2, "extra_flags": flags})
+    assert any("'UNO requires TP=PP=1.'" in e and "sglang_server_tp_size=2, pp-size 2" in e for e in errors), errors
     assert any("enable-deterministic-inference" in e for e in errors), errors
+    dp = {"uno-lora-path": "/m/uno", "enable-dp-attention": True, "dp-size": 2}
+    assert any("DP attention" in e for e in sglang_flags.server_errors({**ok, "extra_flags": dp}))
     # another algorithm is not held to UNO's rules
-    eagle = base(spec=sglang_spec.spec_settings(3, algorithm="EAGLE3", draft_model_path="/m/d"), tp_size=2)
+    eagle = base(spec=sglang_spec.spec_settings(3, algorithm="EAGLE3", draft_model_path="/m/d"), engine="sglang")
     assert not any("UNO" in e for e in sglang_flags.server_errors(eagle))
 
 
-def test_a_schedule_beside_a_switch_sglangs_adaptive_mode_does_not_run_with_is_refused():
+def test_a_schedule_beside_a_setting_sglangs_adaptive_mode_does_not_run_with_is_refused():
     """SGLang runs a per-batch-size schedule as a static server, with only a warning, beside DP
     attention, multi-layer EAGLE, two-batch overlap or PD multiplexing
     (speculative/adaptive_spec_params.py `adaptive_unsupported_reason`, 0.5.12-0.5.23)."""
     spec = sglang_spec.spec_settings(3, algorithm="EAGLE3", draft_model_path="/m/d")
     schedule = {"enabled": True, "config": {"1": {"candidate_steps": [3]}}}
     ok = base(spec=spec, sglang_version="0.5.23", engine="sglang", schedule=schedule)
-    assert not any("spec_schedule with" in e for e in sglang_flags.server_errors(ok))
-    for flag in ("enable-dp-attention", "enable-multi-layer-eagle", "enable-two-batch-overlap", "enable-pdmux"):
-        errors = sglang_flags.server_errors({**ok, "extra_flags": {flag: True}})
-        assert any(e.startswith(f"spec_schedule with sglang_server_extra_flags {flag}") for e in errors), errors
+
+    def refused(extra):
+        return [e for e in sglang_flags.server_errors({**ok, "extra_flags": extra}) if "spec_schedule with" in e]
+
+    assert refused({}) == []
+    for flag in ("enable-multi-layer-eagle", "enable-two-batch-overlap", "enable-pdmux"):
+        assert refused({flag: True}) and refused({flag: True})[0].startswith(
+            f"spec_schedule with sglang_server_extra_flags' {flag}"
+        )
         # without a schedule the switch is the user's to set
         assert not any(
             "spec_schedule with" in e
             for e in sglang_flags.server_errors({**ok, "schedule": None, "extra_flags": {flag: True}})
         )
+    # DP attention only where it is on: SGLang turns the switch off at dp size 1
+    assert refused({"enable-dp-attention": True}) == []
+    assert refused({"enable-dp-attention": True, "dp-size": 2}) and refused({"attn-dp-size": 4})
 
 
 def test_dflash_needs_a_draft_model_before_any_host_changes():

@@ -913,3 +913,10 @@ def test_a_baseline_of_another_tokenizer_or_revision_is_refused():
     # a baseline written before these were kept compares what it has
     older = dict(b, numerics={k: v for k, v in kept.items() if k not in ("tokenizer_path", "revision")})
     assert rules.baseline_mismatch(older, "m", "0.5.9", "x" * 64, b["settings"], now) == []
+
+
+def test_uno_is_left_out_of_the_exact_round():
+    """SGLang refuses UNO with --enable-deterministic-inference (0.5.20-0.5.23 `_handle_uno`): the
+    exact round's redeploy of it could only fail, so it keeps its threshold verdict."""
+    assert rules.deterministic_refused("UNO") and rules.deterministic_refused(" uno ")
+    assert not any(rules.deterministic_refused(a) for a in ("NEXTN", "EAGLE3", "DFLASH", None))

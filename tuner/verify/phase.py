@@ -564,9 +564,13 @@ class VerifyPhase:
             exact_done, _ = checked()
             # a draft tree (topk > 1) is never held to exact parity (plugins/module_utils/sglang_verify.py
             # `rule_for`): a redeploy of it paid for nothing, and its "not checked exactly" stopped the round
-            return [c for c in picks() if c.spec_steps > 0 and c.spec_topk == 1 and c.config_id not in exact_done]
+            return [c for c in picks() if chain(c) and c.config_id not in exact_done]
+
+        def chain(c: SpecConfig) -> bool:  # a chain, not UNO (which SGLang does not start deterministic)
+            return c.spec_steps > 0 and c.spec_topk == 1 and not rules.deterministic_refused(c.spec_algorithm)
 
         trees = [c.config_id for c in picks() if c.spec_steps > 0 and c.spec_topk > 1]
+        uno = [c.config_id for c in picks() if c.spec_steps > 0 and c.spec_topk == 1 and not chain(c)]
 
         async def baseline_ready() -> bool:
             if base is None:
@@ -628,6 +632,8 @@ class VerifyPhase:
             text += f"; {', '.join(left)} keep their per-deployment (threshold) verdict only"
         if trees:
             text += f"; {', '.join(trees)} (draft trees, never exact) keep their threshold verdict"
+        if uno:
+            text += f"; {', '.join(uno)} (UNO: SGLang refuses it deterministic inference) keep their threshold verdict"
         self._note(
             "done: " + text,
             {
