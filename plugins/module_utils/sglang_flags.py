@@ -467,17 +467,16 @@ def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> li
     ]
 
 
-def _given(extra: Any, full: str) -> Any:
-    """The value sglang_server_extra_flags gives `full` by its name or an abbreviation SGLang's
-    parser reads as it (a prefix of at least 6 characters: `uno-lora` for `--uno-lora-path`); None
-    when it gives none."""
-    if not isinstance(extra, dict):
-        return None
-    for key, value in extra.items():
-        flag = normalise_flag(str(key))
-        if flag == full or (len(flag) >= 6 and full.startswith(flag)):
-            return value
-    return None
+def _given(extra: Any, *names: str) -> Any:
+    """The value sglang_server_extra_flags gives one of `names` (a flag and its aliases), the last
+    item of a list (the role writes `dp-size: [2]` as `--dp-size 2`); None when it gives none. By the
+    whole name only: which abbreviation SGLang's parser takes depends on the release's every flag
+    (`enable-dp` is ambiguous, `attn` is `--attn-cp-size` before 0.5.23), so an abbreviated one is
+    left for SGLang to judge at start rather than read as another flag here."""
+    value = extra_value(extra, tuple(normalise_flag(n) for n in names))
+    if isinstance(value, list):
+        return value[-1] if value else None
+    return value
 
 
 def _above_1(value: Any) -> bool:
@@ -487,12 +486,9 @@ def _above_1(value: Any) -> bool:
 
 def _attention_dp(extra: Any) -> bool:
     """DP attention in effect: the switch with a data-parallel size above 1 (SGLang turns the switch
-    off at dp size 1: 0.5.12 server_args.py, 0.5.16/0.5.20 overrides.py), or 0.5.23's
-    `--attn-dp-size` above 1 (runtime_context.py `attn_dp_enabled_of`)."""
-    dp = _given(extra, "--dp-size")
-    dp = dp if dp is not None else _given(extra, "--data-parallel-size")
-    return (_given(extra, "--enable-dp-attention") is True and _above_1(dp)) or _above_1(
-        _given(extra, "--attn-dp-size")
+    off at dp size 1: 0.5.12 server_args.py, 0.5.16/0.5.20 overrides.py, 0.5.23 parallel_hook.py)."""
+    return _given(extra, "--enable-dp-attention") is True and _above_1(
+        _given(extra, "--dp-size", "--data-parallel-size")
     )
 
 
@@ -532,19 +528,31 @@ def uno_errors(settings: dict[str, Any]) -> list[str]:
         return []
     extra = settings.get("extra_flags") or {}
     errors = []
-    if _given(extra, "--uno-lora-path") in (None, "", True, False):
+    # any spelling from `uno` on reads as --uno-lora-path, the only flag so named (0.5.20, 0.5.23)
+    lora = (
+        next(
+            (
+                v
+                for k, v in extra.items()
+                if "--uno-lora-path".startswith(normalise_flag(str(k))) and normalise_flag(str(k)).startswith("--uno")
+            ),
+            None,
+        )
+        if isinstance(extra, dict)
+        else None
+    )
+    if lora in (None, "", True, False, []):
         errors.append(
             "spec_algorithm=UNO needs its LoRA adapter (SGLang: 'UNO requires --uno-lora-path.'): set "
             "sglang_server_extra_flags {uno-lora-path: /path/to/adapter}"
         )
-    pp = _given(extra, "--pp-size")
-    pp = pp if pp is not None else _given(extra, "--pipeline-parallel-size")
+    pp = _given(extra, "--pp-size", "--pipeline-parallel-size")
     if _above_1(settings.get("tp_size")) or _above_1(pp):
         errors.append(
             "spec_algorithm=UNO runs at tensor and pipeline parallel size 1 (SGLang: 'UNO requires TP=PP=1.'); got "
             f"sglang_server_tp_size={fmt(settings.get('tp_size'))}" + (f", pp-size {fmt(pp)}" if _above_1(pp) else "")
         )
-    if _attention_dp(extra) or _above_1(_given(extra, "--attn-cp-size")):
+    if _attention_dp(extra) or _above_1(_given(extra, "--attn-cp-size", "--attention-context-parallel-size")):
         errors.append(
             "spec_algorithm=UNO does not run with DP attention or context parallelism "
             "(SGLang: 'UNO does not support DP attention or context parallelism.')"

@@ -598,7 +598,7 @@ def test_uno_needs_its_adapter_one_gpu_and_no_deterministic_inference_before_any
     spec = sglang_spec.spec_settings(1, draft_tokens=4, algorithm="UNO")
     ok = base(spec=spec, sglang_version="0.5.23", engine="sglang", tp_size=1, extra_flags={"uno-lora-path": "/m/uno"})
     assert sglang_flags.server_errors(ok) == []
-    assert sglang_flags.server_errors({**ok, "extra_flags": {"uno-lora": "/m/uno"}}) == []
+    assert sglang_flags.server_errors({**ok, "extra_flags": {"uno": "/m/uno"}}) == []  # its only flag
     assert (
         sglang_flags.server_errors({**ok, "extra_flags": {"uno-lora-path": "/m/uno", "enable-dp-attention": True}})
         == []
@@ -607,12 +607,13 @@ def test_uno_needs_its_adapter_one_gpu_and_no_deterministic_inference_before_any
     assert len(errors) == 1 and errors[0].startswith("spec_algorithm=UNO needs its LoRA adapter"), errors
     # the emulator takes no --uno-lora-path: its UNO is not held to SGLang's start checks
     assert sglang_flags.server_errors({**ok, "engine": "emulator", "extra_flags": {}}) == []
-    flags = {"uno-lora-path": "/m/uno", "enable-deterministic": True, "pp-size": 2}
+    flags = {"uno-lora-path": "/m/uno", "enable-deterministic-inference": True, "pp-size": [2]}
     errors = sglang_flags.server_errors({**ok, "tp_size": 2, "extra_flags": flags})
     assert any("'UNO requires TP=PP=1.'" in e and "sglang_server_tp_size=2, pp-size 2" in e for e in errors), errors
     assert any("enable-deterministic-inference" in e for e in errors), errors
-    dp = {"uno-lora-path": "/m/uno", "enable-dp-attention": True, "dp-size": 2}
-    assert any("DP attention" in e for e in sglang_flags.server_errors({**ok, "extra_flags": dp}))
+    for more in ({"enable-dp-attention": True, "dp-size": 2}, {"attention-context-parallel-size": "2"}):
+        extra = {"uno-lora-path": "/m/uno", **more}
+        assert any("DP attention or context" in e for e in sglang_flags.server_errors({**ok, "extra_flags": extra}))
     # another algorithm is not held to UNO's rules
     eagle = base(spec=sglang_spec.spec_settings(3, algorithm="EAGLE3", draft_model_path="/m/d"), engine="sglang")
     assert not any("UNO" in e for e in sglang_flags.server_errors(eagle))
@@ -641,7 +642,10 @@ def test_a_schedule_beside_a_setting_sglangs_adaptive_mode_does_not_run_with_is_
         )
     # DP attention only where it is on: SGLang turns the switch off at dp size 1
     assert refused({"enable-dp-attention": True}) == []
-    assert refused({"enable-dp-attention": True, "dp-size": 2}) and refused({"attn-dp-size": 4})
+    assert refused({"enable-dp-attention": True, "dp-size": 2})
+    assert refused({"enable-dp-attention": True, "data-parallel-size": [2]})
+    # an abbreviation is SGLang's to judge (`enable-dp` is ambiguous there), not read as another flag
+    assert refused({"enable-dp": True, "dp-size": 2}) == []
 
 
 def test_dflash_needs_a_draft_model_before_any_host_changes():

@@ -377,6 +377,32 @@ def test_a_draft_tree_pick_is_not_redeployed_and_does_not_stop_the_round(tmp_pat
     assert any("k3-t2-d6 (draft trees, never exact) keep their threshold verdict" in ln for ln in progress.lines)
 
 
+def test_a_uno_pick_is_not_redeployed_deterministic_and_does_not_stop_the_round(tmp_path):
+    """SGLang refuses UNO with --enable-deterministic-inference (0.5.20-0.5.23 `_handle_uno`), and
+    the role before the host changes: its redeploy could only fail and stop the round."""
+    import asyncio
+
+    phase, log, progress = _new_phase(tmp_path)
+    phase.baseline = {"server_version": "0.5.23", "deterministic": False, "model": "m"}
+    uno = SpecConfig(spec_steps=1, spec_draft_tokens=4, spec_algorithm="UNO")
+    asyncio.run(
+        phase.exact_round(
+            _no_deploy,  # a redeploy of it would raise
+            ["h"],
+            lambda: [uno],
+            lambda: (set(log.state.verify_exact), set(log.state.verify)),
+        )
+    )
+    st = log.state
+    assert st.verify_exact == {}
+    why = st.verify_exact_round.verdict
+    assert why.get("stopped") is None and why.get("deploys") == 0, why
+    assert any(
+        f"{uno.config_id} (UNO, which SGLang does not run deterministic) keep their threshold verdict" in ln
+        for ln in progress.lines
+    ), progress.lines
+
+
 def test_a_configuration_never_compared_is_reported_as_not_checked(tmp_path):
     """A configuration whose outputs were never compared (the baseline did not deploy) was reported
     "judged by: threshold (60% exact ...)"."""

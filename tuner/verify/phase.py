@@ -633,7 +633,7 @@ class VerifyPhase:
         if trees:
             text += f"; {', '.join(trees)} (draft trees, never exact) keep their threshold verdict"
         if uno:
-            text += f"; {', '.join(uno)} (UNO: SGLang refuses it deterministic inference) keep their threshold verdict"
+            text += f"; {', '.join(uno)} (UNO, which SGLang does not run deterministic) keep their threshold verdict"
         self._note(
             "done: " + text,
             {
