@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from search_replay import PASS_SHARE, share_text  # noqa: E402
+from search_replay import PASS_SHARE, judge, load_grid, share_text  # noqa: E402
 
 from tuner.data.records import DeployRecord, LevelRecord, Record, SweepState  # noqa: E402
 from tuner.data.store import Store  # noqa: E402
@@ -46,7 +46,7 @@ from tuner.decide import analysis  # noqa: E402
 from tuner.decide.search import decide as policy  # noqa: E402
 from tuner.decide.search.model import fit_model  # noqa: E402
 from tuner.decide.search.observe import MIN_CHANCE  # noqa: E402
-from tuner.spec.configs import SpecConfig, spec_plan  # noqa: E402
+from tuner.spec.configs import SpecConfig  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,7 @@ class MultiplexReplay:
 
 def replay(grid_dir: Path, *, min_chance: float = MIN_CHANCE, verbose: bool = False) -> MultiplexReplay:
     """Replay the multiplexed search on a kept grid sweep (module docstring)."""
-    store = Store(grid_dir)
-    spec = store.read_spec()
-    if spec is None:
-        raise SystemExit(f"{grid_dir}: no sweep.json")
-    full = store.state()
-    plan = spec_plan(spec)
+    spec, full, plan = load_grid(grid_dir)
     workload = spec.workload
     levels = list(workload.concurrency)
     tokens = (workload.input_len or 0) + (workload.output_len or 0)
@@ -155,15 +150,7 @@ def replay(grid_dir: Path, *, min_chance: float = MIN_CHANCE, verbose: bool = Fa
             measured.add((cfg.config_id, c))
         if verbose:
             print("  probe " + ", ".join(f"C={c}: {best[c][1].label} ({best[c][0]:.0%})" for c in sorted(probe)))
-    mine = analysis.by_concurrency(analysis.aggregate(SweepState.fold(timeline).levels()), levels)
-    grid = analysis.aggregate(full.levels())
-    rows = []
-    for c in levels:
-        here = {cid: p.mean for (cid, cc), p in grid.items() if cc == c}
-        top = max(here, key=lambda k: here[k])
-        ch = mine.get(c)
-        pick = ch.chosen.config_id if ch is not None and ch.chosen is not None else "-"
-        rows.append((c, top, pick, here.get(pick, 0.0) / here[top]))
+    rows = judge(full, SweepState.fold(timeline), levels)
     return MultiplexReplay(first, probes, len(plan.configs), rows, left_out)
 
 

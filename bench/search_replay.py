@@ -30,7 +30,8 @@ from tuner.decide import analysis  # noqa: E402
 from tuner.decide.search import decide as policy  # noqa: E402
 from tuner.decide.search import text  # noqa: E402
 from tuner.decide.search.model import Misfit, find_misfits  # noqa: E402
-from tuner.spec.configs import spec_plan  # noqa: E402
+from tuner.spec.configs import ConfigPlan, spec_plan  # noqa: E402
+from tuner.spec.sweepspec import SweepSpec  # noqa: E402
 
 PASS_SHARE = 0.97
 
@@ -56,14 +57,34 @@ class Replay:
         return sum(1 for *_, share in self.rows if share >= PASS_SHARE)
 
 
-def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
-    """Replay the search on a kept grid sweep (module docstring)."""
+def load_grid(grid_dir: Path) -> tuple[SweepSpec, SweepState, ConfigPlan]:
+    """A kept grid sweep: its spec, every record folded, and its plan."""
     store = Store(grid_dir)
     spec = store.read_spec()
     if spec is None:
         raise SystemExit(f"{grid_dir}: no sweep.json")
-    full = store.state()
-    plan = spec_plan(spec)
+    return spec, store.state(), spec_plan(spec)
+
+
+def judge(full: SweepState, replayed: SweepState, levels: list[int]) -> list[tuple[int, str, str, float]]:
+    """Per level, the grid's best, the replayed search's pick and the pick's share of the best, as
+    the grid measured both: (C, best, pick, share)."""
+    mine = analysis.by_concurrency(analysis.aggregate(replayed.levels()), levels)
+    grid = analysis.aggregate(full.levels())
+    rows = []
+    for c in levels:
+        here = {cid: p.mean for (cid, cc), p in grid.items() if cc == c}
+        best = max(here, key=lambda k: here[k])
+        ch = mine.get(c)
+        pick = ch.chosen.config_id if ch is not None and ch.chosen is not None else "-"
+        # the real share, also where the pick is the grid's own (a tie-break may choose below the best mean)
+        rows.append((c, best, pick, here.get(pick, 0.0) / here[best]))
+    return rows
+
+
+def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
+    """Replay the search on a kept grid sweep (module docstring)."""
+    spec, full, plan = load_grid(grid_dir)
     workload = spec.workload
     target = list(workload.target_concurrency) if workload.target_concurrency else None
     deployed: list[str] = []
@@ -95,17 +116,7 @@ def replay(grid_dir: Path, *, verbose: bool = False) -> Replay:
                 print(f"  misfit: {m.config.label} {text.misfit_text(m)}")
             print(f"  deploy {d.deploy.label}: {d.why}{text.prediction_text(d.prediction)}")
     # `state` is the last decision's: every deployed configuration's records and its prediction
-    mine = analysis.by_concurrency(analysis.aggregate(state.levels()), list(workload.concurrency))
-    grid = analysis.aggregate(full.levels())
-    rows = []
-    for c in workload.concurrency:
-        here = {cid: p.mean for (cid, cc), p in grid.items() if cc == c}
-        best = max(here, key=lambda k: here[k])
-        ch = mine.get(c)
-        pick = ch.chosen.config_id if ch is not None and ch.chosen is not None else "-"
-        # the real share, also where the pick is the grid's own (a tie-break may choose below the best mean)
-        share = here.get(pick, 0.0) / here[best]
-        rows.append((c, best, pick, share))
+    rows = judge(full, state, list(workload.concurrency))
     return Replay(deployed, len(plan.configs), rows, list(state.predictions), find_misfits(state))
 
 

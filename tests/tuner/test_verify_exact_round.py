@@ -354,19 +354,32 @@ def test_the_cap_of_the_exact_round_holds_over_a_resume():
     assert len(log.state().verify_exact) == EXACT_MAX_CONFIGS
 
 
-def test_a_draft_tree_pick_is_not_redeployed_and_does_not_stop_the_round(tmp_path):
-    """A topk > 1 pick is never held to exact parity (rule_for): the round redeployed it for nothing,
-    marked it "not checked exactly" and stopped there, leaving the chain picks after it unchecked."""
+@pytest.mark.parametrize(
+    "version,pick,said",
+    [
+        # a topk > 1 pick is never held to exact parity (rule_for): the round redeployed it for
+        # nothing, marked it "not checked exactly" and stopped there, leaving the chain picks after it
+        ("0.5.9", SpecConfig(spec_steps=3, spec_topk=2, spec_draft_tokens=6), "(draft trees, never exact)"),
+        # SGLang refuses UNO with --enable-deterministic-inference (0.5.20-0.5.23 `_handle_uno`), and
+        # the role before the host changes: its redeploy could only fail and stop the round
+        (
+            "0.5.23",
+            SpecConfig(spec_steps=1, spec_draft_tokens=4, spec_algorithm="UNO"),
+            "(UNO, which SGLang does not run deterministic)",
+        ),
+    ],
+    ids=["draft-tree", "uno"],
+)
+def test_a_pick_never_held_to_exact_parity_is_not_redeployed_and_does_not_stop_the_round(tmp_path, version, pick, said):
     import asyncio
 
     phase, log, progress = _new_phase(tmp_path)
-    phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
-    tree = SpecConfig(spec_steps=3, spec_topk=2, spec_draft_tokens=6)
+    phase.baseline = {"server_version": version, "deterministic": False, "model": "m"}
     asyncio.run(
         phase.exact_round(
-            _no_deploy,  # a redeploy of the tree would raise
+            _no_deploy,  # a redeploy of the pick would raise
             ["h"],
-            lambda: [tree],
+            lambda: [pick],
             lambda: (set(log.state.verify_exact), set(log.state.verify)),
         )
     )
@@ -374,33 +387,8 @@ def test_a_draft_tree_pick_is_not_redeployed_and_does_not_stop_the_round(tmp_pat
     assert st.verify_exact == {}
     why = st.verify_exact_round.verdict
     assert why.get("stopped") is None and why.get("deploys") == 0, why
-    assert any("k3-t2-d6 (draft trees, never exact) keep their threshold verdict" in ln for ln in progress.lines)
-
-
-def test_a_uno_pick_is_not_redeployed_deterministic_and_does_not_stop_the_round(tmp_path):
-    """SGLang refuses UNO with --enable-deterministic-inference (0.5.20-0.5.23 `_handle_uno`), and
-    the role before the host changes: its redeploy could only fail and stop the round."""
-    import asyncio
-
-    phase, log, progress = _new_phase(tmp_path)
-    phase.baseline = {"server_version": "0.5.23", "deterministic": False, "model": "m"}
-    uno = SpecConfig(spec_steps=1, spec_draft_tokens=4, spec_algorithm="UNO")
-    asyncio.run(
-        phase.exact_round(
-            _no_deploy,  # a redeploy of it would raise
-            ["h"],
-            lambda: [uno],
-            lambda: (set(log.state.verify_exact), set(log.state.verify)),
-        )
-    )
-    st = log.state
-    assert st.verify_exact == {}
-    why = st.verify_exact_round.verdict
-    assert why.get("stopped") is None and why.get("deploys") == 0, why
-    assert any(
-        f"{uno.config_id} (UNO, which SGLang does not run deterministic) keep their threshold verdict" in ln
-        for ln in progress.lines
-    ), progress.lines
+    expected = f"{pick.config_id} {said} keep their threshold verdict"
+    assert any(expected in ln for ln in progress.lines), progress.lines
 
 
 def test_a_configuration_never_compared_is_reported_as_not_checked(tmp_path):
