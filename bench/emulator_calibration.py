@@ -31,7 +31,6 @@ import json
 import math
 import re
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -43,7 +42,7 @@ from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import emulator_cmd, free_port, wait_for_health  # noqa: E402
+from emulator_proc import emulator_cmd, emulator_process, free_port  # noqa: E402
 
 from tuner.emulator import model, workload  # noqa: E402
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, Profile, load_profile  # noqa: E402
@@ -353,25 +352,17 @@ def http_measure(profile_path: Path, k: int, levels: tuple[int, ...]) -> dict[in
             "--speculative-num-draft-tokens",
             str(k + 1),
         ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url, proc, timeout=30)  # the one helper: an emulator that dies says so at once
+    # the one helper (tests/helpers/emulator_proc.py): an emulator that dies says so at once
+    with emulator_process(cmd, f"http://127.0.0.1:{port}", timeout=30):
         out = {}
         for c in levels:
-            out[c] = asyncio.run(_closed_loop_http(url, c, max(4, 2 * c)))
+            out[c] = asyncio.run(_closed_loop_http(f"http://127.0.0.1:{port}", c, max(4, 2 * c)))
             print(
                 f"  http k={k} C={c}: agg {out[c]['aggregate']:.1f} per-req {out[c]['per_request']:.1f} "
                 f"wall {out[c]['wall']:.1f}s",
                 file=sys.stderr,
             )
         return out
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 HTTP_SUBSET = {1: (64,), 2: (1, 16, 64), 3: (64,), 4: (1, 4)}

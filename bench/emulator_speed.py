@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from benchlib import git_rev  # noqa: E402  (bench/: the script's own directory)
 
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from emulator_proc import emulator_cmd, free_port, wait_for_health  # noqa: E402
+from emulator_proc import emulator_cmd, emulator_process, free_port  # noqa: E402
 
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, load_profile  # noqa: E402
 from tuner.emulator.simulate import SpecSetting, closed_loop  # noqa: E402
@@ -142,30 +141,21 @@ def run_case(label: str, profile_path: Path, extra: list[str]) -> dict:
         port=port,
         model="/shared/models/Qwen3.5-122B-A10B",
     )
-    log = tempfile.NamedTemporaryFile(prefix="emu-speed-", suffix=".log", delete=False)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
-    try:
+    with tempfile.TemporaryDirectory(prefix="emu-speed-") as tmp:
+        log = Path(tmp) / "emulator.log"
         try:
-            wait_for_health(url, proc, timeout=30)
-        except RuntimeError as exc:
-            raise RuntimeError(f"{exc}; see {log.name}") from None
-        gen0 = metric(url, "sglang:generation_tokens_total")
-        cpu0 = cpu_seconds(proc.pid)
-        client_cpu0 = time.process_time()
-        stats = asyncio.run(drive(url))
-        cpu = cpu_seconds(proc.pid) - cpu0
-        client_cpu = time.process_time() - client_cpu0
-        emitted = metric(url, "sglang:generation_tokens_total") - gen0
-        info = json.loads(urllib.request.urlopen(url + "/server_info", timeout=10).read())
-        clock = info["emulator"]["clock"]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        os.unlink(log.name)
+            with emulator_process(cmd, url, log=log, timeout=30) as proc:
+                gen0 = metric(url, "sglang:generation_tokens_total")
+                cpu0 = cpu_seconds(proc.pid)
+                client_cpu0 = time.process_time()
+                stats = asyncio.run(drive(url))
+                cpu = cpu_seconds(proc.pid) - cpu0
+                client_cpu = time.process_time() - client_cpu0
+                emitted = metric(url, "sglang:generation_tokens_total") - gen0
+                info = json.loads(urllib.request.urlopen(url + "/server_info", timeout=10).read())
+                clock = info["emulator"]["clock"]
+        except RuntimeError as exc:  # it did not come up: its log says why
+            raise RuntimeError(f"{exc}:\n{log.read_text(errors='replace')[-2000:]}") from None
     measured_rate = stats["tokens"] / stats["wall"]
     return {
         "label": label,

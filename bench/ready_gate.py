@@ -52,7 +52,7 @@ from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
 from ansible_collections.sglang_tune.serving.plugins.modules import sglang_ready  # noqa: E402
 from benchlib import git_rev, kept  # noqa: E402
-from emulator_proc import emulator_cmd, free_port  # noqa: E402
+from emulator_proc import emulator_cmd, emulator_process, free_port  # noqa: E402
 from podman_host import labelled_run  # noqa: E402
 
 FATAL_RE = re.compile(r"Not enough memory|Traceback \(most recent call last\)|Scheduler hit an exception")
@@ -136,31 +136,31 @@ def one_start(workdir: Path, startup_s: float, fault: str | None, interval: floa
     )
     if fault:
         args += ["--emulator-fault", fault]
-    with open(log, "ab") as out:
-        t_start = time.monotonic()
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
     url = f"http://127.0.0.1:{port}"
-    obs = Observer(url, log, proc)
-    obs.start()
-    module_args = {"url": url, "unit": "", "log_path": str(log), "pid": proc.pid, "timeout": 120, "interval": interval}
-    try:
-        with patch_module_args(module_args):
-            try:
-                sglang_ready.main()
-                raise RuntimeError("module returned without reporting")
-            except Reported as rep:
-                report = rep
-    finally:
-        time.sleep(0.05)
-        obs.stop.set()
-        obs.join(timeout=5)
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    t_start = time.monotonic()
+    # the one helper (tests/helpers/emulator_proc.py), without its wait: the module under test waits
+    with emulator_process(args, url, log=log, wait=False) as proc:
+        obs = Observer(url, log, proc)
+        obs.start()
+        module_args = {
+            "url": url,
+            "unit": "",
+            "log_path": str(log),
+            "pid": proc.pid,
+            "timeout": 120,
+            "interval": interval,
+        }
+        try:
+            with patch_module_args(module_args):
+                try:
+                    sglang_ready.main()
+                    raise RuntimeError("module returned without reporting")
+                except Reported as rep:
+                    report = rep
+        finally:
+            time.sleep(0.05)
+            obs.stop.set()
+            obs.join(timeout=5)
     row = {
         "startup_s": startup_s,
         "failed": report.failed,

@@ -1,5 +1,6 @@
 """One way for tests and benches to run the SGLang emulator as a real process on loopback: a free
-port, the `python -m tuner.emulator` command line, and the wait for /health.
+port, the `python -m tuner.emulator` command line, the wait for /health, and the process itself
+(`emulator_process`: started in a session of its own, stopped with everything it started).
 
 Importable by tests (tests/conftest.py puts this directory on sys.path) and by bench/ scripts
 (`sys.path.insert(0, str(ROOT / "tests" / "helpers"))`). Standard library only.
@@ -105,6 +106,34 @@ def wait_for_health(url: str, proc: subprocess.Popen[bytes] | None = None, timeo
 
 
 @contextmanager
+def emulator_process(
+    cmd: list[str], url: str, *, log: Path | None = None, wait: bool = True, timeout: float = 60.0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `cmd` (an `emulator_cmd` line serving `url`) as a process of its own session, its output
+    to `log` (else discarded); with `wait`, until /health answers (an emulator that exits first says
+    so at once). Yields the process; on leaving, stops its whole session (SIGTERM, then SIGKILL
+    after 10 s), so nothing it started outlives the test or bench."""
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if wait:
+            wait_for_health(url, proc, timeout=timeout)
+        yield proc
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if log:
+            out.close()
+
+
+@contextmanager
 def emulator(
     *extra: str, steps: int = 3, startup_s: float = 0.2, log: Path | None = None, wait: bool = True
 ) -> Iterator[str]:
@@ -120,23 +149,6 @@ def emulator(
             "--speculative-eagle-topk",
             "1",
         ]
-    cmd += list(extra)
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        if wait:
-            wait_for_health(url, proc, timeout=60)
+    with emulator_process(cmd + list(extra), url, log=log, wait=wait):
         yield url
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if log:
-            out.close()

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tuner.decide import adaptive_search as a
+from tuner.spec.configs import SpecConfig
 
 SIZES = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4))
 # accept lengths (tokens per verify step) of a draft that is almost always right (the seed profile)
@@ -23,7 +24,9 @@ def test_json_shape_is_sglangs_per_bs_config_and_round_trips():
     assert json.loads(cfg.to_json_text()) == doc
     assert a.AdaptiveConfig.from_sglang(doc) == cfg
     assert cfg.widest == 7 and not cfg.pinned
-    assert "B>=1: [3, 5, 7] (hysteresis up 0.3, down -0.25)" in cfg.label
+    # one wording with the configuration's own label (tuner/spec/configs.py ladder_label): what the bucket sets
+    assert cfg.label == "B>=1: [3, 5, 7] (hysteresis up 0.3), B>=16: k=2"
+    assert SpecConfig.for_adaptive(doc, "NEXTN", 7).label == "adaptive " + cfg.label
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..spec.configs import ladder_label
 from .schedule import boundary
 
 # AdaptiveStepSlot's defaults (0.5.23 adaptive_spec_params.py `cfg.get(...)`).
@@ -111,14 +112,9 @@ class AdaptiveConfig:
 
     @property
     def label(self) -> str:
-        def one(b: Bucket) -> str:
-            s = f"B>={b.bound}: " + ("k=" + str(b.candidates[0]) if len(b.candidates) == 1 else str(list(b.candidates)))
-            if b.up_hysteresis is not None or b.down_hysteresis is not None:
-                s += f" (hysteresis up {b.up_hysteresis if b.up_hysteresis is not None else SLOT_UP_HYSTERESIS:g}"
-                s += f", down {b.down_hysteresis if b.down_hysteresis is not None else SLOT_DOWN_HYSTERESIS:g})"
-            return s
-
-        return ", ".join(one(b) for b in self.buckets)
+        """The ladder in words, as reports and progress lines name its configuration (one wording:
+        tuner/spec/configs.py `ladder_label`, the hysteresis a bucket sets and no other)."""
+        return ladder_label(self.to_sglang())
 
     @classmethod
     def from_sglang(cls, doc: Mapping[str, Any]) -> AdaptiveConfig:

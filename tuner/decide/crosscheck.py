@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..data.records import LevelRecord
+from ..measure.metrics import tokens_per_verify
 
 TOLERANCE = 0.01
 
@@ -50,9 +51,9 @@ def check_levels(levels: Iterable[LevelRecord]) -> CrossCheck:
             pairs.append(("tokens: client stream vs server usage", "client", m.stream_tokens, m.output_tokens))
         if m.metrics_tokens is not None:
             pairs.append(("tokens: server usage vs /metrics", "usage", m.output_tokens, m.metrics_tokens))
-        if m.spec_verify_ct and m.metrics_tokens and m.metrics_verify_calls:
-            client_acc = m.output_tokens / m.spec_verify_ct
-            server_acc = m.metrics_tokens / m.metrics_verify_calls
+        client_acc = tokens_per_verify(m.output_tokens, m.spec_verify_ct or 0)
+        server_acc = tokens_per_verify(m.metrics_tokens or 0, m.metrics_verify_calls or 0)
+        if client_acc is not None and server_acc is not None and m.metrics_tokens:
             pairs.append(("acceptance: client spec_verify_ct vs /metrics", "client", client_acc, server_acc))
         if not pairs:
             continue

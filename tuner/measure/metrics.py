@@ -207,6 +207,14 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else v * 1000.0
 
 
+def tokens_per_verify(tokens: float, verify_steps: float) -> float | None:
+    """The acceptance length's one formula (definitions.py "Acceptance length"): tokens over the
+    verify steps that produced them, SGLang's (sgl-project/sglang#3152); None without a verify step.
+    The level's own figure (`accept_length`) and the cross-check's two sides (the requests'
+    `spec_verify_ct`, the /metrics counters: tuner/decide/crosscheck.py) are all this ratio."""
+    return tokens / verify_steps if verify_steps and verify_steps > 0 else None
+
+
 def accept_length(
     traces: Sequence[RequestTrace], counter_delta: dict[str, float] | None = None
 ) -> tuple[float | None, str]:
@@ -216,14 +224,14 @@ def accept_length(
     if drafted and all(t.spec_verify_ct for t in drafted):
         # SGLang's formula over the level: every request's tokens, one-token answers included
         # (their token came from the prefill, with no verify step)
-        tokens = sum(t.output_tokens or 0 for t in ok)
-        verify = sum(t.spec_verify_ct or 0 for t in drafted)
-        return tokens / verify, "meta_info"
+        return tokens_per_verify(
+            sum(t.output_tokens or 0 for t in ok), sum(t.spec_verify_ct or 0 for t in drafted)
+        ), "meta_info"
     if counter_delta:
         gen = counter_delta.get("generation_tokens")
-        ver = counter_delta.get("spec_verify_calls")
-        if gen and ver and ver > 0:
-            return gen / ver, "metrics"
+        from_counters = tokens_per_verify(gen, counter_delta.get("spec_verify_calls") or 0) if gen else None
+        if from_counters is not None:
+            return from_counters, "metrics"
     # the first token-bearing chunk is the prefill's token, not a verify step: N tokens over V
     # verify steps stream as V + 1 chunks. A stream of one token per chunk shows no speculation:
     # 1.0, as a server without it is defined to accept (not N / (N - 1)).
