@@ -383,13 +383,16 @@ def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[s
     # SGLang checks (tp_size x pp_size) % nnodes == 0 (server_args.py); without pipeline stages that
     # is the TP ranks split evenly over the nodes
     with_pp = f" x pp-size {pp}" if pp > 1 else ""
+    # replicas across nodes are refused as such, not counted as GPUs the nodes lack
+    replicas = _replica_errors(first.get("sglang_server_extra_flags"), group, n)
     if tp is not None and (tp * pp) % n != 0:
         errors.append(
             f"sglang_server_tp_size={tp}{with_pp} is not divisible by the {n} nodes of sglang_server_multinode_group="
             f"{_fmt(group)}: SGLang splits the {'ranks' if pp > 1 else 'TP ranks'} evenly over the nodes"
         )
     elif (
-        tp is not None
+        not replicas
+        and tp is not None
         and gpus is not None
         and gpus != (need := gpus_per_node(first.get("sglang_server_extra_flags"), tp, n))
     ):
@@ -399,4 +402,27 @@ def group_errors(group: Any, members: Sequence[str], head: Any, settings: dict[s
             f"is not sglang_server_tp_size={tp}{with_pp}: each node runs "
             f"{'tp_size x pp_size' if pp > 1 else 'tp_size'} / nnodes ranks, one per GPU{placed}"
         )
-    return errors
+    return errors + replicas
+
+
+def _replica_errors(extra: Any, group: Any, n: int) -> list[str]:
+    """Data-parallel replicas across nodes: SGLang refuses a multi-node server whose `--dp-size` is
+    above 1 unless DP attention turns those ranks into attention groups inside the TP group
+    (server_args.py check_server_args 0.4.10-0.5.16, arg_groups/validation_hook.py 0.5.20-0.5.21:
+    "multi-node data parallel is not supported unless dp attention!"; 0.5.23 validation_hook.py,
+    where `--dp-size` counts replicas and the deprecated `--dp-size N --enable-dp-attention` becomes
+    `--attn-dp-size N` only when no `--attn-dp-size` is given: "multi-node data-parallel replicas
+    are not supported; use attention DP (--attn-dp-size) across nodes"). Every rank would start
+    and die on that assertion, so the group is refused before any host changes."""
+    dp = _int(extra_value(extra, _DP_FLAGS))
+    if dp is None or dp <= 1:
+        return []
+    attn_dp = _int(extra_value(extra, ("--attn-dp-size",)))
+    if extra_switch_on(extra, "enable-dp-attention") and (attn_dp is None or attn_dp <= 1):
+        return []
+    return [
+        f"sglang_server_extra_flags' dp-size {dp} across the {n} nodes of sglang_server_multinode_group="
+        f'{_fmt(group)}: SGLang runs data-parallel replicas on one node only ("multi-node data parallel is not '
+        'supported unless dp attention!"; 0.5.23: "multi-node data-parallel replicas are not supported"); use DP '
+        "attention (enable-dp-attention with dp-size, or attn-dp-size alone on 0.5.23) or a server per node"
+    ]

@@ -70,7 +70,10 @@ def test_rank0_waits_for_the_worker_and_the_pair_serves_as_one(emulator):
     assert status == 200 and body["meta_info"]["completion_tokens"] >= 1
     # SGLang's worker-node lines: its dummy health server's, none of uvicorn's (log_level warning)
     wlog = worker.log()
-    assert f"Starting dummy health check server at 127.0.0.1:{worker.port}" in wlog and "Uvicorn running" not in wlog
+    assert (
+        f"Dummy health check server started in background thread at 127.0.0.1:{worker.port}" in wlog
+        and "Uvicorn running" not in wlog
+    )
     assert worker.get("/metrics")[0] == 200  # the Prometheus middleware with --enable-metrics
     # rank 0's shutdown ends the group in order (the role stops rank 0 first), and the worker follows
     assert head.terminate() == 0
@@ -105,6 +108,22 @@ def test_a_0_5_23_worker_waits_for_rank_0_after_sigterm(emulator):
     assert worker.proc.poll() is None and _health(head) == 200
     assert head.terminate() == 0
     assert worker.wait_exit(10) == 0
+
+
+def test_a_0_5_23_worker_still_joining_ends_by_sigterm(emulator):
+    """0.5.23 installs that handler only once the node's schedulers are ready (entrypoints/engine.py:
+    `scheduler_init_result.wait_for_ready()` first): a worker whose rank 0 never listens ends by the
+    signal at once, as up to 0.5.20, where it waited out its dist timeout or systemd's stop timeout."""
+    addr = f"127.0.0.1:{free_port()}"
+    w = emulator(
+        *("--tp-size", "2", "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", addr),
+        *("--dist-timeout", "60", "--emulator-startup-s", "0.1", "--emulator-sglang-version", "0.5.23"),
+    )
+    w.wait_for_line("Init parallel begin.")
+    time.sleep(0.5)  # connecting to a rank 0 that never listens
+    w.proc.send_signal(15)
+    assert w.wait_exit(10) == -15
+    assert "SIGTERM received on node_rank" not in w.log()
 
 
 def test_a_worker_that_never_joins_fails_rank0_at_the_dist_timeout(emulator):
@@ -271,3 +290,30 @@ def test_the_nodes_divide_tp_times_pp_as_sglang_checks(version):
     with pytest.raises(AssertionError, match="tp_size must be divisible by number of nodes"):
         resolve("--tp-size", "3", "--nnodes", "2")
     assert resolve("--tp-size", "2", "--nnodes", "2").values["nnodes"] == 2
+
+
+@pytest.mark.parametrize(
+    ("version", "flags", "message"),
+    [
+        ("0.5.9", ("--dp-size", "2"), "multi-node data parallel is not supported unless dp attention!"),
+        ("0.5.9", ("--dp-size", "2", "--enable-dp-attention"), None),
+        ("0.5.23", ("--dp-size", "2"), "multi-node data-parallel replicas are not supported"),
+        ("0.5.23", ("--dp-size", "2", "--enable-dp-attention"), None),  # becomes --attn-dp-size 2
+        ("0.5.23", ("--dp-size", "2", "--attn-dp-size", "2"), "multi-node data-parallel replicas are not supported"),
+        ("0.5.23", ("--attn-dp-size", "2"), None),
+    ],
+)
+def test_data_parallel_replicas_across_nodes_fail_as_sglang_fails_them(version, flags, message):
+    """SGLang's check_server_args (0.5.9 server_args.py; 0.5.23 arg_groups/validation_hook.py, after
+    parallel_hook.py turned the deprecated `--dp-size N --enable-dp-attention` into `--attn-dp-size
+    N`) refuses data-parallel replicas over several nodes; the emulator started them."""
+    args = ["--model-path", "/models/x", "--dist-init-addr", "127.0.0.1:5000", "--tp-size", "2", "--nnodes", "2"]
+    parsed = P.parse_flags([*args, *flags], version=version)
+    if message is None:
+        assert R.resolve(parsed, load_profile()).values["nnodes"] == 2
+    else:
+        with pytest.raises(AssertionError, match=message):
+            R.resolve(parsed, load_profile())
+    # one node: replicas are fine (each a whole TP group on its GPUs)
+    one = P.parse_flags(["--model-path", "/models/x", "--tp-size", "2", *flags], version=version)
+    assert R.resolve(one, load_profile()).values["nnodes"] == 1

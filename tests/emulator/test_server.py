@@ -591,7 +591,7 @@ def test_multi_node_ranks(emulator):
     head = emulator(*common, "--node-rank", "0")
     other = emulator(*common, "--node-rank", "1")
     head.wait_ready()
-    other.wait_for_line("Starting dummy health check server at")
+    other.wait_for_line("Dummy health check server started in background thread at")
     hl, ol = head.log(), other.log()
     assert " TP1] Load weight begin" in hl and " TP2]" not in hl and "TP0] max_total_num_tokens=" in hl
     assert " TP2] Load weight begin" in ol and " TP0]" not in ol and "max_total_num_tokens=" not in ol

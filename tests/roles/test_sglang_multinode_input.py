@@ -396,6 +396,35 @@ def test_the_memory_balance_check_is_off_only_where_every_release_reads_it_off()
     assert mn.tp_memory_errors(_one(mixed), {}, 2, 1, both)
 
 
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        ({"dp-size": 2}, True),  # replicas of TP 16 over the two nodes
+        ({"dp": "2"}, True),  # argparse's unique prefix, as SGLang's docs write it
+        ({"data-parallel-size": 2, "enable-dp-attention": False}, True),
+        ({"dp-size": 2, "enable-dp-attention": True}, False),  # DP attention: ranks inside the TP group
+        ({"dp-size": 2, "attn-dp-size": 2}, True),  # 0.5.23: --dp-size still counts replicas
+        ({"dp-size": 2, "attn-dp-size": 2, "enable-dp-attention": True}, True),  # the deprecated form yields to it
+        ({"attn-dp-size": 4}, False),
+        ({"dp-size": 1}, False),
+    ],
+)
+def test_data_parallel_replicas_across_nodes_are_refused_as_sglang_refuses_them(flags, refused):
+    """SGLang asserts `not (dp_size > 1 and nnodes != 1 and not enable_dp_attention)` (server_args.py
+    0.4.10-0.5.16, arg_groups/validation_hook.py 0.5.20-0.5.21) and, on 0.5.23, `not (dp_size > 1 and
+    nnodes != 1)` after the deprecated `--dp-size N --enable-dp-attention` became `--attn-dp-size N`
+    (only where no --attn-dp-size is given): TP 16 with `dp-size: 2` over two nodes passed the play's
+    checks and every rank died at start on that assertion."""
+    one = {"sglang_server_extra_flags": flags, "sglang_server_tp_size": 16, "sglang_server_gpus_per_node": 8}
+    errors = mn.group_errors(GROUP, [A, B], "", {A: _settings(**one), B: _settings(**one)})
+    if refused:
+        [error] = errors  # not also counted as GPUs the nodes lack
+        assert "dp-size 2 across the 2 nodes of sglang_server_multinode_group=" in error, error
+        assert "multi-node data parallel is not supported unless dp attention!" in error
+    else:
+        assert errors == []
+
+
 def test_the_gpus_a_node_needs_count_data_parallel_replicas_and_their_placement():
     """SGLang gives each data-parallel replica the next tp x pp GPUs (data_parallel_controller.py
     launch_dp_schedulers, 0.5.9-0.5.23) unless DP attention keeps the DP ranks inside the TP group,

@@ -176,6 +176,7 @@ def resolve(ns: argparse.Namespace, profile: Profile) -> ResolvedArgs:
         raise ValueError("pp_size must be positive")
     if (v["tp_size"] * v["pp_size"]) % v["nnodes"] != 0:
         raise AssertionError("tp_size must be divisible by number of nodes")
+    _multinode_replicas_rule(v)
     if not 0 <= v["node_rank"] < v["nnodes"]:
         raise ValueError(f"node_rank ({v['node_rank']}) must be in [0, nnodes={v['nnodes']})")
     multinode.layout(v)  # a multi-node server needs a usable --dist-init-addr
@@ -359,6 +360,23 @@ def _overlap_rule(facts: SGLangVersion, v: dict[str, Any], notes: list[LogNote])
             "overlap",
             "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.",
         )
+
+
+def _multinode_replicas_rule(v: dict[str, Any]) -> None:
+    """Data-parallel replicas across nodes, refused as SGLang refuses them: without DP attention
+    (0.5.9 server_args.py check_server_args, 0.5.20 arg_groups/validation_hook.py), and on 0.5.23
+    (its parser has --attn-dp-size) wherever --dp-size still counts replicas after the deprecated
+    `--dp-size N --enable-dp-attention` became `--attn-dp-size N` (parallel_hook.py
+    `_handle_deprecated_dp_attention`: only when no --attn-dp-size was given)."""
+    if v["nnodes"] == 1 or v["dp_size"] == 1:
+        return
+    if "attn_dp_size" in v:
+        if not (v.get("enable_dp_attention") and int(v.get("attn_dp_size") or 1) == 1):
+            raise AssertionError(
+                "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes"
+            )
+    elif not v.get("enable_dp_attention"):
+        raise AssertionError("multi-node data parallel is not supported unless dp attention!")
 
 
 def _adaptive_fallback(

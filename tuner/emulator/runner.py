@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
+from sglang_utils.sglang_releases import release_key
 
 from . import __version__, adaptive, graphs, logs, model, multinode
 from .engine import EngineSpec, Scheduler
@@ -82,6 +83,7 @@ class Runner:
         self.layout = multinode.layout(v)
         self.head: multinode.Head | None = None
         self.worker: multinode.Worker | None = None
+        self._worker_ready = False  # a worker node's schedulers are ready (0.5.23 installs its SIGTERM handler then)
 
     # ---- helpers ------------------------------------------------------------------------------------
     def each_rank(self, message: str) -> None:
@@ -315,6 +317,7 @@ class Runner:
             await self._serve_dummy_health()
             if self.worker is not None:
                 await self.worker.ready()
+                self._worker_ready = True
                 if self.faults.worker_crash_after_ready_s is not None:
                     asyncio.get_running_loop().call_later(self.faults.worker_crash_after_ready_s, self._worker_crash)
             await self.sleep(float("inf"))
@@ -469,9 +472,12 @@ class Runner:
         await self.runner.setup()
         host, port = self.cfg.values["host"], self.cfg.values["port"]
         await web.TCPSite(self.runner, host, port, reuse_address=True).start()
-        # launch_dummy_health_check_server (python/sglang/srt/utils/common.py): SGLang's own line;
-        # its uvicorn runs at log_level="warning", so none of uvicorn's INFO lines follow
-        self.log.info(f"Starting dummy health check server at {host}:{port}")
+        # launch_dummy_health_check_server (python/sglang/srt/utils/common.py, 0.5.9-0.5.23): SGLang's
+        # own line, the address bracketed for IPv6 from 0.5.14 (NetworkAddress.to_host_port_str);
+        # its uvicorn runs in a daemon thread at log_level="warning", so none of uvicorn's INFO lines follow
+        bracket = ":" in host and release_key(self.cfg.facts.version) >= release_key("0.5.14")
+        where = f"[{host}]:{port}" if bracket else f"{host}:{port}"
+        self.log.info(f"Dummy health check server started in background thread at {where}")
 
     async def _warmup(self, t_start: float) -> None:
         """SGLang's warm-up: poll /model_info, send one short /generate (docs/reference/sglang.md §5.1)."""
@@ -518,17 +524,20 @@ class Runner:
     # ---- shutdown --------------------------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
         """SIGTERM/SIGINT: drain in-flight requests, then exit 0; a second signal exits at once."""
-        if self.worker is not None and self.cfg.facts.worker_sigterm_waits:
+        if self.worker is not None and self.cfg.facts.worker_sigterm_waits and self._worker_ready:
             # 0.5.23: a worker node cannot drain on its own; rank 0's shutdown (the link's
             # `shutdown`, its ShutdownReq broadcast) or its loss (EOF) ends it, and systemd's
-            # TimeoutStopSec is the backstop (entrypoints/engine.py, node_rank >= 1)
+            # TimeoutStopSec is the backstop (entrypoints/engine.py, node_rank >= 1). SGLang installs
+            # that handler only once the node's schedulers are ready (`wait_for_ready` first): a
+            # worker still joining or loading ends by the signal, as below
             self.log.warning(
                 f"SIGTERM received on node_rank {self.cfg.values['node_rank']}; waiting for the rank-0 "
                 "ShutdownReq broadcast to stop the schedulers."
             )
             return
         if self.worker is not None:
-            # up to 0.5.20 a worker node has no SIGTERM handler of SGLang's: its dummy health server's uvicorn
+            # up to 0.5.20 (and on 0.5.23 before its schedulers are ready) a worker node has no
+            # SIGTERM handler of SGLang's: its dummy health server's uvicorn
             # re-raises the signal once it has shut down (uvicorn >= 0.29 capture_signals; in a
             # background thread the default handler acts at once), and its schedulers follow their
             # parent (PR_SET_PDEATHSIG): the process ends by the signal, and a rank 0 still up
