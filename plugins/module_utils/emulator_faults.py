@@ -124,3 +124,19 @@ def parse_fault(text: object) -> tuple[str, float | str | None]:
         }.get(kind, "seconds (a number of at least 0)")
         raise FaultSpecError(f"{name}=ARG needs {allowed}; got {text!r}")
     return name, value
+
+
+# A fault whose repeats add up (start-up delays); any other given twice would keep only its last
+# value without a word, as a repeated YAML key would.
+ADDITIVE_FAULTS = ("slow-startup",)
+
+
+def repeated_faults(names: list[str]) -> list[str]:
+    """The fault names given more than once in one list, other than the additive ones."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        if name in seen and name not in ADDITIVE_FAULTS and name not in out:
+            out.append(name)
+        seen.add(name)
+    return out

@@ -674,11 +674,14 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
     if not isinstance(faults, list):
         errors.append("sglang_server_emulator_faults must be a list like ['kv-oom', 'slow-startup=10']")
         faults = []
+    names = []
     for fault in faults:
         try:
-            _faults.parse_fault(fault)
+            names.append(_faults.parse_fault(fault)[0])
         except _faults.FaultSpecError as e:
             errors.append(f"sglang_server_emulator_faults: {e}")
+    for name in _faults.repeated_faults(names):
+        errors.append(f"sglang_server_emulator_faults: {name} given more than once: give each fault once")
     errors.extend(emulator_version_errors(settings))
     return errors
 

@@ -287,6 +287,32 @@ def test_fault_parsing():
             parse_fault(bad)
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_startup_time_that_is_no_finite_number_exits_2(capsys, value):
+    """`--emulator-startup-s nan` passed the `< 0` check and served at once; `inf` never finished
+    starting (the profile's startup_s refuses both)."""
+    with pytest.raises(SystemExit) as ei:
+        P.parse_flags(["--model-path", MODEL, "--emulator-startup-s", value])
+    assert (
+        ei.value.code == 2 and "argument --emulator-startup-s: must be a finite number >= 0" in capsys.readouterr().err
+    )
+
+
+def test_a_fault_given_twice_exits_2_and_startup_delays_add_up(capsys):
+    """A second `--emulator-fault spec-diverge=7` replaced the first without a word."""
+    with pytest.raises(SystemExit) as ei:
+        P.parse_flags(
+            ["--model-path", MODEL, "--emulator-fault", "spec-diverge=3", "--emulator-fault", "spec-diverge=7"]
+        )
+    assert (
+        ei.value.code == 2 and "argument --emulator-fault: spec-diverge given more than once" in capsys.readouterr().err
+    )
+    ns = P.parse_flags(
+        ["--model-path", MODEL, "--emulator-fault", "slow-startup=1", "--emulator-fault", "slow-startup=2"]
+    )
+    assert FaultSet.from_list(ns.emulator_fault_list).slow_startup_s == 3
+
+
 def test_bad_fault_flag_exits_2(capsys):
     with pytest.raises(SystemExit) as ei:
         P.parse_flags(["--model-path", MODEL, "--emulator-fault", "meltdown"])

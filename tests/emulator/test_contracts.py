@@ -101,3 +101,14 @@ def test_a_release_the_emulator_does_not_play_fails_before_the_host():
     ]
     assert sglang_flags.server_errors(_settings(engine="sglang", sglang_version="0.5.99")) == []
     assert sglang_flags.MANAGED_FLAGS["--emulator-sglang-version"] == "sglang_server_sglang_version"
+
+
+def test_a_fault_given_twice_is_refused_by_both():
+    """The role refuses what the emulator's start would: a fault twice in one list (slow-startup adds up)."""
+    settings = {"engine": "emulator", "port": 30000, "tp_size": 1, "model_path": "/m", "host": "0.0.0.0"}
+    role = sglang_flags.server_errors({**settings, "emulator_faults": ["accept-collapse=10", "accept-collapse=2"]})
+    assert "sglang_server_emulator_faults: accept-collapse given more than once: give each fault once" in role
+    with pytest.raises(faults.FaultError, match="accept-collapse given more than once"):
+        faults.parse_faults(["accept-collapse=10", "accept-collapse=2"])
+    twice = sglang_flags.server_errors({**settings, "emulator_faults": ["slow-startup=1", "slow-startup=2"]})
+    assert not [e for e in twice if "emulator_faults" in e]

@@ -452,6 +452,8 @@ def test_a_malformed_key_fails_the_start_naming_it(emulator, tmp_path, over, mes
         # a fault entry was refused by the launcher's fault parser, naming neither the profile nor the key
         ("faults", ["bogus"], "emulator profile inline: faults: 'bogus' is not one of"),
         ("faults", ["spec-diverge=-1"], "emulator profile inline: faults: spec-diverge=N needs a whole number"),
+        # a repeat kept only its last value without a word (slow-startup adds up: allowed)
+        ("faults", ["accept-drift=1", "accept-drift=5"], "faults: accept-drift given more than once"),
         # past 1e154 cv*cv is inf and every step time NaN
         ("noise_run_cv", 1e200, "noise_run_cv must be at most 10, got 1e+200"),
         ("noise_restart_cv", 11, "noise_restart_cv must be at most 10, got 11"),
@@ -653,3 +655,31 @@ def test_an_input_the_kv_pool_cannot_hold_is_refused_as_sglangs_scheduler_refuse
     e = _start(emulator, path, "--allow-auto-truncate")
     status, out = e.post_json("/generate", {"input_ids": [7] * 5000, "sampling_params": {"max_new_tokens": 4}})
     assert status == 200 and out["meta_info"]["prompt_tokens"] == 2994, out
+
+
+def test_a_profile_that_cannot_be_read_as_one_is_refused_naming_why(tmp_path):
+    """A profile nested hundreds of levels deep ended the start with a RecursionError traceback, a
+    `name:` that is no text named the profile `{'a': 'b'}` in /server_info, and an empty token list
+    was called a list of batch sizes: each is refused as any bad key is, the key named."""
+    from tuner.emulator.profile import (
+        DEFAULT_PROFILE_NAME,
+        PROFILE_DIR,
+        ProfileError,
+        load_profile,
+        profile_from_mapping,
+    )
+
+    base = (PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text()
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(base + "alpha_by_position:\n  0.0: " + "[" * 600 + "0.9" + "]" * 600 + "\n")
+    with pytest.raises(ProfileError, match="nests too deeply to read"):
+        load_profile(deep)
+    for name in ("{a: b}", "[1, 2]", "''"):
+        named = tmp_path / "named.yaml"
+        named.write_text(re.sub(r"(?m)^name:.*$", "", base) + f"name: {name}\n")
+        with pytest.raises(ProfileError, match="name must be text"):
+            load_profile(named)
+    raw = _yaml(STEP)
+    raw["step_time_ms"] = {**raw["step_time_ms"], "tokens_per_request": []}
+    with pytest.raises(ProfileError, match="tokens_per_request must be a non-empty list of token counts"):
+        profile_from_mapping(raw)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang_utils.emulator_faults import FAULT_USAGE, FaultSpecError
+from sglang_utils.emulator_faults import FAULT_USAGE, FaultSpecError, repeated_faults
 from sglang_utils.emulator_faults import parse_fault as _parse_spec
 
 FAULT_NAMES = FAULT_USAGE
@@ -42,7 +42,13 @@ def parse_fault(text: str) -> Fault:
 
 
 def parse_faults(items: list[str] | tuple[str, ...]) -> list[Fault]:
-    return [parse_fault(x) for x in items]
+    """Every entry of one list (the flags, or the profile's `faults:`); a fault given twice in it is
+    refused (`slow-startup` adds up). A flag's fault replaces the profile's of the same name."""
+    faults = [parse_fault(x) for x in items]
+    twice = repeated_faults([f.name for f in faults])
+    if twice:
+        raise FaultError(f"{', '.join(twice)} given more than once: give each fault once, with the value wanted")
+    return faults
 
 
 @dataclass

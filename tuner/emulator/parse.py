@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from typing import Any
 
@@ -168,8 +169,9 @@ def parse_flags(argv: list[str], version: str | SGLangVersion | None = None) -> 
     parser = build_parser(facts)
     argv = merge_config_file(parser, argv, facts)
     ns = parser.parse_args(argv)
-    if ns.emulator_startup_s is not None and ns.emulator_startup_s < 0:
-        parser.error("argument --emulator-startup-s: must be >= 0")
+    # nan passed `< 0` and served at once; inf never finished starting (the profile's startup_s refuses both)
+    if ns.emulator_startup_s is not None and not (math.isfinite(ns.emulator_startup_s) and ns.emulator_startup_s >= 0):
+        parser.error(f"argument --emulator-startup-s: must be a finite number >= 0, got {ns.emulator_startup_s:g}")
     try:
         ns.emulator_fault_list = faults_mod.parse_faults(ns.emulator_fault)
     except faults_mod.FaultError as e:

@@ -269,9 +269,16 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
         ) from e
     except ProfileError as e:
         raise ProfileError(f"emulator profile {p}: {e}") from e
+    except RecursionError as e:  # nesting hundreds of levels deep: YAML's composer recurses per level
+        raise ProfileError(f"emulator profile {p} nests too deeply to read") from e
     if not isinstance(raw, dict):
         raise ProfileError(f"emulator profile {p} must be a mapping")
-    return profile_from_mapping(raw, name=raw.get("name") or Path(p).stem, path=str(p))
+    name = raw.get("name", Path(p).stem)
+    if not isinstance(name, str) or not name.strip():
+        raise ProfileError(
+            f"emulator profile {p}: name must be text (the profile's name in logs and /server_info), got {name!r}"
+        )
+    return profile_from_mapping(raw, name=name, path=str(p))
 
 
 def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: str = "") -> Profile:

@@ -144,10 +144,10 @@ def number_at_least_0(name: str, key: str, v: Any) -> float:
     return float(v)
 
 
-def increasing_ints(name: str, key: str, v: Any) -> tuple[int, ...]:
-    """A non-empty list of positive whole numbers in strictly increasing order."""
+def increasing_ints(name: str, key: str, v: Any, what: str = "batch sizes") -> tuple[int, ...]:
+    """A non-empty list of positive whole numbers (`what` they are) in strictly increasing order."""
     if not isinstance(v, list) or not v:
-        raise ProfileError(f"emulator profile {name}: {key} must be a non-empty list of batch sizes")
+        raise ProfileError(f"emulator profile {name}: {key} must be a non-empty list of {what}")
     for x in v:
         if not is_whole(x) or x < 1:
             raise ProfileError(f"emulator profile {name}: {key} must hold whole numbers >= 1, got {x!r}")
@@ -208,7 +208,7 @@ def parse_step_table(name: str, v: Any) -> StepTable | None:
         if sub not in v:
             raise ProfileError(f"emulator profile {name}: {key}.{sub} is missing")
     batch = increasing_ints(name, f"{key}.batch", v["batch"])
-    tokens = increasing_ints(name, f"{key}.tokens_per_request", v["tokens_per_request"])
+    tokens = increasing_ints(name, f"{key}.tokens_per_request", v["tokens_per_request"], "token counts")
     ms = v["ms"]
     if not isinstance(ms, list) or len(ms) != len(batch):
         got = len(ms) if isinstance(ms, list) else type(ms).__name__
