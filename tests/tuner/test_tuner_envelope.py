@@ -354,3 +354,28 @@ def test_envelope_ties_do_not_chain():
     assert choice.chosen is not None and choice.chosen.config_id == a.config_id and choice.kind != "static"
     # tied with the choice: what its interval overlaps (k2 overlaps A's wide one; B does too)
     assert sorted(choice.tied_with) == sorted([k2.config_id, b.config_id])
+
+
+def test_the_report_tabulates_and_the_noise_note_counts_every_cell_adaptive_ones_too(tmp_path):
+    """The kept schedule-phase sweep of the seed machine (bench/schedule_vs_static/seed): its report's
+    "Results (every cell ...)" table and its noise note covered the 25 static cells only, leaving out
+    the 15 of the three adaptive configurations, one of them the recommendation, and the widest
+    interval (SGLang's default at C=64, +-2.91%)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    kept = Path(__file__).resolve().parents[2] / "bench" / "schedule_vs_static" / "seed"
+    out = tmp_path / "seed"
+    shutil.copytree(kept, out)
+    subprocess.run([sys.executable, "-m", "tuner", "report", str(out)], check=True, capture_output=True)
+    report = (out / "report.md").read_text()
+    table = report.split("## Results (every cell")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| steps")]
+    assert len(rows) == 40
+    assert sum(r.startswith("| SGLang default adaptive |") for r in rows) == 5
+    assert sum(r.startswith("| adaptive B>=1: [5, 7, 9], B>=8: k=3, B>=30: k=0 |") for r in rows) == 5
+    noise = json.loads((out / "recommendation.json").read_text())["noise"]
+    assert (noise["cells"], noise["max_precision_pct"]) == (40, 2.91)
+    assert "a row per configuration x temperature x concurrency x deployment x repeat" in report

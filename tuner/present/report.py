@@ -267,7 +267,12 @@ def _results(s: Summary) -> list[str]:
     rows = []
     many = len(s.views) > 1
     for v in s.views.values():
-        for (_cid, c), pt in sorted(v.stats.items(), key=lambda kv: (kv[1].order_key, kv[0][1])):
+        # the static depths first, then the schedule phase's adaptive configurations (named in the
+        # steps column: their depth moves with the batch), every cell of both
+        cells = sorted(
+            (v.every or v.stats).items(), key=lambda kv: (kv[1].config.is_schedule, kv[1].order_key, kv[0][1])
+        )
+        for (_cid, c), pt in cells:
             iv = pt.interval
             ok = sum(lv.metrics.requests_ok for lv in pt.levels)
             bad = sum(lv.metrics.requests_failed for lv in pt.levels)
@@ -278,7 +283,7 @@ def _results(s: Summary) -> list[str]:
             rows.append(
                 temp_col
                 + [
-                    pt.spec_steps,
+                    pt.config.label if pt.config.is_schedule else pt.spec_steps,
                     pt.spec_topk,
                     pt.spec_draft_tokens or "auto",
                     c,
@@ -532,7 +537,7 @@ def _definitions(s: Summary) -> list[str]:
         METRIC_DEFINITIONS,
         "## Files",
         "",
-        "- `results.csv`: a row per configuration x concurrency x repeat",
+        "- `results.csv`: a row per configuration x temperature x concurrency x deployment x repeat",
         "- `records.jsonl`: the raw append-only record (`--resume` continues from it)",
         "- `recommendation.json`, `throughput_vs_steps.png`, this report",
         "- `deploy/<config>/`: ansible-runner stdout and job events of each deploy (API key scrubbed)",

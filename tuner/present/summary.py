@@ -61,12 +61,16 @@ class Summary:
 
     @property
     def noise(self) -> dict[str, Any]:
-        # every temperature's cells: the first temperature's alone spoke for a sweep of several
-        stats = (
-            self.stats
-            if len(self.views) <= 1
-            else {(f"{cid}@T{t:g}", c): p for t, v in self.views.items() for (cid, c), p in v.stats.items()}
-        )
+        # every temperature's cells: the first temperature's alone spoke for a sweep of several; and
+        # every configuration's, the schedule phase's adaptive ones too (they are in the report's
+        # results table, and one of them may be the recommendation)
+        if len(self.views) <= 1:
+            view = self.primary_view
+            stats = (view.every or view.stats) if view is not None else self.stats
+        else:
+            stats = {
+                (f"{cid}@T{t:g}", c): p for t, v in self.views.items() for (cid, c), p in (v.every or v.stats).items()
+            }
         out = noise_summary(stats)
         out["confirm"] = dict(confirm.cost(self.state, self.spec.repeat_deploys))
         return out
