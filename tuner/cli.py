@@ -421,6 +421,16 @@ def cmd_bench(a: argparse.Namespace) -> int:
     state = None
     try:
         rc, summary, state = asyncio.run(bench_url(spec, store, progress, api_key))
+    except KeyboardInterrupt:
+        # as `sweep` on an interrupt (run/sweep.py): the outputs of the levels measured, since the
+        # directory cannot be benched again (`bench` has no --resume)
+        if store is not None:
+            state = store.state()
+            if state.levels(measured_only=False):
+                from .present.outputs import write_all
+
+                write_all(store, spec)
+        raise
     finally:
         # nothing measured (the server did not answer, its config was refused, or every warm-up
         # request failed: the reason is on stderr): the directory is left as it was found, so the

@@ -158,3 +158,39 @@ def test_bench_names_an_adaptive_server_by_the_schedule_it_runs(tmp_path):
     with emulator(*v23, "--speculative-algorithm", "NEXTN", steps=0) as url:
         cfg = server_record(url, info(url), "m").config
     assert cfg.adaptive and cfg.config_id == "adaptive-default" and cfg.spec_steps == 3
+
+
+def test_an_interrupted_bench_writes_the_outputs_of_what_it_measured(tmp_path, monkeypatch):
+    """`sweep` writes its outputs on an interrupt; `bench` left records.jsonl and results.csv but no
+    report or recommendation, in a directory it then refuses to bench into again."""
+    from tuner.run import sweep as sweep_mod
+
+    real = sweep_mod.run_levels
+
+    async def interrupted(*args, **kwargs):
+        await real(*args, **kwargs)  # the levels measured, then the user's Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_mod, "run_levels", interrupted)
+    out = tmp_path / "b"
+    with emulator(steps=2) as url:
+        try:
+            cli.main(
+                [
+                    "bench",
+                    "--url",
+                    url,
+                    "--concurrency",
+                    "1",
+                    "--input-len",
+                    "8",
+                    "--output-len",
+                    "8",
+                    "--out",
+                    str(out),
+                ]
+            )
+        except KeyboardInterrupt:
+            pass
+    assert (out / "report.md").is_file() and (out / "recommendation.json").is_file()
+    assert json.loads((out / "recommendation.json").read_text())["by_concurrency"]["1"]["config_id"].startswith("k2-t1")

@@ -148,6 +148,28 @@ def test_out_dir(tmp_path):
         check_out_dir(str(f / "below-a-file"))
 
 
+def test_an_unwritable_records_file_or_results_dir_is_bad_input_before_anything_runs(tmp_path, monkeypatch):
+    """A read-only records.jsonl let `sweep --resume` deploy, then fail with exit 1 at its first
+    record; `report`/`plot` on a read-only directory failed naming a temporary file. (root writes
+    through file modes, so the kernel's answer is stood in for here: a read-only mount's.)"""
+    from tuner.spec.flags import check_results_dir
+
+    (tmp_path / "records.jsonl").write_text("")
+    (tmp_path / "sweep.json").write_text("{}")
+    real = os.access
+    records = str(tmp_path / "records.jsonl")
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == records else real(p, mode))
+    with pytest.raises(BadInput) as e:
+        check_out_dir(str(tmp_path))
+    assert e.value.flag == "--out" and "records.jsonl is not writable" in str(e.value)
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p).startswith(str(tmp_path)) else real(p, mode))
+    with pytest.raises(BadInput) as e:
+        check_results_dir(str(tmp_path), "DIR")
+    assert e.value.flag == "DIR" and "is not writable: the report, results and plot are written there" in str(e.value)
+    monkeypatch.setattr(os, "access", real)
+    assert check_out_dir(str(tmp_path)) == tmp_path and check_results_dir(str(tmp_path), "DIR") == tmp_path
+
+
 def test_draft_tokens():
     assert parse_draft_tokens("auto") == (None,)
     assert parse_draft_tokens("4,8") == (4, 8)

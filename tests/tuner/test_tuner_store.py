@@ -302,6 +302,30 @@ def test_a_broken_record_is_named_not_lost_unseen_and_never_a_traceback(tmp_path
     assert "line 3: a 'deploy' record this version cannot read" in err, err
 
 
+def test_a_record_of_an_unknown_kind_or_without_its_keys_is_named_not_read_as_data(tmp_path, capsys):
+    """A record of a kind this version does not know vanished unseen, one with no configuration
+    became a made-up k0 row of results.csv, and a level whose concurrency is no number (or a deploy
+    whose capacity is no object) ended the report with a traceback: each is skipped, named with its line."""
+    st = Store(tmp_path)
+    st.append(DeployRecord(config=SpecConfig(2), host="h1", status="ok"))
+    st.append(level(2, 1, 180.0))
+    lines = st.records_path.read_text().splitlines()
+    lines.append(json.dumps({"type": "levle", "config": {"config_id": "k1-t1"}}))
+    lines.append(json.dumps({"type": "level"}))
+    lines.append(json.dumps({"type": "level", "config": {"spec_steps": 9}, "metrics": {"concurrency": "x"}}))
+    lines.append(json.dumps({"type": "deploy", "config": {"spec_steps": 4}, "capacity": "x"}))
+    st.records_path.write_text("\n".join(lines) + "\n")
+    state = Store(tmp_path).state()
+    assert [(lv.config_id, lv.concurrency) for lv in state.levels()] == [("k2-t1", 1)]
+    assert list(state.deploys) == ["k2-t1"]
+    err = capsys.readouterr().err
+    assert "skipped 4 unreadable record(s)" in err, err
+    assert "line 3: a record of a kind this version does not know: 'levle'" in err
+    assert "line 4: a 'level' record this version cannot read: it names no configuration" in err
+    assert "line 5: a 'level' record this version cannot read" in err
+    assert "line 6: a 'deploy' record this version cannot read" in err
+
+
 def test_nan_or_infinity_in_a_hand_edited_record_is_named_and_skipped(tmp_path, capsys):
     """Python's json reads NaN and Infinity, which are not JSON: a record holding one (a hand edit)
     is skipped with its line named, so the outputs written from the rest stay strict JSON."""

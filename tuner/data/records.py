@@ -37,7 +37,12 @@ def _fields(cls: type, d: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict
 
 
 def _config(d: Mapping[str, Any]) -> SpecConfig:
-    return SpecConfig.from_json(d.get("config") or {})
+    """The record's configuration; every record names one (without it a `{"type": "level"}` line
+    became a made-up k0 row of results.csv)."""
+    config = d.get("config")
+    if not isinstance(config, Mapping) or not config:
+        raise ValueError("it names no configuration")
+    return SpecConfig.from_json(config)
 
 
 @dataclass
@@ -402,15 +407,21 @@ class SweepState:
         whole file)."""
         st = self
         current = st._current
+        kind = raw.get("type") if isinstance(raw, Mapping) else None
+        where = "" if line is None else f"line {line}: "
         try:
             rec = parse_record(raw)
+            if isinstance(rec, LevelRecord):
+                rec.key  # noqa: B018  (its whole numbers read here, not in the middle of a report)
+            elif isinstance(rec, DeployRecord):
+                rec.gate_capacity, rec.gate_speculative  # noqa: B018  (likewise the gate's report)
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # valid JSON this version cannot read as its kind (a hand edit, another tool's line)
-            kind = raw.get("type") if isinstance(raw, Mapping) else None
-            where = "" if line is None else f"line {line}: "
             st.unreadable.append(f"{where}a {kind!r} record this version cannot read: {exc}"[:200])
             return
         if rec is None:
+            # a kind this version does not know (a newer version's, a typo): named, not dropped unseen
+            st.unreadable.append(f"{where}a record of a kind this version does not know: {kind!r}"[:200])
             return
         st.records.append(rec)
         cid = rec.config_id

@@ -265,10 +265,13 @@ def notes_for(s: Summary) -> list[str]:
         if skip.kind == "early_stop":
             notes.append(
                 f"Early stop: {_cfg_txt(skip)} was not measured: {skip.reason}. "
-                "`--no-early-stop` sweeps every configuration."
+                "`--no-early-stop` sweeps every configuration (in a new `--out`: a resumed sweep keeps its skips)."
             )
         elif skip.kind == "capacity":
-            notes.append(f"{_cfg_txt(skip)} was not deployed: {skip.reason}. `--no-early-stop` tries it anyway.")
+            notes.append(
+                f"{_cfg_txt(skip)} was not deployed: {skip.reason}. `--no-early-stop` tries it anyway "
+                "(in a new `--out`: a resumed sweep keeps its skips)."
+            )
         else:
             notes.append(f"{_cfg_txt(skip)} was not deployed: {skip.reason}.")
     for dep in s.state.failed.values():

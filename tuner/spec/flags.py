@@ -392,6 +392,10 @@ def check_out_dir(path_text: str | None, flag: str = "--out") -> Path:
         raise BadInput(flag, f"{parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise BadInput(flag, f"{parent} is not writable")
+    # a resumed run appends to its records: one it cannot write would fail after its first deploy
+    records = path / "records.jsonl"
+    if records.exists() and not os.access(records, os.W_OK):
+        raise BadInput(flag, f"{records} is not writable")
     return path
 
 
@@ -415,6 +419,9 @@ def check_results_dir(path_text: str, flag: str) -> Path:
     if not (path / "sweep.json").is_file():
         # without it the report would describe the default workload, not the one measured
         raise BadInput(flag, f"{path_text} holds no sweep.json: what was measured, with which workload, is unknown")
+    if not os.access(path, os.W_OK | os.X_OK):
+        # the outputs are written beside the records (each through a temporary file in DIR)
+        raise BadInput(flag, f"{path_text} is not writable: the report, results and plot are written there")
     return path
 
 
