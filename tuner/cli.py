@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .data.redact import API_KEY_ENV, API_KEY_FALLBACK_ENV, Redactor, api_key_from_env
-from .present.summary import Summary, schedule_json
+from .present.summary import schedule_json
+from .present.views import Summary
 from .spec.flags import (
     BadInput,
     check_file_path,

@@ -215,6 +215,16 @@ def address_errors(group: Any, addresses: dict[str, str]) -> list[str]:
     ]
 
 
+def _flag_int(extra: Any, names: tuple[str, ...]) -> Any:
+    """The whole number `sglang_server_extra_flags` gives one of `names` (a flag and its aliases):
+    of a list, its last item, as the role writes `dp-size: [2]` as `--dp-size 2` and argparse
+    keeps the last of a repeated flag; None when it gives none that reads as one."""
+    value = extra_value(extra, names)
+    if isinstance(value, list):
+        value = value[-1] if value else None
+    return _int(value)
+
+
 def _int(value: Any) -> Any:
     try:
         if isinstance(value, bool):
@@ -227,6 +237,8 @@ def _int(value: Any) -> Any:
 _PP_FLAGS = ("--pp-size", "--pipeline-parallel-size")  # one argument (srt/server_args.py, 0.5.9-0.5.23)
 # `--dp` is argparse's unique prefix of `--dp-size` (SGLang's docs write `--dp 2`)
 _DP_FLAGS = ("--dp-size", "--data-parallel-size", "--dp")
+# 0.5.23's attention-DP width and its alias (arg_groups/fields/parallel.py)
+_ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
 
 
 def pp_size(extra: Any) -> int:
@@ -234,7 +246,7 @@ def pp_size(extra: Any) -> int:
     that reads as a whole number >= 1): a server runs tp_size x pp_size ranks, one per GPU, spread
     evenly over its nodes (engine.py `_calculate_rank_ranges`: pp_size // nnodes PP ranks of
     tp_size // max(nnodes // pp_size, 1) TP ranks on each)."""
-    pp = _int(extra_value(extra, _PP_FLAGS))
+    pp = _flag_int(extra, _PP_FLAGS)
     return pp if pp is not None and pp >= 1 else 1
 
 
@@ -249,12 +261,12 @@ def _placement(extra: Any, tp_size: Any, nnodes: Any) -> tuple[int, int, int, in
     tp = _int(tp_size)
     n = _int(nnodes)
     ranks = max(max(tp or 1, 1) * pp_size(extra) // max(n or 1, 1), 1)
-    dp = _int(extra_value(extra, _DP_FLAGS))
-    attn_dp = _int(extra_value(extra, ("--attn-dp-size",)))
+    dp = _flag_int(extra, _DP_FLAGS)
+    attn_dp = _flag_int(extra, _ATTN_DP_FLAGS)
     dp_attention = extra_switch_on(extra, "enable-dp-attention") or (attn_dp is not None and attn_dp > 1)
     worlds = dp if dp is not None and dp > 1 and not dp_attention else 1
-    base = _int(extra_value(extra, ("--base-gpu-id",)))
-    step = _int(extra_value(extra, ("--gpu-id-step",)))
+    base = _flag_int(extra, ("--base-gpu-id",))
+    step = _flag_int(extra, ("--gpu-id-step",))
     base = base if base is not None and base >= 0 else 0
     step = step if step is not None and step >= 1 else 1
     return ranks, worlds, base, step
@@ -414,10 +426,10 @@ def _replica_errors(extra: Any, group: Any, n: int) -> list[str]:
     `--attn-dp-size N` only when no `--attn-dp-size` is given: "multi-node data-parallel replicas
     are not supported; use attention DP (--attn-dp-size) across nodes"). Every rank would start
     and die on that assertion, so the group is refused before any host changes."""
-    dp = _int(extra_value(extra, _DP_FLAGS))
+    dp = _flag_int(extra, _DP_FLAGS)
     if dp is None or dp <= 1:
         return []
-    attn_dp = _int(extra_value(extra, ("--attn-dp-size",)))
+    attn_dp = _flag_int(extra, _ATTN_DP_FLAGS)
     if extra_switch_on(extra, "enable-dp-attention") and (attn_dp is None or attn_dp <= 1):
         return []
     return [

@@ -157,15 +157,17 @@ def test_per_request_spread_grows_with_alpha_spread_and_a_prompt_keeps_its_diffi
     assert abs(corrs[0]) < 0.5 and corrs[2] > 0.8, corrs
 
 
-def _fastest(first: float, measure: Callable[[], float], near: Callable[[float], bool]) -> float:
-    """The fastest of up to three rounds of a rate, `first` the first round's, measured again only
-    while it is not `near` what it must be: CPU load beside the test (the unit stage's other work)
-    only ever slows a round, so the fastest is the one the load spared."""
+def _fastest(
+    first: float, measure: Callable[[], float], near: Callable[[float], bool], pick: Callable[..., float] = max
+) -> float:
+    """The fastest of up to three rounds of a rate (`pick` min: of a time), `first` the first round's,
+    measured again only while it is not `near` what it must be: CPU load beside the test (the unit
+    stage's other work) only ever slows a round, so the fastest is the one the load spared."""
     best = first
     for _ in range(2):
         if near(best):
             break
-        best = max(best, measure())
+        best = pick(best, measure())
     return best
 
 
@@ -222,12 +224,17 @@ def test_speculative_step_is_the_table_at_verify_width_plus_drafts_and_overhead(
     k = 3  # verify width 4: a column of the table, batch 1: its first row
     step_ms = tab["ms"][0][tab["tokens_per_request"].index(k + 1)] + k * tab["draft_ms"][0] + raw["spec_overhead_ms"]
     e = _start(emulator, STEP, *spec_flags(k))
-    traces, m = _level_on_clock(e, 1, 2, input_len=16, output_len=1000)
-    assert m.requests_ok == 2, m.errors
-    # server time per verify step (the prefill's 2 ms aside), over ~300 steps (3 s) a request
-    per_step = [(t.server_e2e_s * 1000.0 - 2.2) / t.spec_verify_ct for t in traces if t.spec_verify_ct]
-    assert statistics.fmean(per_step) == pytest.approx(step_ms, rel=0.03)
-    assert hist_accept_length(traces) > 2.0
+
+    def round_ms() -> float:
+        traces, m = _level_on_clock(e, 1, 2, input_len=16, output_len=1000)
+        assert m.requests_ok == 2, m.errors
+        assert hist_accept_length(traces) > 2.0
+        # server time per verify step (the prefill's 2 ms aside), over ~300 steps (3 s) a request
+        return statistics.fmean((t.server_e2e_s * 1000.0 - 2.2) / t.spec_verify_ct for t in traces if t.spec_verify_ct)
+
+    # the quickest of up to three rounds: it read 9.3 ms for 7.6 once under the unit stage's load
+    got = _fastest(round_ms(), round_ms, lambda ms: abs(ms / step_ms - 1.0) <= 0.03, pick=min)
+    assert got == pytest.approx(step_ms, rel=0.03)
 
 
 def test_a_batch_of_5_costs_what_a_batch_of_8_costs(emulator):
@@ -355,14 +362,19 @@ def test_kv_read_grows_the_step_with_each_requests_context(emulator, tmp_path):
     e = _start(emulator, _variant(tmp_path, STEP, step_time_ms=tab))
     out = 150
     for prompt in (16, 3000):
-        traces, m = _level_on_clock(e, 1, 2, input_len=prompt, output_len=out, input_ids=True)
-        assert m.requests_ok == 2, m.errors
         # decode step i (i = 1 .. out-1) runs with prompt + i tokens of KV
         kv = sum(prompt + i - tab["context_tokens"] for i in range(1, out))
         decode_ms = (out - 1) * tab["ms"][0][0] + 500.0 * kv * 1e-6
         prefill_ms = raw["t_prefill_base_ms"] + prompt * raw["t_prefill_tok_ms"]
-        got_ms = statistics.fmean(t.server_e2e_s * 1000.0 for t in traces)
-        assert got_ms == pytest.approx(prefill_ms + decode_ms, rel=0.02), prompt
+
+        def round_ms(prompt: int = prompt) -> float:
+            traces, m = _level_on_clock(e, 1, 2, input_len=prompt, output_len=out, input_ids=True)
+            assert m.requests_ok == 2, m.errors
+            return statistics.fmean(t.server_e2e_s * 1000.0 for t in traces)
+
+        want = prefill_ms + decode_ms
+        got_ms = _fastest(round_ms(), round_ms, lambda ms, want=want: abs(ms / want - 1.0) <= 0.02, pick=min)
+        assert got_ms == pytest.approx(want, rel=0.02), prompt
 
 
 # ---- bad input: a malformed key fails the start as a bad flag value does, naming the key ----------

@@ -407,6 +407,10 @@ def test_the_memory_balance_check_is_off_only_where_every_release_reads_it_off()
         ({"dp-size": 2, "attn-dp-size": 2, "enable-dp-attention": True}, True),  # the deprecated form yields to it
         ({"attn-dp-size": 4}, False),
         ({"dp-size": 1}, False),
+        ({"dp-size": [2]}, True),  # a list, written as its last item (`--dp-size 2`)
+        ({"dp-size": [4, 1]}, False),
+        ({"dp-size": 2, "enable-dp-attention": True, "attn-dp-size": [2]}, True),
+        ({"dp-size": 2, "enable-dp-attention": True, "attention-data-parallel-size": 2}, True),  # 0.5.23's alias
     ],
 )
 def test_data_parallel_replicas_across_nodes_are_refused_as_sglang_refuses_them(flags, refused):

@@ -378,4 +378,4 @@ def test_the_report_tabulates_and_the_noise_note_counts_every_cell_adaptive_ones
     assert sum(r.startswith("| adaptive B>=1: [5, 7, 9], B>=8: k=3, B>=30: k=0 |") for r in rows) == 5
     noise = json.loads((out / "recommendation.json").read_text())["noise"]
     assert (noise["cells"], noise["max_precision_pct"]) == (40, 2.91)
-    assert "a row per configuration x temperature x concurrency x deployment x repeat" in report
+    assert "a row per configuration x temperature x concurrency x deployment x repeat (x host and attempt" in report

@@ -162,6 +162,13 @@ def test_an_unwritable_records_file_or_results_dir_is_bad_input_before_anything_
     with pytest.raises(BadInput) as e:
         check_out_dir(str(tmp_path))
     assert e.value.flag == "--out" and "records.jsonl is not writable" in str(e.value)
+    # a baseline file written beside those records does not write them: not refused for them
+    from tuner.spec.flags import check_file_path
+
+    assert (
+        check_file_path(str(tmp_path / "verify_baseline.json"), "--verify-baseline")
+        == tmp_path / "verify_baseline.json"
+    )
     monkeypatch.setattr(os, "access", lambda p, mode: False if str(p).startswith(str(tmp_path)) else real(p, mode))
     with pytest.raises(BadInput) as e:
         check_results_dir(str(tmp_path), "DIR")

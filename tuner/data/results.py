@@ -1,4 +1,5 @@
-"""results.csv: a row per configuration x temperature x concurrency x deployment x repeat, derived from the folded records.
+"""results.csv: a row per configuration x temperature x concurrency x deployment x repeat
+(x host and attempt where those differ), derived from the folded records.
 
 Pure: `result_rows(state, workload)` is what `Store.write_results_csv` writes. A configuration
 that failed to deploy, was skipped, or whose benchmark stopped before its first level gets one row

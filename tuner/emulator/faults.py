@@ -43,7 +43,8 @@ def parse_fault(text: str) -> Fault:
 
 def parse_faults(items: list[str] | tuple[str, ...]) -> list[Fault]:
     """Every entry of one list (the flags, or the profile's `faults:`); a fault given twice in it is
-    refused (`slow-startup` adds up). A flag's fault replaces the profile's of the same name."""
+    refused (`slow-startup` adds up, here and across the profile and the flags). A flag's fault
+    replaces the profile's of the same name."""
     faults = [parse_fault(x) for x in items]
     twice = repeated_faults([f.name for f in faults])
     if twice:

@@ -13,7 +13,8 @@ from ..data.results import result_rows
 from ..data.store import PLOT, RECOMMENDATION, REPORT, SCHEDULE_PLOT, Store
 from ..spec.sweepspec import SweepSpec
 from . import report as report_mod
-from .summary import Summary, recommendation_json, summarize, title
+from .summary import recommendation_json, summarize, title
+from .views import Summary
 
 if TYPE_CHECKING:
     from .plots import PredictedPoint

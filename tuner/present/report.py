@@ -11,7 +11,8 @@ from ..decide.search.text import misfit_text
 from ..measure import definitions
 from ..measure.stats import fixed, readable
 from ..spec import workload as workload_mod
-from .summary import Summary, schedule_json, schedule_phase_text
+from .summary import schedule_json, schedule_phase_text
+from .views import Summary
 
 METRIC_DEFINITIONS = (
     definitions.markdown()
@@ -537,7 +538,8 @@ def _definitions(s: Summary) -> list[str]:
         METRIC_DEFINITIONS,
         "## Files",
         "",
-        "- `results.csv`: a row per configuration x temperature x concurrency x deployment x repeat",
+        "- `results.csv`: a row per configuration x temperature x concurrency x deployment x repeat "
+        "(x host and attempt where a level ran on several, or was measured again after its server was lost)",
         "- `records.jsonl`: the raw append-only record (`--resume` continues from it)",
         "- `recommendation.json`, `throughput_vs_steps.png`, this report",
         "- `deploy/<config>/`: ansible-runner stdout and job events of each deploy (API key scrubbed)",

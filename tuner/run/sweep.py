@@ -47,7 +47,8 @@ from ..decide.search.model import find_misfits, vouched_by
 from ..decide.search.text import misfit_text
 from ..measure import restarts
 from ..present import outputs
-from ..present.summary import Summary, summarize
+from ..present.summary import first_view, judged_levels, summarize
+from ..present.views import Summary
 from ..spec.configs import ConfigPlan, SpecConfig
 from ..spec.flags import BadInput
 from ..spec.sweepspec import SweepSpec, WorkloadSpec
@@ -332,16 +333,15 @@ class Sweep:
         `envelope` (SGLang's default adaptive config and a no-speculation server), then `search`
         (tuned adaptive configs from what those and the static depths measured), within
         `--schedule-budget`; what each stage decided is said on the progress log."""
-        summary = outputs.write_all(self.store, self.spec)
+        # the sweep's state as it stands, not the outputs: those are written at the end (and on an
+        # interrupt); results.csv after each level
         state = self.store.state()
         static_ids = {c.config_id for c in self.plan.configs}
         budget = self.spec.schedule_budget
         if stage == "envelope":
             plan = adaptive_phase.plan_envelope(state, static_ids, self.spec.algorithm, budget)
         else:
-            view = summary.primary_view
-            if view is None:
-                return []
+            view = first_view(state, self.spec)
             w = self.workload
             tokens = w.input_len + w.output_len if isinstance(w.input_len, int) and isinstance(w.output_len, int) else 0
             limit = parse_whole_number(self.spec.extra_vars.get("sglang_server_spec_max_steps")) or 16
@@ -349,7 +349,7 @@ class Sweep:
                 view.every,
                 view.stats,
                 state,
-                summary.levels,
+                judged_levels(state, self.spec),
                 self.spec.algorithm,
                 budget,
                 tokens,

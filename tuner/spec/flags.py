@@ -378,8 +378,9 @@ def parse_extra_vars(items: list[str] | None, flag: str = "-e/--extra-vars") -> 
     return merged
 
 
-def check_out_dir(path_text: str | None, flag: str = "--out") -> Path:
-    """The output directory may exist (as a directory) or be creatable; a file is refused."""
+def check_out_dir(path_text: str | None, flag: str = "--out", records: bool = True) -> Path:
+    """The output directory may exist (as a directory) or be creatable; a file is refused. With
+    `records` (a run's `--out`) a records.jsonl there must be writable: the run appends to it."""
     if not path_text:
         raise BadInput(flag, "an output directory is required")
     path = Path(path_text)
@@ -393,9 +394,9 @@ def check_out_dir(path_text: str | None, flag: str = "--out") -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise BadInput(flag, f"{parent} is not writable")
     # a resumed run appends to its records: one it cannot write would fail after its first deploy
-    records = path / "records.jsonl"
-    if records.exists() and not os.access(records, os.W_OK):
-        raise BadInput(flag, f"{records} is not writable")
+    kept = path / "records.jsonl"
+    if records and kept.exists() and not os.access(kept, os.W_OK):
+        raise BadInput(flag, f"{kept} is not writable")
     return path
 
 
@@ -405,7 +406,7 @@ def check_file_path(path_text: str, flag: str) -> Path:
     path = Path(path_text)
     if path.is_dir():
         raise BadInput(flag, f"{path_text} is a directory")
-    check_out_dir(str(path.parent), flag)
+    check_out_dir(str(path.parent), flag, records=False)  # a baseline beside a sweep's records: not ours to write
     return path
 
 
