@@ -708,6 +708,38 @@ def _compare(base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping
     }
 
 
+def tokens_per_verify(tokens: float, verify_steps: float) -> float | None:
+    """The acceptance length's one formula: tokens over the verify steps that produced them,
+    SGLang's (sgl-project/sglang#3152); None without a verify step. The gate's figures below, the
+    tuner's level figure and its cross-check's two sides (tuner/measure/metrics.py,
+    tuner/decide/crosscheck.py) are all this ratio."""
+    return tokens / verify_steps if verify_steps and verify_steps > 0 else None
+
+
+def candidate_identity(info: Mapping[str, Any]) -> dict[str, Any]:
+    """What a running server's `/server_info` says of itself, as the gate compares it with the
+    baseline and picks its rule (`baseline_mismatch`, `rule_for`, `judge`): one reading for the
+    role's module and the tuner's gate (tuner/verify/probe.py). `model` is the model path, else the
+    served name (None when neither: the tuner then asks /v1/models); a server is held to
+    acceptance unless it says it does not speculate; `adaptive` is the server's own word (the
+    module adds the adaptive config it was handed)."""
+    spec = info.get("speculative") or {}
+    enabled = bool(spec.get("enabled"))
+    return {
+        "server_version": info.get("version"),
+        "model": info.get("model_path") or info.get("served_model_name"),
+        "served_model_name": info.get("served_model_name"),
+        "speculative": {k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")}
+        if enabled
+        else None,
+        "speculates": spec.get("enabled") is not False,
+        "deterministic": bool(info.get("deterministic")),
+        "adaptive": bool(enabled and spec.get("adaptive")),
+        "numerics": dict(info.get("numerics") or {}),
+        "attention_backends": dict(info.get("attention_backends") or {}),
+    }
+
+
 def gate_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """The gate's acceptance over its answers: `accept_length`, SGLang's completion tokens over
     verify passes (what the sweep measured, which the 95%-of-measured rule compares with), and
@@ -718,10 +750,7 @@ def gate_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None
     ver = sum(int(r.get("spec_verify_ct") or 0) for r in rows)
     # every answer's first token came from the prefill, one-token answers' (no verify pass) included
     firsts = sum(1 for r in rows if int(r.get("completion_tokens") or 0) > 0)
-    return {
-        "accept_length": tok / ver if ver > 0 else None,
-        "decode_accept": (tok - firsts) / ver if ver > 0 else None,
-    }
+    return {"accept_length": tokens_per_verify(tok, ver), "decode_accept": tokens_per_verify(tok - firsts, ver)}
 
 
 def gate_outputs(

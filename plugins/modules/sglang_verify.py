@@ -127,6 +127,7 @@ from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_verify 
     StreamRow,
     baseline_mismatch,
     baseline_problems,
+    candidate_identity,
     floor_exemption,
     gate_outputs,
     generate_body,
@@ -294,7 +295,7 @@ def run(module):
     srv = Server(p["url"], p["api_key"], p["request_timeout"])
     info = srv.info()
     spec = info.get("speculative") or {}
-    model = info.get("model_path") or info.get("served_model_name")
+    model = candidate_identity(info)["model"]
     prompts = [{"id": r["id"], "text": r["prompt"]} for r in base["short"] + base["long"]]
     diffs = baseline_mismatch(
         base, model, info.get("version"), prompt_set_hash(prompts), base.get("settings") or {}, info.get("numerics")
@@ -307,21 +308,18 @@ def run(module):
     plan = request_order(len(base["short"]), len(base["long"]))
     done, loads = send_all(srv, base, settings, plan, p["concurrency"])
     seconds = time.monotonic() - started
+    ident = candidate_identity(info)  # the tuner's gate reads the server the same way (tuner/verify/probe.py)
     candidate = {
-        "server_version": info.get("version"),
-        "deterministic": bool(info.get("deterministic")),
-        "attention_backends": dict(info.get("attention_backends") or {}),
-        # a draft tree's verify is not a decode step's arithmetic (sglang_verify.rule_for)
-        "speculative": {"eagle_topk": spec.get("eagle_topk")} if spec.get("enabled") else None,
-        # adaptive: the sweep's measured acceptance is not its gate's (sglang_verify.judge)
-        "adaptive": bool(spec.get("adaptive")) or p["adaptive_config"] is not None,
+        **ident,
+        # adaptive: the sweep's measured acceptance is not its gate's (sglang_verify.judge); the
+        # config this module was handed counts as the server's own word does
+        "adaptive": ident["adaptive"] or p["adaptive_config"] is not None,
         **gate_outputs(done, len(base["short"]), len(base["long"]), seconds, load=loads),
     }
     # a config that pins 0 steps where the requests run: no floor (sglang_verify.floor_exemption, as the tuner's gate)
     # a server without speculation (spec_steps 0) has no verify pass to judge: its outputs only,
     # as the tuner gates no such configuration (it is the reference the baseline is taken from)
-    speculates = spec.get("enabled") is not False
-    verdict = judge(base, candidate, p["measured_accept"], acceptance=speculates, floor=exempt is None)
+    verdict = judge(base, candidate, p["measured_accept"], acceptance=ident["speculates"], floor=exempt is None)
     if exempt is not None:
         verdict["acceptance_vs_sweep"] = exempt
     verdict["server"] = {

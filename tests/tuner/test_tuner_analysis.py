@@ -150,6 +150,30 @@ def test_capacity_failure_classification():
     assert not is_capacity_failure(None)
 
 
+def test_a_kv_failure_bounds_its_own_series_only():
+    """One reading of "failed for lack of KV memory" for the grid's and search's skip and the schedule
+    phase's deepest candidate: a tree's failure (topk 4 holds more KV per step) bounded the chain
+    ladders the schedule phase offers, where the capacity skip already kept to the series."""
+    from tuner.data.records import DeployRecord, SweepState
+    from tuner.decide.capacity import capacity_skip, kv_failures
+    from tuner.decide.schedule_phase import is_chain
+
+    oom = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    tree, chain = SpecConfig(3, 4, 8), SpecConfig(5)
+    state = SweepState.fold(
+        [
+            DeployRecord(config=tree, host="h", status="failed", reason=oom),
+            DeployRecord(config=chain, host="h", status="failed", reason=oom),
+            DeployRecord(config=SpecConfig(2), host="h", status="failed", reason="timed out waiting for /health"),
+        ]
+    )
+    assert kv_failures(state, lambda c: is_chain(c, "NEXTN")) == [(5, oom)]
+    assert [s for s, _ in kv_failures(state, lambda c: True)] == [3, 5]
+    assert capacity_skip(SpecConfig(4), state) is None  # the tree's depth 3 is not the chain's
+    assert "spec_steps 5 could not start" in (capacity_skip(SpecConfig(6), state) or "")
+    assert "spec_steps 3 could not start" in (capacity_skip(SpecConfig(4, 4, 8), state) or "")
+
+
 def test_noise_summary():
     rows = [row(2, 16, v, rep=i + 1) for i, v in enumerate([1000.0, 1100.0, 900.0])]
     n = noise_summary(analysis.aggregate(rows))

@@ -106,3 +106,40 @@ def test_the_rules_see_imports():
     """The checks above can fail: the parser finds a relative import inside a function."""
     found = imports_of("tuner.cli", TUNER / "cli.py")
     assert "tuner.run.sweep" in found and "tuner.present.outputs" in found
+
+
+def _raw_imports(path: Path, package: str) -> set[str]:
+    """Every `tuner...` module path `path` names in an import (relative ones resolved from `package`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "tuner"}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module or ""
+            if target.split(".")[0] == "tuner":
+                found |= {target} | {f"{target}.{a.name}" for a in node.names}
+    return found
+
+
+def test_the_emulator_and_the_stages_never_import_each_other():
+    """The tuner reads only what a real SGLang server exposes (HTTP, /metrics, /server_info, the
+    gate's report): no stage, nor the CLI, imports the emulator (its profile, its state); and the
+    emulator, a program of its own, imports no stage. `modules()` leaves the emulator out, so the
+    stage-order test above could not see either direction."""
+    crossing = []
+    for p in sorted(TUNER.rglob("*.py")):
+        rel = p.relative_to(TUNER.parent).with_suffix("")
+        package = ".".join(rel.parts[:-1] if rel.name != "__init__" else rel.parts)
+        inside = "emulator" in rel.parts
+        for target in _raw_imports(p, package):
+            parts = target.split(".")
+            if len(parts) < 2 or parts[1] in ("__version__",):
+                continue
+            if inside != (parts[1] == "emulator") and not (inside and parts[1] == "__init__"):
+                crossing.append(f"{rel}: {target}")
+    assert crossing == []
+    # the walk sees such an import: the emulator's entry point imports its own package only
+    assert any(
+        t.startswith("tuner.emulator") for t in _raw_imports(TUNER / "emulator" / "__main__.py", "tuner.emulator")
+    )

@@ -920,3 +920,25 @@ def test_uno_is_left_out_of_the_exact_round():
     exact round's redeploy of it could only fail, so it keeps its threshold verdict."""
     assert rules.deterministic_refused("UNO") and rules.deterministic_refused(" uno ")
     assert not any(rules.deterministic_refused(a) for a in ("NEXTN", "EAGLE3", "DFLASH", None))
+
+
+def test_the_role_module_and_the_tuner_read_a_server_s_identity_one_way():
+    """The tuner's gate and the role's module each built the candidate's identity from /server_info,
+    and already disagreed: the module called a server adaptive on `adaptive` alone, the tuner only
+    with speculation on. One reading now (sglang_verify.candidate_identity)."""
+    from sglang_utils.sglang_verify import candidate_identity
+
+    info = {
+        "version": "0.5.23",
+        "served_model_name": "m",
+        "speculative": {"enabled": False, "adaptive": True, "eagle_topk": 1},
+        "deterministic": True,
+    }
+    ident = candidate_identity(info)
+    assert ident["adaptive"] is False and ident["speculative"] is None and ident["speculates"] is False
+    assert ident["model"] == "m" and ident["server_version"] == "0.5.23" and ident["deterministic"] is True
+    on = candidate_identity({"model_path": "/p", "speculative": {"enabled": True, "adaptive": True, "eagle_topk": 4}})
+    assert on["adaptive"] and on["speculates"] and on["speculative"]["eagle_topk"] == 4 and on["model"] == "/p"
+    # a server that says nothing of speculation is held to acceptance; nothing names its model: None
+    bare = candidate_identity({})
+    assert bare["speculates"] is True and bare["model"] is None

@@ -25,7 +25,7 @@ from ..spec.configs import SpecConfig
 from . import adaptive_search as search
 from . import analysis, envelope
 from .analysis import PointStats
-from .capacity import is_capacity_failure
+from .capacity import kv_failures
 from .schedule import sglang_spec_cuda_graph_bs
 from .schedule_phase import is_chain, level_batch, server_version, unsupported
 
@@ -122,13 +122,9 @@ def evidence(
             if d.ok and not d.config.is_schedule and d.config.spec_steps > 0
         }
     )
-    kv_failed = sorted(
-        {
-            d.config.spec_steps
-            for d in state.failed.values()
-            if not d.config.is_schedule and is_capacity_failure(d.reason)
-        }
-    )
+    # the chains only (tuner/decide/capacity.py): a tree's deeper draft holds more KV than the
+    # ladder's chain of the same depth, so its failure says nothing of the chain's
+    kv_failed = sorted({steps for steps, _ in kv_failures(state, lambda cfg: is_chain(cfg, algorithm))})
     widest = [adaptive_widest(d.config) for d in state.deploys.values() if d.ok and d.config.is_schedule]
     pools = {
         d.config.spec_steps: int(d.max_total_num_tokens)

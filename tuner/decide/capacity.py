@@ -5,6 +5,7 @@ for lack of KV memory is not deployed, because deeper speculation needs more of 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..data.records import SweepState
 from ..spec.configs import SpecConfig
@@ -34,22 +35,30 @@ def is_capacity_failure(reason: str | None) -> bool:
     return any(re.search(p, text) for p in _CAPACITY_PATTERNS)
 
 
-def capacity_skip(cfg: SpecConfig, state: SweepState) -> str | None:
-    """Why `cfg` is skipped for capacity: the shallowest depth of its series below it that failed
-    to start for lack of KV memory, in words; None when there is none."""
-    below = []
+def kv_failures(state: SweepState, member: Callable[[SpecConfig], bool]) -> list[tuple[int, str]]:
+    """(depth, reason) of each configuration `member` admits that failed to start for lack of KV
+    memory, shallowest first: the one reading of such failures for the capacity skip below and the
+    schedule phase's deepest candidate (tuner/decide/adaptive_phase.py, over the static chains)."""
+    out = []
     for cid, dep in state.failed.items():
         other = state.configs.get(cid)
-        if other is None or other.series != cfg.series or not 0 < other.spec_steps < cfg.spec_steps:
+        if other is None or other.is_schedule or other.spec_steps <= 0 or not member(other):
             continue
         # the reason (the gate's fatal line), not the detail: its log tail holds SGLang's launch
         # line (`server_args=ServerArgs(... mem_fraction_static=0.87 ...)`) for any start that failed
         # early, so a gate timeout or an NCCL error read as lack of KV memory and skipped the depths above
         if is_capacity_failure(dep.reason):
-            below.append((other.spec_steps, dep.reason or ""))
+            out.append((other.spec_steps, dep.reason or ""))
+    return sorted(out)
+
+
+def capacity_skip(cfg: SpecConfig, state: SweepState) -> str | None:
+    """Why `cfg` is skipped for capacity: the shallowest depth of its series below it that failed
+    to start for lack of KV memory, in words; None when there is none."""
+    below = [(s, r) for s, r in kv_failures(state, lambda o: o.series == cfg.series) if s < cfg.spec_steps]
     if not below:
         return None
-    steps, reason = min(below)
+    steps, reason = below[0]
     return (
         f"spec_steps {steps} could not start for lack of KV memory ({reason[:160]}); "
         "deeper speculation needs more of it"

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sglang_utils.sglang_verify import tokens_per_verify
+
 from ..data.records import LevelRecord
-from ..measure.metrics import tokens_per_verify
 
 TOLERANCE = 0.01
 

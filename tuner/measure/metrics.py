@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from sglang_utils.sglang_verify import tokens_per_verify
+
 from . import stats
 from .stats import percentile
 
@@ -205,14 +207,6 @@ class LevelMetrics:
 
 def _ms(v: float | None) -> float | None:
     return None if v is None else v * 1000.0
-
-
-def tokens_per_verify(tokens: float, verify_steps: float) -> float | None:
-    """The acceptance length's one formula (definitions.py "Acceptance length"): tokens over the
-    verify steps that produced them, SGLang's (sgl-project/sglang#3152); None without a verify step.
-    The level's own figure (`accept_length`) and the cross-check's two sides (the requests'
-    `spec_verify_ct`, the /metrics counters: tuner/decide/crosscheck.py) are all this ratio."""
-    return tokens / verify_steps if verify_steps and verify_steps > 0 else None
 
 
 def accept_length(

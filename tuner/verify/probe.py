@@ -46,23 +46,11 @@ def failure_text(exc: BaseException) -> str:
 
 
 async def identity(client: BenchClient) -> dict[str, Any]:
-    info = await client.parsed_server_info()
-    spec = info.get("speculative") or {}
-    model = info.get("model_path") or info.get("served_model_name") or await client.served_model_name()
-    return {
-        "server_version": info.get("version"),
-        "model": model,
-        "served_model_name": info.get("served_model_name"),
-        "speculative": {k: spec.get(k) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")}
-        if spec.get("enabled")
-        else None,
-        # held to acceptance unless the server says it does not speculate (the role's module's rule)
-        "speculates": spec.get("enabled") is not False,
-        "deterministic": bool(info.get("deterministic")),
-        "adaptive": bool(spec.get("enabled") and spec.get("adaptive")),
-        "numerics": dict(info.get("numerics") or {}),
-        "attention_backends": dict(info.get("attention_backends") or {}),
-    }
+    """The running server's identity as the gate reads it (sglang_verify.candidate_identity, the
+    role's module's one reading), its model from /v1/models where /server_info names none."""
+    ident = rules.candidate_identity(await client.parsed_server_info())
+    ident["model"] = ident["model"] or await client.served_model_name()
+    return ident
 
 
 @asynccontextmanager
