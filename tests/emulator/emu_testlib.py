@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -12,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from emulator_proc import emulator_cmd, free_port
+from emulator_proc import emulator_cmd, free_port, start_process, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "/shared/models/Qwen3.5-122B-A10B"
@@ -60,10 +58,7 @@ class Emulator:
         self.out_path = tmp / f"emu-{self.port}.out"
         self._err = open(self.err_path, "wb")
         self._out = open(self.out_path, "wb")
-        e = dict(os.environ)
-        e.pop("SGLANG_EMULATOR_PROFILE", None)
-        e.update(env or {})
-        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, stdout=self._out, stderr=self._err, env=e)
+        self.proc = start_process(self.cmd, stdout=self._out, stderr=self._err, env=env)
 
     # ---- observation ----------------------------------------------------------------------------
     def log(self) -> str:
@@ -141,16 +136,10 @@ class Emulator:
 
     # ---- teardown -------------------------------------------------------------------------------------
     def terminate(self, timeout: float = 10.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        code = stop_process(self.proc, timeout)
         self._err.close()
         self._out.close()
-        return self.proc.returncode
+        return code if code is not None else self.proc.returncode
 
     def kill(self) -> None:
         if self.proc.poll() is None:

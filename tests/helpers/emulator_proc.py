@@ -1,6 +1,8 @@
 """One way for tests and benches to run the SGLang emulator as a real process on loopback: a free
 port, the `python -m tuner.emulator` command line, the wait for /health, and the process itself
-(`emulator_process`: started in a session of its own, stopped with everything it started).
+(`start_process` / `stop_process`, and `emulator_process` around them: started in a session of its
+own, stopped with everything it started). tests/emulator/emu_testlib.py's `Emulator` (its log and
+access log apart, the HTTP helpers the emulator's own tests use) starts and stops through them too.
 
 Importable by tests (tests/conftest.py puts this directory on sys.path) and by bench/ scripts
 (`sys.path.insert(0, str(ROOT / "tests" / "helpers"))`). Standard library only.
@@ -20,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,30 +108,52 @@ def wait_for_health(url: str, proc: subprocess.Popen[bytes] | None = None, timeo
         time.sleep(0.1)
 
 
+def start_process(
+    cmd: list[str],
+    *,
+    stdout: Any = subprocess.DEVNULL,
+    stderr: Any = subprocess.STDOUT,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `cmd` (an `emulator_cmd` line) from the repository root in a session of its own, with
+    this process's environment less SGLANG_EMULATOR_PROFILE (a profile the caller does not name
+    is not the test's), then `env` over it."""
+    e = {k: v for k, v in os.environ.items() if k != "SGLANG_EMULATOR_PROFILE"}
+    e.update(env or {})
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=stdout, stderr=stderr, env=e, start_new_session=True)
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
+    """SIGTERM to the process (its own handler drains and exits), SIGKILL to its whole session after
+    `timeout` s; its exit status (negative: the signal that ended it)."""
+    if proc.poll() is None:
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    return proc.returncode
+
+
 @contextmanager
 def emulator_process(
     cmd: list[str], url: str, *, log: Path | None = None, wait: bool = True, timeout: float = 60.0
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run `cmd` (an `emulator_cmd` line serving `url`) as a process of its own session, its output
-    to `log` (else discarded); with `wait`, until /health answers (an emulator that exits first says
-    so at once). Yields the process; on leaving, stops its whole session (SIGTERM, then SIGKILL
-    after 10 s), so nothing it started outlives the test or bench."""
+    """Run `cmd` (an `emulator_cmd` line serving `url`) as `start_process` does, its output to `log`
+    (else discarded); with `wait`, until /health answers (an emulator that exits first says so at
+    once). Yields the process; on leaving, `stop_process`."""
     out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_process(cmd, stdout=out)
     try:
         if wait:
             wait_for_health(url, proc, timeout=timeout)
         yield proc
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process(proc)
         if log:
             out.close()
 
