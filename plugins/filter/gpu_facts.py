@@ -631,6 +631,53 @@ def _size_bytes(text: str) -> int:
     return int(text.rstrip("KMG")) * mult
 
 
+# What apt's failures mean for the role's variables (ansible.builtin.apt's messages, apt's own):
+# pattern -> what to change.
+_APT_FAILURES = (
+    (
+        r"python3?-apt",
+        "Ansible's apt module needs python3-apt on the host and apt could not install it (the host's own "
+        "Debian/Ubuntu repositories unreachable): install python3-apt, or make those repositories reachable",
+    ),
+    (
+        r"not signed|NO_PUBKEY|signatures (were invalid|couldn't be verified)|is not signed",
+        "the repository's signing key does not verify it: cuda_env_repo_key_url (and cuda_env_repo_key_checksum)",
+    ),
+    (
+        r"Failed to lock apt|Could not get lock|dpkg frontend lock|Unable to acquire the dpkg",
+        "another apt or dpkg (unattended-upgrades, a manual install) holds the lock: run again once it has finished",
+    ),
+    (
+        r"no available installation candidate|Version '[^']*' for '[^']*' was not found",
+        "a pinned version the repository does not carry: cuda_env_cuda_toolkit_version / cuda_env_nccl_version "
+        "(`apt-cache madison <package>` on the host lists the ones it does)",
+    ),
+    (
+        r"No package matching",
+        "the repository gave no index for the package: cuda_env_repo_url unreachable or wrong (apt only warns "
+        "when it cannot fetch a source), or cuda_env_cuda_toolkit_package / cuda_env_nccl_packages misnamed",
+    ),
+)
+
+
+def apt_failure_message(msg: Any, packages: Any, repo_url: Any, removed: Any = None) -> str:
+    """The install's failure in words a user acts on: apt's own first line, what it means for the
+    role's variables, and what the role took back so that the host's apt keeps working."""
+    text = str(msg or "the apt module failed without a message").strip()
+    first = text.splitlines()[0] if text else text
+    hint = next((why for pattern, why in _APT_FAILURES if re.search(pattern, text, re.IGNORECASE)), None)
+    out = f"installing {', '.join(map(str, packages or []))} from {repo_url} failed: {first[:400]}"
+    out += (
+        f". Likely cause: {hint}"
+        if hint
+        else ". See apt's message above; the role's variables are in roles/cuda_env/meta/argument_specs.yml"
+    )
+    gone = [str(p) for p in (removed or []) if p]
+    if gone:
+        out += f". Taken back so that apt keeps working: {', '.join(gone)} (this run wrote them)"
+    return out + "."
+
+
 class FilterModule:
     """Ansible filters (prefixed: the filter namespace is shared with other plugins)."""
 
@@ -649,4 +696,5 @@ class FilterModule:
             "cuda_env_apt_sources_carrying": apt_sources_carrying,
             "cuda_env_env_problems": environment_problems,
             "cuda_env_input_problems": input_problems,
+            "cuda_env_apt_failure": apt_failure_message,
         }

@@ -181,6 +181,7 @@ def install_errors(version: object, python_version: object = None, driver_cuda: 
             f"runs CUDA {driver_cuda} at most (nvidia-smi): no GPU would be usable; allowed: a driver that runs CUDA "
             f"{need_cuda[0]} (out of this role's scope), an older sglang_server_sglang_version"
             + (" (0.5.10 or earlier for a CUDA 12 driver)" if need_cuda >= (13, 0) else "")
-            + ", or cuda_env_check_driver: false"
+            + f", or cuda_env_check_driver: false only with NVIDIA's forward-compatibility package (cuda-compat, "
+            f"data-center GPUs): minor-version compatibility does not cross from CUDA {have_cuda[0]} to {need_cuda[0]}"
         )
     return errors

@@ -324,3 +324,26 @@ def test_mig_modes_and_the_problem_they_make() -> None:
     for entry in ("MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f", "MIG-GPU-aaaa0000-1111-2222-3333-444455556666/1/0"):
         [why] = gf.select_visible_gpus(gpus, entry)["problems"]
         assert "names a MIG instance" in why and "names no single GPU" not in why
+
+
+@pytest.mark.parametrize(
+    ("msg", "hint"),
+    [
+        ("Failed to update apt cache after 5 retries: E:The repository 'x' is not signed.", "cuda_env_repo_key_url"),
+        ("No package matching 'cuda-toolkit-12-8' is available", "cuda_env_repo_url unreachable or wrong"),
+        ("no available installation candidate for libnccl2=2.26.2-1+cuda12.6", "cuda_env_nccl_version"),
+        ("Failed to lock apt for exclusive operation: Failed to lock directory /var/lib/apt/lists/", "holds the lock"),
+        ("E: Unable to locate package python3-apt", "install python3-apt"),
+        ("something else entirely", "argument_specs.yml"),
+    ],
+)
+def test_an_apt_failure_is_said_with_what_to_change(msg: str, hint: str) -> None:
+    """The apt module's own words, then what they mean for the role's variables (a raw `No package
+    matching` never said the repository was unreachable), and what the role took back."""
+    text = gf.apt_failure_message(
+        msg, ["cuda-toolkit-12-8", "libnccl2=2.26.2-1+cuda12.8"], "https://r/", ["/etc/a.sources"]
+    )
+    assert text.startswith(
+        "installing cuda-toolkit-12-8, libnccl2=2.26.2-1+cuda12.8 from https://r/ failed: " + msg.splitlines()[0][:60]
+    )
+    assert hint in text and text.endswith("Taken back so that apt keeps working: /etc/a.sources (this run wrote them).")

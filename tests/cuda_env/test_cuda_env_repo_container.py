@@ -32,7 +32,7 @@ def _podman_ready() -> bool:
 
 pytestmark = [
     # the file's measured duration in seconds (scripts/test.sh schedules the longest first: tests/conftest.py)
-    pytest.mark.cost(95),
+    pytest.mark.cost(110),
     pytest.mark.slow,
     pytest.mark.systemd,
     pytest.mark.skipif(not _podman_ready(), reason=f"podman or {IMAGE} missing (make setup)"),
@@ -191,3 +191,24 @@ def test_a_disabled_source_does_not_count_and_a_conflict_is_repaired(container, 
         assert fixed.returncode == 0, fixed.stderr
     finally:
         podman("exec", container, "rm", "-f", disabled, keyring_list, check=False)
+
+
+def test_a_failed_install_says_what_to_change_and_leaves_apt_working(container, tmp_path) -> None:
+    """Offline, nothing can be fetched. The role failed with the apt module's raw words and left its
+    source behind, so every later `apt-get update` on the host failed too; now it says what to
+    change and takes back the source and key this run wrote."""
+    podman("exec", container, "rm", "-f", SOURCES, KEYRING)
+    # the repository play writes the source and key, then the install runs (here, for real)
+    proc = run_play(tmp_path, container, "-e", "run_install=true")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    # this image has no python3-apt, which the apt module installs first (offline: it cannot), the
+    # failure a host whose own repositories are unreachable meets (the other causes' words:
+    # tests/cuda_env/test_cuda_env_gpu_facts.py)
+    assert "installing cuda-toolkit-12-8, libnccl2=" in out and "failed: E: Unable to locate package python3-apt" in out
+    assert "install python3-apt, or make those repositories reachable" in out, out[-3000:]
+    assert f"Taken back so that apt keeps working: {SOURCES}, {KEYRING}" in out, out[-3000:]
+    assert podman("exec", container, "test", "-e", SOURCES, check=False).returncode == 1
+    assert podman("exec", container, "test", "-e", KEYRING, check=False).returncode == 1
+    update = podman("exec", container, "apt-get", "update", check=False)
+    assert "developer.download.nvidia.com" not in update.stdout + update.stderr
