@@ -467,7 +467,7 @@ def adaptive_overlap_errors(schedule: Any, extra_flags: Any, version: Any) -> li
     ]
 
 
-def _given(extra: Any, *names: str) -> Any:
+def given_value(extra: Any, *names: str) -> Any:
     """The value sglang_server_extra_flags gives one of `names` (a flag and its aliases), the last
     item of a list (the role writes `dp-size: [2]` as `--dp-size 2`); None when it gives none. By the
     whole name only: which abbreviation SGLang's parser takes depends on the release's every flag
@@ -487,8 +487,8 @@ def _above_1(value: Any) -> bool:
 def _attention_dp(extra: Any) -> bool:
     """DP attention in effect: the switch with a data-parallel size above 1 (SGLang turns the switch
     off at dp size 1: 0.5.12 server_args.py, 0.5.16/0.5.20 overrides.py, 0.5.23 parallel_hook.py)."""
-    return _given(extra, "--enable-dp-attention") is True and _above_1(
-        _given(extra, "--dp-size", "--data-parallel-size")
+    return given_value(extra, "--enable-dp-attention") is True and _above_1(
+        given_value(extra, "--dp-size", "--data-parallel-size")
     )
 
 
@@ -507,7 +507,7 @@ def adaptive_fallback_errors(schedule: Any, extra_flags: Any) -> list[str]:
     static server with only a warning, so the role refuses it before any host changes."""
     if not (isinstance(schedule, dict) and schedule.get("enabled")):
         return []
-    found = [(flag, why) for flag, why in _ADAPTIVE_FALLBACKS if _given(extra_flags, flag) is True]
+    found = [(flag, why) for flag, why in _ADAPTIVE_FALLBACKS if given_value(extra_flags, flag) is True]
     if _attention_dp(extra_flags):
         found.append(("DP attention", "its step decisions are not synchronized across the DP ranks"))
     return [
@@ -546,18 +546,18 @@ def uno_errors(settings: dict[str, Any]) -> list[str]:
             "spec_algorithm=UNO needs its LoRA adapter (SGLang: 'UNO requires --uno-lora-path.'): set "
             "sglang_server_extra_flags {uno-lora-path: /path/to/adapter}"
         )
-    pp = _given(extra, "--pp-size", "--pipeline-parallel-size")
+    pp = given_value(extra, "--pp-size", "--pipeline-parallel-size")
     if _above_1(settings.get("tp_size")) or _above_1(pp):
         errors.append(
             "spec_algorithm=UNO runs at tensor and pipeline parallel size 1 (SGLang: 'UNO requires TP=PP=1.'); got "
             f"sglang_server_tp_size={fmt(settings.get('tp_size'))}" + (f", pp-size {fmt(pp)}" if _above_1(pp) else "")
         )
-    if _attention_dp(extra) or _above_1(_given(extra, "--attn-cp-size", "--attention-context-parallel-size")):
+    if _attention_dp(extra) or _above_1(given_value(extra, "--attn-cp-size", "--attention-context-parallel-size")):
         errors.append(
             "spec_algorithm=UNO does not run with DP attention or context parallelism "
             "(SGLang: 'UNO does not support DP attention or context parallelism.')"
         )
-    if _given(extra, "--enable-deterministic-inference") is True:
+    if given_value(extra, "--enable-deterministic-inference") is True:
         errors.append(
             "spec_algorithm=UNO does not run with enable-deterministic-inference (SGLang: 'UNO does not support "
             "--enable-deterministic-inference because its sampling path does not use per-request seeds.')"

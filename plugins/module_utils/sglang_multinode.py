@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from .sglang_flags import extra_switch_on, extra_value
+from .sglang_flags import extra_switch_on, given_value
 
 __all__ = [
     "SAME_ON_EVERY_NODE",
@@ -216,13 +216,9 @@ def address_errors(group: Any, addresses: dict[str, str]) -> list[str]:
 
 
 def _flag_int(extra: Any, names: tuple[str, ...]) -> Any:
-    """The whole number `sglang_server_extra_flags` gives one of `names` (a flag and its aliases):
-    of a list, its last item, as the role writes `dp-size: [2]` as `--dp-size 2` and argparse
-    keeps the last of a repeated flag; None when it gives none that reads as one."""
-    value = extra_value(extra, names)
-    if isinstance(value, list):
-        value = value[-1] if value else None
-    return _int(value)
+    """The whole number `sglang_server_extra_flags` gives one of `names` (a flag and its aliases;
+    a list's last item: sglang_flags.given_value); None when it gives none that reads as one."""
+    return _int(given_value(extra, *names))
 
 
 def _int(value: Any) -> Any:

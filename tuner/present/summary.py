@@ -122,20 +122,25 @@ def _levels_and_temperatures(state: SweepState, spec: SweepSpec) -> tuple[list[i
     return levels, temps + [t for t in measured if t not in temps]
 
 
+def _first_temperature(spec: SweepSpec, temps: list[float]) -> float:
+    """The primary temperature: the first measured, else the spec's first (nothing measured yet)."""
+    return temps[0] if temps else float(spec.workload.temperature[0])
+
+
 def first_view(state: SweepState, spec: SweepSpec, target: list[int] | None = None) -> TempView:
     """The first temperature's view alone (the `Summary.primary_view` of `summarize`): the choices and
     the recommendation without the other temperatures, the search's refit or the notes (the
     schedule phase plans from it mid-sweep, tuner/run/sweep.py)."""
     levels, temps = _levels_and_temperatures(state, spec)
-    first = temps[0] if temps else float(spec.workload.temperature[0])
-    return view_for(state, spec, first, levels, _target(spec, target))
+    return view_for(state, spec, _first_temperature(spec, temps), levels, _target(spec, target))
 
 
 def summarize(state: SweepState, spec: SweepSpec, target: list[int] | None = None) -> Summary:
     levels, temps = _levels_and_temperatures(state, spec)
     tgt = _target(spec, target)
     views = {t: view_for(state, spec, t, levels, tgt) for t in temps}
-    primary = views[temps[0]] if temps else first_view(state, spec, target)
+    first = _first_temperature(spec, temps)
+    primary = views[first] if first in views else view_for(state, spec, first, levels, tgt)
     s = Summary(
         spec=spec,
         state=state,
