@@ -571,6 +571,8 @@ def input_problems(v: Mapping[str, Any]) -> list[str]:
         bad("cuda_env_nccl_packages", "at least one package, normally libnccl2 and libnccl-dev")
     if not _is_int(v.get("cuda_env_apt_cache_valid_time", 0), 0):
         bad("cuda_env_apt_cache_valid_time", "seconds >= 0")
+    if not _is_int(v.get("cuda_env_apt_lock_timeout", 0), 0):
+        bad("cuda_env_apt_lock_timeout", "seconds >= 0")
     for name in ("cuda_env_repo_url", "cuda_env_repo_key_url", "cuda_env_repo_base_url"):
         url = str(v.get(name) or "")
         if (url or name == "cuda_env_repo_base_url") and not re.match(r"^(https?|file)://\S+$", url):
@@ -645,7 +647,8 @@ _APT_FAILURES = (
     ),
     (
         r"Failed to lock apt|Could not get lock|dpkg frontend lock|Unable to acquire the dpkg",
-        "another apt or dpkg (unattended-upgrades, a manual install) holds the lock: run again once it has finished",
+        "another apt or dpkg (unattended-upgrades, a manual install) held the lock past cuda_env_apt_lock_timeout: "
+        "run again once it has finished, or raise that timeout",
     ),
     (
         r"no available installation candidate|Version '[^']*' for '[^']*' was not found",

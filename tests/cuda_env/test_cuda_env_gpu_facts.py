@@ -259,6 +259,8 @@ def test_defaults_pass_input_validation() -> None:
         ({"cuda_env_nccl_version": "2.26.2"}, "cuda_env_nccl_version is '2.26.2'; allowed: NCCL's Debian version"),
         ({"cuda_env_cuda_toolkit_version": "latest!"}, "cuda_env_cuda_toolkit_version is 'latest!'"),
         ({"cuda_env_nccl_packages": []}, "cuda_env_nccl_packages is []; allowed: at least one package"),
+        ({"cuda_env_apt_lock_timeout": -5}, "cuda_env_apt_lock_timeout is -5; allowed: seconds >= 0"),
+        ({"cuda_env_apt_lock_timeout": "long"}, "cuda_env_apt_lock_timeout is 'long'"),
         ({"cuda_env_repo_url": "ftp.example.com/cuda"}, "cuda_env_repo_url is 'ftp.example.com/cuda'"),
         (
             {"cuda_env_repo_distro": "centos7"},
@@ -332,7 +334,10 @@ def test_mig_modes_and_the_problem_they_make() -> None:
         ("Failed to update apt cache after 5 retries: E:The repository 'x' is not signed.", "cuda_env_repo_key_url"),
         ("No package matching 'cuda-toolkit-12-8' is available", "cuda_env_repo_url unreachable or wrong"),
         ("no available installation candidate for libnccl2=2.26.2-1+cuda12.6", "cuda_env_nccl_version"),
-        ("Failed to lock apt for exclusive operation: Failed to lock directory /var/lib/apt/lists/", "holds the lock"),
+        (
+            "Failed to lock apt for exclusive operation: Failed to lock directory /var/lib/apt/lists/",
+            "past cuda_env_apt_lock_timeout",
+        ),
         ("E: Unable to locate package python3-apt", "install python3-apt"),
         ("something else entirely", "argument_specs.yml"),
     ],
