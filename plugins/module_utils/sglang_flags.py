@@ -486,10 +486,13 @@ def _above_1(value: Any) -> bool:
 
 def _attention_dp(extra: Any) -> bool:
     """DP attention in effect: the switch with a data-parallel size above 1 (SGLang turns the switch
-    off at dp size 1: 0.5.12 server_args.py, 0.5.16/0.5.20 overrides.py, 0.5.23 parallel_hook.py)."""
-    return given_value(extra, "--enable-dp-attention") is True and _above_1(
+    off at dp size 1: 0.5.12 server_args.py, 0.5.16/0.5.20 overrides.py, 0.5.23 parallel_hook.py), or
+    an attention-DP size above 1, the spelling 0.5.22 added and 0.5.23 asks for instead of the switch
+    (arg_groups/fields/parallel.py `attn_dp_size`; runtime_context.py `attn_dp_enabled_of` reads it)."""
+    switch = given_value(extra, "--enable-dp-attention") is True and _above_1(
         given_value(extra, "--dp-size", "--data-parallel-size")
     )
+    return switch or _above_1(given_value(extra, "--attn-dp-size", "--attention-data-parallel-size"))
 
 
 # What makes SGLang run a per-batch-size schedule as a static server, with only a warning

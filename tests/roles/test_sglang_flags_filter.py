@@ -611,7 +611,11 @@ def test_uno_needs_its_adapter_one_gpu_and_no_deterministic_inference_before_any
     errors = sglang_flags.server_errors({**ok, "tp_size": 2, "extra_flags": flags})
     assert any("'UNO requires TP=PP=1.'" in e and "sglang_server_tp_size=2, pp-size 2" in e for e in errors), errors
     assert any("enable-deterministic-inference" in e for e in errors), errors
-    for more in ({"enable-dp-attention": True, "dp-size": 2}, {"attention-context-parallel-size": "2"}):
+    for more in (
+        {"enable-dp-attention": True, "dp-size": 2},
+        {"attn-dp-size": 2},
+        {"attention-context-parallel-size": "2"},
+    ):
         extra = {"uno-lora-path": "/m/uno", **more}
         assert any("DP attention or context" in e for e in sglang_flags.server_errors({**ok, "extra_flags": extra}))
     # another algorithm is not held to UNO's rules
@@ -644,6 +648,9 @@ def test_a_schedule_beside_a_setting_sglangs_adaptive_mode_does_not_run_with_is_
     assert refused({"enable-dp-attention": True}) == []
     assert refused({"enable-dp-attention": True, "dp-size": 2})
     assert refused({"enable-dp-attention": True, "data-parallel-size": [2]})
+    # 0.5.22's spelling, which 0.5.23 asks for instead of the switch (attn_dp_enabled_of reads it)
+    assert refused({"attn-dp-size": 2}) and refused({"attention-data-parallel-size": [4]})
+    assert refused({"attn-dp-size": 1}) == []
     # an abbreviation is SGLang's to judge (`enable-dp` is ambiguous there), not read as another flag
     assert refused({"enable-dp": True, "dp-size": 2}) == []
 
