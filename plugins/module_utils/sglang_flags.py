@@ -725,8 +725,11 @@ def server_flags(settings: dict[str, Any]) -> list[list[str]]:
         # sets under it (_init_adaptive_speculative_params); with `default` and no spec_steps all
         # three are left to SGLang, which asserts they come together.
         lines.append(["--speculative-algorithm", schedule["algorithm"]])
-        if spec.get("draft_model_path"):
-            lines.append(["--speculative-draft-model-path", spec["draft_model_path"]])
+        # the schedule's own (spec is off when the launch depth is the schedule's and the steps'
+        # default is 0)
+        draft = schedule.get("draft_model_path") or spec.get("draft_model_path")
+        if draft:
+            lines.append(["--speculative-draft-model-path", draft])
         if schedule.get("num_steps") is not None:
             lines.append(["--speculative-num-steps", str(schedule["num_steps"])])
             lines.append(["--speculative-eagle-topk", "1"])

@@ -315,6 +315,7 @@ def _schedule_off() -> dict[str, Any]:
         "text": "",
         "num_steps": None,
         "algorithm": None,
+        "draft_model_path": None,
     }
 
 
@@ -383,6 +384,7 @@ def schedule_settings(
     algorithm: Any = None,
     sglang_version: Any = None,
     max_steps: Any = DEFAULT_MAX_STEPS,
+    draft_model_path: Any = None,
 ) -> dict[str, Any]:
     """Validate and normalise the play-level spec_schedule (every error names it).
 
@@ -391,8 +393,13 @@ def schedule_settings(
     spec_schedule='...'``), or ``default`` (SGLang's DEFAULT_ADAPTIVE_CONFIG). Unset, "", none and
     null mean no schedule. Returns {"errors", "enabled", "mode" ("schedule" | "default" | None),
     "config" (SGLang's JSON as a dict, buckets in increasing order), "text" (the file's content),
-    "num_steps" (the --speculative-num-steps to pass, None to let SGLang choose), "algorithm"}.
+    "num_steps" (the --speculative-num-steps to pass, None to let SGLang choose), "algorithm",
+    "draft_model_path"}.
     ``steps``/``topk``/``draft_tokens``/``algorithm`` are the raw spec_* variables (None when unset).
+    ``draft_model_path`` is sglang_server_spec_draft_model_path (None: not checked here): the schedule
+    carries it itself, since spec_settings, which reads it for a static server, is off when the launch
+    depth comes from the schedule and sglang_server_spec_steps_default is 0; SGLang fills it in only
+    for the targets with a built-in MTP head, so an EAGLE3 schedule without it cannot start.
     """
     out = _schedule_off()
     errors: list[str] = out["errors"]
@@ -466,6 +473,9 @@ def schedule_settings(
             f"spec_schedule needs spec_algorithm {', '.join(ADAPTIVE_ALGORITHMS)} (SGLang runs adaptive speculation "
             f"for EAGLE/EAGLE3 only, NEXTN being EAGLE); got spec_algorithm={fmt(algorithm)}"
         )
+    draft_model = "" if is_unset(draft_model_path) else str(draft_model_path)
+    if draft_model_path is not None and algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
+        errors.append(f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path")
     if not is_unset(topk) and parse_whole_number(topk) != 1:
         errors.append(
             f"spec_schedule needs spec_topk 1 (SGLang's adaptive speculation supports topk=1 only); got spec_topk={fmt(topk)}"
@@ -509,5 +519,13 @@ def schedule_settings(
     if errors:
         return out
     text = json.dumps(config) + "\n" if config is not None else ""
-    out.update(enabled=True, mode=mode, config=config, text=text, num_steps=num_steps, algorithm=algo)
+    out.update(
+        enabled=True,
+        mode=mode,
+        config=config,
+        text=text,
+        num_steps=num_steps,
+        algorithm=algo,
+        draft_model_path=draft_model or None,
+    )
     return out

@@ -64,6 +64,7 @@ def test_unset_means_static(value):
         "text": "",
         "num_steps": None,
         "algorithm": None,
+        "draft_model_path": None,
     }
 
 
@@ -212,3 +213,23 @@ def test_adaptive_flags_are_managed():
     )
     assert any("--speculative-adaptive: use spec_schedule" in e for e in errors)
     assert any("--speculative-adaptive-config: use spec_schedule" in e for e in errors)
+
+
+def test_a_schedule_carries_the_draft_model_when_the_static_depth_is_off():
+    """With sglang_server_spec_steps_default 0 and no spec_steps (the tuner's schedule runs), the
+    static spec is off and held no draft model: the schedule carries its own, and an algorithm that
+    needs one is refused without it (SGLang fills it in only for targets with a built-in MTP head:
+    0.5.23 arg_groups/speculative_hook.py), as a static server is."""
+    off = sglang_spec.spec_settings(0, None, None, "EAGLE3", draft_model_path="/m/eagle3")
+    assert off["errors"] == [] and not off["enabled"]
+    s = sched({"1": 4, "16": 3}, algorithm="EAGLE3", draft_model_path="/m/eagle3")
+    assert s["errors"] == [] and s["draft_model_path"] == "/m/eagle3"
+    flags = sglang_flags.server_flags(base(spec=off, schedule=s, adaptive_config_path=PATH, sglang_version=NEW))
+    assert ["--speculative-draft-model-path", "/m/eagle3"] in flags
+    assert ["--speculative-num-steps", "3"] in flags
+    missing = sched({"1": 4, "16": 3}, algorithm="EAGLE3", draft_model_path="")["errors"]
+    assert missing == ["spec_algorithm=EAGLE3 needs a draft model: set sglang_server_spec_draft_model_path"]
+    # NEXTN reads the target's own head: no draft model needed
+    assert sched({"1": 4, "16": 3}, algorithm="NEXTN", draft_model_path="")["errors"] == []
+    # a caller that does not pass the path (None) is not held to it here
+    assert sched({"1": 4, "16": 3}, algorithm="EAGLE3")["errors"] == []
