@@ -616,7 +616,13 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 
 # uvicorn cannot bind the port (its own "[ts] ERROR:    [Errno 98] error while attempting to bind on
 # address ...: address already in use"): the server exits without an SGLang line saying why
-_PORT_IN_USE = ("port_in_use", re.compile(r"error while attempting to bind on address .*"))
+# and SGLang's own check of the ports it reserves (PortArgs.init_new with DP attention or
+# --dist-init-addr, before the server_args line): "ValueError: port_base at 5001 is not available in 30
+# seconds. ..." (0.5.9 srt/utils/common.py, 0.5.23 srt/utils/network.py `wait_port_available`)
+_PORT_IN_USE = (
+    "port_in_use",
+    re.compile(r"error while attempting to bind on address .*|\b\w+ at \d+ is not available in \d+ seconds\..*"),
+)
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
@@ -636,6 +642,9 @@ _SPECIFIC = [
             r"|Hybrid \(mamba/linear-attention\) state cache is too small to serve"
             r"|SWA pool cap \(.*\) leaves no room for the full KV pool"
             r"|AssertionError: max_running_request is zero"
+            # its sibling right after it, every release 0.4.10-0.5.23: `assert max_req_len > 0, "Memory
+            # pool size is too small"` (a pool of a handful of tokens)
+            r"|AssertionError: Memory pool size is too small"
         ),
     ),
     # "Capture cuda graph failed", "Capture prefill CUDA graph failed" (PrefillCudaGraphRunner), and
@@ -651,6 +660,9 @@ _SPECIFIC = [
         re.compile(
             r"\bOutOfMemoryError\b|\b(?:CUDA|NPU|HIP|XPU) out of memory\b|\b(?:CUDA|HIP) error: out of memory\b"
             r"|\bTriton Error \[(?:CUDA|HIP)\]: out of memory\b"
+            # cuBLAS's handle or workspace not allocated, which SGLang's own warm-up probe reads as
+            # out of memory too (0.5.23 multimodal_gen/runtime/server_warmup.py _OUT_OF_MEMORY_MARKERS)
+            r"|\bCUBLAS_STATUS_ALLOC_FAILED\b|\bcudaErrorMemoryAllocation\b"
         ),
     ),
     ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
@@ -718,6 +730,10 @@ _HANDLED_TRACEBACK_RE = re.compile(
     # equipped." and, on ROCm, logger.error(..., exc_info=error) "AMD 1 hop XGMI detection failed."
     # (srt/distributed/device_communicators/custom_all_reduce_utils.py `is_full_nvlink`, 0.5.9-0.5.23)
     r"|NVLink detection failed\. This is normal|AMD 1 hop XGMI detection failed\."
+    # the warm-up's own POST /freeze_gc timing out (requests' ReadTimeout), logged with exc_info
+    # just before the ready line, and the server goes on (0.5.20-0.5.23 http_server.py
+    # _freeze_gc_after_server_warmup: logger.warning("post-warmup freeze_gc failed", exc_info=True))
+    r"|post-warmup freeze_gc failed"
 )
 # The same handled import in its older form (http_server.py lifespan before the rename of PR #10802,
 # sgl-project/sglang 0025436e: `traceback.print_exc()` then `logger.warning(f"Can not initialize

@@ -1198,3 +1198,60 @@ def test_a_launch_line_is_the_argument_list_not_a_frame_passing_it_on(line, laun
     lines = load_fixture("constructed_0.5.9_hicache_traceback_server_args_frame.log")
     # the file's one launch starts at its server_args line, whatever its frames pass on
     assert L.current_launch(lines) == lines
+
+
+def test_the_warmups_own_freeze_gc_timeout_is_handled():
+    """0.5.20-0.5.23 log `post-warmup freeze_gc failed` with its traceback (requests' ReadTimeout on
+    the warm-up's own POST /freeze_gc) just before the ready line, and the server goes on
+    (http_server.py _freeze_gc_after_server_warmup). Constructed from that call: no real log found."""
+    lines = [
+        "[2026-10-30 10:00:59] post-warmup freeze_gc failed",
+        "Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/entrypoints/http_server.py", line 2561, in _freeze_gc_after_server_warmup',
+        "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=30000): Read timed out. "
+        "(read timeout=10)",
+    ]
+    assert L.find_fatal(lines) is None
+    assert L.find_fatal([*lines, "[2026-10-30 10:00:59] The server is fired up and ready to roll!"]) is None
+    crash = L.find_fatal([*lines, "[2026-10-30 10:01:10 TP0] Scheduler hit an exception: ValueError: boom"])
+    assert crash is not None and crash["reason"].endswith("ValueError: boom"), crash
+
+
+@pytest.mark.parametrize(
+    ("last", "kind"),
+    [
+        # cuBLAS's workspace not allocated: SGLang's own warm-up probe reads it as out of memory
+        # (0.5.23 multimodal_gen/runtime/server_warmup.py _OUT_OF_MEMORY_MARKERS)
+        ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "out_of_memory"),
+        # the scheduler's assert beside "max_running_request is zero" (managers/tp_worker.py 0.4.10-0.5.23)
+        ("AssertionError: Memory pool size is too small", "kv_pool_oom"),
+    ],
+)
+def test_memory_failures_sglang_words_its_own_way_are_memory_failures(last, kind):
+    """Both are memory failures, which the tuner's capacity rule reads as such (a deeper draft,
+    which needs more memory, is not deployed after one): a generic `exception` hid that."""
+    from tuner.decide.capacity import is_capacity_failure
+
+    lines = [
+        "[2026-10-30 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/managers/tp_worker.py", line 425, in __init__',
+        last,
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == kind and f["reason"] == last, f
+    assert is_capacity_failure(f["reason"])
+
+
+def test_sglangs_own_port_check_is_port_in_use():
+    """With DP attention or --dist-init-addr SGLang checks the ports it reserves before its
+    server_args line (PortArgs.init_new: logger.exception("Port is already in use. ..."), then
+    wait_port_available's ValueError; 0.5.9 srt/utils/common.py, 0.5.23 srt/utils/network.py)."""
+    lines = [
+        "[2026-01-01 10:00:20] Port is already in use. dist_init_port=5000 port_base=5001 detokenizer_port=5002",
+        "Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/utils/network.py", line 103, in wait_port_available',
+        "ValueError: port_base at 5001 is not available in 30 seconds. port_base is used by a process already.",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "port_in_use", f
+    assert f["reason"].startswith("ValueError: port_base at 5001 is not available in 30 seconds."), f

@@ -26,6 +26,10 @@ _CAPACITY_PATTERNS = (
     # (0.5.9 managers/tp_worker.py): the pool holds no request at all, a KV pool of a few tokens
     # or a hybrid model's state pool with no slot left for the deeper draft's buffers
     r"max_running_request is zero",
+    # its sibling (`assert max_req_len > 0`, managers/tp_worker.py 0.4.10-0.5.23) and cuBLAS failing
+    # to allocate its workspace: the log parser reads both as a memory failure too
+    r"memory pool size is too small",
+    r"cublas_status_alloc_failed",
 )
 
 
