@@ -338,3 +338,51 @@ def test_a_confirmation_start_sends_its_level_the_prompts_of_every_other_deploym
     run(_with_fake(_ChatFake(), lambda client: measure(client, (16,), 2)))  # the one in doubt
     at16 = sorted(i for i in sent[1] if 2_000_000 <= i < 3_000_000)  # C=16 is the third level
     assert at16 and sorted(sent[2]) == at16, sent
+
+
+def test_a_slow_health_answer_after_a_failed_request_is_not_a_lost_server():
+    """SGLang's /health runs a generation and may take up to its 20 s HEALTH_CHECK_TIMEOUT on a busy
+    server (http_server.py health_generate): a failed request (a prompt over the context, a full
+    queue) followed by a slow /health is not "server lost", which re-measured the level and, twice,
+    failed the configuration. The probe's wait is scaled down here (`gone_probe_s`): a 200 inside it
+    keeps the level, one past it, and a refused connection, end it."""
+    from aiohttp import web
+
+    from tuner.run import client as client_module
+    from tuner.run.client import LevelPlan
+
+    assert client_module.GONE_PROBE_S > 21.0  # past SGLang's 1 s sleep and 20 s wait
+
+    async def scenario(health_delay: float | None) -> tuple[bool, str | None, int]:
+        async def generate(request):
+            return web.json_response({"error": {"message": "too long"}}, status=400)
+
+        async def health(request):
+            assert health_delay is not None
+            await asyncio.sleep(health_delay)
+            return web.Response(text="")
+
+        app = web.Application()
+        app.router.add_post("/generate", generate)
+        app.router.add_get("/health", health)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        if health_delay is None:
+            await runner.cleanup()  # nothing listens: refused
+        try:
+            async with BenchClient(ClientOptions(url=f"http://127.0.0.1:{port}", input_len=4, output_len=4)) as cl:
+                cl.gone_probe_s = 1.0
+                r = await cl.run_plan(LevelPlan(2, 4, 4))
+                return r.lost, r.stop_reason, len(r.traces)
+        finally:
+            if health_delay is not None:
+                await runner.cleanup()
+
+    lost, _, n = run(scenario(0.3))
+    assert not lost and n == 4
+    lost, why, _ = run(scenario(2.0))
+    assert lost and why == "server lost"
+    lost, why, _ = run(scenario(None))
+    assert lost and why == "server lost"

@@ -34,6 +34,12 @@ from ..measure.metrics import RequestTrace, parse_prometheus_counters, parse_pro
 from ..spec.workload import PromptSource
 
 USER_AGENT = "sglang-tune-bench/0.1"
+# How long a /health probe after a failed request may take before the server counts as gone: SGLang's
+# /health runs a one-token generation by default and answers once any scheduler output arrives, after
+# a 1 s sleep, within HEALTH_CHECK_TIMEOUT, 20 s (0.5.9 and 0.5.23 srt/entrypoints/http_server.py
+# health_generate; srt/environ.py SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION on): a busy server between
+# outputs for a few seconds is still there. A refused connection does not wait for it.
+GONE_PROBE_S = 25.0
 
 
 @dataclass
@@ -99,6 +105,7 @@ class BenchClient:
         self._next_index = 0
         self.running: dict[int, RequestTrace] = {}  # requests streaming now (the precision loop reads them)
         self._health_check: asyncio.Task[bool] | None = None
+        self.gone_probe_s = GONE_PROBE_S
 
     async def __aenter__(self) -> BenchClient:
         # No connection limit: the level's workers are the limit. Keep-alive connections are
@@ -415,9 +422,11 @@ class BenchClient:
 
     async def server_gone(self) -> bool:
         """After a failed request: is the server still there? One /health probe at a time is
-        shared by every worker that asks meanwhile."""
+        shared by every worker that asks meanwhile. A refused connection says so at once; a busy
+        server's answer may take SGLang's own health check, so the probe waits past it
+        (GONE_PROBE_S) before it calls the server gone."""
         if self._health_check is None or self._health_check.done():
-            self._health_check = asyncio.ensure_future(self.health(timeout=5.0))
+            self._health_check = asyncio.ensure_future(self.health(timeout=self.gone_probe_s))
         return not await asyncio.shield(self._health_check)
 
     async def run_plan(
