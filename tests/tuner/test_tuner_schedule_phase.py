@@ -8,6 +8,7 @@ low load, steps 3 at 16 and above, with the server's admission capping the runni
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -229,3 +230,29 @@ def test_gauges_take_the_largest_scheduler_and_the_steady_span():
     p90, mean, n = running_batch(samples, traces, until=5.0)
     assert (p90, n) == (24.0, 4) and mean == pytest.approx((24 + 23 + 0 + 24) / 4, abs=0.01)
     assert running_batch([], traces, None) == (None, None, 0)
+
+
+def test_a_schedule_sglang_ran_static_is_not_judged_or_recommended_under_its_name():
+    """SGLang turns adaptive speculation off with only a warning where it cannot run it (e.g. a model
+    override to multi-layer EAGLE: 0.5.23 arg_groups/speculative_hook.py) and serves the launch
+    depth; the gate reads `speculative.adaptive` false. Its numbers are a static depth's, so the
+    schedule competes nowhere: no verdict, no recommendation under the schedule's name."""
+    best = {c: max(SEED_LIKE[3][c], SEED_LIKE[4][c]) for c in LEVELS}
+    state, sched, _ = with_adaptive(static_state(), best, {c: 0.5 * v for c, v in best.items()})
+    # as it ran: the same numbers win when the server said it ran adaptive
+    _, v = judge(state)
+    assert v.recommended and v.chosen == sched
+    recs = list(state.records)
+    i = next(i for i, r in enumerate(recs) if isinstance(r, DeployRecord) and r.config_id == sched.config_id)
+    recs[i] = dataclasses.replace(recs[i], speculative={"enabled": True, "adaptive": False, "num_steps": 4})
+    fell_back = SweepState.fold(recs)
+    every = analysis.aggregate(fell_back.levels())
+    analysis.mark_outcomes(every, fell_back)
+    why = analysis.exclusions([every[(sched.config_id, 1)]])
+    assert why == {
+        sched.config_id: "the server ran it without adaptive speculation (SGLang turned it off: see its warnings)"
+    }
+    static = analysis.recommend({k: p for k, p in every.items() if not p.config.is_schedule}, LEVELS, None)
+    v = schedule_sweep.judge(every, static, LEVELS, None, {})
+    assert v is not None and not v.recommended and v.chosen is None
+    assert "does not compete" in v.each[sched.config_id], v.each

@@ -11,8 +11,8 @@ mean is not taken for being cheaper ("tied" says the data cannot separate them).
 workload's scores (`recommend`) is broken by tuner/decide/workload_tiebreak.py on the same reading.
 
 Cells with a failed request are not compared as if complete, with an SLO only cells that meet it
-compete (tuner/spec/slo.py), and a configuration that lost its server twice or failed the
-correctness gate competes nowhere (`mark_outcomes`). Nothing here knows any machine's numbers.
+compete (tuner/spec/slo.py), and a configuration that lost its server twice, failed the
+correctness gate or, adaptive, ran static competes nowhere (`mark_outcomes`). Nothing here knows any machine's numbers.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class PointStats:
     slo: SloResult | None = None  # set by `apply_slo`
     failed_reason: str | None = None  # its server went away twice (`mark_outcomes`): not compared
     verify_failed: str | None = None  # it failed the correctness gate (`mark_outcomes`): never chosen
+    static_fallback: bool = False  # an adaptive configuration SGLang ran static (`mark_outcomes`): not compared
     restart: restarts.RestartNoise | None = None  # the sweep's pooled deployment-to-deployment spread (`aggregate`)
 
     @property
@@ -268,12 +269,15 @@ def temperatures(levels: Iterable[LevelRecord], failed: bool = False) -> list[fl
 
 
 def mark_outcomes(stats: Mapping[tuple[str, int], PointStats], state: SweepState) -> None:
-    """Mark each point whose configuration lost its server twice or failed the correctness gate:
-    `exclusions` keeps it out of every choice, so it is never the bar the others must beat."""
+    """Mark each point whose configuration lost its server twice, failed the correctness gate or,
+    adaptive, ran static (the gate read `speculative.adaptive` false: SGLang turns it off with only a
+    warning, e.g. under a model override to multi-layer EAGLE): `exclusions` keeps it out of every
+    choice, so it is never the bar the others must beat nor judged under a schedule's name."""
     for p in stats.values():
-        bf, vf = state.unstable.get(p.config_id), state.verify_failed.get(p.config_id)
+        bf, vf, dep = (m.get(p.config_id) for m in (state.unstable, state.verify_failed, state.deploys))
         p.failed_reason = None if bf is None else bf.reason
         p.verify_failed = None if vf is None else (vf.reasons or ["failed"])[0]
+        p.static_fallback = p.config.is_schedule and dep is not None and dep.gate_speculative.adaptive is False
 
 
 def apply_slo(stats: Mapping[tuple[str, int], PointStats], slo: Slo | None) -> None:
@@ -416,6 +420,8 @@ def exclusions(points: Sequence[PointStats]) -> dict[str, str]:
             out[p.config_id] = "failed the correctness gate (the notes say why)"
         elif p.failed_reason:
             out[p.config_id] = "failed during its benchmark (the notes say why)"
+        elif p.static_fallback:
+            out[p.config_id] = "the server ran it without adaptive speculation (SGLang turned it off: see its warnings)"
         elif p.partial and (p.n or p.failed_requests):  # (every request of a level may have failed)
             out[p.config_id] = f"requests failed ({p.failed_requests}): not compared as if complete"
         elif p.n == 0:
@@ -433,10 +439,7 @@ def competes(p: PointStats) -> bool:
 def _slo_misses(p: PointStats) -> str:
     if p.slo is None:
         return ""
-    parts = []
-    for key, val in p.slo.observed.items():
-        parts.append(f"{key} {'-' if val is None else st.readable(val)}")
-    return ", ".join(parts)
+    return ", ".join(f"{key} {'-' if val is None else st.readable(val)}" for key, val in p.slo.observed.items())
 
 
 def choose_for_level(points: Sequence[PointStats], min_rel: float = MIN_REL_TOL) -> LevelChoice | None:
