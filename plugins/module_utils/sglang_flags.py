@@ -568,6 +568,47 @@ def uno_errors(settings: dict[str, Any]) -> list[str]:
     return errors
 
 
+# LoRA beside speculation (SGLang's start-up check, by release): up to 0.5.18 NGRAM only
+# ("Currently LoRA is only compatible with NGRAM speculative decoding.": 0.5.9 and 0.5.18
+# server_args.py check_lora_server_args); from 0.5.19 also the EAGLE family, DFLASH and DSPARK, never
+# adaptive (arg_groups/lora_hook.py check_lora_speculative_compatibility, 0.5.19-0.5.23; NEXTN is
+# EAGLE there).
+LORA_SPEC_WIDE_SINCE = "0.5.19"
+_LORA_SPEC_ALGORITHMS = ("NGRAM", "EAGLE", "EAGLE3", "NEXTN", "DFLASH", "DSPARK")
+
+
+def lora_spec_errors(settings: dict[str, Any]) -> list[str]:
+    """A LoRA adapter (sglang_server_extra_flags' lora-paths, which turns LoRA on, or enable-lora)
+    beside speculation SGLang refuses at start, on the sglang engine (the emulator takes no LoRA
+    flags): refused before any host changes. Releases before 0.5.9 are not judged."""
+    extra = settings.get("extra_flags") or {}
+    paths = given_value(extra, "--lora-paths")
+    lora = given_value(extra, "--enable-lora") is True or paths not in (None, "", [], False)
+    key = _releases.release_key(settings.get("sglang_version"))
+    if settings.get("engine") != "sglang" or not lora or not key or key < _releases.release_key("0.5.9"):
+        return []
+    schedule, spec = settings.get("schedule") or {}, settings.get("spec") or {}
+    on = schedule if isinstance(schedule, dict) and schedule.get("enabled") else spec
+    algo = str(on.get("algorithm") or "").upper() if isinstance(on, dict) and on.get("enabled") else ""
+    if not algo or algo == "NGRAM":
+        return []
+    where = f"sglang_server_extra_flags' LoRA adapter with spec_algorithm={algo}"
+    if key < _releases.release_key(LORA_SPEC_WIDE_SINCE):
+        return [
+            f"{where}: SGLang {fmt(settings.get('sglang_version'))} refuses it at start ('Currently LoRA is "
+            f"only compatible with NGRAM speculative decoding.'; {LORA_SPEC_WIDE_SINCE} adds the EAGLE family): "
+            "use spec_steps=0, spec_algorithm=NGRAM or a later release"
+        ]
+    if algo not in _LORA_SPEC_ALGORITHMS:
+        return [f"{where}: SGLang runs LoRA with NGRAM, EAGLE, NEXTN, EAGLE3, DFLASH or DSPARK only"]
+    if on is schedule:
+        return [
+            f"{where} and spec_schedule: SGLang refuses LoRA with --speculative-adaptive at start ('LoRA with "
+            "EAGLE/NEXTN/EAGLE3 speculative decoding does not support --speculative-adaptive'): drop one of the two"
+        ]
+    return []
+
+
 def tls_errors(settings: dict[str, Any]) -> list[str]:
     """A server given a certificate (`--ssl-certfile`, or a prefix argparse reads as it) answers
     HTTPS only, so a gate or client URL left at its http:// default would be refused until the
@@ -632,6 +673,7 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
     )
     errors += adaptive_fallback_errors(settings.get("schedule"), settings.get("extra_flags"))
     errors += uno_errors(settings)
+    errors += lora_spec_errors(settings)
     node = settings.get("node") or {}
     if isinstance(node, dict) and int(node.get("nnodes") or 1) > 1:
         for name in settings.get("extra_flags") or {}:

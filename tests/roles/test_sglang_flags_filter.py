@@ -837,3 +837,36 @@ def test_an_extra_flags_value_cannot_smuggle_in_a_flag_of_its_own():
         assert sglang_flags.server_errors(base(extra_flags={"cuda-graph-bs": value})), value
     for value in (-1, "-1", "-0.5", ["-.5", 4], "a-b"):
         assert sglang_flags.server_errors(base(extra_flags={"cuda-graph-bs": value})) == [], value
+
+
+def test_a_lora_adapter_beside_speculation_sglang_refuses_is_refused_before_any_host_changes():
+    """SGLang refuses LoRA beside any speculation but NGRAM up to 0.5.18 (server_args.py
+    check_lora_server_args: 'Currently LoRA is only compatible with NGRAM speculative decoding.'),
+    and from 0.5.19 beside adaptive speculation or an algorithm outside the EAGLE family, DFLASH and
+    DSPARK (arg_groups/lora_hook.py check_lora_speculative_compatibility). The role's own default
+    speculates (NEXTN, 3 steps): adding an adapter failed the start on every release to 0.5.18."""
+    nextn = sglang_spec.spec_settings(3, algorithm="NEXTN")
+    lora = {"lora-paths": "ad=/models/lora"}
+
+    def errors(version, spec=nextn, extra=lora, schedule=None, engine="sglang"):
+        settings = base(spec=spec, sglang_version=version, engine=engine, extra_flags=extra, schedule=schedule)
+        return [e for e in sglang_flags.server_errors(settings) if "LoRA" in e]
+
+    [old] = errors("0.5.16")
+    assert "spec_algorithm=NEXTN" in old and "Currently LoRA is only compatible with NGRAM" in old
+    assert errors("0.5.18", extra={"enable-lora": True})
+    assert errors("0.5.19") == [] and errors("0.5.23") == []
+    ngram = sglang_spec.spec_settings(3, algorithm="NGRAM")
+    assert errors("0.5.16", spec=ngram) == []
+    assert errors("0.5.16", spec=sglang_spec.spec_settings(0)) == []  # no speculation
+    # a switch set false is left off the line (server_flags): the paths still turn LoRA on
+    assert errors("0.5.16", extra={"lora-paths": "ad=/m", "enable-lora": False})
+    standalone = sglang_spec.spec_settings(3, algorithm="STANDALONE", draft_model_path="/m/d")
+    [other] = errors("0.5.23", spec=standalone)
+    assert "NGRAM, EAGLE, NEXTN, EAGLE3, DFLASH or DSPARK only" in other
+    schedule = sglang_spec.schedule_settings({"1": 4, "16": 3}, sglang_version="0.5.23")
+    [adaptive] = errors("0.5.23", schedule=schedule)
+    assert "does not support --speculative-adaptive" in adaptive
+    # the emulator takes no LoRA flags; a release before the table is not judged
+    assert errors("0.5.16", engine="emulator") == [] and errors("0.5.3") == []
+    assert errors("0.5.16", extra={}) == []
