@@ -270,11 +270,11 @@ def temperatures(levels: Iterable[LevelRecord], failed: bool = False) -> list[fl
 
 def mark_outcomes(stats: Mapping[tuple[str, int], PointStats], state: SweepState) -> None:
     """Mark each point whose configuration lost its server twice, failed the correctness gate or,
-    adaptive, ran static (the gate read `speculative.adaptive` false: SGLang turns it off with only a
-    warning, e.g. under a model override to multi-layer EAGLE): `exclusions` keeps it out of every
-    choice, so it is never the bar the others must beat nor judged under a schedule's name."""
+    adaptive, ran static (the gate read `speculative.adaptive` false: SGLang's fallback, with only a
+    warning): `exclusions` keeps it out of every choice, never the bar nor judged as a schedule."""
     for p in stats.values():
-        bf, vf, dep = (m.get(p.config_id) for m in (state.unstable, state.verify_failed, state.deploys))
+        bf, vf = state.unstable.get(p.config_id), state.verify_failed.get(p.config_id)
+        dep = state.deploys.get(p.config_id)
         p.failed_reason = None if bf is None else bf.reason
         p.verify_failed = None if vf is None else (vf.reasons or ["failed"])[0]
         p.static_fallback = p.config.is_schedule and dep is not None and dep.gate_speculative.adaptive is False
