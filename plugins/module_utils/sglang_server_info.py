@@ -213,7 +213,13 @@ def parse_server_info(info: Any) -> dict[str, Any]:
 # them, so a baseline of another tokenizer or revision of the same model path is refused rather
 # than compared (sgl-project/sglang python/sglang/srt/server_args.py; /server_info is its fields).
 NUMERICS_ARGS = ("tp_size", "dtype", "quantization", "kv_cache_dtype", "tokenizer_path", "revision")
-ATTENTION_BACKEND_ARGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+# (speculative_attention_mode: which of a split backend's kernels a speculative verify pass runs on)
+ATTENTION_BACKEND_ARGS = (
+    "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "speculative_attention_mode",
+)
 
 
 def _num_arg(value: Any) -> Any:

@@ -568,9 +568,34 @@ def _backend_difference(baseline: object, candidate: object) -> str | None:
     diffs = [
         f"{key} {baseline.get(key)} / {candidate.get(key)}"
         for key in sorted(set(baseline) | set(candidate))
-        if baseline.get(key) and candidate.get(key) and baseline.get(key) != candidate.get(key)
+        # (the verify pass's mode matters only with a split backend: _verify_kernel_difference)
+        if key != "speculative_attention_mode"
+        and baseline.get(key)
+        and candidate.get(key)
+        and baseline.get(key) != candidate.get(key)
     ]
     return ", ".join(diffs) or None
+
+
+def _verify_kernel_difference(baseline: object, candidate: object) -> str | None:
+    """Where the speculative side verifies on another attention kernel than the baseline decodes
+    on, with the same backend names on both sides: with a split backend (`--prefill-attention-backend`
+    other than `--decode-attention-backend`, or one SGLang sets by itself) SGLang runs a hybrid
+    backend whose target-verify pass uses the prefill kernel unless `speculative_attention_mode` is
+    "decode" (0.5.9 and 0.5.23 srt/layers/attention/hybrid_attn_backend.py; the mode's default is
+    "prefill": server_args.py), while the baseline makes each token with a decode step. None when
+    the kernels agree or a side does not say."""
+    if not isinstance(baseline, Mapping) or not isinstance(candidate, Mapping):
+        return None
+
+    def kernel(side: Mapping[str, Any], phase: str) -> Any:
+        return side.get(f"{phase}_attention_backend") or side.get("attention_backend")
+
+    mode = "decode" if str(candidate.get("speculative_attention_mode") or "").lower() == "decode" else "prefill"
+    base, verify = kernel(baseline, "decode"), kernel(candidate, mode)
+    if not base or not verify or base == verify:
+        return None
+    return f"decode steps on {base} / verify passes on {verify} (its {mode} kernel)"
 
 
 def rule_for(
@@ -580,6 +605,7 @@ def rule_for(
     baseline_backends: object = None,
     candidate_backends: object = None,
     candidate_topk: object = None,
+    candidate_speculates: bool = False,
 ) -> dict[str, Any]:
     """Which parity rule applies: exact (100%) when the release has deterministic inference and
     both sides ran with it on the same attention kernels, else the threshold; with a sentence that
@@ -592,8 +618,12 @@ def rule_for(
     (`candidate_topk` > 1) is verified by other arithmetic than a decode step whatever the backend's
     name: fa3 runs its verify pass as two attention passes, the prefix's and the tree's, merged by
     their log-sum-exp (srt/layers/attention/flashattention_backend.py `use_cascade_attn` for
-    target-verify with topk > 1, 0.5.9-0.5.23), whose rounding differs from one pass's."""
+    target-verify with topk > 1, 0.5.9-0.5.23), whose rounding differs from one pass's. A
+    speculating candidate (`candidate_speculates`) is compared by the kernel its verify passes run
+    on (`_verify_kernel_difference`)."""
     kernels = _backend_difference(baseline_backends, candidate_backends)
+    if kernels is None and candidate_speculates:
+        kernels = _verify_kernel_difference(baseline_backends, candidate_backends)
     topk = candidate_topk if isinstance(candidate_topk, int) and not isinstance(candidate_topk, bool) else 1
     both = supports_deterministic(server_version) and baseline_deterministic and candidate_deterministic
     if both and topk > 1:
@@ -940,6 +970,7 @@ def judge(
         baseline.get("attention_backends"),
         candidate.get("attention_backends"),
         spec.get("eagle_topk") if isinstance(spec, Mapping) else None,
+        isinstance(spec, Mapping),  # (candidate_identity: None unless the server speculates)
     )
     # an adaptive server (its /server_info says so): its gate acceptance is not the one its levels
     # measured, so it is never held to it, in the role's module, `tuner verify` and the sweep alike

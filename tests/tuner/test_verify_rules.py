@@ -942,3 +942,36 @@ def test_the_role_module_and_the_tuner_read_a_server_s_identity_one_way():
     # a server that says nothing of speculation is held to acceptance; nothing names its model: None
     bare = candidate_identity({})
     assert bare["speculates"] is True and bare["model"] is None
+
+
+def test_a_split_attention_backend_verifies_on_its_prefill_kernel():
+    """With --prefill-attention-backend other than --decode-attention-backend SGLang runs a hybrid
+    backend whose target-verify pass uses the prefill kernel unless speculative_attention_mode is
+    "decode" (0.5.9 and 0.5.23 srt/layers/attention/hybrid_attn_backend.py), while the baseline makes
+    each token with a decode step: the same names on both sides, other kernels, so no exact rule."""
+    split = {
+        "attention_backend": "fa3",
+        "prefill_attention_backend": "fa3",
+        "decode_attention_backend": "flashinfer",
+        "speculative_attention_mode": "prefill",
+    }
+    rule = rules.rule_for("0.5.9", True, True, dict(split), dict(split), 1, True)
+    assert rule["mode"] == "threshold", rule
+    assert "decode steps on flashinfer / verify passes on fa3 (its prefill kernel)" in rule["why"]
+    # verified on the decode kernel, as the baseline decodes: exact
+    on_decode = dict(split, speculative_attention_mode="decode")
+    assert rules.rule_for("0.5.9", True, True, dict(split), on_decode, 1, True)["mode"] == "deterministic"
+    # one backend for both phases (the usual case): exact, whatever the verify mode says
+    one = {"attention_backend": "fa3", "speculative_attention_mode": "prefill"}
+    assert rules.rule_for("0.5.9", True, True, dict(one), dict(one), 1, True)["mode"] == "deterministic"
+    assert (
+        rules.rule_for("0.5.9", True, True, dict(one), dict(one, speculative_attention_mode="decode"), 1, True)["mode"]
+        == "deterministic"
+    )
+    # a baseline without speculation is not verifying anything: its own decode kernel is compared
+    assert rules.rule_for("0.5.9", True, True, dict(split), dict(split), None, False)["mode"] == "deterministic"
+    # through the verdict: the candidate's speculative settings say it speculates
+    base = {"deterministic": True, "attention_backends": dict(split), "short": [], "long": []}
+    cand = {"server_version": "0.5.9", "deterministic": True, "attention_backends": dict(split)}
+    assert rules.judge(base, {**cand, "speculative": {"eagle_topk": 1}})["rule"]["mode"] == "threshold"
+    assert rules.judge(base, {**cand, "speculative": None})["rule"]["mode"] == "deterministic"
