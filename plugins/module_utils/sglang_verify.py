@@ -458,6 +458,18 @@ def same_cycle(seq: Sequence[Any], cyc: tuple[int, int], ref: Sequence[Any], ref
     return any(a == b[i:] + b[:i] for i in range(len(b)))
 
 
+def entering_cycle(ref: Sequence[Any], cyc: tuple[int, int], seq: Sequence[Any]) -> bool:
+    """Whether `ref` ends in the loop `seq` ends in (`find_cycle`'s (start, period) of `seq`) for at
+    least two of its periods, short of `find_cycle`'s repeats: under the threshold rule a near-tie
+    flipped early may bring the configuration to the model's own loop a few dozen tokens before the
+    baseline, which has entered it but not yet repeated it enough to count as a loop by itself."""
+    p, n = cyc[1], len(ref)
+    run, i = 0, n - 1
+    while i - p >= 0 and ref[i] == ref[i - p]:
+        run, i = run + 1, i - 1
+    return run + p >= 2 * p and same_cycle(seq, cyc, ref, (n - run - p, p))
+
+
 def _window(blocks: Sequence[Sequence[float]]) -> float | None:
     tok = sum(b[0] for b in blocks)
     ver = sum(b[1] for b in blocks)
@@ -1021,7 +1033,9 @@ def judge(
         ref = base_long.get(row["id"])
         ref_toks = None if ref is None else _tokens(ref)
         ref_cyc = None if ref_toks is None else find_cycle(ref_toks)
-        if ref_toks is not None and ref_cyc is not None and same_cycle(toks, cyc, ref_toks, ref_cyc):
+        if ref_toks is not None and (
+            (ref_cyc is not None and same_cycle(toks, cyc, ref_toks, ref_cyc)) or entering_cycle(ref_toks, cyc, toks)
+        ):
             continue  # the model ends in this loop without speculation too: not the configuration's doing
         loops.append(
             {

@@ -175,6 +175,29 @@ def test_a_baseline_that_loops_excuses_that_loop_only():
     assert rules.same_cycle(toks, rules.find_cycle(toks), [4] * 30, rules.find_cycle([4] * 30)) is False
 
 
+def test_a_baseline_just_entering_the_same_loop_excuses_it():
+    """Under the threshold rule a near-tie flipped early may bring the configuration to the model's
+    own loop a few dozen tokens before the baseline, which has entered it (two periods and more)
+    but not repeated it the four times `find_cycle` counts as a loop: the model's loop, not the
+    configuration's doing. A baseline that has not entered it, or entered another, excuses nothing."""
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    cycle = list(range(100, 125))  # a 25-token loop
+    cand = [dict(r) for r in lg]
+    cand[1] = {"id": lg[1]["id"], "output_ids": (list(lg[1]["output_ids"][:191]) + cycle * 8)[:384], "text": "x"}
+    base_lg = [dict(r) for r in lg]
+    entering = (list(lg[1]["output_ids"][:310]) + cycle * 3)[:384]  # 74 tokens of it: under 4 repeats
+    base_lg[1] = {"id": lg[1]["id"], "output_ids": entering, "text": "x"}
+    assert rules.find_cycle(entering) is None and rules.find_cycle(cand[1]["output_ids"]) == (191, 25)
+    assert rules.judge(_baseline(s, base_lg), _candidate(s, cand), measured_accept=3.0)["degenerate"] == []
+    # one period of it only: not entered yet
+    base_lg[1] = {"id": lg[1]["id"], "output_ids": (list(lg[1]["output_ids"][:359]) + cycle)[:384], "text": "x"}
+    assert rules.judge(_baseline(s, base_lg), _candidate(s, cand), measured_accept=3.0)["degenerate"]
+    # another loop of the same period
+    other = list(range(200, 225))
+    base_lg[1] = {"id": lg[1]["id"], "output_ids": (list(lg[1]["output_ids"][:310]) + other * 3)[:384], "text": "x"}
+    assert rules.judge(_baseline(s, base_lg), _candidate(s, cand), measured_accept=3.0)["degenerate"]
+
+
 def test_no_cycle_in_random_text():
     for seed in range(20):
         assert rules.find_cycle(_rows(1, 384, seed=seed)[0]["output_ids"]) is None
