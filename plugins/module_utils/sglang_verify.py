@@ -85,6 +85,7 @@ __all__ = [
     "acceptance_se",
     "floor_exemption",
     "rule_for",
+    "verifies_tree",
     "exact_round",
     "judge",
     "verdict_line",
@@ -307,6 +308,14 @@ def deterministic_refused(algorithm: Any) -> bool:
     support --enable-deterministic-inference because its sampling path does not use per-request
     seeds.", 0.5.20-0.5.23 arg_groups/speculative_hook.py `_handle_uno`): the exact round leaves it out."""
     return str(algorithm or "").strip().upper() == "UNO"
+
+
+def verifies_tree(algorithm: Any, topk: Any) -> bool:
+    """Whether a configuration verifies a draft tree, never held to exact parity (`rule_for`): topk
+    above 1, or NGRAM, whose topk SGLang sets to its BFS breadth, 10 by default, whatever the flag
+    says (0.5.9 server_args.py, 0.5.23 arg_groups/speculative_hook.py `speculative_ngram_max_bfs_breadth`)."""
+    n = topk if isinstance(topk, int) and not isinstance(topk, bool) else 1
+    return n > 1 or str(algorithm or "").strip().upper() == "NGRAM"
 
 
 def baseline_file_errors(path: Any, enabled: Any = True, var: str = "sglang_server_verify_baseline") -> list[str]:

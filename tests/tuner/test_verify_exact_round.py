@@ -367,8 +367,11 @@ def test_the_cap_of_the_exact_round_holds_over_a_resume():
             SpecConfig(spec_steps=1, spec_draft_tokens=4, spec_algorithm="UNO"),
             "(UNO, which SGLang does not run deterministic)",
         ),
+        # NGRAM verifies a tree of its BFS breadth whatever --topk says (SGLang sets its topk to
+        # speculative_ngram_max_bfs_breadth, 10 by default): the same wasted redeploy and stop
+        ("0.5.23", SpecConfig(spec_steps=3, spec_topk=1, spec_algorithm="NGRAM"), "(draft trees, never exact)"),
     ],
-    ids=["draft-tree", "uno"],
+    ids=["draft-tree", "uno", "ngram"],
 )
 def test_a_pick_never_held_to_exact_parity_is_not_redeployed_and_does_not_stop_the_round(tmp_path, version, pick, said):
     import asyncio

@@ -4,10 +4,9 @@ Once per campaign, before the first configuration, the no-speculation configurat
 deployed and its greedy outputs become the baseline (`--verify-baseline FILE`, default
 `<out>/verify_baseline.json`; a file that exists is reused, so a later sweep or `--resume`
 deploys nothing for it); with several hosts it takes the first one while the others start
-measuring, and a check waits for it (run/sweep.py). Then every speculative configuration is checked on its own measurement
-deployment right after its levels, before the next configuration replaces it: no extra deploy,
-and a cost of a few dozen requests that bench/verify_cost.py keeps at or below 10% of the
-configuration's measurement time. A configuration that fails is excluded from the
+measuring, and a check waits for it (run/sweep.py). Then every speculative configuration is checked
+on its own measurement deployment right after its levels, before the next configuration replaces
+it: no extra deploy, and a few dozen requests (bench/verify_cost.py: at most 10% of its measurement). A configuration that fails is excluded from the
 recommendation (and so from --deploy-best): the summary reads the `verify` records. cli.py hands
 this object to run/sweep.py, which calls it through its `Gate` protocol.
 
@@ -17,9 +16,8 @@ That per-deployment check uses the threshold rule unless the measurement deploym
 captured from `k0` deployed with the flag (`<baseline>.deterministic.json`, reused like the
 first), then the configurations about to be recommended (the distinct per-level picks, the
 recommendation first) are redeployed with the flag (one at a time, or one per host at a time with
-several hosts) and must match it exactly; one
-that fails is excluded and the picks are worked out again, so the next candidate is checked, at
-most EXACT_MAX_CONFIGS redeploys per sweep. Acceptance and drift stay judged on the measurement
+several hosts) and must match it exactly; one that fails is excluded and the picks are worked out
+again, so the next candidate is checked, at most EXACT_MAX_CONFIGS redeploys per sweep. Acceptance and drift stay judged on the measurement
 deployment (the one --deploy-best deploys, without the flag), docs/tuner.md "In a sweep".
 """
 
@@ -562,15 +560,18 @@ class VerifyPhase:
 
         def todo() -> list[SpecConfig]:
             exact_done, _ = checked()
-            # a draft tree (topk > 1) is never held to exact parity (plugins/module_utils/sglang_verify.py
-            # `rule_for`): a redeploy of it paid for nothing, and its "not checked exactly" stopped the round
+            # a draft tree (`rules.verifies_tree`: topk > 1, NGRAM) is never held to exact parity: a redeploy
+            # of it paid for nothing, and its "not checked exactly" stopped the round
             return [c for c in picks() if chain(c) and c.config_id not in exact_done]
 
-        def chain(c: SpecConfig) -> bool:  # a chain, not UNO (which SGLang does not start deterministic)
-            return c.spec_steps > 0 and c.spec_topk == 1 and not rules.deterministic_refused(c.spec_algorithm)
+        def tree(c: SpecConfig) -> bool:
+            return c.spec_steps > 0 and rules.verifies_tree(c.spec_algorithm, c.spec_topk)
 
-        trees = [c.config_id for c in picks() if c.spec_steps > 0 and c.spec_topk > 1]
-        uno = [c.config_id for c in picks() if c.spec_steps > 0 and c.spec_topk == 1 and not chain(c)]
+        def chain(c: SpecConfig) -> bool:  # not UNO either (which SGLang does not start deterministic)
+            return c.spec_steps > 0 and not tree(c) and not rules.deterministic_refused(c.spec_algorithm)
+
+        trees = [c.config_id for c in picks() if tree(c)]
+        uno = [c.config_id for c in picks() if c.spec_steps > 0 and not tree(c) and not chain(c)]
 
         async def baseline_ready() -> bool:
             if base is None:
