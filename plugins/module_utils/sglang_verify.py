@@ -85,6 +85,7 @@ __all__ = [
     "acceptance_se",
     "floor_exemption",
     "rule_for",
+    "backend_difference",
     "verifies_tree",
     "exact_round",
     "judge",
@@ -581,7 +582,7 @@ def acceptance_drift(
     return {**empty, "drop": drop, "noise": noise, "drifted": drifted, "judged": True, "method": method}
 
 
-def _backend_difference(baseline: object, candidate: object) -> str | None:
+def backend_difference(baseline: object, candidate: object) -> str | None:
     """How the two sides' resolved attention kernels differ ("fa3 / flashinfer"), None when they do
     not or either side does not say (a baseline made before it was recorded)."""
     if not isinstance(baseline, Mapping) or not isinstance(candidate, Mapping):
@@ -642,7 +643,7 @@ def rule_for(
     target-verify with topk > 1, 0.5.9-0.5.23), whose rounding differs from one pass's. A
     speculating candidate (`candidate_speculates`) is compared by the kernel its verify passes run
     on (`_verify_kernel_difference`)."""
-    kernels = _backend_difference(baseline_backends, candidate_backends)
+    kernels = backend_difference(baseline_backends, candidate_backends)
     if kernels is None and candidate_speculates:
         kernels = _verify_kernel_difference(baseline_backends, candidate_backends)
     topk = candidate_topk if isinstance(candidate_topk, int) and not isinstance(candidate_topk, bool) else 1

@@ -125,6 +125,19 @@ def test_other_prompt_settings_are_refused(baseline):
     assert r.returncode == 2 and "setting long_tokens" in r.stderr
 
 
+def test_a_capture_does_not_keep_a_baseline_made_under_another_parity_rule(baseline, tmp_path):
+    """The no-speculation server restarted with --enable-deterministic-inference: the file of its
+    earlier capture fits its model and release, but kept, every later check fell to the 60% rule
+    while the capture said it "holds this server's outputs". Refused (exit 2), the file untouched."""
+    path = tmp_path / "b.json"
+    path.write_bytes(baseline.read_bytes())
+    with emulator("--enable-deterministic-inference", steps=0) as url:
+        r = verify("--url", url, "--baseline", str(path), "--capture")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--enable-deterministic-inference off there, on here" in r.stderr and "kept" not in r.stdout
+    assert path.read_bytes() == baseline.read_bytes()
+
+
 def test_a_speculative_server_is_no_baseline(tmp_path):
     with emulator(steps=2) as url:
         r = verify("--url", url, "--baseline", str(tmp_path / "b.json"), "--capture")

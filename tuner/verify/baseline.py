@@ -95,3 +95,23 @@ def check(doc: dict[str, Any], ident: dict[str, Any], ps: PromptSet, where: str)
     )
     if diffs:
         raise BaselineError(f"{where} does not fit this server: " + "; ".join(diffs))
+
+
+def check_rule_inputs(doc: dict[str, Any], ident: dict[str, Any], where: str) -> None:
+    """Refuse to keep, for a capture, a baseline that fits the server but was made under another
+    parity rule's inputs: deterministic inference on one side only, or other attention kernels. Kept,
+    every later check of a deterministic speculative server fell to the 60% rule while the capture
+    said it "holds this server's outputs" (`rules.rule_for` reads both from the baseline)."""
+    was, now = bool(doc.get("deterministic")), bool(ident.get("deterministic"))
+    diffs = []
+    if was != now:
+        diffs.append(f"--enable-deterministic-inference {'on' if was else 'off'} there, {'on' if now else 'off'} here")
+    kernels = rules.backend_difference(doc.get("attention_backends"), ident.get("attention_backends"))
+    if kernels:
+        diffs.append(f"other attention kernels, there / here: {kernels}")
+    if diffs:
+        raise BaselineError(
+            f"{where} was captured from this model and release but not as this server runs ("
+            + "; ".join(diffs)
+            + "): remove it or name another file to capture anew"
+        )

@@ -142,6 +142,7 @@ async def _capture(url: str, ps: PromptSet, path: Path, tool: str) -> int:
         if path.exists():
             old = baseline_mod.read(path)
             baseline_mod.check(old, ident, ps, f"--baseline {path}")
+            baseline_mod.check_rule_inputs(old, ident, f"--baseline {path}")
             print(
                 f"baseline {path} already holds this server's outputs (SGLang {old['server_version']}, {old['model']}); kept"
             )
