@@ -222,15 +222,21 @@ def test_one_template_for_both_engines(rendered):
 
 def test_hardening_keeps_the_gpus(rendered):
     text = unit(rendered, "sglang-key")
+    # off where the test's venv and model lie under /tmp (pytest's), which PrivateTmp= would hide
+    # (tests/roles/test_sglang_server_vars.py pins the rule); then the host's /tmp and /var/tmp stay
+    # writable, which ProtectSystem=strict would make read-only (nvcc's JIT writes there)
+    under_tmp = re.match(r"/(var/)?tmp(/|$)", str(rendered)) is not None
+    venv = rendered.parent / "venv"
     for line in (
         "User=sglang",
         "Type=exec",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
-        "ReadWritePaths=/var/lib/sglang",
-        # off where the test's venv and model lie under /tmp (pytest's), which PrivateTmp= would
-        # hide (tests/roles/test_sglang_server_vars.py pins the rule)
-        "PrivateTmp=" + ("no" if re.match(r"/(var/)?tmp(/|$)", str(rendered)) else "yes"),
+        "ReadWritePaths=/var/lib/sglang" + (" /tmp /var/tmp" if under_tmp else ""),
+        "PrivateTmp=" + ("no" if under_tmp else "yes"),
+        # JIT builds run the venv's tools by name (FlashInfer's `ninja`): its bin first on PATH
+        f"Environment=PATH={venv}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "Environment=TORCHINDUCTOR_CACHE_DIR=/var/lib/sglang/torchinductor",
         "ProtectHome=yes",
         "DevicePolicy=closed",
         "DeviceAllow=char-nvidiactl rw",
@@ -253,7 +259,13 @@ def test_hardening_keeps_the_gpus(rendered):
     ):
         assert f"\n{line}\n" in text, line
     directives = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    for forbidden in ("PrivateDevices=", "MemoryDenyWriteExecute=", "DeviceAllow=char-infiniband_verbs", "User=root"):
+    for forbidden in (
+        "PrivateDevices=",
+        "MemoryDenyWriteExecute=",
+        "DeviceAllow=char-infiniband_verbs",
+        "DeviceAllow=char-nvidia-caps-imex",
+        "User=root",
+    ):
         assert not [ln for ln in directives if ln.startswith(forbidden)], forbidden
     # nvidia-uvm loaded before the unit starts (DeviceAllow= resolves its group then) and its node
     # made as root: after a reboot the first CUDA call's setuid nvidia-modprobe could not, under
@@ -340,6 +352,8 @@ def test_multinode_ranks_from_the_group(rendered):
     # and said so at INFO only (one node's unit does not open them: test_hardening_keeps_the_gpus)
     for node in (unit(rendered, "node-a"), unit(rendered, "node-b")):
         assert "\nDeviceAllow=char-infiniband_verbs rw\n" in node
+        # and the IMEX channels a multi-node NVLink system's NCCL needs (src/mnnvl.cc)
+        assert "\nDeviceAllow=char-nvidia-caps-imex-channels rw\n" in node
 
 
 def test_switches(rendered):
@@ -352,7 +366,8 @@ def test_switches(rendered):
     auto = unit(rendered, "auto-open")
     assert "\nDevicePolicy=auto\n" in auto and "\nDeviceAllow=" not in auto
     assert "\nProtectClock=" not in auto and "\nSystemCallFilter=~@clock\n" in auto
-    assert "ReadWritePaths=/var/lib/sglang /home\n" in home
+    under_tmp = re.match(r"/(var/)?tmp(/|$)", str(rendered)) is not None  # (PrivateTmp=no: test_hardening_...)
+    assert "ReadWritePaths=/var/lib/sglang /home" + (" /tmp /var/tmp" if under_tmp else "") + "\n" in home
     # HOME is the state directory (in ReadWritePaths=) whatever the user's passwd entry says: the
     # role sets that home only when it makes the user (usermod refuses a new one while it runs)
     assert "\nEnvironment=HOME=/var/lib/sglang\n" in home

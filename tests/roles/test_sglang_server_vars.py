@@ -121,11 +121,26 @@ def test_a_multi_node_group_opens_the_rdma_devices_where_the_list_closes_the_oth
     and says so at INFO only; `auto` with no line opens every device, where one line would close the
     GPUs (the multi-node group lost them)."""
     gpus = ["char-nvidia rw"]
-    assert device_allow("closed", gpus, True) == [*gpus, "char-infiniband_verbs rw"]
+    imex = "char-nvidia-caps-imex-channels rw"
+    assert device_allow("closed", gpus, True) == [*gpus, "char-infiniband_verbs rw", imex]
     assert device_allow("closed", gpus, False) == gpus
     assert device_allow("auto", [], True) == []
-    assert device_allow("closed", [], True) == ["char-infiniband_verbs rw"]
-    assert device_allow("closed", [*gpus, "char-infiniband_verbs r"], True) == [*gpus, "char-infiniband_verbs r"]
+    assert device_allow("closed", [], True) == ["char-infiniband_verbs rw", imex]
+    assert device_allow("closed", [*gpus, "char-infiniband_verbs r"], True) == [*gpus, "char-infiniband_verbs r", imex]
+    # `char-nvidia-caps` is another group (systemd matches the names with fnmatch): not taken for it
+    assert device_allow("closed", ["char-nvidia-caps rw"], True)[-1] == imex
+    assert device_allow("closed", [imex], True) == [imex, "char-infiniband_verbs rw"]
+
+
+def test_a_strict_policy_opens_the_pseudo_devices_closed_opens_by_itself():
+    """systemd.resource-control(5): `closed` allows /dev/null, /dev/zero, /dev/full, /dev/random and
+    /dev/urandom besides the list, `strict` only the list: ExecStartPre's `>/dev/null` (the UVM node
+    was then never made) and Triton's compiler run with its output to /dev/null failed."""
+    pseudo = ["/dev/null rw", "/dev/zero rw", "/dev/full rw", "/dev/random r", "/dev/urandom r"]
+    gpus = ["char-nvidia rw"]
+    assert device_allow("strict", gpus, False) == [*gpus, *pseudo]
+    assert device_allow("closed", gpus, False) == gpus
+    assert device_allow("strict", [*gpus, "/dev/null rw"], False) == [*gpus, "/dev/null rw", *pseudo[1:]]
 
 
 def test_private_tmp_is_off_only_where_a_path_the_server_uses_is_under_tmp():
