@@ -475,3 +475,27 @@ def test_several_temperatures_the_notes_speak_for_each(tmp_path):
     assert "worst +-5.0%" in text, text
     assert "At concurrency 1, 4 (temperature 0) the best setting is the deepest swept (spec_steps 2)" in text
     assert "(temperature 0.7) the best setting is the deepest" not in text
+
+
+def test_outputs_get_the_mode_a_plain_write_would(tmp_path):
+    """mkstemp's 0600 made report.md, results.csv and recommendation.json readable by their owner
+    only, beside plots and records.jsonl the rest of a team (or a web server publishing the results)
+    could read: a new file gets 0666 less the umask, a rewritten one keeps its own mode."""
+    import os
+
+    from tuner.data.store import atomic_write
+
+    old = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "report.md", "x\n")
+        assert (tmp_path / "report.md").stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        atomic_write(tmp_path / "private.md", "x\n")
+        assert (tmp_path / "private.md").stat().st_mode & 0o777 == 0o600
+        (tmp_path / "report.md").chmod(0o640)
+        atomic_write(tmp_path / "report.md", "y\n")
+        assert (tmp_path / "report.md").stat().st_mode & 0o777 == 0o640
+        assert (tmp_path / "report.md").read_text() == "y\n"
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    finally:
+        os.umask(old)

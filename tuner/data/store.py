@@ -41,13 +41,34 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (/proc/self/status, 4.7+)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
+    """Write via a temporary file and rename, so a reader never sees half a file. The file gets the
+    mode a plain write would (an existing file's own, else 0666 less the umask): mkstemp's 0600 made
+    report.md, results.csv and recommendation.json readable by their owner only, beside plots and
+    records the rest of a team could read."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
+            os.fchmod(f.fileno(), mode)
         os.replace(tmp, path)
     except BaseException:
         try:
