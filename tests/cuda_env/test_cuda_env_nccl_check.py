@@ -256,3 +256,13 @@ def test_gloo_on_cpu_runs_the_real_worker() -> None:
     assert rc == 0, stderr
     assert report["ok"] and report["world_size"] == 2 and len(report["sizes"]) == 2
     assert all(s["sum_ok"] for s in report["sizes"])
+
+
+def test_the_process_groups_timeout_outlasts_the_watchdog():
+    """torch aborts a collective after the process group's timeout and the rank crashes
+    (init_process_group's docs): at the 60 s set-up timeout a hung all-reduce ended its ranks with
+    SIGABRT before the parent's watchdog, and the check said "worker-crashed" instead of the hang it
+    exists to catch, with its stage and hints. The group's timeout now runs past the watchdog."""
+    assert nc.group_timeout({"init_timeout": 60.0, "watchdog_timeout": 180.0}) == 210.0
+    assert nc.group_timeout({"init_timeout": 600.0, "watchdog_timeout": 180.0}) == 600.0
+    assert nc.group_timeout({"init_timeout": 60.0}) == 60.0

@@ -374,6 +374,8 @@ def test_nccl_check_forced_without_torch(outcome) -> None:
     msg = failed(outcome, "nccl_forced_no_torch")
     assert msg.startswith("NCCL all-reduce check FAILED (torch-missing): cannot import torch with " + sys.executable)
     assert "NCCL environment used: CUDA_DEVICE_ORDER=PCI_BUS_ID NCCL_NVLS_ENABLE=0 NCCL_P2P_LEVEL=SYS" in msg
+    # the workers' stderr follows the report's message: a rank that died says why only there
+    assert " Workers' stderr (last lines): " in msg
 
 
 def test_nccl_check_runs_on_two_gpus_by_itself(outcome) -> None:

@@ -109,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=120.0, help="seconds before the watchdog kills the workers (default 120)"
     )
     p.add_argument(
-        "--init-timeout", type=float, default=60.0, help="process-group set-up timeout in seconds (default 60)"
+        "--init-timeout",
+        type=float,
+        default=60.0,
+        help="process-group timeout in seconds, at least (default 60; raised past --timeout: group_timeout)",
     )
     p.add_argument("--world-size", type=int, default=0, help="processes (GPUs) to use; default: every visible GPU")
     p.add_argument("--min-gpus", type=int, default=1, help="fail unless at least this many GPUs take part (default 1)")
@@ -304,6 +307,15 @@ def _device_info(torch: Any, rank: int, backend: str) -> dict[str, Any]:
     return info
 
 
+def group_timeout(cfg: Mapping[str, Any]) -> float:
+    """The process group's timeout: at least --init-timeout, and past the parent's watchdog. torch
+    uses it for the collectives too ("the duration after which collectives will be aborted
+    asynchronously and the process will crash": init_process_group's docs), so at 60 s a hung
+    all-reduce ended its ranks with SIGABRT before the watchdog (`run_workers`) could report the
+    hang with its stage and hints: the check said a worker crashed, which hid the hang it is for."""
+    return max(float(cfg["init_timeout"]), float(cfg.get("watchdog_timeout") or 0.0) + 30.0)
+
+
 def worker(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: Any) -> None:
     """One rank: set up the process group, then for each size check the sum exactly and time it."""
     stage = "import torch"
@@ -324,7 +336,7 @@ def worker(rank: int, world_size: int, port: int, cfg: Mapping[str, Any], out: A
             "init_method": f"tcp://127.0.0.1:{port}",
             "rank": rank,
             "world_size": world_size,
-            "timeout": timedelta(seconds=cfg["init_timeout"]),
+            "timeout": timedelta(seconds=group_timeout(cfg)),
         }
         try:  # device_id makes NCCL build its communicator now, inside this stage (torch >= 2.3)
             dist.init_process_group(**kwargs, **({"device_id": device} if backend == "nccl" else {}))
@@ -514,6 +526,7 @@ def run_check(
         "iters": args.iters,
         "warmup": args.warmup,
         "init_timeout": args.init_timeout,
+        "watchdog_timeout": args.timeout,
     }
     run = run_workers(world, cfg, args.timeout, target=target)
     sizes = summarize_sizes(run["results"], world) if len(run["results"]) == world else []
