@@ -261,6 +261,23 @@ def test_a_winner_is_named_only_beyond_noise():
     assert ch.verdict == "beats k3-t1 beyond noise"
 
 
+def test_a_verdict_resting_on_the_assumed_floor_says_so():
+    """A cell with one window or one request measures no interval; the +-1% floor stands in for it.
+    A winner 3.7% above such a runner-up was "beyond noise" in the level's row and JSON while the
+    same sweep's measured intervals were +-40%: the notes alone said the verdict rested on an
+    assumption. The row and the JSON say it now; a measured interval keeps "beyond noise"."""
+    ch = analysis.choose_for_level(list(analysis.aggregate([row(2, 16, 3700.3), row(3, 16, 3568.0)]).values()))
+    assert not ch.tied and ch.assumed and ch.chosen.interval.noise == "none"
+    assert ch.verdict == "beats k3-t1 by more than the +-1% assumed where no interval was measured"
+    assert ch.to_dict()["verdict"] == "beyond assumed noise"
+    rows = [ci_row(2, 16, 3700.3, 0.5), ci_row(3, 16, 3568.0, 0.5)]
+    ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))
+    assert not ch.assumed and ch.verdict == "beats k3-t1 beyond noise" and ch.to_dict()["verdict"] == "beyond noise"
+    # one side measured, the other not: still assumed
+    ch = analysis.choose_for_level(list(analysis.aggregate([ci_row(2, 16, 3700.3, 0.5), row(3, 16, 3568.0)]).values()))
+    assert ch.assumed and ch.to_dict()["verdict"] == "beyond assumed noise"
+
+
 def test_the_tie_break_reason_states_the_closeness_the_choice_used():
     # k4 2.1% above k3, both +-2%: tied. At the default 1% the higher mean is taken and the reason
     # says 1%; asked for 3%, the cheaper (more KV capacity) is taken and the reason says 3%

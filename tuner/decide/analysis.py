@@ -1,18 +1,17 @@
 """Recommendation and noise (pure functions over measured level records).
 
-Every comparison goes through the intervals of tuner/measure/stats.py: a configuration wins a level only
-when its 95% interval of aggregate throughput lies above every other's; otherwise the level is
-*tied within noise* and a documented tie-break chooses among the tied (docs/tuner.md "Choosing").
-Per level: among those whose mean is within `MIN_REL_TOL` (1%) of the best mean, more KV capacity
-(`max_total_num_tokens`: room for longer contexts and bursts), then the cheaper setting (fewer
-steps, a narrower tree, fewer draft tokens); vLLM `tune_speculative_k` prefers the smaller K within
-1% of the best (docs/reference/peer-tools.md §1.2); a tied configuration further below the best
-mean is not taken for being cheaper ("tied" says the data cannot separate them). A tie of the
-workload's scores (`recommend`) is broken by tuner/decide/workload_tiebreak.py on the same reading.
+Every comparison goes through the intervals of tuner/measure/stats.py: a configuration wins a level only when its
+95% interval of aggregate throughput lies above every other's; otherwise the level is *tied within noise* and a
+documented tie-break chooses among the tied (docs/tuner.md "Choosing"). Per level: among those whose mean is within
+`MIN_REL_TOL` (1%) of the best mean, more KV capacity (`max_total_num_tokens`: room for longer contexts and bursts),
+then the cheaper setting (fewer steps, a narrower tree, fewer draft tokens); vLLM `tune_speculative_k` prefers the
+smaller K within 1% of the best (docs/reference/peer-tools.md §1.2); a tied configuration further below the best
+mean is not taken for being cheaper ("tied" says the data cannot separate them). A tie of the workload's scores
+(`recommend`) is broken by tuner/decide/workload_tiebreak.py on the same reading.
 
 Cells with a failed request are not compared as if complete, with an SLO only cells that meet it
-compete (tuner/spec/slo.py), and a configuration that lost its server twice, failed the
-correctness gate or, adaptive, ran static competes nowhere (`mark_outcomes`). Nothing here knows any machine's numbers.
+compete (tuner/spec/slo.py), and a configuration that lost its server twice, failed the correctness
+gate or, adaptive, ran static competes nowhere (`mark_outcomes`). It knows no machine's numbers.
 """
 
 from __future__ import annotations
@@ -329,6 +328,11 @@ class LevelChoice:
         return (self.chosen.mean - self.runner_up.mean) / self.runner_up.mean * 100.0
 
     @property
+    def assumed(self) -> bool:
+        """The chosen one or the runner-up measured no interval: the +-1% floor stands in for noise."""
+        return any(p is not None and p.interval.noise == "none" for p in (self.chosen, self.runner_up))
+
+    @property
     def verdict(self) -> str:
         if self.runner_up is None:
             # nothing to be beyond the noise of: say so, and what was measured but left out
@@ -337,7 +341,8 @@ class LevelChoice:
                 return f"the only configuration that competes ({left})"
             return "only configuration measured"
         if not self.tied:
-            return f"beats {self.runner_up.config_id} beyond noise"
+            how = "by more than the +-1% assumed where no interval was measured" if self.assumed else "beyond noise"
+            return f"beats {self.runner_up.config_id} {how}"
         others = [c for c in self.equivalent if c != self.chosen.config_id]
         return f"tied within noise with {', '.join(others)}; tie-break: {tie_break_reason(self)}"
 
@@ -356,31 +361,20 @@ class LevelChoice:
             "precision_pct": None if c.precision_pct is None else round(c.precision_pct, 2),
             "samples": c.samples,
             "tied_with": self.tied_with,
-            "verdict": "tied within noise" if self.tied else ("beyond noise" if self.runner_up else "alone"),
+            "verdict": "tied within noise"
+            if self.tied
+            else ("alone" if not self.runner_up else "beyond assumed noise" if self.assumed else "beyond noise"),
             "tie_break": tie_break_reason(self) if self.tied else None,
             "per_request_tok_s": None if c.per_request_mean is None else round(c.per_request_mean, 2),
             "accept_length": None if c.accept_mean is None else round(c.accept_mean, 3),
             "max_total_num_tokens": c.kv_tokens,
             "repeats": c.repeats,
             "deployments": c.deployments,
-            "runner_up": None
-            if self.runner_up is None
-            else {
-                "config_id": self.runner_up.config_id,
-                "spec_steps": self.runner_up.spec_steps,
-                "output_tok_s": round(self.runner_up.mean, 2),
-                "ci95": self.runner_up.interval.as_list(),
-            },
+            "runner_up": None if self.runner_up is None else _brief(self.runner_up, ci=True),
             "margin_pct": None if self.margin_pct is None else round(self.margin_pct, 2),
             "tolerance_pct": round(self.tolerance_pct, 2),
             "within_tolerance": self.equivalent,
-            "raw_best": None
-            if self.best is c
-            else {
-                "config_id": self.best.config_id,
-                "spec_steps": self.best.spec_steps,
-                "output_tok_s": round(self.best.mean, 2),
-            },
+            "raw_best": None if self.best is c else _brief(self.best),
             "excluded": self.excluded or None,
         }
         if c.slo is not None:
@@ -388,6 +382,12 @@ class LevelChoice:
             out["goodput_tok_s"] = round(c.slo.goodput_tok_s, 2)
             out["slo_attainment"] = round(c.slo.attainment, 4)
         return out
+
+
+def _brief(p: PointStats, ci: bool = False) -> dict[str, Any]:
+    """A configuration beside the chosen one in a level's JSON: which, and its throughput."""
+    out: dict[str, Any] = {"config_id": p.config_id, "spec_steps": p.spec_steps, "output_tok_s": round(p.mean, 2)}
+    return {**out, "ci95": p.interval.as_list()} if ci else out
 
 
 def near_best(value: float, best: float, min_rel: float = MIN_REL_TOL) -> bool:
