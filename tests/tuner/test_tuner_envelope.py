@@ -155,6 +155,12 @@ def test_kv_warning_when_the_widest_candidate_costs_more_than_a_tenth_of_the_poo
     wide = envelope.kv_warning(TUNED, best, pools, 9)
     assert wide and "depth 9" in wide and "extrapolated" in wide
     assert envelope.kv_warning(K3, best, pools, 9) is None  # a static recommendation has nothing to warn of
+    # the line through the static pools reaches no pool by depth 20: said as the line's, not a count
+    assert "leave no KV pool at the widest candidate's depth (20)" in envelope.kv_warning(TUNED, best, pools, 20)
+    # the adaptive deployment's own pool is what it holds: read before any line through the others
+    assert envelope.kv_warning(TUNED, best, pools, 20, own=370000) is None
+    assert "costs 17%" in envelope.kv_warning(TUNED, best, pools, 3, own=300000)
+    assert "measured on its own deployment" in envelope.kv_warning(TUNED, best, pools, 3, own=300000)
 
 
 def test_the_envelope_stage_adds_no_speculation_only_when_the_sweep_lacks_it_and_respects_the_budget():

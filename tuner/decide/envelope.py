@@ -329,19 +329,26 @@ def summary_lines(env: Envelope) -> list[str]:
 
 
 def kv_warning(
-    chosen: SpecConfig | None, best_static: PointStats | None, pools: Mapping[int, int | None], widest: int | None
+    chosen: SpecConfig | None,
+    best_static: PointStats | None,
+    pools: Mapping[int, int | None],
+    widest: int | None,
+    own: int | None = None,
 ) -> str | None:
     """A warning when the recommended adaptive config's widest candidate costs more than 10% of the
     KV pool the recommended static depth has: a static server at the widest depth holds that much
     less (measured, else the straight line through the static depths' pools). SGLang reserves KV for
-    the widest candidate at every decode step and builds its buffers (allocation_sizing.py)."""
+    the widest candidate at every decode step and builds its buffers (allocation_sizing.py). `own`,
+    the pool the adaptive config's own deployment reported, is what it holds: read first (the line
+    through the static pools had warned of no pool at all beside a deployment that reported more
+    than the static depth's)."""
     if chosen is None or not chosen.is_schedule or best_static is None or widest is None:
         return None
     base = pools.get(best_static.spec_steps)
     if not base:
         return None
-    at = pools.get(widest)
-    how = "measured"
+    at = own if own else pools.get(widest)
+    how = "measured on its own deployment" if own else "measured"
     if at is None:
         pts = sorted((k, v) for k, v in pools.items() if v)
         if len(pts) < 2:
@@ -358,9 +365,9 @@ def kv_warning(
         return None
     if at <= 0:
         return (
-            f"a static server at the widest candidate's depth ({widest}) would have no KV pool at all ({at} tokens "
-            f"{how}, against {base} for the recommended static depth {best_static.config_id}): SGLang reserves KV "
-            "and builds buffers for the widest candidate; check long contexts and bursts before running it"
+            f"the static depths' pools, on a straight line, leave no KV pool at the widest candidate's depth "
+            f"({widest}), against {base} tokens for the recommended static depth {best_static.config_id}: SGLang "
+            "reserves KV and builds buffers for the widest candidate; check long contexts and bursts before running it"
         )
     return (
         f"the widest candidate (depth {widest}) costs {cost:.0f}% of the KV pool against the recommended static "

@@ -307,7 +307,8 @@ def schedule_json(s: Summary, view: TempView | None) -> dict[str, Any]:
             if d.ok and not d.config.is_schedule and d.config.spec_topk == 1
         }
         static = view.static.chosen if view is not None and view.static is not None else None
-        warning = envelope_mod.kv_warning(cfg, static, pools, adaptive_phase.adaptive_widest(cfg))
+        own = dep.max_total_num_tokens if dep is not None and dep.ok else None
+        warning = envelope_mod.kv_warning(cfg, static, pools, adaptive_phase.adaptive_widest(cfg), own)
     return {
         "schedule": deployed,
         "vllm_num_speculative_tokens_per_batch_size": vllm,
