@@ -118,3 +118,23 @@ def test_eleven_configurations_get_eleven_looks():
     for n in (1, 10, 11, 20, 23):
         looks = plots.line_styles(n)
         assert len(looks) == n and len(set(looks)) == n
+
+
+@pytest.mark.parametrize(("limit", "drawn"), [("tpot_p50_ms=6", True), ("tpot_p99_ms=6", False)])
+def test_a_tpot_limit_is_drawn_on_the_pareto_panel_only_where_the_axis_can_show_it(tmp_path, figures, limit, drawn):
+    """The Pareto panel's x axis is each configuration's mean decode rate: a median TPOT limit sits
+    about at its per-user rate, a p99 one does not (points right of its line missed it, read as a
+    meets/misses boundary); the star that marks each level's pick is named in the legend."""
+    import dataclasses
+
+    from tuner.spec.slo import parse_slo
+
+    store = kept(tmp_path, "h200-llama3-8b")
+    spec = store.read_spec()
+    spec = dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, slo=parse_slo(limit)))
+    write_all(store, spec)
+    fig = steps_figure(figures)
+    pareto = " ".join(legend_texts(fig.axes[3]))
+    assert ("SLO TPOT p50 <= 6 ms (about 167 tok/s per user)" in pareto) is drawn, pareto
+    assert "SLO TPOT p99" not in pareto and "misses the SLO" in pareto
+    assert "level's pick" in legend_texts(fig.axes[0])

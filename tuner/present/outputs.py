@@ -97,7 +97,9 @@ def write_schedule_plot(out: Path, s: Summary) -> Path | None:
     if verdict is None or not verdict.per_level:
         return None
     names = {
-        "best_static": f"best static ({verdict.best_static.config_id})" if verdict.best_static else "best static",
+        "best_static": f"best single static depth ({verdict.best_static.config_id})"
+        if verdict.best_static
+        else "best single static depth",
         "schedule": f"tuned ({verdict.schedule.label})" if verdict.schedule else "tuned",
         "default_adaptive": "SGLang default adaptive",
     }
