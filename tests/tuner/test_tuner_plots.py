@@ -138,3 +138,23 @@ def test_a_tpot_limit_is_drawn_on_the_pareto_panel_only_where_the_axis_can_show_
     assert ("SLO TPOT p50 <= 6 ms (about 167 tok/s per user)" in pareto) is drawn, pareto
     assert "SLO TPOT p99" not in pareto and "misses the SLO" in pareto
     assert "level's pick" in legend_texts(fig.axes[0])
+
+
+def test_the_schedule_plot_marks_the_cells_the_report_does_not_compare(tmp_path, figures):
+    """With --slo a level where nothing meets it has no winner in the report, and its cells were
+    drawn in schedule_vs_static.png as plain bars: they carry the red x of the other figure now."""
+    import dataclasses
+
+    from tuner.spec.slo import parse_slo
+
+    store = kept(tmp_path, "h200-llama3-8b")
+    spec = store.read_spec()
+    spec = dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, slo=parse_slo("tpot_p99_ms=6")))
+    s = write_all(store, spec)
+    schedule = next(f for f in figures if len(f.axes) == 1)
+    ax = schedule.axes[0]
+    assert "not compared (failed requests, --slo, the gate)" in legend_texts(ax)
+    crosses = [ln for ln in ax.lines if ln.get_marker() == "x"]
+    view = s.views[s.temperatures[0]]
+    missing = sum(1 for row in view.verdict.per_level.values() for p in row.values() if not analysis.competes(p))
+    assert missing and len(crosses) == missing

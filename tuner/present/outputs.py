@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..data.results import result_rows
 from ..data.store import PLOT, RECOMMENDATION, REPORT, SCHEDULE_PLOT, Store
+from ..decide.analysis import competes
 from ..spec.sweepspec import SweepSpec
 from . import report as report_mod
 from .summary import recommendation_json, summarize, title
@@ -109,6 +110,8 @@ def write_schedule_plot(out: Path, s: Summary) -> Path | None:
     }
     rec = s.recommendation
     chosen = rec.chosen.config.label if rec.chosen is not None and rec.kind.startswith("adaptive") else None
+    # the cells the report does not compare (requests failed, --slo missed, the gate): drawn as such
+    out_cells = {(c, names[k]) for c, row in verdict.per_level.items() for k, p in row.items() if not competes(p)}
     return plot_schedule(
         Path(out) / SCHEDULE_PLOT,
         bars,
@@ -116,6 +119,7 @@ def write_schedule_plot(out: Path, s: Summary) -> Path | None:
         title=title(s),
         verdict=verdict.reason,
         chosen=chosen,
+        not_compared=out_cells,
     )
 
 

@@ -377,14 +377,18 @@ def plot_schedule(
     title: str,
     verdict: str,
     chosen: str | None = None,
+    not_compared: set[tuple[int, str]] | frozenset[tuple[int, str]] = frozenset(),
 ) -> Path:
     """schedule_vs_static.png: per concurrency level, the best static depth, the tuner's schedule and
     SGLang's default adaptive config side by side (aggregate tok/s, error bars = 95% intervals);
-    the verdict underneath. `bars` maps level -> name -> (mean, low, high)."""
+    the verdict underneath. `bars` maps level -> name -> (mean, low, high); the (level, name) cells
+    in `not_compared` (the report leaves them out: requests failed, --slo missed) are drawn faint
+    with a red x, as on the other figure."""
     levels = sorted(bars)
     fig, ax = plt.subplots(figsize=(max(7.0, 1.8 * len(levels) + 3), 5.2))
     width = 0.8 / max(1, len(names))
     colors = ["tab:gray", "tab:blue", "tab:orange"]
+    faint = False  # the red x is labelled once
     for i, name in enumerate(names):
         xs, ys, lo, hi = [], [], [], []
         for j, c in enumerate(levels):
@@ -406,6 +410,19 @@ def plot_schedule(
                 label=name,
                 hatch="//" if chosen is not None and chosen in name else None,
             )
+            for x, y, c in zip(xs, ys, [c for c in levels if bars[c].get(name) is not None], strict=True):
+                if (c, name) in not_compared:
+                    ax.bar([x], [y], width, color="white", alpha=0.6)
+                    ax.plot(
+                        [x],
+                        [y],
+                        "x",
+                        color="tab:red",
+                        markersize=10,
+                        zorder=5,
+                        label=None if faint else "not compared (failed requests, --slo, the gate)",
+                    )
+                    faint = True
     ax.set_xticks(range(len(levels)))
     ax.set_xticklabels([f"C={c}" for c in levels])
     ax.set_ylabel("aggregate output tok/s")
