@@ -19,6 +19,9 @@ from . import sglang_releases as _releases
 # secrets.compare_digest, which refuses non-ASCII text) and reaches argparse as the value of
 # --api-key, where a leading '-' would read as a flag; the launcher masks it wherever it appears in
 # the log, which a very short key would turn into noise.
+# the first release whose wheel's base requirements carry the engine (torch, the kernels): before,
+# they are its `srt` extra (sglang 0.4.10 and 0.5.2 METADATA; 0.5.3's base pins torch==2.8.0)
+SRT_IN_BASE_SINCE = "0.5.3"
 API_KEY_MIN = 8
 API_KEY_MAX = 4096
 
@@ -305,6 +308,20 @@ def host_errors(settings: dict[str, Any]) -> list[str]:
     packages = settings.get("pip_packages")
     if not isinstance(packages, list) or not packages:
         errors.append(f"sglang_server_pip_packages must be a non-empty list of requirements; got {fmt(packages)}")
+    elif (
+        settings.get("engine") == "sglang"
+        and isinstance(version, str)
+        and _releases.release_key(version)
+        and _releases.release_key(version) < _releases.release_key(SRT_IN_BASE_SINCE)
+        and f"sglang=={version}" in [str(p).strip() for p in packages]
+    ):
+        # before 0.5.3 the engine's runtime (torch, the kernels, fastapi) is the `srt` extra
+        # (0.4.10 and 0.5.2 wheels' METADATA): a plain pin installs a client that cannot serve
+        errors.append(
+            f"sglang_server_pip_packages installs sglang=={version}, which before {SRT_IN_BASE_SINCE} holds no "
+            f'engine (its runtime is the srt extra); allowed: ["sglang[srt]=={version}"] or a release from '
+            f"{SRT_IN_BASE_SINCE}"
+        )
     else:
         for value in packages:
             if not _one_line(value) or not value.strip():

@@ -143,6 +143,10 @@ def adaptive_config_form(version: object) -> str | None:
 # version is held: within one, CUDA's minor-version compatibility runs a 12.8 build on any 12.x
 # driver (525 on), as cuda_env's `cuda_env_check_driver: false` allows for the toolkit.
 REQUIRES_PYTHON_SINCE = (("0.5.9", (3, 10)), ("0.5.22", (3, 11)))
+# From 0.5.11 the releases ship only compiled wheels, cp310-cp313 (cp311-cp313 from 0.5.22), and no
+# sdist (PyPI's files of each release), while their Requires-Python has no upper bound: pip on a newer
+# Python finds no distribution at all. The first Python minor with no wheel, per release.
+PYTHON_WHEELS_BELOW = (("0.5.11", (3, 14)),)
 DRIVER_CUDA_SINCE = (("0.5.9", (12, 0)), ("0.5.11", (13, 0)))
 
 
@@ -172,6 +176,13 @@ def install_errors(version: object, python_version: object = None, driver_cuda: 
             f"Requires-Python) and sglang_server_python is {python_version}; allowed: a newer Python for "
             f"sglang_server_python (on Ubuntu 22.04: /usr/bin/python3.{need_py[1]} with "
             f"sglang_server_system_packages: [python3.{need_py[1]}-venv]), or an older sglang_server_sglang_version"
+        )
+    below = _since(PYTHON_WHEELS_BELOW, version)
+    if below and len(have_py) >= 2 and have_py[:2] >= below:
+        errors.append(
+            f"SGLang {str(version).strip()} ships wheels for Python up to {below[0]}.{below[1] - 1} only (no sdist) "
+            f"and sglang_server_python is {python_version}: pip would find no distribution; allowed: a Python "
+            f"{below[0]}.{below[1] - 1} or older for sglang_server_python"
         )
     need_cuda = _since(DRIVER_CUDA_SINCE, version)
     have_cuda = release_key(driver_cuda) if driver_cuda not in (None, "") else ()

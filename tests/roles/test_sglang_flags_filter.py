@@ -816,6 +816,10 @@ def test_what_a_release_needs_on_the_host():
     # unknown values and a source build of main are not checked
     assert R.install_errors("0.5.23", None, "N/A") == [] and R.install_errors("0.5.23", "", "ERR!") == []
     assert R.install_errors("0.0.0.dev1+gabc", "3.9", "11.0") == []
+    # from 0.5.11 only cp310-cp313 wheels and no sdist: a newer Python finds no distribution
+    [newer] = R.install_errors("0.5.11", "3.14", "13.0")
+    assert newer.startswith("SGLang 0.5.11 ships wheels for Python up to 3.13 only (no sdist)"), newer
+    assert R.install_errors("0.5.23", "3.13", "13.0") == [] and R.install_errors("0.5.10", "3.14", "12.8") == []
 
 
 def test_an_extra_flags_value_cannot_smuggle_in_a_flag_of_its_own():

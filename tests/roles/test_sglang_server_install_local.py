@@ -22,23 +22,28 @@ VERSION = "0.5.9"  # roles/sglang_server/defaults/main.yml sglang_server_sglang_
 PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def stand_in_wheel(wheelhouse: Path, version: str) -> Path:
-    """A pure-Python wheel named sglang that imports and says its version."""
+def stand_in_wheel(wheelhouse: Path, version: str, name: str = "sglang", requires: tuple[str, ...] = ()) -> Path:
+    """A pure-Python wheel (sglang by default) that imports and says its version, with `requires`
+    as its Requires-Dist."""
+    pkg = name.replace("-", "_")
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
     files = {
-        "sglang/__init__.py": f'__version__ = "{version}"\n',
-        f"sglang-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n",
-        f"sglang-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{pkg}/__init__.py": f'__version__ = "{version}"\n',
+        f"{pkg}-{version}.dist-info/METADATA": meta,
+        f"{pkg}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = [
-        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text.encode())}"
-        for name, text in files.items()
+        f"{fname},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text.encode())}"
+        for fname, text in files.items()
     ]
-    files[f"sglang-{version}.dist-info/RECORD"] = "\n".join([*record, f"sglang-{version}.dist-info/RECORD,,"]) + "\n"
+    files[f"{pkg}-{version}.dist-info/RECORD"] = "\n".join([*record, f"{pkg}-{version}.dist-info/RECORD,,"]) + "\n"
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    path = wheelhouse / f"sglang-{version}-py3-none-any.whl"
+    path = wheelhouse / f"{pkg}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
-        for name, text in files.items():
-            zf.writestr(name, text)
+        for fname, text in files.items():
+            zf.writestr(fname, text)
     return path
 
 
@@ -134,3 +139,73 @@ def test_the_venv_follows_the_interpreter_and_check_tells_the_truth_offline(tmp_
     shim.write_text(f'#!/bin/sh\nexec {other} "$@"\n')
     shim.chmod(0o755)
     assert play(shim, install=False)["venv"] == ["unchanged"]
+
+
+@pytest.mark.cost(30)  # seconds, measured alone
+def test_a_release_change_takes_out_the_kernel_packages_the_old_release_pinned(tmp_path):
+    """pip keeps what nothing requires any more: a flashinfer-cubin pinned by 0.5.15 and earlier,
+    left beside 0.5.16's flashinfer, stops its import ("flashinfer-cubin version ... does not
+    match"), and 0.5.11's CUDA 13 sgl_kernel files left under 0.5.9 fail its import. A release
+    change takes the kernel packages out first; pip installs the new release's own. A dry run over a
+    venv the run would make again says the install changes too."""
+    wheelhouse = tmp_path / "wheelhouse"
+    stand_in_wheel(wheelhouse, "0.6.3", name="flashinfer-cubin")
+    stand_in_wheel(wheelhouse, VERSION, requires=("flashinfer-cubin==0.6.3",))
+    stand_in_wheel(wheelhouse, "0.5.16")
+    opt = tmp_path / "opt"
+    venv = opt / "venv"
+    result = tmp_path / "result.json"
+
+    def play(version: str, *more: str, python: Path = PYTHON) -> dict:
+        extra = {
+            "ansible_python_interpreter": sys.executable,
+            "out": str(result),
+            "sglang_server_install_dir": str(opt),
+            "sglang_server_python": str(python),
+            "sglang_server_wheelhouse_dir": str(wheelhouse),
+            "sglang_server_engine": "sglang",
+            "sglang_server_sglang_version": version,
+        }
+        proc = run(
+            [
+                str(VENV_BIN / "ansible-playbook"),
+                "-i",
+                "localhost,",
+                "-e",
+                json.dumps(extra),
+                *more,
+                str(ROOT / "tests/roles/fixtures/install_local.yml"),
+            ],
+            timeout=240,
+            ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
+        )
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        return json.loads(result.read_text())
+
+    def installed() -> dict[str, str]:
+        proc = subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import importlib.metadata as m, json; print(json.dumps({d.name: d.version for d in m.distributions()}))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return {
+            k: v for k, v in json.loads(proc.stdout).items() if k in ("sglang", "flashinfer-cubin", "flashinfer_cubin")
+        }
+
+    assert play(VERSION)["install_changed"]
+    assert installed() == {"sglang": VERSION, "flashinfer-cubin": "0.6.3"}
+    assert play("0.5.16")["install_changed"]
+    assert installed() == {"sglang": "0.5.16"}  # the old release's kernel package is gone
+    assert not play("0.5.16")["install_changed"]  # the same release again: nothing taken out
+
+    # another interpreter: the run would make the venv again and install into it, so --check says so
+    other = tmp_path / "other-python" / PYTHON.name
+    other.parent.mkdir()
+    shutil.copy2(PYTHON, other)
+    would = play("0.5.16", "--check", python=other)
+    assert would["venv_changed"] and would["install_changed"], would

@@ -75,6 +75,7 @@ def defaults() -> dict:
         "emulator_wheelhouse_dir": str(ROOT / "build" / "wheelhouse"),
         "sglang_version": "0.5.9",
         "pip_packages": ["sglang==0.5.9"],
+        "engine": "sglang",
         "served_model_name": "qwen3.5-122b",
         "device_allow": ["char-nvidiactl rw", "char-nvidia rw"],
         "unit_extra": {},
@@ -138,7 +139,8 @@ CASES: dict[str, tuple[list, str]] = {
 
 
 def test_every_setting_has_bad_cases():
-    assert set(CASES) == set(defaults())
+    # (engine only selects a rule here: its own value is sglang_flags.server_errors' to check)
+    assert set(CASES) == set(defaults()) - {"engine"}
 
 
 @pytest.mark.parametrize("key,value,needle", [(k, v, n) for k, (vals, n) in CASES.items() for v in vals])
@@ -246,3 +248,16 @@ def test_the_servers_environment_does_not_choose_its_gpus(name):
         "and the NCCL check read and the unit loads"
     ]
     assert sglang_flags.server_errors(dict(_server_settings(), environment={"NCCL_DEBUG": "INFO"})) == []
+
+
+def test_a_release_whose_plain_pin_installs_no_engine_is_refused():
+    """Before 0.5.3 SGLang's wheel keeps its runtime (torch, the kernels, fastapi) in the `srt` extra
+    (0.4.10 and 0.5.2 METADATA): the role's default `sglang==X` installed a client, pip said success,
+    and the unit died on its first import. The extra, a later release or the emulator engine pass."""
+    old = dict(defaults(), sglang_version="0.5.2", pip_packages=["sglang==0.5.2"])
+    [err] = sglang_checks.host_errors(old)
+    assert err.startswith("sglang_server_pip_packages installs sglang==0.5.2, which before 0.5.3 holds no engine")
+    assert '["sglang[srt]==0.5.2"]' in err
+    assert sglang_checks.host_errors(dict(old, pip_packages=["sglang[srt]==0.5.2"])) == []
+    assert sglang_checks.host_errors(dict(old, engine="emulator")) == []
+    assert sglang_checks.host_errors(dict(old, sglang_version="0.5.3", pip_packages=["sglang==0.5.3"])) == []
