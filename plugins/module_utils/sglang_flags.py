@@ -593,6 +593,12 @@ def lora_spec_errors(settings: dict[str, Any]) -> list[str]:
     if not algo or algo == "NGRAM":
         return []
     where = f"sglang_server_extra_flags' LoRA adapter with spec_algorithm={algo}"
+    if on is schedule:  # every release refuses it (adaptive speculation came before the EAGLE family's LoRA)
+        return [
+            f"{where} and spec_schedule: SGLang refuses LoRA with --speculative-adaptive at start ('LoRA with "
+            "EAGLE/NEXTN/EAGLE3 speculative decoding does not support --speculative-adaptive'; before "
+            f"{LORA_SPEC_WIDE_SINCE} LoRA runs with NGRAM only): drop spec_schedule or the adapter"
+        ]
     if key < _releases.release_key(LORA_SPEC_WIDE_SINCE):
         return [
             f"{where}: SGLang {fmt(settings.get('sglang_version'))} refuses it at start ('Currently LoRA is "
@@ -601,11 +607,6 @@ def lora_spec_errors(settings: dict[str, Any]) -> list[str]:
         ]
     if algo not in _LORA_SPEC_ALGORITHMS:
         return [f"{where}: SGLang runs LoRA with NGRAM, EAGLE, NEXTN, EAGLE3, DFLASH or DSPARK only"]
-    if on is schedule:
-        return [
-            f"{where} and spec_schedule: SGLang refuses LoRA with --speculative-adaptive at start ('LoRA with "
-            "EAGLE/NEXTN/EAGLE3 speculative decoding does not support --speculative-adaptive'): drop one of the two"
-        ]
     return []
 
 

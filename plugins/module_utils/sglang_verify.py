@@ -477,7 +477,8 @@ def entering_cycle(ref: Sequence[Any], cyc: tuple[int, int], seq: Sequence[Any])
     run, i = 0, n - 1
     while i - p >= 0 and ref[i] == ref[i - p]:
         run, i = run + 1, i - 1
-    return run + p >= 2 * p and same_cycle(seq, cyc, ref, (n - run - p, p))
+    # and over half find_cycle's span at least: two newlines closing ordinary text are no loop entered
+    return run + p >= max(2 * p, CYCLE_MIN_SPAN // 2) and same_cycle(seq, cyc, ref, (n - run - p, p))
 
 
 def _window(blocks: Sequence[Sequence[float]]) -> float | None:

@@ -75,7 +75,28 @@ def cases(tmp: Path) -> dict[str, dict]:
     # GPU 0 split into MIG instances: --query-gpu still lists it whole, at its full memory
     smi_mig = fake_smi(tmp / "smi-mig", "smi_query_h200x8.txt", lines=2, mig="0, Enabled\\n1, Disabled\\n")
     gpu_host = {"cuda_env_gpu_source": "auto", "cuda_env_declared_gpus": []}
+    # a Python whose "check" has a rank die with its reason on stderr, then the check's report
+    crashed = tmp / "python-rank-crashed"
+    report = {
+        "ok": False,
+        "reason": "worker-crashed",
+        "message": "NCCL all-reduce check FAILED (worker-crashed): rank 1",
+    }
+    crashed.write_text(
+        "#!/bin/sh\n"
+        "echo 'rank 1: torch.distributed.DistBackendError: NCCL error: unhandled system error' >&2\n"
+        f"echo '{report['message']}' >&2\n"
+        f"echo '{json.dumps(report)}'\n"
+        "exit 1\n"
+    )
+    crashed.chmod(0o755)
     return {
+        "nccl_rank_crashed": {
+            **gpu_host,
+            "case_entry": "nccl_check",
+            "cuda_env_nvidia_smi": smi2,
+            "cuda_env_nccl_check_python": str(crashed),
+        },
         "ok_declared_tp4": {},
         "tp8_too_big": {"sglang_server_tp_size": 8},
         "visible_hides": {"cuda_env_cuda_env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1"}},
@@ -374,8 +395,17 @@ def test_nccl_check_forced_without_torch(outcome) -> None:
     msg = failed(outcome, "nccl_forced_no_torch")
     assert msg.startswith("NCCL all-reduce check FAILED (torch-missing): cannot import torch with " + sys.executable)
     assert "NCCL environment used: CUDA_DEVICE_ORDER=PCI_BUS_ID NCCL_NVLS_ENABLE=0 NCCL_P2P_LEVEL=SYS" in msg
-    # the workers' stderr follows the report's message: a rank that died says why only there
-    assert " Workers' stderr (last lines): " in msg
+    # the script's summary, which repeats the message, is not added again (the workers' own lines
+    # would follow the message: here no worker started)
+    assert msg.count("cannot import torch with") == 1 and "Workers' output" not in msg, msg
+
+
+def test_a_failed_nccl_check_says_what_the_workers_said(outcome) -> None:
+    """A rank that died says why only on its output: the message carries it after the report's
+    (stderr and stdout alike, as an SSH connection's tty merges them), the summary not twice."""
+    msg = failed(outcome, "nccl_rank_crashed")
+    assert msg.startswith("NCCL all-reduce check FAILED (worker-crashed): rank 1 Workers' output (last lines): "), msg
+    assert msg.endswith("rank 1: torch.distributed.DistBackendError: NCCL error: unhandled system error"), msg
 
 
 def test_nccl_check_runs_on_two_gpus_by_itself(outcome) -> None:

@@ -870,7 +870,13 @@ def test_a_lora_adapter_beside_speculation_sglang_refuses_is_refused_before_any_
     assert "NGRAM, EAGLE, NEXTN, EAGLE3, DFLASH or DSPARK only" in other
     schedule = sglang_spec.schedule_settings({"1": 4, "16": 3}, sglang_version="0.5.23")
     [adaptive] = errors("0.5.23", schedule=schedule)
-    assert "does not support --speculative-adaptive" in adaptive
+    assert "does not support --speculative-adaptive" in adaptive and adaptive.endswith(
+        "drop spec_schedule or the adapter"
+    )
+    # before 0.5.19 too: the fix is the same (spec_steps=0 would leave the schedule on, NGRAM has no schedule)
+    old_schedule = sglang_spec.schedule_settings({"1": 4, "16": 3}, sglang_version="0.5.13")
+    [before] = errors("0.5.13", schedule=old_schedule)
+    assert before.endswith("drop spec_schedule or the adapter") and "spec_steps=0" not in before
     # the emulator takes no LoRA flags; a release before the table is not judged
     assert errors("0.5.16", engine="emulator") == [] and errors("0.5.3") == []
     assert errors("0.5.16", extra={}) == []

@@ -267,15 +267,20 @@ def test_a_verdict_resting_on_the_assumed_floor_says_so():
     same sweep's measured intervals were +-40%: the notes alone said the verdict rested on an
     assumption. The row and the JSON say it now; a measured interval keeps "beyond noise"."""
     ch = analysis.choose_for_level(list(analysis.aggregate([row(2, 16, 3700.3), row(3, 16, 3568.0)]).values()))
-    assert not ch.tied and ch.assumed and ch.chosen.interval.noise == "none"
+    assert not ch.tied and ch.chosen.interval.noise == "none"
     assert ch.verdict == "beats k3-t1 by more than the +-1% assumed where no interval was measured"
     assert ch.to_dict()["verdict"] == "beyond assumed noise"
     rows = [ci_row(2, 16, 3700.3, 0.5), ci_row(3, 16, 3568.0, 0.5)]
     ch = analysis.choose_for_level(list(analysis.aggregate(rows).values()))
-    assert not ch.assumed and ch.verdict == "beats k3-t1 beyond noise" and ch.to_dict()["verdict"] == "beyond noise"
+    assert ch.verdict == "beats k3-t1 beyond noise" and ch.to_dict()["verdict"] == "beyond noise"
     # one side measured, the other not: still assumed
     ch = analysis.choose_for_level(list(analysis.aggregate([ci_row(2, 16, 3700.3, 0.5), row(3, 16, 3568.0)]).values()))
-    assert ch.assumed and ch.to_dict()["verdict"] == "beyond assumed noise"
+    assert ch.to_dict()["verdict"] == "beyond assumed noise"
+    # the recommendation for that one level says it too
+    rec = analysis.recommend(analysis.aggregate([row(2, 16, 3700.3), row(3, 16, 3568.0)]), [16], [16])
+    assert rec.reason.endswith("3.7% above k3-t1, by more than the +-1% assumed where no interval was measured"), (
+        rec.reason
+    )
 
 
 def test_the_tie_break_reason_states_the_closeness_the_choice_used():

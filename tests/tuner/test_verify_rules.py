@@ -198,6 +198,19 @@ def test_a_baseline_just_entering_the_same_loop_excuses_it():
     assert rules.judge(_baseline(s, base_lg), _candidate(s, cand), measured_accept=3.0)["degenerate"]
 
 
+def test_a_baseline_ending_in_two_equal_tokens_excuses_no_loop():
+    """Two newlines closing ordinary text are no loop the baseline entered: a configuration that
+    degenerates into a hundred newlines is still failed (the excuse needs half find_cycle's span)."""
+    s, lg = _rows(10, 48), _rows(4, 384, seed=2)
+    body = list(lg[1]["output_ids"][:382])
+    base_lg = [dict(r) for r in lg]
+    base_lg[1] = {"id": lg[1]["id"], "output_ids": [*body, 13, 13], "text": "x"}
+    cand = [dict(r) for r in lg]
+    cand[1] = {"id": lg[1]["id"], "output_ids": body[:284] + [13] * 100, "text": "x"}
+    v = rules.judge(_baseline(s, base_lg), _candidate(s, cand), measured_accept=3.0)
+    assert v["degenerate"] and v["degenerate"][0]["period"] == 1, v["reasons"]
+
+
 def test_no_cycle_in_random_text():
     for seed in range(20):
         assert rules.find_cycle(_rows(1, 384, seed=seed)[0]["output_ids"]) is None

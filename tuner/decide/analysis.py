@@ -323,14 +323,14 @@ class LevelChoice:
 
     @property
     def margin_pct(self) -> float | None:
-        if self.runner_up is None or self.runner_up.mean <= 0:
-            return None
-        return (self.chosen.mean - self.runner_up.mean) / self.runner_up.mean * 100.0
+        ru = self.runner_up
+        return None if ru is None or ru.mean <= 0 else (self.chosen.mean - ru.mean) / ru.mean * 100.0
 
     @property
-    def assumed(self) -> bool:
-        """The chosen one or the runner-up measured no interval: the +-1% floor stands in for noise."""
-        return any(p is not None and p.interval.noise == "none" for p in (self.chosen, self.runner_up))
+    def beyond(self) -> str:
+        """How the winner is ahead: beyond noise, or past the +-1% floor standing in for an interval."""
+        none = any(p is not None and p.interval.noise == "none" for p in (self.chosen, self.runner_up))
+        return "by more than the +-1% assumed where no interval was measured" if none else "beyond noise"
 
     @property
     def verdict(self) -> str:
@@ -341,14 +341,13 @@ class LevelChoice:
                 return f"the only configuration that competes ({left})"
             return "only configuration measured"
         if not self.tied:
-            how = "by more than the +-1% assumed where no interval was measured" if self.assumed else "beyond noise"
-            return f"beats {self.runner_up.config_id} {how}"
+            return f"beats {self.runner_up.config_id} {self.beyond}"
         others = [c for c in self.equivalent if c != self.chosen.config_id]
         return f"tied within noise with {', '.join(others)}; tie-break: {tie_break_reason(self)}"
 
     def to_dict(self) -> dict[str, Any]:
-        c = self.chosen
-        iv = c.interval
+        c, iv = self.chosen, self.chosen.interval
+        ahead = "beyond noise" if self.beyond == "beyond noise" else "beyond assumed noise"
         out: dict[str, Any] = {
             "config_id": c.config_id,
             "spec_steps": c.spec_steps,
@@ -361,9 +360,7 @@ class LevelChoice:
             "precision_pct": None if c.precision_pct is None else round(c.precision_pct, 2),
             "samples": c.samples,
             "tied_with": self.tied_with,
-            "verdict": "tied within noise"
-            if self.tied
-            else ("alone" if not self.runner_up else "beyond assumed noise" if self.assumed else "beyond noise"),
+            "verdict": "tied within noise" if self.tied else (ahead if self.runner_up else "alone"),
             "tie_break": tie_break_reason(self) if self.tied else None,
             "per_request_tok_s": None if c.per_request_mean is None else round(c.per_request_mean, 2),
             "accept_length": None if c.accept_mean is None else round(c.accept_mean, 3),
@@ -578,7 +575,7 @@ def recommend(
         if choice.tied:
             reason += f" ({choice.verdict})"
         elif choice.runner_up is not None and choice.margin_pct is not None:
-            reason += f", {choice.margin_pct:.1f}% above {choice.runner_up.config_id}, beyond noise"
+            reason += f", {choice.margin_pct:.1f}% above {choice.runner_up.config_id}, {choice.beyond}"
         elif choice.excluded:
             reason += f" ({choice.verdict})"
         return Recommendation(c, 1.0, reason, workload, {c.config_id: 1.0}, tied_with=choice.tied_with)
