@@ -115,7 +115,7 @@ PER_LEVEL: tuple[MetricDef, ...] = (
         "acceptance histogram's 1 + accepted drafts per verify step (V: a request's verify steps; 3% at 32-token answers of "
         "11 steps); on the OpenAI endpoints, the level's delta of the Prometheus counters "
         "`sglang:generation_tokens_total` / `sglang:spec_verify_calls_total` (needs "
-        "`--enable-metrics`); else tokens per verify step counted from the chunks (one chunk per verify step after the "
+        "`--enable-metrics` and SGLang 0.5.13 or later, which has the second counter); else tokens per verify step counted from the chunks (one chunk per verify step after the "
         "first, the prefill's token, at SGLang's default `--stream-interval 1`). `accept_length_source` says which. SGLang's `avg_spec_accept_length` "
         "is cumulative since start-up (it mixes levels and warm-up) and is not used.",
     ),
