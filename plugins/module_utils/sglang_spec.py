@@ -77,6 +77,14 @@ DEFAULT_MAX_STEPS = 16
 DEFAULT_MAX_TOPK = 16
 
 
+def draft_model_errors(algo: str | None, draft_model: str) -> list[str]:
+    """An algorithm that loads its own draft model without one (SGLang fills the path in only for
+    targets with a built-in MTP head): one rule for a static server and a schedule alike."""
+    if algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
+        return [f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path"]
+    return []
+
+
 def spec_settings(
     steps: Any,
     topk: Any = None,
@@ -244,8 +252,7 @@ def spec_settings(
             )
 
     draft_model = "" if is_unset(draft_model_path) else str(draft_model_path)
-    if algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
-        errors.append(f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path")
+    errors += draft_model_errors(algo, draft_model)
     if algo == "UNO" and draft_model:
         # "UNO reuses the target model and does not accept --speculative-draft-model-path" (0.5.20+)
         errors.append(
@@ -474,8 +481,8 @@ def schedule_settings(
             f"for EAGLE/EAGLE3 only, NEXTN being EAGLE); got spec_algorithm={fmt(algorithm)}"
         )
     draft_model = "" if is_unset(draft_model_path) else str(draft_model_path)
-    if draft_model_path is not None and algo in SPEC_NEED_DRAFT_MODEL and not draft_model:
-        errors.append(f"spec_algorithm={algo} needs a draft model: set sglang_server_spec_draft_model_path")
+    if draft_model_path is not None:
+        errors += draft_model_errors(algo, draft_model)
     if not is_unset(topk) and parse_whole_number(topk) != 1:
         errors.append(
             f"spec_schedule needs spec_topk 1 (SGLang's adaptive speculation supports topk=1 only); got spec_topk={fmt(topk)}"

@@ -47,6 +47,37 @@ def stand_in_wheel(wheelhouse: Path, version: str, name: str = "sglang", require
     return path
 
 
+def install_play(tmp_path: Path, python: Path, *more: str, install: bool = True, **role_vars: str) -> dict:
+    """The role's venv and install steps (tests/roles/fixtures/install_local.yml) into tmp_path/opt,
+    from the wheelhouse tmp_path/wheelhouse, with `python`: what each step reported."""
+    result = tmp_path / "result.json"
+    extra = {
+        "install": install,
+        "ansible_python_interpreter": sys.executable,
+        "out": str(result),
+        "sglang_server_install_dir": str(tmp_path / "opt"),
+        "sglang_server_python": str(python),
+        "sglang_server_wheelhouse_dir": str(tmp_path / "wheelhouse"),
+        "sglang_server_engine": "sglang",
+        **role_vars,
+    }
+    proc = run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-e",
+            json.dumps(extra),
+            *more,
+            str(ROOT / "tests/roles/fixtures/install_local.yml"),
+        ],
+        timeout=240,
+        ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return json.loads(result.read_text())
+
+
 @pytest.mark.cost(45)  # seconds, measured alone: the unit stage starts its longest tests first (tests/conftest.py)
 def test_the_venv_follows_the_interpreter_and_check_tells_the_truth_offline(tmp_path):
     assert PYTHON.exists(), PYTHON
@@ -54,7 +85,6 @@ def test_the_venv_follows_the_interpreter_and_check_tells_the_truth_offline(tmp_
     stand_in_wheel(wheelhouse, VERSION)
     opt = tmp_path / "opt"
     venv = opt / "venv"
-    result = tmp_path / "result.json"
     # another interpreter of the same Python: a copy of the binary elsewhere (it finds its standard
     # library through the prefix it was built with)
     other = tmp_path / "other-python" / PYTHON.name
@@ -62,30 +92,7 @@ def test_the_venv_follows_the_interpreter_and_check_tells_the_truth_offline(tmp_
     shutil.copy2(PYTHON, other)
 
     def play(python: Path, *more: str, install: bool = True) -> dict:
-        extra = {
-            "install": install,
-            "ansible_python_interpreter": sys.executable,
-            "out": str(result),
-            "sglang_server_install_dir": str(opt),
-            "sglang_server_python": str(python),
-            "sglang_server_wheelhouse_dir": str(wheelhouse),
-            "sglang_server_engine": "sglang",
-        }
-        proc = run(
-            [
-                str(VENV_BIN / "ansible-playbook"),
-                "-i",
-                "localhost,",
-                "-e",
-                json.dumps(extra),
-                *more,
-                str(ROOT / "tests/roles/fixtures/install_local.yml"),
-            ],
-            timeout=240,
-            ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
-        )
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-        return json.loads(result.read_text())
+        return install_play(tmp_path, python, *more, install=install)
 
     def version_in_venv() -> str:
         proc = subprocess.run(
@@ -154,33 +161,9 @@ def test_a_release_change_takes_out_the_kernel_packages_the_old_release_pinned(t
     stand_in_wheel(wheelhouse, "0.5.16")
     opt = tmp_path / "opt"
     venv = opt / "venv"
-    result = tmp_path / "result.json"
 
     def play(version: str, *more: str, python: Path = PYTHON) -> dict:
-        extra = {
-            "ansible_python_interpreter": sys.executable,
-            "out": str(result),
-            "sglang_server_install_dir": str(opt),
-            "sglang_server_python": str(python),
-            "sglang_server_wheelhouse_dir": str(wheelhouse),
-            "sglang_server_engine": "sglang",
-            "sglang_server_sglang_version": version,
-        }
-        proc = run(
-            [
-                str(VENV_BIN / "ansible-playbook"),
-                "-i",
-                "localhost,",
-                "-e",
-                json.dumps(extra),
-                *more,
-                str(ROOT / "tests/roles/fixtures/install_local.yml"),
-            ],
-            timeout=240,
-            ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
-        )
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-        return json.loads(result.read_text())
+        return install_play(tmp_path, python, *more, sglang_server_sglang_version=version)
 
     def installed() -> dict[str, str]:
         proc = subprocess.run(

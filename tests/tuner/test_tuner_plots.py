@@ -3,6 +3,7 @@ from records, each figure read back from matplotlib's own objects (plt.close is 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from tuner.decide import analysis
 from tuner.present import plots
 from tuner.present.outputs import write_all
 from tuner.spec.configs import SpecConfig
+from tuner.spec.slo import parse_slo
+from tuner.spec.sweepspec import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 KEPT = ROOT / "bench" / "schedule_vs_static"
@@ -38,6 +41,12 @@ def kept(tmp_path: Path, machine: str) -> Store:
     for name in ("records.jsonl", "sweep.json"):
         shutil.copy(KEPT / machine / name, out / name)
     return Store(out)
+
+
+def with_slo(store: Store, limit: str) -> SweepSpec:
+    """The kept sweep's spec with `--slo limit`, as `python -m tuner report --slo` reads it."""
+    spec = store.read_spec()
+    return dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, slo=parse_slo(limit)))
 
 
 def steps_figure(figs: list):
@@ -125,13 +134,8 @@ def test_a_tpot_limit_is_drawn_on_the_pareto_panel_only_where_the_axis_can_show_
     """The Pareto panel's x axis is each configuration's mean decode rate: a median TPOT limit sits
     about at its per-user rate, a p99 one does not (points right of its line missed it, read as a
     meets/misses boundary); the star that marks each level's pick is named in the legend."""
-    import dataclasses
-
-    from tuner.spec.slo import parse_slo
-
     store = kept(tmp_path, "h200-llama3-8b")
-    spec = store.read_spec()
-    spec = dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, slo=parse_slo(limit)))
+    spec = with_slo(store, limit)
     write_all(store, spec)
     fig = steps_figure(figures)
     pareto = " ".join(legend_texts(fig.axes[3]))
@@ -143,13 +147,8 @@ def test_a_tpot_limit_is_drawn_on_the_pareto_panel_only_where_the_axis_can_show_
 def test_the_schedule_plot_marks_the_cells_the_report_does_not_compare(tmp_path, figures):
     """With --slo a level where nothing meets it has no winner in the report, and its cells were
     drawn in schedule_vs_static.png as plain bars: they carry the red x of the other figure now."""
-    import dataclasses
-
-    from tuner.spec.slo import parse_slo
-
     store = kept(tmp_path, "h200-llama3-8b")
-    spec = store.read_spec()
-    spec = dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, slo=parse_slo("tpot_p99_ms=6")))
+    spec = with_slo(store, "tpot_p99_ms=6")
     s = write_all(store, spec)
     schedule = next(f for f in figures if len(f.axes) == 1)
     ax = schedule.axes[0]

@@ -390,11 +390,12 @@ def plot_schedule(
     colors = ["tab:gray", "tab:blue", "tab:orange"]
     faint = False  # the red x is labelled once
     for i, name in enumerate(names):
-        xs, ys, lo, hi = [], [], [], []
+        xs, ys, lo, hi, drawn = [], [], [], [], []
         for j, c in enumerate(levels):
             v = bars[c].get(name)
             if v is None:
                 continue
+            drawn.append(c)
             xs.append(j + (i - (len(names) - 1) / 2) * width)
             ys.append(v[0])
             lo.append(max(0.0, v[0] - v[1]))
@@ -410,7 +411,7 @@ def plot_schedule(
                 label=name,
                 hatch="//" if chosen is not None and chosen in name else None,
             )
-            for x, y, c in zip(xs, ys, [c for c in levels if bars[c].get(name) is not None], strict=True):
+            for x, y, c in zip(xs, ys, drawn, strict=True):
                 if (c, name) in not_compared:
                     ax.bar([x], [y], width, color="white", alpha=0.6)
                     ax.plot(
