@@ -11,10 +11,13 @@ from typing import Any
 from ansible_collections.sglang_tune.serving.plugins.module_utils import sglang_multinode, sglang_releases
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_checks import host_errors
 from ansible_collections.sglang_tune.serving.plugins.module_utils.sglang_flags import (
+    config_api_key,
     decode_graph_bs,
     engine_module,
+    gate_url,
     node_settings,
     referenced_paths,
+    restored_gate,
     secret_config,
     server_errors,
     server_flags,
@@ -91,6 +94,9 @@ class FilterModule:
             "sglang_secret_config": secret_config,
             "sglang_engine_module": engine_module,
             "sglang_server_paths": referenced_paths,
+            "sglang_gate_url": gate_url,
+            "sglang_restored_gate": restored_gate,
+            "sglang_config_api_key": config_api_key,
             "systemd_exec_quote": systemd_exec_quote,
             "systemd_env_assign": systemd_env_assign,
         }

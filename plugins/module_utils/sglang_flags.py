@@ -334,6 +334,139 @@ def _ip_literal(host: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
+# The gate's URL: where the host itself reaches a server of given settings
+# --------------------------------------------------------------------------------------------
+
+
+def certfile_flag(extra: Any) -> str | None:
+    """The flag of `extra` (sglang_server_extra_flags) that gives the server a certificate, or
+    None: `--ssl-certfile` or a prefix argparse reads as it, with a value the unit passes (a false
+    or empty one is left off the command line, server_flags). With it SGLang serves HTTPS only."""
+    if not isinstance(extra, dict):
+        return None
+    for name, value in extra.items():
+        flag = normalise_flag(name) if isinstance(name, str) else ""
+        if _is_certfile(flag) and value is not False and not is_unset(value):
+            return flag
+    return None
+
+
+def _is_certfile(flag: str) -> bool:
+    # the shortest prefix that is no other flag's (`--ssl-c` is also --ssl-ca-certs')
+    return flag.startswith("--ssl-ce") and "--ssl-certfile".startswith(flag)
+
+
+def gate_address(host: Any) -> str:
+    """The address, as a URL writes it, at which the host itself reaches a server bound to `host`.
+
+    SGLang's own rule for its internal requests (`ServerArgs.url`, sgl-project/sglang
+    python/sglang/srt/server_args.py, 0.5.23): every interface (0.0.0.0, empty) is reached at
+    127.0.0.1 and `::` at ::1, since a server on `::` listens on IPv6 only (uvicorn under uvloop
+    sets IPV6_V6ONLY: uvloop loop.pyx create_server); an IPv6 address is bracketed (RFC 3986)."""
+    text = str(host if host is not None else "").strip()
+    if text in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if text == "::":
+        return "[::1]"
+    return f"[{text}]" if ":" in text and not text.startswith("[") else text
+
+
+def gate_url(host: Any, port: Any, tls: Any = False) -> str:
+    """The gate's URL of a server bound to `host`:`port`, https when it has a certificate (the
+    scheme of SGLang's `ServerArgs.url`): the default of sglang_server_gate_url, and what a rollback
+    gates the restored unit at (restored_gate)."""
+    return f"{'https' if tls else 'http'}://{gate_address(host)}:{str(port).strip()}"
+
+
+def _exec_start_words(unit_text: str) -> list[str]:
+    """The words of a unit file's ExecStart= (its continuation lines joined) as systemd splits them
+    for the quoting systemd_exec_quote writes (double quotes, backslash escapes, `%%`)."""
+    lines = unit_text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("ExecStart=")), None)
+    if start is None:
+        return []
+    text = lines[start][len("ExecStart=") :]
+    i = start
+    while text.endswith("\\") and i + 1 < len(lines):
+        i += 1
+        text = text[:-1] + " " + lines[i]
+    words = re.findall(r'"((?:[^"\\]|\\.)*)"|(\S+)', text)
+    out = []
+    for quoted, plain in words:
+        word = (
+            re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), quoted) if quoted else plain
+        )
+        out.append(word.replace("%%", "%").replace("$$", "$"))
+    return out
+
+
+def unit_listen(unit_text: Any) -> dict[str, Any] | None:
+    """Where the server of a unit file the role wrote listens, read back from its ExecStart: its
+    `--host` and `--port` (None for one it does not name: SGLang's default then) and whether it
+    serves TLS (certfile_flag). None when the text has no ExecStart (nothing was read)."""
+    words = _exec_start_words(str(unit_text or ""))
+    if not words:
+        return None
+    if "--" in words:  # the launcher's own arguments end at `--` (files/sglang_launcher.py)
+        words = words[words.index("--") + 1 :]
+    found: dict[str, Any] = {"host": None, "port": None, "tls": False}
+    for i, word in enumerate(words):
+        flag, eq, inline = word.partition("=")
+        value = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
+        if flag in ("--host", "--port"):
+            found[flag[2:]] = value  # argparse: the last one wins
+        elif _is_certfile(flag):
+            found["tls"] = bool(value)
+    return found
+
+
+_URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(\[[^\]]*\]|[^/:?#\[]*)(?::([0-9]+))?(.*)$", re.S)
+
+
+def restored_gate(url: Any, host: Any, port: Any, extra_flags: Any, unit_text: Any) -> dict[str, Any]:
+    """The gate of the unit a rollback restored (`unit_text`), from this run's gate `url` and the
+    settings it was for (`host`, `port`, `extra_flags`): {url, validate_certs}.
+
+    The restored unit is the configuration that last passed the gate, which may listen elsewhere
+    or otherwise than this run's. A URL at this run's port names this run's server: each of its
+    parts that is this run's is moved to the restored one's, by gate_url's rule (so the default URL
+    becomes exactly gate_url of the restored unit): the scheme when the run turned TLS on or off,
+    the address when it moved `--host`, the port when it moved `--port`; an address that is a name
+    (the certificate's) is kept. A URL at another port or none (a proxy in front) is the user's and
+    kept whole. A URL this moves to https at a loopback address, which no certificate names, is
+    probed without checking the certificate, as SGLang's own health checks of a TLS server
+    without --ssl-ca-certs are (`ssl_verify_of`, python/sglang/srt/arg_groups/serving_hook.py,
+    0.5.23)."""
+    text = str(url if url is not None else "").strip()
+    listen = unit_listen(unit_text)
+    m = _URL_RE.match(text)
+    if listen is None or m is None:
+        return {"url": text, "validate_certs": True}
+    scheme, addr, url_port, rest = m.groups()
+    if url_port is None or parse_whole_number(url_port) != parse_whole_number(port):
+        return {"url": text, "validate_certs": True}
+    run_tls = certfile_flag(extra_flags) is not None
+    to_https = False
+    if scheme.lower() == ("https" if run_tls else "http") and listen["tls"] != run_tls:
+        scheme, to_https = ("https", True) if listen["tls"] else ("http", False)
+    if listen["host"] is not None and addr.lower() == gate_address(host).lower():
+        addr = gate_address(listen["host"])
+    new_port = parse_whole_number(listen["port"])
+    url_port = str(new_port) if new_port is not None else url_port
+    return {"url": f"{scheme}://{addr}:{url_port}{rest}", "validate_certs": not (to_https and is_loopback(addr))}
+
+
+def config_api_key(text: Any) -> str:
+    """The API key (`api-key`) of a secrets file the role wrote (SGLang's --config file,
+    templates/sglang.secrets.yaml.j2), read as the launcher reads it (sglang_secrets.
+    parse_secret_config); '' for none or a file it cannot read, whose server then cannot start."""
+    try:
+        return _secrets.parse_secret_config(str(text or "")).get(SECRET_SETTINGS["api_key"], "")
+    except ValueError:
+        return ""
+
+
+# --------------------------------------------------------------------------------------------
 # Everything else
 # --------------------------------------------------------------------------------------------
 
@@ -614,9 +747,7 @@ def tls_errors(settings: dict[str, Any]) -> list[str]:
     """A server given a certificate (`--ssl-certfile`, or a prefix argparse reads as it) answers
     HTTPS only, so a gate or client URL left at its http:// default would be refused until the
     gate's timeout: both must name the server by https:// and the name its certificate is for."""
-    extra = settings.get("extra_flags")
-    names = [normalise_flag(n) for n in extra if isinstance(n, str)] if isinstance(extra, dict) else []
-    flag = next((f for f in names if f.startswith("--ssl-ce") and "--ssl-certfile".startswith(f)), None)
+    flag = certfile_flag(settings.get("extra_flags"))
     if flag is None:
         return []
     return [

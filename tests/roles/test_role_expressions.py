@@ -209,55 +209,161 @@ def test_the_hosts_wheelhouse_is_the_controllers_alone():
     assert "--upgrade sglang-tune" in script
 
 
-def test_a_rollback_gates_the_restored_server_where_it_listens(tmp_path):
-    """A run that moved sglang_server_port and failed restored the unit that last passed, which
-    listens on the old port; its gate asked the new one, where nothing served (or something else
-    did), and waited the whole gate timeout. The restored unit's --port is read back and the gate's
-    URL follows it, in the single host's rollback and the group's."""
-    role_vars = yaml.safe_load((ROOT / "roles" / "sglang_server" / "vars" / "main.yml").read_text())
-    url_expr = role_vars["_sglang_server_restored_gate_url"]
-    # one reading of the restored unit's port, for the single host's rollback and the group's
-    port_expr = role_vars["_sglang_server_restored_port"]
-    unit = (
-        "[Service]\nExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /m "
-        "--nccl-port 29999 --dist-init-addr 10.0.0.1:5000 --port 30000 --host 0.0.0.0\n"
+def _unit(host: str = "0.0.0.0", port: int = 30000, extra: dict | None = None, key: str = "") -> str:
+    """A unit's ExecStart as templates/sglang.service.j2 writes it: the launcher, then one line per
+    entry of the role's flag mapping (sglang_flags.server_flags), each word systemd-quoted."""
+    from sglang_utils import sglang_flags
+
+    settings = {"engine": "sglang", "model_path": "/models/q", "host": host, "port": port, "extra_flags": extra or {}}
+    secrets = " --secrets /run/credentials/%n/server-secrets.yaml" if key else ""
+    config = " \\\n    --config /run/credentials/%n/server-secrets.yaml" if key else ""
+    lines = "".join(
+        " \\\n    " + " ".join(sglang_flags.systemd_exec_quote(w) for w in line)
+        for line in sglang_flags.server_flags(settings)
     )
+    return (
+        "[Service]\nType=exec\n"
+        f"ExecStart=/opt/sglang/venv/bin/python /opt/sglang/launcher/sglang_launcher.py{secrets} -- \\\n"
+        f"    /opt/sglang/venv/bin/python -m sglang.launch_server{config}{lines}\n\nSyslogIdentifier=sglang-qwen\n"
+    )
+
+
+def _slurped(text: str) -> dict:
     import base64
 
-    slurped = {"content": base64.b64encode(unit.encode()).decode()}
+    return {"content": base64.b64encode(text.encode()).decode(), "encoding": "base64", "source": "/etc/x"}
 
-    def url(gate: str, restored: str, port: int = 30001) -> tuple[str, dict]:
-        return url_expr, {
-            "sglang_server_gate_url": gate,
-            "sglang_server_port": port,
-            "_sglang_server_restored_port": restored,
-        }
 
-    got = render(
-        tmp_path,
-        {
-            "port": (port_expr, {"__sglang_server_restored_unit": slurped}),
-            # the group's node without a good configuration: its read was skipped
-            "skipped": (port_expr, {"__sglang_server_restored_unit": {"skipped": True, "changed": False}}),
-            "none": (port_expr, {"__sglang_server_restored_unit": {"content": base64.b64encode(b"x").decode()}}),
-            "v4": url("http://127.0.0.1:30001", "30000"),
-            "v6": url("http://[::1]:30001", "30000"),
-            "path": url("http://h.example:30001/sglang", "30000"),
-            # a gate at another port (a proxy or TLS front) is the user's: left as it is
-            "proxy": url("https://127.0.0.1:8443/sglang", "30000"),
-            "v6 no port": url("http://[::1]/", "30000"),
-            "kept": url("http://127.0.0.1:30000", "30000", port=30000),
-            "unread": url("http://127.0.0.1:30001", ""),
-        },
+TLS = {"ssl-certfile": "/etc/ssl/gpu 1.pem", "ssl-keyfile": "/etc/ssl/gpu1.key"}
+NO_FILE = {"failed": True, "msg": "file not found: /etc/sglang/sglang-qwen.secrets.yaml"}
+
+
+def test_a_rollback_gates_the_restored_server_where_and_as_it_listens(tmp_path):
+    """A failed run restored the unit that last passed; its gate probed the run's own URL and key.
+    A run that moved the port, the listen address, turned TLS on or off or changed the API key
+    restored a server that listened elsewhere, spoke another scheme or refused the run's key, and
+    the message said a healthy server "did not come back either" after the whole gate timeout.
+    The restored gate's URL is each part of the run's gate URL that named the run's server moved to
+    the restored unit's (the default URL becomes the restored unit's default), and its key is the
+    restored secrets file's. The gate tasks' own arguments, rendered by real Ansible with the role's
+    defaults and vars, for the single host's rollback and the group's."""
+    role = ROOT / "roles" / "sglang_server"
+    gate = task_named(TASKS / "rollback.yml", "Restore the last good configuration and gate on it")["block"]
+    args = next(t for t in gate if t["name"] == "Wait until the restored server is ready again")
+    args = args["sglang_tune.serving.sglang_ready"]
+    mn_args = yaml.safe_load((TASKS / "multinode_gate.yml").read_text())[0]["sglang_tune.serving.sglang_ready"]
+    mn_block = task_named(
+        TASKS / "rollback_multinode.yml", "Restore every node's last good files and gate the group on them"
     )
-    assert got["port"] == "30000" and got["none"] == got["skipped"] == "", got
-    assert got["v4"] == "http://127.0.0.1:30000" and got["v6"] == "http://[::1]:30000", got
-    assert got["path"] == "http://h.example:30000/sglang", got
-    assert got["proxy"] == "https://127.0.0.1:8443/sglang" and got["v6 no port"] == "http://[::1]/", got
-    assert got["kept"] == "http://127.0.0.1:30000" and got["unread"] == "http://127.0.0.1:30001", got
-    for path in ("rollback.yml", "multinode_gate.yml"):
+    mn_restart = next(t for t in mn_block["block"] if t["name"].startswith("Restart and gate the restored group"))
+    mn_vars = next(t for t in mn_restart["block"] if t["name"] == "Gate the restored group")["vars"]
+
+    def expr(a: dict) -> str:
+        return (
+            "{{ {'url': "
+            + a["url"].strip()[2:-2]
+            + ", 'validate_certs': "
+            + a.get("validate_certs", "{{ true }}").strip()[2:-2]
+            + ", 'api_key': "
+            + a["api_key"].strip()[2:-2]
+            + "} }}"
+        )
+
+    def case(unit: str | None, secrets: dict | None = None, **run: object) -> dict:
+        given = {"sglang_server_api_key": "", **run}
+        if unit is not None:
+            given["__sglang_server_restored_unit"] = _slurped(unit)
+        given["__sglang_server_restored_secrets"] = secrets if secrets is not None else NO_FILE
+        return given
+
+    key = _slurped('api-key: "old-key-9876543210"\n')
+    cases = {
+        "port": case(_unit(port=30000), sglang_server_port=30001),
+        "host": case(_unit(host="10.0.0.5")),
+        "v6 to v4": case(_unit(host="0.0.0.0"), sglang_server_host="::"),
+        "to v6": case(_unit(host="fd00::5"), sglang_server_host="0.0.0.0"),
+        "tls off": case(_unit(extra=TLS)),
+        "tls on": case(_unit(), sglang_server_extra_flags=TLS, sglang_server_gate_url="https://gpu1.example:30000"),
+        "both tls": case(
+            _unit(extra=TLS, port=30000),
+            sglang_server_extra_flags=TLS,
+            sglang_server_gate_url="https://gpu1.example:30001",
+            sglang_server_port=30001,
+        ),
+        "path": case(
+            _unit(port=30000), sglang_server_port=30001, sglang_server_gate_url="http://h.example:30001/sglang"
+        ),
+        # a gate in front of the server (a proxy, TLS terminated there) is the user's: left as it is
+        "proxy": case(
+            _unit(port=30000, host="10.0.0.5"),
+            sglang_server_port=30001,
+            sglang_server_gate_url="https://127.0.0.1:8443/sglang",
+        ),
+        "v6 no port": case(_unit(port=30000), sglang_server_port=30001, sglang_server_gate_url="http://[::1]/"),
+        "kept": case(_unit()),
+        "unread": case(None, sglang_server_port=30001),
+        "old key": case(_unit(key="k"), key, sglang_server_api_key="run-key-0123456789"),
+        "no key": case(_unit(), sglang_server_api_key="run-key-0123456789"),
+    }
+    # the group's gate as rollback_multinode.yml includes it, with the restored head's variables
+    group_vars = {"__sglang_server_mn_head": True, **mn_vars}
+    tasks = [
+        {"name": f"{n} {which}", "ansible.builtin.debug": {"msg": expr(a)}, "vars": {**v, **group_vars}}
+        for n, v in cases.items()
+        for which, a in (("single", args), ("group", mn_args))
+    ]
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars_files": [str(role / "defaults" / "main.yml"), str(role / "vars" / "main.yml")],
+            "tasks": tasks,
+        }
+    ]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    proc = run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")],
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+        ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    out = json.loads(proc.stdout[proc.stdout.index("{") :])
+    got = {t["task"]["name"]: t["hosts"]["localhost"]["msg"] for t in out["plays"][0]["tasks"]}
+
+    wrong = []
+
+    def check(name: str, url: str, validate: bool = True, key: str | None = None) -> None:
+        # `default(omit, true)`: no key is sent (Ansible drops an omitted value from the dict)
+        want = {"url": url, "validate_certs": validate, **({} if key is None else {"api_key": key})}
+        wrong.extend(
+            (name, which, got[f"{name} {which}"]) for which in ("single", "group") if got[f"{name} {which}"] != want
+        )
+
+    check("port", "http://127.0.0.1:30000")
+    check("host", "http://10.0.0.5:30000")
+    # `::` is gated at ::1; a restored server on 0.0.0.0 listens on IPv4 only
+    check("v6 to v4", "http://127.0.0.1:30000")
+    check("to v6", "http://[fd00::5]:30000")
+    # the run turned TLS off: the restored server answers TLS only, at 127.0.0.1, which its
+    # certificate does not name (SGLang's own health checks do not check it there either)
+    check("tls off", "https://127.0.0.1:30000", validate=False)
+    # the run turned TLS on: the restored server answers plain HTTP, at the same name
+    check("tls on", "http://gpu1.example:30000")
+    check("both tls", "https://gpu1.example:30000")
+    check("path", "http://h.example:30000/sglang")
+    check("proxy", "https://127.0.0.1:8443/sglang")
+    check("v6 no port", "http://[::1]/")
+    check("kept", "http://127.0.0.1:30000")
+    check("unread", "http://127.0.0.1:30001")
+    # the restored server expects the key of its own secrets file, not this run's (and one
+    # without a file expects none)
+    check("old key", "http://127.0.0.1:30000", key="old-key-9876543210")
+    check("no key", "http://127.0.0.1:30000")
+    assert not wrong, f"{sorted({name for name, _, _ in wrong})}: {wrong}"
+    for path in ("rollback.yml", "rollback_multinode.yml"):
         text = (TASKS / path).read_text()
-        assert "_sglang_server_restored_gate_url" in text or "__sglang_server_mn_gate_url" in text, path
+        assert "Read the restored server's API key" in text and "no_log: true" in text, path
 
 
 def test_a_running_users_home_and_a_new_users_state_directory(tmp_path):

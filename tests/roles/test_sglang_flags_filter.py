@@ -480,6 +480,94 @@ def test_a_server_with_a_certificate_is_gated_and_benchmarked_over_https():
     assert sglang_flags.server_errors(base(extra_flags={"ssl-ca-certs": "/etc/ssl/ca.pem"})) == []
 
 
+def test_a_unit_is_read_back_where_and_as_it_listens():
+    """A rollback gates the unit it restored where that unit's server listens (unit_listen reads the
+    ExecStart the role wrote): its --host and --port, and TLS from --ssl-certfile, in the quoting
+    systemd_exec_quote writes; the launcher's own arguments before `--` are not the server's."""
+    flags = sglang_flags.server_flags(
+        base(
+            engine="sglang",
+            host="fd00::5",
+            port=30002,
+            extra_flags={"ssl-cert": "/etc/ssl/my 100%.pem", "ssl-keyfile": "/k"},
+        )
+    )
+    words = " \\\n    ".join(" ".join(sglang_flags.systemd_exec_quote(w) for w in line) for line in flags)
+    unit = (
+        "[Service]\nExecStart=/v/bin/python /l/sglang_launcher.py --secrets /run/credentials/%n/s.yaml --port 1 -- \\\n"
+        f"    /v/bin/python -m sglang.launch_server \\\n    {words}\n\nRestart=on-failure\n"
+    )
+    assert '"/etc/ssl/my 100%%.pem"' in unit
+    assert sglang_flags.unit_listen(unit) == {"host": "fd00::5", "port": "30002", "tls": True}
+    plain = unit.replace("--ssl-cert ", "--ssl-ca-certs ")
+    assert sglang_flags.unit_listen(plain) == {"host": "fd00::5", "port": "30002", "tls": False}
+    assert sglang_flags.unit_listen("ExecStart=/x -m sglang.launch_server --host=10.0.0.1 --port=3") == {
+        "host": "10.0.0.1",
+        "port": "3",
+        "tls": False,
+    }
+    assert sglang_flags.unit_listen("") is None and sglang_flags.unit_listen("[Service]\nType=exec\n") is None
+
+
+def test_the_gate_url_rule_is_one_for_the_run_and_the_restored_unit():
+    """The default gate URL (gate_url) and a rollback's (restored_gate) come from one rule: the
+    run's default URL becomes exactly the restored unit's default, whatever moved."""
+    g = sglang_flags.gate_url
+    assert g("0.0.0.0", 30000) == "http://127.0.0.1:30000" and g("", 1) == "http://127.0.0.1:1"
+    assert g("::", 30000, True) == "https://[::1]:30000" and g("fd00::5", 30000) == "http://[fd00::5]:30000"
+    assert g("10.0.0.2", " 30000 ") == "http://10.0.0.2:30000"
+    tls = {"ssl-certfile": "/c.pem", "ssl-keyfile": "/k.pem"}
+
+    def unit(host, port, extra):
+        lines = sglang_flags.server_flags(base(engine="sglang", host=host, port=port, extra_flags=extra))
+        return "ExecStart=/v/bin/python -m sglang.launch_server " + " ".join(
+            sglang_flags.systemd_exec_quote(w) for line in lines for w in line
+        )
+
+    hosts, ports, modes = ("0.0.0.0", "::", "127.0.0.1", "fd00::5"), (30000, 30001), ({}, tls)
+    for run_host in hosts:
+        for restored_host in hosts:
+            for run_port in ports:
+                for run_extra in modes:
+                    for restored_extra in modes:
+                        url = g(run_host, run_port, bool(run_extra))
+                        got = sglang_flags.restored_gate(
+                            url, run_host, run_port, run_extra, unit(restored_host, 30000, restored_extra)
+                        )
+                        assert got["url"] == g(restored_host, 30000, bool(restored_extra)), (url, got)
+    # certificates are checked, except where the rollback itself moved the URL to https at a loopback address
+    assert sglang_flags.restored_gate("http://127.0.0.1:30000", "0.0.0.0", 30000, {}, unit("0.0.0.0", 30000, tls)) == {
+        "url": "https://127.0.0.1:30000",
+        "validate_certs": False,
+    }
+    assert sglang_flags.restored_gate(
+        "http://gpu1.example:30000", "0.0.0.0", 30000, {}, unit("0.0.0.0", 30000, tls)
+    ) == {
+        "url": "https://gpu1.example:30000",
+        "validate_certs": True,
+    }
+    # a disabled certificate flag is left off the command line: no TLS
+    assert sglang_flags.certfile_flag({"ssl-certfile": False}) is None
+    assert (
+        sglang_flags.certfile_flag({"ssl-ce": "/c"}) == "--ssl-ce"
+        and sglang_flags.certfile_flag({"ssl-c": "/c"}) is None
+    )
+    filters = FilterModule().filters()
+    assert (
+        filters["sglang_gate_url"]("::", 1) == "http://[::1]:1"
+        and filters["sglang_restored_gate"].__name__ == "restored_gate"
+    )
+
+
+def test_the_restored_servers_key_is_read_from_its_own_secrets_file():
+    text = "\n".join(sglang_flags.secret_config({"api_key": "old-key-123456789", "admin_api_key": "adm-123456789"}))
+    assert sglang_flags.config_api_key(text) == "old-key-123456789"
+    assert sglang_flags.config_api_key('admin-api-key: "adm-123456789"') == ""
+    # not the role's format: the launcher refuses it and the server cannot start; no key is sent
+    assert sglang_flags.config_api_key("api-key: plain") == "" and sglang_flags.config_api_key(None) == ""
+    assert FilterModule().filters()["sglang_config_api_key"](text) == "old-key-123456789"
+
+
 def test_every_mapped_flag_is_protected_from_extra_flags():
     """What a user sees for every flag the role maps: sglang_server_extra_flags may not set it
     (the membership of FLAG_TABLE in MANAGED_FLAGS, built from it, could not fail)."""

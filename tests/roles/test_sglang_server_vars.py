@@ -179,8 +179,10 @@ def test_a_group_restarts_for_a_new_engine_though_its_files_did_not_change():
 
 
 def test_an_ipv6_host_is_bracketed_in_the_gate_and_client_urls():
+    from sglang_utils.sglang_flags import gate_url
+
     defaults = yaml.safe_load((ROOT / "roles/sglang_server/defaults/main.yml").read_text())
-    env = role_env(native=False)
+    env = role_env(native=False, **{"sglang_tune.serving.sglang_gate_url": gate_url})
 
     def gate(host: str) -> str:
         return env.from_string(defaults["sglang_server_gate_url"]).render(
