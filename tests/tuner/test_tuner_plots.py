@@ -28,10 +28,11 @@ KEPT = ROOT / "bench" / "schedule_vs_static"
 def figures(monkeypatch):
     """Every figure a test draws, kept open to be read."""
     figs: list = []
+    close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig: figs.append(fig))
     yield figs
     for fig in figs:
-        fig.clf()
+        close(fig)  # pyplot keeps every open figure, and warns past twenty
 
 
 def kept(tmp_path: Path, machine: str) -> Store:
@@ -104,7 +105,7 @@ def test_an_adaptive_recommendation_is_on_the_pareto_panel_and_the_schedule_verd
     ax_agg, ax_par = steps.axes[0], steps.axes[3]
     assert any(t.startswith(f"best static: {view.static.chosen.config_id}\n") for t in legend_texts(ax_agg))
     pareto = set(legend_texts(ax_par))
-    assert s.recommendation.chosen.config_id in pareto and "adaptive-default" in pareto
+    assert f"{s.recommendation.chosen.config_id} (recommended)" in pareto and "adaptive-default" in pareto
     schedule = next(f for f in figures if len(f.axes) == 1)
     printed = " ".join(" ".join(t.get_text().split()) for t in schedule.texts)
     assert " ".join(view.verdict.reason.split()) in printed
@@ -157,3 +158,57 @@ def test_the_schedule_plot_marks_the_cells_the_report_does_not_compare(tmp_path,
     view = s.views[s.temperatures[0]]
     missing = sum(1 for row in view.verdict.per_level.values() for p in row.values() if not analysis.competes(p))
     assert missing and len(crosses) == missing
+
+
+@pytest.mark.parametrize("machine", ["seed", "h200-llama3-8b"])
+def test_the_pareto_labels_do_not_cover_each_other(tmp_path, figures, machine):
+    """Every "C=<level>" label was drawn at the same offset from its cell, and at high load, where
+    the configurations' cells crowd, they piled up into an unreadable blot. Now no two labels
+    overlap, and every cell of the recommended configuration (adaptive in the seed sweep) and of the
+    frontier keeps its label."""
+    store = kept(tmp_path, machine)
+    s = write_all(store, store.read_spec())
+    ax_par = steps_figure(figures).axes[3]
+    ax_par.figure.canvas.draw()
+    labels = [t for t in ax_par.texts if t.get_text().startswith("C=")]
+    boxes = [t.get_window_extent() for t in labels]
+    overlaps = [
+        (a.get_text(), b.get_text())
+        for i, (a, ba) in enumerate(zip(labels, boxes, strict=True))
+        for b, bb in zip(labels[i + 1 :], boxes[i + 1 :], strict=True)
+        if ba.overlaps(bb)
+    ]
+    assert not overlaps
+    cells = {(p.per_request_mean, p.mean) for p in s.views[s.temperatures[0]].every.values()}
+    rec = next(ln for ln in ax_par.get_lines() if ln.get_label().endswith("(recommended)"))
+    wanted = plots.frontier(list(cells)) | set(zip(rec.get_xdata(), rec.get_ydata(), strict=True))
+    assert wanted <= {t.xy for t in labels}
+
+
+def test_the_recommended_adaptive_configuration_is_drawn_thick_on_the_pareto_panel(tmp_path, figures):
+    """The seed sweep recommends an adaptive config: it has no depth for the steps panels' orange
+    line, and on the Pareto panel it was one thin line among eight."""
+    store = kept(tmp_path, "seed")
+    s = write_all(store, store.read_spec())
+    assert s.recommendation.kind.startswith("adaptive")
+    ax_par = steps_figure(figures).axes[3]
+    rec = [ln for ln in ax_par.get_lines() if ln.get_label() == f"{s.recommendation.chosen.config_id} (recommended)"]
+    assert len(rec) == 1
+    others = [ln.get_linewidth() for ln in ax_par.get_lines() if ln is not rec[0]]
+    assert rec[0].get_linewidth() > 2 * max(others)
+
+
+def test_the_baselines_admission_limit_does_not_flatten_the_speculative_ones(tmp_path, figures):
+    """SGLang resolves max_running_requests to 4096 for k0 and to 48 with speculation (its default
+    for a speculative server): on one linear axis the 48s lay on the floor. k0's is drawn off scale
+    with its value written, the 48s in the upper half of the axis."""
+    store = kept(tmp_path, "h200-llama3-8b")
+    s = write_all(store, store.read_spec())
+    limits = {d.config.spec_steps: d.max_running_requests for d in s.state.deploys.values() if not d.config.is_schedule}
+    assert limits[0] == 4096 and {v for k, v in limits.items() if k} == {48}
+    ax_mrr = steps_figure(figures).axes[4]
+    bottom, top = ax_mrr.get_ylim()
+    assert bottom == 0 and 48 / top > 0.5
+    assert "4096 (off scale)" in [t.get_text() for t in ax_mrr.texts]
+    # values that share a scale keep one, with headroom: the seed sweep's 4 ... 30
+    assert plots.scale_top([30, 26, 21, 17, 13, 8, 4]) == pytest.approx(30 * 1.15)

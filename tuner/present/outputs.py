@@ -68,6 +68,7 @@ def write_plot(out: Path, s: Summary) -> Path | None:
         slo=s.slo,
         predicted=predicted_points(s),
         pareto=view.every if view is not None and view.every else None,
+        highlight=s.recommendation.chosen.config_id if s.recommendation.chosen is not None else None,
     )
 
 

@@ -22,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display on servers or in CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from ..data.prediction import Band  # noqa: E402
 from ..decide.analysis import PointStats, competes  # noqa: E402
@@ -62,23 +63,59 @@ def line_styles(n: int) -> list[tuple[tuple[float, float, float, float], str]]:
     return [(cmap(i % size), dashes[(i // size) % len(dashes)]) for i in range(n)]
 
 
+@dataclass(frozen=True)
+class CellLabel:
+    """A Pareto cell's "C=<concurrency>" label, placed once the panel's layout is final: `rank` 0 for
+    the recommended configuration's cells, 1 for the frontier's, 2 for the rest (dropped first)."""
+
+    x: float
+    y: float
+    text: str
+    rank: int
+    radius_pt: float  # the marker drawn at (x, y): a label does not cover it
+
+
+def frontier(cells: Sequence[tuple[float, float]]) -> set[tuple[float, float]]:
+    """The cells no other cell beats on both per-user and aggregate tok/s: the ones a reader looks
+    for, labelled before the crowded ones behind them."""
+    return {a for a in cells if not any(b != a and b[0] >= a[0] and b[1] >= a[1] for b in cells)}
+
+
 def _pareto(
-    ax: Any, stats: dict[tuple[str, int], PointStats], levels: list[int], slo: Slo | None, chosen: dict[int, str]
-) -> None:
+    ax: Any,
+    stats: dict[tuple[str, int], PointStats],
+    levels: list[int],
+    slo: Slo | None,
+    chosen: dict[int, str],
+    highlight: str | None = None,
+) -> list[CellLabel]:
     """Aggregate tok/s against per-user tok/s, a line per configuration through its levels (static
     and adaptive alike: this view has no steps axis); a cell the report does not compare carries the
-    same red x as on the steps panels."""
+    same red x as on the steps panels. `highlight` (the recommended configuration, adaptive ones
+    included: they have no depth to mark on the steps panels) is drawn thick. Returns the cells'
+    labels, for `place_labels` once the layout is final."""
     by_cfg: dict[str, list[PointStats]] = {}
     for (cid, _c), p in stats.items():
         if p.per_request_mean is not None:
             by_cfg.setdefault(cid, []).append(p)
     ordered = sorted(by_cfg.items(), key=lambda kv: kv[1][0].order_key)
+    front = frontier([(p.per_request_mean or 0.0, p.mean) for pts in by_cfg.values() for p in pts])
+    labels: list[CellLabel] = []
     labelled_out = False
     for (cid, pts), (color, dash) in zip(ordered, line_styles(len(ordered)), strict=True):
         pts.sort(key=lambda p: p.concurrency)
         xs = [p.per_request_mean or 0.0 for p in pts]
         ys = [p.mean for p in pts]
-        ax.plot(xs, ys, dash, color=color, label=cid, linewidth=1.4)
+        rec = cid == highlight
+        ax.plot(
+            xs,
+            ys,
+            dash,
+            color=color,
+            label=f"{cid} (recommended)" if rec else cid,
+            linewidth=3.6 if rec else 1.4,
+            zorder=4 if rec else 2,
+        )
         for p, x, y in zip(pts, xs, ys, strict=True):
             miss = p.slo is not None and not p.slo.meets
             ax.errorbar(
@@ -88,10 +125,15 @@ def _pareto(
                 fmt="o",
                 color=color,
                 markerfacecolor="white" if miss else color,
-                markersize=6,
+                markersize=9 if rec else 6,
+                markeredgecolor="black" if rec else color,
                 capsize=2,
+                zorder=4 if rec else 2,
             )
-            if chosen.get(p.concurrency) == cid:
+            starred = chosen.get(p.concurrency) == cid
+            rank = 0 if rec else (1 if (x, y) in front else 2)
+            labels.append(CellLabel(x, y, f"C={p.concurrency}", rank, 7.0 if starred else (4.5 if rec else 3.0)))
+            if starred:
                 ax.plot([x], [y], marker="*", markersize=14, color=color, markeredgecolor="black", zorder=5)
             if not competes(p):
                 ax.plot(
@@ -104,7 +146,6 @@ def _pareto(
                     label=None if labelled_out else "not compared (failed requests, --slo, the gate)",
                 )
                 labelled_out = True
-            ax.annotate(f"C={p.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     if chosen:
         ax.plot([], [], "*", color="0.3", markeredgecolor="black", markersize=11, label="level's pick (static depths)")
     if slo is not None:
@@ -129,6 +170,114 @@ def _pareto(
     ax.grid(True, alpha=0.3)
     if by_cfg:
         ax.legend(fontsize=8, loc="best")
+    return labels
+
+
+# where a label may go around its cell, in points, nearest first: the first place that covers no
+# other label, marker or the legend is taken
+_PLACES = [
+    (d * sx, d * sy, "left" if sx > 0 else ("right" if sx < 0 else "center"), "bottom" if sy > 0 else "top")
+    for d in (3.0, 7.0, 12.0)
+    for sx, sy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1))
+]
+
+
+def place_labels(ax: Any, labels: Sequence[CellLabel]) -> None:
+    """Annotate each cell where its label overlaps no other label, no cell's marker and not the
+    legend, inside the panel; the recommended configuration's cells first, then the frontier's (those
+    two may cover a marker when nothing else is free). A label with no free place is left out: at
+    high load the levels' cells crowd, and every label drawn at the same offset (as before) piled up
+    into an unreadable blot there. Call it after the figure's layout: the places are measured on the
+    rendered figure, the legend held where "best" put it (it counts texts, and would move onto the
+    labels)."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    taken = []
+    leg = ax.get_legend()
+    if leg is not None:
+        box = leg.get_window_extent(renderer)
+        leg.set_loc(tuple(ax.transAxes.inverted().transform((box.x0, box.y0))))
+        taken.append(box)
+    px = fig.dpi / 72.0
+    markers = []
+    for lab in labels:
+        cx, cy = ax.transData.transform((lab.x, lab.y))
+        r = lab.radius_pt * px
+        markers.append(Bbox.from_extents(cx - r, cy - r, cx + r, cy + r))
+    panel = ax.get_window_extent(renderer)
+    for lab in sorted(labels, key=lambda lb: lb.rank):
+        for avoid in (taken + markers, taken) if lab.rank < 2 else (taken + markers,):
+            box = _free_place(ax, renderer, lab, panel, avoid)
+            if box is not None:
+                taken.append(box)
+                break
+
+
+def _free_place(ax: Any, renderer: Any, lab: CellLabel, panel: Bbox, avoid: list[Bbox]) -> Bbox | None:
+    """Annotate `lab` at the first of _PLACES inside `panel` that overlaps nothing in `avoid`, and
+    return its box; None (nothing drawn) if there is none."""
+    for dx, dy, ha, va in _PLACES:
+        text = ax.annotate(
+            lab.text, (lab.x, lab.y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va, fontsize=7
+        )
+        box: Bbox = text.get_window_extent(renderer).padded(1.0)
+        inside = panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y0 <= box.y0 and box.y1 <= panel.y1
+        if inside and not any(box.overlaps(t) for t in avoid):
+            return box
+        text.remove()
+    return None
+
+
+OFF_SCALE = 4.0  # a capacity this many times the next smaller one is drawn off scale
+
+
+def scale_top(values: Sequence[int]) -> float | None:
+    """The top of a capacity axis, with headroom over the largest value on scale (a point on the
+    edge was half cut off, or hid under the twin axis' off-scale marker); None: no values.
+
+    SGLang resolves `max_running_requests` to 48 for a speculative server started without
+    `--max-running-requests` ("Max running requests is reset to 48 for speculative decoding":
+    SGLang v0.5.9 python/sglang/srt/server_args.py, later speculative_hook.py) and to thousands
+    without speculation (sglang PR #34290: 4096 against 48 on the same GPU): on one linear axis
+    k0's value flattened every speculative configuration's against the floor. The cut is the
+    highest gap wider than OFF_SCALE with fewer values above it than below: those are drawn off
+    scale."""
+    vals = sorted(values)
+    for i in range(len(vals) - 1, 0, -1):
+        if vals[i] > OFF_SCALE * vals[i - 1] and len(vals) - i < i:
+            return vals[i - 1] * 1.25
+    return vals[-1] * 1.15 if vals else None
+
+
+def _capacity_line(
+    ax: Any, pts: list[tuple[int, int]], top: float | None, *, marker: str, ls: str, color: str, label: str
+) -> None:
+    """One capacity series against the steps: a line through the values on scale; one above `top`
+    is a hollow marker on the panel's top edge with its value written beside it."""
+    shown = [(x, y) for x, y in pts if top is None or y <= top]
+    if shown:
+        ax.plot([x for x, _ in shown], [y for _, y in shown], marker=marker, linestyle=ls, color=color, label=label)
+    for x, y in pts:
+        if top is not None and y > top:
+            ax.plot(
+                [x],
+                [top],
+                marker=marker,
+                markerfacecolor="white",
+                color=color,
+                markersize=9,
+                clip_on=False,
+                label=None if shown else label,
+            )
+            ax.annotate(
+                f"{y} (off scale)",
+                (x, top),
+                textcoords="offset points",
+                xytext=(7, -4),
+                va="top",
+                fontsize=8,
+                color=color,
+            )
 
 
 def _series_label(p: PointStats) -> str:
@@ -160,12 +309,14 @@ def plot_throughput(
     slo: Slo | None = None,
     predicted: Mapping[str, PredictedPoint] | None = None,
     pareto: dict[tuple[str, int], PointStats] | None = None,
+    highlight: str | None = None,
 ) -> Path:
     """Draw the figure: `capacity` has a point per deployed static configuration, `failed` and
     `skipped` the configurations that did not start or were not deployed (a skipped one that has a
     prediction is drawn from `predicted`, keyed by config_id; a depth is shaded "skipped" only where
     nothing was measured), `recommended` the depth marked and its legend (None: no static depth to
-    mark), `pareto` the cells of the Pareto panel (default `stats`; adaptive configs may be there)."""
+    mark), `pareto` the cells of the Pareto panel (default `stats`; adaptive configs may be there),
+    `highlight` the recommended configuration's config_id, drawn thick there."""
     chosen = dict(chosen or {})
     predicted = dict(predicted or {})
     fig, axes = plt.subplots(2, 2, figsize=(15, 10.5))
@@ -259,30 +410,16 @@ def plot_throughput(
         cfg = cp.config
         key: tuple[int, int | None] = (1, None) if cfg.spec_steps == 0 else (cfg.spec_topk, cfg.spec_draft_tokens)
         by_series.setdefault(key, []).append(cp)
+    kv_top = scale_top([cp.max_total_num_tokens for cp in capacity if cp.max_total_num_tokens])
+    mr_top = scale_top([cp.max_running_requests for cp in capacity if cp.max_running_requests])
     for si, (key, vals) in enumerate(sorted(by_series.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))):
         vals.sort(key=lambda cp: cp.config.spec_steps)
         ls = styles[si % len(styles)]
         suffix = "" if key == (1, None) else f" t{key[0]}" + (f" d{key[1]}" if key[1] else "")
         kv = [(cp.config.spec_steps, cp.max_total_num_tokens) for cp in vals if cp.max_total_num_tokens]
         mr = [(cp.config.spec_steps, cp.max_running_requests) for cp in vals if cp.max_running_requests]
-        if kv:
-            ax_cap.plot(
-                [x for x, _ in kv],
-                [y for _, y in kv],
-                marker="s",
-                linestyle=ls,
-                color="tab:blue",
-                label="max_total_num_tokens" + suffix,
-            )
-        if mr:
-            ax_mrr.plot(
-                [x for x, _ in mr],
-                [y for _, y in mr],
-                marker="^",
-                linestyle=ls,
-                color="tab:red",
-                label="max_running_requests" + suffix,
-            )
+        _capacity_line(ax_cap, kv, kv_top, marker="s", ls=ls, color="tab:blue", label="max_total_num_tokens" + suffix)
+        _capacity_line(ax_mrr, mr, mr_top, marker="^", ls=ls, color="tab:red", label="max_running_requests" + suffix)
     for cfg in failed:
         ax_cap.plot([cfg.spec_steps], [0], marker="x", markersize=12, color="black")
         ax_cap.annotate(
@@ -323,8 +460,8 @@ def plot_throughput(
     ax_cap.set_title("KV capacity and admission")
     ax_cap.set_ylabel("max_total_num_tokens", color="tab:blue")
     ax_mrr.set_ylabel("max_running_requests", color="tab:red")
-    ax_cap.set_ylim(bottom=0)
-    ax_mrr.set_ylim(bottom=0)
+    ax_cap.set_ylim(0, kv_top)
+    ax_mrr.set_ylim(0, mr_top)
     # one steps axis for the three panels, at least two steps wide: matplotlib's autoscale around
     # a single measured depth (or the baseline alone) spans +-0.2 and ticks it in fractions, and a
     # panel with failed depths marked would span other steps than the panels above it
@@ -358,9 +495,10 @@ def plot_throughput(
     h2, l2 = ax_mrr.get_legend_handles_labels()
     if h1 or h2:
         ax_cap.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
-    _pareto(ax_par, stats if pareto is None else pareto, levels, slo, chosen)
+    labels = _pareto(ax_par, stats if pareto is None else pareto, levels, slo, chosen, highlight)
     fig.suptitle(title)
     fig.tight_layout()
+    place_labels(ax_par, labels)
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp.png")
     fig.savefig(tmp, dpi=110)
