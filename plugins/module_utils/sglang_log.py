@@ -618,10 +618,21 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 # address ...: address already in use"): the server exits without an SGLang line saying why
 # and SGLang's own check of the ports it reserves (PortArgs.init_new with DP attention or
 # --dist-init-addr, before the server_args line): "ValueError: port_base at 5001 is not available in 30
-# seconds. ..." (0.5.9 srt/utils/common.py, 0.5.23 srt/utils/network.py `wait_port_available`)
+# seconds. ..." (0.5.9 srt/utils/common.py, 0.5.23 srt/utils/network.py `wait_port_available`);
+# torch's TCPStore on the --dist-init-addr or NCCL port ("torch.distributed.DistNetworkError: The server
+# socket has failed to listen on any local network address. port: 42173, useIpv6: false, code: -98, name:
+# EADDRINUSE, message: address already in use": Ascend/sglang issue #625, sgl-project/sglang issue #37215
+# with --dp 8; before libuv, "... failed to bind to [::]:29500 (errno: 98 - Address already in use)"),
+# only the final error, not the per-address "[W socket.cpp] ... failed to listen on [::]:N" warnings; and
+# a ZMQ port SGLang binds ("zmq.error.ZMQError: Address already in use (addr='tcp://...')",
+# sgl-project/sglang issue #9396)
 _PORT_IN_USE = (
     "port_in_use",
-    re.compile(r"error while attempting to bind on address .*|\b\w+ at \d+ is not available in \d+ seconds\..*"),
+    re.compile(
+        r"error while attempting to bind on address .*|\b\w+ at \d+ is not available in \d+ seconds\..*"
+        r"|\bThe server socket has failed to listen on any local network address\..*[Aa]ddress already in use.*"
+        r"|\bZMQError: Address already in use\b.*"
+    ),
 )
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
@@ -665,7 +676,13 @@ _SPECIFIC = [
             r"|\bCUBLAS_STATUS_ALLOC_FAILED\b|\bcudaErrorMemoryAllocation\b"
         ),
     ),
-    ("kernel_image", re.compile(r"no kernel image is available for execution on the device")),
+    # no code for this GPU in a kernel library: CUDA's cudaErrorNoKernelImageForDevice, and ROCm's
+    # hipErrorInvalidDeviceFunction, which torch prints as "RuntimeError: HIP error: invalid device
+    # function" (an image built for other gfx targets on an MI100: sgl-project/sglang issue #5775)
+    (
+        "kernel_image",
+        re.compile(r"no kernel image is available for execution on the device|\bHIP error: invalid device function\b"),
+    ),
     # faulthandler's dump of a native crash (SGLang enables it in every scheduler process): no
     # Python traceback follows, and when the dead rank is not the one the launcher waits on the
     # launcher hangs (sgl-project/sglang issue #3451, PR #20287); rank 0's CUDA-graph capture bar

@@ -1172,6 +1172,14 @@ def test_the_other_pool_sizing_failures_are_kv_pool_oom(last):
     assert f["reason"].startswith(last.split(" ", 1)[0]), f
 
 
+def test_rocms_invalid_device_function_is_kernel_image():
+    """ROCm's "no code for this GPU" (hipErrorInvalidDeviceFunction) is what CUDA's "no kernel image
+    is available" is: an image built for other GPUs (real: sgl-project/sglang#5775, an MI100)."""
+    f = L.find_fatal(load_fixture("sglang-0.4.5era_rocm_mi100_invalid_device_function.log"))
+    assert f is not None and f["kind"] == "kernel_image", f
+    assert f["reason"] == "RuntimeError: HIP error: invalid device function", f
+
+
 def test_rocms_hip_error_out_of_memory_is_out_of_memory():
     """ROCm builds of torch spell its runtime errors `HIP error: ...` (sgl-project/sglang#5775:
     "RuntimeError: HIP error: invalid device function" on an MI100): the out-of-memory one is read
@@ -1240,6 +1248,32 @@ def test_memory_failures_sglang_words_its_own_way_are_memory_failures(last, kind
     f = L.find_fatal(lines)
     assert f is not None and f["kind"] == kind and f["reason"] == last, f
     assert is_capacity_failure(f["reason"])
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # torch's TCPStore on the dist-init port (real: Ascend/sglang issue #625, an A3 NPU server)
+        load_fixture("sglang-0.5.11era_npu_a3_dist_init_eaddrinuse.log"),
+        # its pre-libuv spelling, after the per-address warnings it prints first (which alone are not fatal)
+        [
+            "[W socket.cpp:401] [c10d] The server socket has failed to listen on [::]:47531 (errno: 98 - Address already in use).",
+            "RuntimeError: The server socket has failed to listen on any local network address. The server socket has "
+            "failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed to bind "
+            "to 0.0.0.0:29500 (errno: 98 - Address already in use).",
+        ],
+        # a ZMQ port SGLang binds (the title of sgl-project/sglang issue #9396)
+        ["Traceback (most recent call last):", "zmq.error.ZMQError: Address already in use"],
+    ],
+)
+def test_a_taken_dist_init_or_zmq_port_is_port_in_use(lines):
+    """Every port a start binds, not only uvicorn's and the ones SGLang checks first: the fix is the
+    same (free the port or pick another), so the kind is the same."""
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "port_in_use" and f["reason"] == lines[-1], f
+    # the per-address warning alone (torch goes on to the next address) is not a fatal line
+    warning = "[W socket.cpp:401] [c10d] The server socket has failed to listen on [::]:47531 (errno: 98 - Address already in use)."
+    assert L.find_fatal([warning]) is None
 
 
 def test_sglangs_own_port_check_is_port_in_use():
