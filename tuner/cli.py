@@ -150,7 +150,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .run.inventory import InventoryError, read_inventory
     from .run.levels import Progress
     from .run.sweep import Sweep
-    from .spec.configs import PLAN_LIMITS, PLAN_PATHS, infeasible_flag, spec_plan
+    from .spec.configs import PLAN_LIMITS, PLAN_PATHS, SpecConfig, infeasible_flag, spec_plan
+    from .spec.refusals import NODE_VARS, role_defaults
 
     project = project_root()
     spec = SweepSpec.from_cli_args(a, project)
@@ -202,7 +203,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     # the project's play (playbooks/deploy.yml, or deploy.yml at the root, which imports it), by
     # whatever path it was given; an installed tuner may have neither
     plays = [p for p in (project / "playbooks" / "deploy.yml", project / "deploy.yml") if p.exists()]
-    if not inv.has_group and any(os.path.samefile(spec.playbook, p) for p in plays):
+    projects_play = any(os.path.samefile(spec.playbook, p) for p in plays)
+    if not inv.has_group and projects_play:
         # every host is the sweep's only for a play of the user's own: the project's targets the group
         raise BadInput(
             "--inventory",
@@ -218,11 +220,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             "sglang_server_client_url to a URL that reaches it (an SSH tunnel's)",
         )
     slots = inv.slots()
-    # the plan against what the play will see: the hosts' spec limits and draft model path, -e over them
-    plan = spec_plan(spec, inv.plan_vars(PLAN_LIMITS, PLAN_PATHS))
+    # the plan against what the play will see: the hosts' spec limits and draft model path, -e over
+    # them, and what each slot's role refuses for its other settings (tuner/spec/refusals.py; the
+    # project's play only: a play of the user's own may set those variables itself, or not run the role)
+    nodes = inv.slot_nodes(NODE_VARS, spec.extra_vars, role_defaults(project)) if projects_play else []
+    plan = spec_plan(spec, inv.plan_vars(PLAN_LIMITS, PLAN_PATHS), nodes)
     if not plan.configs:
         flag = infeasible_flag(plan.infeasible[0][1]) if plan.infeasible else "--steps"
-        if not flag.startswith("-"):  # a limit of the play's: from -e, else the inventory
+        if not flag.startswith("-"):  # a variable of the play's: from -e, else the inventory
             flag = "-e/--extra-vars" if flag in spec.extra_vars else "--inventory"
         raise BadInput(
             flag,
@@ -305,8 +310,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             print("confirm: off (--confirm 0): the intervals will not cover what a restart changes")
         from .decide.schedule_phase import ADAPTIVE_ALGORITHMS, algorithm_unsupported
 
+        refused = plan.refusal(SpecConfig.default_adaptive(spec.algorithm)) if spec.schedule else None
         if spec.schedule and spec.schedule_budget > 0 and algorithm_unsupported(spec.algorithm):
             print(f"schedule: off (SGLang runs adaptive speculation only with {', '.join(ADAPTIVE_ALGORITHMS)})")
+        elif spec.schedule and spec.schedule_budget > 0 and refused:
+            print(f"schedule: off (the role refuses an adaptive deployment on every host: {refused})")
         elif spec.schedule and spec.schedule_budget > 0:
             print(
                 f"schedule: after the static depths, where the server's SGLang has per-batch-size adaptive "

@@ -758,6 +758,21 @@ def tls_errors(settings: dict[str, Any]) -> list[str]:
     ]
 
 
+def spec_host_errors(settings: dict[str, Any]) -> list[str]:
+    """What the role refuses of the speculative config (`spec`, `schedule`) for the host's other
+    settings (`engine`, `sglang_version`, `extra_flags`, `tp_size`): an algorithm the release lacks,
+    an adaptive schedule SGLang would run static there, UNO's and LoRA's start-up checks. One list,
+    so that the tuner's plan (tuner/spec/refusals.py) sets aside what every host's play would refuse
+    with the play's own words."""
+    return (
+        algorithm_release_errors(settings.get("spec") or {}, settings.get("sglang_version"))
+        + adaptive_overlap_errors(settings.get("schedule"), settings.get("extra_flags"), settings.get("sglang_version"))
+        + adaptive_fallback_errors(settings.get("schedule"), settings.get("extra_flags"))
+        + uno_errors(settings)
+        + lora_spec_errors(settings)
+    )
+
+
 def server_errors(settings: dict[str, Any]) -> list[str]:
     """Check the role's settings (keys are the variable names without `sglang_server_`).
 
@@ -799,13 +814,7 @@ def server_errors(settings: dict[str, Any]) -> list[str]:
 
     errors += extra_flag_errors(settings.get("extra_flags") or {})
     errors += tls_errors(settings)
-    errors += algorithm_release_errors(settings.get("spec") or {}, settings.get("sglang_version"))
-    errors += adaptive_overlap_errors(
-        settings.get("schedule"), settings.get("extra_flags"), settings.get("sglang_version")
-    )
-    errors += adaptive_fallback_errors(settings.get("schedule"), settings.get("extra_flags"))
-    errors += uno_errors(settings)
-    errors += lora_spec_errors(settings)
+    errors += spec_host_errors(settings)
     node = settings.get("node") or {}
     if isinstance(node, dict) and int(node.get("nnodes") or 1) > 1:
         for name in settings.get("extra_flags") or {}:

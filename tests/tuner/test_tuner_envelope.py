@@ -176,6 +176,47 @@ def test_the_envelope_stage_adds_no_speculation_only_when_the_sweep_lacks_it_and
     assert "NGRAM" in (adaptive_phase.plan_envelope(state, ids, "NGRAM", 4).skipped or "")
 
 
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        ({"enable-two-batch-overlap": True}, "enable-two-batch-overlap: SGLang runs the server static instead"),
+        ({"enable-dp-attention": True, "dp-size": 2}, "DP attention: SGLang runs the server static instead"),
+        ({"lora-paths": "chat=/models/lora-chat"}, "SGLang refuses LoRA with --speculative-adaptive at start"),
+    ],
+    ids=["two-batch-overlap", "dp-attention", "lora"],
+)
+def test_the_phase_deploys_no_schedule_the_role_refuses_on_every_host(flags, words):
+    """A host whose flags SGLang runs a schedule static beside (or refuses it with): the role refuses
+    every adaptive deployment there (sglang_flags.py adaptive_fallback_errors), and the phase planned
+    SGLang's default and tuned configs anyway, each failing in the play's preflight. Now both stages
+    say why they deploy none; a second host that can run them keeps the phase."""
+    from tuner_testlib import ROOT
+
+    from tuner.run.inventory import Inventory
+    from tuner.spec.configs import ConfigPlan
+    from tuner.spec.refusals import NODE_VARS, role_defaults
+
+    host = {"sglang_server_sglang_version": "0.5.23", "sglang_server_extra_flags": flags}
+    default = {1: (218, 1, 2.36), 4: (735, 4, 2.38), 16: (1760, 16, 2.36), 64: (3105, 48, 1.67)}
+    state = state_with({DEFAULT: default})
+    every, static, _ = views(state)
+    ids = {c.config_id for c in (K2, K3)}
+
+    def stages(hostvars: dict) -> tuple[adaptive_phase.StagePlan, adaptive_phase.StagePlan]:
+        inv = Inventory(hosts=list(hostvars), hostvars=hostvars, groups={}, has_group=True)
+        refused = ConfigPlan(nodes=inv.slot_nodes(NODE_VARS, {}, role_defaults(ROOT))).refusal
+        envelope_plan = adaptive_phase.plan_envelope(state, ids, "NEXTN", 4, refused)
+        tuned = adaptive_phase.plan_tuned(every, static, state, LEVELS, "NEXTN", 4, 512, 16, lambda d: 2, ids, refused)
+        return envelope_plan, tuned
+
+    for plan in stages({"gpu1": host}):
+        assert plan.configs == [] and plan.skipped is not None, plan
+        assert plan.skipped.startswith("the role refuses an adaptive deployment on every host: ")
+        assert words in plan.skipped
+    env, tuned = stages({"gpu1": host, "gpu2": {"sglang_server_sglang_version": "0.5.23"}})
+    assert [c.config_id for c in env.configs] == ["adaptive-default", "k0"] and tuned.skipped is None
+
+
 @pytest.mark.parametrize("budget, new", [(4, 2), (3, 1), (2, 0)])
 def test_the_search_stage_fills_what_the_budget_leaves(budget, new):
     default = {1: (218, 1, 2.36), 4: (735, 4, 2.38), 16: (1760, 16, 2.36), 64: (3105, 48, 1.67)}

@@ -16,7 +16,7 @@ records, so `--resume` neither repeats nor exceeds it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,21 @@ class StagePlan:
     dropped: list[tuple[str, str]] = field(default_factory=list)  # (label, why) set aside for their KV cost
 
 
+# Why the role refuses a configuration on every host for their settings, None when some host
+# may run it (tuner/spec/configs.py ConfigPlan.refusal).
+Refusal = Callable[[SpecConfig], str | None]
+
+
+def role_refuses(refused: Refusal | None, algorithm: str) -> str | None:
+    """Why the phase deploys nothing adaptive though the release has it: the role refuses SGLang's
+    default adaptive config on every host for their settings (a flag SGLang would run a schedule
+    static beside, plugins/module_utils/sglang_flags.py `adaptive_fallback_errors` and
+    `adaptive_overlap_errors`; LoRA, `lora_spec_errors`). Those rules read only that a schedule is
+    on, so they refuse every schedule alike: each deployment would fail in the play's preflight."""
+    why = refused(SpecConfig.default_adaptive(algorithm)) if refused is not None else None
+    return None if why is None else f"the role refuses an adaptive deployment on every host: {why}"
+
+
 def phase_deployments(state: SweepState, static_ids: set[str]) -> list[str]:
     """The phase's deployments so far (attempted: started or failed), in record order: every
     adaptive config, and a no-speculation server that is not one of the static sweep's."""
@@ -49,9 +64,12 @@ def phase_deployments(state: SweepState, static_ids: set[str]) -> list[str]:
     return out
 
 
-def plan_envelope(state: SweepState, static_ids: set[str], algorithm: str, budget: int) -> StagePlan:
-    """Stage 1: SGLang's default adaptive config, then no speculation when the sweep lacks it."""
-    why = unsupported(state, algorithm)
+def plan_envelope(
+    state: SweepState, static_ids: set[str], algorithm: str, budget: int, refused: Refusal | None = None
+) -> StagePlan:
+    """Stage 1: SGLang's default adaptive config, then no speculation when the sweep lacks it
+    (`refused`: what the role refuses on every host, `role_refuses`)."""
+    why = unsupported(state, algorithm) or role_refuses(refused, algorithm)
     if why is not None:
         return StagePlan(skipped=why)
     if budget <= 0:
@@ -192,10 +210,11 @@ def plan_tuned(
     max_steps: int,
     launch_steps: Any,
     static_ids: set[str],
+    refused: Refusal | None = None,
 ) -> StagePlan:
     """Stage 2: the tuned configs already deployed (a resumed sweep finishes them), then as many
-    new ones as the budget leaves, from the evidence."""
-    why = unsupported(state, algorithm)
+    new ones as the budget leaves, from the evidence; none where the role refuses them (`refused`)."""
+    why = unsupported(state, algorithm) or role_refuses(refused, algorithm)
     if why is not None:
         return StagePlan(skipped=why)
     spent = phase_deployments(state, static_ids)

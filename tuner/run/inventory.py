@@ -18,6 +18,7 @@ from sglang_utils.sglang_flags import is_loopback
 from sglang_utils.sglang_multinode import rank_order
 
 from ..spec.flags import host_patterns
+from ..spec.refusals import templated
 
 SERVER_GROUP = "sglang_servers"
 
@@ -160,6 +161,23 @@ class Inventory:
             given = [v.get(name) for v in heads]
             if given and all(isinstance(v, str) and v for v in given):
                 out[name] = given[0]
+        return out
+
+    def slot_nodes(
+        self, names: Sequence[str], extra_vars: Mapping[str, Any], defaults: Mapping[str, Any]
+    ) -> list[list[dict[str, Any] | None]]:
+        """Per slot, per node, the values of `names` the play would see there: the sweep's -e over
+        the host's (untemplated) variables over the role's `defaults`, as Ansible ranks them. None
+        for a node where one is a template (the tuner does not render it) or set nowhere: the play
+        judges that node itself (tuner/spec/refusals.py never counts it as refusing)."""
+        out: list[list[dict[str, Any] | None]] = []
+        for members in self.slots().values():
+            nodes: list[dict[str, Any] | None] = []
+            for m in members:
+                layers = (extra_vars, self.hostvars.get(m) or {}, defaults)
+                v = {n: next(layer[n] for layer in layers if n in layer) for n in names if any(n in x for x in layers)}
+                nodes.append(v if len(v) == len(names) and not templated(v) else None)
+            out.append(nodes)
         return out
 
     def _group_of(self, host: str) -> str | None:

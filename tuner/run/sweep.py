@@ -339,7 +339,7 @@ class Sweep:
         static_ids = {c.config_id for c in self.plan.configs}
         budget = self.spec.schedule_budget
         if stage == "envelope":
-            plan = adaptive_phase.plan_envelope(state, static_ids, self.spec.algorithm, budget)
+            plan = adaptive_phase.plan_envelope(state, static_ids, self.spec.algorithm, budget, self.plan.refusal)
         else:
             view = first_view(state, self.spec)
             w = self.workload
@@ -356,6 +356,7 @@ class Sweep:
                 limit,
                 schedule_launch_steps,
                 static_ids,
+                self.plan.refusal,
             )
         if plan.skipped:
             self.progress.line(f"[schedule] {stage}: not measured: {plan.skipped}")

@@ -24,6 +24,8 @@ from sglang_utils.sglang_adaptive import (
 )
 from sglang_utils.sglang_spec import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOPK, TOPK1_RULE_ALGORITHMS, spec_settings
 
+from .refusals import Slots, refused_everywhere
+
 if TYPE_CHECKING:
     from .sweepspec import SweepSpec
 
@@ -252,6 +254,26 @@ def ladder_label(doc: Mapping[str, Any]) -> str:
 class ConfigPlan:
     configs: list[SpecConfig] = field(default_factory=list)
     infeasible: list[tuple[SpecConfig, str]] = field(default_factory=list)
+    # what the play sees on each slot's nodes (tuner/spec/refusals.py; empty: not known, nothing judged)
+    nodes: Slots = ()
+
+    def refusal(self, cfg: SpecConfig) -> str | None:
+        """The play's reason when the role refuses `cfg` on every slot for the hosts' settings (the
+        schedule phase asks this of an adaptive configuration before it deploys one)."""
+        return refused_everywhere(cfg, self.nodes)
+
+    def set_aside_refused(self) -> None:
+        """Move the configurations every slot's play would refuse to `infeasible`, with its reason,
+        ahead of the spec rules' refusals: with nothing left to run, the host setting that refused
+        every configuration the spec rules let through is the one to change (cli.py names the first)."""
+        kept, refused = [], []
+        for cfg in self.configs:
+            why = self.refusal(cfg)
+            if why is None:
+                kept.append(cfg)
+            else:
+                refused.append((cfg, why))
+        self.configs, self.infeasible = kept, refused + self.infeasible
 
 
 # What the deploy play checks a configuration against besides its own spec_* values: the spec
@@ -328,6 +350,10 @@ _RULE_FLAGS = (
     ("spec_algorithm", "--algorithm"),
     ("speculative_num_steps", "--steps"),
     ("spec_steps", "--steps"),
+    # the host's settings the role judges the configuration against (tuner/spec/refusals.py)
+    ("sglang_server_extra_flags", "sglang_server_extra_flags"),
+    ("sglang_server_sglang_version", "sglang_server_sglang_version"),
+    ("sglang_server_tp_size", "sglang_server_tp_size"),
 )
 
 
@@ -339,12 +365,15 @@ def infeasible_flag(reason: str) -> str:
     return min(found)[2] if found else "--steps"
 
 
-def spec_plan(spec: SweepSpec, inventory_vars: Mapping[str, Any] | None = None) -> ConfigPlan:
+def spec_plan(spec: SweepSpec, inventory_vars: Mapping[str, Any] | None = None, nodes: Slots = ()) -> ConfigPlan:
     """The plan of a sweep's own flags (--steps, --topk, --draft-tokens, --algorithm, -e): what the
     CLI sweeps (`inventory_vars`: what its hosts set of PLAN_LIMITS and PLAN_PATHS, run/inventory.py `plan_vars`; -e
-    wins, as in the play), the report counts as planned and the replay walks (without the inventory)."""
+    wins, as in the play), the report counts as planned and the replay walks (without the inventory).
+    `nodes`: what each slot's play sees of the host settings (run/inventory.py `slot_nodes`); a
+    configuration every slot's role refuses for them is set aside too (the replay reads those from
+    the sweep's skip records)."""
     play_vars = {**(inventory_vars or {}), **spec.extra_vars}
-    return plan_configs(
+    plan = plan_configs(
         spec.steps,
         spec.topk,
         spec.draft_tokens,
@@ -352,3 +381,6 @@ def spec_plan(spec: SweepSpec, inventory_vars: Mapping[str, Any] | None = None) 
         play_vars=play_vars,
         draft_path_unknown=inventory_vars is None,
     )
+    plan.nodes = nodes
+    plan.set_aside_refused()
+    return plan
