@@ -70,6 +70,7 @@ options:
     description:
       - "The server's API key (C(--api-key)), sent as C(Authorization: Bearer <key>) to every endpoint."
       - Never logged; it is also masked in RV(log_tail) and in failure messages.
+      - Sent to O(url) only, never on a redirect (which is followed without it).
     type: str
   log_lines:
     description:
@@ -700,6 +701,10 @@ class Http:
             validate_certs=validate,
             http_agent=get_user_agent(),
             context=make_context(validate_certs=validate),
+            # the key goes to this server only: a redirect (a proxy's 302 to another host, or to
+            # http://) is followed without it (urllib copies every other header; ansible-core keeps
+            # its own basic-auth header off redirects the same way, module_utils/urls.py)
+            unredirected_headers=["Authorization"],
         )
 
     def get(self, path, timeout=None):

@@ -43,7 +43,7 @@ options:
     description: The acceptance length the tuner measured for this configuration; without it only the 1.05 floor applies.
     type: float
   api_key:
-    description: Bearer token for the server (SGLang's C(--api-key)).
+    description: Bearer token for the server (SGLang's C(--api-key)), sent to O(url) only, never on a redirect.
     type: str
   request_timeout:
     description: Seconds per request.
@@ -158,8 +158,9 @@ class Server:
     def __init__(self, url, api_key, timeout):
         self.base = url.rstrip("/")
         self.headers = {"Content-Type": "application/json"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        # sent to this server only (add_unredirected_header): urllib copies every other header to
+        # wherever a redirect points, another host or plain http:// included
+        self.auth = f"Bearer {api_key}" if api_key else None
         self.timeout = timeout
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self.version = None  # the release /server_info reports (how a stream's text comes)
@@ -169,6 +170,8 @@ class Server:
         req = urllib.request.Request(
             self.base + path, data=data, headers=self.headers, method="GET" if body is None else "POST"
         )
+        if self.auth:
+            req.add_unredirected_header("Authorization", self.auth)
         try:
             return self.opener.open(req, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
