@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import urllib.parse
 
 import pytest
 
@@ -94,6 +95,19 @@ def test_redaction_everywhere(tmp_path):
     st.write_results_csv(rows_of(st.records()))
     for p in tmp_path.iterdir():
         assert key not in p.read_text()
+
+
+def test_a_key_is_masked_in_every_spelling_a_server_may_echo_it_in(tmp_path):
+    """A key with characters that a repr, JSON or a URL spell otherwise (a server's error body or a
+    log line may carry it so) is masked in each of those spellings too, not only raw."""
+    key = "sk-'q\"/+ä-0001"
+    spellings = [key, "sk-\\'q\"/+ä-0001", json.dumps(key)[1:-1], urllib.parse.quote(key, safe="")]
+    assert len(set(spellings)) == 4
+    st = Store(tmp_path, Redactor([key]))
+    st.append({**deploy(1, "failed", " | ".join(spellings))})
+    text = st.records_path.read_text()
+    for form in spellings:
+        assert form not in text, form
 
 
 def test_result_rows_join_and_terminal_rows():

@@ -31,8 +31,12 @@ class Redactor:
     """Replaces every occurrence of the secrets in strings and nested JSON-like data."""
 
     def __init__(self, secrets: list[str | None] | None = None):
-        # Very short "secrets" would shred ordinary text; an API key that short is no secret.
-        self.secrets = sorted({s for s in (secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
+        # Very short "secrets" would shred ordinary text; an API key that short is no secret. Each
+        # secret is masked in every spelling a server's answer or log line can carry it in (raw,
+        # a Python repr's, JSON-escaped, URL-encoded: sglang_secrets.secret_forms, the launcher's
+        # own list), the longest first so that a form holding another is masked whole.
+        forms = {f for s in (secrets or []) if s and len(s) >= 4 for f in sglang_secrets.secret_forms(s)}
+        self.secrets = sorted(forms, key=len, reverse=True)
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
