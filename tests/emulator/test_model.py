@@ -423,3 +423,27 @@ def test_the_step_that_finishes_a_request_counts_only_its_tokens():
     decoded = sum(x.output_tokens - 1 for x in r.records)  # the prefill's first token is no verify's
     verifies = sum(x.verify_ct for x in r.records)
     assert s.avg_spec_accept_length() == pytest.approx(decoded / verifies, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "version,counted", [("0.5.9", "previous"), ("0.5.10", "previous"), ("0.5.11", "this"), ("0.5.23", "this")]
+)
+def test_prefill_line_input_throughput_counts_the_batch_its_release_counts(version, counted):
+    """`input throughput` of the Prefill batch line: 0.5.9/0.5.10 divide the tokens of the prefill
+    logged before by the gap since that log (`log_prefill_stats`: last_prefill_tokens / gap_latency),
+    0.5.11+ this batch's own tokens. A 60-token prefill, then a 6000-token one 1 s later: 60 tok/s
+    on 0.5.9 (the earlier batch), 6000 tok/s on 0.5.11+."""
+    from tuner.emulator import versions
+
+    lines: list[str] = []
+    p = replace(P, t_request_overhead_ms=0.0)
+    spec = _spec(input_throughput=versions.get(version).input_throughput)
+    s = Scheduler(p, spec, random.Random(1), log=lines.append)
+    s.submit(Request("a", 60, 2, alpha=0.9), 0.0)
+    s.finish_batch(b := s.next_batch(0.0), b.duration)
+    s.submit(Request("b", 6000, 2, alpha=0.9), 1.0)
+    s.next_batch(1.0)
+    prefill = [ln for ln in lines if ln.startswith("Prefill batch")]
+    assert len(prefill) == 2 and "input throughput (token/s): 0.00," in prefill[0]
+    thr = float(prefill[1].split("input throughput (token/s): ")[1].split(",")[0])
+    assert thr == pytest.approx(60.0 if counted == "previous" else 6000.0)

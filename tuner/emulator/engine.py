@@ -55,6 +55,7 @@ class EngineSpec:
     policy: adaptive.Policy | None = None  # None for a static depth
     k_max: int | None = None  # the widest depth this server may run (adaptive: the widest candidate)
     accept_rate: str = "drafts-only"  # versions.SGLangVersion.accept_rate
+    input_throughput: str = "this-batch"  # versions.SGLangVersion.input_throughput
     cuda_graph_max_bs: int = 0  # decode batches up to this size replay a CUDA graph (0 = graphs off)
     # captured decode batch sizes: a step costs the smallest one >= its batch (None: no padding)
     cuda_graph_bs: tuple[int, ...] | None = None
@@ -148,7 +149,7 @@ class Scheduler:
         self._win_accepted = 0
         self._win_tokens = 0
         self._win_start = None  # type: float | None
-        self._prefill_tokens_since = 0
+        self._last_prefill_tokens = 0
         self._prefill_log_t = None  # type: float | None
 
     # ---- requests in ----------------------------------------------------------------------------
@@ -492,13 +493,14 @@ class Scheduler:
 
     def _log_prefill(self, new: list[Request], tokens: int, now: float) -> None:
         """SGLang's prefill stats for each prefill batch: the `Prefill batch` line and the gauges."""
-        self._prefill_tokens_since += tokens
+        previous, self._last_prefill_tokens = self._last_prefill_tokens, tokens
         if self._prefill_log_t is None:
             thr = 0.0
         else:
-            thr = self._prefill_tokens_since / max(now - self._prefill_log_t, 1e-9)
+            # 0.5.9/0.5.10 count the prefill logged before this one, 0.5.11+ this one (versions.py)
+            counted = tokens if self.spec.input_throughput == "this-batch" else previous
+            thr = counted / max(now - self._prefill_log_t, 1e-9)
         self._prefill_log_t = now
-        self._prefill_tokens_since = 0
         live, usage, mamba_usage = self._usage()
         self.gauges.update(
             num_running_reqs=len(self.running),

@@ -350,6 +350,7 @@ class Runner:
             policy=policy,
             k_max=cfg.adaptive.max_steps if cfg.adaptive is not None else None,
             accept_rate=facts.accept_rate,
+            input_throughput=facts.input_throughput,
             cuda_graph_max_bs=0 if v.get("disable_cuda_graph") else min(self.graph_max_bs, cap.max_running_requests),
             cuda_graph_bs=model.capture_sizes(self.graph_bs, cap.max_running_requests),
             cuda_graph_exact=self.graph_exact(cap.max_running_requests),

@@ -73,6 +73,12 @@ class SGLangVersion:
     # (accepted drafts + bonus) by passes * draft tokens (0.5.9/0.5.10 scheduler_metrics_mixin.py);
     # "drafts-only" divides correct drafts by passes * (draft tokens - 1) (0.5.11+).
     accept_rate: str = "with-bonus"
+    # `input throughput` of the Prefill batch line: "previous-batch" divides the tokens of the
+    # prefill logged before by the time since that log (0.5.9 managers/scheduler_metrics_mixin.py,
+    # 0.5.10 observability/scheduler_metrics_mixin.py `log_prefill_stats`: last_prefill_tokens /
+    # gap_latency); "this-batch" divides this batch's own tokens (0.5.11+; 0.5.23
+    # scheduler_components/metrics_reporter.py `report_prefill_stats`).
+    input_throughput: str = "previous-batch"
     # /metrics beyond 0.5.9's set (observability/metrics_collector.py, 0.5.23): the per-call
     # counter and the active-depth gauges.
     metrics_spec_verify_calls: bool = False
@@ -205,6 +211,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             spec_v2="env-on",
             prelaunch_log="plain",
             accept_rate="drafts-only",
+            input_throughput="this-batch",
             adaptive="flat",
             adaptive_needs_v1=releases.adaptive_needs_overlap_off("0.5.11"),
             spec_meta="drafts",
@@ -224,6 +231,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             spec_v2="env-on",
             prelaunch_log="plain",
             accept_rate="drafts-only",
+            input_throughput="this-batch",
             spec_meta="correct+aliases",
             adaptive="flat",
             adaptive_initial="add" if releases.adaptive_flat_adds_launch_steps("0.5.12") else "nearest",
@@ -252,6 +260,7 @@ VERSIONS: dict[str, SGLangVersion] = {
                 "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
             ),
             accept_rate="drafts-only",
+            input_throughput="this-batch",
             metrics_spec_verify_calls=True,
             metrics_spec_num_steps=True,
             metrics_startup=True,
