@@ -447,3 +447,16 @@ def test_prefill_line_input_throughput_counts_the_batch_its_release_counts(versi
     assert len(prefill) == 2 and "input throughput (token/s): 0.00," in prefill[0]
     thr = float(prefill[1].split("input throughput (token/s): ")[1].split(",")[0])
     assert thr == pytest.approx(60.0 if counted == "previous" else 6000.0)
+
+
+@pytest.mark.parametrize("server_chunk,chunks", [(1000, 10), (8192, 2), (-1, 1)])
+def test_prefill_is_cut_by_the_servers_chunked_prefill_size(server_chunk, chunks):
+    """A long input is prefilled in chunks of the server's `--chunked-prefill-size` (SGLang's
+    `PrefillAdder.add_one_req` truncates it to the remaining chunk budget; -1 turns chunking off),
+    each chunk one forward with its fixed cost: not in chunks of the profile's default for the flag."""
+    p = replace(P, t_prefill_base_ms=20.0, t_prefill_tok_ms=0.05, chunked_prefill_size=8192, t_request_overhead_ms=0.0)
+    s = Scheduler(p, _spec(chunked_prefill_size=server_chunk), random.Random(1))
+    s.submit(Request("long", 10_000, 2, alpha=0.9), 0.0)
+    b = s.next_batch(0.0)
+    assert b.kind == PREFILL
+    assert b.duration == pytest.approx((chunks * 20.0 + 10_000 * 0.05) / 1000)

@@ -226,7 +226,7 @@ class Scheduler:
                 r.admitted_at = now
             if new:
                 self._log_prefill(new, tokens, now)
-                ms = model.prefill_time_ms(self.p, tokens)
+                ms = model.prefill_time_ms(self.p, tokens, self.spec.chunked_prefill_size)
                 return Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens)
         if running:
             if self.policy is not None:

@@ -217,9 +217,13 @@ def step_time_ms(
     return t
 
 
-def prefill_time_ms(p: Profile, tokens: int) -> float:
-    """One prefill batch: a fixed cost per chunk plus a cost per input token (docs/reference/performance-model.md, "Prefill")."""
-    chunks = max(1, math.ceil(tokens / p.chunked_prefill_size)) if p.chunked_prefill_size > 0 else 1
+def prefill_time_ms(p: Profile, tokens: int, chunk: int | None = None) -> float:
+    """One prefill batch: a fixed cost per chunk plus a cost per input token (docs/reference/performance-model.md, "Prefill").
+
+    `chunk` is the server's chunked prefill size (`--chunked-prefill-size`, which SGLang's scheduler
+    cuts a long input by; -1 = off, one forward), else the profile's default for it."""
+    size = p.chunked_prefill_size if chunk is None else chunk
+    chunks = max(1, math.ceil(tokens / size)) if size > 0 else 1
     return chunks * p.t_prefill_base_ms + tokens * p.t_prefill_tok_ms
 
 
