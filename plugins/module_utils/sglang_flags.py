@@ -734,7 +734,7 @@ def lora_spec_errors(settings: dict[str, Any]) -> list[str]:
         ]
     if key < _releases.release_key(LORA_SPEC_WIDE_SINCE):
         return [
-            f"{where}: SGLang {fmt(settings.get('sglang_version'))} refuses it at start ('Currently LoRA is "
+            f"{where}: SGLang {str(settings.get('sglang_version')).strip()} refuses it at start ('Currently LoRA is "
             f"only compatible with NGRAM speculative decoding.'; {LORA_SPEC_WIDE_SINCE} adds the EAGLE family): "
             "use spec_steps=0, spec_algorithm=NGRAM or a later release"
         ]

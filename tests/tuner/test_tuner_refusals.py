@@ -21,7 +21,7 @@ from tuner.spec.configs import ConfigPlan, SpecConfig
 from tuner.spec.refusals import NODE_VARS, role_defaults
 
 LORA = {"sglang_server_extra_flags": {"lora-paths": "chat=/models/lora-chat"}}
-LORA_WORDS = "sglang_server_extra_flags' LoRA adapter with spec_algorithm=NEXTN: SGLang '0.5.9' refuses it at start"
+LORA_WORDS = "sglang_server_extra_flags' LoRA adapter with spec_algorithm=NEXTN: SGLang 0.5.9 refuses it at start"
 TBO = {"sglang_server_sglang_version": "0.5.23", "sglang_server_extra_flags": {"enable-two-batch-overlap": True}}
 
 
