@@ -432,11 +432,12 @@ def restored_gate(url: Any, host: Any, port: Any, extra_flags: Any, unit_text: A
     parts that is this run's is moved to the restored one's, by gate_url's rule (so the default URL
     becomes exactly gate_url of the restored unit): the scheme when the run turned TLS on or off,
     the address when it moved `--host`, the port when it moved `--port`; an address that is a name
-    (the certificate's) is kept. A URL at another port or none (a proxy in front) is the user's and
-    kept whole. A URL this moves to https at a loopback address, which no certificate names, is
-    probed without checking the certificate, as SGLang's own health checks of a TLS server
-    without --ssl-ca-certs are (`ssl_verify_of`, python/sglang/srt/arg_groups/serving_hook.py,
-    0.5.23)."""
+    other than the run's `--host` (the certificate's) is kept. A URL at another port or none (a
+    proxy in front) is the user's and kept whole. A URL this turns to https at a loopback address,
+    or an https one whose address this moves to a loopback one (a run that bound the certificate's
+    name, restoring a unit on every interface), names no certificate's name and is probed without
+    checking the certificate, as SGLang's own health checks of a TLS server without --ssl-ca-certs
+    are (`ssl_verify_of`, python/sglang/srt/arg_groups/serving_hook.py, 0.5.23)."""
     text = str(url if url is not None else "").strip()
     listen = unit_listen(unit_text)
     m = _URL_RE.match(text)
@@ -449,11 +450,14 @@ def restored_gate(url: Any, host: Any, port: Any, extra_flags: Any, unit_text: A
     to_https = False
     if scheme.lower() == ("https" if run_tls else "http") and listen["tls"] != run_tls:
         scheme, to_https = ("https", True) if listen["tls"] else ("http", False)
+    moved = False
     if listen["host"] is not None and addr.lower() == gate_address(host).lower():
+        moved = addr.lower() != gate_address(listen["host"]).lower()
         addr = gate_address(listen["host"])
     new_port = parse_whole_number(listen["port"])
     url_port = str(new_port) if new_port is not None else url_port
-    return {"url": f"{scheme}://{addr}:{url_port}{rest}", "validate_certs": not (to_https and is_loopback(addr))}
+    unchecked = (to_https or moved) and scheme.lower() == "https" and is_loopback(addr)
+    return {"url": f"{scheme}://{addr}:{url_port}{rest}", "validate_certs": not unchecked}
 
 
 def config_api_key(text: Any) -> str:

@@ -546,6 +546,20 @@ def test_the_gate_url_rule_is_one_for_the_run_and_the_restored_unit():
         "url": "https://gpu1.example:30000",
         "validate_certs": True,
     }
+    # a run that bound the certificate's name, restoring a unit on every interface: the https URL
+    # moves to the loopback address, which the certificate does not name (the old code kept the name)
+    for restored in ("0.0.0.0", "::"):
+        got = sglang_flags.restored_gate(
+            "https://gpu1.example:30000", "gpu1.example", 30000, tls, unit(restored, 30000, tls)
+        )
+        assert got["validate_certs"] is False and got["url"] == g(restored, 30000, True), got
+    # a name the run did not bind, or an https address the rollback did not move, is still checked
+    assert sglang_flags.restored_gate(
+        "https://gpu1.example:30000", "0.0.0.0", 30000, tls, unit("0.0.0.0", 30000, tls)
+    ) == {"url": "https://gpu1.example:30000", "validate_certs": True}
+    assert sglang_flags.restored_gate(
+        "https://127.0.0.1:30000", "0.0.0.0", 30000, tls, unit("0.0.0.0", 30001, tls)
+    ) == {"url": "https://127.0.0.1:30001", "validate_certs": True}
     # a disabled certificate flag is left off the command line: no TLS
     assert sglang_flags.certfile_flag({"ssl-certfile": False}) is None
     assert (
