@@ -377,9 +377,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             tool=TOOL,
             exact=spec.verify_exact,
             recover_timeout=spec.workload.recover_timeout,
-            extra_flags=spec.extra_vars.get("sglang_server_extra_flags")
+            # an -e of the flags replaces every host's; without one each slot's own (the inventory's)
+            extra_flags=spec.extra_vars["sglang_server_extra_flags"]
             if isinstance(spec.extra_vars.get("sglang_server_extra_flags"), dict)
-            else None,
+            else inv.slot_extra_flags,
         )
     sweep = Sweep(
         spec=spec,

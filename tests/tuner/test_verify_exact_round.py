@@ -402,3 +402,39 @@ def test_a_configuration_never_compared_is_reported_as_not_checked(tmp_path):
     log.append(VerifyRecord(config=SpecConfig(spec_steps=3), host="h", passed=False, reasons=[why]))
     assert judged_by(log.state, "k3-t1") == why
     assert f"judged by: {why}" in "\n".join(report_section(log.state, True, True))
+
+
+def test_a_redeploy_with_the_flag_keeps_the_flags_each_slot_runs_with(tmp_path):
+    """Without an -e of sglang_server_extra_flags each host deploys with the inventory's own (an -e
+    would replace them whole), so the exact round's redeploy adds the flag to those: a TLS, LoRA or
+    DP setting of the host stays. Where the tuner cannot tell them (a template, nodes that differ)
+    nothing is redeployed and the configuration is left unchecked with the reason."""
+    import asyncio
+
+    from tuner.run.inventory import Inventory
+
+    inv = Inventory(
+        hosts=["gpu1", "gpu2", "n1", "n2"],
+        hostvars={
+            "gpu1": {"sglang_server_extra_flags": {"attention-backend": "fa3"}},
+            "gpu2": {"sglang_server_extra_flags": {"lora-paths": "{{ lora_dir }}"}},
+            "n1": {"sglang_server_multinode_group": "pair", "sglang_server_extra_flags": {"dp-size": 2}},
+            "n2": {"sglang_server_multinode_group": "pair"},
+        },
+        groups={"pair": ["n1", "n2"]},
+    )
+    assert inv.slot_extra_flags("gpu1") == {"attention-backend": "fa3"}
+    assert "template" in str(inv.slot_extra_flags("gpu2"))
+    assert "different" in str(inv.slot_extra_flags("pair"))
+    phase, _log, _ = _new_phase(tmp_path, extra_flags=inv.slot_extra_flags)
+    assert phase._deterministic_vars("gpu1") == {
+        "sglang_server_extra_flags": {"attention-backend": "fa3", rules.DETERMINISTIC_FLAG: True}
+    }
+    rec = asyncio.run(phase._exact_one(_no_deploy, "gpu2", SpecConfig(spec_steps=2), True))
+    assert rec is not None and rec.verdict["unchecked"] and rec.deploy_s is None
+    assert "template" in rec.reasons[0]
+    # an -e of the flags is what every host deploys with: the redeploy starts from it alone
+    phase, _log, _ = _new_phase(tmp_path, extra_flags={"cuda-graph-max-bs": 64})
+    assert phase._deterministic_vars("gpu1") == {
+        "sglang_server_extra_flags": {"cuda-graph-max-bs": 64, rules.DETERMINISTIC_FLAG: True}
+    }

@@ -536,7 +536,7 @@ def test_adaptive_configs_are_not_held_to_the_sweeps_acceptance():
     from types import SimpleNamespace
 
     from tuner.spec.configs import SpecConfig
-    from tuner.verify.phase import ADAPTIVE_ACCEPT_NOTE, reference_accept
+    from tuner.verify.gate import ADAPTIVE_ACCEPT_NOTE, reference_accept
 
     def level(cid: str, acc: float) -> SimpleNamespace:
         return SimpleNamespace(config_id=cid, metrics=SimpleNamespace(accept_length=acc, output_tokens=100))
@@ -669,7 +669,7 @@ def test_the_gates_greedy_acceptance_is_held_to_the_sweeps_greedy_levels_only():
     acceptance, and as the reference it let a 28% acceptance loss pass the 95% rule."""
     from types import SimpleNamespace
 
-    from tuner.verify.phase import measured_accept
+    from tuner.verify.gate import measured_accept
 
     def level(acc: float, temp: float, tokens: int = 100) -> SimpleNamespace:
         return SimpleNamespace(
@@ -903,7 +903,7 @@ def test_the_gate_routes_the_batch_padded_to_the_users_decode_graph_list():
     from sglang_utils.sglang_flags import decode_graph_bs
 
     from tuner.spec.configs import SpecConfig
-    from tuner.verify.phase import floor_exemption
+    from tuner.verify.gate import floor_exemption
 
     assert decode_graph_bs({"cuda-graph-bs-decode": [16, 1]}) == [1, 16]
     assert decode_graph_bs({"--cuda-graph-bs-decode": "1 16"}) == [1, 16]

@@ -180,6 +180,19 @@ class Inventory:
             out.append(nodes)
         return out
 
+    def slot_extra_flags(self, slot: str) -> dict[str, Any] | str:
+        """The sglang_server_extra_flags the inventory gives a slot's deploys (every node's alike, {}
+        where none sets them), or why the tuner cannot tell: a template it does not render, or
+        nodes that differ. What a redeploy that adds a flag must start from, since an -e of the
+        variable replaces the inventory's whole (tuner/verify/phase.py `_deterministic_vars`)."""
+        values = [(self.hostvars.get(m) or {}).get("sglang_server_extra_flags") for m in self.slots().get(slot, [slot])]
+        if any(v is not None and (not isinstance(v, dict) or templated(v)) for v in values):
+            return f"{slot}'s sglang_server_extra_flags are a template the tuner does not render"
+        flags = [dict(v or {}) for v in values]
+        if any(f != flags[0] for f in flags):
+            return f"the nodes of {slot} set different sglang_server_extra_flags"
+        return flags[0] if flags else {}
+
     def _group_of(self, host: str) -> str | None:
         """The multi-node group a host names (`sglang_server_multinode_group`), when it is one of
         the inventory's groups; None for a host of its own (also when the name is still a template,

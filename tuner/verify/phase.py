@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sglang_utils import sglang_verify as rules
-from sglang_utils.sglang_flags import decode_graph_bs, extra_switch_on
+from sglang_utils.sglang_flags import extra_switch_on
 
 from ..data.records import UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY, VerifyRecord
 from ..run.client import BenchClient, ClientOptions
@@ -39,6 +39,7 @@ from ..run.together import together
 from ..spec.configs import SpecConfig
 from . import baseline as baseline_mod
 from . import gate, probe
+from .gate import ADAPTIVE_ACCEPT_NOTE, floor_exemption, reference_accept
 from .prompts import PromptSet
 
 # What capturing a baseline can raise: a bad document, or a server that does not answer (probe.py).
@@ -64,43 +65,7 @@ def exact_baseline_path(path: Path) -> Path:
     return path.with_name(path.stem + ".deterministic" + (path.suffix or ".json"))
 
 
-def measured_accept(levels: list[Any], config_id: str) -> float | None:
-    """The acceptance length the sweep measured for a configuration: the token-weighted mean over
-    its measured greedy levels (each level's own `accept_length`, tuner/measure/metrics.py). The
-    gate sends at temperature 0, so only temperature-0 levels are its reference: a sampled level
-    accepts less, and with `--temperature 1` it let the gate's greedy acceptance fall 24% below a
-    healthy server's before the 95% rule fired. None when no greedy level was measured."""
-    num = den = 0.0
-    for lv in levels:
-        if lv.config_id != config_id or float(getattr(lv, "temperature", 0.0) or 0.0) != 0.0:
-            continue
-        acc = getattr(lv.metrics, "accept_length", None)
-        tok = getattr(lv.metrics, "output_tokens", None) or 1
-        if acc:
-            num += float(acc) * float(tok)
-            den += float(tok)
-    return num / den if den else None
-
-
-_ADAPTIVE_WHY = rules.ADAPTIVE_WHY
-ADAPTIVE_ACCEPT_NOTE = rules.ADAPTIVE_ACCEPT_NOTE  # the one sentence, with the rule (sglang_verify.judge)
-
-
-def floor_exemption(cfg: SpecConfig, extra_flags: dict[str, Any] | None = None) -> str | None:
-    """Why the floor does not apply to `cfg` (an adaptive config pinning 0 steps where the gate's
-    requests run, after the padding to a `--cuda-graph-bs-decode` list in the user's
-    `sglang_server_extra_flags`), else None: the rule shared with the role's sglang_verify module."""
-    return rules.floor_exemption(cfg.adaptive_document(), probe.CONCURRENCY, decode_graph_bs(extra_flags))
-
-
-def reference_accept(cfg: SpecConfig, levels: list[Any]) -> tuple[float | None, str | None]:
-    """What the gate's acceptance is held to (95% of it, plugins/module_utils/sglang_verify.py):
-    the sweep's measured value for a static depth; nothing for an adaptive config (SGLang's default
-    or a tuned ladder), whose acceptance on the gate's few short requests is not the one its levels
-    measured, with the sentence that says so."""
-    if cfg.is_schedule:
-        return None, ADAPTIVE_ACCEPT_NOTE
-    return measured_accept(levels, cfg.config_id), None
+BASE_LABEL = "verify-exact-baseline"
 
 
 class VerifyPhase:
@@ -114,13 +79,16 @@ class VerifyPhase:
         api_key: str | None,
         tool: str,
         exact: bool = True,
-        extra_flags: dict[str, Any] | None = None,
+        extra_flags: dict[str, Any] | Callable[[str], dict[str, Any] | str] | None = None,
         recover_timeout: float = 600.0,
     ):
         self.path = baseline_path
         self.recover_timeout = recover_timeout  # --recover-timeout: how long a lost server may take to come back
         self.exact = exact  # the exact round (--verify-exact, the default; --no-verify-exact: off)
-        self.extra_flags = dict(extra_flags or {})  # the user's sglang_server_extra_flags, kept on redeploy
+        # each slot's sglang_server_extra_flags as its deploys get them (the sweep's -e, else the
+        # inventory's: cli.py), kept on a redeploy; a str says why a slot's are not known
+        fixed = dict(extra_flags or {}) if not callable(extra_flags) else {}
+        self.flags_of: Callable[[str], dict[str, Any] | str] = extra_flags if callable(extra_flags) else lambda _: fixed
         self.exact_baseline: dict[str, Any] | None = None
         self.prompts = prompts
         self.log = log
@@ -208,11 +176,11 @@ class VerifyPhase:
         measured, accept_note = reference_accept(cfg, levels)
         # an adaptive config that pins 0 steps where the gate's requests run: no floor (the rule and
         # its words are shared with the role's sglang_verify module)
-        exempt = floor_exemption(cfg, self.extra_flags)
+        exempt = floor_exemption(cfg, self._flags(host))
         if exempt is not None:
             # the exemption says which rules apply: the adaptive note without its own "the floor
             # and the drift rules apply", which would contradict it
-            note = _ADAPTIVE_WHY if accept_note == ADAPTIVE_ACCEPT_NOTE else accept_note
+            note = rules.ADAPTIVE_WHY if accept_note == ADAPTIVE_ACCEPT_NOTE else accept_note
             accept_note = (note + "; " if note else "") + exempt
         if self.baseline is None:
             why = self.unusable or "no baseline"
@@ -346,10 +314,16 @@ class VerifyPhase:
         return todo
 
     # -- the exact round ---------------------------------------------------------------------
-    def _deterministic_vars(self) -> dict[str, Any]:
-        """The redeploy's extra vars: the user's extra flags plus --enable-deterministic-inference,
-        through the role's ordinary flag mapping (sglang_server_extra_flags, plugins/module_utils/sglang_flags.py)."""
-        return {"sglang_server_extra_flags": {**self.extra_flags, rules.DETERMINISTIC_FLAG: True}}
+    def _flags(self, host: str) -> dict[str, Any]:
+        f = self.flags_of(host)
+        return f if isinstance(f, dict) else {}
+
+    def _deterministic_vars(self, host: str) -> dict[str, Any] | str:
+        """A redeploy's extra vars on `host`: the flags its deploys run with plus
+        --enable-deterministic-inference, through the role's flag mapping (an -e replaces the
+        inventory's flags whole, so the slot's own ride along); why not, where they are not known."""
+        f = self.flags_of(host)
+        return f if isinstance(f, str) else {"sglang_server_extra_flags": {**f, rules.DETERMINISTIC_FLAG: True}}
 
     def _note(self, text: str, verdict: dict[str, Any], previous: dict[str, Any] | None = None) -> None:
         """Say what the round did; a `--resume` whose round did nothing new (the same reason not to
@@ -388,14 +362,14 @@ class VerifyPhase:
         self.progress.line(
             f"[verify exact] deploying the no-speculation baseline with --{rules.DETERMINISTIC_FLAG} on {host}"
         )
-        res = await asyncio.to_thread(
-            deploy, cfg, host, label="verify-exact-baseline", extravars=self._deterministic_vars()
+        ev = self._deterministic_vars(host)
+        res = (
+            None if isinstance(ev, str) else await asyncio.to_thread(deploy, cfg, host, label=BASE_LABEL, extravars=ev)
         )
-        why = None
-        doc = None
-        if not res.ok or not res.client_url:
+        why, doc = (ev if isinstance(ev, str) else None), None
+        if res is not None and (not res.ok or not res.client_url):
             why = f"the deterministic no-speculation baseline did not deploy on {host}: {res.reason}"
-        else:
+        elif res is not None:
             try:
                 doc = await self._capture(res)
             except CAPTURE_ERRORS as exc:
@@ -415,10 +389,11 @@ class VerifyPhase:
                     passed=False,
                     role="exact_baseline",
                     reasons=[why],
-                    deploy_s=round(res.elapsed_s, 3),
+                    deploy_s=round(res.elapsed_s, 3) if res is not None else None,
                 )
             )
-            return False, 1
+            return False, int(res is not None)
+        assert res is not None  # a document was captured from it
         baseline_mod.write(path, doc)
         self.exact_baseline = doc
         self.log.append(
@@ -455,18 +430,15 @@ class VerifyPhase:
         is compared or recorded (None)."""
         self.progress.line(f"[verify exact] redeploying {cfg.label} with --{rules.DETERMINISTIC_FLAG} on {host}")
         started = time.perf_counter()
-        res = await asyncio.to_thread(
-            deploy, cfg, host, label=f"verify-exact-{cfg.config_id}", extravars=self._deterministic_vars()
-        )
-        deploy_s = round(res.elapsed_s, 3)
+        ev = self._deterministic_vars(host)
+        label = f"verify-exact-{cfg.config_id}"
+        res = None if isinstance(ev, str) else await asyncio.to_thread(deploy, cfg, host, label=label, extravars=ev)
+        deploy_s = round(res.elapsed_s, 3) if res is not None else None
         if baseline_ready is not None and not await baseline_ready():
             return None
-        if not res.ok or not res.client_url:
-            v: dict[str, Any] = {
-                "passed": False,
-                "unchecked": True,
-                "reasons": [f"not checked: the deterministic redeploy failed on {host}: {res.reason}"],
-            }
+        if res is None or not res.ok or not res.client_url:
+            why = ev if res is None else f"the deterministic redeploy failed on {host}: {res.reason}"
+            v: dict[str, Any] = {"passed": False, "unchecked": True, "reasons": [f"not checked: {why}"]}
         else:
             served = res.gate.server.served_model_name
             assert self.exact_baseline is not None
@@ -480,7 +452,7 @@ class VerifyPhase:
                         f"the deterministic baseline {exact_baseline_path(self.path)}",
                         acceptance=not threshold_checked,
                         # no floor for a config pinning 0 steps at the gate's batch, as in `check`
-                        floor=floor_exemption(cfg, self.extra_flags) is None,
+                        floor=floor_exemption(cfg, self._flags(host)) is None,
                     )
             except baseline_mod.BaselineError as exc:
                 v = {"passed": False, "unchecked": True, "reasons": [f"not checked: {exc}"]}
@@ -503,7 +475,7 @@ class VerifyPhase:
         )
         self.log.append(rec)
         self.progress.line(
-            f"[verify exact] {cfg.label}: {rules.verdict_line(v)}; deploy {deploy_s:.1f} s, "
+            f"[verify exact] {cfg.label}: {rules.verdict_line(v)}; deploy {deploy_s or 0.0:.1f} s, "
             f"{time.perf_counter() - started:.1f} s in all"
         )
         return rec
@@ -543,7 +515,8 @@ class VerifyPhase:
                 previous,
             )
             return
-        measuring = extra_switch_on(self.extra_flags, rules.DETERMINISTIC_FLAG)
+        known = [f for h in hosts if isinstance(f := self.flags_of(h), dict)]
+        measuring = bool(known) and all(extra_switch_on(f, rules.DETERMINISTIC_FLAG) for f in known)
         plan = rules.exact_round(
             self.baseline.get("server_version"), bool(self.baseline.get("deterministic")), measuring
         )
@@ -597,7 +570,7 @@ class VerifyPhase:
                     rec = await self._exact_one(deploy, host, cfg, cfg.config_id in checked()[1], baseline_ready)
                 finally:
                     in_flight.discard(cfg.config_id)
-                tally["deploys"] += 1
+                tally["deploys"] += int(rec is None or rec.deploy_s is not None)
                 if rec is None:
                     return  # the baseline could not be captured: nothing is compared
                 tally["made"] += 1
