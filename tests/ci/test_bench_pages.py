@@ -105,3 +105,36 @@ def test_a_kept_sweeps_report_is_what_its_records_conclude_today(kept, tmp_path)
             f"bench/{kept.relative_to(BENCH)}/{name} is not what its records conclude today: "
             f"`python -m tuner report bench/{kept.relative_to(BENCH)}` rebuilds it (then re-render the pages)"
         )
+
+
+# A GPU's measured step cost (scripts/device_step_cost.py, run on a lent GPU) -> its page, rendered
+# from the kept run, and the emulator profile whose step table it is: one set of numbers.
+GPU_RUNS = {"gpu-step-cost-h100.md": ("h100-2026-12-07", {"qwen2.5-14b": "h100-qwen2.5-14b.yaml"})}
+
+
+@pytest.mark.parametrize("page", sorted(GPU_RUNS))
+def test_a_gpu_step_cost_page_and_its_profiles_are_the_kept_run(page, tmp_path):
+    import json
+
+    import yaml
+
+    run_dir, profiles = GPU_RUNS[page]
+    run_json = Path("docs") / "device-runs" / run_dir / "step-cost.json"
+    out = tmp_path / page
+    res = subprocess.run(
+        [sys.executable, "scripts/device_step_cost.py", "--render", str(run_json), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert out.read_text() == (ROOT / "docs" / page).read_text(), f"docs/{page} is not its kept run's page"
+    run = json.loads((ROOT / run_json).read_text())
+    for shape, profile in profiles.items():
+        table = yaml.safe_load((BENCH / "profiles" / profile).read_text().split("\n---\n", 1)[1])["step_time_ms"]
+        measured = run["shapes"][shape]
+        assert table["batch"] == run["batch"] and table["tokens_per_request"] == run["tokens_per_request"]
+        assert table["ms"] == [[round(v, 2) for v in row] for row in measured["ms"]], profile
+        assert table["draft_ms"] == [round(v, 3) for v in measured["draft_ms"]], profile
+        assert table["kv_read_ns_per_token"] == measured["kv_read"]["ns_per_cached_token"], profile
