@@ -141,6 +141,13 @@ MACHINES = {
             "0-8",
             "a 64-expert MoE on one H200 (measured step table): verify is dear at low load, nearly free at high",
         ),
+        Machine(
+            "h100-qwen2.5-14b",
+            ROOT / "bench" / "profiles" / "h100-qwen2.5-14b.yaml",
+            "0-8",
+            "a dense 14B on one H100 (step table measured 2026-12-07, docs/gpu-step-cost-h100.md): a quarter "
+            "of the H200 8B's KV pool",
+        ),
     )
 }
 
