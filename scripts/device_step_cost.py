@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure one decode/verify forward's cost on a real GPU, by batch and verify width.
 
-What an emulator profile's `step_time_ms` table stands for (docs/emulator.md "step_time_ms"): one
+What an emulator profile's `step_time_ms` table stands for (docs/emulator.md "Step time measured on a GPU"): one
 full forward of a decoder-only model for B requests x q new tokens each (q = steps + 1 for a
 chain's verify; q = 1 is plain decode), embedding -> layers -> LM head over every new token, each
 request with a `--context` token KV cache. bf16, random weights, CUDA graphs (SGLang replays its
