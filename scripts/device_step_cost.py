@@ -186,6 +186,15 @@ def kv_read(shape: dict[str, int], batch: int, replays: int, dev: torch.device) 
     }
 
 
+def _table(run: dict[str, Any], rows: list[list[float]]) -> list[str]:
+    """A batch x verify-width table of the run's grid as markdown lines, two decimals a cell."""
+    q = run["tokens_per_request"]
+    head = ["| B \\ q | " + " | ".join(str(x) for x in q) + " |", "|---|" + "---:|" * len(q)]
+    return head + [
+        f"| {b} | " + " | ".join(f"{v:.2f}" for v in row) + " |" for b, row in zip(run["batch"], rows, strict=True)
+    ]
+
+
 def render(run: dict[str, Any], source: str) -> str:
     """The kept run as a page: each shape's table, its draft head's row and its KV read."""
     out = [
@@ -208,23 +217,11 @@ def render(run: dict[str, Any], source: str) -> str:
             "",
             "Median ms per forward (rows: batch B; columns: tokens per request q):",
             "",
-            "| B \\ q | " + " | ".join(str(q) for q in run["tokens_per_request"]) + " |",
-            "|---|" + "---:|" * len(run["tokens_per_request"]),
-        ]
-        out += [
-            f"| {b} | " + " | ".join(f"{v:.2f}" for v in row) + " |"
-            for b, row in zip(run["batch"], e["ms"], strict=True)
-        ]
-        out += [
+            *_table(run, [list(row) for row in e["ms"]]),
             "",
             "t(B, q) / t(B, 1): how many tokens a verify of width q must yield per step to break even:",
             "",
-            "| B \\ q | " + " | ".join(str(q) for q in run["tokens_per_request"]) + " |",
-            "|---|" + "---:|" * len(run["tokens_per_request"]),
-        ]
-        out += [
-            f"| {b} | " + " | ".join(f"{v / row[0]:.2f}" for v in row) + " |"
-            for b, row in zip(run["batch"], e["ms"], strict=True)
+            *_table(run, [[v / row[0] for v in row] for row in e["ms"]]),
         ]
         kv = e["kv_read"]
         out += [

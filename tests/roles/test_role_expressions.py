@@ -12,6 +12,7 @@ so the whole message, tail included, became the "reason" and the tail was printe
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import yaml
 from roles_testlib import ROOT, run
@@ -25,13 +26,16 @@ def task_named(path, name: str) -> dict:
     return next(t for t in yaml.safe_load(path.read_text()) if t.get("name") == name)
 
 
-def render(tmp_path, cases: dict[str, tuple[str, dict]]) -> dict[str, str]:
-    """Render each (expression, variables) with ansible-playbook on localhost: name -> text."""
+def render(tmp_path, cases: dict[str, tuple[str, dict]], vars_files: list[str] | None = None) -> dict[str, Any]:
+    """Render each (expression, variables) with ansible-playbook on localhost, the play reading
+    `vars_files` first (a role's defaults and vars): name -> value."""
     tasks = [
         {"name": name, "ansible.builtin.debug": {"msg": expr}, "vars": variables}
         for name, (expr, variables) in cases.items()
     ]
     play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}]
+    if vars_files:
+        play[0]["vars_files"] = vars_files
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     proc = run(
         [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")],
@@ -307,29 +311,15 @@ def test_a_rollback_gates_the_restored_server_where_and_as_it_listens(tmp_path):
     }
     # the group's gate as rollback_multinode.yml includes it, with the restored head's variables
     group_vars = {"__sglang_server_mn_head": True, **mn_vars}
-    tasks = [
-        {"name": f"{n} {which}", "ansible.builtin.debug": {"msg": expr(a)}, "vars": {**v, **group_vars}}
-        for n, v in cases.items()
-        for which, a in (("single", args), ("group", mn_args))
-    ]
-    play = [
+    got = render(
+        tmp_path,
         {
-            "hosts": "localhost",
-            "connection": "local",
-            "gather_facts": False,
-            "vars_files": [str(role / "defaults" / "main.yml"), str(role / "vars" / "main.yml")],
-            "tasks": tasks,
-        }
-    ]
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    proc = run(
-        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")],
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-        ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+            f"{n} {which}": (expr(a), {**v, **group_vars})
+            for n, v in cases.items()
+            for which, a in (("single", args), ("group", mn_args))
+        },
+        vars_files=[str(role / "defaults" / "main.yml"), str(role / "vars" / "main.yml")],
     )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    out = json.loads(proc.stdout[proc.stdout.index("{") :])
-    got = {t["task"]["name"]: t["hosts"]["localhost"]["msg"] for t in out["plays"][0]["tasks"]}
 
     wrong = []
 
