@@ -434,10 +434,14 @@ def restored_gate(url: Any, host: Any, port: Any, extra_flags: Any, unit_text: A
     the address when it moved `--host`, the port when it moved `--port`; an address that is a name
     other than the run's `--host` (the certificate's) is kept. A URL at another port or none (a
     proxy in front) is the user's and kept whole. A URL this turns to https at a loopback address,
-    or an https one whose address this moves to a loopback one (a run that bound the certificate's
-    name, restoring a unit on every interface), names no certificate's name and is probed without
-    checking the certificate, as SGLang's own health checks of a TLS server without --ssl-ca-certs
-    are (`ssl_verify_of`, python/sglang/srt/arg_groups/serving_hook.py, 0.5.23)."""
+    or an https one whose address this moves to a loopback one or to an IP address (a run that
+    bound the certificate's name, restoring a unit on every interface or on one IP), names no
+    certificate's name and is probed without checking the certificate, as SGLang's own health
+    checks of a TLS server without --ssl-ca-certs are (`ssl_verify_of`,
+    python/sglang/srt/arg_groups/serving_hook.py, 0.5.23): the address is the restored unit's own
+    bind address on the host that probes it, so the probe stays on that host, and what it asks is
+    whether the server came back (its certificate passed that configuration's own gate). An
+    address moved to a name (the restored unit bound one) is still checked."""
     text = str(url if url is not None else "").strip()
     listen = unit_listen(unit_text)
     m = _URL_RE.match(text)
@@ -456,7 +460,8 @@ def restored_gate(url: Any, host: Any, port: Any, extra_flags: Any, unit_text: A
         addr = gate_address(listen["host"])
     new_port = parse_whole_number(listen["port"])
     url_port = str(new_port) if new_port is not None else url_port
-    unchecked = (to_https or moved) and scheme.lower() == "https" and is_loopback(addr)
+    rewritten = ((to_https or moved) and is_loopback(addr)) or (moved and _ip_literal(addr) is not None)
+    unchecked = scheme.lower() == "https" and rewritten
     return {"url": f"{scheme}://{addr}:{url_port}{rest}", "validate_certs": not unchecked}
 
 

@@ -553,6 +553,17 @@ def test_the_gate_url_rule_is_one_for_the_run_and_the_restored_unit():
             "https://gpu1.example:30000", "gpu1.example", 30000, tls, unit(restored, 30000, tls)
         )
         assert got["validate_certs"] is False and got["url"] == g(restored, 30000, True), got
+    # ... or on one IP address, which the certificate of the run's name need not name (the old code
+    # checked it there and reported a restored server that was back as not come back); an address
+    # moved to a name the restored unit bound is still checked
+    for restored in ("10.0.0.5", "fd00::5"):
+        got = sglang_flags.restored_gate(
+            "https://gpu1.example:30000", "gpu1.example", 30000, tls, unit(restored, 30000, tls)
+        )
+        assert got == {"url": g(restored, 30000, True), "validate_certs": False}, got
+    assert sglang_flags.restored_gate(
+        "https://10.0.0.5:30000", "10.0.0.5", 30000, tls, unit("gpu1.example", 30000, tls)
+    ) == {"url": "https://gpu1.example:30000", "validate_certs": True}
     # a name the run did not bind, or an https address the rollback did not move, is still checked
     assert sglang_flags.restored_gate(
         "https://gpu1.example:30000", "0.0.0.0", 30000, tls, unit("0.0.0.0", 30000, tls)
