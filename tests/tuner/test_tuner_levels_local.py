@@ -171,3 +171,27 @@ def test_the_clock_starts_when_the_request_leaves(emu_url):
     assert len(traces) == 8 and all(t.ok for t in traces)
     for t in traces:
         assert t.issued is not None and t.issued < t.sent < t.chunk_times[0]
+
+
+def test_a_level_too_short_for_its_own_gauge_sample_reports_no_running_batch(emu_url, tmp_path, capsys):
+    """SGLang's num_running_reqs gauge holds what its last stats log set (a prefill batch, every
+    decode_log_interval decode steps), so the scrape sent as a level starts reads the level before.
+    A C=1 level over before the next scrape (0.5 s on) must not report that leftover as its batch."""
+    import urllib.request
+
+    from tuner.measure.metrics import parse_prometheus_gauges
+
+    base = ["bench", "--url", emu_url, "--input-len", "16", "--warmup-requests", "0", "--quiet"]
+    assert cli.main(base + ["--concurrency", "32", "--output-len", "32", "--requests-per-level", "64"]) == 0
+    with urllib.request.urlopen(emu_url + "/metrics", timeout=5) as r:
+        left = parse_prometheus_gauges(r.read().decode())["num_running_reqs"]
+    assert left > 1  # what the 32-wide level left on the gauge (max_running_requests 17: about 8 to 13)
+    out = tmp_path / "short"
+    short = ["--concurrency", "1", "--output-len", "4", "--requests-per-level", "1", "--out", str(out)]
+    assert cli.main(base + short) == 0
+    (lv,) = levels(out)
+    m = lv["metrics"]
+    assert m["requests_ok"] == 1
+    # a sample taken while its one request streamed reads at most that request; none, nothing
+    assert m["running_reqs_p90"] is None or m["running_reqs_p90"] <= 1, (left, m["running_reqs_p90"])
+    assert (m["running_reqs_p90"] is None) == (m["running_reqs_samples"] == 0)

@@ -225,11 +225,31 @@ def test_gauges_take_the_largest_scheduler_and_the_steady_span():
     )
     assert parse_prometheus_gauges(text) == {"num_running_reqs": 14.0}
     # samples before the first completion (ramp-up) and after the loop stopped sending (tail) are left out
-    traces = [RequestTrace(index=0, sent=0.0, ended=2.0)]
+    traces = [
+        RequestTrace(index=0, sent=0.0, chunk_times=[0.1, 2.0], ended=2.0),
+        RequestTrace(index=1, sent=0.0, chunk_times=[0.2, 9.5], ended=9.5),
+    ]
     samples = [(0.5, 0.0), (1.0, 0.0), (2.5, 24.0), (3.0, 23.0), (3.5, 0.0), (4.0, 24.0), (9.0, 2.0)]
     p90, mean, n = running_batch(samples, traces, until=5.0)
     assert (p90, n) == (24.0, 4) and mean == pytest.approx((24 + 23 + 0 + 24) / 4, abs=0.01)
     assert running_batch([], traces, None) == (None, None, 0)
+
+
+def test_a_short_level_keeps_only_the_gauge_samples_its_requests_were_in_flight_for():
+    """The gauge holds what SGLang's last stats log set: a scrape sent before the level's first token
+    reads the level before (here 17), one sent after its last request ended reads nothing of it."""
+    # a 32-wide level over before its first completion's span held a sample (the loop stopped at 0.9)
+    wave = [
+        RequestTrace(index=i, sent=0.0, chunk_times=[0.15 + i / 100, 0.9 + i / 100], ended=0.9 + i / 100)
+        for i in range(32)
+    ]
+    stale, inside, after = (0.01, 17.0), (0.5, 12.0), (1.4, 3.0)
+    assert running_batch([stale, inside, after], wave, until=0.9) == (12.0, 12.0, 1)
+    # only the leftover and a scrape after the end: nothing rather than a stale number
+    assert running_batch([stale, after], wave, until=0.9) == (None, None, 0)
+    # a level whose requests all failed before any token: no sample can be its own
+    failed = [RequestTrace(index=0, sent=0.0, ended=0.2, error="HTTP 503")]
+    assert running_batch([stale, (0.1, 4.0)], failed, until=0.2) == (None, None, 0)
 
 
 def test_a_schedule_sglang_ran_static_is_not_judged_or_recommended_under_its_name():

@@ -504,17 +504,31 @@ def parse_prometheus_gauges(text: str) -> dict[str, float]:
 def running_batch(
     samples: Sequence[tuple[float, float]], traces: Sequence[RequestTrace], until: float | None
 ) -> tuple[float | None, float | None, int]:
-    """(90th percentile, mean, count) of a level's running-request samples in its steady span:
-    from the first completion (the closed loop's first wave is admitted at once) to the moment the
-    loop stopped sending (the tail drains). SGLang sets the gauge at every prefill batch, to the
-    running batch *before* the new requests join it, and every decode_log_interval decode steps
-    (scheduler_metrics_mixin.py `log_prefill_stats` / `log_decode_stats`), so prefill updates read
-    low; the upper part of the samples is the decode batch a schedule routes on. All samples when
-    the span holds none."""
-    done = [completion_time(t) for t in traces]
-    start = min(done) if done else None
-    steady = [v for t, v in samples if (start is None or t >= start) and (until is None or t <= until)]
-    values = steady or [v for _, v in samples]
+    """(90th percentile, mean, count) of a level's running-request samples, each timed at the
+    moment its scrape was sent (tuner/run/client.py `running_samples`); (None, None, 0) when none
+    was taken while the level's requests were in flight.
+
+    SGLang does not keep the gauge live: the scheduler sets it only when it logs its stats
+    (0.5.9 python/sglang/srt/managers/scheduler_metrics_mixin.py): at every prefill batch, right
+    after that batch's first tokens are streamed, to the running batch *before* the new requests
+    join it (`log_prefill_stats`, PrefillStats.running_bs); every `--decode-log-interval` decode
+    steps, 40 by default (scheduler_output_processor_mixin.py `process_batch_result_decode`,
+    server_args.py), to the decode batch (`log_decode_stats`); and while idle at most every 30 s
+    (scheduler_runtime_checker_mixin.py `check_memory`). Between those the gauge holds whatever the
+    previous level left. So a sample is this level's only when its scrape went out after the level's
+    first token arrived (the level's first prefill has set the gauge by then) and before its last
+    request ended; one sent earlier reads the previous level (a short level may have no other).
+    Of those, the steady span is preferred: from the first completion (the closed loop's first
+    wave is admitted at once) to the moment the loop stopped sending (the tail drains). Prefill
+    updates read low; the upper part of the samples is the decode batch a schedule routes on."""
+    firsts = [t.chunk_times[0] for t in traces if t.chunk_times]
+    if not firsts:
+        return None, None, 0
+    begin, end = min(firsts), max(completion_time(t) for t in traces)
+    in_flight = [(t, v) for t, v in samples if begin <= t <= end]
+    start = min(completion_time(t) for t in traces)
+    steady = [v for t, v in in_flight if t >= start and (until is None or t <= until)]
+    values = steady or [v for _, v in in_flight]
     if not values:
         return None, None, 0
     ordered = sorted(values)

@@ -178,9 +178,12 @@ class BenchClient:
     async def running_samples(self, stop: asyncio.Event, every_s: float = 0.5) -> list[tuple[float, float]]:
         """(time, value) samples of the server's running-request gauge until `stop` is set (empty
         when /metrics is off or does not carry it). One scrape at a time, so the sampling never
-        queues up."""
+        queues up. The time is when the scrape went out, not when its answer came: a scrape sent
+        before a level's first token reads the gauge the previous level left, however late it
+        returns (tuner/measure/metrics.py `running_batch` keeps only the level's own)."""
         out: list[tuple[float, float]] = []
         while not stop.is_set():
+            sent = time.perf_counter()
             try:
                 async with self.session.get(self.base + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as r:
                     if r.status != 200:
@@ -189,7 +192,7 @@ class BenchClient:
             except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError):
                 value = None
             if value is not None:
-                out.append((time.perf_counter(), value))
+                out.append((sent, value))
             try:
                 await asyncio.wait_for(stop.wait(), every_s)
             except TimeoutError:
