@@ -212,3 +212,28 @@ def test_the_baselines_admission_limit_does_not_flatten_the_speculative_ones(tmp
     assert "4096 (off scale)" in [t.get_text() for t in ax_mrr.texts]
     # values that share a scale keep one, with headroom: the seed sweep's 4 ... 30
     assert plots.scale_top([30, 26, 21, 17, 13, 8, 4]) == pytest.approx(30 * 1.15)
+
+
+@pytest.mark.parametrize("machine", ["seed", "no-spec-high-load"])
+def test_the_pareto_legend_covers_no_cell_and_no_label(tmp_path, figures, machine):
+    """matplotlib's loc="best" only picks the emptiest of nine spots inside the panel: among a sweep's
+    crowded cells each one covered some. The legend now sits beside the panel, wholly in the
+    figure, and the cells' labels are still placed."""
+    store = kept(tmp_path, machine)
+    write_all(store, store.read_spec())
+    fig = steps_figure(figures)
+    ax_par = fig.axes[3]
+    fig.canvas.draw()
+    box = ax_par.get_legend().get_window_extent()
+    points = [
+        tuple(xy)
+        for ln in ax_par.get_lines()
+        for xy in ax_par.transData.transform(ln.get_xydata())
+        if len(ln.get_xdata())
+    ]
+    assert points
+    covered = [xy for xy in points if box.x0 <= xy[0] <= box.x1 and box.y0 <= xy[1] <= box.y1]
+    assert not covered, f"the legend covers {len(covered)} of {len(points)} points"
+    labels = [t for t in ax_par.texts if t.get_text().startswith("C=")]
+    assert labels and not any(box.overlaps(t.get_window_extent()) for t in labels)
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1

@@ -169,8 +169,16 @@ def _pareto(
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     if by_cfg:
-        ax.legend(fontsize=8, loc="best")
+        # beside the panel, never on it: "best" only picks the emptiest of nine spots inside the
+        # axes, and among a crowded sweep's cells every spot covered some (plot_throughput widens
+        # the figure by the legend's width, so the panels keep theirs)
+        entries = len(ax.get_legend_handles_labels()[0])
+        ncol = -(-entries // PARETO_LEGEND_ROWS)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, ncol=ncol)
     return labels
+
+
+PARETO_LEGEND_ROWS = 16  # entries a column beside the Pareto panel (about its height at 8 points)
 
 
 # where a label may go around its cell, in points, nearest first: the first place that covers no
@@ -183,21 +191,15 @@ _PLACES = [
 
 
 def place_labels(ax: Any, labels: Sequence[CellLabel]) -> None:
-    """Annotate each cell where its label overlaps no other label, no cell's marker and not the
-    legend, inside the panel; the recommended configuration's cells first, then the frontier's (those
-    two may cover a marker when nothing else is free). A label with no free place is left out: at
-    high load the levels' cells crowd, and every label drawn at the same offset (as before) piled up
-    into an unreadable blot there. Call it after the figure's layout: the places are measured on the
-    rendered figure, the legend held where "best" put it (it counts texts, and would move onto the
-    labels)."""
+    """Annotate each cell where its label overlaps no other label and no cell's marker, inside the
+    panel (the legend is outside it, `_pareto`); the recommended configuration's cells first, then
+    the frontier's (those two may cover a marker when nothing else is free). A label with no free
+    place is left out: at high load the levels' cells crowd, and every label drawn at the same
+    offset (as before) piled up into an unreadable blot there. Call it after the figure's layout:
+    the places are measured on the rendered figure."""
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
-    taken = []
-    leg = ax.get_legend()
-    if leg is not None:
-        box = leg.get_window_extent(renderer)
-        leg.set_loc(tuple(ax.transAxes.inverted().transform((box.x0, box.y0))))
-        taken.append(box)
+    taken: list[Bbox] = []
     px = fig.dpi / 72.0
     markers = []
     for lab in labels:
@@ -496,6 +498,10 @@ def plot_throughput(
     if h1 or h2:
         ax_cap.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
     labels = _pareto(ax_par, stats if pareto is None else pareto, levels, slo, chosen, highlight)
+    leg = ax_par.get_legend()
+    if leg is not None:  # room for the Pareto legend beside its panel, the panels as wide as before
+        width = leg.get_window_extent().width / fig.dpi
+        fig.set_figwidth(fig.get_figwidth() + width + 0.2)
     fig.suptitle(title)
     fig.tight_layout()
     place_labels(ax_par, labels)
