@@ -5,6 +5,9 @@ and records the skips it decides."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
 from ..data.records import (
     LevelKey,
     PredictionRecord,
@@ -23,16 +26,21 @@ from ..spec.sweepspec import SweepSpec, WorkloadSpec
 from .levels import Progress
 
 WAIT = object()  # next_unit: nothing to start now, but configurations in flight may change that
+T = TypeVar("T")
 
 
 class Planner:
     """Hands out work units (configuration id, deployment) to the sweep's workers."""
 
-    def __init__(self, *, spec: SweepSpec, plan: ConfigPlan, store: Store, progress: Progress):
+    def __init__(
+        self, *, spec: SweepSpec, plan: ConfigPlan, store: Store, progress: Progress, hosts: Sequence[str] = ()
+    ):
         self.spec = spec
         self.plan = plan
         self.store = store
         self.progress = progress
+        self.hosts = list(hosts)  # the sweep's slots, in the order of the plan's `nodes`
+        self._kept_off: set[tuple[str, str]] = set()  # (configuration, host) already said on the log
         # work units are (configuration id, deployment): --repeat-deploys N deploys each one N times
         self.in_progress: set[tuple[str, int]] = set()
         self.finished: set[tuple[str, int]] = set()
@@ -79,17 +87,46 @@ class Planner:
             details.append((f"temperature {temp:g}: " if len(self.workload.temperature) > 1 else "") + es.detail)
         return (f"after spec_steps {series[-1][0].spec_steps}: {'; '.join(details)}", "early_stop")
 
-    def next_unit(self) -> tuple[SpecConfig, int] | None | object:
-        """The next (configuration, deployment) to run: every configuration's first deployment in
-        plan order (or as the model-guided search picks them), then the second round, and so on
-        (rounds spread drift over every configuration alike; a configuration skipped or failed in
-        round 1 is not redeployed). WAIT (model search only) when only the configurations in
-        flight can tell what is next; None when the sweep is done."""
+    def refusal(self, cfg: SpecConfig, host: str | None) -> str | None:
+        """The role's reason to refuse `cfg` on `host`'s slot for its settings, though another slot
+        runs it (else the plan set it aside: ConfigPlan.slot_refusal); None where it runs there or
+        nothing is known."""
+        return self.plan.slot_refusal(cfg, self.hosts.index(host)) if host in self.hosts else None
+
+    def kept_off(self, cfg: SpecConfig, host: str | None) -> bool:
+        """Whether `cfg` is kept off `host` (`refusal`), said on the log the first time: deployed
+        there, the play would fail in its preflight though another slot can run it."""
+        why = self.refusal(cfg, host)
+        if why is not None and host is not None and (cfg.config_id, host) not in self._kept_off:
+            self._kept_off.add((cfg.config_id, host))
+            self.progress.line(
+                f"[{cfg.label}] kept off {host}: its role refuses it there ({why}); another host runs it"
+            )
+        return why is not None
+
+    def place(self, items: Sequence[T], config: Callable[[T], SpecConfig]) -> list[tuple[T, str]]:
+        """`items` in order, each on the first host not taken yet whose slot runs its configuration;
+        one with none left waits (the caller asks again once these are done)."""
+        free, out = list(self.hosts), []
+        for item in items:
+            host = next((h for h in free if not self.kept_off(config(item), h)), None)
+            if host is not None:
+                free.remove(host)
+                out.append((item, host))
+        return out
+
+    def next_unit(self, host: str | None = None) -> tuple[SpecConfig, int] | None | object:
+        """The next (configuration, deployment) to run on `host` (None: any): every configuration's
+        first deployment in plan order (or as the model-guided search picks them), then the second
+        round, and so on (rounds spread drift over every configuration alike; a configuration
+        skipped or failed in round 1 is not redeployed). WAIT (model search only) when only the
+        configurations in flight can tell what is next; None when the sweep is done. A
+        configuration the host's role refuses (`kept_off`) is left for a host that runs it."""
         if self.extra:
-            return self._next_in(self.extra, 1)
+            return self._next_in(self.extra, 1, host)
         first = 1
         if self.spec.search == "model" and not self._search_done:
-            picked = self._next_by_model()
+            picked = self._next_by_model(host)
             if picked is WAIT:
                 return WAIT
             if isinstance(picked, SpecConfig):
@@ -99,10 +136,10 @@ class Planner:
             self._search_done = True
         if self.spec.search == "model":
             first = 2
-        return self._next_in(self.plan.configs, first)
+        return self._next_in(self.plan.configs, first, host)
 
-    def _next_in(self, configs: list[SpecConfig], first: int) -> tuple[SpecConfig, int] | None:
-        """The next unit among `configs`, rounds `first`.. of --repeat-deploys."""
+    def _next_in(self, configs: list[SpecConfig], first: int, host: str | None) -> tuple[SpecConfig, int] | None:
+        """The next unit among `configs` for `host`, rounds `first`.. of --repeat-deploys."""
         state = self.store.state()
         self.done |= state.done
         for dep in range(first, self.spec.repeat_deploys + 1):
@@ -141,6 +178,8 @@ class Planner:
                         self.finished.add(unit)
                         state = self.store.state()
                         continue
+                if self.kept_off(cfg, host):
+                    continue
                 self.in_progress.add(unit)
                 return cfg, dep
         return None
@@ -149,7 +188,7 @@ class Planner:
         unit = self.next_unit()
         return unit[0] if isinstance(unit, tuple) else unit
 
-    def _next_by_model(self) -> SpecConfig | None | object:
+    def _next_by_model(self, host: str | None) -> SpecConfig | None | object:
         """`--search model`: finish what an interrupted run left half-measured, skip what a capacity
         failure rules out (the grid's rule), then ask the model (tuner/decide/search/)."""
         state = self.store.state()
@@ -165,6 +204,7 @@ class Planner:
                 and not self._all_levels_done(cid)
                 and cid not in state.skipped
                 and cid not in state.unstable  # its server went away twice: failed, as the grid reads it
+                and not self.kept_off(cfg, host)
             ):
                 self.in_progress.add((cid, 1))
                 return cfg
@@ -185,7 +225,10 @@ class Planner:
             target=list(target) if target else None,
             measure_all=not self.spec.early_stop,
             schedule_algorithm=self.spec.algorithm if self.spec.schedule else None,
+            refused={c.config_id for c in self.plan.configs if self.refusal(c, host) is not None},
         )
+        for cfg in decision.kept_off:
+            self.kept_off(cfg, host)
         for cfg, pred, why in decision.skips:
             self.store.append(SkipRecord(config=cfg, kind="predicted", reason=why, prediction=pred))
             self.progress.line(f"[{cfg.label}] skipped: {why}")

@@ -78,6 +78,7 @@ class Gate(Protocol):
         checked: Callable[[], tuple[set[str], set[str]]],
         previous: dict[str, Any] | None = None,
         on_error: Callable[[], object] | None = None,
+        runs: Callable[[SpecConfig, str], bool] = ...,
     ) -> None: ...
 
     async def regate(
@@ -86,6 +87,7 @@ class Gate(Protocol):
         hosts: Sequence[str],
         state: Callable[[], Any],
         on_error: Callable[[], object] | None = None,
+        runs: Callable[[SpecConfig, str], bool] = ...,
     ) -> int: ...
 
 
@@ -116,7 +118,7 @@ class Sweep:
         self.hosts = hosts
         self.progress = progress
         self.api_key = api_key
-        self.planner = Planner(spec=spec, plan=plan, store=store, progress=progress)
+        self.planner = Planner(spec=spec, plan=plan, store=store, progress=progress, hosts=hosts)
         self._changed: asyncio.Condition | None = None  # a configuration finished (model search waits on it)
 
     @property
@@ -262,7 +264,7 @@ class Sweep:
             self._changed = asyncio.Condition()
         changed = self._changed
         while True:
-            unit = self.planner.next_unit()
+            unit = self.planner.next_unit(host)
             if unit is WAIT:
                 async with changed:
                     await changed.wait()
@@ -295,18 +297,20 @@ class Sweep:
             if not plans:
                 why = nothing_left
                 break
-            for i, plan in enumerate(plans):
+            # each on a host whose role runs it; one whose hosts are taken waits for the next round
+            placed = self.planner.place(plans, lambda p: p.config)
+            if not placed:  # a --resume on other hosts, none of which runs it
+                why = f"the role of every host refuses {plans[0].config.label}"
+                break
+            for i, (plan, _host) in enumerate(placed):
                 self.progress.line(
                     f"[confirm] start {made + i + 1}/{budget}: redeploying {plan.config.label} ({plan.why}); "
                     f"levels C={','.join(str(c) for c in plan.levels)}"
                 )
             await self._together(
-                *(
-                    self.run_config(plan.config, host, plan.deployment, levels=plan.levels)
-                    for plan, host in zip(plans, self.hosts, strict=False)
-                )
+                *(self.run_config(plan.config, host, plan.deployment, levels=plan.levels) for plan, host in placed)
             )
-            made += len(plans)
+            made += len(placed)
         state = self.store.state()
         temps: list[float | None] = [float(t) for t in self.workload.temperature] or [None]
         # each temperature's cells are pooled apart (analysis.aggregate)
@@ -412,8 +416,14 @@ class Sweep:
             )
             return verified
 
-        results = await self._together(*(one(h) for h in self.hosts))
-        return all(results)
+        # every host whose role runs it (one that refuses it keeps what it runs, said on the log)
+        hosts = [h for h in self.hosts if self._runs(cfg, h)]
+        results = await self._together(*(one(h) for h in hosts))
+        return bool(hosts) and all(results)
+
+    def _runs(self, cfg: SpecConfig, host: str) -> bool:
+        """Whether `host`'s role runs `cfg` (the correctness gate's redeploys ask: Planner.kept_off)."""
+        return not self.planner.kept_off(cfg, host)
 
     async def _together(self, *aws: Awaitable[T]) -> list[T]:
         """The hosts' work at once, ended together: one's error cancels the others and stops a play
@@ -467,7 +477,7 @@ class Sweep:
             await self._together(first_host(), *(self._worker(h) for h in self.hosts[1:]))
             # configurations an earlier run measured without a baseline, checked now that there is one
             if self.verify is not None and await self.verify.regate(
-                self._regate_deploy, self.hosts, self.store.state, self.deployer.cancel.set
+                self._regate_deploy, self.hosts, self.store.state, self.deployer.cancel.set, self._runs
             ):
                 self._rebuild()
             await self._confirm_round()
@@ -487,6 +497,7 @@ class Sweep:
                     self._verified,
                     None if before is None else dict(before.verdict),
                     on_error=self.deployer.cancel.set,
+                    runs=self._runs,
                 )
         except asyncio.CancelledError:
             if not interrupted.is_set():

@@ -254,13 +254,20 @@ def ladder_label(doc: Mapping[str, Any]) -> str:
 class ConfigPlan:
     configs: list[SpecConfig] = field(default_factory=list)
     infeasible: list[tuple[SpecConfig, str]] = field(default_factory=list)
-    # what the play sees on each slot's nodes (tuner/spec/refusals.py; empty: not known, nothing judged)
+    # what the play sees on each slot's nodes, in the sweep's hosts' order (tuner/spec/refusals.py;
+    # empty: not known, nothing judged)
     nodes: Slots = ()
 
     def refusal(self, cfg: SpecConfig) -> str | None:
         """The play's reason when the role refuses `cfg` on every slot for the hosts' settings (the
         schedule phase asks this of an adaptive configuration before it deploys one)."""
         return refused_everywhere(cfg, self.nodes)
+
+    def slot_refusal(self, cfg: SpecConfig, slot: int) -> str | None:
+        """The play's reason when the role refuses `cfg` on the `slot`-th slot alone (the same rule,
+        over that one slot): a configuration another slot runs stays planned, and the sweep keeps it
+        off this one (tuner/run/planner.py `Planner.refusal`). None where nothing is known of it."""
+        return refused_everywhere(cfg, self.nodes[slot : slot + 1])
 
     def set_aside_refused(self) -> None:
         """Move the configurations every slot's play would refuse to `infeasible`, with its reason,

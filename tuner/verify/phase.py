@@ -268,6 +268,7 @@ class VerifyPhase:
         hosts: Sequence[str],
         state: Callable[[], Any],
         on_error: Callable[[], object] | None = None,
+        runs: Callable[[SpecConfig, str], bool] = lambda _c, _h: True,
     ) -> int:
         """Check the configurations measured while no baseline could be had, now that there is one
         (a --resume after the baseline's deploy or capture failed): each stays "not checked", so
@@ -275,8 +276,8 @@ class VerifyPhase:
         it again. Each is deployed once more (`deploy(cfg, host, deployment)`: the sweep's deployer
         with the deployment's own variables; its levels are not measured again) and held to the
         gate as on its measurement deployment, against the levels it measured then; one per host at
-        a time. A redeploy that fails leaves it not checked (a later --resume tries again). Returns
-        how many it redeployed."""
+        a time, on a host whose role `runs` it. A redeploy that fails leaves it not checked (a later
+        --resume tries again). Returns how many it redeployed."""
         queue = list(state().ungated.values()) if self.baseline is not None else []
         if not queue:
             return 0
@@ -286,8 +287,8 @@ class VerifyPhase:
         )
 
         async def worker(host: str) -> None:
-            while queue:
-                rec = queue.pop(0)
+            while rec := next((r for r in queue if runs(r.config, host)), None):
+                queue.remove(rec)
                 cfg = rec.config
                 self.progress.line(f"[{cfg.label}] verify: redeploying on {host} to check it")
                 res = await asyncio.to_thread(deploy, cfg, host, rec.deployment)
@@ -488,6 +489,7 @@ class VerifyPhase:
         checked: Callable[[], tuple[set[str], set[str]]],
         previous: dict[str, Any] | None = None,
         on_error: Callable[[], object] | None = None,
+        runs: Callable[[SpecConfig, str], bool] = lambda _c, _h: True,
     ) -> None:
         """After the sweep: hold the configurations about to be recommended to exact parity.
 
@@ -496,8 +498,8 @@ class VerifyPhase:
         failing pick's successor is checked next. `checked()`: (configurations with an exact
         verdict already, e.g. from before a --resume; configurations with a per-deployment verdict).
         The deterministic baseline is captured on the first of `hosts`; each host redeploys the next
-        pick not yet checked nor in flight (the other hosts start while the baseline is captured and
-        compare once it is there). At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are
+        pick not yet checked nor in flight that its role `runs` (the other hosts start while the
+        baseline is captured and compare once it is there). At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are
         logged and recorded. `previous`: the verdict of the round an earlier run of this sweep
         recorded (a --resume). `on_error`: run first when a host's work raises (the sweep passes its
         deployer's cancel event, which stops a play in flight: tuner/run/together.py)."""
@@ -554,7 +556,7 @@ class VerifyPhase:
         async def worker(host: str) -> None:
             nonlocal base
             while not stopped:
-                cfg = next((c for c in todo() if c.config_id not in in_flight), None)
+                cfg = next((c for c in todo() if c.config_id not in in_flight and runs(c, host)), None)
                 if cfg is None or before + tally["made"] + len(in_flight) >= EXACT_MAX_CONFIGS:
                     return
                 # the baseline is captured (on the first host) only once a pick needs checking

@@ -105,6 +105,7 @@ class Decision:
     misfits: tuple[Misfit, ...] = ()
     vouched: str | None = None  # the deployment that proved the refit after the misfits (`vouched_by`)
     model: str = ""  # the fit in a line, for the log
+    kept_off: tuple[SpecConfig, ...] = ()  # what it would have deployed first, refused on this slot (`refused`)
 
     @property
     def done(self) -> bool:
@@ -153,6 +154,45 @@ def _closest(pred: Prediction, threats: Sequence[Threat]) -> str:
 
 
 def decide(
+    state: SweepState,
+    configs: Sequence[SpecConfig],
+    workload: WorkloadSpec,
+    *,
+    exclude: Iterable[str] = (),
+    target: Sequence[int] | None = None,
+    measure_all: bool = False,
+    schedule_algorithm: str | None = None,
+    running: Iterable[str] = (),
+    refused: Iterable[str] = (),
+) -> Decision:
+    """The next step for a slot whose role refuses the configurations `refused` (another slot runs
+    them: tuner/spec/configs.py `ConfigPlan.slot_refusal`); the other arguments are `_decide`'s. A
+    refused pick is held for a slot that runs it, as if in flight there, and the search decides
+    again without it: so this slot takes the next one it runs, or waits (held picks count as in
+    flight: their results may change the model), and never ends the search while one is open."""
+    held = set(exclude)
+    kept: list[SpecConfig] = []
+    skips: dict[str, tuple[SpecConfig, Prediction, str]] = {}
+    no = set(refused)
+    while True:
+        d = _decide(
+            state,
+            configs,
+            workload,
+            exclude=held,
+            target=target,
+            measure_all=measure_all,
+            schedule_algorithm=schedule_algorithm,
+            running=running,
+        )
+        skips.update((s[0].config_id, s) for s in d.skips if s[0].config_id not in skips)
+        if d.deploy is None or d.deploy.config_id not in no:
+            return dataclasses.replace(d, skips=tuple(skips.values()), kept_off=tuple(kept))
+        kept.append(d.deploy)
+        held.add(d.deploy.config_id)
+
+
+def _decide(
     state: SweepState,
     configs: Sequence[SpecConfig],
     workload: WorkloadSpec,

@@ -1,0 +1,86 @@
+"""A configuration the role refuses on some slots only (tuner/spec/refusals.py, per slot: ConfigPlan
+.slot_refusal) stays planned, and each slot's worker takes only what its own role runs. The workers
+took the next planned configuration whatever the slot: on a host with a LoRA adapter on SGLang 0.5.9
+(the role's default release) a NEXTN depth failed in the play's preflight ('Currently LoRA is only
+compatible with NGRAM speculative decoding.') and counted as a failed configuration, though the other
+host runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+from test_tuner_search import Machine, W
+from tuner_testlib import ROOT
+
+from tuner.data.store import MemoryStore
+from tuner.run.inventory import Inventory
+from tuner.run.levels import Progress
+from tuner.run.sweep import Sweep
+from tuner.run.together import together
+from tuner.spec.configs import SpecConfig, spec_plan
+from tuner.spec.refusals import NODE_VARS, role_defaults
+from tuner.spec.sweepspec import SweepSpec
+
+LORA = {"sglang_server_extra_flags": {"lora-paths": "chat=/models/lora-chat"}}
+LORA_WORDS = "sglang_server_extra_flags' LoRA adapter with spec_algorithm=NEXTN: SGLang 0.5.9 refuses it at start"
+HOSTS = {"gpu1": LORA, "gpu2": {}}  # gpu1's role refuses every NEXTN depth; gpu2's runs them
+M = Machine(accept=[0.8, 0.7, 0.6, 0.5, 0.45, 0.4])
+
+
+def two_slots(search: str) -> tuple[Sweep, io.StringIO]:
+    """A sweep of k0-k6 over the two hosts, its plan judged against each slot's settings as cli.py
+    judges it (the inventory's variables over the role's defaults)."""
+    inv = Inventory(hosts=list(HOSTS), hostvars=HOSTS, groups={}, has_group=True)
+    spec = SweepSpec(workload=W, steps=tuple(range(7)), search=search, schedule=False, confirm=0)
+    plan = spec_plan(spec, {}, inv.slot_nodes(NODE_VARS, spec.extra_vars, role_defaults(ROOT)))
+    log = io.StringIO()
+    sweep = Sweep(
+        spec=spec, plan=plan, store=MemoryStore(), deployer=None, hosts=list(inv.slots()), progress=Progress(stream=log)
+    )
+    return sweep, log
+
+
+@pytest.mark.parametrize("search", ["grid", "model"])
+def test_a_configuration_one_slot_refuses_runs_only_on_the_other(search):
+    sweep, log = two_slots(search)
+    assert [c.config_id for c in sweep.plan.configs][:3] == ["k0", "k1-t1", "k2-t1"]  # planned: gpu2 runs them
+    ran: list[tuple[str, str]] = []
+
+    async def run_config(cfg: SpecConfig, host: str, deployment: int = 1, levels=None) -> None:
+        """The deploy and the levels, as the machine would measure them (a deploy takes a while,
+        so both hosts are busy at once)."""
+        ran.append((cfg.config_id, host))
+        await asyncio.sleep(0.01 * (1 + cfg.spec_steps % 3))
+        for rec in M.measure(cfg):
+            rec.host, rec.deployment = host, deployment
+            sweep.store.append(rec)
+
+    sweep.run_config = run_config  # type: ignore[method-assign]
+
+    async def both() -> None:
+        await asyncio.wait_for(together(*(sweep._worker(h) for h in sweep.hosts)), 60)
+
+    asyncio.run(both())
+    speculative = [(cid, host) for cid, host in ran if cid != "k0"]
+    assert ("k0", "gpu1") in ran  # the slot still runs what its role accepts
+    assert len(speculative) >= 2 and {host for _, host in speculative} == {"gpu2"}, ran
+    assert not sweep.store.state().failed
+    out = log.getvalue()
+    assert f"kept off gpu1: its role refuses it there ({LORA_WORDS}" in out, out
+    # said once per configuration and slot, never of the slot that runs it
+    assert all(out.count(f"[{cfg.label}] kept off gpu1") <= 1 for cfg in sweep.plan.configs)
+    assert "kept off gpu2" not in out
+
+
+def test_the_confirmation_round_and_deploy_best_place_a_configuration_where_its_role_runs_it():
+    """The confirmation round zipped its plans with the hosts in order, and --deploy-best deployed on
+    every host: a refused configuration on gpu1 failed its preflight. Now each goes to a free host
+    that runs it, and one whose hosts are taken waits for the next round."""
+    sweep, log = two_slots("grid")
+    k0, k2, k3 = SpecConfig(0), SpecConfig(2), SpecConfig(3)
+    assert sweep.planner.place([k2, k0], lambda c: c) == [(k2, "gpu2"), (k0, "gpu1")]
+    assert sweep.planner.place([k2, k3, k0], lambda c: c) == [(k2, "gpu2"), (k0, "gpu1")]
+    assert [h for h in sweep.hosts if sweep._runs(k3, h)] == ["gpu2"]
+    assert log.getvalue().count(f"[{k3.label}] kept off gpu1") == 1
