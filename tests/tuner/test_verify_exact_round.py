@@ -222,6 +222,42 @@ def test_with_two_hosts_the_second_redeploys_a_pick_while_the_first_captures_the
     assert verdict["deploys"] == 3 and verdict["configs"] == 2 and verdict["unchecked"] == []
 
 
+def test_a_pick_the_first_hosts_role_refuses_is_redeployed_only_on_the_second(tmp_path):
+    """A host whose role refuses a pick (tuner/run/planner.py `Planner.kept_off`, passed as `runs`)
+    is never handed it: the first host captures the baseline and takes nothing it refuses; the
+    second redeploys both picks, one after the other."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from sglang_utils.sglang_gate_report import GateReport
+    from tuner_testlib import emulator
+
+    det = "--enable-deterministic-inference"
+    with emulator(det, steps=0) as k0, emulator(det, steps=2) as k2, emulator(det, steps=3) as k3:
+        phase, log, _ = _threshold_phase(tmp_path)
+        phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
+        urls = {0: k0, 2: k2, 3: k3}
+        calls: list[tuple[str, str]] = []
+
+        def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
+            calls.append((label, host))
+            return SimpleNamespace(
+                ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
+            )
+
+        asyncio.run(
+            phase.exact_round(
+                deploy,
+                ["a", "b"],
+                lambda: [SpecConfig(spec_steps=2), SpecConfig(spec_steps=3)],
+                lambda: (set(log.state.verify_exact), set(log.state.verify)),
+                runs=lambda cfg, host: host != "a" or cfg.spec_steps == 0,
+            )
+        )
+    assert sorted(calls) == [("verify-exact-baseline", "a"), ("verify-exact-k2-t1", "b"), ("verify-exact-k3-t1", "b")]
+    assert {cid: r.host for cid, r in log.state.verify_exact.items()} == {"k2-t1": "b", "k3-t1": "b"}
+
+
 def test_the_gates_share_is_over_every_deployment_it_judged():
     """A configuration the confirmation round redeployed was gated on both deployments: its cost is
     both gates against both deployments' measurement (the rule's terms), not the last gate against
