@@ -38,6 +38,7 @@ __all__ = [
     "parse_kv_pools",
     "parse_mamba_cache",
     "parse_speculative",
+    "parse_prefill_batches",
     "find_warnings",
     "find_fatal",
     "current_launch",
@@ -547,6 +548,67 @@ def parse_speculative(lines: Sequence[Any], server_args: dict[str, Any] | None =
         "max_running_requests_reset": (reset_to is not None) if have_log else None,
         "max_running_requests_reset_to": reset_to,
     }
+
+
+# docs/reference/sglang.md §1.4: the scheduler logs one `Prefill batch, ...` line per prefill forward
+# batch, so a long input prefilled in chunks (--chunked-prefill-size) logs one per chunk. Its fields
+# (sgl-project/sglang python/sglang/srt/managers/scheduler_metrics_mixin.py `log_prefill_stats` in
+# 0.5.9, observability/ in 0.5.10-0.5.12, managers/scheduler_components/metrics_reporter.py
+# `report_prefill_stats` in 0.5.23): `#new-seq: N, #new-token: N, #cached-token: N, token usage:
+# X, #running-req: N, #queue-req: N, ` then `input throughput (token/s): X, cuda graph: B` (0.5.9),
+# `cuda graph: B, input throughput (token/s): X` (0.5.10), with `#pending-token: N, ` before them
+# (0.5.11+); hybrid models say `full token usage: X, mamba usage: X` (or `swa token usage`).
+# 0.4.x wrote `Prefill batch. #new-seq: ...` (a period), some with `cache hit rate: X%`.
+_PREFILL_RE = re.compile(r"^Prefill batch(?: \[\d+\])?[.,] (?P<rest>.*)$")
+_STAT_RE = re.compile(r"(?:^|, )(?P<key>#?[a-z][a-z \-]*?)(?: \([a-z/]+\))?: (?P<val>[^,]+)")
+PREFILL_KEYS = (
+    "new_seq",
+    "new_token",
+    "cached_token",
+    "running_req",
+    "queue_req",
+    "pending_token",
+    "token_usage",
+    "input_throughput",
+    "cuda_graph",
+)
+
+
+def _stat_value(text: str) -> Any:
+    text = text.strip()
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        return text
+
+
+def parse_prefill_batches(lines: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every ``Prefill batch`` line of the primary rank, oldest first, as a dict.
+
+    Each has the keys of :data:`PREFILL_KEYS` (``None`` where the release does not log the field,
+    e.g. ``pending_token`` before 0.5.11; ``token_usage`` is the full pool's on hybrid models),
+    the other fields under their names (``#`` dropped, ``-`` and spaces as ``_``, the unit left
+    out: ``mamba_usage``), ``timestamp`` and ``rank``.
+    """
+    out: list[dict[str, Any]] = []
+    for ln in _primary(_as_parsed(lines), lambda x: x.message.startswith("Prefill batch")):
+        m = _PREFILL_RE.match(ln.message)
+        if m is None:
+            continue
+        fields = {
+            st.group("key").lstrip("#").replace("-", "_").replace(" ", "_"): _stat_value(st.group("val"))
+            for st in _STAT_RE.finditer(m.group("rest"))
+        }
+        if "token_usage" not in fields and "full_token_usage" in fields:
+            fields["token_usage"] = fields["full_token_usage"]
+        row: dict[str, Any] = {k: fields.get(k) for k in PREFILL_KEYS}
+        row.update((k, v) for k, v in fields.items() if k not in row)
+        row["timestamp"] = ln.timestamp
+        row["rank"] = ln.rank_label
+        out.append(row)
+    return out
 
 
 # Warnings SGLang's own loggers print without a level name (docs/reference/sglang.md §1.1: the level is not in the

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
+from sglang_utils import sglang_log
 
 from tuner.emulator import model
 from tuner.emulator.engine import DECODE, PREFILL, EngineSpec, Scheduler
@@ -437,16 +438,18 @@ def test_prefill_line_input_throughput_counts_the_batch_its_release_counts(versi
 
     lines: list[str] = []
     p = replace(P, t_request_overhead_ms=0.0)
-    spec = _spec(input_throughput=versions.get(version).input_throughput)
+    facts = versions.get(version)
+    spec = _spec(input_throughput=facts.input_throughput, prefill_line=facts.prefill_line)
     s = Scheduler(p, spec, random.Random(1), log=lines.append)
     s.submit(Request("a", 60, 2, alpha=0.9), 0.0)
     s.finish_batch(b := s.next_batch(0.0), b.duration)
     s.submit(Request("b", 6000, 2, alpha=0.9), 1.0)
     s.next_batch(1.0)
-    prefill = [ln for ln in lines if ln.startswith("Prefill batch")]
-    assert len(prefill) == 2 and "input throughput (token/s): 0.00," in prefill[0]
-    thr = float(prefill[1].split("input throughput (token/s): ")[1].split(",")[0])
-    assert thr == pytest.approx(60.0 if counted == "previous" else 6000.0)
+    prefill = sglang_log.parse_prefill_batches(lines)
+    assert [row["input_throughput"] for row in prefill] == [
+        0.0,
+        pytest.approx(60.0 if counted == "previous" else 6000.0),
+    ]
 
 
 @pytest.mark.parametrize("server_chunk,chunks", [(1000, 10), (8192, 2), (-1, 1)])
@@ -456,7 +459,14 @@ def test_prefill_is_cut_by_the_servers_chunked_prefill_size(server_chunk, chunks
     each chunk one forward with its fixed cost: not in chunks of the profile's default for the flag."""
     p = replace(P, t_prefill_base_ms=20.0, t_prefill_tok_ms=0.05, chunked_prefill_size=8192, t_request_overhead_ms=0.0)
     s = Scheduler(p, _spec(chunked_prefill_size=server_chunk), random.Random(1))
-    s.submit(Request("long", 10_000, 2, alpha=0.9), 0.0)
-    b = s.next_batch(0.0)
-    assert b.kind == PREFILL
-    assert b.duration == pytest.approx((chunks * 20.0 + 10_000 * 0.05) / 1000)
+    long = Request("long", 10_000, 2, alpha=0.9)
+    s.submit(long, 0.0)
+    t, durations = 0.0, []
+    while long.first_token_at < 0:
+        b = s.next_batch(t)
+        assert b.kind == PREFILL
+        durations.append(b.duration)
+        t += b.duration
+        s.finish_batch(b, t)
+    assert len(durations) == chunks
+    assert sum(durations) == pytest.approx((chunks * 20.0 + 10_000 * 0.05) / 1000)

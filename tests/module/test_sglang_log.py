@@ -87,6 +87,38 @@ def test_timestamps_with_and_without_ms():
 
 
 # ------------------------------------------------------------------------------------------
+# Prefill batch lines
+# ------------------------------------------------------------------------------------------
+
+
+def test_prefill_batches_from_real_logs_and_each_release_form():
+    """One row per `Prefill batch` line of the primary rank: 0.4.x's `Prefill batch.` (real:
+    fixtures/sglang-0.4.1_tp1_kv_sizes_only.log with `cache hit rate`), 0.5.9's order, and 0.5.11+'s
+    `#pending-token` before `cuda graph` and `input throughput` (metrics_reporter.py report_prefill_stats)."""
+    old = L.parse_prefill_batches(load_fixture("sglang-0.4.1_tp1_kv_sizes_only.log"))
+    assert [(r["new_seq"], r["new_token"], r["cached_token"], r["running_req"]) for r in old] == [(1, 7, 0, 0)]
+    assert old[0]["cache_hit_rate"] == "0.00%" and old[0]["pending_token"] is None
+    rows = L.parse_prefill_batches(
+        [
+            "[2026-10-30 11:00:41 TP1] Prefill batch, #new-seq: 1, #new-token: 9, #cached-token: 0, token usage: 0.00, "
+            "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): 1.00",
+            "[2026-10-30 11:00:41 TP0] Prefill batch, #new-seq: 2, #new-token: 8192, #cached-token: 0, full token usage: "
+            "0.01, mamba usage: 0.10, #running-req: 1, #queue-req: 3, #pending-token: 1808, cuda graph: False, "
+            "input throughput (token/s): 41234.50, fwd occupancy: 97.00%",
+        ]
+    )
+    assert len(rows) == 1 and rows[0]["rank"] == "TP0"
+    row = rows[0]
+    assert (row["new_seq"], row["new_token"], row["pending_token"], row["queue_req"]) == (2, 8192, 1808, 3)
+    assert (row["token_usage"], row["mamba_usage"], row["input_throughput"], row["cuda_graph"]) == (
+        0.01,
+        0.1,
+        41234.5,
+        False,
+    )
+
+
+# ------------------------------------------------------------------------------------------
 # Capacity line across versions
 # ------------------------------------------------------------------------------------------
 

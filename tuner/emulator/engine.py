@@ -6,10 +6,12 @@ the asyncio loop's clock for the HTTP server; `simulate.py` runs the very same c
 predictions and the calibration fit, so both follow one model.
 
 One iteration, as SGLang's event loop does it (docs/reference/sglang.md §1.4; docs/reference/performance-model.md):
-admit waiting requests (FIFO) while running < max_running_requests and the KV pool has room for
-input + max output; if any were admitted, run one prefill batch (it yields each request's first
-token); otherwise run one decode/verify step of all running requests, in which each request
-accepts a random number of tokens (truncated geometric, mean tau(k)) that go out as one chunk.
+admit waiting requests (FIFO) while running < max_running_requests, the KV pool has room for
+input + max output and the prefill budgets last (prefill.py: --max-prefill-tokens, and
+--chunked-prefill-size, which cuts a long input into chunks, one prefill batch each, back to back);
+if any were admitted, run one prefill batch (a request's last chunk yields its first token);
+otherwise run one decode/verify step of all running requests, in which each request accepts a
+random number of tokens (truncated geometric, mean tau(k)) that go out as one chunk.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from . import adaptive, logs, model
 from .noise import Noise
+from .prefill import PrefillBudget
 from .profile import Profile
 from .request import Request
 
@@ -35,6 +38,7 @@ class Batch:
     reqs: list[Request]
     duration: float  # seconds
     new_tokens: int = 0  # prefill: input tokens in the batch
+    chunks: list[int] | None = None  # prefill: each request's tokens in it (all its input or a chunk)
 
 
 @dataclass
@@ -49,6 +53,9 @@ class EngineSpec:
     chunked_prefill_size: int
     decode_log_interval: int
     context_len: int
+    max_prefill_tokens: int = 16384  # ServerArgs.max_prefill_tokens's default (0.5.9 server_args.py:330)
+    prefill_input_cap_chunked: bool = True  # versions.SGLangVersion.prefill_input_cap_chunked
+    prefill_line: str = "pending-graph-throughput"  # versions.SGLangVersion.prefill_line
     state_slot_cap: int = 0
     hybrid: bool = False
     spec: bool | None = None  # speculation on (default: k > 0); adaptive buckets may run 0 steps
@@ -109,7 +116,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.kv_reserved = 0
         self.kv_live = 0  # tokens actually held (inputs + outputs so far), for "token usage"
-        self.prefill_budget = spec.chunked_prefill_size if spec.chunked_prefill_size > 0 else 16384
+        self.chunked: Request | None = None  # the request cut in the last prefill batch (SGLang's chunked_req)
         # counters (/metrics; docs/reference/sglang.md §3.1, §3.2)
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
@@ -181,7 +188,7 @@ class Scheduler:
         return len(self.waiting)
 
     def idle(self) -> bool:
-        return not self.running and not self.waiting
+        return not self.running and not self.waiting and self.chunked is None
 
     def next_event_time(self) -> float | None:
         """When a waiting request becomes admissible (its pre-admission overhead has passed); None
@@ -198,10 +205,25 @@ class Scheduler:
         waiting = self.waiting
         running = self.running
         spec = self.spec
-        if waiting and len(running) < spec.max_running_requests:
+        if self.chunked is not None or (waiting and len(running) < spec.max_running_requests):
+            budget = PrefillBudget.start(
+                spec.max_prefill_tokens, spec.chunked_prefill_size, spec.prefill_input_cap_chunked
+            )
             new: list[Request] = []
-            tokens = 0
-            while waiting:
+            chunks: list[int] = []
+            cut = self.chunked
+            self.chunked = None
+            if cut is not None:
+                if cut.aborted:
+                    self._release(cut, now, "abort")
+                else:
+                    # SGLang runs the next chunk first, whatever else waits (scheduler.py add_chunked_req)
+                    n = budget.continue_chunked(cut.input_tokens - cut.prefilled)
+                    new.append(cut)
+                    chunks.append(n)
+                    if cut.prefilled + n < cut.input_tokens:
+                        self.chunked = cut
+            while waiting and budget.is_open():
                 r = waiting[0]
                 if r.aborted:
                     waiting.popleft()
@@ -217,17 +239,21 @@ class Scheduler:
                         r.kv_need = max(0, spec.max_total_num_tokens - self.kv_reserved)
                     else:
                         break
-                if new and tokens + r.input_tokens > self.prefill_budget:
+                take = budget.admit(r.input_tokens, bool(new))
+                if take is None:
                     break
                 waiting.popleft()
                 new.append(r)
-                tokens += r.input_tokens
+                chunks.append(take)
                 self.kv_reserved += r.kv_need
                 r.admitted_at = now
+                if take < r.input_tokens:
+                    self.chunked = r
             if new:
-                self._log_prefill(new, tokens, now)
+                tokens = sum(chunks)
+                self._log_prefill(new, tokens, now, self._pending_tokens(chunks))
                 ms = model.prefill_time_ms(self.p, tokens, self.spec.chunked_prefill_size)
-                return Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens)
+                return Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens, chunks)
         if running:
             if self.policy is not None:
                 self._activate(self.policy.steps_for_batch(len(running)))
@@ -277,12 +303,16 @@ class Scheduler:
     def _finish_prefill(self, batch: Batch, t: float) -> None:
         running = self.running
         computed = 0
-        for r in batch.reqs:
+        chunks = batch.chunks or [r.input_tokens for r in batch.reqs]
+        for r, n in zip(batch.reqs, chunks, strict=True):
+            computed += n
+            r.prefilled += n
+            self.kv_live += n
+            if r.prefilled < r.input_tokens:
+                continue  # a chunk before the last: no token yet (an abort ends it at the next batch)
             if not r.internal:
                 self.prompt_tokens_total += r.input_tokens
                 self.prompt_tokens_by_stream[r.stream] += r.input_tokens
-            computed += r.input_tokens
-            self.kv_live += r.input_tokens
             if r.aborted:
                 self._release(r, t, "abort")
                 continue
@@ -413,7 +443,7 @@ class Scheduler:
         r.finish_reason = reason
         r.finished_at = t
         self.kv_reserved -= r.kv_need
-        self.kv_live -= r.input_tokens + r.generated
+        self.kv_live -= r.prefilled + r.generated
         if not r.internal and reason != "abort":
             self.num_requests_total += 1
 
@@ -491,7 +521,17 @@ class Scheduler:
         mamba_usage = len(self.running) / self.spec.state_slot_cap if self.spec.state_slot_cap else 0.0
         return tokens, tokens / total, mamba_usage
 
-    def _log_prefill(self, new: list[Request], tokens: int, now: float) -> None:
+    def _pending_tokens(self, chunks: list[int]) -> int:
+        """0.5.11+ `#pending-token`: the waiting requests' tokens and what the chunked request has
+        left after this batch's chunk (scheduler_metrics_mixin.py `_get_num_pending_tokens`). A cut
+        request is the batch's last: its cut spends the chunk budget, so nothing joins after it."""
+        pending = sum(r.input_tokens for r in self.waiting)
+        cut = self.chunked
+        if cut is not None:
+            pending += cut.input_tokens - cut.prefilled - chunks[-1]
+        return pending
+
+    def _log_prefill(self, new: list[Request], tokens: int, now: float, pending: int = 0) -> None:
         """SGLang's prefill stats for each prefill batch: the `Prefill batch` line and the gauges."""
         previous, self._last_prefill_tokens = self._last_prefill_tokens, tokens
         if self._prefill_log_t is None:
@@ -520,6 +560,8 @@ class Scheduler:
                     input_throughput=thr,
                     hybrid=self.spec.hybrid,
                     mamba_usage=mamba_usage,
+                    pending=pending,
+                    style=self.spec.prefill_line,
                 )
             )
 

@@ -198,17 +198,31 @@ def prefill_batch_line(
     input_throughput: float,
     hybrid: bool = False,
     mamba_usage: float = 0.0,
+    pending: int = 0,
+    style: str = "throughput-graph",
 ) -> str:
-    """`Prefill batch, ...` for each prefill batch (docs/reference/sglang.md §1.4; hybrid form as seen in public logs)."""
+    """`Prefill batch, ...` for each prefill forward batch (docs/reference/sglang.md §1.4; hybrid form
+    as seen in public logs), its tail in the release's order (versions.SGLangVersion.prefill_line).
+
+    A long input prefilled in chunks logs one line per chunk: `#new-seq` counts the chunked request
+    in every batch it is in and `#cached-token` stays 0 for its later chunks (PrefillAdder
+    add_chunked_req passes prefix_len 0, schedule_policy.py 0.5.9-0.5.23); the emulator has no
+    prefix cache, so it is 0 throughout. `#pending-token` (0.5.11+): the waiting requests' tokens
+    plus what the chunked request has left after this chunk (`_get_num_pending_tokens`)."""
     if hybrid:
         usage = f"full token usage: {token_usage:.2f}, mamba usage: {mamba_usage:.2f}, "
     else:
         usage = f"token usage: {token_usage:.2f}, "
-    return (
+    head = (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: 0, {usage}"
-        f"#running-req: {running}, #queue-req: {queue}, input throughput (token/s): {input_throughput:.2f}, "
-        f"cuda graph: False"
+        f"#running-req: {running}, #queue-req: {queue}, "
     )
+    thr = f"input throughput (token/s): {input_throughput:.2f}"
+    if style == "throughput-graph":
+        return f"{head}{thr}, cuda graph: False"
+    if style == "pending-graph-throughput":
+        head += f"#pending-token: {pending}, "
+    return f"{head}cuda graph: False, {thr}"
 
 
 READY_LINE = "The server is fired up and ready to roll!"

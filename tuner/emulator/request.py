@@ -24,6 +24,7 @@ class Request:
         "first_token_at",
         "finished_at",
         "generated",
+        "prefilled",
         "verify_ct",
         "accepted_drafts",
         "hist",
@@ -78,6 +79,7 @@ class Request:
         self.first_token_at = -1.0
         self.finished_at = -1.0
         self.generated = 0
+        self.prefilled = 0  # input tokens prefilled so far (a long input goes in chunks)
         self.verify_ct = 0
         self.accepted_drafts = 0
         # accepted tokens per verify step, by count - 1 (sized at prefill on a speculating server)

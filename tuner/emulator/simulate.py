@@ -79,6 +79,7 @@ def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40)
         max_running_requests=cap.max_running_requests,
         max_total_num_tokens=cap.max_total_num_tokens,
         chunked_prefill_size=profile.chunked_prefill_size,
+        max_prefill_tokens=profile.max_prefill_tokens,
         decode_log_interval=decode_log_interval,
         context_len=profile.context_len,
         state_slot_cap=cap.state_slot_cap,

@@ -130,6 +130,18 @@ class SGLangVersion:
     # or it logs and waits for rank 0's ShutdownReq broadcast (0.5.23 entrypoints/engine.py, the
     # node_rank >= 1 branch: "Non-zero ranks cannot drain on their own").
     worker_sigterm_waits: bool = False
+    # The fields of the `Prefill batch` line after `#queue-req`: "throughput-graph" (0.5.9
+    # managers/scheduler_metrics_mixin.py log_prefill_stats: `input throughput (token/s): X, cuda
+    # graph: B`), "graph-throughput" (0.5.10 observability/scheduler_metrics_mixin.py: the two
+    # swapped), "pending-graph-throughput" (0.5.11/0.5.12 the same file, 0.5.23
+    # scheduler_components/metrics_reporter.py report_prefill_stats: `#pending-token: N, ` first).
+    prefill_line: str = "pending-graph-throughput"
+    # PrefillAdder.add_one_req's input cap (managers/schedule_policy.py): a request whose input is
+    # >= rem_input_tokens (max_prefill_tokens less what the batch holds) does not join a batch that
+    # has one already: always up to 0.5.12 (`real_input_tokens >= self.rem_input_tokens and
+    # len(self.can_run_list) != 0`), only with chunked prefill off in 0.5.23 (`self.rem_chunk_tokens
+    # is None and self.can_run_list and input_tokens >= self.rem_input_tokens`).
+    prefill_input_cap_chunked: bool = True
     released: str = ""
 
     @property
@@ -176,6 +188,7 @@ VERSIONS: dict[str, SGLangVersion] = {
                 "maxtok": "model_runner_kv_cache_mixin.py:382",
             },
             total_tokens_inclusive=True,
+            prefill_line="throughput-graph",
         ),
         SGLangVersion(
             version="0.5.10",
@@ -198,6 +211,7 @@ VERSIONS: dict[str, SGLangVersion] = {
                 "maxtok": "model_runner_kv_cache_mixin.py:382",
             },
             total_tokens_inclusive=True,
+            prefill_line="graph-throughput",
         ),
         SGLangVersion(
             version="0.5.11",
@@ -273,6 +287,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             adaptive_widest_buffers=True,
             worker_sigterm_waits=True,
             parallel_init_log=True,
+            prefill_input_cap_chunked=False,
         ),
     )
 }
