@@ -279,6 +279,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         verb = "may deploy" if spec.early_stop else "deploy"
         for cfg in plan.configs:
             print(f"{verb} {cfg.config_id}: {json.dumps({**spec.extra_vars, **cfg.extravars()})}")
+            # refused on some hosts only: the sweep keeps it off those (tuner/run/planner.py)
+            for i, host in enumerate(hosts if len(plan.nodes) == len(hosts) else ()):
+                refusal = plan.slot_refusal(cfg, i)
+                if refusal:
+                    print(f"  not on {host}: {refusal}")
         for cfg, why in plan.infeasible:
             print(f"skip {cfg.config_id}: {why}")
         w = spec.workload

@@ -69,6 +69,9 @@ def test_a_configuration_every_hosts_role_refuses_is_set_aside_in_its_words(
         assert "deploy k1-t1" not in out
     else:
         assert "deploy k1-t1: " in out and "deploy k2-t1: " in out and "skip k" not in out, out
+    # kept off the one host of two that refuses it, and the dry run says so (it said nothing)
+    assert (f"  not on gpu1: {LORA_WORDS}" in out) == (hosts == {"gpu1": LORA, "gpu2": {}}), out
+    assert "not on gpu2" not in out and "  not on gpu1: " not in out.split("deploy k1-t1")[0], out
 
 
 @pytest.mark.parametrize(

@@ -184,10 +184,6 @@ class Planner:
                 return cfg, dep
         return None
 
-    def next_config(self) -> SpecConfig | None | object:
-        unit = self.next_unit()
-        return unit[0] if isinstance(unit, tuple) else unit
-
     def _next_by_model(self, host: str | None) -> SpecConfig | None | object:
         """`--search model`: finish what an interrupted run left half-measured, skip what a capacity
         failure rules out (the grid's rule), then ask the model (tuner/decide/search/)."""
