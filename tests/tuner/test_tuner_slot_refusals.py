@@ -8,9 +8,13 @@ host runs it."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
+import threading
+from types import SimpleNamespace
 
 import pytest
+from test_tuner_confirm import cell
 from test_tuner_search import Machine, W
 from tuner_testlib import ROOT
 
@@ -21,7 +25,7 @@ from tuner.run.sweep import Sweep
 from tuner.run.together import together
 from tuner.spec.configs import SpecConfig, spec_plan
 from tuner.spec.refusals import NODE_VARS, role_defaults
-from tuner.spec.sweepspec import SweepSpec
+from tuner.spec.sweepspec import SweepSpec, WorkloadSpec
 
 LORA = {"sglang_server_extra_flags": {"lora-paths": "chat=/models/lora-chat"}}
 LORA_WORDS = "sglang_server_extra_flags' LoRA adapter with spec_algorithm=NEXTN: SGLang 0.5.9 refuses it at start"
@@ -29,10 +33,10 @@ HOSTS = {"gpu1": LORA, "gpu2": {}}  # gpu1's role refuses every NEXTN depth; gpu
 M = Machine(accept=[0.8, 0.7, 0.6, 0.5, 0.45, 0.4])
 
 
-def two_slots(search: str) -> tuple[Sweep, io.StringIO]:
+def two_slots(search: str, hosts: dict[str, dict] = HOSTS) -> tuple[Sweep, io.StringIO]:
     """A sweep of k0-k6 over the two hosts, its plan judged against each slot's settings as cli.py
     judges it (the inventory's variables over the role's defaults)."""
-    inv = Inventory(hosts=list(HOSTS), hostvars=HOSTS, groups={}, has_group=True)
+    inv = Inventory(hosts=list(hosts), hostvars=hosts, groups={}, has_group=True)
     spec = SweepSpec(workload=W, steps=tuple(range(7)), search=search, schedule=False, confirm=0)
     plan = spec_plan(spec, {}, inv.slot_nodes(NODE_VARS, spec.extra_vars, role_defaults(ROOT)))
     log = io.StringIO()
@@ -82,5 +86,80 @@ def test_the_confirmation_round_and_deploy_best_place_a_configuration_where_its_
     k0, k2, k3 = SpecConfig(0), SpecConfig(2), SpecConfig(3)
     assert sweep.planner.place([k2, k0], lambda c: c) == [(k2, "gpu2"), (k0, "gpu1")]
     assert sweep.planner.place([k2, k3, k0], lambda c: c) == [(k2, "gpu2"), (k0, "gpu1")]
-    assert [h for h in sweep.hosts if sweep._runs(k3, h)] == ["gpu2"]
+    assert [h for h in sweep.hosts if sweep.planner.runs(k3, h)] == ["gpu2"]
     assert log.getvalue().count(f"[{k3.label}] kept off gpu1") == 1
+
+
+def _drive(sweep: Sweep, ran: list[tuple[str, str]]) -> None:
+    """Both slots' workers, each configuration measured whole as the machine would measure it."""
+
+    async def run_config(cfg: SpecConfig, host: str, deployment: int = 1, levels=None) -> None:
+        ran.append((cfg.config_id, host))
+        await asyncio.sleep(0.01)
+        for rec in M.measure(cfg):
+            rec.host, rec.deployment = host, deployment
+            sweep.store.append(rec)
+
+    sweep.run_config = run_config  # type: ignore[method-assign]
+    asyncio.run(asyncio.wait_for(together(*(sweep._worker(h) for h in sweep.hosts)), 60))
+
+
+@pytest.mark.parametrize("records", ["deploy", "one level"])
+def test_a_resumed_half_measured_configuration_one_slot_refuses_is_finished_on_the_other(records):
+    """`--resume` of a model search whose last run stopped while k3 was deployed (its deploy record
+    alone, or one level in): it is finished first, by the slot that runs it. The refusing slot
+    (gpu1, asking first) passed over it and, with nothing else open, ended the search for every
+    slot ("[search] done"): k3 was never measured whole."""
+    sweep, log = two_slots("model")
+    k3 = next(c for c in sweep.plan.configs if c.config_id == "k3-t1")
+    for cfg in sweep.plan.configs:
+        recs = M.measure(cfg)
+        if cfg is k3:
+            recs = recs[: 1 if records == "deploy" else 2]
+        for rec in recs:
+            rec.host = "gpu2"
+            sweep.store.append(rec)
+    ran: list[tuple[str, str]] = []
+    _drive(sweep, ran)
+    assert ran == [("k3-t1", "gpu2")], (ran, log.getvalue())
+    assert sweep.planner._all_levels_done("k3-t1")
+
+
+def test_a_pick_no_host_of_a_resumed_sweep_runs_is_said_so():
+    """`--resume --limit gpu1` of a sweep whose k3 was measured on gpu2: --deploy-best deploys it
+    nowhere. The log said gpu1 refused it and "another host runs it" (none does), and nothing of
+    --deploy-best itself."""
+    sweep, log = two_slots("grid", {"gpu1": LORA})
+    k3 = SpecConfig(3)
+    summary = SimpleNamespace(recommendation=SimpleNamespace(chosen=SimpleNamespace(config=k3)))
+    assert asyncio.run(sweep._deploy_best(summary)) is False  # type: ignore[arg-type]
+    out = log.getvalue()
+    assert f"[{k3.label}] kept off gpu1: its role refuses it there ({LORA_WORDS}" in out, out
+    assert "another host runs it" not in out and out.count("; no host does") == 1, out
+    assert f"--deploy-best: nothing deployed: the role of every host refuses {k3.label}" in out, out
+
+
+def test_a_confirmation_no_host_runs_gives_way_to_the_next_contender():
+    """`--resume --limit gpu1` (LoRA: NEXTN refused) of a sweep that measured k2, k3 (NEXTN) and
+    NGRAM k3 on gpu2, all close: the round asked for one plan per host, got k3 (the most urgent),
+    which gpu1 refuses, and ended ("the role of every host refuses k=3") without confirming the
+    NGRAM depth gpu1 runs."""
+    sweep, log = two_slots("grid", {"gpu1": LORA})
+    w = WorkloadSpec(concurrency=(4,), input_len=256, output_len=256)
+    sweep.spec = sweep.planner.spec = dataclasses.replace(sweep.spec, confirm=2, workload=w)
+    sweep.deployer = SimpleNamespace(cancel=threading.Event())  # type: ignore[assignment]
+    sweep._rebuild = lambda: None  # type: ignore[method-assign]
+    ngram = SpecConfig(3, spec_algorithm="NGRAM")
+    for rec in cell(2, 1000) + cell(3, 1010) + cell(0, 1005):
+        rec.config = ngram if rec.config.spec_steps == 0 else rec.config
+        sweep.store.append(rec)
+    ran: list[tuple[str, str, int]] = []
+
+    async def run_config(cfg: SpecConfig, host: str, deployment: int = 1, levels=None) -> None:
+        ran.append((cfg.config_id, host, deployment))
+
+    sweep.run_config = run_config  # type: ignore[method-assign]
+    asyncio.run(sweep._confirm_round())
+    out = log.getvalue()
+    assert ran == [(ngram.config_id, "gpu1", 2)], (ran, out)
+    assert "[confirm] done (the role of every host refuses" in out, out

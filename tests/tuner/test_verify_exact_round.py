@@ -258,6 +258,47 @@ def test_a_pick_the_first_hosts_role_refuses_is_redeployed_only_on_the_second(tm
     assert {cid: r.host for cid, r in log.state.verify_exact.items()} == {"k2-t1": "b", "k3-t1": "b"}
 
 
+def test_a_successor_the_host_that_checked_its_predecessor_refuses_goes_to_the_other_host(tmp_path):
+    """The pick's successor appears only once the pick has its verdict (picks() is asked again:
+    here k2's verdict makes k3 the next pick). b redeploys k2 (a's role refuses it) while a, with
+    nothing it runs yet, stopped; b's role refuses k3, so k3 was never redeployed, and the round
+    said it was done with nothing left unchecked. Now a waits while a pick is in flight and takes k3."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from sglang_utils.sglang_gate_report import GateReport
+    from tuner_testlib import emulator
+
+    det = "--enable-deterministic-inference"
+    with emulator(det, steps=0) as k0, emulator(det, steps=2) as k2, emulator(det, steps=3) as k3:
+        phase, log, _ = _threshold_phase(tmp_path)
+        phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
+        urls = {0: k0, 2: k2, 3: k3}
+        calls: list[tuple[str, str]] = []
+
+        def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
+            calls.append((label, host))
+            return SimpleNamespace(
+                ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
+            )
+
+        def picks() -> list[SpecConfig]:
+            after = [SpecConfig(spec_steps=3)] if "k2-t1" in log.state.verify_exact else []
+            return [SpecConfig(spec_steps=2), *after]
+
+        asyncio.run(
+            phase.exact_round(
+                deploy,
+                ["a", "b"],
+                picks,
+                lambda: (set(log.state.verify_exact), set(log.state.verify)),
+                runs=lambda cfg, host: (host, cfg.spec_steps) not in {("a", 2), ("b", 3)},
+            )
+        )
+    assert sorted(calls) == [("verify-exact-baseline", "a"), ("verify-exact-k2-t1", "b"), ("verify-exact-k3-t1", "a")]
+    assert {cid: r.host for cid, r in log.state.verify_exact.items()} == {"k2-t1": "b", "k3-t1": "a"}
+
+
 def test_the_gates_share_is_over_every_deployment_it_judged():
     """A configuration the confirmation round redeployed was gated on both deployments: its cost is
     both gates against both deployments' measurement (the rule's terms), not the last gate against

@@ -99,10 +99,14 @@ class Planner:
         why = self.refusal(cfg, host)
         if why is not None and host is not None and (cfg.config_id, host) not in self._kept_off:
             self._kept_off.add((cfg.config_id, host))
-            self.progress.line(
-                f"[{cfg.label}] kept off {host}: its role refuses it there ({why}); another host runs it"
-            )
+            # none may: a configuration an earlier run measured, --resume'd on hosts that refuse it
+            where = "another host runs it" if any(self.refusal(cfg, h) is None for h in self.hosts) else "no host does"
+            self.progress.line(f"[{cfg.label}] kept off {host}: its role refuses it there ({why}); {where}")
         return why is not None
+
+    def runs(self, cfg: SpecConfig, host: str) -> bool:
+        """Whether `host`'s role runs `cfg` (the correctness gate's redeploys and --deploy-best ask)."""
+        return not self.kept_off(cfg, host)
 
     def place(self, items: Sequence[T], config: Callable[[T], SpecConfig]) -> list[tuple[T, str]]:
         """`items` in order, each on the first host not taken yet whose slot runs its configuration;
@@ -189,6 +193,7 @@ class Planner:
         failure rules out (the grid's rule), then ask the model (tuner/decide/search/)."""
         state = self.store.state()
         self.done |= state.done
+        elsewhere = False  # a half-measured one left for the slot that runs it (`kept_off`)
         for cfg in self.plan.configs:
             cid = cfg.config_id
             if (cid, 1) in self.in_progress or (cid, 1) in self.finished or cid in state.failed:
@@ -200,10 +205,11 @@ class Planner:
                 and not self._all_levels_done(cid)
                 and cid not in state.skipped
                 and cid not in state.unstable  # its server went away twice: failed, as the grid reads it
-                and not self.kept_off(cfg, host)
             ):
-                self.in_progress.add((cid, 1))
-                return cfg
+                if not self.kept_off(cfg, host):
+                    self.in_progress.add((cid, 1))
+                    return cfg
+                elsewhere = True
             if cid not in state.deploys and cid not in state.skipped and self.spec.early_stop and cfg.spec_steps > 0:
                 skip = capacity_skip(cfg, state)
                 if skip is not None:
@@ -238,7 +244,9 @@ class Planner:
             self.progress.line(f"[search] next: {cfg.label}: {decision.why}" + prediction_text(decision.prediction))
             self.in_progress.add((cfg.config_id, 1))
             return cfg
-        if decision.wait:
+        if decision.wait or elsewhere:
+            # the model counts a deployed configuration as decided: the search is not done until
+            # the slot that runs it has finished it (that slot takes it first when it asks)
             return WAIT
         self.progress.line(f"[search] done: {decision.why}")
         return None

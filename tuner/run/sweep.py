@@ -291,9 +291,8 @@ class Sweep:
         made = confirm.spent(self.store.state())
         why = f"the budget of {budget} extra start(s) is spent"
         while made < budget:
-            plans, nothing_left = confirm.next_confirmations(
-                self.store.state(), self.workload, min(len(self.hosts), budget - made)
-            )
+            # every start left, most urgent first: one no host here runs gives way to the next
+            plans, nothing_left = confirm.next_confirmations(self.store.state(), self.workload, budget - made)
             if not plans:
                 why = nothing_left
                 break
@@ -417,13 +416,11 @@ class Sweep:
             return verified
 
         # every host whose role runs it (one that refuses it keeps what it runs, said on the log)
-        hosts = [h for h in self.hosts if self._runs(cfg, h)]
-        results = await self._together(*(one(h) for h in hosts))
-        return bool(hosts) and all(results)
-
-    def _runs(self, cfg: SpecConfig, host: str) -> bool:
-        """Whether `host`'s role runs `cfg` (the correctness gate's redeploys ask: Planner.kept_off)."""
-        return not self.planner.kept_off(cfg, host)
+        hosts = [h for h in self.hosts if self.planner.runs(cfg, h)]
+        if not hosts:  # a --resume on hosts none of which runs it
+            self.progress.line(f"--deploy-best: nothing deployed: the role of every host refuses {cfg.label}")
+            return False
+        return all(await self._together(*(one(h) for h in hosts)))
 
     async def _together(self, *aws: Awaitable[T]) -> list[T]:
         """The hosts' work at once, ended together: one's error cancels the others and stops a play
@@ -477,7 +474,7 @@ class Sweep:
             await self._together(first_host(), *(self._worker(h) for h in self.hosts[1:]))
             # configurations an earlier run measured without a baseline, checked now that there is one
             if self.verify is not None and await self.verify.regate(
-                self._regate_deploy, self.hosts, self.store.state, self.deployer.cancel.set, self._runs
+                self._regate_deploy, self.hosts, self.store.state, self.deployer.cancel.set, self.planner.runs
             ):
                 self._rebuild()
             await self._confirm_round()
@@ -497,7 +494,7 @@ class Sweep:
                     self._verified,
                     None if before is None else dict(before.verdict),
                     on_error=self.deployer.cancel.set,
-                    runs=self._runs,
+                    runs=self.planner.runs,
                 )
         except asyncio.CancelledError:
             if not interrupted.is_set():

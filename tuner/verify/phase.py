@@ -499,8 +499,9 @@ class VerifyPhase:
         verdict already, e.g. from before a --resume; configurations with a per-deployment verdict).
         The deterministic baseline is captured on the first of `hosts`; each host redeploys the next
         pick not yet checked nor in flight that its role `runs` (the other hosts start while the
-        baseline is captured and compare once it is there). At most EXACT_MAX_CONFIGS redeploys; the deploys and seconds are
-        logged and recorded. `previous`: the verdict of the round an earlier run of this sweep
+        baseline is captured and compare once it is there), and waits while another host is at work
+        (a verdict may name a pick only it runs). At most EXACT_MAX_CONFIGS redeploys; the deploys
+        and seconds are logged and recorded. `previous`: the verdict of the round an earlier run of this sweep
         recorded (a --resume). `on_error`: run first when a host's work raises (the sweep passes its
         deployer's cancel event, which stops a play in flight: tuner/run/together.py)."""
         if not self.exact:
@@ -553,10 +554,32 @@ class VerifyPhase:
                 return True
             return (await asyncio.shield(base))[0]
 
+        changed = asyncio.Condition()  # a verdict came or a host stopped: picks() may name another
+        hosts_at = {"live": len(hosts), "idle": 0}  # hosts not stopped; of those, waiting on `changed`
+
+        async def wake(stopping: int = 0) -> None:
+            hosts_at["live"] -= stopping
+            async with changed:
+                changed.notify_all()
+
         async def worker(host: str) -> None:
+            try:
+                await work(host)
+            finally:
+                await wake(1)
+
+        async def work(host: str) -> None:
             nonlocal base
             while not stopped:
                 cfg = next((c for c in todo() if c.config_id not in in_flight and runs(c, host)), None)
+                if cfg is None and hosts_at["live"] - hosts_at["idle"] > 1:
+                    # another host still at work: the next pick (a failing one's successor) may be
+                    # one only this host's role runs
+                    hosts_at["idle"] += 1
+                    async with changed:
+                        await changed.wait()
+                    hosts_at["idle"] -= 1
+                    continue
                 if cfg is None or before + tally["made"] + len(in_flight) >= EXACT_MAX_CONFIGS:
                     return
                 # the baseline is captured (on the first host) only once a pick needs checking
@@ -572,9 +595,11 @@ class VerifyPhase:
                     rec = await self._exact_one(deploy, host, cfg, cfg.config_id in checked()[1], baseline_ready)
                 finally:
                     in_flight.discard(cfg.config_id)
+                    await wake()
                 tally["deploys"] += int(rec is None or rec.deploy_s is not None)
                 if rec is None:
-                    return  # the baseline could not be captured: nothing is compared
+                    stopped.append("no deterministic baseline")  # nothing is compared (said below)
+                    return
                 tally["made"] += 1
                 if rec.verdict.get("unchecked"):
                     # a redeploy with the flag that does not come up (or answer) says nothing about the
