@@ -47,14 +47,16 @@ def stand_in_wheel(wheelhouse: Path, version: str, name: str = "sglang", require
     return path
 
 
+REPORT_TASK = "TASK [Say what the two steps reported]"  # tests/roles/fixtures/install_local.yml
+
+
 def install_play(tmp_path: Path, python: Path, *more: str, install: bool = True, **role_vars: str) -> dict:
     """The role's venv and install steps (tests/roles/fixtures/install_local.yml) into tmp_path/opt,
-    from the wheelhouse tmp_path/wheelhouse, with `python`: what each step reported."""
-    result = tmp_path / "result.json"
+    from the wheelhouse tmp_path/wheelhouse, with `python`: what each step reported (the play's last
+    task prints it, in JSON)."""
     extra = {
         "install": install,
         "ansible_python_interpreter": sys.executable,
-        "out": str(result),
         "sglang_server_install_dir": str(tmp_path / "opt"),
         "sglang_server_python": str(python),
         "sglang_server_wheelhouse_dir": str(tmp_path / "wheelhouse"),
@@ -73,9 +75,13 @@ def install_play(tmp_path: Path, python: Path, *more: str, install: bool = True,
         ],
         timeout=240,
         ANSIBLE_REMOTE_TMP=str(tmp_path / "remote-tmp"),
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    return json.loads(result.read_text())
+    assert proc.stdout.count(REPORT_TASK) == 1, proc.stdout[-4000:]
+    after = proc.stdout[proc.stdout.index(REPORT_TASK) :]
+    result, _ = json.JSONDecoder().raw_decode(after, after.index("=> ") + 3)
+    return result["msg"]
 
 
 @pytest.mark.cost(45)  # seconds, measured alone: the unit stage starts its longest tests first (tests/conftest.py)
