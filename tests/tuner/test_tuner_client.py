@@ -386,3 +386,17 @@ def test_a_slow_health_answer_after_a_failed_request_is_not_a_lost_server():
     assert lost and why == "server lost"
     lost, why, _ = run(scenario(None))
     assert lost and why == "server lost"
+
+
+def test_a_level_line_says_when_its_level_had_no_interval():
+    """A level cut short before two batch windows (the demo's 10 s at C=32) has no throughput
+    interval: its log line says so in words; it printed '+--%'."""
+    from tuner.measure.metrics import LevelMetrics
+    from tuner.run.levels import level_line
+    from tuner.spec.configs import SpecConfig
+
+    cfg = SpecConfig(3, 1, None, "NEXTN")
+    short = level_line(cfg, 32, 1, 1, LevelMetrics(concurrency=32, requests=94, output_tok_s=1623.0))
+    assert "1623 tok/s agg (no interval, 94 requests)" in short and "+-" not in short, short
+    ok = level_line(cfg, 4, 1, 1, LevelMetrics(concurrency=4, requests=19, output_tok_s=552.0, precision_pct=1.3))
+    assert "552 tok/s agg (+-1.3%, 19 requests)" in ok, ok

@@ -107,9 +107,12 @@ def level_line(cfg: SpecConfig, c: int, rep: int, repeats: int, m: LevelMetrics,
     def f(v: Any, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
 
+    # no interval under two of the level's batch windows (a level cut short: tuner/measure/stats.py
+    # ratio_interval), said in words rather than as "+--%"
+    spread = "no interval" if m.precision_pct is None else f"+-{m.precision_pct:.1f}%"
     s = (
         f"[{cfg.label}{extra} C={c} rep {rep}/{repeats}] {f(m.output_tok_s, '.0f')} tok/s agg "
-        f"(+-{f(m.precision_pct, '.1f')}%, {m.requests} requests), "
+        f"({spread}, {m.requests} requests), "
         f"{f(m.per_request_tok_s, '.1f')} tok/s/req, TTFT p50 {f(m.ttft_ms_p50, '.0f')} ms, "
         f"accept {f(m.accept_length, '.2f')}"
     )
