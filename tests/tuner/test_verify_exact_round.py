@@ -5,6 +5,7 @@ each configuration. (The round that deploys is tests/tuner/test_verify_sweep_loc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,15 +84,18 @@ def test_no_redeploy_and_the_report_says_which_rule(tmp_path, version, determini
     assert not exact_baseline_path(phase.path).exists()
 
 
-def _fake_deploy(urls: dict[int, str], calls: list[tuple[str, dict]]) -> Any:
+def _fake_deploy(
+    urls: dict[int, str], calls: list[Any], entry: Callable[[str, str, dict], Any] = lambda label, _h, x: (label, x)
+) -> Any:
     """Stands in for Deployer.deploy: the server of each depth is already running (real emulator
-    processes); records what the round asked for (the extra vars carry the flag)."""
+    processes); records what the round asked for, `entry(label, host, extravars)` (by default the
+    label and the extra vars, which carry the flag)."""
     from types import SimpleNamespace
 
     from sglang_utils.sglang_gate_report import GateReport
 
     def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
-        calls.append((label, dict(extravars or {})))
+        calls.append(entry(label, host, dict(extravars or {})))
         return SimpleNamespace(
             ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
         )
@@ -183,9 +187,7 @@ def test_with_two_hosts_the_second_redeploys_a_pick_while_the_first_captures_the
     pick meanwhile and compares once the baseline is there; the first host then takes the next
     pick. Three deploys, as with one host, in less time."""
     import asyncio
-    from types import SimpleNamespace
 
-    from sglang_utils.sglang_gate_report import GateReport
     from tuner_testlib import emulator
 
     det = "--enable-deterministic-inference"
@@ -194,12 +196,7 @@ def test_with_two_hosts_the_second_redeploys_a_pick_while_the_first_captures_the
         phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
         urls = {0: k0, 2: k2, 3: k3}
         calls: list[tuple[str, str, bool]] = []  # (label, host, deterministic baseline there yet)
-
-        def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
-            calls.append((label, host, phase.exact_baseline is not None))
-            return SimpleNamespace(
-                ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
-            )
+        deploy = _fake_deploy(urls, calls, lambda label, host, _x: (label, host, phase.exact_baseline is not None))
 
         asyncio.run(
             phase.exact_round(
@@ -227,9 +224,7 @@ def test_a_pick_the_first_hosts_role_refuses_is_redeployed_only_on_the_second(tm
     is never handed it: the first host captures the baseline and takes nothing it refuses; the
     second redeploys both picks, one after the other."""
     import asyncio
-    from types import SimpleNamespace
 
-    from sglang_utils.sglang_gate_report import GateReport
     from tuner_testlib import emulator
 
     det = "--enable-deterministic-inference"
@@ -238,12 +233,7 @@ def test_a_pick_the_first_hosts_role_refuses_is_redeployed_only_on_the_second(tm
         phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
         urls = {0: k0, 2: k2, 3: k3}
         calls: list[tuple[str, str]] = []
-
-        def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
-            calls.append((label, host))
-            return SimpleNamespace(
-                ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
-            )
+        deploy = _fake_deploy(urls, calls, lambda label, host, _x: (label, host))
 
         asyncio.run(
             phase.exact_round(
@@ -264,9 +254,7 @@ def test_a_successor_the_host_that_checked_its_predecessor_refuses_goes_to_the_o
     nothing it runs yet, stopped; b's role refuses k3, so k3 was never redeployed, and the round
     said it was done with nothing left unchecked. Now a waits while a pick is in flight and takes k3."""
     import asyncio
-    from types import SimpleNamespace
 
-    from sglang_utils.sglang_gate_report import GateReport
     from tuner_testlib import emulator
 
     det = "--enable-deterministic-inference"
@@ -275,12 +263,7 @@ def test_a_successor_the_host_that_checked_its_predecessor_refuses_goes_to_the_o
         phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
         urls = {0: k0, 2: k2, 3: k3}
         calls: list[tuple[str, str]] = []
-
-        def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
-            calls.append((label, host))
-            return SimpleNamespace(
-                ok=True, client_url=urls[cfg.spec_steps], reason=None, report={}, gate=GateReport(), elapsed_s=0.5
-            )
+        deploy = _fake_deploy(urls, calls, lambda label, host, _x: (label, host))
 
         def picks() -> list[SpecConfig]:
             after = [SpecConfig(spec_steps=3)] if "k2-t1" in log.state.verify_exact else []
