@@ -151,7 +151,11 @@ async def generate(app: EmulatorApp, request: web.Request) -> web.StreamResponse
         return error_native(f"Invalid sampling_params: {e}", 400)
 
     if not stream:
-        await asyncio.gather(*(app.run_to_end(r) for (r, _h), _n in reqs))
+        # A batch reaches the scheduler as one message (tokenizer_manager.py `_send_batch_request`,
+        # a BatchTokenizedGenerateReqInput), so its requests share one arrival: submitted a few
+        # microseconds apart, the later one could miss the batch the first one opens.
+        arrival = asyncio.get_running_loop().time()
+        await asyncio.gather(*(app.run_to_end(r, arrival) for (r, _h), _n in reqs))
         out = []
         for (r, h), n_in in reqs:
             comp = 0 if r.user == 0 else r.generated

@@ -48,8 +48,9 @@ class RealtimeDriver:
             except (asyncio.CancelledError, Exception):
                 pass
 
-    def submit(self, req: Request) -> None:
-        self.s.submit(req, asyncio.get_running_loop().time())
+    def submit(self, req: Request, arrival: float | None = None) -> None:
+        """Queue `req`, arrived now or at `arrival` (the requests of one batch arrive together)."""
+        self.s.submit(req, asyncio.get_running_loop().time() if arrival is None else arrival)
         self._wake.set()
 
     def abort(self, req: Request) -> None:

@@ -420,8 +420,9 @@ class EmulatorApp:
             return self.rng.randint(1, max(1, req.limit - 1))
         return None
 
-    async def run_to_end(self, req: Request) -> None:
-        """Drive one request that is not streamed until it finishes (aborted if the client leaves)."""
+    async def run_to_end(self, req: Request, arrival: float | None = None) -> None:
+        """Drive one request that is not streamed until it finishes (aborted if the client leaves);
+        `arrival` is the loop time a batch's requests share (RealtimeDriver.submit)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
 
@@ -431,7 +432,7 @@ class EmulatorApp:
 
         req.notify = notify
         self.in_flight[req.rid] = req
-        self.driver.submit(req)
+        self.driver.submit(req, arrival)
         try:
             await fut
         finally:
