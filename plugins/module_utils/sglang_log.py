@@ -750,6 +750,13 @@ _SPECIFIC = [
     # launcher hangs (sgl-project/sglang issue #3451, PR #20287); rank 0's CUDA-graph capture bar
     # (tqdm, no newline) may come first on the same line (issue #7847:
     # "Capturing batches (bs=448 ...):   8%|...| 4/51 [00:20<03:35,  4.59s/it]Fatal Python error: ...")
+    # A C++ exception nobody caught aborts the process (libstdc++'s std::terminate), before faulthandler's
+    # "Fatal Python error: Aborted": torch's NCCL watchdog on a collective that timed out or a CUDA error
+    # ("terminate called after throwing an instance of 'c10::DistBackendError'" then "  what():  [PG ID 2 PG
+    # GUID 3 Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory
+    # access was encountered": sgl-project/sglang issues #1693, #10216 and PR #14193). Its what() line is the
+    # cause that "Aborted" does not name, so it outranks faulthandler's line and is read with it.
+    ("native_crash", re.compile(r"terminate called after throwing an instance of '[^']+'")),
     ("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
     _PORT_IN_USE,
     (
@@ -772,6 +779,11 @@ _WRAPPERS = [
     # SGLang's subprocess liveness monitor (sgl-project/sglang PR #18582, v0.5.10): "Subprocess scheduler_0 (pid=1225)
     # crashed with exit code -9. Triggering cleanup..." (a kill -9 prints no traceback)
     ("subprocess_crashed", re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code -?\d+.*")),
+    # a worker node's launcher (--node-rank >= 1, every release 0.4.6-0.5.23: entrypoints/engine.py joins its
+    # schedulers instead of serving): "Scheduler or DataParallelController 4242 terminated with -9", the only
+    # word of a scheduler killed without a traceback; the launcher then joins the next one, which may hang, so
+    # the unit stays up and its stand-in health server answers 200. A nonzero code only: 0 is an orderly exit.
+    ("subprocess_crashed", re.compile(r"Scheduler or DataParallelController \d+ terminated with -?[1-9]\d*\s*$")),
     # the scheduler's hard watchdog, which then SIGQUITs the launcher: "Scheduler watchdog timeout
     # (self.watchdog_timeout=300, self.soft=False)", before it "Watchdog timeout
     # (self.watchdog_timeout=300)". A soft one (`self.soft=True`: --soft-watchdog-timeout, and every
@@ -941,13 +953,16 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             # memory, ...": sgl-project/sglang#6001): the line without it names no cause
             nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
             reason = f"{reason} {nxt}".strip()
+        elif kind == "native_crash" and reason.startswith("terminate called"):
+            nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
+            reason += f": {' '.join(nxt.split()[1:])}" if nxt.startswith("what():") else ""
     elif root is not None and not consequence:
         idx, reason, kind = root[0], root[1], "exception"
     elif wrapper is not None:
         idx, kind, reason = wrapper[:3]
         reason += _exit_code(parsed, idx) if kind == "scheduler_dead" else ""
         if kind == "subprocess_crashed":
-            code = re.search(r"exit code (-?\d+)", reason)
+            code = re.search(r"(?:exit code|terminated with) (-?\d+)", reason)
             reason += _signal_words(int(code.group(1))) if code else ""
     else:
         idx, kind, reason = trigger[0], "traceback", trigger[1].message.strip()

@@ -731,6 +731,39 @@ def test_a_native_crash_glued_to_the_capture_bar_is_fatal():
     assert f["reason"] == "Fatal Python error: Segmentation fault"
 
 
+def test_an_uncaught_cpp_exception_is_a_native_crash_named_by_its_what_line():
+    """torch's NCCL watchdog throws a C++ exception that nothing catches: libstdc++ prints "terminate
+    called after throwing ..." and the what() line, then the process aborts and faulthandler says only
+    "Fatal Python error: Aborted" (lines as sgl-project/sglang PR #14193 and issues #1693, #10216 show
+    them). The what() line is the cause; without faulthandler it is the only fatal line at all."""
+    what = (
+        "  what():  [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: "
+        "CUDA error: an illegal memory access was encountered"
+    )
+    lines = [
+        "[2025-12-09 02:28:10 TP1] Capture cuda graph begin. This can take up to several minutes. avail mem=60.12 GB",
+        "[rank1]:[E1209 02:28:15.281862353 ProcessGroupNCCL.cpp:2057] [PG ID 2 PG GUID 3 Rank 1] Process group "
+        "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        what,
+        "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:44 "
+        "(most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x80 (0x7fd07bf7cb80 in "
+        "/usr/local/lib/python3.12/dist-packages/torch/lib/libc10.so)",
+        "Fatal Python error: Aborted",
+        "",
+        "Thread 0x00007f7353fff640 (most recent call first):",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "native_crash" and f["generic"] is False, f
+    assert f["reason"] == (
+        "terminate called after throwing an instance of 'c10::DistBackendError': [PG ID 2 PG GUID 3 Rank 1] "
+        "Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered"
+    ), f
+    f = L.find_fatal(lines[2:4])
+    assert f is not None and f["kind"] == "native_crash" and "illegal memory access" in f["reason"], f
+
+
 def test_a_scheduler_killed_by_a_signal_is_reported_as_that_not_as_the_launchers_eoferror():
     lines = [
         "[2026-01-26 23:15:21] Rank 0 scheduler is dead. Please check if there are relevant logs.",
@@ -1003,6 +1036,34 @@ def test_deaths_that_0_5_10_and_later_announce_without_a_traceback_are_fatal():
     ]
     assert L.find_fatal(soft) is None
     assert L.find_fatal([killed[1]])["kind"] == "child_failed"
+
+
+def test_a_worker_nodes_scheduler_that_terminated_is_fatal():
+    """A worker node (--node-rank >= 1) serves nothing: its launcher joins its schedulers and says
+    when one ended, "Scheduler or DataParallelController {proc.pid} terminated with {proc.exitcode}"
+    (sgl-project/sglang python/sglang/srt/entrypoints/engine.py, the same f-string in the 0.4.6.post5,
+    0.4.10, 0.5.2, 0.5.4, 0.5.6 and 0.5.9 wheels, split over two literals in 0.5.10-0.5.23). A
+    scheduler killed by the OOM killer prints nothing else, and the launcher goes on joining the
+    next one, so this line is the only word of the death."""
+    joined = "[2026-03-02 10:00:00 TP8] Init torch distributed ends. elapsed=3.21 s, mem usage=0.51 GB"
+    killed = "[2026-03-02 10:05:00] Scheduler or DataParallelController 4242 terminated with -9"
+    f = L.find_fatal([joined, killed])
+    assert f is not None and f["kind"] == "subprocess_crashed" and f["generic"] is True, f
+    assert f["reason"].startswith(killed[22:]) and "(killed by signal 9, SIGKILL" in f["reason"], f
+    # a traceback before it names the cause, as for the other announcements of a death
+    nccl = [
+        "[2026-03-02 10:04:59 TP9] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 3186, in run_scheduler_process',
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+        "remote process exited or there was a network error, NCCL version 2.27.3",
+        "[2026-03-02 10:05:00] Scheduler or DataParallelController 4243 terminated with 1",
+    ]
+    f = L.find_fatal([joined, *nccl])
+    assert f is not None and f["kind"] == "exception", f
+    assert f["reason"].startswith("torch.distributed.DistBackendError: NCCL error"), f
+    # an orderly exit is no failure
+    orderly = "[2026-03-02 10:05:00] Scheduler or DataParallelController 4242 terminated with 0"
+    assert L.find_fatal([joined, orderly]) is None
 
 
 def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_chains():
