@@ -432,8 +432,9 @@ def test_the_step_that_finishes_a_request_counts_only_its_tokens():
 def test_prefill_line_input_throughput_counts_the_batch_its_release_counts(version, counted):
     """`input throughput` of the Prefill batch line: 0.5.9/0.5.10 divide the tokens of the prefill
     logged before by the gap since that log (`log_prefill_stats`: last_prefill_tokens / gap_latency),
-    0.5.11+ this batch's own tokens. A 60-token prefill, then a 6000-token one 1 s later: 60 tok/s
-    on 0.5.9 (the earlier batch), 6000 tok/s on 0.5.11+."""
+    0.5.11+ this batch's own tokens. Each is logged when its batch ends (process_batch_result_prefill),
+    so a 60-token prefill at 0 s, then a 6000-token one at 1 s, are logged 1 s + the second's forward
+    - the first's apart: 60 tokens over that on 0.5.9 (the earlier batch), 6000 on 0.5.11+."""
     from tuner.emulator import versions
 
     lines: list[str] = []
@@ -442,13 +443,16 @@ def test_prefill_line_input_throughput_counts_the_batch_its_release_counts(versi
     spec = _spec(input_throughput=facts.input_throughput, prefill_line=facts.prefill_line)
     s = Scheduler(p, spec, random.Random(1), log=lines.append)
     s.submit(Request("a", 60, 2, alpha=0.9), 0.0)
-    s.finish_batch(b := s.next_batch(0.0), b.duration)
+    s.finish_batch(a := s.next_batch(0.0), a.duration)
     s.submit(Request("b", 6000, 2, alpha=0.9), 1.0)
-    s.next_batch(1.0)
+    b = s.next_batch(1.0)
+    assert sglang_log.parse_prefill_batches(lines)[-1]["new_token"] == 60  # not logged before its forward
+    s.finish_batch(b, 1.0 + b.duration)
     prefill = sglang_log.parse_prefill_batches(lines)
+    gap = 1.0 + b.duration - a.duration
     assert [row["input_throughput"] for row in prefill] == [
         0.0,
-        pytest.approx(60.0 if counted == "previous" else 6000.0),
+        pytest.approx((60.0 if counted == "previous" else 6000.0) / gap, rel=1e-3),
     ]
 
 

@@ -46,6 +46,43 @@ def test_long_prompt_logs_one_prefill_line_per_chunk(emulator, version, pending)
     assert all(r["input_throughput"] is not None and r["cuda_graph"] is False for r in rows)
 
 
+@pytest.mark.parametrize("version,counted", [("0.5.9", 1000), ("0.5.23", 500)])
+def test_a_prefill_line_is_logged_when_its_batch_ends(emulator, version, counted):
+    """SGLang logs `Prefill batch` from process_batch_result_prefill, after the forward and after the
+    batch's first tokens are streamed (0.5.9 scheduler_output_processor_mixin.py; 0.5.23
+    scheduler_components/batch_result_processor.py), not when get_new_batch_prefill forms it. 2500
+    tokens at --chunked-prefill-size 1000, one output token: the last chunk's line is stamped once
+    all three chunks ran (the request's first token), before the reply; and `input throughput` of
+    that 500-token chunk divides by the gap between the two chunks' ends, its own forward: the
+    previous chunk's 1000 tokens on 0.5.9, its own 500 on 0.5.23 (logged at the batch's start, the
+    gap was the previous chunk's forward)."""
+    import time
+
+    from tuner.emulator import model
+    from tuner.emulator.profile import load_profile
+
+    p = load_profile()
+    forward = [model.prefill_time_ms(p, n, 1000) / 1000 for n in (1000, 1000, 500)]
+    e = emulator(
+        *STARTUP,
+        "--emulator-sglang-version",
+        version,
+        "--chunked-prefill-size",
+        "1000",
+        env={"SGLANG_LOG_MS": "1"},
+    ).wait_ready()
+    before = len(_prefill_rows(e))
+    sent = time.time()
+    _generate_ids(e, [[7] * 2500], max_new=1)
+    replied = time.time()
+    rows = _prefill_rows(e)[before:]
+    assert [r["new_token"] for r in rows] == [1000, 1000, 500]
+    assert rows[-1]["input_throughput"] == pytest.approx(counted / forward[-1], rel=1e-3)
+    last = sglang_log.parse_timestamp(rows[-1]["timestamp"])
+    first_token = sent + p.t_request_overhead_ms / 1000 + sum(forward)
+    assert first_token - 0.002 <= last <= replied + 0.002, (sent, last, replied)
+
+
 @pytest.mark.parametrize(
     "version,chunk,batches",
     [

@@ -119,16 +119,17 @@ def test_startup_lines_order_and_health_gate(emulator):
 
 def test_a_failed_health_check_is_checked_again_and_recovers(emulator, tmp_path):
     """SGLang's /health waits SGLANG_HEALTH_CHECK_TIMEOUT seconds for a scheduler output; one that
-    times out (here: a long prefill, one step of about 5 s, under a 1 s limit) logs `Health check
+    times out (here: a long prefill, two chunks of about 2.5 s, under a 1 s limit) logs `Health check
     failed`, answers 503 and marks the server unhealthy (/ready 503), and the next check that gets
     its output sets it up again (srt/entrypoints/http_server.py `health_generate`): the emulator
     had answered 503 to every later check without checking."""
     raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
-    raw.update(t_prefill_tok_ms=1.0, startup_s=0.1)  # 5,000 prompt tokens: one prefill of about 5 s
+    raw.update(t_prefill_tok_ms=1.0, startup_s=0.1)  # 5,000 prompt tokens: two chunks of about 2.5 s
     prof = tmp_path / "slow-prefill.yaml"
     prof.write_text(yaml.safe_dump(raw))
-    # 0.5.23: its /ready answers from the same status
-    args = ("--emulator-profile", str(prof), "--emulator-sglang-version", "0.5.23")
+    # 0.5.23: its /ready answers from the same status; each chunk fills the chunk budget, so the
+    # check's request joins no batch before the prompt's last chunk
+    args = ("--emulator-profile", str(prof), "--emulator-sglang-version", "0.5.23", "--chunked-prefill-size", "2500")
     e = emulator(*args, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"}).wait_ready()
     assert e.get("/health")[0] == 200
     body = {"input_ids": [7] * 5000, "sampling_params": {"max_new_tokens": 2}}
@@ -136,7 +137,9 @@ def test_a_failed_health_check_is_checked_again_and_recovers(emulator, tmp_path)
     long = threading.Thread(target=lambda: done.append(e.post_json("/generate", body, timeout=60)[0]))
     long.start()
     try:
-        e.wait_for_line("#new-token: 5000")  # the prefill step has begun
+        # a Prefill line is logged when its batch ends (process_batch_result_prefill): the first
+        # chunk's, with the second's 2.5 s to go before the next scheduler output
+        e.wait_for_line("#new-token: 2500")
         assert e.get("/health", timeout=10)[0] == 503  # no scheduler output within 1 s: the prefill
         assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in e.log()
         assert e.get("/ready")[0] == 503

@@ -39,6 +39,9 @@ class Batch:
     duration: float  # seconds
     new_tokens: int = 0  # prefill: input tokens in the batch
     chunks: list[int] | None = None  # prefill: each request's tokens in it (all its input or a chunk)
+    # prefill: what SGLang's PrefillStats records when it forms the batch, for the line logged at its end
+    running: int = 0  # requests running then (`#running-req`)
+    pending: int = 0  # 0.5.11+ `#pending-token`
 
 
 @dataclass
@@ -251,9 +254,9 @@ class Scheduler:
                     self.chunked = r
             if new:
                 tokens = sum(chunks)
-                self._log_prefill(new, tokens, now, self._pending_tokens(chunks))
                 ms = model.prefill_time_ms(self.p, tokens, self.spec.chunked_prefill_size)
-                return Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens, chunks)
+                pending = self._pending_tokens(chunks)
+                return Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens, chunks, len(running), pending)
         if running:
             if self.policy is not None:
                 self._activate(self.policy.steps_for_batch(len(running)))
@@ -331,6 +334,7 @@ class Scheduler:
             if r.notify is not None:
                 r.notify(r)
         self.realtime_tokens["prefill_compute"] += computed
+        self._log_prefill(batch, t)
 
     def _finish_decode(self, batch: Batch, t: float) -> None:
         k = self.k
@@ -531,8 +535,15 @@ class Scheduler:
             pending += cut.input_tokens - cut.prefilled - chunks[-1]
         return pending
 
-    def _log_prefill(self, new: list[Request], tokens: int, now: float, pending: int = 0) -> None:
-        """SGLang's prefill stats for each prefill batch: the `Prefill batch` line and the gauges."""
+    def _log_prefill(self, batch: Batch, now: float) -> None:
+        """SGLang's prefill stats for each prefill batch, the `Prefill batch` line and the gauges, at
+        the batch's end: every release modelled logs them from `process_batch_result_prefill`
+        (scheduler_output_processor_mixin.py; 0.5.23 scheduler_components/batch_result_processor.py),
+        after the forward and after its first tokens are streamed, from the PrefillStats recorded
+        when the batch was formed ("Record prefill stats for logging after forward",
+        scheduler.py `get_new_batch_prefill`) and the pool and queue as they are then. So the
+        `input throughput` gap runs from the previous prefill's end to this one's."""
+        tokens = batch.new_tokens
         previous, self._last_prefill_tokens = self._last_prefill_tokens, tokens
         if self._prefill_log_t is None:
             thr = 0.0
@@ -543,7 +554,7 @@ class Scheduler:
         self._prefill_log_t = now
         live, usage, mamba_usage = self._usage()
         self.gauges.update(
-            num_running_reqs=len(self.running),
+            num_running_reqs=batch.running,
             num_queue_reqs=len(self.waiting),
             num_used_tokens=live,
             token_usage=usage,
@@ -552,15 +563,15 @@ class Scheduler:
         if self.log is not None:
             self.log(
                 logs.prefill_batch_line(
-                    new_seq=len(new),
+                    new_seq=len(batch.reqs),
                     new_token=tokens,
                     token_usage=usage,
-                    running=len(self.running),
+                    running=batch.running,
                     queue=len(self.waiting),
                     input_throughput=thr,
                     hybrid=self.spec.hybrid,
                     mamba_usage=mamba_usage,
-                    pending=pending,
+                    pending=batch.pending,
                     style=self.spec.prefill_line,
                 )
             )

@@ -77,7 +77,9 @@ class SGLangVersion:
     # prefill logged before by the time since that log (0.5.9 managers/scheduler_metrics_mixin.py,
     # 0.5.10 observability/scheduler_metrics_mixin.py `log_prefill_stats`: last_prefill_tokens /
     # gap_latency); "this-batch" divides this batch's own tokens (0.5.11+; 0.5.23
-    # scheduler_components/metrics_reporter.py `report_prefill_stats`).
+    # scheduler_components/metrics_reporter.py `report_prefill_stats`). Every release here logs the
+    # line after the batch's forward (`process_batch_result_prefill`), so the time is between two
+    # prefill batches' ends: no per-release fact (engine.py `_log_prefill`).
     input_throughput: str = "previous-batch"
     # /metrics beyond 0.5.9's set (observability/metrics_collector.py, 0.5.23): the per-call
     # counter and the active-depth gauges.
