@@ -150,6 +150,32 @@ def test_a_failed_health_check_is_checked_again_and_recovers(emulator, tmp_path)
     assert e.get("/ready")[0] == 200
 
 
+def test_a_chunk_before_the_last_does_not_pass_a_health_check(emulator, tmp_path):
+    """/health passes on a scheduler output reaching the detokenizer (http_server.py
+    `health_generate`); a prefill chunk before a prompt's last sends none (`skip_stream_req`,
+    process_batch_result_prefill). Three chunks of about 2 s, a 3 s limit, the check sent as the
+    first chunk ends: the second chunk's end (about 2 s on) passes nothing, the third's comes after
+    the limit. The emulator had passed the check on any batch's end."""
+    raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
+    raw.update(t_prefill_tok_ms=1.0, startup_s=0.1)  # 6,000 prompt tokens: three chunks of about 2 s
+    prof = tmp_path / "slow-prefill.yaml"
+    prof.write_text(yaml.safe_dump(raw))
+    args = ("--emulator-profile", str(prof), "--emulator-sglang-version", "0.5.23", "--chunked-prefill-size", "2000")
+    e = emulator(*args, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "3"}).wait_ready()
+    body = {"input_ids": [7] * 6000, "sampling_params": {"max_new_tokens": 2}}
+    done: list[int] = []
+    long = threading.Thread(target=lambda: done.append(e.post_json("/generate", body, timeout=60)[0]))
+    long.start()
+    try:
+        e.wait_for_line("#new-token: 2000")  # the first chunk's line, logged as it ends
+        assert e.get("/health", timeout=10)[0] == 503
+        assert e.log().count("#new-token: 2000") >= 2  # the second chunk ended inside the check's 3 s
+    finally:
+        long.join(30)
+    assert done == [200]
+    assert e.get("/health")[0] == 200
+
+
 def test_topk_adjust_warning_in_the_journal(emulator):
     e = emulator(
         "--speculative-algorithm",

@@ -43,6 +43,14 @@ class Batch:
     running: int = 0  # requests running then (`#running-req`)
     pending: int = 0  # 0.5.11+ `#pending-token`
 
+    def streamed_output(self) -> bool:
+        """Whether the batch, once finished, sent the detokenizer anything: a decode batch always; a
+        prefill batch only if a request in it finished its prefill, since a chunk before the last
+        streams nothing (scheduler_output_processor_mixin.py `process_batch_result_prefill` passes a
+        request still `is_chunked` to `stream_output` as its `skip_stream_req`). /health waits for such an output (http_server.py
+        `health_generate`), so a long chunked prefill holds it until its last chunk."""
+        return self.kind != PREFILL or any(r.prefilled >= r.input_tokens for r in self.reqs)
+
 
 @dataclass
 class EngineSpec:

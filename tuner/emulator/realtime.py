@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from .engine import Scheduler
+from .engine import Batch, Scheduler
 from .request import Request
 
 # Behind its own clock by more than this, the driver stops trying to catch up (the model's time is
@@ -24,7 +24,7 @@ class RealtimeDriver:
     def __init__(
         self,
         scheduler: Scheduler,
-        on_batch: Callable[[], None] | None = None,
+        on_batch: Callable[[Batch], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.s = scheduler
@@ -100,4 +100,4 @@ class RealtimeDriver:
                 await asyncio.sleep(0)
             s.finish_batch(batch, deadline)
             if self.on_batch is not None:
-                self.on_batch()
+                self.on_batch(batch)

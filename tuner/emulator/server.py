@@ -32,7 +32,7 @@ from aiohttp.abc import AbstractAccessLogger
 
 from . import api_native, api_openai, model, tokens, workload
 from . import metrics as prom
-from .engine import Scheduler
+from .engine import Batch, Scheduler
 from .faults import FaultSet
 from .http_json import BadRequest, SchedulerRefusal, dumps, error_openai
 from .logs import Logger
@@ -178,8 +178,9 @@ class EmulatorApp:
         except web.HTTPMethodNotAllowed:
             return web.Response(status=405, body=b'{"detail":"Method Not Allowed"}', content_type="application/json")
 
-    def _on_batch(self) -> None:
-        if self._progress:
+    def _on_batch(self, batch: Batch) -> None:
+        """A scheduler output reached the detokenizer: the health checks waiting for one pass."""
+        if self._progress and batch.streamed_output():
             waiters, self._progress = self._progress, []
             for f in waiters:
                 if not f.done():
