@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent(
     s.spec = types.SimpleNamespace(deploy_best=True, schedule=False)
     s.verify, s._baseline, s.hosts, s.deployer, s.progress = None, None, ["emu1"], Deployer(), Progress()
     s.plan = types.SimpleNamespace(infeasible=[])
-    s.planner = types.SimpleNamespace(runs=lambda cfg, host: True)  # every host's role runs it
+    s.planner = types.SimpleNamespace(runs=lambda cfg, host: True, set_aside=lambda: None)  # every host's role runs it
     s.store = types.SimpleNamespace(state=lambda: types.SimpleNamespace(skipped={}))
     async def nothing(*a, **k):
         return None

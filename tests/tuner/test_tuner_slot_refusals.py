@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import json
 import threading
 from types import SimpleNamespace
 
@@ -163,3 +164,72 @@ def test_a_confirmation_no_host_runs_gives_way_to_the_next_contender():
     out = log.getvalue()
     assert ran == [(ngram.config_id, "gpu1", 2)], (ran, out)
     assert "[confirm] done (the role of every host refuses" in out, out
+
+
+def _measured_then_resumed(tmp_path):
+    """A grid sweep of k0-k6 measured whole on both hosts (gpu2 ran the NEXTN depths), then
+    `--resume --limit gpu1`: gpu1's role refuses every NEXTN depth, so the resumed plan sets them
+    all aside (ConfigPlan.set_aside_refused)."""
+    from tuner.data.store import Store
+
+    first, _ = two_slots("grid")
+    store = Store(tmp_path)
+    for cfg in first.plan.configs:
+        for rec in M.measure(cfg):
+            rec.host = "gpu1" if cfg.spec_steps == 0 else "gpu2"
+            store.append(rec)
+    sweep, log = two_slots("grid", {"gpu1": LORA})
+    assert not sweep.plan.configs[1:] and len(sweep.plan.infeasible) == 6  # k0 alone is left to run
+    sweep.store = sweep.planner.store = store
+    sweep.deployer = SimpleNamespace(cancel=threading.Event())  # type: ignore[assignment]
+    return sweep, log, store
+
+
+def test_a_resume_on_hosts_that_all_refuse_a_measured_configuration_keeps_its_measurements(tmp_path):
+    """`--resume --limit gpu1` wrote an `infeasible` skip for each NEXTN depth gpu2 had measured:
+    the report said each "was not deployed" and the state's set-aside named measured
+    configurations. Now nothing is written for them, the log says why the resume runs nothing new
+    of them (in the play's words), and the recommendation still stands on their measurements."""
+    sweep, log, store = _measured_then_resumed(tmp_path)
+    ran: list[str] = []
+
+    async def run_config(cfg: SpecConfig, host: str, deployment: int = 1, levels=None) -> None:
+        ran.append(cfg.config_id)
+
+    sweep.run_config = run_config  # type: ignore[method-assign]
+    rc = asyncio.run(sweep._run(threading.Event()))
+    out = log.getvalue()
+    assert ran == [] and rc == 0, (ran, out)  # k0 was measured: nothing to run
+    assert [r for r in store.records() if r["type"] == "skip"] == []
+    st = store.state()
+    assert st.skipped == {} and st.set_aside == set()
+    k3 = SpecConfig(3)
+    assert out.count(f"[{k3.label}] ") == 1, out
+    said = f"[{k3.label}] measured by an earlier run; nothing more of it runs here: the role of every host refuses it"
+    assert f"{said} ({LORA_WORDS}" in out, out
+    report = (tmp_path / "report.md").read_text()
+    assert "was not deployed" not in report, report
+    rec = json.loads((tmp_path / "recommendation.json").read_text())
+    refused = {c.config_id for c, _ in sweep.plan.infeasible}
+    assert set(rec["recommended"]["scores"]) == {"k0"} | refused, rec["recommended"]  # every one competes
+    assert rec["by_concurrency"]["1"]["config_id"] in refused  # a NEXTN depth gpu2 measured wins C=1
+    assert rec["skipped"] == []
+
+
+def test_an_infeasible_skip_written_after_measurements_does_not_shadow_them(tmp_path):
+    """records.jsonl of a sweep resumed before the fix: the skip came after k3's levels. Folded, k3
+    is measured, not set aside, and the report names no skip of it."""
+    from tuner.data.records import SkipRecord
+    from tuner.data.store import Store
+
+    sweep, _log, store = _measured_then_resumed(tmp_path)
+    k3 = SpecConfig(3)
+    why = dict((c.config_id, w) for c, w in sweep.plan.infeasible)[k3.config_id]
+    store.append(SkipRecord(config=k3, kind="infeasible", reason=why))
+    st = Store(tmp_path).state()  # read back from the file, as --resume and `report` read it
+    assert k3.config_id not in st.skipped and k3.config_id not in st.set_aside
+    assert st.has_levels(k3.config_id) and k3.config_id not in st.terminal()
+    # one set aside before anything of it was measured is still a skip
+    k7 = SpecConfig(7)
+    store.append(SkipRecord(config=k7, kind="infeasible", reason=why))
+    assert Store(tmp_path).state().set_aside == {k7.config_id}

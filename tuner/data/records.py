@@ -476,6 +476,10 @@ class SweepState:
         elif isinstance(rec, LevelRecord):
             st.measured.append(Measured(rec, current.get((cid, rec.host))))
         elif isinstance(rec, SkipRecord):
+            if rec.kind == "infeasible" and (cid in st.deploys or st.has_levels(cid)):
+                # a configuration that was run is no set-aside one: a --resume --limit to hosts that
+                # refuse it wrote this (before tuner/run/planner.py `set_aside` stopped that)
+                return
             st.skipped[cid] = rec
         elif isinstance(rec, PredictionRecord):
             # the prediction made just before the configuration's first deploy: one made again on

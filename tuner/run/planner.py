@@ -104,6 +104,19 @@ class Planner:
             self.progress.line(f"[{cfg.label}] kept off {host}: its role refuses it there ({why}); {where}")
         return why is not None
 
+    def set_aside(self) -> None:
+        """The configurations the plan set aside (every slot's role refuses them) as `infeasible`
+        skips, each once. Not one an earlier run deployed or measured (a --resume --limit to hosts
+        that refuse it): its measurements stand and the report and recommendation use them; the log
+        says why this run adds nothing to them."""
+        state = self.store.state()
+        for cfg, why in self.plan.infeasible:
+            if state.has_levels(cfg.config_id) or cfg.config_id in state.deploys:
+                runs = "nothing more of it runs here: the role of every host refuses it"
+                self.progress.line(f"[{cfg.label}] measured by an earlier run; {runs} ({why})")
+            elif cfg.config_id not in state.skipped:
+                self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
+
     def runs(self, cfg: SpecConfig, host: str) -> bool:
         """Whether `host`'s role runs `cfg` (the correctness gate's redeploys and --deploy-best ask)."""
         return not self.kept_off(cfg, host)

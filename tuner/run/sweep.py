@@ -37,7 +37,6 @@ from ..data.records import (
     BenchFailedRecord,
     DeployBestRecord,
     DeployRecord,
-    SkipRecord,
     SweepState,
     TimingRecord,
 )
@@ -455,10 +454,7 @@ class Sweep:
 
     async def _run(self, interrupted: threading.Event) -> int:
         """The sweep's phases, then --deploy-best (run() holds the signal handlers around it)."""
-        known = self.store.state().skipped
-        for cfg, why in self.plan.infeasible:
-            if cfg.config_id not in known:
-                self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
+        self.planner.set_aside()
         try:
             if self.verify is not None and not self.verify.load():
                 # the campaign's one no-speculation deployment: its outputs are the baseline. It
