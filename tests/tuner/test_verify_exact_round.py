@@ -498,3 +498,51 @@ def test_a_redeploy_with_the_flag_keeps_the_flags_each_slot_runs_with(tmp_path):
     assert phase._deterministic_vars("gpu1") == {
         "sglang_server_extra_flags": {"cuda-graph-max-bs": 64, rules.DETERMINISTIC_FLAG: True}
     }
+
+
+def test_a_pick_no_hosts_role_runs_is_named_unchecked_with_the_reason(tmp_path, monkeypatch):
+    """`--resume --limit` to hosts whose role refuses a pick (k3, measured on another host before):
+    no host redeploys it, and the round said it was done with nothing left unchecked, so the report
+    gave k3 an exact-round pass it never had. Now it is named under `unchecked`, with the reason,
+    beside the pick that was checked."""
+    import asyncio
+    import contextlib
+    from types import SimpleNamespace
+
+    from sglang_utils.sglang_gate_report import GateReport
+
+    from tuner.verify import gate
+
+    async def fake_check(*_a: Any, **_kw: Any) -> dict[str, Any]:
+        return {"passed": True, "reasons": [], "rule": {"mode": "exact"}}
+
+    monkeypatch.setattr(gate, "check", fake_check)
+    phase, log, progress = _threshold_phase(tmp_path)
+    monkeypatch.setattr(phase, "_client", lambda *_a: contextlib.nullcontext(SimpleNamespace()))
+    phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
+    phase.exact_baseline = {"deterministic": True}  # reused: nothing captured
+    calls: list[tuple[str, str]] = []
+
+    def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
+        calls.append((label, host))
+        return SimpleNamespace(ok=True, client_url="http://h:1", reason=None, gate=GateReport(), elapsed_s=0.1)
+
+    asyncio.run(
+        phase.exact_round(
+            deploy,
+            ["a", "b"],
+            lambda: [SpecConfig(spec_steps=3), SpecConfig(spec_steps=2)],
+            lambda: (set(log.state.verify_exact), set(log.state.verify)),
+            runs=lambda cfg, _host: cfg.spec_steps != 3,
+        )
+    )
+    assert [label for label, _ in calls] == ["verify-exact-k2-t1"]
+    st = log.state
+    verdict = st.verify_exact_round.verdict
+    assert verdict["configs"] == 1 and verdict["unchecked"] == ["k3-t1"], verdict
+    assert verdict["refused"] == ["k3-t1"] and not verdict["stopped"], verdict
+    said = "k3-t1 (the role of every host refuses it) keep their threshold verdict only"
+    assert any(said in ln for ln in progress.lines), progress.lines
+    assert exact_json(st)["left_unchecked"] == ["k3-t1"]
+    text = "\n".join(report_section(st, True, True))
+    assert f"Not redeployed: {said}." in text, text

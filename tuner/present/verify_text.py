@@ -109,6 +109,40 @@ def judged_by(state: Any, cid: str) -> str:
     )
 
 
+# why the exact round left a pick unchecked that no host's role runs (tuner/verify/phase.py `exact_round`)
+REFUSED_EVERYWHERE = "the role of every host refuses it"
+
+
+def exact_round_text(
+    made: int,
+    deploys: int,
+    secs: float,
+    stopped: str | None,
+    left: list[str],
+    refused: list[str],
+    trees: list[str],
+    uno: list[str],
+    bound: int,
+) -> str:
+    """The exact round's line once done: what it redeployed and cost, and each pick it did not hold
+    to exact parity with why (`left`: stopped early or past the `bound`; `refused`: no host runs it;
+    draft trees and UNO, never exact)."""
+    text = f"{made} configuration(s) redeployed, {deploys} deploy(s) in all, {secs:.1f} s"
+    if stopped:
+        text += f"; stopped: {stopped}"
+    elif left:
+        text += f"; the bound of {bound} was reached"
+    if left:
+        text += f"; {', '.join(left)} keep their per-deployment (threshold) verdict only"
+    if refused:
+        text += f"; {', '.join(refused)} ({REFUSED_EVERYWHERE}) keep their threshold verdict only"
+    if trees:
+        text += f"; {', '.join(trees)} (draft trees, never exact) keep their threshold verdict"
+    if uno:
+        text += f"; {', '.join(uno)} (UNO, which SGLang does not run deterministic) keep their threshold verdict"
+    return text
+
+
 def exact_json(state: Any) -> dict[str, Any]:
     """recommendation.json's `verify.exact_round`: what the round did and cost (all its runs)."""
     rnd = state.verify_exact_round
@@ -157,12 +191,16 @@ def _exact_lines(state: Any) -> list[str]:
         else:
             bl = [f"- **{cid}**: {(v.reasons or ['?'])[0]}"]
         lines += bl
-    if rnd is not None and rnd.verdict.get("unchecked"):
+    refused = list(rnd.verdict.get("refused") or []) if rnd is not None else []
+    left = [cid for cid in (rnd.verdict.get("unchecked") or []) if cid not in refused] if rnd is not None else []
+    if rnd is not None and left:
         lines += [
             "",
             f"Not redeployed ({'stopped: ' + rnd.verdict['stopped'] if rnd.verdict.get('stopped') else 'the bound was reached'}): "
-            f"{', '.join(rnd.verdict['unchecked'])} keep their threshold verdict only.",
+            f"{', '.join(left)} keep their threshold verdict only.",
         ]
+    if refused:
+        lines += ["", f"Not redeployed: {', '.join(refused)} ({REFUSED_EVERYWHERE}) keep their threshold verdict only."]
     return lines
 
 

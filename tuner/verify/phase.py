@@ -33,6 +33,7 @@ from sglang_utils import sglang_verify as rules
 from sglang_utils.sglang_flags import extra_switch_on
 
 from ..data.records import UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY, VerifyRecord
+from ..present.verify_text import exact_round_text
 from ..run.client import BenchClient, ClientOptions
 from ..run.levels import wait_for_health
 from ..run.together import together
@@ -621,20 +622,12 @@ class VerifyPhase:
                 )
                 return
         deploys, made = tally["deploys"], tally["made"]
-        left = [c.config_id for c in todo()] if stopped or made >= EXACT_MAX_CONFIGS else []
+        # a pick no host's role runs (a --resume --limit to hosts that refuse it) was never redeployed
+        refused = [c.config_id for c in todo() if not any(runs(c, h) for h in hosts)]
+        left = [c.config_id for c in todo() if c.config_id not in refused and (stopped or made >= EXACT_MAX_CONFIGS)]
         stopped_why = stopped[0] if stopped else None
         secs = round(time.perf_counter() - started, 3)
-        text = f"{made} configuration(s) redeployed, {deploys} deploy(s) in all, {secs:.1f} s"
-        if stopped_why:
-            text += f"; stopped: {stopped_why}"
-        elif left:
-            text += f"; the bound of {EXACT_MAX_CONFIGS} was reached"
-        if left:
-            text += f"; {', '.join(left)} keep their per-deployment (threshold) verdict only"
-        if trees:
-            text += f"; {', '.join(trees)} (draft trees, never exact) keep their threshold verdict"
-        if uno:
-            text += f"; {', '.join(uno)} (UNO, which SGLang does not run deterministic) keep their threshold verdict"
+        text = exact_round_text(made, deploys, secs, stopped_why, left, refused, trees, uno, EXACT_MAX_CONFIGS)
         self._note(
             "done: " + text,
             {
@@ -643,7 +636,8 @@ class VerifyPhase:
                 "configs": made,
                 "deploys": deploys,
                 "seconds": secs,
-                "unchecked": left,
+                "unchecked": left + refused,
+                "refused": refused,
                 "stopped": stopped_why,
             },
             previous,
