@@ -233,3 +233,23 @@ def test_an_infeasible_skip_written_after_measurements_does_not_shadow_them(tmp_
     k7 = SpecConfig(7)
     store.append(SkipRecord(config=k7, kind="infeasible", reason=why))
     assert Store(tmp_path).state().set_aside == {k7.config_id}
+
+
+@pytest.mark.parametrize("search", ["grid", "model"])
+def test_a_configuration_a_limited_resume_set_aside_is_measured_by_a_resume_on_hosts_that_run_it(search):
+    """`--limit gpu1` (LoRA: every NEXTN depth refused) recorded the NEXTN depths as `infeasible`
+    skips; a later `--resume` on both hosts, gpu2 running them, treated those skips as decided and
+    measured none of them (the report said each "was not deployed"). A set-aside holds for the run
+    whose hosts refuse it: one whose plan runs the configuration measures it."""
+    limited, _ = two_slots(search, {"gpu1": LORA})
+    for rec in M.measure(SpecConfig(0)):
+        rec.host = "gpu1"
+        limited.store.append(rec)
+    limited.planner.set_aside()
+    assert {r.kind for r in limited.store.state().skipped.values()} == {"infeasible"}
+    sweep, log = two_slots(search)
+    sweep.store = sweep.planner.store = limited.store
+    ran: list[tuple[str, str]] = []
+    _drive(sweep, ran)
+    assert ran and {host for _, host in ran} == {"gpu2"}, (ran, log.getvalue())
+    assert not any(sk.kind == "infeasible" for sk in sweep.store.state().skipped.values())

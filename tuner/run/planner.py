@@ -166,8 +166,11 @@ class Planner:
                 if unit in self.in_progress or unit in self.finished:
                     continue
                 skipped = state.skipped.get(cid)
-                # the model's skips are its own: a grid sweep (say, `--resume --search grid`) measures them
-                grid_skip = skipped is not None and (skipped.kind != "predicted" or dep > 1)
+                # the model's skips are its own: a grid sweep (say, `--resume --search grid`) measures them;
+                # a set-aside (`infeasible`) was a run's whose hosts refused it: this plan's hosts run it
+                grid_skip = (
+                    skipped is not None and skipped.kind != "infeasible" and (skipped.kind != "predicted" or dep > 1)
+                )
                 if grid_skip or cid in state.unstable or self._all_levels_done(cid, dep):
                     self.finished.add(unit)
                     continue
@@ -223,7 +226,8 @@ class Planner:
                     self.in_progress.add((cid, 1))
                     return cfg
                 elsewhere = True
-            if cid not in state.deploys and cid not in state.skipped and self.spec.early_stop and cfg.spec_steps > 0:
+            decided = cid in state.skipped and state.skipped[cid].kind != "infeasible"  # (as in _next_in)
+            if cid not in state.deploys and not decided and self.spec.early_stop and cfg.spec_steps > 0:
                 skip = capacity_skip(cfg, state)
                 if skip is not None:
                     self.store.append(SkipRecord(config=cfg, kind="capacity", reason=skip))

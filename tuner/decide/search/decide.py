@@ -215,7 +215,11 @@ def _decide(
     pins the best chain there, and a chain that could beat that one is deployed too.
     """
     excluded = set(exclude)
-    done = set(state.deploys) | set(state.failed) | set(state.skipped)
+    # a set-aside (`infeasible`) skip of one of `configs` was an earlier run's, whose hosts all refused
+    # it (a --resume --limit): this run's plan has a host that runs it
+    done = (
+        set(state.deploys) | set(state.failed) | {cid for cid, sk in state.skipped.items() if sk.kind != "infeasible"}
+    )
     done |= {m.level.config_id for m in state.measured}
     open_ = [c for c in configs if c.config_id not in done and c.config_id not in excluded]
     busy = set(running)
