@@ -546,3 +546,20 @@ def test_a_pick_no_hosts_role_runs_is_named_unchecked_with_the_reason(tmp_path, 
     assert exact_json(st)["left_unchecked"] == ["k3-t1"]
     text = "\n".join(report_section(st, True, True))
     assert f"Not redeployed: {said}." in text, text
+
+    # a --resume with the same hosts: nothing to redeploy and the same pick refused: nothing new, so
+    # no second record (records.jsonl grows only with new facts); each resume had added one
+    added: list[Any] = []
+    real_append = log.append
+    monkeypatch.setattr(log, "append", lambda rec: (added.append(rec), real_append(rec))[1])
+    asyncio.run(
+        phase.exact_round(
+            deploy,
+            ["a", "b"],
+            lambda: [SpecConfig(spec_steps=3), SpecConfig(spec_steps=2)],
+            lambda: (set(log.state.verify_exact), set(log.state.verify)),
+            previous=verdict,
+            runs=lambda cfg, _host: cfg.spec_steps != 3,
+        )
+    )
+    assert [label for label, _ in calls] == ["verify-exact-k2-t1"] and added == [], added

@@ -329,11 +329,13 @@ class VerifyPhase:
 
     def _note(self, text: str, verdict: dict[str, Any], previous: dict[str, Any] | None = None) -> None:
         """Say what the round did; a `--resume` whose round did nothing new (the same reason not to
-        run, or nothing left to check) adds no record, so records.jsonl grows only with new facts."""
+        run, or no redeploy and the same picks left unchecked) adds no record, so records.jsonl grows
+        only with new facts."""
         self.progress.line(f"[verify exact] {text}")
+        same_left = not verdict.get("unchecked") or verdict.get("unchecked") == (previous or {}).get("unchecked")
         if previous is not None and (
             (not verdict.get("applies") and previous.get("why") == verdict.get("why"))
-            or (verdict.get("applies") and not verdict.get("deploys") and not verdict.get("unchecked"))
+            or (verdict.get("applies") and not verdict.get("deploys") and same_left)
         ):
             return
         self.log.append(VerifyRecord(config=SpecConfig(spec_steps=0), passed=True, role="exact_round", verdict=verdict))
