@@ -316,8 +316,14 @@ def parse_server_args(lines: Sequence[Any]) -> dict[str, Any] | None:
 # docs/reference/sglang.md §1.2: "max_total_num_tokens={}, chunked_prefill_size={}, max_prefill_tokens={},
 # max_running_requests={}, context_len={}, available_gpu_mem={:.2f} GB" (available_cpu_mem on
 # CPU); builds before ~0.4.4 end at context_len. Fields are matched by name, each one only when
-# it is complete (followed by ",", " GB" or the end of a line that is not cut mid-number).
-_CAPACITY_START_RE = re.compile(r"(?:^|\s)max_total_num_tokens=\d")
+# it is complete (followed by ",", " GB" or the end of a line that is not cut mid-number). The line is
+# the scheduler's own message, so it starts with the field (0.4.x-0.5.23 managers/scheduler.py
+# `logger.info(f"max_total_num_tokens={...}, "`; bench_one_batch's bare `max_total_num_tokens=N`): the
+# field inside another message is not it, e.g. 0.5.23 mem_cache/kv_cache_configurator.py's assert
+# ("AssertionError: unified allocator virtual space smaller than the token budget: virtual_id_space=N <
+# max_total_num_tokens=N") or mem_cache/unified_memory_pool.py's "[unified-memory-pool]   total_bytes=N,
+# max_total_num_tokens=N, ...", both before the capacity line of a start that may crash before it.
+_CAPACITY_START_RE = re.compile(r"^max_total_num_tokens=\d+(?:,|\s*$)")
 _FIELD_RE = re.compile(r"(?P<key>[a-z_]+)=(?P<val>-?\d+(?:\.\d+)?)(?P<tail>\s*GB)?(?P<end>,|\s|$)")
 CAPACITY_KEYS = (
     "max_total_num_tokens",
@@ -676,9 +682,15 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 # Fatal start-up errors
 # --------------------------------------------------------------------------------------------
 
-# uvicorn cannot bind the port (its own "[ts] ERROR:    [Errno 98] error while attempting to bind on
-# address ...: address already in use"): the server exits without an SGLang line saying why
-# and SGLang's own check of the ports it reserves (PortArgs.init_new with DP attention or
+# uvicorn cannot bind --host/--port: it logs the OSError as it is (uvicorn 0.55.0 uvicorn/server.py
+# Server.startup: `except OSError as exc: logger.error(exc)`; SGLang 0.5.23 runs it with loop="uvloop",
+# entrypoints/http_server.py, and its own "[%(asctime)s] %(levelprefix)s %(message)s", srt/utils/common.py
+# set_uvicorn_logging_configs), in uvloop's (and CPython's asyncio) words: "[Errno 98] error while
+# attempting to bind on address ('0.0.0.0', 30000): address already in use" (CPython 3.13+ asyncio:
+# "...: [errno 98] address already in use"). Only "address already in use" is a taken port; the
+# others are _BIND_FAILED. The server exits without an SGLang line saying why.
+_UVICORN_BIND = r"error while attempting to bind on address \((?P<addr>.*?)\): (?:\[errno -?\d+\] )?"
+# Also SGLang's own check of the ports it reserves (PortArgs.init_new with DP attention or
 # --dist-init-addr, before the server_args line): "ValueError: port_base at 5001 is not available in 30
 # seconds. ..." (0.5.9 srt/utils/common.py, 0.5.23 srt/utils/network.py `wait_port_available`);
 # torch's TCPStore on the --dist-init-addr or NCCL port ("torch.distributed.DistNetworkError: The server
@@ -691,11 +703,17 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 _PORT_IN_USE = (
     "port_in_use",
     re.compile(
-        r"error while attempting to bind on address .*|\b\w+ at \d+ is not available in \d+ seconds\..*"
+        _UVICORN_BIND + r"address already in use.*"
+        r"|\b\w+ at \d+ is not available in \d+ seconds\..*"
         r"|\bThe server socket has failed to listen on any local network address\..*[Aa]ddress already in use.*"
         r"|\bZMQError: Address already in use\b.*"
     ),
 )
+# Any other reason uvicorn cannot bind: "[Errno 99] ... ('10.1.2.3', 30000): cannot assign requested
+# address" (a --host no interface of this machine has) or "[Errno 13] ... ('0.0.0.0', 80): permission
+# denied" (a --port below 1024 without CAP_NET_BIND_SERVICE): freeing a port does not help, the
+# address or port must change (its reason says which: _bind_advice)
+_BIND_FAILED = ("bind_failed", re.compile(_UVICORN_BIND + r"(?P<why>.+)"))
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
@@ -759,6 +777,7 @@ _SPECIFIC = [
     ("native_crash", re.compile(r"terminate called after throwing an instance of '[^']+'")),
     ("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
     _PORT_IN_USE,
+    _BIND_FAILED,
     (
         "bad_arguments",
         re.compile(
@@ -881,8 +900,9 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         msg = ln.message
         if ln.uvicorn:
             handled = False  # a handled traceback's body ends at the next line of SGLang's or uvicorn's
-            if _PORT_IN_USE[1].search(msg) and specific is None:
-                specific = (i, _PORT_IN_USE[0], msg.strip(), _SPECIFIC.index(_PORT_IN_USE))
+            bind = next((spec for spec in (_PORT_IN_USE, _BIND_FAILED) if spec[1].search(msg)), None)
+            if bind is not None and specific is None:
+                specific = (i, bind[0], msg.strip(), _SPECIFIC.index(bind))
                 trigger = trigger or (i, ln)
             continue
         if before_bare is not None and (
@@ -953,6 +973,8 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             # memory, ...": sgl-project/sglang#6001): the line without it names no cause
             nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
             reason = f"{reason} {nxt}".strip()
+        elif kind == "bind_failed":
+            reason += _bind_advice(reason)
         elif kind == "native_crash" and reason.startswith("terminate called"):
             nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
             reason += f": {' '.join(nxt.split()[1:])}" if nxt.startswith("what():") else ""
@@ -974,6 +996,25 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         "trigger": trigger[1].raw[:2000],
         "generic": kind in _GENERIC_KINDS,
     }
+
+
+def _bind_advice(reason: str) -> str:
+    """ " (--host 10.1.2.3 is not an address of this machine: ...)": what to change for a bind that
+    failed for another reason than a taken port, which the line itself does not say."""
+    m = _BIND_FAILED[1].search(reason)
+    if m is None:
+        return ""
+    addr = m.group("addr").split(", ")
+    host, port = addr[0].strip("'"), addr[1] if len(addr) > 1 else "?"
+    why = m.group("why").lower()
+    if "cannot assign requested address" in why:  # EADDRNOTAVAIL
+        return f" (--host {host} is not an address of this machine: give --host one of its addresses, or 0.0.0.0)"
+    if "permission denied" in why:  # EACCES
+        return (
+            f" (port {port} needs a privilege to bind, as every port below 1024 does (CAP_NET_BIND_SERVICE):"
+            " give --port 1024 or above)"
+        )
+    return f" (--host {host} --port {port} cannot be bound here: change the address or the port)"
 
 
 def _exit_code(parsed: list[LogLine], idx: int) -> str:

@@ -357,7 +357,8 @@ reason:
 failure_kind:
   description:
     - On failure, its class (C(kv_pool_oom), C(out_of_memory), C(cuda_graph), C(bad_arguments), C(exception),
-      C(native_crash), C(port_in_use), C(scheduler_dead), C(subprocess_crashed), C(watchdog_timeout), C(unit_dead),
+      C(native_crash), C(port_in_use), C(bind_failed) (the address or port cannot be bound for another reason than
+      a taken port, and the reason says which to change), C(scheduler_dead), C(subprocess_crashed), C(watchdog_timeout), C(unit_dead),
       C(restarted), C(process_exited),
       C(timeout), C(tls_or_proxy) (a certificate or proxy refused the probe), C(bad_url), ...).
   returned: failed

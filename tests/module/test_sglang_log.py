@@ -213,6 +213,32 @@ def test_capacity_absent_and_lookalikes():
     assert L.parse_capacity([]) is None
 
 
+def test_capacity_is_not_read_from_another_message_that_names_the_field():
+    """A start that crashed before the capacity line has no capacity, though an assertion or a pool's
+    own line names max_total_num_tokens (SGLang 0.5.23; both rendered from its source)."""
+    lines = [
+        "[2026-12-07 20:20:01 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=60.10 GB",
+        # mem_cache/unified_memory_pool.py:1820-1828 (logger.info, before the scheduler's capacity line)
+        "[2026-12-07 20:20:02 TP0] [unified-memory-pool]   total_bytes=42949672960, max_total_num_tokens=1048576, "
+        "max_mamba_cache_size=256, max_num_reqs=256, speculative_num_draft_tokens=4",
+        "[2026-12-07 20:20:02 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/mem_cache/kv_cache_configurator.py", line 702, in init_pools',
+        "    assert draft_virtual_id_space >= sizes.max_total_num_tokens, (",
+        # mem_cache/kv_cache_configurator.py:702-706
+        "AssertionError: unified allocator virtual space smaller than the token budget: virtual_id_space=262144 < "
+        "max_total_num_tokens=524288",
+    ]
+    assert L.parse_capacity(lines) is None
+    assert L.parse_capacity([*lines[:2], *lines[3:]]) is None
+    # the real line after them is still read
+    real = (
+        "[2026-12-07 20:20:09 TP0] max_total_num_tokens=1048576, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=256, context_len=40960, available_gpu_mem=9.10 GB"
+    )
+    cap = L.parse_capacity([*lines[:2], real])
+    assert cap is not None and cap["max_total_num_tokens"] == 1048576 and cap["max_running_requests"] == 256
+
+
 # ------------------------------------------------------------------------------------------
 # KV and Mamba pools
 # ------------------------------------------------------------------------------------------
@@ -791,6 +817,48 @@ def test_a_port_in_use_is_fatal_though_uvicorn_says_it():
     )
     f = L.find_fatal(["[2026-01-01 00:00:00] server_args=ServerArgs(port=30000)", line])
     assert f is not None and f["kind"] == "port_in_use" and "address already in use" in f["reason"]
+
+
+# uvicorn's bind failures as SGLang 0.5.23 logs them, rendered by running uvicorn 0.55.0 (the release pip
+# takes for SGLang 0.5.23's `uvicorn>=0.51`) with loop="uvloop" (uvloop 0.23.0) and SGLang's uvicorn format
+# (srt/utils/common.py set_uvicorn_logging_configs) on CPython 3.11: uvicorn/server.py Server.startup
+# `logger.error(exc)` of the OSError uvloop's create_server raises. The EACCES one ran as an unprivileged user.
+_UVICORN_ADDRESS_NOT_HERE = (
+    "[2026-12-07 20:12:26] ERROR:    [Errno 99] error while attempting to bind on address ('10.1.2.3', 30000): "
+    "cannot assign requested address"
+)
+_UVICORN_PORT_NOT_ALLOWED = (
+    "[2026-12-07 20:13:10] ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 80): "
+    "permission denied"
+)
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        (_UVICORN_ADDRESS_NOT_HERE, "--host 10.1.2.3 is not an address of this machine"),
+        (_UVICORN_PORT_NOT_ALLOWED, "give --port 1024 or above"),
+    ],
+)
+def test_a_bind_that_fails_for_another_reason_than_a_taken_port_is_bind_failed(line, words):
+    """Freeing the port does not help there: the reason says what to change (the host or the port)."""
+    f = L.find_fatal(["[2026-12-07 20:12:20] server_args=ServerArgs(port=30000)", line])
+    assert f is not None and f["kind"] == "bind_failed", f
+    assert f["reason"].startswith(line.split("ERROR:    ", 1)[1] + " ("), f
+    assert words in f["reason"], f
+
+
+def test_a_taken_port_stays_port_in_use_in_every_spelling_of_the_bind_error():
+    for line in (
+        # uvloop 0.23.0 / CPython 3.11 asyncio (rendered as above, a port another socket listened on)
+        "[2026-12-07 20:12:26] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30999): "
+        "address already in use",
+        # CPython 3.13 asyncio (base_events.py create_server: `str(err).lower()`), rendered the same way
+        "[2026-12-07 20:13:15] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30999): "
+        "[errno 98] address already in use",
+    ):
+        f = L.find_fatal([line])
+        assert f is not None and f["kind"] == "port_in_use" and "(--host" not in f["reason"], (line, f)
 
 
 def test_the_0_5_2x_dict_form_of_server_args_is_read_and_cuts_the_launch():
