@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from emu_testlib import START_FAILURE_EXIT_S, spec_flags
+from sglang_utils import sglang_log
 
 from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR
 
@@ -64,6 +65,21 @@ def test_inconsistent_tree_fails_at_draft_graph_capture(emulator):
     assert rc == -signal.SIGKILL
     assert "RuntimeError: selected index k out of range" in log and SIGQUIT in log
     assert log.index("Capture draft cuda graph begin") < log.index("selected index k out of range")
+
+
+def test_a_host_address_the_machine_lacks_fails_as_uvicorn_says_it(emulator):
+    """uvicorn's own line, once (uvicorn/server.py `logger.error(exc)`): the parser reads it as
+    bind_failed, whose reason names the --host to change."""
+    e = emulator("--host", "192.0.2.1", "--emulator-startup-s", "0.1")
+    assert e.wait_exit(START_FAILURE_EXIT_S) != 0
+    log = e.log()
+    line = (
+        f"ERROR:    [Errno 99] error while attempting to bind on address ('192.0.2.1', {e.port}): "
+        "cannot assign requested address\n"
+    )
+    assert line in log, log[-2000:]
+    fatal = sglang_log.find_fatal(sglang_log.split_lines(log))
+    assert fatal is not None and fatal["kind"] == "bind_failed" and "--host 192.0.2.1" in fatal["reason"], fatal
 
 
 def test_crash_after_ready(emulator):

@@ -388,11 +388,10 @@ class Runner:
             site = web.TCPSite(self.runner, host, port, backlog=1024, reuse_address=True)
             await site.start()
         except OSError as e:
-            log.uvicorn(
-                f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {port}): "
-                f"{(e.strerror or str(e)).lower()}",
-                "ERROR",
-            )
+            # as uvicorn does (uvicorn/server.py Server.startup: `logger.error(exc)`): asyncio's OSError
+            # already reads "[Errno 98] error while attempting to bind on address ('0.0.0.0', 30000):
+            # address already in use", so wrapping it again said the address twice
+            log.uvicorn(str(e), "ERROR")
             await app.driver.stop()
             _flush()
             os._exit(1)
