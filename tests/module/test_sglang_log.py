@@ -237,6 +237,12 @@ def test_capacity_is_not_read_from_another_message_that_names_the_field():
     )
     cap = L.parse_capacity([*lines[:2], real])
     assert cap is not None and cap["max_total_num_tokens"] == 1048576 and cap["max_running_requests"] == 256
+    # ... and so is the line behind a prefix the parser does not know (a custom logging config's,
+    # Python's default format, a collector's): the field comes first after it
+    fields = real.split("] ", 1)[1]
+    for prefix in ("INFO 12-07 20:20:09 [scheduler.py:2310] ", "INFO:sglang.srt.managers.scheduler:", "pod-7 | "):
+        cap = L.parse_capacity([*lines[:2], prefix + fields])
+        assert cap is not None and cap["max_total_num_tokens"] == 1048576, prefix
 
 
 # ------------------------------------------------------------------------------------------
