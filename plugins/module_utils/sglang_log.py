@@ -710,6 +710,10 @@ _PORT_IN_USE = (
         r"|\b\w+ at \d+ is not available in \d+ seconds\..*"
         r"|\bThe server socket has failed to listen on any local network address\..*[Aa]ddress already in use.*"
         r"|\bZMQError: Address already in use\b.*"
+        # 0.5.23 with --enable-http-worker-reuseport and several tokenizer workers binds the socket
+        # itself (entrypoints/http_server.py `_reserve_reuseport_socket`): uvicorn's handler logs the
+        # bare OSError, no address
+        r"|^\[Errno 98\] [Aa]ddress already in use.*"
     ),
 )
 # Any other reason uvicorn cannot bind: "[Errno 99] ... ('10.1.2.3', 30000): cannot assign requested
@@ -717,6 +721,16 @@ _PORT_IN_USE = (
 # denied" (a --port below 1024 without CAP_NET_BIND_SERVICE): freeing a port does not help, the
 # address or port must change (its reason says which: _bind_advice)
 _BIND_FAILED = ("bind_failed", re.compile(_UVICORN_BIND + r"(?P<why>.+)"))
+# a --host that does not resolve: create_server's getaddrinfo fails first, and uvicorn logs the
+# socket.gaierror as it is ("[Errno -2] Name or service not known"; -3 while DNS is down, -5 for a
+# name with no address): the same kind, since the address must change
+_HOST_UNRESOLVED = (
+    "bind_failed",
+    re.compile(
+        r"^\[Errno -\d+\] (?:Name or service not known|Temporary failure in name resolution"
+        r"|No address associated with hostname)$"
+    ),
+)
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
@@ -781,6 +795,7 @@ _SPECIFIC = [
     ("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
     _PORT_IN_USE,
     _BIND_FAILED,
+    _HOST_UNRESOLVED,
     (
         "bad_arguments",
         re.compile(
@@ -903,7 +918,8 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         msg = ln.message
         if ln.uvicorn:
             handled = False  # a handled traceback's body ends at the next line of SGLang's or uvicorn's
-            bind = next((spec for spec in (_PORT_IN_USE, _BIND_FAILED) if spec[1].search(msg)), None)
+            binds = (_PORT_IN_USE, _BIND_FAILED, _HOST_UNRESOLVED)
+            bind = next((spec for spec in binds if spec[1].search(msg.strip())), None)
             if bind is not None and specific is None:
                 specific = (i, bind[0], msg.strip(), _SPECIFIC.index(bind))
                 trigger = trigger or (i, ln)
@@ -1004,6 +1020,8 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
 def _bind_advice(reason: str) -> str:
     """ " (--host 10.1.2.3 is not an address of this machine: ...)": what to change for a bind that
     failed for another reason than a taken port, which the line itself does not say."""
+    if _HOST_UNRESOLVED[1].search(reason):
+        return " (--host does not resolve to an address here: give --host an address of this machine, or 0.0.0.0)"
     m = _BIND_FAILED[1].search(reason)
     if m is None:
         return ""

@@ -867,6 +867,20 @@ def test_a_taken_port_stays_port_in_use_in_every_spelling_of_the_bind_error():
         assert f is not None and f["kind"] == "port_in_use" and "(--host" not in f["reason"], (line, f)
 
 
+def test_a_bind_error_without_an_address_is_read_too():
+    """uvicorn logs the OSError of a bind it did not attempt on one address as it is: a --host that
+    does not resolve (create_server's getaddrinfo: socket.gaierror) or, in 0.5.23 with
+    --enable-http-worker-reuseport, the socket SGLang reserved itself (http_server.py
+    `_reserve_reuseport_socket`). Both were read as no fatal line at all."""
+    unresolved = "[2026-12-07 20:40:02] ERROR:    [Errno -2] Name or service not known"
+    f = L.find_fatal(["[2026-12-07 20:40:01] server_args=ServerArgs(host='gpu-node-9', port=30000)", unresolved])
+    assert f is not None and f["kind"] == "bind_failed" and "--host does not resolve" in f["reason"], f
+    f = L.find_fatal(["[2026-12-07 20:40:05] ERROR:    [Errno 98] Address already in use"])
+    assert f is not None and f["kind"] == "port_in_use", f
+    # the same words inside another message are not uvicorn's bind error
+    assert L.find_fatal(["[2026-12-07 20:40:06 TP0] retrying: [Errno -2] Name or service not known"]) is None
+
+
 def test_the_0_5_2x_dict_form_of_server_args_is_read_and_cuts_the_launch():
     lines = load_fixture("sglang-0.5.2x_tp3_multinode_dspark_dict_server_args.log")
     args = L.parse_server_args(lines)
