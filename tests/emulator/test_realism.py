@@ -426,6 +426,29 @@ def test_a_malformed_key_fails_the_start_naming_it(emulator, tmp_path, over, mes
 
 
 @pytest.mark.parametrize(
+    ("base", "real", "typo"),
+    [
+        # acceptance given only by position: the typo left `alpha` missing, and that was the message
+        (ACCEPT, "alpha_by_position", "alpha_by_postion"),
+        # a measured table in place of the linear terms: the typo left t_base_ms ... missing
+        (STEP, "step_time_ms", "step_time_m"),
+    ],
+)
+def test_a_misspelled_key_is_named_not_the_keys_it_leaves_missing(emulator, tmp_path, base, real, typo):
+    raw = _yaml(base)
+    if real == "alpha_by_position":
+        del raw["alpha"]
+    raw[typo] = raw.pop(real)
+    path = tmp_path / f"{typo}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    e = emulator("--emulator-profile", str(path))
+    assert e.wait_exit(60) == 2
+    log = e.log()
+    assert f"unknown key(s): {typo} (did you mean {real}?)" in log, log
+    assert "missing key" not in log, log
+
+
+@pytest.mark.parametrize(
     ("key", "value", "message"),
     [
         ("t_prefill_tok_ms", -0.1, "t_prefill_tok_ms must be a number >= 0"),

@@ -19,6 +19,7 @@ import yaml
 
 from .faults import FaultError, parse_faults
 from .profile_values import (
+    TABLE_KEYS_AT_TOP,
     ProfileError,
     StepTable,
     YamlLoader,
@@ -28,6 +29,7 @@ from .profile_values import (
     is_number,
     number_at_least_0,
     parse_step_table,
+    refuse_unknown,
     table_keys_at_top,
     temperature_key,
 )
@@ -283,6 +285,8 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
 
 def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: str = "") -> Profile:
     """Validate a mapping (from YAML or built in code, e.g. by the calibration fit)."""
+    # first: a misspelled key is the cause of whatever it leaves missing (refuse_unknown)
+    refuse_unknown(name, "", raw, [*_REQUIRED, *_OPTIONAL_DEFAULTS, *TABLE_KEYS_AT_TOP, "name"])
     raw = table_keys_at_top(name, raw)
     required = dict(_REQUIRED)
     if raw.get("alpha_by_position") is not None and "alpha" not in raw:
@@ -302,9 +306,6 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
     missing = [k for k in required if k not in raw]
     if missing:
         raise ProfileError(f"emulator profile {name}: missing key(s): {', '.join(missing)}")
-    unknown = [str(k) for k in raw if k not in _REQUIRED and k not in _OPTIONAL_DEFAULTS and k != "name"]
-    if unknown:
-        raise ProfileError(f"emulator profile {name}: unknown key(s): {', '.join(unknown)}")
     values: dict[str, Any] = {}
     for key in _REQUIRED:
         if key not in required and key not in raw:

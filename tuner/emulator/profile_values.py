@@ -6,9 +6,10 @@ a ProfileError naming the key.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,8 @@ class StepTable:
 
 
 STEP_TABLE_KEYS = ("batch", "tokens_per_request", "ms", "draft_ms", "context_tokens", "kv_read_ns_per_token")
+# the table's keys a profile may also write at its top level (table_keys_at_top)
+TABLE_KEYS_AT_TOP = ("context_tokens", "kv_read_ns_per_token")
 
 
 class YamlLoader(yaml.SafeLoader):
@@ -90,6 +93,21 @@ def _yaml12_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
 
 
 YamlLoader.add_constructor("tag:yaml.org,2002:int", _yaml12_int)
+
+
+def refuse_unknown(name: str, where: str, keys: Iterable[Any], known: Iterable[str]) -> None:
+    """Refuse keys the profile does not know, each with the known key it is closest to: a misspelled
+    key must be named before anything it was meant to replace is found missing (`alpha_by_postion`
+    in a profile that gives acceptance only by position failed as "missing key(s): alpha")."""
+    known = list(known)
+    unknown = [str(k) for k in keys if k not in known]
+    if not unknown:
+        return
+    named = []
+    for k in unknown:
+        near = difflib.get_close_matches(k, known, n=1, cutoff=0.75)
+        named.append(f"{k} (did you mean {near[0]}?)" if near else k)
+    raise ProfileError(f"emulator profile {name}: {where}unknown key(s): {', '.join(named)}")
 
 
 def check_number(name: str, key: str, v: Any, kind: str, low: float | None) -> None:
@@ -175,7 +193,7 @@ def table_keys_at_top(name: str, raw: Mapping[str, Any]) -> Mapping[str, Any]:
     """`context_tokens` and `kv_read_ns_per_token` describe the `step_time_ms` table and belong in
     it; written at the profile's top level they are moved into it (the same value in both places
     is fine, two different ones are refused). Without a table they mean nothing: refused."""
-    top = [k for k in ("context_tokens", "kv_read_ns_per_token") if k in raw]
+    top = [k for k in TABLE_KEYS_AT_TOP if k in raw]
     if not top:
         return raw
     table = raw.get("step_time_ms")
@@ -201,9 +219,7 @@ def parse_step_table(name: str, v: Any) -> StepTable | None:
     key = "step_time_ms"
     if not isinstance(v, Mapping):
         raise ProfileError(f"emulator profile {name}: {key} must be a mapping (batch, tokens_per_request, ms, ...)")
-    unknown = [str(k) for k in v if k not in STEP_TABLE_KEYS]
-    if unknown:
-        raise ProfileError(f"emulator profile {name}: {key} has unknown key(s): {', '.join(unknown)}")
+    refuse_unknown(name, f"{key} has ", v, STEP_TABLE_KEYS)
     for sub in ("batch", "tokens_per_request", "ms"):
         if sub not in v:
             raise ProfileError(f"emulator profile {name}: {key}.{sub} is missing")
