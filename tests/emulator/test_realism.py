@@ -448,6 +448,24 @@ def test_a_misspelled_key_is_named_not_the_keys_it_leaves_missing(emulator, tmp_
     assert "missing key" not in log, log
 
 
+def test_a_key_written_at_the_wrong_level_is_named_with_where_it_belongs():
+    """A per-row `draft_ms` beside the table, not in it, was suggested as `t_draft_ms` (the look-alike)
+    once suggestions came; a top-level key inside the table is named as one."""
+    from tuner.emulator.profile import ProfileError, profile_from_mapping
+
+    raw = _yaml(STEP)
+    table = dict(raw["step_time_ms"])
+    draft = table.pop("draft_ms")
+    with pytest.raises(ProfileError, match=re.escape("unknown key(s): draft_ms (a key of step_time_ms)")):
+        profile_from_mapping({**raw, "step_time_ms": table, "draft_ms": draft})
+    inside = {**raw["step_time_ms"], "spec_overhead_ms": raw["spec_overhead_ms"]}
+    with pytest.raises(
+        ProfileError,
+        match=re.escape("step_time_ms has unknown key(s): spec_overhead_ms (a key of the profile's top level)"),
+    ):
+        profile_from_mapping({k: v for k, v in raw.items() if k != "spec_overhead_ms"} | {"step_time_ms": inside})
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [

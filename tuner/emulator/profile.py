@@ -19,6 +19,7 @@ import yaml
 
 from .faults import FaultError, parse_faults
 from .profile_values import (
+    STEP_TABLE_KEYS,
     TABLE_KEYS_AT_TOP,
     ProfileError,
     StepTable,
@@ -231,6 +232,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "tp_size": 0,
     "t_cross_node_ms": 1.5,
 }
+_TOP_KEYS = (*_REQUIRED, *_OPTIONAL_DEFAULTS, "name")
 # Replaced by `step_time_ms` where a profile has it (docs/emulator.md "Step time measured on a GPU").
 _TABLE_REPLACES = ("t_base_ms", "c_tok_ms", "t_spec_ms", "c_verify_ms")
 
@@ -286,7 +288,8 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
 def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: str = "") -> Profile:
     """Validate a mapping (from YAML or built in code, e.g. by the calibration fit)."""
     # first: a misspelled key is the cause of whatever it leaves missing (refuse_unknown)
-    refuse_unknown(name, "", raw, [*_REQUIRED, *_OPTIONAL_DEFAULTS, *TABLE_KEYS_AT_TOP, "name"])
+    in_table = {k: "step_time_ms" for k in STEP_TABLE_KEYS if k not in TABLE_KEYS_AT_TOP}
+    refuse_unknown(name, "", raw, [*_TOP_KEYS, *TABLE_KEYS_AT_TOP], in_table)
     raw = table_keys_at_top(name, raw)
     required = dict(_REQUIRED)
     if raw.get("alpha_by_position") is not None and "alpha" not in raw:
@@ -296,7 +299,7 @@ def profile_from_mapping(raw: Mapping[str, Any], *, name: str = "inline", path: 
         rows = _alpha_by_position(name, raw["alpha_by_position"], ())
         raw = {**raw, "alpha": {t: vals[0] for t, vals in rows or ()}}
     # checked first: a malformed table is named, not the linear keys it would have replaced
-    step_table = parse_step_table(name, raw.get("step_time_ms"))
+    step_table = parse_step_table(name, raw.get("step_time_ms"), dict.fromkeys(_TOP_KEYS, "the profile's top level"))
     if step_table is not None:
         for key in _TABLE_REPLACES:
             if key not in raw:

@@ -95,10 +95,14 @@ def _yaml12_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
 YamlLoader.add_constructor("tag:yaml.org,2002:int", _yaml12_int)
 
 
-def refuse_unknown(name: str, where: str, keys: Iterable[Any], known: Iterable[str]) -> None:
+def refuse_unknown(
+    name: str, where: str, keys: Iterable[Any], known: Iterable[str], elsewhere: Mapping[str, str] | None = None
+) -> None:
     """Refuse keys the profile does not know, each with the known key it is closest to: a misspelled
     key must be named before anything it was meant to replace is found missing (`alpha_by_postion`
-    in a profile that gives acceptance only by position failed as "missing key(s): alpha")."""
+    in a profile that gives acceptance only by position failed as "missing key(s): alpha").
+    `elsewhere` names where a key of another level belongs (`draft_ms` written beside, not inside,
+    `step_time_ms`), ahead of a look-alike of this level (`t_draft_ms`)."""
     known = list(known)
     unknown = [str(k) for k in keys if k not in known]
     if not unknown:
@@ -106,7 +110,10 @@ def refuse_unknown(name: str, where: str, keys: Iterable[Any], known: Iterable[s
     named = []
     for k in unknown:
         near = difflib.get_close_matches(k, known, n=1, cutoff=0.75)
-        named.append(f"{k} (did you mean {near[0]}?)" if near else k)
+        if elsewhere and k in elsewhere:
+            named.append(f"{k} (a key of {elsewhere[k]})")
+        else:
+            named.append(f"{k} (did you mean {near[0]}?)" if near else k)
     raise ProfileError(f"emulator profile {name}: {where}unknown key(s): {', '.join(named)}")
 
 
@@ -212,14 +219,15 @@ def table_keys_at_top(name: str, raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**{k: v for k, v in raw.items() if k not in top}, "step_time_ms": merged}
 
 
-def parse_step_table(name: str, v: Any) -> StepTable | None:
-    """`step_time_ms`: batch rows x tokens_per_request columns of positive milliseconds."""
+def parse_step_table(name: str, v: Any, top_level_keys: Mapping[str, str] | None = None) -> StepTable | None:
+    """`step_time_ms`: batch rows x tokens_per_request columns of positive milliseconds.
+    `top_level_keys`: the profile's own keys, named as such when written inside the table."""
     if v is None:
         return None
     key = "step_time_ms"
     if not isinstance(v, Mapping):
         raise ProfileError(f"emulator profile {name}: {key} must be a mapping (batch, tokens_per_request, ms, ...)")
-    refuse_unknown(name, f"{key} has ", v, STEP_TABLE_KEYS)
+    refuse_unknown(name, f"{key} has ", v, STEP_TABLE_KEYS, top_level_keys)
     for sub in ("batch", "tokens_per_request", "ms"):
         if sub not in v:
             raise ProfileError(f"emulator profile {name}: {key}.{sub} is missing")
