@@ -205,7 +205,7 @@ def test_a_resume_on_hosts_that_all_refuse_a_measured_configuration_keeps_its_me
     assert st.skipped == {} and st.set_aside == set()
     k3 = SpecConfig(3)
     assert out.count(f"[{k3.label}] ") == 1, out
-    said = f"[{k3.label}] measured by an earlier run; nothing more of it runs here: the role of every host refuses it"
+    said = f"[{k3.label}] measured in an earlier run; nothing more of it runs here: the role of every host refuses it"
     assert f"{said} ({LORA_WORDS}" in out, out
     report = (tmp_path / "report.md").read_text()
     assert "was not deployed" not in report, report
@@ -253,3 +253,25 @@ def test_a_configuration_a_limited_resume_set_aside_is_measured_by_a_resume_on_h
     _drive(sweep, ran)
     assert ran and {host for _, host in ran} == {"gpu2"}, (ran, log.getvalue())
     assert not any(sk.kind == "infeasible" for sk in sweep.store.state().skipped.values())
+
+
+def test_a_resume_on_hosts_that_all_refuse_a_configuration_that_failed_to_start_writes_no_skip(tmp_path):
+    """A configuration whose only record is a failed start (k8 on gpu2) is reported failed; a
+    `--resume --limit` to hosts that refuse it wrote a set-aside skip beside the failure (the report
+    then said it "was not deployed" too). Now the log says why nothing more of it runs, and nothing is
+    written; a skip an older resume wrote after the failure does not shadow it either."""
+    from tuner.data.records import DeployRecord, SkipRecord
+    from tuner.data.store import Store
+
+    sweep, log, store = _measured_then_resumed(tmp_path)
+    k8 = SpecConfig(8)
+    store.append(DeployRecord(config=k8, host="gpu2", status="failed", reason="out of memory"))
+    why = next(w for c, w in sweep.plan.infeasible)
+    sweep.plan = dataclasses.replace(sweep.plan, infeasible=[*sweep.plan.infeasible, (k8, why)])
+    sweep.planner.plan = sweep.plan
+    sweep.planner.set_aside()
+    assert [r for r in store.records() if r["type"] == "skip"] == []
+    assert f"[{k8.label}] failed to start in an earlier run; nothing more of it runs here" in log.getvalue()
+    store.append(SkipRecord(config=k8, kind="infeasible", reason=why))
+    st = Store(tmp_path).state()
+    assert k8.config_id in st.failed and k8.config_id not in st.skipped

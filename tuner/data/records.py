@@ -476,7 +476,7 @@ class SweepState:
         elif isinstance(rec, LevelRecord):
             st.measured.append(Measured(rec, current.get((cid, rec.host))))
         elif isinstance(rec, SkipRecord):
-            if rec.kind == "infeasible" and (cid in st.deploys or st.has_levels(cid)):
+            if rec.kind == "infeasible" and (cid in st.deploys or cid in st.failed or st.has_levels(cid)):
                 # a configuration that was run is no set-aside one: a --resume --limit to hosts that
                 # refuse it wrote this (before tuner/run/planner.py `set_aside` stopped that)
                 return

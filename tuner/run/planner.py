@@ -106,15 +106,25 @@ class Planner:
 
     def set_aside(self) -> None:
         """The configurations the plan set aside (every slot's role refuses them) as `infeasible`
-        skips, each once. Not one an earlier run deployed or measured (a --resume --limit to hosts
-        that refuse it): its measurements stand and the report and recommendation use them; the log
-        says why this run adds nothing to them."""
+        skips, each once. Not one an earlier run deployed, measured or failed to start (a --resume
+        --limit to hosts that refuse it): its measurements (or its failure) stand and the report and
+        recommendation use them; the log says why this run adds nothing to them."""
         state = self.store.state()
         for cfg, why in self.plan.infeasible:
-            if state.has_levels(cfg.config_id) or cfg.config_id in state.deploys:
+            cid = cfg.config_id
+            run = (
+                "measured"
+                if state.has_levels(cid)
+                else "deployed"
+                if cid in state.deploys
+                else "failed to start"
+                if cid in state.failed
+                else None
+            )
+            if run is not None:
                 runs = "nothing more of it runs here: the role of every host refuses it"
-                self.progress.line(f"[{cfg.label}] measured by an earlier run; {runs} ({why})")
-            elif cfg.config_id not in state.skipped:
+                self.progress.line(f"[{cfg.label}] {run} in an earlier run; {runs} ({why})")
+            elif cid not in state.skipped:
                 self.store.append(SkipRecord(config=cfg, kind="infeasible", reason=why))
 
     def runs(self, cfg: SpecConfig, host: str) -> bool:
