@@ -563,3 +563,49 @@ def test_a_pick_no_hosts_role_runs_is_named_unchecked_with_the_reason(tmp_path, 
         )
     )
     assert [label for label, _ in calls] == ["verify-exact-k2-t1"] and added == [], added
+
+
+def test_picks_past_the_cap_reached_over_a_resume_are_named_unchecked():
+    """The cap is the sweep's, over resumes (`before`): a round that an earlier process left after
+    three redeploys (a crash mid-round) makes one more on `--resume` and stops at the cap. The picks
+    it leaves were said only when this process alone made EXACT_MAX_CONFIGS redeploys, so its record
+    named nothing unchecked and report.md no pick kept at its threshold verdict."""
+    import asyncio
+
+    from tuner.data.store import MemoryStore
+    from tuner.run.levels import Progress
+    from tuner.verify.phase import EXACT_MAX_CONFIGS
+
+    log = MemoryStore()
+    cfgs = [SpecConfig(k) for k in range(1, 9)]
+    for cfg in cfgs[: EXACT_MAX_CONFIGS - 1]:  # the earlier process's redeploys, each a mismatch
+        log.append(VerifyRecord(config=cfg, host="h", passed=False, role="exact", reasons=["mismatch"], deploy_s=1.0))
+    vp = VerifyPhase(
+        baseline_path=Path("/nonexistent/b.json"),
+        prompts=None,
+        log=log,
+        progress=Progress(quiet=True),
+        api_key=None,
+        tool="t",
+    )
+    vp.baseline = {"server_version": "0.5.23", "deterministic": False}
+    vp.exact_baseline = {"captured": True}
+
+    async def one(_deploy: Any, host: str, cfg: SpecConfig, _threshold: bool, _ready: Any = None) -> VerifyRecord:
+        rec = VerifyRecord(config=cfg, host=host, passed=False, role="exact", reasons=["mismatch"], deploy_s=1.0)
+        log.append(rec)
+        return rec
+
+    vp._exact_one = one  # type: ignore[method-assign]
+
+    def picks() -> list[SpecConfig]:
+        failed = {cid for cid, v in log.state().verify_exact.items() if not v.passed}
+        return [c for c in cfgs if c.config_id not in failed]
+
+    asyncio.run(vp.exact_round(None, ["h"], picks, lambda: (set(log.state().verify_exact), set(log.state().verify))))
+    st = log.state()
+    assert len(st.verify_exact) == EXACT_MAX_CONFIGS
+    rnd = st.verify_exact_round.verdict
+    assert rnd["configs"] == 1 and rnd["unchecked"] == [c.config_id for c in cfgs[EXACT_MAX_CONFIGS:]], rnd
+    text = "\n".join(report_section(st, True, True))
+    assert "Not redeployed (the bound was reached): k5-t1" in text, text

@@ -626,7 +626,9 @@ class VerifyPhase:
         deploys, made = tally["deploys"], tally["made"]
         # a pick no host's role runs (a --resume --limit to hosts that refuse it) was never redeployed
         refused = [c.config_id for c in todo() if not any(runs(c, h) for h in hosts)]
-        left = [c.config_id for c in todo() if c.config_id not in refused and (stopped or made >= EXACT_MAX_CONFIGS)]
+        # the cap is the sweep's (`before`: an earlier process's redeploys count), as the workers read it
+        capped = before + made >= EXACT_MAX_CONFIGS
+        left = [c.config_id for c in todo() if c.config_id not in refused and (stopped or capped)]
         stopped_why = stopped[0] if stopped else None
         secs = round(time.perf_counter() - started, 3)
         text = exact_round_text(made, deploys, secs, stopped_why, left, refused, trees, uno, EXACT_MAX_CONFIGS)
