@@ -711,8 +711,9 @@ _PORT_IN_USE = (
         r"|\bThe server socket has failed to listen on any local network address\..*[Aa]ddress already in use.*"
         r"|\bZMQError: Address already in use\b.*"
         # 0.5.23 with --enable-http-worker-reuseport and several tokenizer workers binds the socket
-        # itself (entrypoints/http_server.py `_reserve_reuseport_socket`): uvicorn's handler logs the
-        # bare OSError, no address
+        # itself (entrypoints/http_server.py `_reserve_reuseport_socket`: `logger.error(error)` then
+        # SystemExit(1)): SGLang's own logger, not uvicorn's, logs the bare OSError, no address
+        # ("[ts] [Errno 98] Address already in use")
         r"|^\[Errno 98\] [Aa]ddress already in use.*"
     ),
 )
@@ -723,7 +724,8 @@ _PORT_IN_USE = (
 _BIND_FAILED = ("bind_failed", re.compile(_UVICORN_BIND + r"(?P<why>.+)"))
 # a --host that does not resolve: create_server's getaddrinfo fails first, and uvicorn logs the
 # socket.gaierror as it is ("[Errno -2] Name or service not known"; -3 while DNS is down, -5 for a
-# name with no address): the same kind, since the address must change
+# name with no address), or SGLang's logger does in _reserve_reuseport_socket (above): the same
+# kind, since the address must change
 _HOST_UNRESOLVED = (
     "bind_failed",
     re.compile(

@@ -868,14 +868,19 @@ def test_a_taken_port_stays_port_in_use_in_every_spelling_of_the_bind_error():
 
 
 def test_a_bind_error_without_an_address_is_read_too():
-    """uvicorn logs the OSError of a bind it did not attempt on one address as it is: a --host that
-    does not resolve (create_server's getaddrinfo: socket.gaierror) or, in 0.5.23 with
-    --enable-http-worker-reuseport, the socket SGLang reserved itself (http_server.py
-    `_reserve_reuseport_socket`). Both were read as no fatal line at all."""
-    unresolved = "[2026-12-07 20:40:02] ERROR:    [Errno -2] Name or service not known"
-    f = L.find_fatal(["[2026-12-07 20:40:01] server_args=ServerArgs(host='gpu-node-9', port=30000)", unresolved])
-    assert f is not None and f["kind"] == "bind_failed" and "--host does not resolve" in f["reason"], f
-    f = L.find_fatal(["[2026-12-07 20:40:05] ERROR:    [Errno 98] Address already in use"])
+    """A bind error that names no address: uvicorn logs a --host that does not resolve as it is
+    (create_server's getaddrinfo: socket.gaierror); in 0.5.23 with --enable-http-worker-reuseport
+    SGLang binds the socket itself and its own logger, with SGLang's format and no uvicorn level,
+    logs the OSError (http_server.py `_reserve_reuseport_socket`: `logger.error(error)`, the same
+    getaddrinfo first). All were read as no fatal line at all."""
+    args = "[2026-12-07 20:40:01] server_args=ServerArgs(host='gpu-node-9', port=30000)"
+    for unresolved in (
+        "[2026-12-07 20:40:02] ERROR:    [Errno -2] Name or service not known",
+        "[2026-12-07 20:40:02] [Errno -2] Name or service not known",
+    ):
+        f = L.find_fatal([args, unresolved])
+        assert f is not None and f["kind"] == "bind_failed" and "--host does not resolve" in f["reason"], f
+    f = L.find_fatal(["[2026-12-07 20:40:05] [Errno 98] Address already in use"])
     assert f is not None and f["kind"] == "port_in_use", f
     # the same words inside another message are not uvicorn's bind error
     assert L.find_fatal(["[2026-12-07 20:40:06 TP0] retrying: [Errno -2] Name or service not known"]) is None
