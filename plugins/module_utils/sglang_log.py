@@ -324,9 +324,9 @@ def parse_server_args(lines: Sequence[Any]) -> dict[str, Any] | None:
 # max_total_num_tokens=N") or mem_cache/unified_memory_pool.py's "[unified-memory-pool]   total_bytes=N,
 # max_total_num_tokens=N, ...", both before the capacity line of a start that may crash before it.
 # A prefix the parser does not know (a custom SGLANG_LOGGING_CONFIG_PATH format, a journal's or a
-# collector's own) may still come first: the field is the message's first `key=` after the start, a
-# space, "]" or ":", which neither of those two other messages has.
-_CAPACITY_START_RE = re.compile(r"^[^=]*?(?:^|(?<=[\s\]:]))max_total_num_tokens=\d+(?:,|\s*$)")
+# collector's own, logfmt's `pid=123 ` included) may still come first: the field follows the start,
+# a space, "]" or ":", but not another field's ", " or a comparison's "< " as in those two messages.
+_CAPACITY_START_RE = re.compile(r"(?:^|(?<=[\s\]:]))(?<![,<>=]\s)max_total_num_tokens=\d+(?:,|\s*$)")
 _FIELD_RE = re.compile(r"(?P<key>[a-z_]+)=(?P<val>-?\d+(?:\.\d+)?)(?P<tail>\s*GB)?(?P<end>,|\s|$)")
 CAPACITY_KEYS = (
     "max_total_num_tokens",
@@ -365,7 +365,7 @@ def parse_capacity(lines: Sequence[Any]) -> dict[str, Any] | None:
     begin = _CAPACITY_START_RE.search(line.message)
     if begin is None:
         return None
-    start = line.message.index("max_total_num_tokens=", 0, begin.end())
+    start = begin.start()
     fields = _capacity_fields(line.message[start:])
     out: dict[str, Any] = {k: fields.get(k) for k in CAPACITY_KEYS}
     if "available_cpu_mem_gb" in fields:

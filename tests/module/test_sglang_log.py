@@ -240,7 +240,12 @@ def test_capacity_is_not_read_from_another_message_that_names_the_field():
     # ... and so is the line behind a prefix the parser does not know (a custom logging config's,
     # Python's default format, a collector's): the field comes first after it
     fields = real.split("] ", 1)[1]
-    for prefix in ("INFO 12-07 20:20:09 [scheduler.py:2310] ", "INFO:sglang.srt.managers.scheduler:", "pod-7 | "):
+    for prefix in (
+        "INFO 12-07 20:20:09 [scheduler.py:2310] ",
+        "INFO:sglang.srt.managers.scheduler:",
+        "pod-7 | ",
+        "ts=2026-12-07T20:20:09Z level=info pid=4242 ",
+    ):
         cap = L.parse_capacity([*lines[:2], prefix + fields])
         assert cap is not None and cap["max_total_num_tokens"] == 1048576, prefix
 
