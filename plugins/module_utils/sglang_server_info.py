@@ -101,6 +101,30 @@ def _lookup(info: dict[str, Any], key: str) -> Any:
     return None
 
 
+def _accept_length(info: dict[str, Any]) -> Any:
+    """``avg_spec_accept_length`` over every DP rank's internal state that carries it, averaged.
+
+    ``internal_states`` holds one entry per DP rank, in the order their answers arrived
+    (``_Communicator.handle_recv`` appends them until its fan-out, the DP ranks, is reached: 0.4.6
+    tokenizer_manager.py, 0.5.9 tokenizer_communicator_mixin.py, 0.5.23 communicator.py), and a
+    rank adds the key only once it has run a verify pass itself (scheduler.py
+    ``get_internal_state``: ``cum_spec_accept_count > 0`` in 0.4.6, ``spec_total_num_forward_ct >
+    0`` in 0.5.9; 0.5.23 scheduler_components/internal_state.py ``_add_speculative``). The first
+    entry alone is whichever rank answered first: with DP it may have no value while another rank
+    has one, or the value of its own share of the requests. The ranks' mean is read (no rank says
+    how many passes its value covers); a body without states keeps the key at its top level."""
+    states = info.get("internal_states")
+    values = [
+        _as_float(state.get("avg_spec_accept_length"))
+        for state in (states if isinstance(states, list) else [])
+        if isinstance(state, dict)
+    ]
+    known = [v for v in values if v is not None]
+    if known:
+        return sum(known) / len(known)
+    return info.get("avg_spec_accept_length")
+
+
 def redact_server_info(info: dict[str, Any]) -> dict[str, Any]:
     """A copy of a decoded server-info body with every secret field and flag value masked
     (``sglang_secrets.redact_fields``): what to keep or print when the whole body is wanted."""
@@ -155,9 +179,7 @@ def parse_server_info(info: Any) -> dict[str, Any]:
     served = _lookup(info, "served_model_name")
     if isinstance(served, list):  # some builds accept several names
         served = served[0] if served else None
-    # 0.4.x merges the scheduler's internal state into the top level (http_server.py
-    # get_server_info: **internal_states); later releases nest it in internal_states[0]
-    accept = state.get("avg_spec_accept_length", info.get("avg_spec_accept_length"))
+    accept = _accept_length(info)
     dp_size = _as_int(_lookup(info, "dp_size"))
     attn_dp = _as_int(_lookup(info, "attn_dp_size"))
     if attn_dp is not None and attn_dp > 1:

@@ -300,7 +300,7 @@ server:
       type: str
       sample: /server_info
     avg_spec_accept_length:
-      description: Lifetime average accept length at the time of the report.
+      description: Lifetime average accept length at the time of the report (the mean over the DP ranks that report one).
       type: float
 kv_pools:
   description:

@@ -135,6 +135,34 @@ def test_body_without_speculative_keys_does_not_claim_spec_off():
     assert out["speculative"]["enabled"] is None
 
 
+def _dp_rank_state(accept: float | None) -> dict:
+    """One DP rank's entry of 0.5.9's internal_states (scheduler.py get_internal_state: the
+    server args, last_gen_throughput, memory_usage, effective_max_running_requests_per_dp, and
+    avg_spec_accept_length only once this rank's spec_total_num_forward_ct > 0)."""
+    state = {
+        "dp_size": 2,
+        "enable_dp_attention": True,
+        "last_gen_throughput": 812.4,
+        "memory_usage": {"weight": 31.9, "kvcache": 20.2, "token_capacity": 881952, "graph": 1.02},
+        "effective_max_running_requests_per_dp": 24,
+    }
+    if accept is not None:
+        state["avg_spec_accept_length"] = accept
+    return state
+
+
+def test_the_acceptance_is_every_dp_ranks_not_the_first_to_answer():
+    """`internal_states` lists the DP ranks in the order their answers arrived (0.5.9
+    tokenizer_communicator_mixin.py `_Communicator.handle_recv`, fan-out dp_size): the first entry
+    may be a rank that has run no verify pass yet, or one rank's share alone."""
+    body = dict(INFO_059, dp_size=2, tp_size=2, internal_states=[_dp_rank_state(None), _dp_rank_state(2.9)])
+    assert S.parse_server_info(body)["avg_spec_accept_length"] == 2.9
+    body["internal_states"] = [_dp_rank_state(3.25), _dp_rank_state(2.75)]
+    assert S.parse_server_info(body)["avg_spec_accept_length"] == 3.0
+    body["internal_states"] = [_dp_rank_state(None), _dp_rank_state(None)]
+    assert S.parse_server_info(body)["avg_spec_accept_length"] is None
+
+
 def test_0_4_bodies_keep_the_acceptance_at_the_top_level():
     """0.4.x /get_server_info merges the scheduler's internal state into the body's top level."""
     body = {
