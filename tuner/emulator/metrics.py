@@ -12,8 +12,24 @@ import bisect
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .versions import dp_rank_count
+
 if TYPE_CHECKING:
     from .server import EmulatorApp
+
+_IDLE_GAUGES = dict.fromkeys(
+    (
+        "num_running_reqs",
+        "num_queue_reqs",
+        "num_used_tokens",
+        "token_usage",
+        "gen_throughput",
+        "spec_accept_length",
+        "spec_accept_rate",
+        "mamba_usage",
+    ),
+    0.0,
+)
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0)
 ITL_BUCKETS = (
@@ -96,35 +112,82 @@ class Histogram:
         return out
 
 
-def labels_text(model_name: str) -> str:
-    """SGLang 0.5.9's scheduler labels (docs/reference/sglang.md §3.2); only TP0 exports by default."""
+def labels_text(model_name: str, tp_rank: int = 0, dp_rank: int | None = None, moe_ep_rank: int = 0) -> str:
+    """A scheduler's labels: model_name, engine_type, tp_rank, pp_rank, moe_ep_rank, and dp_rank
+    when a DP controller launched it (the dict order of 0.5.9 managers/scheduler_metrics_mixin.py,
+    0.5.12 observability/scheduler_metrics_mixin.py, 0.5.23 observability/metrics_collector.py
+    SchedulerMetricsCollector: `if dp_rank is not None: labels["dp_rank"] = dp_rank`)."""
     esc = model_name.replace("\\", "\\\\").replace('"', '\\"')
-    return f'model_name="{esc}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+    out = f'model_name="{esc}",engine_type="unified",tp_rank="{tp_rank}",pp_rank="0",moe_ep_rank="{moe_ep_rank}"'
+    return out + (f',dp_rank="{dp_rank}"' if dp_rank is not None else "")
+
+
+def rank_labels(app: EmulatorApp) -> list[str]:
+    """The labels of each scheduler that exports metrics, DP rank order: attention-TP rank 0 of each
+    DP rank (`attn_tp_rank == 0`: 0.5.9/0.5.12 scheduler_metrics_mixin.py, 0.5.23
+    metrics_collector.py is_stats_logging_rank). Replicas (plain --dp-size) each number their TP
+    ranks from 0; under attention DP the ranks share one TP group, so DP rank d's first rank is
+    tp_rank d * tp_size / ranks (0.5.9 layers/dp_attention.py compute_dp_attention_world_info) and
+    its moe_ep_rank that rank's expert group (0.5.9 data_parallel_controller.py)."""
+    v = app.cfg.values
+    n = dp_rank_count(app.cfg.facts, v)
+    if n == 1:
+        return [app.labels]
+    tp = int(v.get("tp_size") or 1)
+    attn_dp = bool(v.get("enable_dp_attention")) or int(v.get("attn_dp_size") or 1) > 1
+    out = []
+    for d in range(n):
+        tp_rank = d * max(1, tp // n) if attn_dp else 0
+        ep = max(1, int(v.get("ep_size") or 1))
+        out.append(labels_text(app.served_name, tp_rank, d, tp_rank // max(1, tp // ep)))
+    return out
+
+
+def _join(labels: str, extra: str) -> str:
+    return f"{labels},{extra}" if extra else labels
 
 
 def render(
     labels: str,
-    gauges: list[tuple[str, str, float]],
+    gauges: list[tuple[str, str, list[tuple[str, float]]]],
     counters: list[tuple[str, str, list[tuple[str, float]]]],
     histograms: list[tuple[str, str, Histogram]],
 ) -> str:
     """Exposition text; names are given without the `sglang:` prefix and counters without `_total`.
-    Each counter has one or more series: (extra labels, e.g. `mode="decode"` or "", value)."""
+    Each gauge and counter has one or more series: (labels beyond `labels`, e.g. `mode="decode"`
+    or "", value); a series whose labels start with `model_name=` carries its own full set."""
+
+    def full_labels(extra: str) -> str:
+        return extra if extra.startswith("model_name=") else _join(labels, extra)
+
     out: list[str] = []
-    for name, help_, value in gauges:
+    for name, help_, series in gauges:
         full = f"sglang:{name}"
-        out += [f"# HELP {full} {help_}", f"# TYPE {full} gauge", f"{full}{{{labels}}} {float(value)}"]
+        out += [f"# HELP {full} {help_}", f"# TYPE {full} gauge"]
+        out += [f"{full}{{{full_labels(extra)}}} {float(value)}" for extra, value in series]
     for name, help_, series in counters:
         full = f"sglang:{name}"
         out += [f"# HELP {full}_total {help_}", f"# TYPE {full}_total counter"]
         for extra, value in series:
-            lab = f"{labels},{extra}" if extra else labels
-            out.append(f"{full}_total{{{lab}}} {float(value)}")
+            out.append(f"{full}_total{{{full_labels(extra)}}} {float(value)}")
     for name, help_, hist in histograms:
         full = f"sglang:{name}"
         out += [f"# HELP {full} {help_}", f"# TYPE {full} histogram"]
         out += hist.lines(full, labels)
     return "\n".join(out) + "\n"
+
+
+def _per_rank(
+    ranks: list[str], gauges: list[tuple[str, str, float]], idle: dict[str, float]
+) -> list[tuple[str, str, list[tuple[str, float]]]]:
+    """Each scheduler gauge once per exporting DP rank: rank 0 holds the emulator's one scheduler
+    (every request), the others are idle schedulers that still export (an idle scheduler's
+    check_memory calls log_stats: 0.5.9 scheduler_runtime_checker_mixin.py), with `idle`'s
+    values (the load gauges at zero)."""
+    return [
+        (name, help_, [(lab, value if i == 0 else idle.get(name, value)) for i, lab in enumerate(ranks)])
+        for name, help_, value in gauges
+    ]
 
 
 def metrics_text(app: EmulatorApp) -> str:
@@ -178,10 +241,15 @@ def metrics_text(app: EmulatorApp) -> str:
                 float(app.context_len),
             ),
             ("kv_cache_memory_usage_gb", "The KV cache memory usage in GB.", round(app.memory.get("kv_total", 0.0), 4)),
-            ("startup_time_seconds", "The time from launch to ready in seconds.", round(app.startup_time, 3)),
         ]
     if app.p.hybrid_mamba:
         gauges.append(("mamba_usage", "The mamba state usage.", g["mamba_usage"]))
+    ranks = rank_labels(app)
+    series = _per_rank(ranks, gauges, _IDLE_GAUGES)
+    if facts.metrics_startup:
+        series.append(
+            ("startup_time_seconds", "The time from launch to ready in seconds.", [("", round(app.startup_time, 3))])
+        )
     counters: list[tuple[str, str, list[tuple[str, float]]]] = []
     if facts.server_info_v2:
         counters += [
@@ -212,12 +280,12 @@ def metrics_text(app: EmulatorApp) -> str:
         (
             "cuda_graph_passes",
             "Total number of forward passes categorized by CUDA graph.",
-            [(f'mode="{mode}"', n) for mode, n in s.cuda_graph_passes.items() if n],
+            [(_join(ranks[0], f'mode="{mode}"'), n) for mode, n in s.cuda_graph_passes.items() if n],
         ),
         (
             "realtime_tokens",
             "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.",
-            [(f'mode="{mode}"', n) for mode, n in s.realtime_tokens.items() if n],
+            [(_join(ranks[0], f'mode="{mode}"'), n) for mode, n in s.realtime_tokens.items() if n],
         ),
     ]
     if facts.metrics_spec_verify_calls and s.speculative:
@@ -241,4 +309,4 @@ def metrics_text(app: EmulatorApp) -> str:
                 app.h_tpot,
             )
         )
-    return render(app.labels, gauges, counters, hists)
+    return render(app.labels, series, counters, hists)

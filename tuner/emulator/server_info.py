@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .resolve import public_values
+from .versions import dp_rank_count
 
 if TYPE_CHECKING:
     from .server import EmulatorApp
@@ -61,9 +62,7 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
             "effective_max_running_requests_per_dp": app.capacity.max_running_requests,
         }
     )
-    avg = s.avg_spec_accept_length()
-    if avg is not None:
-        internal["avg_spec_accept_length"] = avg
+    states = dp_rank_states(app, internal)
     info = dict(args)
     if facts.server_info_v2:
         info["launch_command"] = app.launch_command
@@ -77,7 +76,7 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
     if facts.server_info_v2:
         info["kv_events"] = None
         info["startup_time"] = app.startup_time
-    info["internal_states"] = [internal]
+    info["internal_states"] = states
     info["version"] = app.version
     if facts.server_info_v2:
         info["frontend"] = "python"
@@ -94,3 +93,26 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
         "clock": app.clock(),
     }
     return info
+
+
+def dp_rank_states(app: EmulatorApp, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """One internal state per DP rank, in the order the ranks answer.
+
+    The emulator runs every request on DP rank 0 (its one scheduler, whose lines carry the DP0
+    prefix); the other ranks are idle schedulers: no generation throughput and no
+    avg_spec_accept_length, which a rank adds only after its own first verify pass
+    (`spec_total_num_forward_ct > 0`: 0.5.9/0.5.12 scheduler.py get_internal_state, 0.5.23
+    scheduler_components/internal_state.py _add_speculative). The tokenizer collects the answers
+    as they arrive until its fan-out, the DP rank count, is reached (0.5.9
+    tokenizer_communicator_mixin.py `_Communicator.handle_recv`, 0.5.12/0.5.23
+    managers/communicator.py); an idle scheduler reads the request at once, a busy one between
+    forward passes, so while rank 0 has work the idle ranks come first."""
+    s = app.sched
+    live = dict(state)
+    avg = s.avg_spec_accept_length()
+    if avg is not None:
+        live["avg_spec_accept_length"] = avg
+    idle = [{**state, "last_gen_throughput": 0.0} for _ in range(dp_rank_count(app.cfg.facts, app.cfg.values) - 1)]
+    if s.running or s.waiting:
+        return [*idle, live]
+    return [live, *idle]

@@ -15,6 +15,7 @@ naming the ones that are (`UnsupportedVersion`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sglang_utils import sglang_releases as releases
 
@@ -144,6 +145,11 @@ class SGLangVersion:
     # len(self.can_run_list) != 0`), only with chunked prefill off in 0.5.23 (`self.rem_chunk_tokens
     # is None and self.can_run_list and input_tokens >= self.rem_input_tokens`).
     prefill_input_cap_chunked: bool = True
+    # How many DP ranks answer /server_info (one internal_states entry each) and export scheduler
+    # metrics: --dp-size (0.5.9 tokenizer_communicator_mixin.py and 0.5.12 tokenizer_control_mixin.py
+    # build the communicator with fan-out server_args.dp_size), or dp_size * attn_dp_size (0.5.23
+    # tokenizer_control_mixin.py: get_parallel().num_dp_ranks, runtime_context.py num_dp_ranks_of).
+    dp_ranks_with_attn_dp: bool = False
     released: str = ""
 
     @property
@@ -290,6 +296,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             worker_sigterm_waits=True,
             parallel_init_log=True,
             prefill_input_cap_chunked=False,
+            dp_ranks_with_attn_dp=True,
         ),
     )
 }
@@ -314,6 +321,15 @@ def get(version: str) -> SGLangVersion:
         f"SGLang {text} is not emulated; the emulator models SGLang {', '.join(SUPPORTED)} "
         "(set --emulator-sglang-version or the profile's sglang_version to one of them)"
     )
+
+
+def dp_rank_count(version: SGLangVersion, values: dict[str, Any]) -> int:
+    """The DP ranks of a launch under `version` (see `dp_ranks_with_attn_dp`): 0.5.23's deprecated
+    `--dp-size N --enable-dp-attention` becomes attn_dp_size N with dp_size 1, the same product."""
+    count = int(values.get("dp_size") or 1)
+    if version.dp_ranks_with_attn_dp:
+        count *= int(values.get("attn_dp_size") or 1)
+    return max(1, count)
 
 
 def in_range(version: SGLangVersion, since: str | None, until: str | None) -> bool:

@@ -1,0 +1,113 @@
+"""/server_info and /metrics under data parallelism, as SGLang answers them: one internal state per
+DP rank (the tokenizer's fan-out communicator: 0.5.9 tokenizer_communicator_mixin.py, 0.5.12/0.5.23
+managers/communicator.py) and one scheduler series per DP rank with a dp_rank label
+(scheduler_metrics_mixin.py / metrics_collector.py SchedulerMetricsCollector)."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from emu_testlib import spec_flags
+from sglang_utils.sglang_server_info import parse_server_info
+
+from tuner.measure.metrics import parse_prometheus_gauges
+
+
+def _start(emulator, version: str, *parallel: str):
+    return emulator(
+        "--emulator-sglang-version",
+        version,
+        *parallel,
+        *spec_flags(3),
+        "--disable-radix-cache",  # 0.5.10-0.5.12 refuse speculation with the hybrid model's radix cache
+        "--enable-metrics",
+        "--decode-log-interval",
+        "5",
+        "--emulator-startup-s",
+        "0.2",
+        "--random-seed",
+        "7",
+    ).wait_ready()
+
+
+def _generate(e, n: int = 40) -> None:
+    status, body = e.post_json(
+        "/generate", {"text": "data parallel", "sampling_params": {"max_new_tokens": n, "ignore_eos": True}}
+    )
+    assert status == 200, body
+
+
+def _series(text: str, name: str) -> dict[str, tuple[str, float]]:
+    """dp_rank -> (tp_rank, value) of a gauge's series ("" where there is no dp_rank label)."""
+    out = {}
+    for labels, value in re.findall(rf"^sglang:{name}\{{(.*)\}} ([\d.e+-]+)$", text, re.M):
+        dp = re.search(r'dp_rank="(\d+)"', labels)
+        tp = re.search(r'tp_rank="(\d+)"', labels)
+        out[dp.group(1) if dp else ""] = (tp.group(1) if tp else "", float(value))
+    return out
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.12", "0.5.23"])
+def test_each_dp_rank_answers_server_info_and_exports_its_gauges(emulator, version):
+    e = _start(emulator, version, "--tp-size", "2", "--dp-size", "2")
+    before = e.get_json("/server_info")["internal_states"]
+    assert len(before) == 2 and all("avg_spec_accept_length" not in s for s in before)
+    _generate(e)
+    info = e.get_json("/server_info")
+    states = info["internal_states"]
+    assert len(states) == 2 and all(s["dp_size"] == 2 for s in states)
+    # only the rank that served (the emulator's one scheduler) has run a verify pass
+    accepts = [s["avg_spec_accept_length"] for s in states if "avg_spec_accept_length" in s]
+    assert len(accepts) == 1 and 1.0 < accepts[0] <= 4.0
+    parsed = parse_server_info(info)  # the role's and the tuner's reader: the mean of the ranks that have it
+    assert parsed["avg_spec_accept_length"] == accepts[0] and parsed["dp_size"] == 2
+    text = e.get("/metrics")[1].decode()
+    gauge = _series(text, "max_total_num_tokens")
+    assert set(gauge) == {"0", "1"} and {tp for tp, _ in gauge.values()} == {"0"}  # TP0 of each replica
+    running = _series(text, "num_running_reqs")  # the last logged batch of each rank
+    assert running["0"][1] == 1.0 and running["1"][1] == 0.0
+    assert parse_prometheus_gauges(text)["num_running_reqs"] == 1.0  # the tuner reads the largest series
+
+
+@pytest.mark.parametrize(
+    ("version", "parallel"),
+    [
+        ("0.5.9", ("--tp-size", "4", "--dp-size", "2", "--enable-dp-attention")),
+        ("0.5.23", ("--tp-size", "4", "--attn-dp-size", "2")),
+    ],
+)
+def test_attention_dp_ranks_export_from_their_first_tp_rank(emulator, version, parallel):
+    e = _start(emulator, version, *parallel)
+    assert len(e.get_json("/server_info")["internal_states"]) == 2
+    gauge = _series(e.get("/metrics")[1].decode(), "num_running_reqs")
+    assert {dp: tp for dp, (tp, _) in gauge.items()} == {"0": "0", "1": "2"}
+
+
+def test_busy_rank_answers_after_the_idle_one(emulator):
+    e = _start(emulator, "0.5.9", "--dp-size", "2")
+    _generate(e, 20)
+    assert "avg_spec_accept_length" in e.get_json("/server_info")["internal_states"][0]  # all idle: rank order
+    worker = threading.Thread(target=_generate, args=(e, 4000))
+    worker.start()
+    try:
+        seen = []
+        for _ in range(200):
+            states = e.get_json("/server_info")["internal_states"]
+            seen.append(["avg_spec_accept_length" in s for s in states])
+            if seen[-1] == [False, True]:
+                break
+        assert seen[-1] == [False, True]
+        text = e.get("/metrics")[1].decode()
+        running = _series(text, "num_running_reqs")
+        assert running["1"][1] == 0.0
+    finally:
+        worker.join()
+
+
+def test_without_dp_one_state_and_no_dp_rank_label(emulator):
+    e = _start(emulator, "0.5.23", "--tp-size", "2")
+    assert len(e.get_json("/server_info")["internal_states"]) == 1
+    text = e.get("/metrics")[1].decode()
+    assert "dp_rank" not in text and set(_series(text, "num_running_reqs")) == {""}
