@@ -111,3 +111,35 @@ def test_without_dp_one_state_and_no_dp_rank_label(emulator):
     assert len(e.get_json("/server_info")["internal_states"]) == 1
     text = e.get("/metrics")[1].decode()
     assert "dp_rank" not in text and set(_series(text, "num_running_reqs")) == {""}
+
+
+def test_0523_startup_phases_and_streaming_split(emulator):
+    """0.5.23's tokenizer collector (observability/metrics_collector.py): startup_time_seconds by
+    phase, and is_streaming on TTFT / per-request TPOT / e2e, a series per kind once one finished;
+    inter-token latency stays one series. 0.5.9 has neither label."""
+    e = _start(emulator, "0.5.23", "--dp-size", "2")
+    text = e.get("/metrics")[1].decode()
+    phases = dict(re.findall(r'^sglang:startup_time_seconds\{[^}]*phase="(\w+)"\} ([\d.]+)$', text, re.M))
+    assert set(phases) == {"load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e"}
+    assert 0 < float(phases["load_weight"]) < float(phases["scheduler_e2e"])
+    assert len(re.findall(r"^sglang:startup_time_seconds\{", text, re.M)) == 4  # not one per DP rank
+
+    def counts(text: str, name: str) -> dict[str, float]:
+        found = re.findall(rf'^sglang:{name}_count\{{[^}}]*is_streaming="(\w+)"\}} ([\d.]+)$', text, re.M)
+        return {kind: float(n) for kind, n in found}
+
+    names = ("time_to_first_token_seconds", "request_time_per_output_token_seconds", "e2e_request_latency_seconds")
+    before = {name: counts(text, name) for name in names}  # the warm-up request, unstreamed, or nothing
+    assert all("true" not in c for c in before.values())
+    _generate(e, 10)
+    assert (
+        e.stream("/generate", {"text": "streamed", "stream": True, "sampling_params": {"max_new_tokens": 5}})[-1]
+        == "[DONE]"
+    )
+    text = e.get("/metrics")[1].decode()
+    for name in names:
+        assert counts(text, name) == {"false": before[name].get("false", 0.0) + 1, "true": 1.0}, name
+    assert "is_streaming" not in "".join(re.findall(r"^sglang:inter_token_latency_seconds_count\{.*$", text, re.M))
+    old = _start(emulator, "0.5.9")
+    text = old.get("/metrics")[1].decode()
+    assert re.search(r"^sglang:startup_time_seconds", text, re.M) is None and "is_streaming" not in text

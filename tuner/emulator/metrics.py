@@ -151,10 +151,10 @@ def render(
     labels: str,
     gauges: list[tuple[str, str, list[tuple[str, float]]]],
     counters: list[tuple[str, str, list[tuple[str, float]]]],
-    histograms: list[tuple[str, str, Histogram]],
+    histograms: list[tuple[str, str, list[tuple[str, Histogram]]]],
 ) -> str:
     """Exposition text; names are given without the `sglang:` prefix and counters without `_total`.
-    Each gauge and counter has one or more series: (labels beyond `labels`, e.g. `mode="decode"`
+    Each gauge, counter and histogram has one or more series: (labels beyond `labels`, e.g. `mode="decode"`
     or "", value); a series whose labels start with `model_name=` carries its own full set."""
 
     def full_labels(extra: str) -> str:
@@ -170,11 +170,25 @@ def render(
         out += [f"# HELP {full}_total {help_}", f"# TYPE {full}_total counter"]
         for extra, value in series:
             out.append(f"{full}_total{{{full_labels(extra)}}} {float(value)}")
-    for name, help_, hist in histograms:
+    for name, help_, hists in histograms:
         full = f"sglang:{name}"
         out += [f"# HELP {full} {help_}", f"# TYPE {full} histogram"]
-        out += hist.lines(full, labels)
+        for extra, hist in hists:
+            out += hist.lines(full, full_labels(extra))
     return "\n".join(out) + "\n"
+
+
+def startup_series(app: EmulatorApp) -> tuple[str, str, list[tuple[str, float]]]:
+    """0.5.23's sglang:startup_time_seconds, one series per phase (observability/metrics_collector.py
+    TokenizerMetricsCollector.emit_startup_time: load_weight (target + draft), kv_cache_allocation,
+    scheduler_e2e, tokenizer_e2e; observability/startup_time.py). The tokenizer's collector, so one
+    set whatever the DP ranks (the phases are their maxima: aggregate_scheduler_startup_times)."""
+    phases = ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e")
+    return (
+        "startup_time_seconds",
+        "Engine startup duration by phase in seconds.",
+        [(f'phase="{ph}"', round(app.startup_phases.get(ph, 0.0), 3)) for ph in phases],
+    )
 
 
 def _per_rank(
@@ -247,11 +261,9 @@ def metrics_text(app: EmulatorApp) -> str:
     ranks = rank_labels(app)
     series = _per_rank(ranks, gauges, _IDLE_GAUGES)
     if facts.metrics_startup:
-        series.append(
-            ("startup_time_seconds", "The time from launch to ready in seconds.", [("", round(app.startup_time, 3))])
-        )
+        series.append(startup_series(app))
     counters: list[tuple[str, str, list[tuple[str, float]]]] = []
-    if facts.server_info_v2:
+    if facts.metrics_is_streaming:
         counters += [
             (
                 "prompt_tokens",
@@ -296,17 +308,26 @@ def metrics_text(app: EmulatorApp) -> str:
                 [("", s.spec_verify_calls_total)],
             )
         )
+
+    def split(h: Histogram) -> list[tuple[str, Histogram]]:
+        """0.5.23's is_streaming series, each once a request of its kind finished (a labelled
+        series exists from its first observation), or the older releases' one series."""
+        if not facts.metrics_is_streaming:
+            return [("", h)]
+        by = app.h_by_stream
+        return [(f'is_streaming="{str(st).lower()}"', by[(h, st)]) for st in (False, True) if by[(h, st)].count]
+
     hists = [
-        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", app.h_ttft),
-        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", app.h_itl),
-        ("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", app.h_e2e),
+        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", split(app.h_ttft)),
+        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", [("", app.h_itl)]),
+        ("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", split(app.h_e2e)),
     ]
     if facts.metrics_startup:
         hists.append(
             (
                 "request_time_per_output_token_seconds",
                 "Histogram of each request's time per output token in seconds.",
-                app.h_tpot,
+                split(app.h_tpot),
             )
         )
     return render(app.labels, series, counters, hists)

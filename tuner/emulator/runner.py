@@ -219,6 +219,7 @@ class Runner:
             f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.model_architecture}, "
             f"dtype=torch.bfloat16, avail mem={mem['after_load']:.2f} GB, mem usage={p.weights_gb:.2f} GB."
         )
+        phases = {"load_weight": time.monotonic() - t0}  # 0.5.23's startup phases (metrics.py)
 
         # pools: the KV pool must have room, or SGLang raises (docs/reference/sglang.md §5.3)
         if kv <= 0 or self.faults.kv_oom:
@@ -242,6 +243,7 @@ class Runner:
             # a state pool too small for one request at this depth, or a KV pool under 2 tokens
             self.die("AssertionError: max_running_request is zero", "__init__")
         await self.sleep(PHASE_POOL * S)
+        phases["kv_cache_allocation"] = PHASE_POOL * S  # the sleep is cut short only by a SIGTERM
         if p.hybrid_mamba:
             self.each_rank(
                 logs.mamba_cache_line(
@@ -275,6 +277,7 @@ class Runner:
             self.each_rank(f"Load weight begin. avail mem={mem['after_graph']:.2f} GB")
             t0 = time.monotonic()
             await self.sleep(PHASE_DRAFT * S * 0.4)
+            phases["load_weight"] += time.monotonic() - t0
             self.each_rank(
                 f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.draft_model_architecture}, "
                 f"dtype=torch.bfloat16, avail mem={mem['after_graph']:.2f} GB, mem usage=0.00 GB."
@@ -371,6 +374,7 @@ class Runner:
         )
         app = EmulatorApp(cfg, p, self.faults, log, sched, cap, mem, emulator_version(facts.version), prefix0)
         app.driver.on_error = self._scheduler_error
+        app.startup_phases = phases | dict.fromkeys(("scheduler_e2e", "tokenizer_e2e"), time.monotonic() - t_start)
         self.app = app
         app.driver.start()
 

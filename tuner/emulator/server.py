@@ -112,6 +112,7 @@ class EmulatorApp:
         self.created = int(time.time())
         self.topk = cfg.topk
         self.startup_time = 0.0  # seconds from launch to ready (0.5.23 reports it)
+        self.startup_phases: dict[str, float] = {}  # 0.5.23's per-phase start-up seconds (runner.py)
         self.launch_command = launch_command(cfg.launch_argv)
         self.in_flight: dict[str, Request] = {}
         self._progress: list[asyncio.Future[None]] = []
@@ -120,6 +121,11 @@ class EmulatorApp:
         self.h_itl = prom.Histogram(prom.ITL_BUCKETS)
         self.h_e2e = prom.Histogram(prom.E2E_BUCKETS)
         self.h_tpot = prom.Histogram(prom.ITL_BUCKETS)  # per request: (e2e - ttft) / (tokens - 1)
+        # 0.5.23 splits TTFT, per-request TPOT and e2e by is_streaming (metrics.py): each request's
+        # observations again, by its `stream`
+        self.h_by_stream = {
+            (h, st): prom.Histogram(h.buckets) for h in (self.h_ttft, self.h_e2e, self.h_tpot) for st in (False, True)
+        }
         self.health_generation = _env_true("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", default=True)
         # as SGLang reads it once at import (srt/entrypoints/http_server.py `HEALTH_CHECK_TIMEOUT`)
         self.health_timeout = _env_seconds("SGLANG_HEALTH_CHECK_TIMEOUT", HEALTH_CHECK_TIMEOUT_S)
@@ -408,12 +414,15 @@ class EmulatorApp:
     def _observe(self, req: Request) -> None:
         if req.first_token_at < 0 or req.finished_at < 0:
             return
-        self.h_ttft.observe(req.first_token_at - req.arrival)
-        self.h_e2e.observe(req.finished_at - req.arrival)
+        stream = bool(req.stream)
+        for h, value in ((self.h_ttft, req.first_token_at - req.arrival), (self.h_e2e, req.finished_at - req.arrival)):
+            h.observe(value)
+            self.h_by_stream[(h, stream)].observe(value)
         if req.generated > 1:
             tpot = (req.finished_at - req.first_token_at) / (req.generated - 1)
             self.h_itl.observe(tpot, req.generated - 1)
             self.h_tpot.observe(tpot)
+            self.h_by_stream[(self.h_tpot, stream)].observe(tpot)
 
     def _cut_point(self, req: Request) -> int | None:
         share = self.faults.cut_stream_share

@@ -90,6 +90,10 @@ class SGLangVersion:
     # request_time_per_output_token_seconds histogram (metrics_collector.py), and GET /ready
     # (http_server.py: 200/503 from tokenizer_manager.is_ready(), no generation)
     metrics_startup: bool = False
+    # 0.5.23's is_streaming label (metrics_collector.py TokenizerMetricsCollector) on
+    # prompt_tokens_total, generation_tokens_total and the time_to_first_token,
+    # request_time_per_output_token and e2e_request_latency histograms (not inter_token_latency)
+    metrics_is_streaming: bool = False
     ready_endpoint: bool = False
     # /server_info: 0.5.23 adds launch_command, startup_time, kv_events, frontend at the top and
     # world_size, startup_time, memory_usage.startup_available / token_capacity_swa and a
@@ -286,6 +290,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             metrics_spec_verify_calls=True,
             metrics_spec_num_steps=True,
             metrics_startup=True,
+            metrics_is_streaming=True,
             ready_endpoint=True,
             server_info_v2=True,
             spec_meta="correct",
