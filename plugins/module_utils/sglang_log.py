@@ -733,6 +733,18 @@ _HOST_UNRESOLVED = (
         r"|No address associated with hostname)$"
     ),
 )
+# The other bind errors of that reuseport path (_reserve_reuseport_socket, above: `logger.error(error)` of
+# the OSError, then `raise SystemExit(1) from error`, so no traceback follows and the launcher exits 1):
+# "[ts] [Errno 99] Cannot assign requested address" (a --host no interface of this machine has) and
+# "[ts] [Errno 13] Permission denied" (a --port below 1024 without CAP_NET_BIND_SERVICE). A socket's
+# OSError names no file, so the message is the error and nothing else, on the launcher's own line:
+# SGLang's prefix with no rank and no level (configure_logger's "[%(asctime)s] %(message)s", 0.5.23
+# srt/utils/common.py). Read only in that shape (_in_launcher_shape): a file's "PermissionError: [Errno
+# 13] Permission denied: '/path'" in a traceback, or the words inside a warning, are not a bind error.
+_REUSEPORT_BIND_FAILED = (
+    "bind_failed",
+    re.compile(r"^\[Errno (?:99|13)\] (?P<why>Cannot assign requested address|Permission denied)$"),
+)
 # (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
 _SPECIFIC = [
     # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
@@ -798,6 +810,7 @@ _SPECIFIC = [
     _PORT_IN_USE,
     _BIND_FAILED,
     _HOST_UNRESOLVED,
+    _REUSEPORT_BIND_FAILED,
     (
         "bad_arguments",
         re.compile(
@@ -950,7 +963,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             in_traceback = True
             hit = True
         for rank, (kind, rx) in enumerate(_SPECIFIC):
-            m = rx.search(msg)
+            m = rx.search(msg) if _SPECIFIC[rank] is not _REUSEPORT_BIND_FAILED or _in_launcher_shape(ln) else None
             if m:
                 # the most specific wins, not the first: a chained traceback names the CUDA
                 # out-of-memory error before the "Capture cuda graph failed" that explains it,
@@ -1019,25 +1032,34 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
     }
 
 
+def _in_launcher_shape(ln: LogLine) -> bool:
+    """Whether ``ln`` is a line of SGLang's launcher as its own logger writes it (the prefix, no rank,
+    no level): the only line _REUSEPORT_BIND_FAILED's bare errno is a bind error on."""
+    return ln.sglang and not ln.ranks and ln.level is None and not ln.uvicorn
+
+
 def _bind_advice(reason: str) -> str:
     """ " (--host 10.1.2.3 is not an address of this machine: ...)": what to change for a bind that
-    failed for another reason than a taken port, which the line itself does not say."""
+    failed for another reason than a taken port, which the line itself does not say (the reuseport
+    path's bare errno names no address: then the words name the flag only)."""
     if _HOST_UNRESOLVED[1].search(reason):
         return " (--host does not resolve to an address here: give --host an address of this machine, or 0.0.0.0)"
-    m = _BIND_FAILED[1].search(reason)
+    m = _BIND_FAILED[1].search(reason) or _REUSEPORT_BIND_FAILED[1].search(reason)
     if m is None:
         return ""
-    addr = m.group("addr").split(", ")
-    host, port = addr[0].strip("'"), addr[1] if len(addr) > 1 else "?"
+    addr = m.groupdict().get("addr")
+    parts = addr.split(", ") if addr else []
+    host = " " + parts[0].strip("'") if parts else ""
+    port = " " + parts[1] if len(parts) > 1 else ""
     why = m.group("why").lower()
     if "cannot assign requested address" in why:  # EADDRNOTAVAIL
-        return f" (--host {host} is not an address of this machine: give --host one of its addresses, or 0.0.0.0)"
+        return f" (--host{host} is not an address of this machine: give --host one of its addresses, or 0.0.0.0)"
     if "permission denied" in why:  # EACCES
         return (
-            f" (port {port} needs a privilege to bind, as every port below 1024 does (CAP_NET_BIND_SERVICE):"
+            f" (port{port} needs a privilege to bind, as every port below 1024 does (CAP_NET_BIND_SERVICE):"
             " give --port 1024 or above)"
         )
-    return f" (--host {host} --port {port} cannot be bound here: change the address or the port)"
+    return f" (--host{host} --port{port} cannot be bound here: change the address or the port)"
 
 
 def _exit_code(parsed: list[LogLine], idx: int) -> str:

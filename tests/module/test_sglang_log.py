@@ -891,6 +891,57 @@ def test_a_bind_error_without_an_address_is_read_too():
     assert L.find_fatal(["[2026-12-07 20:40:06 TP0] retrying: [Errno -2] Name or service not known"]) is None
 
 
+# 0.5.23's --enable-http-worker-reuseport path (entrypoints/http_server.py `_reserve_reuseport_socket`:
+# `logger.error(error)` then `raise SystemExit(1) from error`, no traceback), rendered by running its two
+# functions from the 0.5.23 wheel under SGLang's launcher format (srt/utils/common.py configure_logger:
+# "[%(asctime)s] %(message)s") on CPython 3.11: --host 10.1.2.3, and --port 80 as an unprivileged user.
+_REUSEPORT_ADDRESS_NOT_HERE = "[2026-12-07 21:24:57] [Errno 99] Cannot assign requested address"
+_REUSEPORT_PORT_NOT_ALLOWED = "[2026-12-07 21:24:59] [Errno 13] Permission denied"
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        (_REUSEPORT_ADDRESS_NOT_HERE, "(--host is not an address of this machine: give --host one of its addresses"),
+        (_REUSEPORT_PORT_NOT_ALLOWED, "(port needs a privilege to bind, as every port below 1024 does"),
+    ],
+)
+def test_the_reuseport_sockets_other_bind_errors_are_bind_failed(line, words):
+    """The reuse-port path logs every bind error bare, as "[Errno 98] Address already in use" is
+    (port_in_use): EADDRNOTAVAIL and EACCES were read as no fatal line, so the gate waited for a
+    server that had exited. They name no address: the advice names the flag to change."""
+    args = "[2026-12-07 21:24:50] server_args=ServerArgs(host='10.1.2.3', port=80, tokenizer_worker_num=4)"
+    f = L.find_fatal([args, line])
+    assert f is not None and f["kind"] == "bind_failed", f
+    assert f["reason"].startswith(line.split("] ", 1)[1] + " ("), f
+    assert words in f["reason"] and f["line"] == line, f
+
+
+def test_a_bare_permission_denied_is_a_bind_error_only_on_the_launchers_own_line():
+    """`[Errno 13] Permission denied` names no file only where a socket raised it; the reuse-port path
+    logs it whole on the launcher's line (SGLang's prefix, no rank, no level). The same words in a
+    file write's traceback or a warning, on a scheduler's line, in the level-tagged form, or without
+    SGLang's prefix are not a bind error."""
+    # a file write refused, warned then raised (rendered under SGLang's format as an unprivileged user)
+    file_write = [
+        "[2026-12-07 21:26:02] Failed to write the cache file: [Errno 13] Permission denied: '/tmp/h10ro/out.json'",
+        "Traceback (most recent call last):",
+        '  File "/tmp/h10whl/w.py", line 8, in <module>',
+        '    open("/tmp/h10ro/out.json", "w")',
+        "PermissionError: [Errno 13] Permission denied: '/tmp/h10ro/out.json'",
+    ]
+    f = L.find_fatal(file_write)
+    assert f is not None and f["kind"] == "exception" and f["reason"] == file_write[-1], f
+    assert L.find_fatal(file_write[:1]) is None
+    for line in (
+        "[2026-12-07 21:26:03 TP0] [Errno 13] Permission denied",  # a scheduler's (the path is the launcher's)
+        "[2026-12-07 21:26:03] WARNING server_args.py:812: [Errno 13] Permission denied",  # level-tagged
+        "[Errno 13] Permission denied",  # not SGLang's logger
+        "[2026-12-07 21:26:03] [Errno 13] Permission denied: '/dev/shm/sglang'",  # names a file
+    ):
+        assert L.find_fatal([line]) is None, line
+
+
 def test_the_0_5_2x_dict_form_of_server_args_is_read_and_cuts_the_launch():
     lines = load_fixture("sglang-0.5.2x_tp3_multinode_dspark_dict_server_args.log")
     args = L.parse_server_args(lines)

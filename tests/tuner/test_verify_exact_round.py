@@ -565,6 +565,61 @@ def test_a_pick_no_hosts_role_runs_is_named_unchecked_with_the_reason(tmp_path, 
     assert [label for label, _ in calls] == ["verify-exact-k2-t1"] and added == [], added
 
 
+def test_a_resume_whose_round_changes_the_reason_is_recorded_and_one_that_repeats_it_is_not(tmp_path, monkeypatch):
+    """The round stopped at k2's failed redeploy and left k3 unchecked; a `--resume --limit` to hosts
+    whose role refuses k3 redeploys nothing and leaves the same k3 unchecked, but now because every
+    host refuses it. It added no record, so the round's record (the one the report and the next resume
+    read) still said it had stopped at the failed redeploy. A resume that repeats that adds nothing."""
+    import asyncio
+    import contextlib
+    from types import SimpleNamespace
+
+    from sglang_utils.sglang_gate_report import GateReport
+
+    phase, log, _progress = _threshold_phase(tmp_path)
+    monkeypatch.setattr(phase, "_client", lambda *_a: contextlib.nullcontext(SimpleNamespace()))
+    phase.baseline = {"server_version": "0.5.9", "deterministic": False, "model": "m"}
+    phase.exact_baseline = {"deterministic": True}  # reused: nothing captured
+    calls: list[str] = []
+
+    def deploy(cfg: SpecConfig, host: str, *, label: str, extravars: dict | None = None) -> Any:
+        calls.append(label)  # the unit does not come up
+        return SimpleNamespace(ok=False, client_url=None, reason="unit failed", gate=GateReport(), elapsed_s=0.1)
+
+    def picks() -> list[SpecConfig]:
+        return [SpecConfig(spec_steps=2), SpecConfig(spec_steps=3)]
+
+    def checked() -> tuple[set[str], set[str]]:
+        return set(log.state.verify_exact), set(log.state.verify)
+
+    def rounds() -> list[dict[str, Any]]:
+        return [r.verdict for r in log.state.records if getattr(r, "role", None) == "exact_round"]
+
+    asyncio.run(phase.exact_round(deploy, ["a"], picks, checked))
+    first = log.state.verify_exact_round.verdict
+    assert calls == ["verify-exact-k2-t1"] and first["unchecked"] == ["k3-t1"], first
+    assert "redeploy failed on a: unit failed" in first["stopped"] and not first["refused"], first
+
+    def refusing() -> None:
+        asyncio.run(
+            phase.exact_round(
+                deploy,
+                ["a", "b"],
+                picks,
+                checked,
+                previous=dict(log.state.verify_exact_round.verdict),
+                runs=lambda cfg, _host: cfg.spec_steps != 3,
+            )
+        )
+
+    refusing()  # the same pick unchecked, for another reason: recorded
+    assert calls == ["verify-exact-k2-t1"] and len(rounds()) == 2, rounds()
+    now = log.state.verify_exact_round.verdict
+    assert now["unchecked"] == ["k3-t1"] and now["refused"] == ["k3-t1"] and not now["stopped"], now
+    refusing()  # all of it again: nothing new
+    assert calls == ["verify-exact-k2-t1"] and len(rounds()) == 2, rounds()
+
+
 def test_picks_past_the_cap_reached_over_a_resume_are_named_unchecked():
     """The cap is the sweep's, over resumes (`before`): a round that an earlier process left after
     three redeploys (a crash mid-round) makes one more on `--resume` and stops at the cap. The picks

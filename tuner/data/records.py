@@ -313,6 +313,27 @@ def judged_failure(rec: VerifyRecord) -> bool:
     )
 
 
+# What an exact round that redeployed nothing says, beside its `why`: the picks it left unchecked and why
+# (the redeploy that stopped it, the picks no host's role runs)
+_EXACT_ROUND_FACTS = ("unchecked", "stopped", "refused")
+
+
+def exact_round_repeats(verdict: Mapping[str, Any], previous: Mapping[str, Any] | None) -> bool:
+    """Whether an exact round's `verdict` only repeats the `previous` round's (a `--resume`'s), so it
+    adds no record and records.jsonl grows only with new facts: the same reason not to run, or no
+    redeploy and the same picks unchecked for the same reasons. The latest record is the one the
+    report, recommendation.json and the next resume read, so a round that changes a reason (an
+    earlier round stopped by a failed redeploy, now every host refuses the pick) is recorded."""
+    if previous is None:
+        return False
+    if not verdict.get("applies"):
+        return previous.get("why") == verdict.get("why")
+    # `or None`: a record from before a fact was recorded reads as one that had none
+    return not verdict.get("deploys") and all(
+        (verdict.get(k) or None) == (previous.get(k) or None) for k in _EXACT_ROUND_FACTS
+    )
+
+
 AnyRecord = (
     DeployRecord
     | DeployBestRecord

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from sglang_utils import sglang_verify as rules
 from sglang_utils.sglang_flags import extra_switch_on
 
-from ..data.records import UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY, VerifyRecord
+from ..data.records import UNCHECKED_NO_BASELINE, UNCHECKED_REDEPLOY, VerifyRecord, exact_round_repeats
 from ..present.verify_text import exact_round_text
 from ..run.client import BenchClient, ClientOptions
 from ..run.levels import wait_for_health
@@ -328,15 +328,10 @@ class VerifyPhase:
         return f if isinstance(f, str) else {"sglang_server_extra_flags": {**f, rules.DETERMINISTIC_FLAG: True}}
 
     def _note(self, text: str, verdict: dict[str, Any], previous: dict[str, Any] | None = None) -> None:
-        """Say what the round did; a `--resume` whose round did nothing new (the same reason not to
-        run, or no redeploy and the same picks left unchecked) adds no record, so records.jsonl grows
-        only with new facts."""
+        """Say what the round did; a `--resume` whose round only repeats the last one's facts adds no
+        record (records.exact_round_repeats)."""
         self.progress.line(f"[verify exact] {text}")
-        same_left = not verdict.get("unchecked") or verdict.get("unchecked") == (previous or {}).get("unchecked")
-        if previous is not None and (
-            (not verdict.get("applies") and previous.get("why") == verdict.get("why"))
-            or (verdict.get("applies") and not verdict.get("deploys") and same_left)
-        ):
+        if exact_round_repeats(verdict, previous):
             return
         self.log.append(VerifyRecord(config=SpecConfig(spec_steps=0), passed=True, role="exact_round", verdict=verdict))
 
