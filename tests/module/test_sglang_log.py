@@ -924,11 +924,11 @@ def test_a_bare_permission_denied_is_a_bind_error_only_on_the_launchers_own_line
     SGLang's prefix are not a bind error."""
     # a file write refused, warned then raised (rendered under SGLang's format as an unprivileged user)
     file_write = [
-        "[2026-12-07 21:26:02] Failed to write the cache file: [Errno 13] Permission denied: '/tmp/h10ro/out.json'",
+        "[2026-12-07 21:26:02] Failed to write the cache file: [Errno 13] Permission denied: '/var/cache/sglang/out.json'",
         "Traceback (most recent call last):",
-        '  File "/tmp/h10whl/w.py", line 8, in <module>',
-        '    open("/tmp/h10ro/out.json", "w")',
-        "PermissionError: [Errno 13] Permission denied: '/tmp/h10ro/out.json'",
+        '  File "/opt/app/cache_writer.py", line 8, in <module>',
+        '    open("/var/cache/sglang/out.json", "w")',
+        "PermissionError: [Errno 13] Permission denied: '/var/cache/sglang/out.json'",
     ]
     f = L.find_fatal(file_write)
     assert f is not None and f["kind"] == "exception" and f["reason"] == file_write[-1], f
