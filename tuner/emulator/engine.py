@@ -135,6 +135,7 @@ class Scheduler:
         self.prompt_tokens_by_stream = [0, 0]
         self.generation_tokens_by_stream = [0, 0]
         self.num_requests_total = 0
+        self.num_requests_by_stream = [0, 0]
         self.spec_verify_calls_total = 0
         self.cuda_graph_passes = {"decode_cuda_graph": 0, "decode_none": 0}
         self.realtime_tokens = {"prefill_compute": 0, "decode": 0}
@@ -458,6 +459,7 @@ class Scheduler:
         self.kv_live -= r.prefilled + r.generated
         if not r.internal and reason != "abort":
             self.num_requests_total += 1
+            self.num_requests_by_stream[r.stream] += 1
 
     def _finish_aborted(self, r: Request, t: float) -> None:
         r.finished = True

@@ -112,13 +112,27 @@ class Histogram:
         return out
 
 
+def _model_label(model_name: str) -> str:
+    esc = model_name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'model_name="{esc}"'
+
+
+def tokenizer_labels(app: EmulatorApp) -> str:
+    """The tokenizer manager's labels, which every TokenizerMetricsCollector series carries (the
+    token and request counters, the latency histograms, startup_time_seconds): model_name, and
+    engine_type from 0.5.11 (versions.py metrics_tokenizer_engine_type), never a scheduler's ranks."""
+    out = _model_label(app.served_name)
+    return out + (',engine_type="unified"' if app.cfg.facts.metrics_tokenizer_engine_type else "")
+
+
 def labels_text(model_name: str, tp_rank: int = 0, dp_rank: int | None = None, moe_ep_rank: int = 0) -> str:
     """A scheduler's labels: model_name, engine_type, tp_rank, pp_rank, moe_ep_rank, and dp_rank
     when a DP controller launched it (the dict order of 0.5.9 managers/scheduler_metrics_mixin.py,
     0.5.12 observability/scheduler_metrics_mixin.py, 0.5.23 observability/metrics_collector.py
     SchedulerMetricsCollector: `if dp_rank is not None: labels["dp_rank"] = dp_rank`)."""
-    esc = model_name.replace("\\", "\\\\").replace('"', '\\"')
-    out = f'model_name="{esc}",engine_type="unified",tp_rank="{tp_rank}",pp_rank="0",moe_ep_rank="{moe_ep_rank}"'
+    out = (
+        f'{_model_label(model_name)},engine_type="unified",tp_rank="{tp_rank}",pp_rank="0",moe_ep_rank="{moe_ep_rank}"'
+    )
     return out + (f',dp_rank="{dp_rank}"' if dp_rank is not None else "")
 
 
@@ -178,17 +192,29 @@ def render(
     return "\n".join(out) + "\n"
 
 
-def startup_series(app: EmulatorApp) -> tuple[str, str, list[tuple[str, float]]]:
-    """0.5.23's sglang:startup_time_seconds, one series per phase (observability/metrics_collector.py
+def startup_series(app: EmulatorApp) -> list[tuple[str, str, list[tuple[str, float]]]]:
+    """0.5.23's sglang:startup_time_seconds, one series per phase, and
+    sglang:startup_cuda_graph_time_seconds, one per graph phase (observability/metrics_collector.py
     TokenizerMetricsCollector.emit_startup_time: load_weight (target + draft), kv_cache_allocation,
-    scheduler_e2e, tokenizer_e2e; observability/startup_time.py). The tokenizer's collector, so one
-    set whatever the DP ranks (the phases are their maxima: aggregate_scheduler_startup_times)."""
+    scheduler_e2e, tokenizer_e2e, then startup_time["cuda_graph"]; startup.py). The tokenizer's
+    collector, so one set whatever the DP ranks (the phases are their maxima:
+    aggregate_scheduler_startup_times), with the tokenizer's labels."""
+    tok = tokenizer_labels(app)
+    st = app.startup_time
     phases = ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e")
-    return (
-        "startup_time_seconds",
-        "Engine startup duration by phase in seconds.",
-        [(f'phase="{ph}"', round(app.startup_phases.get(ph, 0.0), 3)) for ph in phases],
-    )
+    graph: dict[str, float] = st.get("cuda_graph", {})
+    return [
+        (
+            "startup_time_seconds",
+            "Engine startup duration by phase in seconds.",
+            [(f'{tok},phase="{ph}"', float(st.get(ph, 0.0))) for ph in phases],
+        ),
+        (
+            "startup_cuda_graph_time_seconds",
+            "CUDA graph capture duration by phase in seconds.",
+            [(f'{tok},phase="{ph}"', float(v)) for ph, v in graph.items()],
+        ),
+    ]
 
 
 def _per_rank(
@@ -261,34 +287,32 @@ def metrics_text(app: EmulatorApp) -> str:
     ranks = rank_labels(app)
     series = _per_rank(ranks, gauges, _IDLE_GAUGES)
     if facts.metrics_startup:
-        series.append(startup_series(app))
+        series += startup_series(app)
+    tok = tokenizer_labels(app)
     counters: list[tuple[str, str, list[tuple[str, float]]]] = []
-    if facts.metrics_is_streaming:
-        counters += [
-            (
-                "prompt_tokens",
-                "Number of prefill tokens processed.",
-                [
-                    ('is_streaming="false"', s.prompt_tokens_by_stream[0]),
-                    ('is_streaming="true"', s.prompt_tokens_by_stream[1]),
-                ],
-            ),
-            (
-                "generation_tokens",
-                "Number of generation tokens processed.",
-                [
-                    ('is_streaming="false"', s.generation_tokens_by_stream[0]),
-                    ('is_streaming="true"', s.generation_tokens_by_stream[1]),
-                ],
-            ),
-        ]
-    else:
-        counters += [
-            ("prompt_tokens", "Number of prefill tokens processed.", [("", s.prompt_tokens_total)]),
-            ("generation_tokens", "Number of generation tokens processed.", [("", s.generation_tokens_total)]),
-        ]
+
+    def by_stream(total: float, split: list[int]) -> list[tuple[str, float]]:
+        """A tokenizer counter's series: 0.5.23's two is_streaming ones, or the older releases' one."""
+        if not facts.metrics_is_streaming:
+            return [(tok, total)]
+        return [(f'{tok},is_streaming="{kind}"', split[i]) for i, kind in enumerate(("false", "true"))]
+
     counters += [
-        ("num_requests", "Number of requests processed.", [("", s.num_requests_total)]),
+        (
+            "prompt_tokens",
+            "Number of prefill tokens processed.",
+            by_stream(s.prompt_tokens_total, s.prompt_tokens_by_stream),
+        ),
+        (
+            "generation_tokens",
+            "Number of generation tokens processed.",
+            by_stream(s.generation_tokens_total, s.generation_tokens_by_stream),
+        ),
+        (
+            "num_requests",
+            "Number of requests processed.",
+            by_stream(s.num_requests_total, s.num_requests_by_stream),
+        ),
         (
             "cuda_graph_passes",
             "Total number of forward passes categorized by CUDA graph.",
@@ -305,7 +329,7 @@ def metrics_text(app: EmulatorApp) -> str:
             (
                 "spec_verify_calls",
                 "Number of speculative decoding verification calls.",
-                [("", s.spec_verify_calls_total)],
+                [(tok, s.spec_verify_calls_total)],
             )
         )
 
@@ -313,13 +337,13 @@ def metrics_text(app: EmulatorApp) -> str:
         """0.5.23's is_streaming series, each once a request of its kind finished (a labelled
         series exists from its first observation), or the older releases' one series."""
         if not facts.metrics_is_streaming:
-            return [("", h)]
+            return [(tok, h)]
         by = app.h_by_stream
-        return [(f'is_streaming="{str(st).lower()}"', by[(h, st)]) for st in (False, True) if by[(h, st)].count]
+        return [(f'{tok},is_streaming="{str(st).lower()}"', by[(h, st)]) for st in (False, True) if by[(h, st)].count]
 
     hists = [
         ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", split(app.h_ttft)),
-        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", [("", app.h_itl)]),
+        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", [(tok, app.h_itl)]),
         ("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", split(app.h_e2e)),
     ]
     if facts.metrics_startup:

@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp import ClientSession, ClientTimeout, web
 from sglang_utils.sglang_releases import release_key
 
-from . import __version__, adaptive, graphs, logs, model, multinode
+from . import __version__, adaptive, graphs, logs, model, multinode, startup
 from .engine import EngineSpec, Scheduler
 from .faults import FaultSet
 from .logs import Logger
@@ -219,7 +219,7 @@ class Runner:
             f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={p.model_architecture}, "
             f"dtype=torch.bfloat16, avail mem={mem['after_load']:.2f} GB, mem usage={p.weights_gb:.2f} GB."
         )
-        phases = {"load_weight": time.monotonic() - t0}  # 0.5.23's startup phases (metrics.py)
+        phases = {"load_weight": time.monotonic() - t0}  # 0.5.23's startup phases (startup.py)
 
         # pools: the KV pool must have room, or SGLang raises (docs/reference/sglang.md §5.3)
         if kv <= 0 or self.faults.kv_oom:
@@ -374,7 +374,7 @@ class Runner:
         )
         app = EmulatorApp(cfg, p, self.faults, log, sched, cap, mem, emulator_version(facts.version), prefix0)
         app.driver.on_error = self._scheduler_error
-        app.startup_phases = phases | dict.fromkeys(("scheduler_e2e", "tokenizer_e2e"), time.monotonic() - t_start)
+        startup.record(app, phases, PHASE_GRAPH * S, PHASE_DRAFT * S * 0.6, time.monotonic() - t_start)
         self.app = app
         app.driver.start()
 
@@ -406,7 +406,6 @@ class Runner:
         if not v["skip_server_warmup"]:
             await self._warmup(t_start)
         app.status = "up"
-        app.startup_time = round(time.monotonic() - t_start, 3)
         log.info(logs.READY_LINE)
         if self.faults.crash_after_ready_s is not None:
             asyncio.get_running_loop().call_later(self.faults.crash_after_ready_s, self._crash)

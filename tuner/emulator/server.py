@@ -111,8 +111,9 @@ class EmulatorApp:
         self.rng = random.Random(cfg.values["random_seed"] ^ 0x5F3759DF)
         self.created = int(time.time())
         self.topk = cfg.topk
-        self.startup_time = 0.0  # seconds from launch to ready (0.5.23 reports it)
-        self.startup_phases: dict[str, float] = {}  # 0.5.23's per-phase start-up seconds (runner.py)
+        # 0.5.23's start-up phases, the engine's and the scheduler's (startup.py record, at ready)
+        self.startup_time: dict[str, Any] = {}
+        self.scheduler_startup_time: dict[str, Any] = {}
         self.launch_command = launch_command(cfg.launch_argv)
         self.in_flight: dict[str, Request] = {}
         self._progress: list[asyncio.Future[None]] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .resolve import public_values
+from .startup import graph_by_phase
 from .versions import dp_rank_count
 
 if TYPE_CHECKING:
@@ -23,7 +24,9 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
     internal_states[0].speculative_num_steps is the depth in use while the top level keeps the
     launch value. 0.5.23 (utils/common.py build_server_info, internal_state.py) adds
     launch_command, kv_events, startup_time, frontend, and per rank world_size, startup_time,
-    memory_usage.startup_available / token_capacity_swa and graph memory by phase.
+    memory_usage.startup_available / token_capacity_swa and graph memory by phase (all six phases
+    of model_executor/graph_memory_usage.py). Both startup_time fields are dicts of phases
+    (startup.py): the engine's at the top, the scheduler's (no tokenizer_e2e) per rank.
     """
     facts = app.cfg.facts
     s = app.sched
@@ -46,15 +49,10 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
             "startup_available": round(app.memory["final"], 3),
             "token_capacity": app.capacity.max_total_num_tokens,
             "token_capacity_swa": None,
-            "graph": {
-                "decode": round(0.0 if s.speculative else graph, 3),
-                "target_verify": round(graph if s.speculative else 0.0, 3),
-                "draft_decode": round(app.memory["draft_graph"] * 0.6, 3),
-                "draft_extend": round(app.memory["draft_graph"] * 0.4, 3),
-            },
+            "graph": graph_by_phase(graph, app.memory["draft_graph"], s.speculative),
         }
         internal["world_size"] = app.cfg.values["tp_size"] * app.cfg.values["pp_size"]
-        internal["startup_time"] = app.startup_time
+        internal["startup_time"] = app.scheduler_startup_time
     internal.update(
         {
             "last_gen_throughput": s.last_gen_throughput,

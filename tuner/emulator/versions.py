@@ -91,9 +91,16 @@ class SGLangVersion:
     # (http_server.py: 200/503 from tokenizer_manager.is_ready(), no generation)
     metrics_startup: bool = False
     # 0.5.23's is_streaming label (metrics_collector.py TokenizerMetricsCollector) on
-    # prompt_tokens_total, generation_tokens_total and the time_to_first_token,
+    # prompt_tokens_total, generation_tokens_total, num_requests_total and the time_to_first_token,
     # request_time_per_output_token and e2e_request_latency histograms (not inter_token_latency)
     metrics_is_streaming: bool = False
+    # The tokenizer-side metrics (TokenizerMetricsCollector: the token and request counters, the
+    # latency histograms, 0.5.23's startup_time_seconds and spec_verify_calls_total) carry the
+    # tokenizer manager's labels, not a scheduler's (no tp_rank/pp_rank/moe_ep_rank/dp_rank):
+    # `model_name` alone up to 0.5.10 (managers/tokenizer_manager.py init_metric_collector_watchdog),
+    # `model_name` and `engine_type` from 0.5.11 (the same method; 0.5.23
+    # observability/metrics_collector.py tokenizer_metric_labels).
+    metrics_tokenizer_engine_type: bool = False
     ready_endpoint: bool = False
     # /server_info: 0.5.23 adds launch_command, startup_time, kv_events, frontend at the top and
     # world_size, startup_time, memory_usage.startup_available / token_capacity_swa and a
@@ -227,6 +234,7 @@ VERSIONS: dict[str, SGLangVersion] = {
         ),
         SGLangVersion(
             version="0.5.11",
+            metrics_tokenizer_engine_type=True,
             released="2026-05-07",
             prog="sglang serve",
             spec_algorithm_choices=("DFLASH", *_ALGOS_059),  # argparse's order in 0.5.11
@@ -247,6 +255,7 @@ VERSIONS: dict[str, SGLangVersion] = {
         ),
         SGLangVersion(
             version="0.5.12",
+            metrics_tokenizer_engine_type=True,
             released="2026-05-16",
             prog="sglang serve",
             spec_algorithm_choices=None,
@@ -265,6 +274,7 @@ VERSIONS: dict[str, SGLangVersion] = {
         ),
         SGLangVersion(
             version="0.5.23",
+            metrics_tokenizer_engine_type=True,
             released="2026-10-30",
             prog="sglang serve",
             spec_algorithm_choices=None,
