@@ -590,7 +590,13 @@ def test_generate_batch_of_prompts(srv3):
 
 
 def test_client_disconnect_frees_the_slot(emulator):
+    """A streamed request whose client goes away is aborted and leaves the running batch: the next
+    request's prefill batch is formed with nothing running (`#running-req: 0`). (The running gauge
+    is no witness: it holds what the last decode line logged, every --decode-log-interval steps,
+    until the next one, as in SGLang; under load the line before the abort said 1.)"""
     import socket as _socket
+
+    from sglang_utils import sglang_log
 
     e = emulator("--emulator-startup-s", "0.1", "--enable-metrics").wait_ready()
     body = json.dumps({"prompt": "go away early", "max_tokens": 2000, "ignore_eos": True, "stream": True}).encode()
@@ -601,13 +607,15 @@ def test_client_disconnect_frees_the_slot(emulator):
         )
         assert s.recv(200).startswith(b"HTTP/1.1 200")
         time.sleep(0.3)
-    deadline = time.time() + 5
+    deadline = time.time() + 10
     running = None
     while time.time() < deadline:
-        running, _ = _gauges(e)
+        status, _ = e.post_json("/generate", {"input_ids": [7] * 8, "sampling_params": {"max_new_tokens": 1}})
+        assert status == 200
+        running = sglang_log.parse_prefill_batches(sglang_log.split_lines(e.log()))[-1]["running_req"]
         if running == 0:
             break
-        time.sleep(0.1)
+        time.sleep(0.2)
     assert running == 0
     assert "Traceback" not in e.log()
 
