@@ -31,6 +31,23 @@ def spec_flags(k: int) -> list[str]:
     ]
 
 
+def start_mtp_with_metrics(emulator: Any, version: str, *extra: str) -> Any:
+    """An emulator of SGLang `version` with depth-3 MTP and /metrics, its start-up short and its
+    seed fixed, up and ready; `extra`: more flags (the parallel layout, say)."""
+    return emulator(
+        "--emulator-sglang-version",
+        version,
+        *extra,
+        *spec_flags(3),
+        "--disable-radix-cache",  # 0.5.10-0.5.12 refuse speculation with the hybrid model's radix cache
+        "--enable-metrics",
+        "--emulator-startup-s",
+        "0.2",
+        "--random-seed",
+        "7",
+    ).wait_ready()
+
+
 # How long a start-up that must fail may take to exit: the wait includes the interpreter's start and
 # imports, seconds on a loaded 2-core machine (one such wait of 10 s ran out, 2026-12-04).
 START_FAILURE_EXIT_S = 60.0

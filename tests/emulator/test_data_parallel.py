@@ -9,27 +9,14 @@ import re
 import threading
 
 import pytest
-from emu_testlib import spec_flags
+from emu_testlib import start_mtp_with_metrics
 from sglang_utils.sglang_server_info import parse_server_info
 
 from tuner.measure.metrics import parse_prometheus_gauges
 
 
 def _start(emulator, version: str, *parallel: str):
-    return emulator(
-        "--emulator-sglang-version",
-        version,
-        *parallel,
-        *spec_flags(3),
-        "--disable-radix-cache",  # 0.5.10-0.5.12 refuse speculation with the hybrid model's radix cache
-        "--enable-metrics",
-        "--decode-log-interval",
-        "5",
-        "--emulator-startup-s",
-        "0.2",
-        "--random-seed",
-        "7",
-    ).wait_ready()
+    return start_mtp_with_metrics(emulator, version, *parallel, "--decode-log-interval", "5")
 
 
 def _generate(e, n: int = 40) -> None:

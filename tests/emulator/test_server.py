@@ -117,16 +117,22 @@ def test_startup_lines_order_and_health_gate(emulator):
     assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "GET /model_info HTTP/1\.1" 200 OK', e.access())  # warm-up
 
 
+def _slow_prefill_profile(tmp_path):
+    """The default profile with a prefill of 1 ms a token (start-up 0.1 s), written under `tmp_path`."""
+    raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
+    raw.update(t_prefill_tok_ms=1.0, startup_s=0.1)
+    prof = tmp_path / "slow-prefill.yaml"
+    prof.write_text(yaml.safe_dump(raw))
+    return prof
+
+
 def test_a_failed_health_check_is_checked_again_and_recovers(emulator, tmp_path):
     """SGLang's /health waits SGLANG_HEALTH_CHECK_TIMEOUT seconds for a scheduler output; one that
     times out (here: a long prefill, two chunks of about 2.5 s, under a 1 s limit) logs `Health check
     failed`, answers 503 and marks the server unhealthy (/ready 503), and the next check that gets
     its output sets it up again (srt/entrypoints/http_server.py `health_generate`): the emulator
     had answered 503 to every later check without checking."""
-    raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
-    raw.update(t_prefill_tok_ms=1.0, startup_s=0.1)  # 5,000 prompt tokens: two chunks of about 2.5 s
-    prof = tmp_path / "slow-prefill.yaml"
-    prof.write_text(yaml.safe_dump(raw))
+    prof = _slow_prefill_profile(tmp_path)  # 5,000 prompt tokens: two chunks of about 2.5 s
     # 0.5.23: its /ready answers from the same status; each chunk fills the chunk budget, so the
     # check's request joins no batch before the prompt's last chunk
     args = ("--emulator-profile", str(prof), "--emulator-sglang-version", "0.5.23", "--chunked-prefill-size", "2500")
@@ -156,10 +162,7 @@ def test_a_chunk_before_the_last_does_not_pass_a_health_check(emulator, tmp_path
     process_batch_result_prefill). Three chunks of about 2 s, a 3 s limit, the check sent as the
     first chunk ends: the second chunk's end (about 2 s on) passes nothing, the third's comes after
     the limit. The emulator had passed the check on any batch's end."""
-    raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
-    raw.update(t_prefill_tok_ms=1.0, startup_s=0.1)  # 6,000 prompt tokens: three chunks of about 2 s
-    prof = tmp_path / "slow-prefill.yaml"
-    prof.write_text(yaml.safe_dump(raw))
+    prof = _slow_prefill_profile(tmp_path)  # 6,000 prompt tokens: three chunks of about 2 s
     args = ("--emulator-profile", str(prof), "--emulator-sglang-version", "0.5.23", "--chunked-prefill-size", "2000")
     e = emulator(*args, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "3"}).wait_ready()
     body = {"input_ids": [7] * 6000, "sampling_params": {"max_new_tokens": 2}}

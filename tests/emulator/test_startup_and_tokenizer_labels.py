@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from emu_testlib import spec_flags
+from emu_testlib import start_mtp_with_metrics as _start
 from sglang_utils.sglang_log import find_fatal, find_warnings, summarize
 
 GRAPH_PHASES = {"prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"}
@@ -24,21 +24,6 @@ TIMINGS_RE = re.compile(
     r"kv_cache_allocation=(?P<kv_cache_allocation>\d+\.\d\d), scheduler_e2e=(?P<scheduler_e2e>\d+\.\d\d), "
     r"cuda_graph=\{(?P<graph>[^}]*)\}, tokenizer_e2e=(?P<tokenizer_e2e>\d+\.\d\d)$"
 )
-
-
-def _start(emulator, version: str, *extra: str):
-    return emulator(
-        "--emulator-sglang-version",
-        version,
-        *extra,
-        *spec_flags(3),
-        "--disable-radix-cache",  # 0.5.10-0.5.12 refuse speculation with the hybrid model's radix cache
-        "--enable-metrics",
-        "--emulator-startup-s",
-        "0.2",
-        "--random-seed",
-        "7",
-    ).wait_ready()
 
 
 def _label_keys(text: str, metric: str) -> list[set[str]]:

@@ -365,6 +365,44 @@ def test_a_deterministic_baseline_of_other_server_arguments_is_not_reused(tmp_pa
     assert not any("reusing the deterministic baseline" in ln for ln in progress.lines)
 
 
+def _mismatching_phase(log: Any) -> VerifyPhase:
+    """A VerifyPhase on 0.5.23 whose deterministic baseline is captured and whose every exact
+    redeploy records a mismatch into `log` (so the next pick is asked for each time)."""
+    from tuner.run.levels import Progress
+
+    vp = VerifyPhase(
+        baseline_path=Path("/nonexistent/b.json"),
+        prompts=None,
+        log=log,
+        progress=Progress(quiet=True),
+        api_key=None,
+        tool="t",
+    )
+    vp.baseline = {"server_version": "0.5.23", "deterministic": False}
+    vp.exact_baseline = {"captured": True}
+
+    async def one(_deploy: Any, host: str, cfg: SpecConfig, _threshold: bool, _ready: Any = None) -> VerifyRecord:
+        rec = VerifyRecord(config=cfg, host=host, passed=False, role="exact", reasons=["mismatch"], deploy_s=1.0)
+        log.append(rec)
+        return rec
+
+    vp._exact_one = one  # type: ignore[method-assign]
+    return vp
+
+
+def _failing_picks(
+    log: Any, cfgs: list[SpecConfig]
+) -> tuple[Callable[[], list[SpecConfig]], Callable[[], tuple[set[str], set[str]]]]:
+    """exact_round's `picks` (`cfgs` less those that failed, each failure's successor next) and
+    `checked` (the verdicts in `log`)."""
+
+    def picks() -> list[SpecConfig]:
+        failed = {cid for cid, v in log.state().verify_exact.items() if not v.passed}
+        return [c for c in cfgs if c.config_id not in failed]
+
+    return picks, lambda: (set(log.state().verify_exact), set(log.state().verify))
+
+
 def test_the_cap_of_the_exact_round_holds_over_a_resume():
     """docs/tuner.md: at most EXACT_MAX_CONFIGS configurations per sweep. A round that reached the
     cap with picks left (each one failing, so its successor is next) and is run again on --resume
@@ -372,45 +410,15 @@ def test_the_cap_of_the_exact_round_holds_over_a_resume():
     import asyncio
 
     from tuner.data.store import MemoryStore
-    from tuner.run.levels import Progress
     from tuner.verify.phase import EXACT_MAX_CONFIGS
 
     log = MemoryStore()
     cfgs = [SpecConfig(k) for k in range(1, 9)]
-
-    def phase() -> VerifyPhase:
-        vp = VerifyPhase(
-            baseline_path=Path("/nonexistent/b.json"),
-            prompts=None,
-            log=log,
-            progress=Progress(quiet=True),
-            api_key=None,
-            tool="t",
-        )
-        vp.baseline = {"server_version": "0.5.23", "deterministic": False}
-        vp.exact_baseline = {"captured": True}
-
-        async def one(_deploy: Any, host: str, cfg: SpecConfig, _threshold: bool, _ready: Any = None) -> VerifyRecord:
-            rec = VerifyRecord(
-                config=cfg, host=host, passed=False, role="exact", reasons=["mismatch"], deploy_s=1.0, verdict={}
-            )
-            log.append(rec)
-            return rec
-
-        vp._exact_one = one  # type: ignore[method-assign]
-        return vp
-
-    def picks() -> list[SpecConfig]:
-        failed = {cid for cid, v in log.state().verify_exact.items() if not v.passed}
-        return [c for c in cfgs if c.config_id not in failed]
-
-    def checked() -> tuple[set[str], set[str]]:
-        return set(log.state().verify_exact), set(log.state().verify)
-
-    asyncio.run(phase().exact_round(None, ["h"], picks, checked))
+    picks, checked = _failing_picks(log, cfgs)
+    asyncio.run(_mismatching_phase(log).exact_round(None, ["h"], picks, checked))
     assert len(log.state().verify_exact) == EXACT_MAX_CONFIGS
     previous = dict(log.state().verify_exact_round.verdict)
-    asyncio.run(phase().exact_round(None, ["h"], picks, checked, previous))
+    asyncio.run(_mismatching_phase(log).exact_round(None, ["h"], picks, checked, previous))
     assert len(log.state().verify_exact) == EXACT_MAX_CONFIGS
 
 
@@ -628,36 +636,13 @@ def test_picks_past_the_cap_reached_over_a_resume_are_named_unchecked():
     import asyncio
 
     from tuner.data.store import MemoryStore
-    from tuner.run.levels import Progress
     from tuner.verify.phase import EXACT_MAX_CONFIGS
 
     log = MemoryStore()
     cfgs = [SpecConfig(k) for k in range(1, 9)]
     for cfg in cfgs[: EXACT_MAX_CONFIGS - 1]:  # the earlier process's redeploys, each a mismatch
         log.append(VerifyRecord(config=cfg, host="h", passed=False, role="exact", reasons=["mismatch"], deploy_s=1.0))
-    vp = VerifyPhase(
-        baseline_path=Path("/nonexistent/b.json"),
-        prompts=None,
-        log=log,
-        progress=Progress(quiet=True),
-        api_key=None,
-        tool="t",
-    )
-    vp.baseline = {"server_version": "0.5.23", "deterministic": False}
-    vp.exact_baseline = {"captured": True}
-
-    async def one(_deploy: Any, host: str, cfg: SpecConfig, _threshold: bool, _ready: Any = None) -> VerifyRecord:
-        rec = VerifyRecord(config=cfg, host=host, passed=False, role="exact", reasons=["mismatch"], deploy_s=1.0)
-        log.append(rec)
-        return rec
-
-    vp._exact_one = one  # type: ignore[method-assign]
-
-    def picks() -> list[SpecConfig]:
-        failed = {cid for cid, v in log.state().verify_exact.items() if not v.passed}
-        return [c for c in cfgs if c.config_id not in failed]
-
-    asyncio.run(vp.exact_round(None, ["h"], picks, lambda: (set(log.state().verify_exact), set(log.state().verify))))
+    asyncio.run(_mismatching_phase(log).exact_round(None, ["h"], *_failing_picks(log, cfgs)))
     st = log.state()
     assert len(st.verify_exact) == EXACT_MAX_CONFIGS
     rnd = st.verify_exact_round.verdict
