@@ -21,7 +21,7 @@ import ast
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from .sglang_secrets import MASK, redact_text
 
@@ -685,6 +685,23 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
 # Fatal start-up errors
 # --------------------------------------------------------------------------------------------
 
+
+class _Reason(NamedTuple):
+    """A specific fatal reason: its kind, its words, and the lines it is read on. ``on``: "any" (a
+    line of SGLang's or another library's, not uvicorn's), "bind" (uvicorn's own lines too: the
+    reasons a server cannot bind its address) or "launcher" (only the launcher's own line,
+    _in_launcher_shape: words that elsewhere mean something else)."""
+
+    kind: str
+    rx: re.Pattern[str]
+    on: str = "any"
+
+    def reads(self, ln: LogLine) -> bool:
+        if ln.uvicorn:
+            return self.on == "bind"
+        return self.on != "launcher" or _in_launcher_shape(ln)
+
+
 # uvicorn cannot bind --host/--port: it logs the OSError as it is (uvicorn 0.55.0 uvicorn/server.py
 # Server.startup: `except OSError as exc: logger.error(exc)`; SGLang 0.5.23 runs it with loop="uvloop",
 # entrypoints/http_server.py, and its own "[%(asctime)s] %(levelprefix)s %(message)s", srt/utils/common.py
@@ -703,7 +720,7 @@ _UVICORN_BIND = r"error while attempting to bind on address \((?P<addr>.*?)\): (
 # only the final error, not the per-address "[W socket.cpp] ... failed to listen on [::]:N" warnings; and
 # a ZMQ port SGLang binds ("zmq.error.ZMQError: Address already in use (addr='tcp://...')",
 # sgl-project/sglang issue #9396)
-_PORT_IN_USE = (
+_PORT_IN_USE = _Reason(
     "port_in_use",
     re.compile(
         _UVICORN_BIND + r"address already in use.*"
@@ -713,25 +730,28 @@ _PORT_IN_USE = (
         # 0.5.23 with --enable-http-worker-reuseport and several tokenizer workers binds the socket
         # itself (entrypoints/http_server.py `_reserve_reuseport_socket`: `logger.error(error)` then
         # SystemExit(1)): SGLang's own logger, not uvicorn's, logs the bare OSError, no address
-        # ("[ts] [Errno 98] Address already in use")
+        # ("[ts] [Errno 98] Address already in use"). Read on any line, unlike _REUSEPORT_BIND_FAILED's
+        # errnos: EADDRINUSE is only ever a bind's (or listen's) error, where EACCES is also a file's
         r"|^\[Errno 98\] [Aa]ddress already in use.*"
     ),
+    "bind",
 )
 # Any other reason uvicorn cannot bind: "[Errno 99] ... ('10.1.2.3', 30000): cannot assign requested
 # address" (a --host no interface of this machine has) or "[Errno 13] ... ('0.0.0.0', 80): permission
 # denied" (a --port below 1024 without CAP_NET_BIND_SERVICE): freeing a port does not help, the
 # address or port must change (its reason says which: _bind_advice)
-_BIND_FAILED = ("bind_failed", re.compile(_UVICORN_BIND + r"(?P<why>.+)"))
+_BIND_FAILED = _Reason("bind_failed", re.compile(_UVICORN_BIND + r"(?P<why>.+)"), "bind")
 # a --host that does not resolve: create_server's getaddrinfo fails first, and uvicorn logs the
 # socket.gaierror as it is ("[Errno -2] Name or service not known"; -3 while DNS is down, -5 for a
 # name with no address), or SGLang's logger does in _reserve_reuseport_socket (above): the same
 # kind, since the address must change
-_HOST_UNRESOLVED = (
+_HOST_UNRESOLVED = _Reason(
     "bind_failed",
     re.compile(
         r"^\[Errno -\d+\] (?:Name or service not known|Temporary failure in name resolution"
         r"|No address associated with hostname)$"
     ),
+    "bind",
 )
 # The other bind errors of that reuseport path (_reserve_reuseport_socket, above: `logger.error(error)` of
 # the OSError, then `raise SystemExit(1) from error`, so no traceback follows and the launcher exits 1):
@@ -741,12 +761,13 @@ _HOST_UNRESOLVED = (
 # SGLang's prefix with no rank and no level (configure_logger's "[%(asctime)s] %(message)s", 0.5.23
 # srt/utils/common.py). Read only in that shape (_in_launcher_shape): a file's "PermissionError: [Errno
 # 13] Permission denied: '/path'" in a traceback, or the words inside a warning, are not a bind error.
-_REUSEPORT_BIND_FAILED = (
+_REUSEPORT_BIND_FAILED = _Reason(
     "bind_failed",
     re.compile(r"^\[Errno (?:99|13)\] (?P<why>Cannot assign requested address|Permission denied)$"),
+    "launcher",
 )
-# (kind, pattern, rank): lower rank = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
-_SPECIFIC = [
+# Lower in the list = more specific reason. docs/reference/sglang.md §5.3 and §2.6.
+_SPECIFIC: list[_Reason] = [
     # 0.5.14+ adds the weights-first form (mem_cache/kv_cache_configurator.py, sgl-project/sglang
     # PRs #28683 and #28855: draft weights counted against --mem-fraction-static); 0.5.20+ the
     # hybrid models' state cache (Mamba / linear attention: Qwen3.5, Qwen3-Next), the same file,
@@ -755,7 +776,7 @@ _SPECIFIC = [
     # pool's cap leaving no room for the full pool (0.5.23 model_executor/pool_configurator.py
     # :1025 and its DSV4 form :1679); and the scheduler's own assert on a pool that holds no request
     # (0.5.9 managers/tp_worker.py: "max_running_request is zero")
-    (
+    _Reason(
         "kv_pool_oom",
         re.compile(
             r"Not enough memory\. Please try to increase --mem-fraction-static"
@@ -773,8 +794,8 @@ _SPECIFIC = [
     # the draft's runners: "Capture frozen-KV MTP cuda graph failed" (0.5.12+,
     # frozen_kv_mtp_cuda_graph_runner.py), "Capture single-CG draft extend failed" (0.5.17+, on by
     # default: multi_layer_eagle_draft_extend_cuda_graph_runner.py)
-    ("cuda_graph", re.compile(r"Capture [\w \-]*?(?:cuda graph|draft extend) failed", re.I)),
-    (
+    _Reason("cuda_graph", re.compile(r"Capture [\w \-]*?(?:cuda graph|draft extend) failed", re.I)),
+    _Reason(
         "out_of_memory",
         # torch's runtime-error text, "CUDA error: out of memory" and, on ROCm builds, "HIP error: ...";
         # Triton's driver, loading a kernel: "RuntimeError: Triton Error [CUDA]: out of memory"
@@ -790,7 +811,7 @@ _SPECIFIC = [
     # no code for this GPU in a kernel library: CUDA's cudaErrorNoKernelImageForDevice, and ROCm's
     # hipErrorInvalidDeviceFunction, which torch prints as "RuntimeError: HIP error: invalid device
     # function" (an image built for other gfx targets on an MI100: sgl-project/sglang issue #5775)
-    (
+    _Reason(
         "kernel_image",
         re.compile(r"no kernel image is available for execution on the device|\bHIP error: invalid device function\b"),
     ),
@@ -805,13 +826,13 @@ _SPECIFIC = [
     # GUID 3 Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory
     # access was encountered": sgl-project/sglang issues #1693, #10216 and PR #14193). Its what() line is the
     # cause that "Aborted" does not name, so it outranks faulthandler's line and is read with it.
-    ("native_crash", re.compile(r"terminate called after throwing an instance of '[^']+'")),
-    ("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
+    _Reason("native_crash", re.compile(r"terminate called after throwing an instance of '[^']+'")),
+    _Reason("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
     _PORT_IN_USE,
     _BIND_FAILED,
     _HOST_UNRESOLVED,
     _REUSEPORT_BIND_FAILED,
-    (
+    _Reason(
         "bad_arguments",
         re.compile(
             r"^(?:[\w. /-]+: )?error: (?:unrecognized arguments|argument |the following arguments are required"
@@ -933,10 +954,9 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         msg = ln.message
         if ln.uvicorn:
             handled = False  # a handled traceback's body ends at the next line of SGLang's or uvicorn's
-            binds = (_PORT_IN_USE, _BIND_FAILED, _HOST_UNRESOLVED)
-            bind = next((spec for spec in binds if spec[1].search(msg.strip())), None)
-            if bind is not None and specific is None:
-                specific = (i, bind[0], msg.strip(), _SPECIFIC.index(bind))
+            rank = next((r for r, spec in enumerate(_SPECIFIC) if spec.reads(ln) and spec.rx.search(msg.strip())), None)
+            if rank is not None and specific is None:
+                specific = (i, _SPECIFIC[rank].kind, msg.strip(), rank)
                 trigger = trigger or (i, ln)
             continue
         if before_bare is not None and (
@@ -962,8 +982,8 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             # and a wrapper line, so the checks below still run
             in_traceback = True
             hit = True
-        for rank, (kind, rx) in enumerate(_SPECIFIC):
-            m = rx.search(msg) if _SPECIFIC[rank] is not _REUSEPORT_BIND_FAILED or _in_launcher_shape(ln) else None
+        for rank, (kind, rx, _on) in enumerate(_SPECIFIC):
+            m = rx.search(msg) if _SPECIFIC[rank].reads(ln) else None
             if m:
                 # the most specific wins, not the first: a chained traceback names the CUDA
                 # out-of-memory error before the "Capture cuda graph failed" that explains it,
@@ -1042,9 +1062,9 @@ def _bind_advice(reason: str) -> str:
     """ " (--host 10.1.2.3 is not an address of this machine: ...)": what to change for a bind that
     failed for another reason than a taken port, which the line itself does not say (the reuseport
     path's bare errno names no address: then the words name the flag only)."""
-    if _HOST_UNRESOLVED[1].search(reason):
+    if _HOST_UNRESOLVED.rx.search(reason):
         return " (--host does not resolve to an address here: give --host an address of this machine, or 0.0.0.0)"
-    m = _BIND_FAILED[1].search(reason) or _REUSEPORT_BIND_FAILED[1].search(reason)
+    m = _BIND_FAILED.rx.search(reason) or _REUSEPORT_BIND_FAILED.rx.search(reason)
     if m is None:
         return ""
     addr = m.groupdict().get("addr")
