@@ -72,6 +72,39 @@ def test_attention_dp_ranks_export_from_their_first_tp_rank(emulator, version, p
     assert {dp: tp for dp, (tp, _) in gauge.items()} == {"0": "0", "1": "2"}
 
 
+def _prefixes(log: str, message: str) -> list[str]:
+    """The rank prefix of each line that starts with `message`, in log order."""
+    return re.findall(rf"^\[[\d\- :.]+((?: [A-Z_]+\d+)*)\] {re.escape(message)}", log, re.M)
+
+
+@pytest.mark.parametrize(
+    ("version", "parallel", "each_rank"),
+    [
+        # attention DP: one TP group of 4 schedulers, each with its attention-DP rank as dp_rank
+        ("0.5.9", ("--tp-size", "4", "--dp-size", "2", "--enable-dp-attention"), None),
+        ("0.5.23", ("--tp-size", "4", "--attn-dp-size", "2"), None),
+        ("0.5.23", ("--tp-size", "4", "--dp-size", "2", "--enable-dp-attention"), None),  # the deprecated spelling
+        # replicas: a TP group of 2 per DP rank, each numbering its TP ranks from 0
+        ("0.5.12", ("--tp-size", "2", "--dp-size", "2"), [" DP0 TP0", " DP0 TP1", " DP1 TP0", " DP1 TP1"]),
+    ],
+)
+def test_each_scheduler_logs_with_its_dp_and_tp_rank(emulator, version, parallel, each_rank):
+    """The scheduler's log prefix (0.5.9 managers/scheduler.py run_scheduler_process, 0.5.23
+    configure_scheduler_process): " DP{dp_rank}" whenever a DP controller gave it a dp_rank, then
+    " TP{tp_rank}". Under attention DP the controller launches the TP group's ranks with their
+    attention-DP rank, tp_rank // (tp_size // attn_dp_size) (0.5.9 data_parallel_controller.py
+    launch_tensor_parallel_group with compute_dp_attention_world_info; 0.5.23 the same, shown as
+    display_dp_rank): " DP1 TP2", not an attention-DP form of its own. The emulator wrote four
+    schedulers per DP rank on 0.5.9 (" DP1 TP0" ...) and no DP on 0.5.23."""
+    e = _start(emulator, version, *parallel)
+    log = e.log()
+    expected = each_rank or [" DP0 TP0", " DP0 TP1", " DP1 TP2", " DP1 TP3"]
+    assert sorted(_prefixes(log, "Load weight begin.")) == sorted(expected * 2)  # the target's and the draft's
+    _generate(e)
+    e.wait_for_line("Decode batch")
+    assert set(_prefixes(e.log(), "Prefill batch")) == {" DP0 TP0"}  # the emulator's one scheduler
+
+
 def test_busy_rank_answers_after_the_idle_one(emulator):
     e = _start(emulator, "0.5.9", "--dp-size", "2")
     _generate(e, 20)

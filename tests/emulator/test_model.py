@@ -456,6 +456,61 @@ def test_prefill_line_input_throughput_counts_the_batch_its_release_counts(versi
     ]
 
 
+def _decode_queue(lines: list[str]) -> int:
+    """`#queue-req` of the last `Decode batch` line (the field ends the line in every release)."""
+    last = [ln for ln in lines if ln.startswith("Decode batch")][-1]
+    return int(last.rsplit("#queue-req: ", 1)[1])
+
+
+def test_queue_req_is_the_queue_the_batch_was_formed_with_not_the_arrivals_during_its_forward():
+    """`#queue-req` and num_queue_reqs are `len(self.waiting_queue)` read after the forward, in
+    process_batch_result (0.5.9 scheduler_metrics_mixin.py log_prefill_stats/log_decode_stats,
+    0.5.23 metrics_reporter.py), before the loop's next recv_requests (event_loop_normal): a request
+    that arrives during a batch's forward is not in it. The emulator read its queue at the batch's
+    end, arrivals included. Here: r0 decodes alone (a pool of one request), r1 arrives during a
+    prefill and during a decode step; each of those lines says 0, the next step's says 1."""
+    lines: list[str] = []
+    p = replace(P, t_request_overhead_ms=0.0)
+    spec = _spec(k=0, verify_tokens=1, max_running_requests=1, decode_log_interval=1)
+    s = Scheduler(p, spec, random.Random(1), log=lines.append)
+    s.submit(Request("r0", 500, 50, alpha=0.0), 0.0)
+    b = s.next_batch(0.0)
+    s.submit(Request("r1", 20, 2, alpha=0.0), b.duration / 2)  # during r0's prefill
+    s.finish_batch(b, b.duration)
+    assert sglang_log.parse_prefill_batches(lines)[-1]["queue_req"] == 0
+    assert s.gauges["num_queue_reqs"] == 0
+    t = b.duration
+    d1 = s.next_batch(t)  # r1 waits: the pool holds one request
+    assert d1.kind == DECODE
+    s.finish_batch(d1, t + d1.duration)
+    assert _decode_queue(lines) == 1
+    assert s.gauges["num_queue_reqs"] == 1
+
+    lines.clear()
+    s2 = Scheduler(p, spec, random.Random(1), log=lines.append)
+    s2.submit(Request("r0", 20, 50, alpha=0.0), 0.0)
+    b = s2.next_batch(0.0)
+    s2.finish_batch(b, b.duration)
+    d1 = s2.next_batch(b.duration)
+    s2.submit(Request("r1", 20, 2, alpha=0.0), b.duration + d1.duration / 2)  # during a decode step
+    s2.finish_batch(d1, b.duration + d1.duration)
+    assert _decode_queue(lines) == 0
+    assert s2.gauges["num_queue_reqs"] == 0
+
+
+def test_a_request_still_in_the_tokenizer_is_not_in_the_queue():
+    """A request submitted but not past its request overhead (tokenizing, on its way to the
+    scheduler: `ready_at`) is not in SGLang's waiting_queue yet, so not in `#queue-req`."""
+    lines: list[str] = []
+    p = replace(P, t_request_overhead_ms=50.0)
+    s = Scheduler(p, _spec(k=0, verify_tokens=1, decode_log_interval=1), random.Random(1), log=lines.append)
+    s.submit(Request("r0", 20, 50, alpha=0.0), 0.0)
+    b = s.next_batch(0.05)
+    s.submit(Request("r1", 20, 2, alpha=0.0), 0.05)  # ready at 0.1 s, after the batch is formed
+    s.finish_batch(b, 0.05 + b.duration)
+    assert sglang_log.parse_prefill_batches(lines)[-1]["queue_req"] == 0
+
+
 @pytest.mark.parametrize("server_chunk,chunks", [(1000, 10), (8192, 2), (-1, 1)])
 def test_prefill_is_cut_by_the_servers_chunked_prefill_size(server_chunk, chunks):
     """A long input is prefilled in chunks of the server's `--chunked-prefill-size` (SGLang's

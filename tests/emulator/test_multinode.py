@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from pathlib import Path
 
 import pytest
-from emu_testlib import START_FAILURE_EXIT_S, free_port
+import yaml
+from emu_testlib import START_FAILURE_EXIT_S, free_port, spec_flags
 
 from tuner.emulator import model, multinode
 from tuner.emulator import parse as P
 from tuner.emulator import resolve as R
 from tuner.emulator.faults import FaultSet, parse_faults
-from tuner.emulator.profile import load_profile
+from tuner.emulator.profile import DEFAULT_PROFILE_NAME, PROFILE_DIR, load_profile
+from tuner.emulator.simulate import SpecSetting, closed_loop, engine_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -317,3 +320,28 @@ def test_data_parallel_replicas_across_nodes_fail_as_sglang_fails_them(version, 
     # one node: replicas are fine (each a whole TP group on its GPUs)
     one = P.parse_flags(["--model-path", "/models/x", "--tp-size", "2", *flags], version=version)
     assert R.resolve(one, load_profile()).values["nnodes"] == 1
+
+
+def test_simulate_serves_a_profile_at_another_tp_size_as_the_live_server_does(emulator, tmp_path):
+    """A profile measured at TP 2 (`tp_size: 2`), served at --tp-size 4: the emulator process
+    rescales it (__main__.py multinode.adjust_profile: half the weights and KV bytes per GPU, a
+    larger pool); the virtual-time scheduler (simulate.py) used the profile as measured, so its
+    pool, request cap and hence step costs were another server's. Both now go through the one
+    function; across nodes its cross-node term is in every simulated step as in the live one's."""
+    raw = yaml.safe_load((PROFILE_DIR / DEFAULT_PROFILE_NAME).read_text())
+    raw.update(tp_size=2, startup_s=0.1)
+    path = tmp_path / "tp2.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    e = emulator("--tp-size", "4", *spec_flags(3), "--emulator-profile", str(path)).wait_ready()
+    cap = re.search(r"max_total_num_tokens=(\d+), .*max_running_requests=(\d+)", e.log())
+    live = (int(cap.group(1)), int(cap.group(2)))
+    p = load_profile(str(path))
+    simulated = engine_spec(p, SpecSetting(3, tp_size=4))
+    assert (simulated.max_total_num_tokens, simulated.max_running_requests) == live
+    assert engine_spec(p, SpecSetting(3)).max_total_num_tokens < live[0]  # the profile's own TP 2 pool
+    # two nodes: each decode step costs what the live server's adjusted profile says it costs
+    served = multinode.adjust_profile(p, 4, 2)
+    r = closed_loop(p, SpecSetting(0, tp_size=4, nnodes=2), concurrency=1, n_requests=2, input_len=64, output_len=200)
+    step_s = model.step_time_ms(served, 1, 0, spec=False) / 1000
+    assert served.cross_node_step_ms > 0
+    assert r.per_request_tok_s == pytest.approx(1 / step_s, rel=0.02)

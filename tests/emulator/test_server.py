@@ -12,6 +12,7 @@ import pytest
 import yaml
 from emu_testlib import Emulator, spec_flags
 from emulator_proc import free_port
+from sglang_utils import sglang_log
 
 from tuner.emulator import model
 from tuner.emulator.logs import parse_clock_lines
@@ -154,6 +155,57 @@ def test_a_failed_health_check_is_checked_again_and_recovers(emulator, tmp_path)
     assert done == [200]
     assert e.get("/health")[0] == 200
     assert e.get("/ready")[0] == 200
+
+
+def test_queue_req_of_a_prefill_leaves_out_the_request_that_arrived_during_its_forward(emulator, tmp_path):
+    """SGLang reads `#queue-req` after the forward (process_batch_result_prefill) but receives new
+    requests only at its loop's next turn (event_loop_normal: recv_requests, form a batch, run it,
+    process its result), so a request sent while a prefill runs is not in that prefill's line
+    (0.5.9 managers/scheduler_metrics_mixin.py log_prefill_stats: `#queue-req:
+    {len(self.waiting_queue)}`). A 1,500-token prefill of about 1.5 s, a second request 0.5 s in:
+    both lines say 0. The emulator read its queue at the batch's end and said 1."""
+    prof = _slow_prefill_profile(tmp_path)
+    e = emulator("--emulator-profile", str(prof)).wait_ready()
+    long_body = {"input_ids": [7] * 1500, "sampling_params": {"max_new_tokens": 2}}
+    done: list[int] = []
+    long = threading.Thread(target=lambda: done.append(e.post_json("/generate", long_body, timeout=60)[0]))
+    long.start()
+    try:
+        time.sleep(0.5)
+        status, _ = e.post_json("/generate", {"input_ids": [8] * 20, "sampling_params": {"max_new_tokens": 2}})
+        assert status == 200
+    finally:
+        long.join(30)
+    assert done == [200]
+    queues = {int(n): int(q) for n, q in re.findall(r"#new-token: (\d+),.*#queue-req: (\d+)", e.log())}
+    assert queues[1500] == 0 and queues[20] == 0, queues
+
+
+@pytest.mark.parametrize(
+    ("version", "clock_from"),
+    [
+        ("0.5.9", None),  # counts the prefill logged before: none, 0.00
+        ("0.5.12", "Init torch distributed begin."),  # init_metrics before the model worker
+        ("0.5.23", "max_total_num_tokens="),  # _init_metrics after the model worker and the pools
+    ],
+)
+def test_first_prefill_line_divides_by_the_time_since_the_stats_clock_started(emulator, version, clock_from):
+    """The first `Prefill batch` line (the warm-up's) divides its tokens by the time since the
+    scheduler set `last_prefill_stats_tic` (0.5.11/0.5.12 observability/scheduler_metrics_mixin.py
+    init_metrics, at the top of Scheduler.__init__; 0.5.23 scheduler_components/metrics_reporter.py
+    _init_metrics, after init_model_worker): `gap_latency = now - self.last_prefill_stats_tic`, not
+    0.00 as the emulator logged it. 0.5.9 logs 0.00: it counts the prefill before, none."""
+    e = emulator("--emulator-sglang-version", version, "--emulator-startup-s", "1", env={"SGLANG_LOG_MS": "1"})
+    e.wait_ready()
+    lines = sglang_log.parse_lines(e.log().splitlines())
+    first = next(ln for ln in lines if ln.message.startswith("Prefill batch"))
+    row = sglang_log.parse_prefill_batches([first.raw])[0]
+    if clock_from is None:
+        assert row["input_throughput"] == 0.0
+        return
+    start = next(ln for ln in lines if clock_from in ln.message)
+    gap = sglang_log.parse_timestamp(first.timestamp) - sglang_log.parse_timestamp(start.timestamp)
+    assert row["input_throughput"] == pytest.approx(row["new_token"] / gap, rel=0.1)
 
 
 def test_a_chunk_before_the_last_does_not_pass_a_health_check(emulator, tmp_path):

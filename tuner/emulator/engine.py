@@ -42,6 +42,10 @@ class Batch:
     # prefill: what SGLang's PrefillStats records when it forms the batch, for the line logged at its end
     running: int = 0  # requests running then (`#running-req`)
     pending: int = 0  # 0.5.11+ `#pending-token`
+    # `#queue-req` and the num_queue_reqs gauge of the stats logged at the batch's end: the requests
+    # in the scheduler's queue once this batch was formed (Scheduler.queued; decode: only for the step
+    # that closes a decode-log window)
+    queue: int = 0
 
     def streamed_output(self) -> bool:
         """Whether the batch, once finished, sent the detokenizer anything: a decode batch always; a
@@ -111,7 +115,12 @@ class Scheduler:
         rng: random.Random,
         log: Callable[[str], None] | None = None,
         noise: Noise | None = None,
+        stats_since: float | None = None,
     ) -> None:
+        """`stats_since`: when SGLang's scheduler started its prefill-stats clock
+        (`last_prefill_stats_tic`, versions.SGLangVersion.stats_clock), on the caller's clock; the
+        first `Prefill batch` line's `input throughput` divides by the time since then (None: that
+        line logs 0.00, for callers without a start-up, such as simulate.py)."""
         self.p = profile
         self.spec = spec
         self.speculative = spec.speculative
@@ -169,7 +178,7 @@ class Scheduler:
         self._win_tokens = 0
         self._win_start = None  # type: float | None
         self._last_prefill_tokens = 0
-        self._prefill_log_t = None  # type: float | None
+        self._prefill_log_t = stats_since
 
     # ---- requests in ----------------------------------------------------------------------------
     def submit(self, req: Request, now: float) -> None:
@@ -265,7 +274,9 @@ class Scheduler:
                 tokens = sum(chunks)
                 ms = model.prefill_time_ms(self.p, tokens, self.spec.chunked_prefill_size)
                 pending = self._pending_tokens(chunks)
-                return Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens, chunks, len(running), pending)
+                batch = Batch(PREFILL, new, self._noisy(ms, now) / 1000.0, tokens, chunks, len(running), pending)
+                batch.queue = self.queued(now)
+                return batch
         if running:
             if self.policy is not None:
                 self._activate(self.policy.steps_for_batch(len(running)))
@@ -286,8 +297,27 @@ class Scheduler:
                 kv_tokens=kv,
                 topk=spec.topk,
             )
-            return Batch(DECODE, running, self._noisy(ms, now) / 1000.0)
+            batch = Batch(DECODE, running, self._noisy(ms, now) / 1000.0)
+            if (self.forward_ct_decode + 1) % max(1, spec.decode_log_interval) == 0:
+                batch.queue = self.queued(now)  # this step closes a decode-log window (_close_window)
+            return batch
         return None
+
+    def queued(self, now: float) -> int:
+        """`len(self.waiting_queue)` as SGLang's stats read it: in process_batch_result, after the
+        forward, before the loop's next recv_requests (event_loop_normal: recv, form, run, process
+        the result), so the queue as the batch's formation left it: a request that arrived during
+        the forward is not in it yet, nor one still in the tokenizer (`ready_at`, the waiting
+        requests' tail: each is submitted with the same overhead). 0.5.9
+        managers/scheduler_metrics_mixin.py log_prefill_stats / log_decode_stats, 0.5.11/0.5.12
+        observability/scheduler_metrics_mixin.py report_prefill_stats / report_decode_stats, 0.5.23
+        scheduler_components/metrics_reporter.py: `#queue-req: {len(self.waiting_queue)}` and
+        `num_queue_reqs` in the same call."""
+        waiting = self.waiting
+        n = len(waiting)
+        while n and waiting[n - 1].ready_at > now + 1e-9:
+            n -= 1
+        return n
 
     def _noisy(self, ms: float, start: float) -> float:
         return ms * self.noise.factor(start) if self.noise is not None else ms
@@ -449,7 +479,7 @@ class Scheduler:
         if self._win_start is None:
             self._win_start = t - batch.duration
         if self.forward_ct_decode % max(1, self.spec.decode_log_interval) == 0:
-            self._close_window(t, bs, graph)
+            self._close_window(t, bs, graph, batch.queue)
 
     def _release(self, r: Request, t: float, reason: str) -> None:
         r.finished = True
@@ -474,9 +504,10 @@ class Scheduler:
             return 0
         return self.k + 1 if self.policy is not None else self.spec.verify_tokens
 
-    def _close_window(self, t: float, batch_size: int, graph: bool) -> None:
+    def _close_window(self, t: float, batch_size: int, graph: bool, queue: int) -> None:
         """SGLang's decode stats every --decode-log-interval steps: the `Decode batch` line (its
-        `#running-req` is the size of the batch that closes the window) and the gauges."""
+        `#running-req` is the size of the batch that closes the window, its `#queue-req` the queue
+        that batch's formation left, `queued`) and the gauges."""
         start = self._win_start if self._win_start is not None else t
         elapsed = max(t - start, 1e-9)
         self.last_gen_throughput = self._win_tokens / elapsed
@@ -500,7 +531,7 @@ class Scheduler:
         tokens, usage, mamba_usage = self._usage()
         self.gauges.update(
             num_running_reqs=batch_size,
-            num_queue_reqs=len(self.waiting),
+            num_queue_reqs=queue,
             num_used_tokens=tokens,
             token_usage=usage,
             mamba_usage=mamba_usage,
@@ -517,7 +548,7 @@ class Scheduler:
                     tokens=tokens,
                     token_usage=usage,
                     gen_throughput=self.last_gen_throughput,
-                    queue=len(self.waiting),
+                    queue=queue,
                     accept_len=accept_len,
                     accept_rate=accept_rate,
                     hybrid=self.spec.hybrid,
@@ -551,8 +582,13 @@ class Scheduler:
         (scheduler_output_processor_mixin.py; 0.5.23 scheduler_components/batch_result_processor.py),
         after the forward and after its first tokens are streamed, from the PrefillStats recorded
         when the batch was formed ("Record prefill stats for logging after forward",
-        scheduler.py `get_new_batch_prefill`) and the pool and queue as they are then. So the
-        `input throughput` gap runs from the previous prefill's end to this one's."""
+        scheduler.py `get_new_batch_prefill`), the pool as it is then and the queue as the batch's
+        formation left it (`queued`). So the `input throughput` gap runs from the previous prefill's
+        end to this one's, and the first one's from the start of the stats clock (`stats_since`):
+        `gap_latency = now - self.last_prefill_stats_tic`, the tic set when the metrics were
+        initialised (0.5.11/0.5.12 observability/scheduler_metrics_mixin.py init_metrics and
+        report_prefill_stats, 0.5.23 scheduler_components/metrics_reporter.py _init_metrics),
+        not 0 (0.5.9/0.5.10's first line is 0.00 all the same: it counts the prefill before, none)."""
         tokens = batch.new_tokens
         previous, self._last_prefill_tokens = self._last_prefill_tokens, tokens
         if self._prefill_log_t is None:
@@ -565,7 +601,7 @@ class Scheduler:
         live, usage, mamba_usage = self._usage()
         self.gauges.update(
             num_running_reqs=batch.running,
-            num_queue_reqs=len(self.waiting),
+            num_queue_reqs=batch.queue,
             num_used_tokens=live,
             token_usage=usage,
             mamba_usage=mamba_usage,
@@ -577,7 +613,7 @@ class Scheduler:
                     new_token=tokens,
                     token_usage=usage,
                     running=batch.running,
-                    queue=len(self.waiting),
+                    queue=batch.queue,
                     input_throughput=thr,
                     hybrid=self.spec.hybrid,
                     mamba_usage=mamba_usage,

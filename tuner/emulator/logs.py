@@ -28,6 +28,23 @@ def rank_prefix(tp_rank: int | None, tp_size: int, dp_rank: int | None = None, d
     return out
 
 
+def scheduler_prefixes(tp_ranks: list[int], tp_size: int, dp_size: int, attn_dp_size: int) -> list[str]:
+    """The rank prefix of each scheduler process on this node (`tp_ranks`: its TP ranks), in the
+    order SGLang launches them. Plain DP replicas (`dp_size` > 1): one TP group per replica, " DP{d}"
+    then " TP{r}" (0.5.9 managers/data_parallel_controller.py launch_dp_schedulers). Attention DP
+    (`attn_dp_size` > 1, `attention_dp_size`): one TP group whose ranks the DP controller launches
+    with the rank's attention-DP rank as dp_rank, `tp_rank // (tp_size // attn_dp_size)` (0.5.9
+    launch_tensor_parallel_group with compute_dp_attention_world_info from layers/dp_attention.py;
+    0.5.23 the same method with runtime_context.py derive_attention_ranks, shown as
+    `display_dp_rank`), so " DP{tp_rank // attn_tp_size} TP{tp_rank}": no attention-DP form of
+    its own ("DP", as 0.5.23 scheduler.py configure_scheduler_process writes any dp_rank)."""
+    if attn_dp_size > 1:
+        attn_tp = max(1, tp_size // attn_dp_size)
+        return [rank_prefix(r, tp_size, r // attn_tp, attn_dp_size) for r in tp_ranks]
+    dp_ranks: list[int | None] = list(range(dp_size)) if dp_size > 1 else [None]
+    return [rank_prefix(r, tp_size, d, dp_size) for d in dp_ranks for r in tp_ranks]
+
+
 def _uvicorn_levelprefix(level: str) -> str:
     # uvicorn pads "LEVEL:" to 9 columns; the format adds one space (docs/reference/sglang.md §1.1).
     return (level.upper() + ":").ljust(9)

@@ -33,7 +33,7 @@ from .noise import Noise
 from .profile import Profile
 from .resolve import ResolvedArgs, max_total_tokens_note, server_args_repr
 from .server import EmulatorApp, UvicornAccessLogger
-from .versions import SGLangVersion
+from .versions import SGLangVersion, attention_dp_size
 
 # Shares of the start-up time (the warm-up takes what is left).
 PHASE_INIT = 0.03
@@ -75,9 +75,8 @@ class Runner:
         tp, nn, node = v["tp_size"], v["nnodes"], v["node_rank"]
         per_node = tp // nn
         self.ranks = list(range(node * per_node, (node + 1) * per_node))
-        self.dp_ranks = list(range(v["dp_size"])) if v["dp_size"] > 1 else [None]
-        self.prefixes = [logs.rank_prefix(r, tp, d, v["dp_size"]) for d in self.dp_ranks for r in self.ranks]
-        self.prefix0 = logs.rank_prefix(0, tp, self.dp_ranks[0], v["dp_size"])
+        self.prefixes = logs.scheduler_prefixes(self.ranks, tp, v["dp_size"], attention_dp_size(v))
+        self.prefix0 = logs.scheduler_prefixes([0], tp, v["dp_size"], attention_dp_size(v))[0]
         self.has_rank0 = 0 in self.ranks
         # multi-node (multinode.py): rank 0's store and links, or this worker node's link
         self.layout = multinode.layout(v)
@@ -192,6 +191,8 @@ class Runner:
             sys.stderr.flush()
             os._exit(1)
 
+        # the prefill-stats clock up to 0.5.12 (versions.stats_clock): before the model worker
+        stats_since = asyncio.get_running_loop().time()
         # distributed init
         parallel = self.cfg.facts.parallel_init_log
         self.each_rank("Init parallel begin." if parallel else "Init torch distributed begin.")
@@ -369,9 +370,10 @@ class Runner:
             window_s=p.noise_window_s,
             idle_gap_s=p.noise_idle_gap_s,
         )
-        sched = Scheduler(
-            p, spec, random.Random(v["random_seed"]), log=lambda line: log.info(line, prefix0), noise=noise
-        )
+        if facts.stats_clock == "after-model-worker":
+            stats_since = asyncio.get_running_loop().time()
+        say = lambda line: log.info(line, prefix0)  # noqa: E731
+        sched = Scheduler(p, spec, random.Random(v["random_seed"]), log=say, noise=noise, stats_since=stats_since)
         app = EmulatorApp(cfg, p, self.faults, log, sched, cap, mem, emulator_version(facts.version), prefix0)
         app.driver.on_error = self._scheduler_error
         startup.record(app, phases, PHASE_GRAPH * S, PHASE_DRAFT * S * 0.6, time.monotonic() - t_start)

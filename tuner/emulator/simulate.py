@@ -16,7 +16,7 @@ from typing import Any
 
 from sglang_utils import sglang_adaptive as adaptive_schema
 
-from . import adaptive, model, tokens, workload
+from . import adaptive, model, multinode, tokens, workload
 from .engine import EngineSpec, Scheduler
 from .noise import Noise
 from .profile import Profile
@@ -39,10 +39,24 @@ class SpecSetting:
     mem_fraction_static: float | None = None
     adaptive: dict[str, Any] | None = None
     graph_bs: tuple[int, ...] | None = None
+    # the server's --tp-size and --nnodes (None: the profile's own TP size, where its numbers need no
+    # rescaling): the emulator process applies them to the profile before it builds the scheduler
+    # (__main__.py), and so does `server_profile` here, with the same function
+    tp_size: int | None = None
+    nnodes: int = 1
+
+
+def server_profile(profile: Profile, s: SpecSetting) -> Profile:
+    """The profile as a server of this setting's TP size and node count sees it: capacity and step
+    cost by multinode.adjust_profile, the very function the live emulator applies (__main__.py),
+    so a profile measured at another TP size predicts what that server serves."""
+    return multinode.adjust_profile(profile, s.tp_size or profile.tp_size or 1, s.nnodes)
 
 
 def engine_spec(profile: Profile, s: SpecSetting, decode_log_interval: int = 40) -> EngineSpec:
-    """Resolve capacity for this setting as the server does at start-up."""
+    """Resolve capacity for this setting as the server does at start-up (the profile as that server
+    sees it: `server_profile`)."""
+    profile = server_profile(profile, s)
     policy = None
     k = s.k or 0
     k_max = None
@@ -148,6 +162,7 @@ def closed_loop(
     prompt kind); `scheduler` continues an earlier level on the same server (its adaptive state,
     noise and counters), starting at virtual time `start`.
     """
+    profile = server_profile(profile, setting)
     sched = scheduler or Scheduler(profile, engine_spec(profile, setting), random.Random(seed), noise=noise)
     spec = sched.spec
     # a profile with acceptance by position or per-prompt spread: each request its own acceptance,

@@ -82,6 +82,14 @@ class SGLangVersion:
     # line after the batch's forward (`process_batch_result_prefill`), so the time is between two
     # prefill batches' ends: no per-release fact (engine.py `_log_prefill`).
     input_throughput: str = "previous-batch"
+    # When the scheduler starts the clock of that gap (`last_prefill_stats_tic = time.perf_counter()`,
+    # which the first Prefill batch line divides by): "scheduler-init" (up to 0.5.12: init_metrics
+    # runs at the top of Scheduler.__init__, before init_model_worker loads the weights and
+    # captures the graphs: 0.5.11/0.5.12 managers/scheduler.py `self.init_metrics(tp_rank, pp_rank,
+    # dp_rank)`), "after-model-worker" (0.5.23 managers/scheduler.py: init_metrics_reporter ->
+    # SchedulerMetricsReporter._init_metrics after init_model_worker and the cache). Up to 0.5.10 the
+    # first line counts the prefill before it, none, so it is 0.00 either way.
+    stats_clock: str = "scheduler-init"
     # /metrics beyond 0.5.9's set (observability/metrics_collector.py, 0.5.23): the per-call
     # counter and the active-depth gauges.
     metrics_spec_verify_calls: bool = False
@@ -312,6 +320,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             parallel_init_log=True,
             prefill_input_cap_chunked=False,
             dp_ranks_with_attn_dp=True,
+            stats_clock="after-model-worker",
         ),
     )
 }
@@ -345,6 +354,18 @@ def dp_rank_count(version: SGLangVersion, values: dict[str, Any]) -> int:
     if version.dp_ranks_with_attn_dp:
         count *= int(values.get("attn_dp_size") or 1)
     return max(1, count)
+
+
+def attention_dp_size(values: dict[str, Any]) -> int:
+    """The attention-DP groups of a launch (1: none): 0.5.23's --attn-dp-size, else --dp-size with
+    --enable-dp-attention (0.5.9-0.5.12, and 0.5.23's deprecated spelling of --attn-dp-size N:
+    parallel_hook.py `_handle_deprecated_dp_attention`). With --dp-size 1 there is no DP controller
+    and no DP rank (0.5.9 entrypoints/engine.py: `if server_args.dp_size == 1:` launches the
+    schedulers with dp_rank None)."""
+    attn = int(values.get("attn_dp_size") or 1)
+    if attn > 1:
+        return attn
+    return max(1, int(values.get("dp_size") or 1)) if values.get("enable_dp_attention") else 1
 
 
 def in_range(version: SGLangVersion, since: str | None, until: str | None) -> bool:
