@@ -1,18 +1,28 @@
-"""/server_info and /metrics under data parallelism, as SGLang answers them: one internal state per
-DP rank (the tokenizer's fan-out communicator: 0.5.9 tokenizer_communicator_mixin.py, 0.5.12/0.5.23
-managers/communicator.py) and one scheduler series per DP rank with a dp_rank label
-(scheduler_metrics_mixin.py / metrics_collector.py SchedulerMetricsCollector)."""
+"""Data parallelism as SGLang serves it. `--dp-size N` without DP attention runs N scheduler
+replicas, each with its own batches, KV pool, `DPn` log lines and gauges, and the
+DataParallelController hands each request to one of them round-robin (the default `auto`: 0.5.9-0.5.12
+server_args.py `_handle_load_balance_method`, 0.5.23 arg_groups/serving_hook.py;
+managers/data_parallel_controller.py `round_robin_scheduler`). /server_info has one internal state
+per DP rank (the tokenizer's fan-out communicator: 0.5.9 tokenizer_communicator_mixin.py,
+0.5.12/0.5.23 managers/communicator.py) and /metrics one scheduler series per DP rank with a dp_rank
+label (scheduler_metrics_mixin.py / metrics_collector.py SchedulerMetricsCollector)."""
 
 from __future__ import annotations
 
 import re
 import threading
+import time
+from pathlib import Path
 
 import pytest
+import yaml
+from emu_client import run_level
 from emu_testlib import start_mtp_with_metrics
 from sglang_utils.sglang_server_info import parse_server_info
 
 from tuner.measure.metrics import parse_prometheus_gauges
+
+STEP = Path(__file__).resolve().parent / "data" / "profiles" / "realism-step.yaml"
 
 
 def _start(emulator, version: str, *parallel: str):
@@ -45,7 +55,7 @@ def test_each_dp_rank_answers_server_info_and_exports_its_gauges(emulator, versi
     info = e.get_json("/server_info")
     states = info["internal_states"]
     assert len(states) == 2 and all(s["dp_size"] == 2 for s in states)
-    # only the rank that served (the emulator's one scheduler) has run a verify pass
+    # only the rank that served the one request has run a verify pass
     accepts = [s["avg_spec_accept_length"] for s in states if "avg_spec_accept_length" in s]
     assert len(accepts) == 1 and 1.0 < accepts[0] <= 4.0
     parsed = parse_server_info(info)  # the role's and the tuner's reader: the mean of the ranks that have it
@@ -54,7 +64,7 @@ def test_each_dp_rank_answers_server_info_and_exports_its_gauges(emulator, versi
     gauge = _series(text, "max_total_num_tokens")
     assert set(gauge) == {"0", "1"} and {tp for tp, _ in gauge.values()} == {"0"}  # TP0 of each replica
     running = _series(text, "num_running_reqs")  # the last logged batch of each rank
-    assert running["0"][1] == 1.0 and running["1"][1] == 0.0
+    assert sorted(v for _, v in running.values()) == [0.0, 1.0]
     assert parse_prometheus_gauges(text)["num_running_reqs"] == 1.0  # the tuner reads the largest series
 
 
@@ -102,28 +112,106 @@ def test_each_scheduler_logs_with_its_dp_and_tp_rank(emulator, version, parallel
     assert sorted(_prefixes(log, "Load weight begin.")) == sorted(expected * 2)  # the target's and the draft's
     _generate(e)
     e.wait_for_line("Decode batch")
-    assert set(_prefixes(e.log(), "Prefill batch")) == {" DP0 TP0"}  # the emulator's one scheduler
+    # a replica's TP0 logs its own batches; attention DP runs as one scheduler here (dp.replica_count)
+    heads = {" DP0 TP0"} if each_rank is None else {" DP0 TP0", " DP1 TP0"}
+    seen = set(_prefixes(e.log(), "Prefill batch"))
+    assert seen and seen <= heads, seen
 
 
 def test_busy_rank_answers_after_the_idle_one(emulator):
-    e = _start(emulator, "0.5.9", "--dp-size", "2")
-    _generate(e, 20)
-    assert "avg_spec_accept_length" in e.get_json("/server_info")["internal_states"][0]  # all idle: rank order
-    worker = threading.Thread(target=_generate, args=(e, 4000))
+    """0.5.23: the warm-up goes to rank 0 and health checks rotate on their own counter
+    (data_parallel_controller.py dispatch_health_check), so the next request goes to rank 1 and
+    the one after to rank 0. A stats window of 40 steps: the busy rank has no
+    avg_spec_accept_length for a while, which tells the two ranks apart."""
+    e = start_mtp_with_metrics(emulator, "0.5.23", "--dp-size", "2", "--decode-log-interval", "40")
+    _generate(e, 200)  # rank 1, past its first window
+    states = e.get_json("/server_info")["internal_states"]
+    assert ["avg_spec_accept_length" in s for s in states] == [False, True]  # all idle: rank order
+    worker = threading.Thread(target=_generate, args=(e, 4000))  # rank 0
     worker.start()
     try:
         seen = []
         for _ in range(200):
             states = e.get_json("/server_info")["internal_states"]
             seen.append(["avg_spec_accept_length" in s for s in states])
-            if seen[-1] == [False, True]:
+            if seen[-1] == [True, False]:
                 break
-        assert seen[-1] == [False, True]
-        text = e.get("/metrics")[1].decode()
-        running = _series(text, "num_running_reqs")
-        assert running["1"][1] == 0.0
+        assert seen[-1] == [True, False]  # idle rank 1 first, busy rank 0 last
     finally:
         worker.join()
+
+
+def _replica_profile(tmp_path: Path) -> Path:
+    """realism-step.yaml with steps three times as long: a saturated replica streams few enough
+    chunks a second for a loaded 2-core machine to keep the emulator on its clock."""
+    raw = yaml.safe_load(STEP.read_text())
+    raw["step_time_ms"]["ms"] = [[3 * ms for ms in row] for row in raw["step_time_ms"]["ms"]]
+    out = tmp_path / "dp-replica.yaml"
+    out.write_text(yaml.safe_dump(raw))
+    return out
+
+
+def _saturated_rate(emulator, profile: Path, dp: int) -> float:
+    """Output tokens/s of a closed-loop level at 16 clients, four times one replica's request pool
+    (--max-running-requests 4): every replica stays full whatever round-robin's momentary imbalance.
+    A level during which the emulator fell a second behind its clock (lag_resets grew: the CPU,
+    not the model, set the pace) is run again, up to three times."""
+    e = emulator(
+        "--emulator-profile", str(profile), "--max-running-requests", "4", "--dp-size", str(dp), "--random-seed", "3"
+    ).wait_ready(60)
+    for _ in range(3):
+        before = e.get_json("/server_info")["emulator"]["clock"]["lag_resets"]
+        _, m = run_level(e.url, 16, 48, input_len=32, output_len=32)
+        if e.get_json("/server_info")["emulator"]["clock"]["lag_resets"] == before:
+            break
+    assert m.requests_ok == 48 and m.output_tok_s
+    e.kill()
+    return m.output_tok_s
+
+
+def test_two_replicas_serve_twice_the_output_of_one_at_saturation(emulator, tmp_path):
+    """Each replica holds the whole model on its own GPUs (data_parallel_controller.py
+    launch_dp_schedulers), with one replica's pool and step costs, so at a concurrency that fills
+    both, --dp-size 2 serves twice the tokens. Tolerance 15%: each rate includes its level's first
+    prefill and the closed loop's ramp (the same share in both runs), and the client's clock on a
+    shared 2-core machine (chunks delayed on their way); a replica left with fewer than 4 requests
+    by round-robin would show as a shortfall well beyond it (one of 16 clients is 6%)."""
+    profile = _replica_profile(tmp_path)
+    one = _saturated_rate(emulator, profile, 1)
+    two = _saturated_rate(emulator, profile, 2)
+    assert 1.7 <= two / one <= 2.3, (one, two)
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_each_replica_batches_logs_and_reports_its_own_load(emulator, version):
+    e = _start(emulator, version, "--tp-size", "2", "--dp-size", "2")
+    workers = [threading.Thread(target=_generate, args=(e, 300)) for _ in range(4)]  # two to each rank
+    for w in workers:
+        w.start()
+    try:
+        deadline = time.time() + 30
+        running: dict[str, tuple[str, float]] = {}
+        while time.time() < deadline:
+            running = _series(e.get("/metrics")[1].decode(), "num_running_reqs")
+            if running.get("0", ("", 0.0))[1] > 0 and running.get("1", ("", 0.0))[1] > 0:
+                break
+            time.sleep(0.05)
+        assert running["0"][1] > 0 and running["1"][1] > 0, running  # both replicas under load
+    finally:
+        for w in workers:
+            w.join()
+    log = e.log()
+    for rank in (0, 1):  # each replica's TP0 logs its own batches
+        assert re.search(rf"^\[[^]]* DP{rank} TP0\] Decode batch", log, re.M), rank
+        assert re.search(rf"^\[[^]]* DP{rank} TP0\] Prefill batch", log, re.M), rank
+    states = e.get_json("/server_info")["internal_states"]
+    assert len(states) == 2
+    for s in states:  # each rank's own, after its own verify passes
+        assert 1.0 < s["avg_spec_accept_length"] <= 4.0 and s["last_gen_throughput"] > 0
+        assert s["speculative_num_steps"] == 3
+    text = e.get("/metrics")[1].decode()
+    passes = re.findall(r'^sglang:cuda_graph_passes_total\{[^}]*dp_rank="(\d)"[^}]*\} ([\d.]+)$', text, re.M)
+    assert {dp for dp, n in passes if float(n) > 0} == {"0", "1"}
 
 
 def test_without_dp_one_state_and_no_dp_rank_label(emulator):
@@ -163,3 +251,26 @@ def test_0523_startup_phases_and_streaming_split(emulator):
     old = _start(emulator, "0.5.9")
     text = old.get("/metrics")[1].decode()
     assert re.search(r"^sglang:startup_time_seconds", text, re.M) is None and "is_streaming" not in text
+
+
+def test_sigterm_drains_the_requests_of_every_replica(emulator):
+    e = _start(emulator, "0.5.9", "--dp-size", "2")
+    done: list[int] = []
+
+    def long_request() -> None:
+        status, body = e.post_json(
+            "/generate", {"text": "drain me", "sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}
+        )
+        done.append(body["meta_info"]["completion_tokens"] if status == 200 else status)
+
+    workers = [threading.Thread(target=long_request) for _ in range(2)]  # one on each replica
+    for w in workers:
+        w.start()
+    time.sleep(0.3)
+    e.proc.send_signal(15)
+    for w in workers:
+        w.join(30)
+    assert e.wait_exit() == 0 and done == [300, 300]
+    log = e.log()
+    assert "Gracefully exiting... Remaining number of requests 2." in log
+    assert all(re.search(rf" DP{rank}\] Decode batch", log) for rank in (0, 1))

@@ -132,6 +132,8 @@ class Scheduler:
         self.noise = noise
         # accept-collapse=N (faults.py): once N requests were served every draft is rejected
         self.collapse_after: int | None = None
+        # the requests the server served, for that count: this scheduler's, or all DP replicas' (dp.py)
+        self.served: Callable[[], int] = lambda: self.num_requests_total
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.kv_reserved = 0
@@ -392,7 +394,7 @@ class Scheduler:
             kp1 = min(k + 1, self.draft_tokens_now)
             accepted = 0
             correct: list[int] | None = [] if self.policy is not None else None
-            collapsed = self.collapse_after is not None and self.num_requests_total >= self.collapse_after
+            collapsed = self.collapse_after is not None and self.served() >= self.collapse_after
             for r in reqs:
                 if r.aborted:
                     if ended is None:

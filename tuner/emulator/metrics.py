@@ -12,9 +12,11 @@ import bisect
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from . import dp
 from .versions import dp_rank_count
 
 if TYPE_CHECKING:
+    from .engine import Scheduler
     from .server import EmulatorApp
 
 _IDLE_GAUGES = dict.fromkeys(
@@ -218,28 +220,27 @@ def startup_series(app: EmulatorApp) -> list[tuple[str, str, list[tuple[str, flo
 
 
 def _per_rank(
-    ranks: list[str], gauges: list[tuple[str, str, float]], idle: dict[str, float]
+    ranks: list[str], per_sched: list[list[tuple[str, str, float]]], idle: dict[str, float]
 ) -> list[tuple[str, str, list[tuple[str, float]]]]:
-    """Each scheduler gauge once per exporting DP rank: rank 0 holds the emulator's one scheduler
-    (every request), the others are idle schedulers that still export (an idle scheduler's
-    check_memory calls log_stats: 0.5.9 scheduler_runtime_checker_mixin.py), with `idle`'s
-    values (the load gauges at zero)."""
+    """Each scheduler gauge once per exporting DP rank: each DP replica's own scheduler (dp.py)
+    exports its own values; under attention DP the emulator's one scheduler is rank 0 and the
+    others are idle schedulers that still export (an idle scheduler's check_memory calls
+    log_stats: 0.5.9 scheduler_runtime_checker_mixin.py), with `idle`'s values (the load gauges
+    at zero)."""
+    first = per_sched[0]
     return [
-        (name, help_, [(lab, value if i == 0 else idle.get(name, value)) for i, lab in enumerate(ranks)])
-        for name, help_, value in gauges
+        (
+            name,
+            help_,
+            [(lab, per_sched[i][j][2] if i < len(per_sched) else idle.get(name, value)) for i, lab in enumerate(ranks)],
+        )
+        for j, (name, help_, value) in enumerate(first)
     ]
 
 
-def metrics_text(app: EmulatorApp) -> str:
-    """Prometheus text with the release's names. Gauges hold what SGLang last logged (each prefill
-    batch, every --decode-log-interval decode steps: scheduler_metrics_mixin.py log_decode_stats),
-    counters count every step: sglang:cuda_graph_passes_total (one per decode batch) and
-    sglang:realtime_tokens_total{mode} exist from 0.5.9; 0.5.23 adds sglang:spec_verify_calls_total
-    (one per request per verify step, so its delta over the decode passes' delta is the mean
-    running batch size), the active-depth gauges sglang:spec_num_steps / spec_num_draft_tokens,
-    and an is_streaming label on the token counters (observability/metrics_collector.py)."""
+def _gauges(app: EmulatorApp, s: Scheduler) -> list[tuple[str, str, float]]:
+    """One scheduler's gauges (name, help, value), as it last logged them."""
     facts = app.cfg.facts
-    s = app.sched
     g = s.gauges
     gauges: list[tuple[str, str, float]] = [
         ("num_running_reqs", "The number of running requests.", g["num_running_reqs"]),
@@ -284,8 +285,22 @@ def metrics_text(app: EmulatorApp) -> str:
         ]
     if app.p.hybrid_mamba:
         gauges.append(("mamba_usage", "The mamba state usage.", g["mamba_usage"]))
+    return gauges
+
+
+def metrics_text(app: EmulatorApp) -> str:
+    """Prometheus text with the release's names. Gauges hold what SGLang last logged (each prefill
+    batch, every --decode-log-interval decode steps: scheduler_metrics_mixin.py log_decode_stats),
+    counters count every step: sglang:cuda_graph_passes_total (one per decode batch) and
+    sglang:realtime_tokens_total{mode} exist from 0.5.9; 0.5.23 adds sglang:spec_verify_calls_total
+    (one per request per verify step, so its delta over the decode passes' delta is the mean
+    running batch size), the active-depth gauges sglang:spec_num_steps / spec_num_draft_tokens,
+    and an is_streaming label on the token counters (observability/metrics_collector.py)."""
+    facts = app.cfg.facts
+    scheds = app.scheds
+    s = app.sched
     ranks = rank_labels(app)
-    series = _per_rank(ranks, gauges, _IDLE_GAUGES)
+    series = _per_rank(ranks, [_gauges(app, x) for x in scheds], _IDLE_GAUGES)
     if facts.metrics_startup:
         series += startup_series(app)
     tok = tokenizer_labels(app)
@@ -301,27 +316,37 @@ def metrics_text(app: EmulatorApp) -> str:
         (
             "prompt_tokens",
             "Number of prefill tokens processed.",
-            by_stream(s.prompt_tokens_total, s.prompt_tokens_by_stream),
+            by_stream(dp.total(scheds, "prompt_tokens_total"), _split_sum(scheds, "prompt_tokens_by_stream")),
         ),
         (
             "generation_tokens",
             "Number of generation tokens processed.",
-            by_stream(s.generation_tokens_total, s.generation_tokens_by_stream),
+            by_stream(dp.total(scheds, "generation_tokens_total"), _split_sum(scheds, "generation_tokens_by_stream")),
         ),
         (
             "num_requests",
             "Number of requests processed.",
-            by_stream(s.num_requests_total, s.num_requests_by_stream),
+            by_stream(dp.total(scheds, "num_requests_total"), _split_sum(scheds, "num_requests_by_stream")),
         ),
         (
             "cuda_graph_passes",
             "Total number of forward passes categorized by CUDA graph.",
-            [(_join(ranks[0], f'mode="{mode}"'), n) for mode, n in s.cuda_graph_passes.items() if n],
+            [
+                (_join(ranks[d], f'mode="{mode}"'), n)
+                for d, x in enumerate(scheds)
+                for mode, n in x.cuda_graph_passes.items()
+                if n
+            ],
         ),
         (
             "realtime_tokens",
             "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.",
-            [(_join(ranks[0], f'mode="{mode}"'), n) for mode, n in s.realtime_tokens.items() if n],
+            [
+                (_join(ranks[d], f'mode="{mode}"'), n)
+                for d, x in enumerate(scheds)
+                for mode, n in x.realtime_tokens.items()
+                if n
+            ],
         ),
     ]
     if facts.metrics_spec_verify_calls and s.speculative:
@@ -329,7 +354,7 @@ def metrics_text(app: EmulatorApp) -> str:
             (
                 "spec_verify_calls",
                 "Number of speculative decoding verification calls.",
-                [(tok, s.spec_verify_calls_total)],
+                [(tok, dp.total(scheds, "spec_verify_calls_total"))],
             )
         )
 
@@ -355,3 +380,8 @@ def metrics_text(app: EmulatorApp) -> str:
             )
         )
     return render(app.labels, series, counters, hists)
+
+
+def _split_sum(scheds: list[Scheduler], attr: str) -> list[int]:
+    """A by-stream count ([not streamed, streamed]) over the DP replicas."""
+    return [sum(getattr(x, attr)[i] for x in scheds) for i in (0, 1)]

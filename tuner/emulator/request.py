@@ -35,6 +35,7 @@ class Request:
         "internal",
         "user",
         "stream",
+        "dp_rank",
     )
 
     def __init__(
@@ -91,6 +92,7 @@ class Request:
         self.internal = internal  # health checks: not counted in metrics
         self.user = user
         self.stream = False  # a streamed response (0.5.23 labels the token counters is_streaming)
+        self.dp_rank = 0  # the DP replica serving it (dp.py)
 
     @property
     def limit(self) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
 import sys
 import time
@@ -24,12 +23,11 @@ from typing import Any
 from aiohttp import ClientSession, ClientTimeout, web
 from sglang_utils.sglang_releases import release_key
 
-from . import __version__, adaptive, graphs, logs, model, multinode, startup
-from .engine import EngineSpec, Scheduler
+from . import __version__, adaptive, dp, graphs, logs, model, multinode, startup
+from .engine import EngineSpec
 from .faults import FaultSet
 from .logs import Logger
 from .memory import memory_figures
-from .noise import Noise
 from .profile import Profile
 from .resolve import ResolvedArgs, max_total_tokens_note, server_args_repr
 from .server import EmulatorApp, UvicornAccessLogger
@@ -75,8 +73,12 @@ class Runner:
         tp, nn, node = v["tp_size"], v["nnodes"], v["node_rank"]
         per_node = tp // nn
         self.ranks = list(range(node * per_node, (node + 1) * per_node))
-        self.prefixes = logs.scheduler_prefixes(self.ranks, tp, v["dp_size"], attention_dp_size(v))
-        self.prefix0 = logs.scheduler_prefixes([0], tp, v["dp_size"], attention_dp_size(v))[0]
+        adp = attention_dp_size(v)
+        self.prefixes = logs.scheduler_prefixes(self.ranks, tp, v["dp_size"], adp)
+        self.prefix0 = logs.scheduler_prefixes([0], tp, v["dp_size"], adp)[0]
+        # TP0 of each scheduler replica (dp.py): every DP rank without attention DP, else one
+        self.heads = [logs.rank_prefix(0, tp, d, v["dp_size"]) for d in range(dp.replica_count(v))]
+        self.heads = self.heads if len(self.heads) > 1 else [self.prefix0]
         self.has_rank0 = 0 in self.ranks
         # multi-node (multinode.py): rank 0's store and links, or this worker node's link
         self.layout = multinode.layout(v)
@@ -128,15 +130,15 @@ class Runner:
     def graph_exact(self, pool: int) -> tuple[int, ...] | None:
         return graphs.graph_exact(self.cfg.values, self.p, pool)
 
-    def _adaptive_policy(self) -> adaptive.Policy | None:
+    def _adaptive_policy(self, prefix: str) -> adaptive.Policy | None:
         """The release's adaptive policy, built where SGLang builds it (the EAGLE worker's init, in
-        the scheduler process): a config the release reads there and rejects ends the server."""
+        the scheduler process, one per DP replica): a config the release reads there and rejects
+        ends the server."""
         ad = self.cfg.adaptive
         assert ad is not None
-        prefix0 = self.prefix0
 
         def say(line: str) -> None:
-            self.log.info(line, prefix0)
+            self.log.info(line, prefix)
 
         try:
             if ad.deferred_error is not None:
@@ -270,9 +272,7 @@ class Runner:
             f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
             f"mem usage={mem['graph']:.2f} GB. avail mem={mem['after_graph']:.2f} GB."
         )
-        policy = None
-        if cfg.adaptive is not None:
-            policy = self._adaptive_policy()
+        policies = [self._adaptive_policy(pre) if cfg.adaptive is not None else None for pre in self.heads]
         if cfg.spec_on:
             # the draft (MTP) worker: its own runner, weights, pool sized like the target's, graphs
             self.each_rank(f"Load weight begin. avail mem={mem['after_graph']:.2f} GB")
@@ -311,7 +311,8 @@ class Runner:
                     avail -= mem["state_graph"]
                     if avail < 0 <= mem["baseline"]:
                         self.die(_graph_oom(facts), "build_adaptive_runtime_state")
-                    log.info(adaptive.built_state_line(steps, time.monotonic() - t0, mem["state_graph"]), self.prefix0)
+                    for pre in self.heads:
+                        log.info(adaptive.built_state_line(steps, time.monotonic() - t0, mem["state_graph"]), pre)
 
         if not self.has_rank0:
             # Other nodes of a multi-node deployment run schedulers only; rank 0's node serves the
@@ -328,17 +329,18 @@ class Runner:
         if self.head is not None:
             await self._until(self.head.wait_ready())
 
-        log.info(
-            logs.capacity_line(
-                kv_total,
-                v["chunked_prefill_size"],
-                v["max_prefill_tokens"],
-                cap.max_running_requests,
-                int(v.get("context_length") or p.context_len),
-                mem["final"],
-            ),
-            self.prefix0,
-        )
+        for pre in self.heads:
+            log.info(
+                logs.capacity_line(
+                    kv_total,
+                    v["chunked_prefill_size"],
+                    v["max_prefill_tokens"],
+                    cap.max_running_requests,
+                    int(v.get("context_length") or p.context_len),
+                    mem["final"],
+                ),
+                pre,
+            )
         spec = EngineSpec(
             k=self.k,
             topk=cfg.topk,
@@ -354,7 +356,7 @@ class Runner:
             state_slot_cap=cap.state_slot_cap,
             hybrid=p.hybrid_mamba,
             spec=cfg.spec_on,
-            policy=policy,
+            policy=None,  # each replica's own (dp.schedulers)
             k_max=cfg.adaptive.max_steps if cfg.adaptive is not None else None,
             accept_rate=facts.accept_rate,
             input_throughput=facts.input_throughput,
@@ -362,19 +364,11 @@ class Runner:
             cuda_graph_bs=model.capture_sizes(self.graph_bs, cap.max_running_requests),
             cuda_graph_exact=self.graph_exact(cap.max_running_requests),
         )
-        prefix0 = self.prefix0
-        noise = Noise(
-            run_cv=p.noise_run_cv,
-            restart_cv=p.noise_restart_cv,
-            seed=cfg.noise_seed if cfg.noise_seed is not None else p.noise_seed,
-            window_s=p.noise_window_s,
-            idle_gap_s=p.noise_idle_gap_s,
-        )
+        noise_seed = cfg.noise_seed if cfg.noise_seed is not None else p.noise_seed
         if facts.stats_clock == "after-model-worker":
             stats_since = asyncio.get_running_loop().time()
-        say = lambda line: log.info(line, prefix0)  # noqa: E731
-        sched = Scheduler(p, spec, random.Random(v["random_seed"]), log=say, noise=noise, stats_since=stats_since)
-        app = EmulatorApp(cfg, p, self.faults, log, sched, cap, mem, emulator_version(facts.version), prefix0)
+        scheds = dp.schedulers(p, spec, policies, self.heads, v["random_seed"], noise_seed, log, stats_since)
+        app = EmulatorApp(cfg, p, self.faults, log, scheds, cap, mem, emulator_version(facts.version), self.heads)
         app.driver.on_error = self._scheduler_error
         startup.record(app, phases, PHASE_GRAPH * S, PHASE_DRAFT * S * 0.6, time.monotonic() - t_start)
         self.app = app
@@ -580,7 +574,6 @@ class Runner:
             # drain: poll until in-flight requests finish (docs/reference/sglang.md §7.2)
             last_log = -1e9
             while True:
-                s = app.sched
                 remaining = [r for r in app.in_flight.values() if not r.finished]
                 now = time.monotonic()
                 if not remaining or not self._drain_needed:
@@ -592,7 +585,7 @@ class Runner:
                         f"Remaining requests remaining_rids={rids}."
                     )
                     last_log = now
-                await asyncio.sleep(0.05 if s.num_running or s.num_waiting else 0.01)
+                await asyncio.sleep(0.05 if any(dp.busy(s) for s in app.scheds) else 0.01)
             self.log.info("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
         if self.runner is not None:
             quiet = self.worker is not None  # a worker node's uvicorn runs at log_level="warning"

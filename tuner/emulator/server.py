@@ -30,7 +30,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from . import api_native, api_openai, model, tokens, workload
+from . import api_native, api_openai, dp, model, tokens, workload
 from . import metrics as prom
 from .engine import Batch, Scheduler
 from .faults import FaultSet
@@ -87,23 +87,31 @@ class EmulatorApp:
         profile: Profile,
         faults: FaultSet,
         logger: Logger,
-        scheduler: Scheduler,
+        schedulers: list[Scheduler],
         capacity: model.Capacity,
         memory: dict[str, float],
         version: str,
-        rank_prefix: str,
+        rank_prefixes: list[str],
     ) -> None:
         self.cfg = cfg
         self.p = profile
         self.faults = faults
         self.log = logger
-        self.sched = scheduler
+        # one scheduler per DP replica (dp.py), each logging with its rank's prefix; rank 0's holds
+        # what they share (speculation, the launch depth)
+        self.scheds = schedulers
+        self.sched = schedulers[0]
         self.capacity = capacity
         self.memory = memory
         self.version = version
-        self.prefix0 = rank_prefix
-        self.driver = RealtimeDriver(scheduler, on_batch=self._on_batch)
-        scheduler.collapse_after = faults.accept_collapse_after
+        self.rank_prefixes = rank_prefixes
+        self.prefix0 = rank_prefixes[0]
+        drivers = [RealtimeDriver(s, on_batch=self._on_batch) for s in schedulers]
+        self.driver: RealtimeDriver | dp.DataParallelDriver = (
+            drivers[0] if len(drivers) == 1 else dp.DataParallelDriver(drivers, cfg.facts.dp_health_own_counter)
+        )
+        for s in schedulers:
+            s.collapse_after = faults.accept_collapse_after
         self.status = "starting"  # starting | up | draining | unhealthy
         self.served_name = cfg.values["served_model_name"]
         self.api_key = cfg.values.get("api_key")
@@ -221,7 +229,7 @@ class EmulatorApp:
             self.log.error(
                 f"Health check failed. Server couldn't get a response from detokenizer for last "
                 f"{self.health_timeout:g} seconds. tic start time: {tic:.2f}. "
-                f"last_heartbeat time: {self.sched.last_output_time:.2f}"
+                f"last_heartbeat time: {max(s.last_output_time for s in self.scheds):.2f}"
             )
             if self.status == "up":
                 self.status = "unhealthy"
@@ -267,7 +275,7 @@ class EmulatorApp:
         return {
             "max_lag_ms": round(self.driver.max_lag * 1000, 3),
             "lag_resets": self.driver.lag_resets,
-            "model_busy_s": round(self.sched.busy_time, 3),
+            "model_busy_s": round(sum(s.busy_time for s in self.scheds), 3),
         }
 
     async def server_info(self, request: web.Request) -> web.Response:
@@ -295,17 +303,20 @@ class EmulatorApp:
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n"
         )
-        s = self.sched
-        if s.num_running or s.num_waiting:
+        # each DP rank's scheduler gets the request and answers for itself; the tokenizer reports
+        # success only if every rank flushed
+        busy = [(s, pre) for s, pre in zip(self.scheds, self.rank_prefixes, strict=True) if dp.busy(s)]
+        for s, pre in busy:
             self.log.warning(
                 f"Cache not flushed because there are pending requests. #queue-req: "
                 f"{s.num_waiting}, #running-req: {s.num_running}",
-                self.prefix0,
+                pre,
             )
-            return web.Response(status=400, text=text)
-        s.reset_spec_counters()
-        self.log.info("Cache flushed successfully!", self.prefix0)
-        return web.Response(status=200, text=text)
+        for s, pre in zip(self.scheds, self.rank_prefixes, strict=True):
+            if not dp.busy(s):
+                s.reset_spec_counters()
+                self.log.info("Cache flushed successfully!", pre)
+        return web.Response(status=400 if busy else 200, text=text)
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=prom.metrics_text(self), content_type="text/plain", charset="utf-8")
@@ -393,7 +404,7 @@ class EmulatorApp:
         if not 0.0 < top_p <= 1.0:
             raise BadRequest(f"top_p must be in (0, 1], got {top_p}.")
         # accept-drift: the logits fall with the requests served since this process started
-        drift = -self.faults.accept_drift_per_100 * self.sched.num_requests_total / 100.0
+        drift = -self.faults.accept_drift_per_100 * dp.total(self.scheds, "num_requests_total") / 100.0
         acc = workload.request_acceptance(
             self.p,
             temperature,

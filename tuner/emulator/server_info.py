@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import dp
 from .resolve import public_values
 from .startup import graph_by_phase
 from .versions import dp_rank_count
 
 if TYPE_CHECKING:
+    from .engine import Scheduler
     from .server import EmulatorApp
 
 
@@ -55,7 +57,7 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
         internal["startup_time"] = app.scheduler_startup_time
     internal.update(
         {
-            "last_gen_throughput": s.last_gen_throughput,
+            "last_gen_throughput": 0.0,  # each rank's own (rank_state)
             "memory_usage": memory,
             "effective_max_running_requests_per_dp": app.capacity.max_running_requests,
         }
@@ -84,8 +86,8 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
         "sglang_version": facts.version,
         "faults": app.faults.describe(),
         "adaptive": s.policy.describe() if s.policy is not None else None,
-        "steps_histogram": {str(k): n for k, n in sorted(s.steps_histogram.items())},
-        "step_switches": s.step_switches,
+        "steps_histogram": {str(k): n for k, n in sorted(_steps_histogram(app.scheds).items())},
+        "step_switches": dp.total(app.scheds, "step_switches"),
         "noise": s.noise.describe() if s.noise is not None else None,
         # how well the real-time driver kept the model's clock (bench/emulator_speed.py reads these)
         "clock": app.clock(),
@@ -96,21 +98,40 @@ def server_info_body(app: EmulatorApp) -> dict[str, Any]:
 def dp_rank_states(app: EmulatorApp, state: dict[str, Any]) -> list[dict[str, Any]]:
     """One internal state per DP rank, in the order the ranks answer.
 
-    The emulator runs every request on DP rank 0 (its one scheduler, whose lines carry the DP0
-    prefix); the other ranks are idle schedulers: no generation throughput and no
-    avg_spec_accept_length, which a rank adds only after its own first verify pass
+    Each DP replica (dp.py) is its own scheduler and answers with its own depth in use, generation
+    throughput and avg_spec_accept_length, which a rank adds only after its own first verify pass
     (`spec_total_num_forward_ct > 0`: 0.5.9/0.5.12 scheduler.py get_internal_state, 0.5.23
-    scheduler_components/internal_state.py _add_speculative). The tokenizer collects the answers
-    as they arrive until its fan-out, the DP rank count, is reached (0.5.9
-    tokenizer_communicator_mixin.py `_Communicator.handle_recv`, 0.5.12/0.5.23
-    managers/communicator.py); an idle scheduler reads the request at once, a busy one between
-    forward passes, so while rank 0 has work the idle ranks come first."""
-    s = app.sched
-    live = dict(state)
+    scheduler_components/internal_state.py _add_speculative). Under attention DP the emulator runs
+    one scheduler for DP rank 0; the other ranks answer as idle schedulers (no throughput, no
+    avg_spec_accept_length). The tokenizer collects the answers as they arrive until its fan-out,
+    the DP rank count, is reached (0.5.9 tokenizer_communicator_mixin.py
+    `_Communicator.handle_recv`, 0.5.12/0.5.23 managers/communicator.py); an idle scheduler reads
+    the request at once, a busy one between forward passes, so the idle ranks come first."""
+    live = [(rank_state(s, state), dp.busy(s)) for s in app.scheds]
+    idle = [
+        {**state, "last_gen_throughput": 0.0} for _ in range(dp_rank_count(app.cfg.facts, app.cfg.values) - len(live))
+    ]
+    return [st for st, b in live if not b] + idle + [st for st, b in live if b]
+
+
+def rank_state(s: Scheduler, state: dict[str, Any]) -> dict[str, Any]:
+    """One scheduler's internal state: the shared arguments with its own depth, throughput and
+    acceptance."""
+    out = dict(state)
+    if s.speculative:
+        out["speculative_num_steps"] = s.k
+        out["speculative_num_draft_tokens"] = s.draft_tokens_now
+    out["last_gen_throughput"] = s.last_gen_throughput
     avg = s.avg_spec_accept_length()
     if avg is not None:
-        live["avg_spec_accept_length"] = avg
-    idle = [{**state, "last_gen_throughput": 0.0} for _ in range(dp_rank_count(app.cfg.facts, app.cfg.values) - 1)]
-    if s.running or s.waiting:
-        return [*idle, live]
-    return [live, *idle]
+        out["avg_spec_accept_length"] = avg
+    return out
+
+
+def _steps_histogram(scheds: list[Scheduler]) -> dict[int, int]:
+    """Decode steps run at each depth, over the DP replicas."""
+    out: dict[int, int] = {}
+    for s in scheds:
+        for k, n in s.steps_histogram.items():
+            out[k] = out.get(k, 0) + n
+    return out

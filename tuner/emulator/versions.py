@@ -169,6 +169,10 @@ class SGLangVersion:
     # build the communicator with fan-out server_args.dp_size), or dp_size * attn_dp_size (0.5.23
     # tokenizer_control_mixin.py: get_parallel().num_dp_ranks, runtime_context.py num_dp_ranks_of).
     dp_ranks_with_attn_dp: bool = False
+    # Round-robin DP dispatch of health checks (dp.py): in the requests' rotation up to 0.5.12 (a
+    # generate request like any other, data_parallel_controller.py dispatching_with_trace), on their
+    # own counter in 0.5.23 (data_parallel_controller.py dispatch_health_check).
+    dp_health_own_counter: bool = False
     released: str = ""
 
     @property
@@ -321,6 +325,7 @@ VERSIONS: dict[str, SGLangVersion] = {
             prefill_input_cap_chunked=False,
             dp_ranks_with_attn_dp=True,
             stats_clock="after-model-worker",
+            dp_health_own_counter=True,
         ),
     )
 }
