@@ -75,10 +75,15 @@ _LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<whe
 # line, a foreign library): `docker logs -t` (RFC 3339), journalctl short/short-iso/short-precise,
 # short-full ("Sun 2026-06-28 15:16:45 CEST host python3[1234]: "), short-monotonic
 # ("[  123.456789] host python3[1234]: ") and short-unix ("1719580605.123456 host python3[1234]: "),
-# docker compose ("sglang-1  | ", sgl-project/sglang issue #4968) and `kubectl logs --prefix`
-# ("[pod/NAME/CONTAINER] ").
+# docker compose ("sglang-1  | ", sgl-project/sglang issue #4968), `kubectl logs --prefix`
+# ("[pod/NAME/CONTAINER] ") and Google Cloud Logging's entries copied with their severity before the
+# RFC 3339 stamp ("ERROR 2026-06-15T14:10:59.392125190Z AssertionError: ...", a GKE server's traceback
+# in sgl-project/sglang issue #28702; severities as Cloud Logging's LogSeverity names them), or in
+# brackets ("[2025-11-06T02:08:28.503Z]   File ...", issue #12827: UTC only, with its zone, so never
+# SGLang's own local "[2025-11-06 02:08:28]").
 _COLLECTOR_RE = re.compile(
-    r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
+    r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) (?=\d{4}-\d{2}-\d{2}T))?"
+    r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
     r"(?:\S+ \S+?\[\d+\]: )?"
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+?\[\d+\]: "
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+?\[\d+\]: "  # journalctl --no-hostname
@@ -86,7 +91,8 @@ _COLLECTOR_RE = re.compile(
     r"|\[\s*\d+\.\d+\] \S+ \S+?\[\d+\]: "
     r"|\d{9,}\.\d+ \S+ \S+?\[\d+\]: "
     r"|[\w.-]+\s+\| "
-    r"|\[pod/[^\]]+\] )"
+    r"|\[pod/[^\]]+\] "
+    r"|\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\]\s)"
 )
 # Terminal colours (uvicorn colours its level when its output is a terminal)
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
@@ -568,8 +574,14 @@ def parse_speculative(lines: Sequence[Any], server_args: dict[str, Any] | None =
 # `cuda graph: B, input throughput (token/s): X` (0.5.10), with `#pending-token: N, ` before them
 # (0.5.11+); hybrid models say `full token usage: X, mamba usage: X` (or `swa token usage`).
 # 0.4.x wrote `Prefill batch. #new-seq: ...` (a period), some with `cache hit rate: X%`.
+# The graph flag is named by the device: `cuda graph` on CUDA and ROCm, `npu graph` on Ascend,
+# `cpu graph` on CPU (0.5.9 scheduler_metrics_mixin.py `graph_backend`), `musa graph` on Moore
+# Threads (0.5.12 `_graph_backend_label`, 0.5.23 metrics_reporter.py); read as `cuda_graph` on all
+# (an Ascend 0.5.1x log: "..., #pending-token: 109585, npu graph: False, input throughput (token/s):
+# 15734.14", sgl-project/sglang PR #30047).
 _PREFILL_RE = re.compile(r"^Prefill batch(?: \[\d+\])?[.,] (?P<rest>.*)$")
 _STAT_RE = re.compile(r"(?:^|, )(?P<key>#?[a-z][a-z \-]*?)(?: \([a-z/]+\))?: (?P<val>[^,]+)")
+_DEVICE_GRAPH_KEYS = frozenset(("npu_graph", "cpu_graph", "musa_graph"))
 PREFILL_KEYS = (
     "new_seq",
     "new_token",
@@ -597,7 +609,8 @@ def parse_prefill_batches(lines: Sequence[Any]) -> list[dict[str, Any]]:
     """Every ``Prefill batch`` line of the primary rank, oldest first, as a dict.
 
     Each has the keys of :data:`PREFILL_KEYS` (``None`` where the release does not log the field,
-    e.g. ``pending_token`` before 0.5.11; ``token_usage`` is the full pool's on hybrid models),
+    e.g. ``pending_token`` before 0.5.11; ``token_usage`` is the full pool's on hybrid models,
+    ``cuda_graph`` the graph flag whatever device names it),
     the other fields under their names (``#`` dropped, ``-`` and spaces as ``_``, the unit left
     out: ``mamba_usage``), ``timestamp`` and ``rank``.
     """
@@ -612,6 +625,8 @@ def parse_prefill_batches(lines: Sequence[Any]) -> list[dict[str, Any]]:
         }
         if "token_usage" not in fields and "full_token_usage" in fields:
             fields["token_usage"] = fields["full_token_usage"]
+        for key in _DEVICE_GRAPH_KEYS.intersection(fields):
+            fields.setdefault("cuda_graph", fields.pop(key))
         row: dict[str, Any] = {k: fields.get(k) for k in PREFILL_KEYS}
         row.update((k, v) for k, v in fields.items() if k not in row)
         row["timestamp"] = ln.timestamp

@@ -118,6 +118,15 @@ def test_prefill_batches_from_real_logs_and_each_release_form():
     )
 
 
+def test_the_graph_flag_of_a_prefill_batch_is_read_whatever_device_names_it():
+    """SGLang names the flag by device (`npu graph` on Ascend, `cpu graph`, `musa graph`): a real
+    0.5.1x NPU log (https://github.com/sgl-project/sglang/pull/30047) reads as `cuda_graph` too."""
+    rows = L.parse_prefill_batches(load_fixture("sglang-0.5.1x_npu_mamba_prefill_npu_graph.log"))
+    assert [r["cuda_graph"] for r in rows] == [False] * 5
+    assert [(r["pending_token"], r["token_usage"], r["mamba_usage"]) for r in rows][0] == (109585, 0.14, 0.2)
+    assert "npu_graph" not in rows[0]
+
+
 # ------------------------------------------------------------------------------------------
 # Capacity line across versions
 # ------------------------------------------------------------------------------------------
@@ -1259,6 +1268,10 @@ def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_
         "[pod/sglang-0/server] ",  # kubectl logs --prefix
         # journalctl --no-hostname (a unit's log pasted in sgl-project/sglang#4534)
         "Mar 18 11:23:46 sgl-router-janus-pro-7b[931930]: ",
+        # Google Cloud Logging's severity and stamp (GKE, https://github.com/sgl-project/sglang/issues/28702)
+        "ERROR 2026-06-15T14:10:59.392125190Z ",
+        # a bracketed UTC stamp (https://github.com/sgl-project/sglang/issues/12827)
+        "[2025-11-06T02:08:28.503Z] ",
     ],
 )
 def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
@@ -1270,6 +1283,38 @@ def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
     assert (
         f is not None and f["kind"] == "exception" and f["reason"] == "ValueError: The memory capacity is unbalanced."
     )
+
+
+def test_a_traceback_copied_from_cloud_logging_names_its_exception():
+    """Every line of a GKE server's log as copied from Google Cloud Logging starts with the entry's
+    severity and stamp, the traceback's unindented (real: https://github.com/sgl-project/sglang/issues/28702).
+    One rank's AssertionError ends the excerpt's first line: the reason, not TP7's "Scheduler hit an
+    exception" that follows it."""
+    lines = load_fixture("sglang-0.5.1x_tp8_cloud_logging_severity_prefix.log")
+    f = L.find_fatal(lines)
+    assert f is not None and (f["kind"], f["index"], f["generic"]) == ("exception", 0, False), f
+    assert f["reason"] == "AssertionError: Committed KV cache already freed (self.kv_committed_len=1)"
+    frames = [ln.message for ln in L.parse_lines(lines) if not ln.sglang]
+    assert (
+        frames[1]
+        == 'File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2704, in run_scheduler_process'
+    )
+
+
+def test_a_bracketed_utc_stamp_is_a_collectors_not_sglangs():
+    """A collector's "[2025-11-06T02:08:28.503Z] " before SGLang's "[2025-11-06 02:08:28] " and before each
+    traceback line (real: https://github.com/sgl-project/sglang/issues/12827): SGLang's lines keep their own
+    prefix, the traceback's frames are read as frames."""
+    parsed = L.parse_lines(load_fixture("sglang-0.5.4era_tp1_bracketed_utc_stamp.log"))
+    assert [ln.timestamp for ln in parsed if ln.sglang] == [
+        "2025-11-06 02:08:27",
+        "2025-11-06 02:08:28",
+        "2025-11-06 02:10:00",
+    ]
+    frames = [ln.message for ln in parsed if not ln.sglang and "sglang/srt" in ln.message]
+    assert len(frames) == 3 and all(m.startswith('File "/sgl-workspace/') for m in frames), frames
+    f = L.find_fatal(parsed)
+    assert f is not None and f["kind"] == "scheduler_exception" and f["generic"], f
 
 
 def test_terminal_colours_are_not_part_of_a_line():
