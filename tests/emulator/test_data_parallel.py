@@ -119,11 +119,12 @@ def test_each_scheduler_logs_with_its_dp_and_tp_rank(emulator, version, parallel
 
 
 def test_busy_rank_answers_after_the_idle_one(emulator):
-    """0.5.23: the warm-up goes to rank 0 and health checks rotate on their own counter
-    (data_parallel_controller.py dispatch_health_check), so the next request goes to rank 1 and
-    the one after to rank 0. A stats window of 40 steps: the busy rank has no
+    """0.5.23: the warm-up sends one text to each rank and health checks rotate on their own counter
+    (data_parallel_controller.py dispatch_health_check), so a short request goes to rank 0, the
+    next to rank 1 and the one after to rank 0. A stats window of 40 steps: the busy rank has no
     avg_spec_accept_length for a while, which tells the two ranks apart."""
     e = start_mtp_with_metrics(emulator, "0.5.23", "--dp-size", "2", "--decode-log-interval", "40")
+    _generate(e, 4)  # rank 0, inside its first window
     _generate(e, 200)  # rank 1, past its first window
     states = e.get_json("/server_info")["internal_states"]
     assert ["avg_spec_accept_length" in s for s in states] == [False, True]  # all idle: rank order
@@ -183,6 +184,18 @@ def test_two_replicas_serve_twice_the_output_of_one_at_saturation(emulator, tmp_
     assert 1.7 <= two / one <= 2.3, (one, two)
 
 
+def _until_both_ranks_run(e) -> None:
+    """Wait until each replica's last logged batch has a running request (its gauge)."""
+    deadline = time.time() + 30
+    running: dict[str, tuple[str, float]] = {}
+    while time.time() < deadline:
+        running = _series(e.get("/metrics")[1].decode(), "num_running_reqs")
+        if running.get("0", ("", 0.0))[1] > 0 and running.get("1", ("", 0.0))[1] > 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"both replicas never ran a request: {running}")
+
+
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
 def test_each_replica_batches_logs_and_reports_its_own_load(emulator, version):
     e = _start(emulator, version, "--tp-size", "2", "--dp-size", "2")
@@ -190,14 +203,7 @@ def test_each_replica_batches_logs_and_reports_its_own_load(emulator, version):
     for w in workers:
         w.start()
     try:
-        deadline = time.time() + 30
-        running: dict[str, tuple[str, float]] = {}
-        while time.time() < deadline:
-            running = _series(e.get("/metrics")[1].decode(), "num_running_reqs")
-            if running.get("0", ("", 0.0))[1] > 0 and running.get("1", ("", 0.0))[1] > 0:
-                break
-            time.sleep(0.05)
-        assert running["0"][1] > 0 and running["1"][1] > 0, running  # both replicas under load
+        _until_both_ranks_run(e)
     finally:
         for w in workers:
             w.join()
@@ -267,7 +273,7 @@ def test_sigterm_drains_the_requests_of_every_replica(emulator):
     workers = [threading.Thread(target=long_request) for _ in range(2)]  # one on each replica
     for w in workers:
         w.start()
-    time.sleep(0.3)
+    _until_both_ranks_run(e)  # a fixed sleep could signal before a loaded machine sent both
     e.proc.send_signal(15)
     for w in workers:
         w.join(30)
@@ -275,3 +281,51 @@ def test_sigterm_drains_the_requests_of_every_replica(emulator):
     log = e.log()
     assert "Gracefully exiting... Remaining number of requests 2." in log
     assert all(re.search(rf" DP{rank}\] Decode batch", log) for rank in (0, 1))
+
+
+def test_warmup_sends_one_text_to_each_rank(emulator):
+    """SGLang's warm-up /generate carries `["The capital city of France is"] * dp_size` (0.5.9/0.5.12
+    http_server.py `_execute_server_warmup`; 0.5.23 `* num_dp_ranks`), so round-robin gives each
+    replica one and the rotation is back at rank 0 for the first client request. The emulator sent
+    one text: rank 1 never warmed up and the first client request went to rank 1. 0.5.23, whose
+    health checks (the fixture's readiness polls) rotate on their own counter."""
+    e = _start(emulator, "0.5.23", "--dp-size", "2")
+    assert sorted(set(_prefixes(e.log(), "Prefill batch"))) == [" DP0", " DP1"]  # the warm-up, before any client
+    before = [e.log().count(f" DP{rank}] Prefill batch") for rank in (0, 1)]
+    _generate(e, 4)
+    deadline = time.time() + 10
+    while time.time() < deadline and e.log().count(" DP0] Prefill batch") == before[0]:
+        time.sleep(0.05)
+    assert [e.log().count(f" DP{rank}] Prefill batch") for rank in (0, 1)] == [before[0] + 1, before[1]]
+
+
+def test_flush_cache_answers_with_the_first_rank_reply(emulator):
+    """/flush_cache reaches every DP rank (data_parallel_controller.py sends control messages to
+    each worker) and the tokenizer answers with the first reply of its fan-out (0.5.9
+    tokenizer_communicator_mixin.py / 0.5.12-0.5.23 tokenizer_control_mixin.py `flush_cache`:
+    `(await self.flush_cache_communicator(...))[0]`); an idle rank replies at once, a busy one
+    between forward passes. So one busy replica beside an idle one: the idle one flushes, the busy
+    one refuses, the answer is 200; 400 only while every rank is busy."""
+    e = _start(emulator, "0.5.9", "--dp-size", "2")
+    # long enough to be running still when /flush_cache comes, on a loaded machine too
+    workers = [threading.Thread(target=_generate, args=(e, 3000)) for _ in range(2)]  # one on each rank
+    workers[0].start()
+    try:
+        deadline = time.time() + 30
+        busy: list[str] = []
+        while time.time() < deadline and not busy:
+            busy = [d for d, (_, n) in _series(e.get("/metrics")[1].decode(), "num_running_reqs").items() if n > 0]
+            time.sleep(0.05)
+        assert len(busy) == 1, busy  # the rank the request went to (0.5.9's readiness checks take turns too)
+        assert e.request("POST", "/flush_cache")[0] == 200  # the idle rank's reply comes first
+        log = e.log()
+        idle = "1" if busy == ["0"] else "0"
+        assert re.search(rf" DP{busy[0]}\] Cache not flushed because there are pending requests", log)
+        assert re.search(rf" DP{idle}\] Cache flushed successfully!", log)
+        workers[1].start()
+        _until_both_ranks_run(e)
+        assert e.request("POST", "/flush_cache")[0] == 400  # every rank busy
+    finally:
+        for w in workers:
+            if w.ident is not None:  # started
+                w.join()

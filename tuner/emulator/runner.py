@@ -31,7 +31,7 @@ from .memory import memory_figures
 from .profile import Profile
 from .resolve import ResolvedArgs, max_total_tokens_note, server_args_repr
 from .server import EmulatorApp, UvicornAccessLogger
-from .versions import SGLangVersion, attention_dp_size
+from .versions import SGLangVersion, attention_dp_size, dp_rank_count
 
 # Shares of the start-up time (the warm-up takes what is left).
 PHASE_INIT = 0.03
@@ -482,7 +482,10 @@ class Runner:
         self.log.info(f"Dummy health check server started in background thread at {where}")
 
     async def _warmup(self, t_start: float) -> None:
-        """SGLang's warm-up: poll /model_info, send one short /generate (docs/reference/sglang.md §5.1)."""
+        """SGLang's warm-up: poll /model_info, send one short /generate (docs/reference/sglang.md §5.1),
+        one text per DP rank, so round-robin gives each rank one (0.5.9/0.5.12 http_server.py
+        `_execute_server_warmup`: `["The capital city of France is"] * server_args.dp_size`, a plain
+        string at dp_size 1; 0.5.23 the same with `num_dp_ranks`)."""
         v = self.cfg.values
         remaining = self.startup_s - (time.monotonic() - t_start)
         host = v["host"]
@@ -495,12 +498,13 @@ class Runner:
         url = f"http://{host}:{v['port']}"
         headers = {"Authorization": f"Bearer {v['api_key']}"} if v.get("api_key") else {}
         await self.sleep(max(0.0, remaining * 0.5))
+        text, n = "The capital city of France is", dp_rank_count(self.cfg.facts, v)
         try:
             async with ClientSession(timeout=ClientTimeout(total=600), headers=headers) as s:
                 async with s.get(url + "/model_info") as r:
                     await r.read()
                 payload = {
-                    "text": "The capital city of France is",
+                    "text": text if n == 1 else [text] * n,
                     "sampling_params": {"temperature": 0, "max_new_tokens": 8},
                 }
                 async with s.post(url + "/generate", json=payload) as r:

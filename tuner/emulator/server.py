@@ -303,8 +303,10 @@ class EmulatorApp:
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n"
         )
-        # each DP rank's scheduler gets the request and answers for itself; the tokenizer reports
-        # success only if every rank flushed
+        # each DP rank's scheduler gets the request and answers for itself (data_parallel_controller.py
+        # sends control messages to every worker); the tokenizer answers with the first reply of its
+        # fan-out (0.5.9-0.5.23 `flush_cache`: `(await self.flush_cache_communicator(...))[0]`), and
+        # an idle rank replies at once, a busy one between forward passes: 400 only if all are busy
         busy = [(s, pre) for s, pre in zip(self.scheds, self.rank_prefixes, strict=True) if dp.busy(s)]
         for s, pre in busy:
             self.log.warning(
@@ -316,7 +318,7 @@ class EmulatorApp:
             if not dp.busy(s):
                 s.reset_spec_counters()
                 self.log.info("Cache flushed successfully!", pre)
-        return web.Response(status=400 if busy else 200, text=text)
+        return web.Response(status=400 if len(busy) == len(self.scheds) else 200, text=text)
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=prom.metrics_text(self), content_type="text/plain", charset="utf-8")
