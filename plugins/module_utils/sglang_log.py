@@ -80,7 +80,11 @@ _LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<whe
 # RFC 3339 stamp ("ERROR 2026-06-15T14:10:59.392125190Z AssertionError: ...", a GKE server's traceback
 # in sgl-project/sglang issue #28702; severities as Cloud Logging's LogSeverity names them), or in
 # brackets ("[2025-11-06T02:08:28.503Z]   File ...", issue #12827: UTC only, with its zone, so never
-# SGLang's own local "[2025-11-06 02:08:28]").
+# SGLang's own local "[2025-11-06 02:08:28]"), and a launcher that relays the server's output through
+# Python's logging in "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (allenai/olmocr
+# olmocr/pipeline.py: `sglang_logger.info(line)` and `logger.info(line)` of each line of its SGLang
+# server, "2025-03-08 02:04:48,693 - __main__ - INFO -   File ...", allenai/olmocr issue #105; asctime's
+# comma before the milliseconds is logging's default).
 _COLLECTOR_RE = re.compile(
     r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) (?=\d{4}-\d{2}-\d{2}T))?"
     r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
@@ -92,7 +96,8 @@ _COLLECTOR_RE = re.compile(
     r"|\d{9,}\.\d+ \S+ \S+?\[\d+\]: "
     r"|[\w.-]+\s+\| "
     r"|\[pod/[^\]]+\] "
-    r"|\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\]\s)"
+    r"|\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\]\s"
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - )"
 )
 # Terminal colours (uvicorn colours its level when its output is a terminal)
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
@@ -841,6 +846,14 @@ _SPECIFIC: list[_Reason] = [
     # GUID 3 Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory
     # access was encountered": sgl-project/sglang issues #1693, #10216 and PR #14193). Its what() line is the
     # cause that "Aborted" does not name, so it outranks faulthandler's line and is read with it.
+    # ROCm's runtime on a GPU page fault (an out-of-bounds kernel): ROCR-Runtime's VMFaultHandler prints
+    # "Memory access fault by GPU node-N (Agent handle: 0x...) on address 0x.... Reason: <why>." and
+    # calls std::abort() (ROCm/ROCR-Runtime runtime/hsa-runtime/core/runtime/runtime.cpp; older runtimes
+    # without the agent handle), so faulthandler's "Fatal Python error: Aborted" and the launcher's exit
+    # code -6 follow it, neither naming the fault (sgl-project/sglang issues #23784 and #37648 on MI355X,
+    # #39517 on MI300X/MI325X/MI355X; at start-up in the graph capture, iree-org/wave issue #466). A
+    # progress bar may come first on its line (ROCm/legacy-rocm-build issue #4021): the fault's own words are the reason
+    _Reason("native_crash", re.compile(r"Memory access fault by GPU node-\d+ .*?Reason: [^.]+\.?")),
     _Reason("native_crash", re.compile(r"terminate called after throwing an instance of '[^']+'")),
     _Reason("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
     _PORT_IN_USE,

@@ -1272,6 +1272,9 @@ def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_
         "ERROR 2026-06-15T14:10:59.392125190Z ",
         # a bracketed UTC stamp (https://github.com/sgl-project/sglang/issues/12827)
         "[2025-11-06T02:08:28.503Z] ",
+        # a launcher relaying the server's lines through Python's logging (allenai/olmocr's pipeline,
+        # https://github.com/allenai/olmocr/issues/105)
+        "2025-03-08 02:04:48,694 - __main__ - INFO - ",
     ],
 )
 def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
@@ -1315,6 +1318,79 @@ def test_a_bracketed_utc_stamp_is_a_collectors_not_sglangs():
     assert len(frames) == 3 and all(m.startswith('File "/sgl-workspace/') for m in frames), frames
     f = L.find_fatal(parsed)
     assert f is not None and f["kind"] == "scheduler_exception" and f["generic"], f
+
+
+def test_a_launchers_python_logging_prefix_is_a_collectors_not_sglangs():
+    """allenai/olmocr relays each line of its SGLang server through Python's logging, so every line,
+    SGLang's and the traceback's, starts with "2025-03-08 02:04:48,693 - __main__ - INFO - " (real:
+    https://github.com/allenai/olmocr/issues/105). SGLang's line keeps its own prefix; the frames are
+    read as frames, so the exception line that ends such a traceback is the reason, not the
+    "Scheduler hit an exception" before it."""
+    lines = load_fixture("sglang-0.4.x_tp1_olmocr_python_logging_prefix.log")
+    parsed = L.parse_lines(lines)
+    assert [(ln.timestamp, ln.ranks) for ln in parsed if ln.sglang] == [("2025-03-08 02:04:48", {"TP": 0})]
+    frames = [ln.message for ln in parsed if "sglang/srt" in ln.message and not ln.sglang]
+    assert len(frames) == 3 and all(m.startswith('File "/home/xx/anaconda3/') for m in frames), frames
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "scheduler_exception" and f["generic"], f
+    # the exception line such a traceback ends with, in the same relayed form (constructed: the stored
+    # copy of the issue ends before it)
+    ended = [*lines, "2025-03-08 02:04:48,694 - __main__ - INFO - ValueError: Unsupported architectures"]
+    f = L.find_fatal(ended)
+    assert f is not None and (f["kind"], f["reason"]) == ("exception", "ValueError: Unsupported architectures"), f
+
+
+# ROCm's GPU page-fault line, as real logs print it: alone (iree-org/wave issue #466, `sglang.launch_server
+# --attention-backend wave` at start-up), elided by its reporter (sgl-project/sglang issue #39517), or glued to a
+# progress bar with the old runtime's order (ROCm/legacy-rocm-build issue #4021, an MI300X)
+_HSA_FAULTS = [
+    (
+        "Memory access fault by GPU node-2 (Agent handle: 0x5a0d7202eab0) on address 0x7d35a0c00000. Reason: Unknown.",
+        "Memory access fault by GPU node-2 (Agent handle: 0x5a0d7202eab0) on address 0x7d35a0c00000. Reason: Unknown.",
+    ),
+    (
+        "Memory access fault by GPU node-1 (Agent handle: ...) on address 0x7a41d2c11000. Reason: Unknown.",
+        "Memory access fault by GPU node-1 (Agent handle: ...) on address 0x7a41d2c11000. Reason: Unknown.",
+    ),
+    (
+        " 33%|\u2588\u2588\u2588Memory access fault by GPU node-3 (Agent handle: 0x5a5c587a51c0) on address 0x709843600000."
+        " Reason: Write access to a read-only page.:54:01, 26.24s/it]",
+        "Memory access fault by GPU node-3 (Agent handle: 0x5a5c587a51c0) on address 0x709843600000."
+        " Reason: Write access to a read-only page.",
+    ),
+]
+
+
+@pytest.mark.parametrize("line, fault", _HSA_FAULTS)
+def test_rocms_gpu_memory_access_fault_is_a_native_crash_named_by_its_line(line, fault):
+    """ROCm's runtime prints "Memory access fault by GPU node-N ... Reason: ..." and aborts the process
+    (ROCm/ROCR-Runtime runtime/hsa-runtime/core/runtime/runtime.cpp VMFaultHandler: fprintf, then
+    std::abort()): no Python traceback, no SGLang line says why. It is the reason, before faulthandler's
+    "Fatal Python error: Aborted" and the launcher's exit code -6 that follow it (sgl-project/sglang
+    issues #23784, #37648); the bar in front of it is not."""
+    f = L.find_fatal([line])
+    assert f is not None and (f["kind"], f["reason"], f["generic"]) == ("native_crash", fault, False), f
+    # with what follows it in an SGLang server (constructed from those issues' lines)
+    after = [
+        "[2026-09-15 10:02:11 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=31.20 GB",
+        line,
+        "Fatal Python error: Aborted",
+        "",
+        "Thread 0x00007f0d304e4000 (most recent call first):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/speculative/eagle_worker.py", line 701 in _draft_preprocess_decode',
+        "[2026-09-15 10:02:12] Subprocess scheduler_4 (pid=1225) crashed with exit code -6. Triggering cleanup...",
+    ]
+    f = L.find_fatal(after)
+    assert f is not None and (f["kind"], f["reason"], f["index"]) == ("native_crash", fault, 1), f
+
+
+def test_rocms_fault_in_a_real_report_is_fatal():
+    f = L.find_fatal(load_fixture("sglang-0.5.19_rocm_mi300x_hsa_memory_access_fault.log"))
+    assert f is not None and f["kind"] == "native_crash", f
+    assert (
+        f["reason"]
+        == "Memory access fault by GPU node-1 (Agent handle: ...) on address 0x7a41d2c11000. Reason: Unknown."
+    )
 
 
 def test_terminal_colours_are_not_part_of_a_line():
