@@ -84,7 +84,10 @@ _LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<whe
 # Python's logging in "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (allenai/olmocr
 # olmocr/pipeline.py: `sglang_logger.info(line)` and `logger.info(line)` of each line of its SGLang
 # server, "2025-03-08 02:04:48,693 - __main__ - INFO -   File ...", allenai/olmocr issue #105; asctime's
-# comma before the milliseconds is logging's default).
+# comma before the milliseconds is logging's default), and Ray's driver printing an actor's output
+# ("(SGLangEngine pid=23902) ", "(WorkerDict pid=616, ip=192.168.149.159) ": ray-project/ray
+# python/ray/_private/worker.py print_worker_logs, "({actor or task name} pid={pid}, ip={ip}) ", the ip
+# only for another node's; the SGLang engines of THUDM/slime issue #1314 and volcengine/verl's rollouts).
 _COLLECTOR_RE = re.compile(
     r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) (?=\d{4}-\d{2}-\d{2}T))?"
     r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
@@ -97,8 +100,15 @@ _COLLECTOR_RE = re.compile(
     r"|[\w.-]+\s+\| "
     r"|\[pod/[^\]]+\] "
     r"|\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\]\s"
-    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - )"
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+    r"|\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]+)?\) )"
 )
+# What Ray's log deduplication appends to a line several actors printed alike: " [repeated 2x across
+# cluster]", the first time followed by " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ...)"
+# (ray-project/ray python/ray/_private/ray_logging/__init__.py DedupState.formatted, _warn_once): not the
+# line's words ("subprocess.CalledProcessError: ... exit status 1. [repeated 2x across cluster]", THUDM/slime
+# issue #1314)
+_RAY_DEDUP_RE = re.compile(r" \[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\..*\))?\s*$")
 # Terminal colours (uvicorn colours its level when its output is a terminal)
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -148,7 +158,7 @@ def parse_line(raw: str) -> LogLine | None:
     """Parse one line; ``None`` for blank lines."""
     if raw is None:
         return None
-    text = _ANSI_RE.sub("", raw.rstrip("\n"))
+    text = _RAY_DEDUP_RE.sub("", _ANSI_RE.sub("", raw.rstrip("\n")))
     if not text.strip():
         return None
     m = _PREFIX_RE.search(text)

@@ -1275,6 +1275,10 @@ def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_
         # a launcher relaying the server's lines through Python's logging (allenai/olmocr's pipeline,
         # https://github.com/allenai/olmocr/issues/105)
         "2025-03-08 02:04:48,694 - __main__ - INFO - ",
+        # Ray's driver printing an actor's output, with and without another node's address
+        # (https://github.com/THUDM/slime/issues/1314, volcengine/verl's "(WorkerDict pid=616, ip=192.168.149.159) ")
+        "(SGLangEngine pid=23902) ",
+        "(WorkerDict pid=616, ip=192.168.149.159) ",
     ],
 )
 def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
@@ -1338,6 +1342,35 @@ def test_a_launchers_python_logging_prefix_is_a_collectors_not_sglangs():
     ended = [*lines, "2025-03-08 02:04:48,694 - __main__ - INFO - ValueError: Unsupported architectures"]
     f = L.find_fatal(ended)
     assert f is not None and (f["kind"], f["reason"]) == ("exception", "ValueError: Unsupported architectures"), f
+
+
+def test_ray_actor_output_names_its_exception():
+    """SGLang engines run as Ray actors (THUDM/slime, volcengine/verl): Ray's driver puts "(SGLangEngine
+    pid=23902) " before each line and " [repeated 2x across cluster]" after the lines several actors
+    printed alike (real: https://github.com/THUDM/slime/issues/1314, a flashinfer JIT build that failed in
+    the first graph capture). Neither is the line's: the ninja CalledProcessError is the reason, not the
+    generic "Scheduler hit an exception", and no reason or message ends in Ray's suffix."""
+    lines = load_fixture("sglang-0.5.xera_tp2_ray_actor_prefix_flashinfer_ninja.log")
+    parsed = L.parse_lines(lines)
+    assert [(ln.timestamp, ln.ranks) for ln in parsed if ln.sglang] == [
+        ("2026-01-04 01:42:54", {"TP": 0}),
+        ("2026-01-04 01:42:55", {"TP": 1}),
+    ]
+    assert parsed[2].message == "Scheduler hit an exception: Traceback (most recent call last):"
+    assert parsed[3].message.startswith('File "/usr/local/app/micromamba/envs/slime/') and parsed[3].message.endswith(
+        "in run_ninja"
+    )
+    f = L.find_fatal(lines)
+    assert f is not None and (f["kind"], f["generic"]) == ("exception", False), f
+    assert f["reason"].startswith("subprocess.CalledProcessError: Command '['ninja', '-v', '-C', ")
+    assert f["reason"].endswith("returned non-zero exit status 1."), f
+    # the first deduplicated line carries the one-time note after the count (its words: ray_logging/__init__.py _warn_once)
+    noted = L.parse_line(
+        "(WorkerDict pid=295845) after load model cls [repeated 3x across cluster] (Ray deduplicates logs by "
+        "default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see https://docs.ray.io/en/master/"
+        "ray-observability/user-guides/configure-logging.html#log-deduplication for more options.)"
+    )
+    assert noted.message == "after load model cls"
 
 
 # ROCm's GPU page-fault line, as real logs print it: alone (iree-org/wave issue #466, `sglang.launch_server
