@@ -1072,6 +1072,8 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             reason += f": {' '.join(nxt.split()[1:])}" if nxt.startswith("what():") else ""
     elif root is not None and not consequence:
         idx, reason, kind = root[0], root[1], "exception"
+        if root_exc is not None and not (root_exc["text"] or "").strip():
+            reason += _message_below(parsed, idx)
     elif wrapper is not None:
         idx, kind, reason = wrapper[:3]
         reason += _exit_code(parsed, idx) if kind == "scheduler_dead" else ""
@@ -1159,6 +1161,31 @@ def _root_exception(parsed: list[LogLine], exceptions: list[tuple[int, str]]) ->
 
 
 _CHAIN_LOOKAHEAD = 40  # lines of an exception's message read for the chain's marker
+
+# An item of a message that lists the errors it gathered: "- ImportError: ...: undefined symbol: ..."
+_LISTED_ERROR_RE = re.compile(r"^- (?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): .+")
+
+
+def _message_below(parsed: list[LogLine], idx: int) -> str:
+    """ " <first line> (<first listed error>)" of an exception whose message starts on the line after its
+    name, as sgl_kernel's ImportError does ("ImportError: " then "[sgl_kernel] CRITICAL: Could not load any
+    common_ops library!", the places it tried, and "Error details from previous import attempts:" listing
+    each attempt's error, "- ImportError: .../common_ops.abi3.so: undefined symbol: ..." or "- ImportError:
+    libnuma.so.1: cannot open shared object file": sgl-project/sglang PR #13948 and issue #18203): the bare
+    "ImportError:" names no cause, the listed error is the one to fix. The message ends at the next SGLang
+    line, traceback, frame or exception line."""
+    lines: list[str] = []
+    for ln in parsed[idx + 1 : idx + 1 + _CHAIN_LOOKAHEAD]:
+        msg = ln.message.strip()
+        if ln.sglang or ln.uvicorn or _TRACEBACK_RE.search(msg) or _CHAINED_RE.search(msg):
+            break
+        if msg.startswith("File ") or _exception_line(msg):
+            break
+        lines.append(msg)
+    if not lines:
+        return ""
+    listed = next((line[2:] for line in lines if _LISTED_ERROR_RE.match(line)), None)
+    return f" {lines[0]}" + (f" ({listed})" if listed else "")
 
 
 # --------------------------------------------------------------------------------------------

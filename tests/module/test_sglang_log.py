@@ -1373,6 +1373,28 @@ def test_ray_actor_output_names_its_exception():
     assert noted.message == "after load model cls"
 
 
+def test_an_exception_whose_message_starts_below_it_is_named_by_that_message():
+    """sgl_kernel's ImportError puts its whole message below "ImportError: ", then lists each import
+    attempt's own error (real: https://github.com/sgl-project/sglang/pull/13948, an sm100 build that does not
+    match torch on an SM86 runner). The bare "ImportError:" names no cause; the reason is the message's first
+    line and the listed error, an undefined symbol: a torch/sgl-kernel mismatch to fix."""
+    f = L.find_fatal(load_fixture("sglang-0.5.5era_sm86_sgl_kernel_common_ops_import_error.log"))
+    assert f is not None and (f["kind"], f["index"], f["generic"]) == ("exception", 0, False), f
+    assert f["reason"] == (
+        "ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library! (ImportError: "
+        "/usr/local/lib/python3.10/dist-packages/sgl_kernel/sm100/common_ops.abi3.so: undefined symbol: "
+        "_ZNK3c106SymInt6sym_neERKS0_)"
+    ), f
+    # a message that lists no error keeps its first line; one that runs on no line stays as it is
+    bare = [
+        "Traceback (most recent call last):",
+        "ImportError: ",
+        "[sgl_kernel] CRITICAL: Could not load any common_ops library!",
+    ]
+    assert L.find_fatal(bare)["reason"] == "ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library!"
+    assert L.find_fatal(["Traceback (most recent call last):", "AssertionError"])["reason"] == "AssertionError"
+
+
 # ROCm's GPU page-fault line, as real logs print it: alone (iree-org/wave issue #466, `sglang.launch_server
 # --attention-backend wave` at start-up), elided by its reporter (sgl-project/sglang issue #39517), or glued to a
 # progress bar with the old runtime's order (ROCm/legacy-rocm-build issue #4021, an MI300X)
