@@ -87,7 +87,10 @@ _LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<whe
 # comma before the milliseconds is logging's default), and Ray's driver printing an actor's output
 # ("(SGLangEngine pid=23902) ", "(WorkerDict pid=616, ip=192.168.149.159) ": ray-project/ray
 # python/ray/_private/worker.py print_worker_logs, "({actor or task name} pid={pid}, ip={ip}) ", the ip
-# only for another node's; the SGLang engines of THUDM/slime issue #1314 and volcengine/verl's rollouts).
+# only for another node's; the SGLang engines of THUDM/slime issue #1314 and volcengine/verl's rollouts),
+# and mpirun's --tag-output ("[1,1]<stderr>:", job and rank) with --timestamp-output's ctime before it
+# ("Thu Jan 23 11:55:50 2025[1,1]<stderr>:    scheduler.event_loop_overlap()": a multi-node server started
+# with mpirun, sgl-project/sglang issue #3065).
 _COLLECTOR_RE = re.compile(
     r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) (?=\d{4}-\d{2}-\d{2}T))?"
     r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
@@ -101,7 +104,8 @@ _COLLECTOR_RE = re.compile(
     r"|\[pod/[^\]]+\] "
     r"|\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\]\s"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
-    r"|\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]+)?\) )"
+    r"|\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]+)?\) "
+    r"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?\[[^\]\s]+\]<std(?:out|err)>:)"
 )
 # What Ray's log deduplication appends to a line several actors printed alike: " [repeated 2x across
 # cluster]", the first time followed by " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ...)"

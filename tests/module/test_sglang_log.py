@@ -1279,6 +1279,9 @@ def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_
         # (https://github.com/THUDM/slime/issues/1314, volcengine/verl's "(WorkerDict pid=616, ip=192.168.149.159) ")
         "(SGLangEngine pid=23902) ",
         "(WorkerDict pid=616, ip=192.168.149.159) ",
+        # mpirun --tag-output, with --timestamp-output (https://github.com/sgl-project/sglang/issues/3065)
+        "[1,1]<stderr>:",
+        "Thu Jan 23 11:55:50 2025[1,1]<stderr>:",
     ],
 )
 def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
@@ -1393,6 +1396,19 @@ def test_an_exception_whose_message_starts_below_it_is_named_by_that_message():
     ]
     assert L.find_fatal(bare)["reason"] == "ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library!"
     assert L.find_fatal(["Traceback (most recent call last):", "AssertionError"])["reason"] == "AssertionError"
+
+
+def test_mpiruns_tagged_output_is_a_collectors_not_sglangs():
+    """A server started with mpirun --tag-output --timestamp-output: every line starts with the time and
+    "[job,rank]<stderr>:" (real: https://github.com/sgl-project/sglang/issues/3065, 0.4.1.post7): the
+    traceback's lines behind it are read as frames and code, as without it."""
+    parsed = L.parse_lines(load_fixture("sglang-0.4.1.post7_mpirun_tag_output.log"))
+    assert [ln.message for ln in parsed] == [
+        "scheduler.event_loop_overlap()",
+        'File "/usr/local/lib/python3.10/dist-packages/torch/utils/_contextlib.py", line 116, in decorate_context',
+        "return func(*args, **kwargs)",
+        'File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 489, in event_loop_overlap',
+    ]
 
 
 # ROCm's GPU page-fault line, as real logs print it: alone (iree-org/wave issue #466, `sglang.launch_server
