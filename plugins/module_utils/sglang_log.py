@@ -324,14 +324,44 @@ _SERVER_ARGS_RE = re.compile(r"server_args=(?:\w*\((?P<kwargs>.*)|\{(?P<dict>.*)
 
 def parse_server_args(lines: Sequence[Any]) -> dict[str, Any] | None:
     """The last ``server_args=`` line as a dict (docs/reference/sglang.md §1.3: resolved values),
-    in either form SGLang has printed it."""
+    in either form SGLang has printed it, with the pieces of a line that was broken in two put back."""
     parsed = _as_parsed(lines)
-    for ln in reversed(parsed):
-        m = _SERVER_ARGS_RE.search(ln.message)
+    for i in range(len(parsed) - 1, -1, -1):
+        m = _SERVER_ARGS_RE.search(parsed[i].message)
         if m:
             kwargs = m.group("kwargs")
-            return parse_repr_kwargs(kwargs) if kwargs is not None else parse_repr_dict(m.group("dict"))
+            if kwargs is not None:
+                return parse_repr_kwargs(_rejoin(kwargs, parsed[i + 1 :], ")"))
+            return parse_repr_dict(_rejoin(m.group("dict"), parsed[i + 1 :], "}"))
     return None
+
+
+_REJOIN_LOOKAHEAD = 20  # lines a broken server_args= line is looked for in
+
+
+def _rejoin(text: str, following: Sequence[LogLine], closer: str) -> str:
+    """``text`` (a ``server_args=`` line's arguments) with the lines that continue it, where the
+    line does not close. The one line of 10,000+ characters comes broken into pieces: journald makes
+    several entries of a line longer than its LineMax= (journald.conf(5)), and copies of logs break it
+    ("..., max_queued_requests=None, max_total_token" then "s=None, chunked_prefill_size=8192, ...",
+    the stored copy of sgl-project/sglang issue #12726). A piece has no SGLang prefix of its own; the
+    first line that has one, or a traceback's, ends the search. Text after the closer is never read."""
+    for ln in following[:_REJOIN_LOOKAHEAD]:
+        if _closes(text, closer) or ln.sglang or _TRACEBACK_RE.search(ln.message):
+            break
+        text += ln.message
+    return text
+
+
+def _closes(text: str, closer: str) -> bool:
+    """Whether ``text`` reaches its container's own ``closer`` (outside any string or nesting)."""
+    i, n = 0, len(text)
+    while i < n:
+        end = _scan_value(text, i, closer)
+        if end < n and text[end] == closer:
+            return True
+        i = end + 1
+    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -565,8 +595,9 @@ def parse_speculative(lines: Sequence[Any], server_args: dict[str, Any] | None =
     if algo is not None and not isinstance(algo, str):
         algo = str(algo)
     # With speculation off, old builds still print default steps/topk/draft (0.4.x: 5/4/8):
-    # they are not in effect, so they are not reported.
-    enabled = bool(algo) if server_args is not None else None
+    # they are not in effect, so they are not reported. A line cut before the field says nothing of
+    # it (every build since speculative decoding came, 0.4.1, prints speculative_algorithm).
+    enabled = bool(algo) if "speculative_algorithm" in sa else None
 
     def _int(key: str) -> int | None:
         val = sa.get(key)

@@ -69,3 +69,14 @@ def test_schedule_kept_only_when_the_server_runs_adaptive() -> None:
     assert Speculative.merge({}, info, sched).schedule is None
     adaptive = {**info, "speculative": {**info["speculative"], "adaptive": True}}
     assert Speculative.merge({}, adaptive, sched).schedule == sched
+
+
+def test_a_log_cut_before_the_speculative_fields_says_nothing_of_them() -> None:
+    """The stored copy of sgl-project/sglang issue #12726's NGRAM launch ends its server_args= line
+    before speculative_algorithm: the report says nothing of speculation, not "off", and
+    /server_info's word fills it."""
+    summary = _summary("sglang-0.5.4.post3_tp1_server_args_broken_in_two.log")
+    assert summary["server_args"]["chunked_prefill_size"] == 8192
+    assert GateReport.build(summary, {}, {}).speculative.enabled is None
+    filled = GateReport.build(summary, S.parse_server_info(INFO_059), {})
+    assert filled.speculative.enabled is True and filled.speculative.algorithm == "EAGLE"

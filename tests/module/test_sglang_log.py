@@ -433,6 +433,29 @@ def test_speculative_without_server_args_is_unknown():
     assert L.parse_speculative([])["draft_tokens_adjusted"] is None
 
 
+def test_a_server_args_line_broken_in_two_is_read_whole():
+    """The 10,000-character line comes broken in two in real logs, the second piece without a prefix
+    (sgl-project/sglang issue #12726, pasted from a 0.5.4.post3 launch: broken inside a key)."""
+    lines = load_fixture("sglang-0.5.4.post3_tp1_server_args_broken_in_two.log")
+    sa = L.parse_server_args(lines)
+    assert sa["max_running_requests"] == 48 and sa["max_total_tokens"] is None
+    assert sa["chunked_prefill_size"] == 8192 and sa["page_size"] == 1 and sa["hybrid_kvcache_ratio"] is None
+    # the stored text ends before speculative_algorithm, which the launch set (NGRAM): nothing said of it
+    spec = L.parse_speculative(lines)
+    assert spec["enabled"] is None and spec["algorithm"] is None
+    # broken before the speculative fields, in a real 0.4.3.post4 line: the pieces put together read them
+    (line,) = [x for x in load_fixture("sglang-0.4.3.post4_tp4_qwq32b.log") if "server_args=" in x]
+    cut = line.index("speculative_draft_model_path") - 7
+    broken = [line[:cut], line[cut:], "[2025-03-08 12:29:05 TP0] Init torch distributed begin."]
+    assert L.parse_server_args(broken) == L.parse_server_args([line])
+    assert L.parse_speculative(broken)["enabled"] is False
+    # the next line with SGLang's prefix is not part of it, nor a traceback
+    for between in ("[2025-03-08 12:29:05 TP0] Init torch distributed begin.", "Traceback (most recent call last):"):
+        cut_only = [line[:cut], between, line[cut:]]
+        assert "speculative_algorithm" not in L.parse_server_args(cut_only)
+        assert L.parse_speculative(cut_only)["enabled"] is None
+
+
 def test_repr_parser_handles_quotes_escapes_and_truncation():
     text = "a='x, y', b=\"it's\", c='q\\'uote', d=[1, (2, 3)], e={'k': [1]}, f=<Enum.X: 1>, g=None, h=0.5)"
     out = L.parse_repr_kwargs(text)
