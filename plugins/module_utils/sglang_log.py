@@ -90,11 +90,14 @@ _LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<whe
 # only for another node's; the SGLang engines of THUDM/slime issue #1314 and volcengine/verl's rollouts),
 # and mpirun's --tag-output ("[1,1]<stderr>:", job and rank) with --timestamp-output's ctime before it
 # ("Thu Jan 23 11:55:50 2025[1,1]<stderr>:    scheduler.event_loop_overlap()": a multi-node server started
-# with mpirun, sgl-project/sglang issue #3065).
+# with mpirun, sgl-project/sglang issue #3065), and a container runtime's CRI log file, as a node's
+# /var/log/pods holds it and log shippers read it: "<RFC 3339 stamp> <stdout|stderr> <F|P> " (F a whole
+# line, P a part of one the runtime split; kubernetes/kubernetes pkg/kubelet/kuberuntime/logs/logs.go
+# parseCRILog).
 _COLLECTOR_RE = re.compile(
     r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) (?=\d{4}-\d{2}-\d{2}T))?"
     r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
-    r"(?:\S+ \S+?\[\d+\]: )?"
+    r"(?:\S+ \S+?\[\d+\]: |std(?:out|err) [FP] )?"
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+?\[\d+\]: "
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+?\[\d+\]: "  # journalctl --no-hostname
     r"|[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ \S+ \S+?\[\d+\]: "

@@ -1305,6 +1305,9 @@ def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_
         # mpirun --tag-output, with --timestamp-output (https://github.com/sgl-project/sglang/issues/3065)
         "[1,1]<stderr>:",
         "Thu Jan 23 11:55:50 2025[1,1]<stderr>:",
+        # a CRI container log file (kubernetes/kubernetes pkg/kubelet/kuberuntime/logs/logs.go parseCRILog;
+        # the same shape in a vLLM pod's log, ROCm/aiter issue #5192)
+        "2026-08-31T17:43:36.67Z stderr F ",
     ],
 )
 def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
