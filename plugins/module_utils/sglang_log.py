@@ -93,7 +93,10 @@ _LEVEL_RE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<whe
 # with mpirun, sgl-project/sglang issue #3065), and a container runtime's CRI log file, as a node's
 # /var/log/pods holds it and log shippers read it: "<RFC 3339 stamp> <stdout|stderr> <F|P> " (F a whole
 # line, P a part of one the runtime split; kubernetes/kubernetes pkg/kubelet/kuberuntime/logs/logs.go
-# parseCRILog).
+# parseCRILog), and Grafana's "Download logs" as text of a Loki query: "<epoch ms>\t<ISO 8601 UTC>\t<line>"
+# (grafana/grafana public/app/features/inspector/utils/download.ts downloadLogsModelAsTxt: `row.timeEpochMs +
+# '\t' + dateTime(row.timeEpochMs).toISOString() + '\t' + entry`; a GLM-5.1 PP2 x ATTN_CP8 server's traceback
+# exported so, sgl-project/sglang issue #25887).
 _COLLECTOR_RE = re.compile(
     r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) (?=\d{4}-\d{2}-\d{2}T))?"
     r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s"
@@ -108,7 +111,8 @@ _COLLECTOR_RE = re.compile(
     r"|\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\]\s"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
     r"|\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]+)?\) "
-    r"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?\[[^\]\s]+\]<std(?:out|err)>:)"
+    r"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?\[[^\]\s]+\]<std(?:out|err)>:"
+    r"|\d{10,13}\t\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\t)"
 )
 # What Ray's log deduplication appends to a line several actors printed alike: " [repeated 2x across
 # cluster]", the first time followed by " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ...)"

@@ -1308,6 +1308,9 @@ def test_a_bare_exception_is_the_reason_and_a_graph_failure_outranks_the_oom_it_
         # a CRI container log file (kubernetes/kubernetes pkg/kubelet/kuberuntime/logs/logs.go parseCRILog;
         # the same shape in a vLLM pod's log, ROCm/aiter issue #5192)
         "2026-08-31T17:43:36.67Z stderr F ",
+        # Grafana's text export of a Loki query (grafana/grafana inspector/utils/download.ts
+        # downloadLogsModelAsTxt; https://github.com/sgl-project/sglang/issues/25887)
+        "1779264164797\t2026-05-20T08:02:44.797Z\t",
     ],
 )
 def test_collector_prefixes_do_not_hide_a_fatal_line(prefix):
@@ -1335,6 +1338,28 @@ def test_a_traceback_copied_from_cloud_logging_names_its_exception():
         frames[1]
         == 'File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2704, in run_scheduler_process'
     )
+
+
+def test_a_traceback_exported_from_grafana_names_its_exception():
+    """Grafana's "Download logs" (txt) puts the row's epoch milliseconds and ISO stamp, tab-separated,
+    before each Loki entry, and a container's entry keeps its newline, so a blank line follows each
+    (real: a GLM-5.1 server on H100s, --pp-size 2 --attn-cp-size 8, sglang 0.5.10, pasted in
+    https://github.com/sgl-project/sglang/issues/25887, read from a copy of that issue committed to a
+    public repository of issue snapshots). The RuntimeError that ends TP7's traceback is the reason, not the generic
+    "Scheduler hit an exception"; the ranked lines behind the prefix still parse."""
+    lines = load_fixture("sglang-0.5.10_pp2_attn_cp8_grafana_txt_export.log")
+    f = L.find_fatal(lines)
+    assert f is not None and (f["kind"], f["generic"]) == ("exception", False), f
+    assert f["reason"] == (
+        "RuntimeError: The size of tensor a (4) must match the size of tensor b (8) at non-singleton dimension 0"
+    )
+    parsed = L.parse_lines(lines)
+    frames = [ln.message for ln in parsed if not ln.sglang]
+    assert frames[0] == (
+        'File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3616, in run_scheduler_process'
+    )
+    rows = L.parse_prefill_batches(lines)
+    assert [(r["rank"], r["new_token"], r["cached_token"]) for r in rows] == [("PP0 ATTN_CP0 TP0", 128, 57856)]
 
 
 def test_a_bracketed_utc_stamp_is_a_collectors_not_sglangs():
