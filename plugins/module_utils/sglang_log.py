@@ -64,6 +64,13 @@ _PREFIX_RE = re.compile(
     r"(?P<ranks>(?:\s+[A-Z][A-Z_]*\d+)*)\]\s?(?P<msg>.*)$"
 )
 _RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)$")
+# A wrapper's own stamp and level in front of SGLang's line: "[2025-04-03 12:05:45,155] INFO: [2025-04-03
+# 12:05:45 TP1] KV Cache is allocated. ..." (a relay through Python logging's "[%(asctime)s]
+# %(levelname)s: %(message)s"). SGLang's own message never starts with a prefix of its own shape (its
+# format is "[%(asctime)s{maybe_ms}{prefix}] %(message)s", docs/reference/sglang.md §1.1), so a second
+# prefix right after the first, with at most a level word between them, is SGLang's and the first is
+# the wrapper's: its ranks, its level and its message are read from the inner one.
+_WRAPPED_PREFIX_RE = re.compile(r"^(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):?\s+)?(?=\[\d{4}-\d{2}-\d{2}[ T])")
 # Uvicorn's "[%(asctime)s] %(levelprefix)s %(message)s" (docs/reference/sglang.md §1.1) and the level-tagged form
 # that SGLang's main process uses before the server_args line, e.g.
 # "[2026-02-27 14:33:03] WARNING server_args.py:2326: KV cache is forced as chunk cache ...".
@@ -176,6 +183,10 @@ def parse_line(raw: str) -> LogLine | None:
     if not m:
         bare = _COLLECTOR_RE.sub("", text, count=1)
         return LogLine(raw=text, message=bare.strip())
+    wrapped = _WRAPPED_PREFIX_RE.match(m.group("msg"))
+    inner = _PREFIX_RE.match(m.group("msg"), wrapped.end()) if wrapped else None
+    if inner is not None:
+        m = inner
     msg = m.group("msg").rstrip()
     level = where = None
     uvicorn = False
@@ -720,6 +731,14 @@ _PY_WARNING_RE = re.compile(r"\b(?:User|Future|Deprecation|Runtime|Resource)?War
 # "WARNING:sglang.srt.server_args:Disabling overlap schedule since mamba no_buffer is not compatible
 # with overlap schedule, ..." (sgl-project/sglang PR #13023 shows the form before `server_args=`).
 _DEFAULT_FORMAT_WARNING_RE = re.compile(r"^(?:WARNING|ERROR|CRITICAL):sglang(?:\.\w+)*:(?P<msg>.+)$")
+# ROCm's runtime on a GPU page fault: the queue's exception handler prints "Queue error -
+# HSA_STATUS_ERROR_MEMORY_FAULT" and leaves the report to the VM-fault handler, whose "Memory access fault
+# by GPU node-N ..." line then aborts the process (ROCm/ROCR-Runtime core/runtime/amd_aql_queue.cpp
+# AqlQueue::ExceptionHandler: "Suppress VM fault reporting. This is more useful when reported through the
+# system error handler."). It comes as "Warning: Queue error - HSA_STATUS_ERROR_MEMORY_FAULT" beside that
+# fatal line (sgl-project/sglang issues #39517, #23784, #37648): the same fault, so not a warning (its words
+# add nothing to the fault line's, which is find_fatal's reason)
+_HSA_QUEUE_FAULT_RE = re.compile(r"^(?:Warning: )?Queue error - HSA_STATUS_ERROR_MEMORY_FAULT\b")
 MAX_WARNINGS = 100
 
 
@@ -741,7 +760,7 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
         if not is_warning:
             is_warning = any(r.search(ln.message) for r in _KNOWN_WARNING_RES)
         if not is_warning and not ln.sglang:
-            is_warning = _PY_WARNING_RE.search(ln.message) is not None
+            is_warning = _PY_WARNING_RE.search(ln.message) is not None and not _HSA_QUEUE_FAULT_RE.match(msg)
         if not is_warning:
             continue
         if msg in seen:

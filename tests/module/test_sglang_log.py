@@ -1774,3 +1774,61 @@ def test_sglangs_own_port_check_is_port_in_use():
     f = L.find_fatal(lines)
     assert f is not None and f["kind"] == "port_in_use", f
     assert f["reason"].startswith("ValueError: port_base at 5001 is not available in 30 seconds."), f
+
+
+def test_a_wrappers_stamp_and_level_before_sglangs_prefix_are_not_sglangs():
+    """A relay through Python logging's "[%(asctime)s] %(levelname)s: %(message)s" puts its own stamp
+    and level before SGLang's "[%(asctime)s{ TPn}] %(message)s" (docs/reference/sglang.md §1.1). CONSTRUCTED
+    from those two formats (no public log relayed so was found): the inner prefix is SGLang's, so each
+    rank's pool is keyed by its rank, the line is not uvicorn's, and the prefill line is read."""
+    relay = "[2025-04-03 12:05:45,155] INFO: "
+    lines = [
+        relay + "[2025-04-03 12:05:45 TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB",
+        relay + "[2025-04-03 12:05:45 TP1] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB",
+        relay + "[2025-04-03 12:06:01 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, "
+        "token usage: 0.00, #running-req: 0, #queue-req: 0",
+    ]
+    ln = L.parse_line(lines[1])
+    assert ln is not None and (ln.timestamp, ln.ranks, ln.uvicorn) == ("2025-04-03 12:05:45", {"TP": 1}, False)
+    assert ln.message.startswith("KV Cache is allocated.")
+    pools = L.parse_kv_pools(lines)
+    assert [(p["rank"], p["tokens"]) for p in pools] == [("TP0", 1000)], pools
+    (row,) = L.parse_prefill_batches(lines)
+    assert (row["new_token"], row["rank"]) == (7, "TP0")
+    # SGLang's own prefix, and uvicorn's line behind it, are read as before
+    own = L.parse_line("[2025-04-03 12:05:45 TP1] KV Cache is allocated. #tokens: 1000")
+    assert own is not None and own.ranks == {"TP": 1}
+    uv = L.parse_line('[2025-03-08 12:29:32] INFO:     10.0.2.141:37662 - "GET /health HTTP/1.1" 200 OK')
+    assert uv is not None and uv.uvicorn and uv.message.startswith("10.0.2.141")
+
+
+def test_rocms_queue_error_beside_a_memory_fault_is_not_a_warning():
+    """ROCm's "Warning: Queue error - HSA_STATUS_ERROR_MEMORY_FAULT" is the queue's side of the fault the
+    "Memory access fault by GPU node-N" line reports and aborts on (ROCm/ROCR-Runtime amd_aql_queue.cpp
+    AqlQueue::ExceptionHandler leaves the report to the VM-fault handler): part of the crash, not a warning
+    (real: sgl-project/sglang issue #39517). The crash's reason stays the fault's own line."""
+    lines = load_fixture("sglang-0.5.19_rocm_mi300x_hsa_memory_access_fault.log")
+    assert not any("HSA_STATUS_ERROR_MEMORY_FAULT" in w for w in L.find_warnings(lines))
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "native_crash" and f["reason"].startswith("Memory access fault by GPU node-1")
+    # a Python warning beside it is still one
+    assert L.find_warnings(["/x/y.py:3: UserWarning: something"]) == ["/x/y.py:3: UserWarning: something"]
+
+
+def test_a_negative_profiled_value_on_the_draft_worker_is_not_fatal():
+    """0.5.9's draft worker logs "max_total_tokens=N is larger than the profiled value -M" and then takes the
+    target's draft_runner_cache_size instead (srt/model_executor/model_runner_kv_cache_mixin.py
+    init_memory_pool: the draft's size is set after the warning), so the server starts: real, SGLang's docs
+    CI (EAGLE with --enable-torch-compile --mem-fraction 0.6, 2026-02-11) as rendered in
+    github.com/wxsms/sgl-project.github.io markdown/advanced_features/speculative_decoding.md, whose next
+    cell's request succeeds. A warning, never a fatal line on its own."""
+    lines = [
+        "[2026-02-11 06:44:58] SPECULATIVE_MOE_RUNNER_BACKEND is not initialized, using auto backend",
+        "[2026-02-11 06:45:01] max_total_tokens=20480 is larger than the profiled value -89624. "
+        "Use the profiled value instead.",
+        "  0%|          | 0/4 [00:00<?, ?it/s]Capturing batches (bs=4 avail_mem=1.85 GB):   0%|          | 0/4",
+    ]
+    assert L.find_fatal(lines) is None
+    assert L.find_warnings(lines) == [
+        "max_total_tokens=20480 is larger than the profiled value -89624. Use the profiled value instead."
+    ]
