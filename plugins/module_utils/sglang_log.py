@@ -926,6 +926,19 @@ _SPECIFIC: list[_Reason] = [
     # progress bar may come first on its line (ROCm/legacy-rocm-build issue #4021): the fault's own words are the reason
     _Reason("native_crash", re.compile(r"Memory access fault by GPU node-\d+ .*?Reason: [^.]+\.?")),
     _Reason("native_crash", re.compile(r"terminate called after throwing an instance of '[^']+'")),
+    # torch's NCCL watchdog on a collective that never completed: LOG(ERROR) "[Rank N] Watchdog caught
+    # collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, ...) ran for 600050 milliseconds
+    # before timing out." (pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::checkTimeout),
+    # then the same words in "Process group watchdog thread terminated with exception: ..." as the
+    # watchdog takes the process down, and only after a frame dump the uncaught DistBackendError above.
+    # At start-up it is a rank that never reached the collective: a node of a multi-node server that died
+    # or cannot reach the others (a head node's log 10 minutes after its weights loaded, its peers on the
+    # other node gone: sgl-project/sglang issues #3368, #3424, #3783). The first such line is the reason; the
+    # terminate line, when it comes, still names the same cause (it ranks above this one)
+    _Reason(
+        "native_crash",
+        re.compile(r"(?:\[Rank \d+\] )?Watchdog caught collective operation timeout: .+"),
+    ),
     _Reason("native_crash", re.compile(r"(?:^|(?<=\]))Fatal Python error: .+")),
     _PORT_IN_USE,
     _BIND_FAILED,

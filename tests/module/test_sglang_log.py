@@ -1832,3 +1832,34 @@ def test_a_negative_profiled_value_on_the_draft_worker_is_not_fatal():
     assert L.find_warnings(lines) == [
         "max_total_tokens=20480 is larger than the profiled value -89624. Use the profiled value instead."
     ]
+
+
+def test_an_nccl_watchdog_timeout_at_start_up_is_fatal_at_its_first_line():
+    """torch's NCCL watchdog logs "[Rank N] Watchdog caught collective operation timeout: WorkNCCL(...) ran
+    for N milliseconds before timing out." (ProcessGroupNCCL.cpp WorkNCCL::checkTimeout) and takes the
+    process down; at start-up it means a rank, usually another node's, never reached the collective. Real:
+    a head node whose peer node never joined (sgl-project/sglang issue #3368), and the watchdog thread's
+    own "terminated with exception" line (issue #3424) before any "terminate called" line."""
+    f = L.find_fatal(load_fixture("sglang-0.4.2era_tp16_2node_nccl_watchdog_timeout.log"))
+    assert f is not None and (f["kind"], f["generic"]) == ("native_crash", False), f
+    assert f["reason"].startswith("[Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2"), f
+    thread = (
+        "[rank1]:[E210 02:06:33.347835395 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 1] Process group "
+        "watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1522789, OpType=_ALLGATHER_BASE, NumelIn=298960, NumelOut=4783360, Timeout(ms)=600000) "
+        "ran for 600003 milliseconds before timing out."
+    )
+    f = L.find_fatal(
+        [thread, "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618"]
+    )
+    assert f is not None and f["kind"] == "native_crash" and f["reason"].startswith("[Rank 1] Watchdog caught"), f
+    # the uncaught exception's own line, when it comes, still names the cause first
+    what = (
+        "  what():  [PG ID 2 PG GUID 3 Rank 1] " + thread.split("] ", 2)[2].split("exception: ", 1)[0] + "exception: x"
+    )
+    f = L.find_fatal([thread, "terminate called after throwing an instance of 'c10::DistBackendError'", what])
+    assert f is not None and f["reason"].startswith(
+        "terminate called after throwing an instance of 'c10::DistBackendError'"
+    ), f
+    # the log up to the weights' end says nothing fatal
+    assert L.find_fatal(load_fixture("sglang-0.4.2era_tp16_2node_nccl_watchdog_timeout.log")[:-3]) is None
