@@ -724,6 +724,8 @@ _KNOWN_WARNING_RES = [
     re.compile(r"Beta spec is enabled"),
     re.compile(r"[Ww]atchdog timeout"),
     re.compile(r"is deprecated"),
+    # logged right after the draft model's "Warning: Target model's context_length ..." (_SGLANG_WARNING_WORD_RE)
+    re.compile(r"Overriding the draft model's max_position_embeddings"),
 ]
 _PY_WARNING_RE = re.compile(r"\b(?:User|Future|Deprecation|Runtime|Resource)?Warning: ")
 # An SGLang logger's warning in Python's default format, where logging was set up before SGLang's
@@ -739,6 +741,18 @@ _DEFAULT_FORMAT_WARNING_RE = re.compile(r"^(?:WARNING|ERROR|CRITICAL):sglang(?:\
 # fatal line (sgl-project/sglang issues #39517, #23784, #37648): the same fault, so not a warning (its words
 # add nothing to the fault line's, which is find_fatal's reason)
 _HSA_QUEUE_FAULT_RE = re.compile(r"^(?:Warning: )?Queue error - HSA_STATUS_ERROR_MEMORY_FAULT\b")
+# SGLang's own loggers put the word in some warnings' message, their format having no level: "[2026-02-05
+# 18:39:49] Warning: Target model's context_length (8192) is greater than the derived context_length (2048). This
+# may lead to incorrect model outputs or CUDA errors. ..." (configs/model_config.py `_derive_context_length`,
+# 0.5.9 and 0.5.23: an EAGLE draft trained at 2048 tokens under a longer target, logged in CI or with
+# SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, then "Overriding the draft model's max_position_embeddings to
+# 8192."; a ValueError with the same words otherwise), as SGLang's docs CI prints it
+# (tests/module/fixtures/sglang-0.5.9dev_docs-ci_eagle_draft_context_override.log) and an MTP server's compose
+# log does (jpezzulli/sglang-rtxpro6000 issue #19); also model_runner.py's "Warning: Attention backend specified
+# by --attention-backend or default backend might be overridden.". Read on SGLang's prefixed lines only: the
+# same word in that ValueError's line ("ValueError: Warning: Target model's ...") is the fatal error, and in
+# ROCm's "Warning: Queue error - ..." a fault's (_HSA_QUEUE_FAULT_RE)
+_SGLANG_WARNING_WORD_RE = re.compile(r"^Warning: ")
 MAX_WARNINGS = 100
 
 
@@ -759,8 +773,15 @@ def find_warnings(lines: Sequence[Any], limit: int = MAX_WARNINGS) -> list[str]:
                 is_warning, msg = True, default_form.group("msg").strip()
         if not is_warning:
             is_warning = any(r.search(ln.message) for r in _KNOWN_WARNING_RES)
+        if not is_warning and ln.sglang:
+            is_warning = _SGLANG_WARNING_WORD_RE.match(msg) is not None
         if not is_warning and not ln.sglang:
-            is_warning = _PY_WARNING_RE.search(ln.message) is not None and not _HSA_QUEUE_FAULT_RE.match(msg)
+            # an exception's line ("ValueError: Warning: ...") is an error that happens to hold the word
+            is_warning = (
+                _PY_WARNING_RE.search(ln.message) is not None
+                and not _HSA_QUEUE_FAULT_RE.match(msg)
+                and _exception_line(msg) is None
+            )
         if not is_warning:
             continue
         if msg in seen:

@@ -1863,3 +1863,51 @@ def test_an_nccl_watchdog_timeout_at_start_up_is_fatal_at_its_first_line():
     ), f
     # the log up to the weights' end says nothing fatal
     assert L.find_fatal(load_fixture("sglang-0.4.2era_tp16_2node_nccl_watchdog_timeout.log")[:-3]) is None
+
+
+def test_sglangs_own_warning_word_on_a_draft_model_shorter_than_its_target_is_a_warning():
+    """SGLang's format has no level, so its model_config.py writes the word into the message: "Warning: Target
+    model's context_length (8192) is greater than the derived context_length (2048). ..." then "Overriding the
+    draft model's max_position_embeddings to 8192." (configs/model_config.py `_derive_context_length`, 0.5.9 and
+    0.5.23: an EAGLE head trained at 2048 tokens under an 8192-token target, "may lead to incorrect model outputs
+    or CUDA errors"). Real: SGLang's docs CI (the fixture), and an MTP server's compose log (jpezzulli/
+    sglang-rtxpro6000 issue #19). Both were missing from the warnings."""
+    warnings = L.find_warnings(load_fixture("sglang-0.5.9dev_docs-ci_eagle_draft_context_override.log"))
+    assert (
+        "Warning: Target model's context_length (8192) is greater than the derived context_length (2048). This may"
+        " lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ from"
+        " max_position_embeddings in the model's config." in warnings
+    )
+    assert "Overriding the draft model's max_position_embeddings to 8192." in warnings
+    # the level-tagged launcher warning of the same launch is still read as one, and the start is not fatal
+    assert any(w.startswith("Overlap scheduler is disabled when spec v2 is off") for w in warnings)
+    composed = (
+        "pennyroyal-1  | [2026-09-21 03:09:14] Warning: Target model's context_length (524288) is greater than the "
+        "derived context_length (262144). This may lead to incorrect model outputs or CUDA errors. Note that the "
+        "derived context_length may differ from max_position_embeddings in the model's config."
+    )
+    assert L.find_warnings([composed]) == [composed.split("| ", 1)[1].split("] ", 1)[1]]
+
+
+def test_the_fatal_valueerror_that_holds_the_word_warning_is_not_a_warning():
+    """Without SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN (and outside CI) the same check raises: "ValueError:
+    Warning: Target model's context_length ... To allow overriding this maximum, set the env var
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" (configs/model_config.py `_derive_context_length`) from the
+    draft worker's start (the traceback's head is real: SGLang's docs CI, sgl-project/sglang issue #18220; its
+    last line is the raise's text). That line is the start's fatal error; it was also listed as a warning
+    because it holds "Warning: "."""
+    lines = [
+        "[2026-02-04 03:54:42] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/actions-runner/_work/sglang/sglang/python/sglang/srt/managers/scheduler.py", line 540, in'
+        " init_model_worker",
+        "    self.maybe_init_draft_worker()",
+        "ValueError: Warning: Target model's context_length (4096) is greater than the derived context_length"
+        " (2048). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length"
+        " may differ from max_position_embeddings in the model's config. To allow overriding this maximum, set"
+        " the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    ]
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "exception" and f["reason"].startswith("ValueError: Warning: Target model")
+    assert L.find_warnings(lines) == []
+    # a Python warning of a traceless line is still one
+    assert L.find_warnings(["/x/y.py:3: FutureWarning: old"]) == ["/x/y.py:3: FutureWarning: old"]
