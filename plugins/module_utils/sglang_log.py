@@ -18,6 +18,7 @@ Facts are cited as ``docs/reference/sglang.md §x.y``.
 from __future__ import annotations
 
 import ast
+import calendar
 import re
 import time
 from dataclasses import dataclass, field
@@ -121,6 +122,22 @@ _COLLECTOR_RE = re.compile(
     r"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?\[[^\]\s]+\]<std(?:out|err)>:"
     r"|\d{10,13}\t\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\t)"
 )
+# NVIDIA Dynamo's SGLang worker (python -m dynamo.sglang) hands SGLang's logging to its Rust runtime: it points
+# SGLANG_LOGGING_CONFIG_PATH at a config whose only handler, dynamo.runtime.logging.LogHandler, formats a record
+# as "%(message)s" and passes it, its level and "{module}.{funcName}" as the target to Rust's tracing, which
+# writes "<RFC 3339 UTC stamp> <level, right-aligned in 5> <target>: <message>" (ai-dynamo/dynamo
+# components/src/dynamo/runtime/logging.py configure_sglang_logging and LogHandler.emit; its
+# VllmColorFormatter copies the shape: f"{ts} {level:>5} {target}: {msg}", "%Y-%m-%dT%H:%M:%S.%fZ"):
+# "2025-12-10T13:50:29.938649Z  INFO memory_pool._finalize_allocation_log: KV Cache is allocated. ..."
+# (ai-dynamo/dynamo issue #4855), "2025-05-15T08:05:10.734Z  INFO worker.generate: ..." (issue #1089). SGLang's
+# own prefix is gone (its configure_logger applies that config instead of its format), so the stamp, the
+# level and the target are the line's prefix: no rank is named. Rust's own targets ("dynamo_runtime::...")
+# take the same shape. Tracing's level names are Rust's: WARN is Python's WARNING, TRACE below DEBUG.
+_DYNAMO_RE = re.compile(
+    r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+"
+    r"(?P<target>[\w.<>-]+(?:::[\w.<>-]+)*): (?P<msg>.*)$"
+)
+_DYNAMO_LEVELS = {"WARN": "WARNING", "TRACE": "DEBUG"}
 # What Ray's log deduplication appends to a line several actors printed alike: " [repeated 2x across
 # cluster]", the first time followed by " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ...)"
 # (ray-project/ray python/ray/_private/ray_logging/__init__.py DedupState.formatted, _warn_once): not the
@@ -182,6 +199,17 @@ def parse_line(raw: str) -> LogLine | None:
     m = _PREFIX_RE.search(text)
     if not m:
         bare = _COLLECTOR_RE.sub("", text, count=1)
+        # Dynamo's stamp is itself a collector's shape: read it on the line as written, or behind a collector's
+        dyn = _DYNAMO_RE.match(text) or _DYNAMO_RE.match(bare)
+        if dyn is not None:
+            level = dyn.group("level")
+            return LogLine(
+                raw=text,
+                message=dyn.group("msg").rstrip(),
+                timestamp=dyn.group("ts"),
+                level=_DYNAMO_LEVELS.get(level, level),
+                where=dyn.group("target"),
+            )
         return LogLine(raw=text, message=bare.strip())
     wrapped = _WRAPPED_PREFIX_RE.match(m.group("msg"))
     inner = _PREFIX_RE.match(m.group("msg"), wrapped.end()) if wrapped else None
@@ -225,15 +253,18 @@ def _as_parsed(lines: Sequence[Any]) -> list[LogLine]:
 
 
 def parse_timestamp(ts: str | None) -> float | None:
-    """SGLang timestamp (local time of the server host) -> epoch seconds, or ``None``."""
+    """SGLang timestamp (local time of the server host) -> epoch seconds, or ``None``. A stamp ending in
+    ``Z`` (Dynamo's tracing, _DYNAMO_RE) is UTC."""
     if not ts:
         return None
-    m = re.match(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?$", ts)
+    m = re.match(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z?)$", ts)
     if not m:
         return None
     parts = [int(x) for x in m.groups()[:6]]
     frac = float("0." + m.group(7)) if m.group(7) else 0.0
     try:
+        if m.group(8):
+            return calendar.timegm((parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], 0, 0, 0)) + frac
         return time.mktime((parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], 0, 0, -1)) + frac
     except (OverflowError, ValueError):
         return None
@@ -1169,6 +1200,7 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         idx, reason, kind = root[0], root[1], "exception"
         if root_exc is not None and not (root_exc["text"] or "").strip():
             reason += _message_below(parsed, idx)
+        reason += _rendezvous_advice(reason)
     elif wrapper is not None:
         idx, kind, reason = wrapper[:3]
         reason += _exit_code(parsed, idx) if kind == "scheduler_dead" else ""
@@ -1215,6 +1247,33 @@ def _bind_advice(reason: str) -> str:
             " give --port 1024 or above)"
         )
     return f" (--host{host} --port{port} cannot be bound here: change the address or the port)"
+
+
+# torch's TCPStore client never reached the rendezvous it was given: "torch.distributed.DistNetworkError: The
+# client socket has timed out after 600000ms while trying to connect to (172.17.0.9, 46229)." (pytorch
+# torch/csrc/distributed/c10d/socket.cpp throwTimeoutError; vllm-project/vllm issue #19670, FanqingM/MM-Eureka-V0
+# issue #16), and before it the form naming the socket's errno: "The client socket has failed to connect to
+# [host]:port (errno: 111 - Connection refused)." For SGLang that address is --dist-init-addr (or its own
+# 127.0.0.1 port on one node): on a worker node (--node-rank >= 1) node 0 is not listening there, or cannot be
+# reached. The exception says neither, so the reason says what to check.
+_RENDEZVOUS_RE = re.compile(
+    r"The client socket has (?:timed out after \S+ while trying to connect to \((?P<host>[^,()]+), (?P<port>\d+)\)"
+    r"|failed to connect to \[?(?P<host2>[^\]\s]+?)\]?:(?P<port2>\d+) \(errno: \d+ - [^)]+\))"
+)
+
+
+def _rendezvous_advice(reason: str) -> str:
+    """ " (torch's rendezvous at 10.0.0.1:5000 did not answer: ...)": what to check when a node could not
+    reach the address torch.distributed meets at, which the exception does not say."""
+    m = _RENDEZVOUS_RE.search(reason)
+    if m is None:
+        return ""
+    host, port = m.group("host") or m.group("host2"), m.group("port") or m.group("port2")
+    return (
+        f" (torch's rendezvous at {host}:{port} did not answer: on a node other than 0, check that node 0"
+        " (--node-rank 0) is up and was started with the same --dist-init-addr and --nnodes, that this node"
+        " reaches that address, and that no firewall blocks the port between the nodes)"
+    )
 
 
 def _exit_code(parsed: list[LogLine], idx: int) -> str:
@@ -1305,6 +1364,10 @@ def _is_prelaunch(ln: LogLine, not_before: float | None, slack_s: float) -> bool
         # a ranked, uvicorn or untagged line ("[ts] Received sigquit from a child process") is the
         # previous launch's, however close its stamp is to this process's start.
         if ln.ranks or ln.uvicorn:
+            return False
+        if ln.where is not None and ".py:" not in ln.where and not ln.where.startswith("server_args."):
+            # a Dynamo worker's line (_DYNAMO_RE) names no rank, so only its target tells: the argument
+            # warnings are ServerArgs' own; any other is the previous launch's
             return False
         if ln.level is None and not_before is None:
             # 0.5.11+ print the argument warnings as plain "[ts] message" lines before

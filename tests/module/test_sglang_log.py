@@ -1911,3 +1911,82 @@ def test_the_fatal_valueerror_that_holds_the_word_warning_is_not_a_warning():
     assert L.find_warnings(lines) == []
     # a Python warning of a traceless line is still one
     assert L.find_warnings(["/x/y.py:3: FutureWarning: old"]) == ["/x/y.py:3: FutureWarning: old"]
+
+
+def test_a_dynamo_workers_tracing_prefix_is_the_lines_prefix():
+    """SGLang run as an NVIDIA Dynamo worker logs through Dynamo's Rust tracing: "<UTC stamp>Z  INFO
+    <module>.<funcName>: <message>" (ai-dynamo/dynamo components/src/dynamo/runtime/logging.py; the KV line's
+    shape as pasted in https://github.com/ai-dynamo/dynamo/issues/4855). The stamp, the level and the target
+    are the line's prefix: the KV pool has no label, Rust's WARN is a warning, the capacity line is stamped
+    (UTC), and the traceback the ERROR line starts still names its exception."""
+    lines = load_fixture("constructed_dynamo_0.7.0_sglang_0.5.4_worker_rust_tracing.log")
+    pools = L.parse_kv_pools(lines)
+    assert [(p["label"], p["tokens"], p["total_gb"]) for p in pools] == [(None, 413540, 50.48)]
+    cap = L.parse_capacity(lines)
+    assert cap is not None and (cap["max_total_num_tokens"], cap["timestamp"]) == (
+        413540,
+        "2025-12-10T13:50:44.117020Z",
+    )
+    assert L.parse_timestamp(cap["timestamp"]) == 1765374644.11702
+    assert L.find_warnings(lines)[0] == "Warning: a made-up warning in the worker's shape"
+    f = L.find_fatal(lines)
+    assert f is not None and f["kind"] == "kv_pool_oom", f
+    assert f["trigger"].endswith("Scheduler hit an exception: Traceback (most recent call last):")
+    # behind a collector's prefix too (kubectl logs --prefix), and Dynamo's own Rust targets
+    ln = L.parse_line("[pod/worker-0/main] 2025-05-15T08:05:11.136Z  INFO dynamo_runtime::pipeline: Shutting down")
+    assert ln is not None and (ln.message, ln.level, ln.where) == ("Shutting down", "INFO", "dynamo_runtime::pipeline")
+    # a docker -t stamp before a bare frame or uvicorn's own line is still only a collector's
+    assert L.parse_line('2025-12-10T13:50:46.2Z   File "x.py", line 1, in f').timestamp is None
+    assert L.parse_line("2025-12-10T13:50:46.2Z INFO:     Started server process [1]").timestamp is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "where"),
+    [
+        # torch's libuv TCPStore (real words: https://github.com/vllm-project/vllm/issues/19670)
+        (
+            "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to "
+            "connect to (172.17.0.9, 46229).",
+            "172.17.0.9:46229",
+        ),
+        # the errno form (torch socket.cpp; https://github.com/gensyn-ai/rl-swarm/issues/197 logs it as a warning)
+        (
+            "torch.distributed.DistNetworkError: The client socket has failed to connect to [10.0.0.1]:5000 "
+            "(errno: 111 - Connection refused).",
+            "10.0.0.1:5000",
+        ),
+    ],
+)
+def test_a_worker_nodes_rendezvous_timeout_says_what_to_check(exc, where):
+    """A worker node (--node-rank 1) whose rendezvous with node 0 never happens: torch names the address
+    but not why; the reason says to check node 0, --dist-init-addr and the firewall."""
+    f = L.find_fatal(
+        [
+            "[2025-03-01 10:00:00 TP8] Init torch distributed begin.",
+            "Traceback (most recent call last):",
+            '  File "/x/scheduler.py", line 1, in run_scheduler_process',
+            exc,
+        ]
+    )
+    assert f is not None and f["kind"] == "exception", f
+    assert f["reason"].startswith(exc)
+    assert f"rendezvous at {where} did not answer" in f["reason"]
+    assert "--dist-init-addr" in f["reason"] and "firewall" in f["reason"]
+
+
+def test_a_dynamo_workers_restart_keeps_only_the_last_launch():
+    """Two launches of a Dynamo SGLang worker in one file (the worker restarted): its lines name no rank, so
+    only the target tells the argument warnings (ServerArgs') before server_args= from the previous launch's
+    last lines (the shapes of constructed_dynamo_0.7.0_sglang_0.5.4_worker_rust_tracing.log; 0.5.4
+    entrypoints/engine.py _launch_subprocesses logs server_args=)."""
+    kv = "  INFO memory_pool._finalize_allocation_log: KV Cache is allocated. #tokens: {}, K size: 1.00 GB, V size: 1.00 GB"
+    lines = [
+        "2025-12-10T13:40:00.1Z  INFO engine._launch_subprocesses: server_args=ServerArgs(model_path='a', tp_size=1)",
+        "2025-12-10T13:40:29.9Z" + kv.format(1),
+        "2025-12-10T13:41:00.0Z  INFO dynamo_runtime::pipeline::network::ingress::push_endpoint: Shutting down service",
+        "2025-12-10T13:50:00.1Z  WARN server_args.__post_init__: Attention backend not set.",
+        "2025-12-10T13:50:00.2Z  INFO engine._launch_subprocesses: server_args=ServerArgs(model_path='a', tp_size=1)",
+        "2025-12-10T13:50:29.9Z" + kv.format(2),
+    ]
+    assert L.current_launch(lines) == lines[3:]
+    assert [p["tokens"] for p in L.parse_kv_pools(L.current_launch(lines))] == [2]
