@@ -1196,9 +1196,13 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         elif kind == "native_crash" and reason.startswith("terminate called"):
             nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
             reason += f": {' '.join(nxt.split()[1:])}" if nxt.startswith("what():") else ""
+        elif kind == "cuda_graph" and _DEVICE_ASSERT_TRIGGERED_RE.search(reason):
+            reason += _first_device_assert(parsed, idx)
     elif root is not None and not consequence:
         idx, reason, kind = root[0], root[1], "exception"
-        if root_exc is not None and not (root_exc["text"] or "").strip():
+        if root_exc is not None and root_exc["text"] is None:
+            reason += _failing_source(parsed, idx)
+        elif root_exc is not None and not root_exc["text"].strip():
             reason += _message_below(parsed, idx)
         reason += _rendezvous_advice(reason)
     elif wrapper is not None:
@@ -1340,6 +1344,72 @@ def _message_below(parsed: list[LogLine], idx: int) -> str:
         return ""
     listed = next((line[2:] for line in lines if _LISTED_ERROR_RE.match(line)), None)
     return f" {lines[0]}" + (f" ({listed})" if listed else "")
+
+
+# A frame's header in a traceback: 'File "/x/sglang/srt/server_args.py", line 2423, in _handle_speculative_decoding'
+_FRAME_RE = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)$')
+# The markers CPython 3.11+ prints under a frame's source line (traceback.py: "^" the failing part, "~" the rest)
+_CARETS_RE = re.compile(r"^[~^]+$")
+_SOURCE_MAX = 200  # characters of a failing frame's source kept in the reason
+
+
+def _failing_source(parsed: list[LogLine], idx: int) -> str:
+    """ ": <source> (<file>:<line> in <function>)" for an exception line with no message (a bare
+    ``assert``'s "AssertionError": SGLang's server_args.py has them, e.g. 0.5.5 :1577 / 0.5.9 :2423
+    `assert (self.speculative_eagle_topk is None and self.speculative_num_draft_tokens is None)` when
+    --speculative-num-steps is not given): what failed is only in the frame's source, which CPython prints
+    between the last "File ..." line and the exception line. Which source lines depends on the Python: 3.10
+    and 3.11 the line that made the test false ("and self.speculative_num_draft_tokens is None"), 3.12 the
+    statement's first line ("assert (", completed here as "assert (...)"), 3.13 the statement's lines
+    (CPython Lib/traceback.py FrameSummary, _extract_caret_anchors; 3.11+ add caret lines, skipped). ""
+    when no source line is there (a frame without source, or no frame)."""
+    source: list[str] = []
+    for ln in reversed(parsed[max(0, idx - 12) : idx]):
+        msg = ln.message.strip()
+        if ln.sglang or ln.uvicorn:
+            return ""
+        frame = _FRAME_RE.match(msg)
+        if frame:
+            if not source:
+                return ""
+            text = " ".join(reversed(source))
+            text = re.sub(r"([(\[{]) ", r"\1", re.sub(r" ([)\]}])", r"\1", text))
+            opened = sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+            text += "...)" if opened > 0 and text.endswith("(") else ""
+            if len(text) > _SOURCE_MAX:
+                text = text[: _SOURCE_MAX - 3] + "..."
+            where = f"{frame.group('file').rsplit('/', 1)[-1]}:{frame.group('line')} in {frame.group('func')}"
+            return f": {text} ({where})"
+        if not _CARETS_RE.match(msg):
+            source.append(msg)
+    return ""
+
+
+# torch's error for a CUDA (or HIP) kernel that failed a device-side assert; the context is unusable after
+# it, so a CUDA-graph capture that comes later fails with these words ("Capture cuda graph failed: CUDA
+# error: device-side assert triggered": sgl-project/sglang issues #8230 and #8870, an EAGLE3 draft whose
+# vocabulary or hot-token map does not fit the target's)
+_DEVICE_ASSERT_TRIGGERED_RE = re.compile(r"\b(?:CUDA|HIP) error: device-side assert triggered", re.I)
+# The kernel's own line, printed by the device's __assert_fail, one per failing thread: "/pytorch/aten/src/
+# ATen/native/cuda/IndexKernel.cu:93: operator(): block: [0,0,0], thread: [64,0,0] Assertion `-sizes[i] <=
+# index && index < sizes[i] && "index out of bounds"` failed." (issue #8230, sglang 0.4.9.post2, torch 2.7.1;
+# "Indexing.cu:1500: indexSelectSmallIndex: ... Assertion `srcIndex < srcSelectDimSize` failed.", issue #7139)
+_DEVICE_ASSERT_RE = re.compile(
+    r"(?:(?P<where>[\w.+-]+\.(?:cu|cuh|cpp|h|hpp):\d+):.*?)?Assertion `(?P<expr>.+)` failed\.?"
+)
+
+
+def _first_device_assert(parsed: list[LogLine], idx: int) -> str:
+    """ " (first device-side assert: IndexKernel.cu:93: `... "index out of bounds"`)": the kernel assert that
+    the capture's "device-side assert triggered" only reports (an index out of range in a GPU kernel, not a
+    lack of memory, whatever the "Possible solutions" SGLang prints after it say). The first one, before the
+    capture's line: every later CUDA call of the process fails after it. "" when the log has none."""
+    for ln in parsed[:idx]:
+        m = _DEVICE_ASSERT_RE.search(ln.message)
+        if m:
+            where = f"{m.group('where').rsplit('/', 1)[-1]}: " if m.group("where") else ""
+            return f" (first device-side assert: {where}`{m.group('expr')[:_SOURCE_MAX]}`)"
+    return ""
 
 
 # --------------------------------------------------------------------------------------------

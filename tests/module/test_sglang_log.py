@@ -1990,3 +1990,92 @@ def test_a_dynamo_workers_restart_keeps_only_the_last_launch():
     ]
     assert L.current_launch(lines) == lines[3:]
     assert [p["tokens"] for p in L.parse_kv_pools(L.current_launch(lines))] == [2]
+
+
+# A bare assert's traceback as each CPython prints it (printed by CPython 3.10.13, 3.11.7, 3.12.1 and 3.13.0
+# running the shape of SGLang 0.5.9 server_args.py:2422-2426): the source line(s) between the frame's
+# "File ..." line and "AssertionError" differ, and 3.11+ add caret lines under them.
+_MULTILINE_ASSERT_FRAME = '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line {n}, in _handle_speculative_decoding'
+
+
+@pytest.mark.parametrize(
+    "n, source, reason",
+    [
+        (  # 3.10 and 3.11: the line whose test was false
+            2425,
+            ["    and self.speculative_num_draft_tokens is None"],
+            "AssertionError: and self.speculative_num_draft_tokens is None",
+        ),
+        (2423, ["    assert ("], "AssertionError: assert (...)"),  # 3.12: the statement's first line only
+        (  # 3.13: the statement's lines
+            2424,
+            ["    self.speculative_eagle_topk is None", "    and self.speculative_num_draft_tokens is None"],
+            "AssertionError: self.speculative_eagle_topk is None and self.speculative_num_draft_tokens is None",
+        ),
+        (  # a one-line assert, 3.11+ with its carets
+            2423,
+            ["    assert self.speculative_num_steps is not None", "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"],
+            "AssertionError: assert self.speculative_num_steps is not None",
+        ),
+    ],
+)
+def test_a_bare_assert_is_named_by_its_failing_source(n, source, reason):
+    """SGLang's bare asserts (no message) end the traceback with "AssertionError" alone: what failed is only in
+    the failing frame's source line(s), which the reason now carries with the place (file:line in function),
+    behind a collector's prefix too."""
+    lines = ["Traceback (most recent call last):", _MULTILINE_ASSERT_FRAME.format(n=n), *source, "AssertionError"]
+    where = f" (server_args.py:{n} in _handle_speculative_decoding)"
+    assert L.find_fatal(lines)["reason"] == reason + where
+    assert L.find_fatal([f"sglang-1  | {line}" for line in lines])["reason"] == reason + where
+
+
+def test_a_bare_assert_at_start_names_the_assert_and_its_place():
+    """--speculative-eagle-topk without --speculative-num-steps on 0.5.9 under Python 3.12 (the fixture's
+    header cites the source): "assert (" is all 3.12 prints of the statement, the place says which one."""
+    f = L.find_fatal(load_fixture("constructed_0.5.9_py312_bare_assert_topk_without_steps.log"))
+    assert f["kind"] == "exception"
+    assert f["reason"] == "AssertionError: assert (...) (server_args.py:2423 in _handle_speculative_decoding)"
+    # no source line under the frame, or no frame: the exception line as it is; a message keeps its own words
+    assert (
+        L.find_fatal(
+            ["Traceback (most recent call last):", '  File "<string>", line 336, in __init__', "AssertionError"]
+        )["reason"]
+        == "AssertionError"
+    )
+    assert (
+        L.find_fatal(
+            [
+                "Traceback (most recent call last):",
+                '  File "x.py", line 1, in f',
+                "    assert x, 'y'",
+                "AssertionError: y",
+            ]
+        )["reason"]
+        == "AssertionError: y"
+    )
+
+
+def test_a_draft_capture_failed_by_a_device_assert_names_the_assert():
+    """An EAGLE3 draft whose vocabulary does not fit the target's trips a kernel's index assert during its
+    CUDA-graph capture; the capture's exception only says "device-side assert triggered", and SGLang's
+    "Possible solutions" after it speak of memory (sgl-project/sglang issues #8230 and #8870: the assert lines
+    are real, from #8230). The reason names the first assert, and the tuner's capacity rule does not read it
+    as a lack of memory."""
+    from tuner.decide.capacity import is_capacity_failure
+
+    f = L.find_fatal(load_fixture("constructed_0.4.9.post2_eagle3_draft_capture_device_assert.log"))
+    assert f["kind"] == "cuda_graph"
+    assert f["reason"] == (
+        "Exception: Capture cuda graph failed: CUDA error: device-side assert triggered (first device-side assert: "
+        'IndexKernel.cu:93: `-sizes[i] <= index && index < sizes[i] && "index out of bounds"`)'
+    )
+    assert not is_capacity_failure(f["reason"])
+    # the assert split from its kernel's name (lightseekorg/tokenspeed issue #298 pastes it on two lines)
+    split = [
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1515: indexSelectSmallIndex:",
+        "  Assertion `srcIndex < srcSelectDimSize` failed.",
+        "[2026-01-01 00:00:00 TP0] Capture cuda graph failed: CUDA error: device-side assert triggered",
+    ]
+    assert L.find_fatal(split)["reason"].endswith("(first device-side assert: `srcIndex < srcSelectDimSize`)")
+    # no assert line before the capture's: the reason as it was
+    assert L.find_fatal(split[2:])["reason"].endswith("device-side assert triggered")
