@@ -171,7 +171,8 @@ def parse_line(raw: str) -> LogLine | None:
                 where=dyn.group("target"),
             )
         return LogLine(raw=text, message=bare.strip())
-    wrapped = _WRAPPED_PREFIX_RE.match(m.group("msg"))
+    # a wrapper's stamp names no rank: a ranked prefix is SGLang's own, whatever its message starts with
+    wrapped = None if m.group("ranks").strip() else _WRAPPED_PREFIX_RE.match(m.group("msg"))
     inner = _PREFIX_RE.match(m.group("msg"), wrapped.end()) if wrapped else None
     if inner is not None:
         m = inner

@@ -1798,6 +1798,9 @@ def test_a_wrappers_stamp_and_level_before_sglangs_prefix_are_not_sglangs():
     # SGLang's own prefix, and uvicorn's line behind it, are read as before
     own = L.parse_line("[2025-04-03 12:05:45 TP1] KV Cache is allocated. #tokens: 1000")
     assert own is not None and own.ranks == {"TP": 1}
+    # a ranked prefix is SGLang's even when its message starts with a stamp: a wrapper's names no rank
+    quoted = L.parse_line("[2026-01-01 10:00:10 TP0] [2026-01-01 10:00:09] text")
+    assert quoted is not None and (quoted.timestamp, quoted.ranks) == ("2026-01-01 10:00:10", {"TP": 0}), quoted
     uv = L.parse_line('[2025-03-08 12:29:32] INFO:     10.0.2.141:37662 - "GET /health HTTP/1.1" 200 OK')
     assert uv is not None and uv.uvicorn and uv.message.startswith("10.0.2.141")
 
