@@ -375,12 +375,12 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
             # torch's BackendCompilerFailed puts its cause on the next line ("Capture cuda graph
             # failed: backend='inductor' raised:" then "OutOfResources: out of resource: shared
             # memory, ...": sgl-project/sglang#6001): the line without it names no cause
-            nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
+            nxt = _next_message(parsed, idx)
             reason = f"{reason} {nxt}".strip()
         elif kind == "bind_failed":
             reason += _bind_advice(reason)
         elif kind == "native_crash" and reason.startswith("terminate called"):
-            nxt = next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
+            nxt = _next_message(parsed, idx)
             reason += f": {' '.join(nxt.split()[1:])}" if nxt.startswith("what():") else ""
         elif kind == "cuda_graph" and _DEVICE_ASSERT_TRIGGERED_RE.search(reason):
             reason += _first_device_assert(parsed, idx)
@@ -407,6 +407,12 @@ def find_fatal(lines: Sequence[Any]) -> dict[str, Any] | None:
         "trigger": trigger[1].raw[:2000],
         "generic": kind in _GENERIC_KINDS,
     }
+
+
+def _next_message(parsed: list[LogLine], idx: int) -> str:
+    """The first non-blank message after line ``idx``: where a reason's line leaves its cause to the next
+    one (torch's "raised:", libstdc++'s "what():")."""
+    return next((ln.message.strip() for ln in parsed[idx + 1 :] if ln.message.strip()), "")
 
 
 def _in_launcher_shape(ln: LogLine) -> bool:
